@@ -1,0 +1,28 @@
+"Packaging for jsnb: every setting comes from nbdev's `settings.ini`."
+from configparser import ConfigParser
+import setuptools, shlex
+
+config = ConfigParser(delimiters=['='])
+config.read('settings.ini', encoding='utf-8')
+cfg = config['DEFAULT']
+
+licenses = {'apache2': ('Apache Software License 2.0', 'OSI Approved :: Apache Software License')}
+statuses = ['Pre-Alpha', 'Alpha', 'Beta', 'Production/Stable', 'Mature', 'Inactive']
+lic = licenses[cfg['license']]
+requirements = shlex.split(cfg.get('requirements', ''))
+dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
+scripts = [s.strip() for s in cfg.get('console_scripts', '').split('\n') if s.strip()]
+
+setuptools.setup(
+    name=cfg['lib_name'], version=cfg['version'], license=lic[0],
+    classifiers=['Development Status :: ' + statuses[int(cfg['status'])],
+                 'Intended Audience :: ' + cfg['audience'].title(),
+                 'License :: ' + lic[1], 'Natural Language :: ' + cfg['language'].title(),
+                 'Programming Language :: Python :: 3.11', 'Programming Language :: Python :: 3.12'],
+    url=cfg['git_url'], packages=setuptools.find_packages(include=['jsnb', 'jsnb.*']),
+    include_package_data=True, install_requires=requirements,
+    extras_require={'dev': dev_requirements}, python_requires='>=' + cfg['min_python'],
+    long_description=open('README.md', encoding='utf-8').read(), long_description_content_type='text/markdown',
+    zip_safe=False, entry_points={'console_scripts': scripts, 'nbdev': [f"{cfg['lib_path']}={cfg['lib_path']}._modidx:d"]},
+    author=cfg['author'], author_email=cfg['author_email'], description=cfg['description'],
+    keywords=cfg['keywords'])
