@@ -11,7 +11,7 @@ statuses = ['Pre-Alpha', 'Alpha', 'Beta', 'Production/Stable', 'Mature', 'Inacti
 lic = licenses[cfg['license']]
 requirements = shlex.split(cfg.get('requirements', ''))
 dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
-scripts = [s.strip() for s in cfg.get('console_scripts', '').split('\n') if s.strip()]
+scripts = cfg.get('console_scripts', '').split()
 
 setuptools.setup(
     name=cfg['lib_name'], version=cfg['version'], license=lic[0],

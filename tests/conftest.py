@@ -1,0 +1,71 @@
+"""Fixtures that run one scenario against jsnb and against the reference nats-server."""
+import os, re, shutil, signal, subprocess, sys, tempfile, time, pathlib
+import pytest
+
+REF_BIN = shutil.which('nats-server')
+KINDS = ['jsnb', 'nats-server']
+_LISTEN = re.compile(r'Listening for client connections on (\S+):(\d+)')
+
+
+class ServerProc:
+    "A jsnb or reference server in a subprocess, started with the same flags."
+    def __init__(self, kind: str, args=(), config: str | None = None, workdir: str | None = None):
+        self.kind, self.args = kind, list(args)
+        self.dir = pathlib.Path(workdir or tempfile.mkdtemp(prefix=f'{kind}-'))
+        self.config = config
+        self.proc, self.port, self.log = None, None, self.dir / 'server.log'
+
+    def cmd(self, port_args):
+        args = list(port_args) + self.args
+        if self.config is not None:
+            conf = self.dir / 'server.conf'; conf.write_text(self.config); args += ['-c', str(conf)]
+        args += ['-l', str(self.log)]
+        if self.kind == 'jsnb': return [sys.executable, '-c', 'import sys; from jsnb.cli import main; sys.exit(main())'] + args
+        if REF_BIN is None: pytest.skip('reference nats-server not installed')
+        return [REF_BIN] + args
+
+    def start(self, port: int | None = None, timeout: float = 20):
+        "Start (on `port`, or a free port) and wait for `Server is ready`."
+        if self.log.exists(): self.log.unlink()
+        self.proc = subprocess.Popen(self.cmd(['-p', str(port if port else -1)]), cwd=self.dir,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            text = self.log.read_text() if self.log.exists() else ''
+            if 'Server is ready' in text:
+                self.port = int(_LISTEN.search(text).group(2)); return self
+            if self.proc.poll() is not None:
+                raise RuntimeError(f'{self.kind} exited: {self.proc.stderr.read().decode()} {text}')
+            time.sleep(0.02)
+        self.stop(); raise RuntimeError(f'{self.kind} did not start: {text}')
+
+    @property
+    def url(self): return f'nats://127.0.0.1:{self.port}'
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try: self.proc.wait(10)
+            except subprocess.TimeoutExpired: self.proc.kill(); self.proc.wait()
+        if self.proc and self.proc.stderr: self.proc.stderr.close()
+
+    def restart(self):
+        port = self.port; self.stop(); return self.start(port)
+
+    def log_text(self): return self.log.read_text() if self.log.exists() else ''
+
+
+@pytest.fixture
+def start_server():
+    "Factory: `start_server(kind, *flags, config=...)`; every server started is stopped at the end."
+    started = []
+    def start(kind, *args, config=None):
+        s = ServerProc(kind, args, config).start(); started.append(s); return s
+    yield start
+    for s in started: s.stop()
+
+
+@pytest.fixture(params=KINDS)
+def server(request, start_server):
+    "The same scenario against jsnb and against the reference."
+    return start_server(request.param)

@@ -1,0 +1,46 @@
+"""The notebooks are the source and the documentation: each one runs top to bottom, and the
+package and notebooks are exactly what `nbdev_export` and `nbdev_clean` make of them."""
+import filecmp, os, pathlib, shutil, subprocess, sys
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+NBS = sorted(p.name for p in (ROOT / 'nbs').glob('*.ipynb'))
+
+
+@pytest.mark.parametrize('nb', NBS)
+def test_notebook_runs(nb):
+    "Execute every cell (except `#| eval: false`), as `nbdev_test` does, in a fresh process."
+    code = ('import sys, pathlib; from nbdev.test import test_nb; '
+            f'ok, _ = test_nb(pathlib.Path({str(ROOT / "nbs" / nb)!r})); sys.exit(0 if ok else 1)')
+    r = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-5000:]
+
+
+def _copy_project(tmp_path):
+    dst = tmp_path / 'proj'
+    shutil.copytree(ROOT, dst, ignore=shutil.ignore_patterns('.git', '_docs', '_proc', '*.egg-info', '__pycache__', '.pytest_cache'))
+    return dst
+
+
+def test_export_changes_nothing(tmp_path):
+    "`nbdev_export` reproduces `jsnb/` exactly: nobody edited the package by hand."
+    proj = _copy_project(tmp_path)
+    r = subprocess.run(['nbdev_export'], cwd=proj, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    cmp = filecmp.dircmp(ROOT / 'jsnb', proj / 'jsnb', ignore=['__pycache__'])
+    assert not cmp.diff_files and not cmp.left_only and not cmp.right_only, (cmp.diff_files, cmp.left_only, cmp.right_only)
+
+
+def test_notebooks_are_clean(tmp_path):
+    "`nbdev_clean` changes no notebook (no stray metadata or execution counts)."
+    proj = _copy_project(tmp_path)
+    r = subprocess.run(['nbdev_clean'], cwd=proj, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    changed = [nb for nb in NBS if (ROOT / 'nbs' / nb).read_bytes() != (proj / 'nbs' / nb).read_bytes()]
+    assert not changed, changed
+
+
+def test_readme_is_generated_from_index():
+    "README.md is exactly what `jsnb-docs readme` makes of `nbs/index.ipynb`."
+    from jsnb.docs import readme
+    assert (ROOT / 'README.md').read_text() == readme(ROOT)
