@@ -9,7 +9,8 @@ import re
 # %% auto #0
 __all__ = ['CONNECT', 'PUB', 'HPUB', 'SUB', 'UNSUB', 'PING', 'PONG', 'INFO', 'OK', 'ERR', 'CLOSE', 'OP_NAMES', 'MAX_CONTROL_LINE',
            'MAX_PAYLOAD', 'E_UNKNOWN', 'E_CONTROL_LINE', 'E_MAX_PAYLOAD', 'PING_B', 'PONG_B', 'OK_B', 'encode_err',
-           'encode_info', 'encode_msg', 'encode_hmsg', 'make_headers', 'parse_headers', 'Parser']
+           'encode_info', 'encode_msg', 'encode_hmsg', 'make_headers', 'parse_headers', 'get_header', 'remove_header',
+           'add_header', 'Parser']
 
 # %% ../nbs/00_protocol.ipynb #cbfa0c8c
 CONNECT, PUB, HPUB, SUB, UNSUB, PING, PONG, INFO, OK, ERR, CLOSE = range(11)
@@ -66,6 +67,30 @@ def parse_headers(block: bytes) -> tuple[int | None, str, dict[str, list[str]]]:
         k, _, v = line.partition(':')
         hdrs.setdefault(k.strip(), []).append(v.strip())
     return status, desc, hdrs
+
+# %% ../nbs/00_protocol.ipynb #3abd1aef
+def get_header(hdr: bytes, key: bytes) -> bytes | None:
+    "The value of header `key` in the raw block `hdr`, or `None`."
+    if not hdr: return None
+    i = hdr.find(b'\r\n' + key + b':')
+    if i < 0: return None
+    i += len(key) + 3
+    j = hdr.find(b'\r\n', i)
+    return hdr[i:j if j >= 0 else len(hdr)].lstrip(b' ')
+
+def remove_header(hdr: bytes, key: bytes) -> bytes:
+    "`hdr` without any `key` lines; an empty block becomes `b''`."
+    while hdr:
+        i = hdr.find(b'\r\n' + key + b':')
+        if i < 0: break
+        j = hdr.find(b'\r\n', i + 2)
+        hdr = hdr[:i] + hdr[j:]
+    return b'' if len(hdr) <= len(b'NATS/1.0\r\n\r\n') else hdr
+
+def add_header(hdr: bytes, key: bytes, value: bytes) -> bytes:
+    "`hdr` with `key: value` appended (a new block when `hdr` is empty)."
+    base = hdr[:-2] if len(hdr) > 2 else b'NATS/1.0\r\n'
+    return base + key + b': ' + value + b'\r\n\r\n'
 
 # %% ../nbs/00_protocol.ipynb #805c9c62
 _WS = re.compile(rb'[ \t]+')
