@@ -50,7 +50,7 @@ class _ClientProtocol(asyncio.Protocol):
         self.server.core.remove_client(c)
         log.debug('%s:%s - cid:%d - Client connection closed: %s', c.host, c.port, c.cid, c.close_reason or 'Client Closed')
 
-# %% ../nbs/05_server.ipynb #a5cf6033
+# %% ../nbs/05_server.ipynb #dd2fc16a
 class Server:
     "A jsnb server: the core plus its asyncio listeners."
     def __init__(self, opts: ServerOptions | None = None, **kw):
@@ -58,7 +58,7 @@ class Server:
         self.core = Core(self.opts)
         self.core.on_dirty = self._schedule_flush
         self.trace = self.opts.trace
-        self._listener = self._monitor = self._ping = None
+        self._listener = self._monitor = self._ping = self.js = None
         self._flush_pending = False
         self._stopped: asyncio.Event | None = None
 
@@ -104,7 +104,7 @@ def _trace(self: Server, c, data: bytes):
     for line in data.split(b'\r\n'):
         if line[:1].isalpha(): log.log(TRACE, '%s:%s - cid:%d - <<- [%s]', c.host, c.port, c.cid, line[:120].decode('latin-1'))
 
-# %% ../nbs/05_server.ipynb #30341c11
+# %% ../nbs/05_server.ipynb #c36cfe10
 @patch
 async def start(self: Server) -> Server:
     "Bind the listeners and start serving."
@@ -120,16 +120,32 @@ async def start(self: Server) -> Server:
         self._monitor = await start_monitor(self.core, o.http_host, o.http_port)
         log.info('Starting http monitor on %s:%d', o.http_host, self.core.http_port)
     self._ping = loop.call_later(o.ping_interval, self._ping_tick)
+    if o.jetstream: self._start_jetstream()
     log.info('Listening for client connections on %s:%d', o.host, self.core.port)
     log.info('Server is ready')
     return self
+
+@patch
+def _start_jetstream(self: Server):
+    "Start the JetStream account (imported here: core NATS does not need it)."
+    from jsnb.jetstream import JetStream
+    o = self.opts
+    os.makedirs(self.core.store_dir, exist_ok=True)
+    self.js = JetStream(self.core, self.core.store_dir, o.max_memory_store, o.max_file_store)
+    self.js.start()
+    self._js_tick = asyncio.get_running_loop().call_later(1.0, self._jetstream_tick)
+
+@patch
+def _jetstream_tick(self: Server):
+    self.js.tick()
+    self._js_tick = asyncio.get_running_loop().call_later(1.0, self._jetstream_tick)
 
 @patch
 def _ping_tick(self: Server):
     self.core.ping_tick()
     self._ping = asyncio.get_running_loop().call_later(self.opts.ping_interval, self._ping_tick)
 
-# %% ../nbs/05_server.ipynb #905d7d2d
+# %% ../nbs/05_server.ipynb #52dda3ed
 @patch
 async def stop(self: Server):
     "Graceful shutdown: stop accepting, flush and close every connection."
@@ -138,6 +154,7 @@ async def stop(self: Server):
     self._listener.close()
     if self._monitor is not None: self._monitor.close()
     if self._ping is not None: self._ping.cancel()
+    if self.js is not None: self._js_tick.cancel(); self.js.stop()
     self._flush()
     for c in list(self.core.clients.values()):
         if c.transport is not None: c.transport.close()
