@@ -285,14 +285,14 @@ def deliver(self: Core, sub: Subscription, subject: bytes, reply: bytes, hdr: in
     if sub.max and sub.delivered >= sub.max: c.unsubscribe(sub)
     return 1
 
-# %% ../nbs/03_core.ipynb #fead4f3c
+# %% ../nbs/03_core.ipynb #3d056767
 _NO_RESP = b'NATS/1.0 503\r\nNats-Subject: %s\r\n\r\n'
 
 @patch
-def route(self: Core, src, subject: bytes, reply: bytes, hdr: int, data: bytes) -> int:
-    "Route one message to every matching subscription; returns how many got it."
+def route(self: Core, src, subject: bytes, reply: bytes, hdr: int, data: bytes, to: bytes | None = None) -> int:
+    "Route one message to every subscription matching `to` (default: `subject`); returns how many got it."
     self.in_msgs += 1; self.in_bytes += len(data)
-    psubs, qgroups = self.sublist.match(subject)
+    psubs, qgroups = self.sublist.match(to or subject)
     n = 0
     for sub in psubs: n += self.deliver(sub, subject, reply, hdr, data, src)
     for group in qgroups:

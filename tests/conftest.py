@@ -9,14 +9,16 @@ _LISTEN = re.compile(r'Listening for client connections on (\S+):(\d+)')
 
 class ServerProc:
     "A jsnb or reference server in a subprocess, started with the same flags."
-    def __init__(self, kind: str, args=(), config: str | None = None, workdir: str | None = None):
-        self.kind, self.args = kind, list(args)
+    def __init__(self, kind: str, args=(), config: str | None = None, workdir: str | None = None, isolate_store: bool = True):
+        self.kind, self.args, self.isolate_store = kind, list(args), isolate_store
         self.dir = pathlib.Path(workdir or tempfile.mkdtemp(prefix=f'{kind}-'))
         self.config = config
         self.proc, self.port, self.log = None, None, self.dir / 'server.log'
 
     def cmd(self, port_args):
         args = list(port_args) + self.args
+        if self.isolate_store and ('-js' in args or '--jetstream' in args) and '-sd' not in args and '--store_dir' not in args:
+            args += ['-sd', str(self.dir / 'store')]      # never share the default store between runs
         if self.config is not None:
             conf = self.dir / 'server.conf'; conf.write_text(self.config); args += ['-c', str(conf)]
         args += ['-l', str(self.log)]

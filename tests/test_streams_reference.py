@@ -1,0 +1,202 @@
+"""Streams through stock nats-py and raw API requests, against jsnb and the reference.
+
+Each scenario records a transcript of raw API replies and pub acks; the transcripts from
+both servers must be equal once per-run values (times, server ids) are blanked."""
+import asyncio, base64, json
+import pytest
+import nats
+
+pytestmark = pytest.mark.reference
+
+VOLATILE = {'created', 'ts', 'first_ts', 'last_ts', 'time', 'leader', 'server', 'id', 'timestamp', 'start', 'rtt'}
+
+
+def blank(x):
+    if isinstance(x, dict): return {k: ('<v>' if k in VOLATILE else blank(v)) for k, v in x.items()}
+    if isinstance(x, list): return [blank(v) for v in x]
+    return x
+
+
+class Transcript:
+    def __init__(self, nc): self.nc, self.log = nc, []
+
+    async def api(self, subject, body=None):
+        data = b'' if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+        r = await self.nc.request(subject, data, timeout=5)
+        d = json.loads(r.data); self.log.append((subject, blank(d))); return d
+
+    async def pub(self, subject, data=b'', headers=None):
+        r = await self.nc.request(subject, data, timeout=5, headers=headers)
+        d = json.loads(r.data); self.log.append(('pub ' + subject, blank(d))); return d
+
+
+async def run_both(start_server, scenario, *flags):
+    out = {}
+    for kind in ('nats-server', 'jsnb'):
+        s = start_server(kind, '-js', *flags)
+        nc = await asyncio.wait_for(nats.connect(s.url), 5)
+        t = Transcript(nc)
+        try: await scenario(t)
+        finally: await nc.close()
+        out[kind] = t.log
+    for (subj_r, ref), (subj_j, ours) in zip(out['nats-server'], out['jsnb']):
+        assert subj_r == subj_j
+        assert ours == ref, f'{subj_j}:\n jsnb: {ours}\n  ref: {ref}'
+    assert len(out['nats-server']) == len(out['jsnb'])
+
+
+@pytest.mark.parametrize('storage', ['file', 'memory'])
+async def test_orders_lifecycle(start_server, storage):
+    async def scenario(t):
+        await t.api('$JS.API.INFO')
+        await t.api('$JS.API.STREAM.CREATE.ORDERS', {'name': 'ORDERS', 'subjects': ['ORDERS.*'], 'storage': storage})
+        await t.api('$JS.API.STREAM.CREATE.ORDERS', {'name': 'ORDERS', 'subjects': ['ORDERS.*'], 'storage': storage})
+        await t.api('$JS.API.STREAM.CREATE.ORDERS', {'name': 'ORDERS', 'subjects': ['ORDERS.>'], 'storage': storage})
+        await t.api('$JS.API.STREAM.CREATE.OTHER', {'name': 'OTHER', 'subjects': ['ORDERS.new'], 'storage': storage})
+        for i in range(5): await t.pub('ORDERS.new', b'order %d' % i)
+        await t.pub('ORDERS.done', b'', headers={'Nats-Msg-Id': 'd1', 'X-Extra': 'y'})
+        await t.pub('ORDERS.done', b'again', headers={'Nats-Msg-Id': 'd1'})
+        await t.pub('ORDERS.done', b'x', headers={'Nats-Expected-Last-Sequence': '3'})
+        await t.pub('ORDERS.done', b'x', headers={'Nats-Expected-Last-Sequence': '6'})
+        await t.pub('ORDERS.done', b'x', headers={'Nats-Expected-Last-Msg-Id': 'nope'})
+        await t.pub('ORDERS.done', b'x', headers={'Nats-Expected-Last-Msg-Id': 'd1'})
+        await t.pub('ORDERS.new', b'x', headers={'Nats-Expected-Last-Subject-Sequence': '5'})
+        await t.pub('ORDERS.new', b'x', headers={'Nats-Expected-Last-Subject-Sequence': '1'})
+        await t.pub('ORDERS.new', b'x', headers={'Nats-Expected-Stream': 'OTHER'})
+        await t.pub('ORDERS.new', b'x', headers={'Nats-Rollup': 'sub'})
+        await t.pub('ORDERS.new', b'x', headers={'Nats-TTL': '10s'})
+        await t.api('$JS.API.STREAM.INFO.ORDERS')
+        await t.api('$JS.API.STREAM.INFO.ORDERS', {'subjects_filter': '>'})
+        await t.api('$JS.API.STREAM.INFO.ORDERS', {'subjects_filter': 'nomatch'})
+        await t.api('$JS.API.STREAM.MSG.GET.ORDERS', {'seq': 1})
+        await t.api('$JS.API.STREAM.MSG.GET.ORDERS', {'seq': 6})
+        await t.api('$JS.API.STREAM.MSG.GET.ORDERS', {'last_by_subj': 'ORDERS.new'})
+        await t.api('$JS.API.STREAM.MSG.GET.ORDERS', {'next_by_subj': 'ORDERS.done', 'seq': 2})
+        await t.api('$JS.API.STREAM.MSG.GET.ORDERS', {'seq': 99})
+        await t.api('$JS.API.STREAM.MSG.GET.ORDERS', {})
+        await t.api('$JS.API.STREAM.MSG.GET.ORDERS')
+        await t.api('$JS.API.STREAM.MSG.DELETE.ORDERS', {'seq': 2})
+        await t.api('$JS.API.STREAM.MSG.DELETE.ORDERS', {'seq': 3, 'no_erase': True})
+        await t.api('$JS.API.STREAM.MSG.DELETE.ORDERS', {'seq': 2})
+        await t.api('$JS.API.STREAM.MSG.DELETE.ORDERS', {'seq': 77})
+        await t.api('$JS.API.STREAM.INFO.ORDERS', {'deleted_details': True})
+        await t.api('$JS.API.STREAM.NAMES')
+        await t.api('$JS.API.STREAM.NAMES', {'subject': 'ORDERS.x'})
+        await t.api('$JS.API.STREAM.NAMES', {'subject': 'OTHER.x'})
+        await t.api('$JS.API.STREAM.LIST')
+        await t.api('$JS.API.STREAM.PURGE.ORDERS', {'seq': 3, 'keep': 1})
+        await t.api('$JS.API.STREAM.PURGE.ORDERS', {'filter': 'ORDERS.done', 'keep': 1})
+        await t.api('$JS.API.STREAM.INFO.ORDERS')
+        await t.api('$JS.API.STREAM.PURGE.ORDERS', {'seq': 5})
+        await t.api('$JS.API.STREAM.INFO.ORDERS')
+        await t.api('$JS.API.STREAM.PURGE.ORDERS')
+        await t.api('$JS.API.STREAM.INFO.ORDERS')
+        await t.pub('ORDERS.new', b'after purge')
+        await t.api('$JS.API.STREAM.INFO.ORDERS')
+        await t.api('$JS.API.STREAM.CREATE.BAD', b'{bad json')
+        await t.api('$JS.API.STREAM.INFO.NOPE')
+        await t.api('$JS.API.STREAM.DELETE.NOPE')
+        await t.api('$JS.API.STREAM.DELETE.ORDERS')
+        await t.api('$JS.API.STREAM.NAMES')
+        await t.api('$JS.API.STREAM.LIST')
+    await run_both(start_server, scenario)
+
+
+async def test_limits_and_discard(start_server):
+    async def scenario(t):
+        await t.api('$JS.API.STREAM.CREATE.L', {'name': 'L', 'subjects': ['l.>'], 'max_msgs': 3, 'storage': 'memory'})
+        for i in range(5): await t.pub('l.a', b'%d' % i)
+        await t.api('$JS.API.STREAM.INFO.L')
+        await t.api('$JS.API.STREAM.CREATE.N', {'name': 'N', 'subjects': ['n.>'], 'max_msgs': 2, 'discard': 'new'})
+        for i in range(3): await t.pub('n.a', b'%d' % i)
+        await t.api('$JS.API.STREAM.CREATE.P', {'name': 'P', 'subjects': ['p.>'], 'max_msgs_per_subject': 2})
+        for i in range(3): await t.pub('p.a', b'%d' % i)
+        await t.pub('p.b', b'b')
+        await t.api('$JS.API.STREAM.INFO.P', {'subjects_filter': '>'})
+        await t.api('$JS.API.STREAM.CREATE.Q', {'name': 'Q', 'subjects': ['q.>'], 'max_msgs_per_subject': 1,
+                                                 'discard': 'new', 'discard_new_per_subject': True})
+        await t.pub('q.a', b'1'); await t.pub('q.a', b'2'); await t.pub('q.b', b'3')
+        await t.api('$JS.API.STREAM.CREATE.B', {'name': 'B', 'subjects': ['b.>'], 'max_bytes': 200, 'storage': 'memory'})
+        for i in range(6): await t.pub('b.a', b'x' * 40)
+        await t.api('$JS.API.STREAM.INFO.B')
+        await t.api('$JS.API.STREAM.CREATE.S', {'name': 'S', 'subjects': ['s.>'], 'max_msg_size': 10})
+        await t.pub('s.a', b'x' * 10); await t.pub('s.a', b'x' * 11)
+        await t.api('$JS.API.STREAM.UPDATE.L', {'name': 'L', 'subjects': ['l.>'], 'max_msgs': 1, 'storage': 'memory'})
+        await t.api('$JS.API.STREAM.UPDATE.L', {'name': 'L', 'subjects': ['l.>'], 'max_msgs': 1, 'storage': 'file'})
+        await t.api('$JS.API.STREAM.CREATE.R', {'name': 'R', 'subjects': ['r.>'], 'allow_rollup_hdrs': True})
+        for i in range(3): await t.pub('r.a', b'%d' % i); await t.pub('r.b', b'%d' % i)
+        await t.pub('r.a', b'roll', headers={'Nats-Rollup': 'sub'})
+        await t.api('$JS.API.STREAM.INFO.R', {'subjects_filter': '>'})
+        await t.pub('r.c', b'all', headers={'Nats-Rollup': 'all'})
+        await t.pub('r.c', b'bad', headers={'Nats-Rollup': 'maybe'})
+        await t.api('$JS.API.STREAM.INFO.R', {'subjects_filter': '>'})
+        await t.api('$JS.API.STREAM.CREATE.D', {'name': 'D', 'subjects': ['d.>'], 'deny_delete': True, 'deny_purge': True})
+        await t.pub('d.a', b'1')
+        await t.api('$JS.API.STREAM.MSG.DELETE.D', {'seq': 1})
+        await t.api('$JS.API.STREAM.PURGE.D')
+        await t.api('$JS.API.STREAM.CREATE.Z', {'name': 'Z', 'subjects': ['z.>'], 'sealed': False})
+        await t.pub('z.a', b'1')
+        await t.api('$JS.API.STREAM.UPDATE.Z', {'name': 'Z', 'subjects': ['z.>'], 'sealed': True})
+        await t.pub('z.a', b'2')
+        await t.api('$JS.API.STREAM.PURGE.Z')
+    await run_both(start_server, scenario)
+
+
+async def test_republish_and_transform(start_server):
+    async def scenario(t):
+        await t.api('$JS.API.STREAM.CREATE.RP', {'name': 'RP', 'subjects': ['rp.>'],
+                                                  'republish': {'src': 'rp.>', 'dest': 'out.>'},
+                                                  'subject_transform': {'src': 'rp.*.*', 'dest': 'rp.$2.$1'}})
+        sub = await t.nc.subscribe('out.>'); await t.nc.flush()
+        await t.pub('rp.a.b', b'hello', headers={'X': '1'})
+        m = await sub.next_msg(timeout=5)
+        hdrs = {k: ('<v>' if k == 'Nats-Time-Stamp' else v) for k, v in (m.headers or {}).items()}
+        t.log.append(('republished', {'subject': m.subject, 'data': m.data.decode(), 'headers': hdrs}))
+        await t.api('$JS.API.STREAM.MSG.GET.RP', {'seq': 1})
+    await run_both(start_server, scenario)
+
+
+async def test_restart_keeps_everything(start_server):
+    "A clean restart brings back streams, messages, headers, times, gaps and de-duplication."
+    for kind in ('jsnb', 'nats-server'):
+        s = start_server(kind, '-js')
+        nc = await nats.connect(s.url); js = nc.jetstream()
+        await js.add_stream(name='KEEP', subjects=['keep.>'])
+        for i in range(10): await js.publish('keep.%d' % (i % 3), b'v%d' % i, headers={'Nats-Msg-Id': 'm%d' % i})
+        await js.delete_msg('KEEP', 4)
+        before = await js.stream_info('KEEP')
+        msgs = [await js.get_msg('KEEP', i) for i in (1, 2, 3, 5, 10)]
+        await nc.close()
+        await asyncio.get_running_loop().run_in_executor(None, s.restart)
+        nc = await nats.connect(s.url); js = nc.jetstream()
+        after = await js.stream_info('KEEP')
+        assert (after.state.messages, after.state.first_seq, after.state.last_seq, after.state.num_deleted, after.state.bytes) == \
+               (before.state.messages, before.state.first_seq, before.state.last_seq, before.state.num_deleted, before.state.bytes)
+        again = [await js.get_msg('KEEP', i) for i in (1, 2, 3, 5, 10)]
+        assert [(m.seq, m.subject, m.data, m.headers, m.time) for m in again] == [(m.seq, m.subject, m.data, m.headers, m.time) for m in msgs]
+        ack = await js.publish('keep.0', b'dup', headers={'Nats-Msg-Id': 'm9'})
+        assert ack.duplicate and ack.seq == 10, kind
+        await nc.close()
+
+
+async def test_kv_basics(start_server):
+    for kind in ('jsnb', 'nats-server'):
+        s = start_server(kind, '-js')
+        nc = await nats.connect(s.url); js = nc.jetstream()
+        kv = await js.create_key_value(bucket='users', history=5)
+        r1 = await kv.put('alice', b'1')
+        r2 = await kv.put('alice', b'2')
+        assert (await kv.get('alice')).value == b'2'
+        r3 = await kv.update('alice', b'3', last=r2)
+        with pytest.raises(nats.js.errors.KeyWrongLastSequenceError): await kv.update('alice', b'4', last=r1)
+        await kv.create('bob', b'b')
+        with pytest.raises(nats.js.errors.KeyWrongLastSequenceError): await kv.create('bob', b'again')
+        await kv.delete('bob')
+        with pytest.raises(nats.js.errors.KeyNotFoundError): await kv.get('bob')   # nats-py reports a deleted key as not found
+        await kv.create('bob', b'back')                     # create over a delete marker works
+        assert (await kv.get('bob')).value == b'back'
+        await kv.purge('alice')
+        with pytest.raises(nats.js.errors.KeyNotFoundError): await kv.get('alice')
+        st = await kv.status()
+        assert st.bucket == 'users' and st.history == 5
+        await nc.close()
