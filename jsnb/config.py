@@ -25,6 +25,7 @@ class ServerOptions:
     store_dir: str = ""           # empty: DEFAULT_STORE_DIR; data goes in <store_dir>/jetstream
     max_memory_store: int = -1    # bytes for memory streams; -1: not set
     max_file_store: int = -1      # bytes for file streams; -1: not set
+    sync_interval: float = 120.0  # seconds between file store syncs; 0 (`always`): sync before every ack
     http_host: str = "0.0.0.0"    # address for the monitoring endpoint
     http_port: int = 0            # monitoring port; 0: no monitoring
     user: str = ""                # single user (with `password`)
@@ -451,12 +452,17 @@ def _authorization(d, k, v, opts, warns, seen):
 # %% ../nbs/02_config.ipynb #d7e670d3
 def _unsupported(names): return dict.fromkeys(names.split())
 
+def _sync_interval(v) -> float:
+    "`sync_interval`: a duration, or `always` (0: sync before every acknowledgement)."
+    return 0.0 if isinstance(v, str) and v.strip().lower() == 'always' else parse_duration(v)
+
 _JS_KEYS = {
     "store_dir": ("store_dir", _str), "store": ("store_dir", _str), "storedir": ("store_dir", _str),
     "max_memory_store": ("max_memory_store", parse_size), "max_mem_store": ("max_memory_store", parse_size),
     "max_mem": ("max_memory_store", parse_size), "max_file_store": ("max_file_store", parse_size),
     "max_file": ("max_file_store", parse_size), "enabled": ("jetstream", _bool), "enable": ("jetstream", _bool),
-    **_unsupported("strict sync sync_interval domain key ek encryption_key prev_key prev_ek prev_encryption_key cipher "
+    "sync_interval": ("sync_interval", _sync_interval), "sync": ("sync_interval", _sync_interval),
+    **_unsupported("strict domain key ek encryption_key prev_key prev_ek prev_encryption_key cipher "
                    "extension_hint limits tpm unique_tag max_outstanding_catchup max_buffered_size max_buffered_msgs "
                    "request_queue_limit info_queue_limit meta_compact meta_compact_size meta_compact_sync max_concurrent_io")}
 

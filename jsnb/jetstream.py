@@ -19,15 +19,15 @@ log = logging.getLogger('jsnb')
 # %% auto #0
 __all__ = ['log', 'API_LEVEL', 'JetStream', 'api']
 
-# %% ../nbs/17_jetstream.ipynb #23c7d392
+# %% ../nbs/17_jetstream.ipynb #d3780579
 API_LEVEL = 5
 _RT = 'io.nats.jetstream.api.v1.'
 
 class JetStream:
     "The JetStream account: streams, limits, API."
-    def __init__(self, core, store_dir: str, max_memory: int = -1, max_file: int = -1, sync_always: bool = False):
+    def __init__(self, core, store_dir: str, max_memory: int = -1, max_file: int = -1, sync_interval: float = 120.0):
         self.core, self.store_dir = core, store_dir
-        self.max_memory, self.max_file, self.sync_always = max_memory, max_file, sync_always
+        self.max_memory, self.max_file, self.sync_interval = max_memory, max_file, sync_interval
         self.streams: dict[str, Stream] = {}
         self.api_total = self.api_errors = 0
         self._sub = None
@@ -37,7 +37,7 @@ class JetStream:
     @property
     def streams_dir(self) -> str: return os.path.join(self.store_dir, '$G', 'streams')
 
-# %% ../nbs/17_jetstream.ipynb #ca915424
+# %% ../nbs/17_jetstream.ipynb #e5b63cb2
 @patch
 def start(self: JetStream):
     "Subscribe to the API and load persisted streams."
@@ -45,7 +45,7 @@ def start(self: JetStream):
     for name in sorted(os.listdir(self.streams_dir)):
         d = os.path.join(self.streams_dir, name)
         try:
-            store = FileStore(d, sync_always=self.sync_always)
+            store = FileStore(d, sync_always=self.sync_interval <= 0, sync_interval=self.sync_interval)
             meta = store.read_meta()
             if not meta: store.stop(); continue
             store.update_limits(limits_of(meta['config']))
@@ -64,7 +64,7 @@ def stop(self: JetStream):
     for f in self.stoppers: f()
     for s in self.streams.values(): s.stop(); s.store.stop()
 
-# %% ../nbs/17_jetstream.ipynb #79ebba38
+# %% ../nbs/17_jetstream.ipynb #92959a81
 @patch
 def usage(self: JetStream) -> tuple[int, int]:
     "(memory, storage) bytes in use."
@@ -76,12 +76,21 @@ def usage(self: JetStream) -> tuple[int, int]:
     return mem, sto
 
 @patch
-def can_store(self: JetStream, storage: str, size: int) -> bool:
-    "Whether `size` more bytes fit under the server's limit for `storage`."
+def limits_exceeded(self: JetStream, storage: str) -> bool:
+    "Whether usage of `storage` is already past the server's limit (the reference's check before storing)."
     limit = self.max_memory if storage == 'memory' else self.max_file
-    if limit is None or limit < 0: return True
+    if limit is None or limit < 0: return False
     mem, sto = self.usage()
-    return (mem if storage == 'memory' else sto) + size <= limit
+    return (mem if storage == 'memory' else sto) > limit
+
+@patch
+def free(self: JetStream) -> tuple[int, int]:
+    "(memory, file) bytes not yet reserved by streams' `max_bytes`, or -1 without a limit."
+    res = {'memory': 0, 'file': 0}
+    for s in self.streams.values():
+        if (s.cfg.get('max_bytes') or 0) > 0: res[s.cfg.get('storage', 'file')] += s.cfg['max_bytes']
+    f = lambda limit, used: -1 if limit is None or limit < 0 else max(limit - used, 0)
+    return f(self.max_memory, res['memory']), f(self.max_file, res['file'])
 
 @patch
 def stats(self: JetStream) -> dict:
@@ -158,7 +167,7 @@ def housekeeping(self: JetStream, now: int):
     "Periodic work registered by the layers above (consumer clean-up and persistence)."
     for f in self.housekeepers: f(now)
 
-# %% ../nbs/17_jetstream.ipynb #17d04398
+# %% ../nbs/17_jetstream.ipynb #3f5175f1
 _ID_CHARS = string.ascii_letters + string.digits
 
 def _event_id() -> str: return ''.join(random.choices(_ID_CHARS, k=22))
@@ -177,16 +186,18 @@ def advise_stream(self: JetStream, name: str, action: str):
     self.publish_internal(subj, orjson.dumps(dict(type='io.nats.jetstream.advisory.v1.stream_action', id=_event_id(),
                                                   timestamp=rfc3339nano(time.time_ns()), stream=name, action=action)))
 
-_CONSUMER_EVENTS = {'TERMINATED': ('io.nats.jetstream.advisory.v1.terminated', 'MSG_TERMINATED'),
-                    'MAX_DELIVERIES': ('io.nats.jetstream.advisory.v1.max_deliver', 'MAX_DELIVERIES'),
-                    'CREATED': ('io.nats.jetstream.advisory.v1.consumer_action', 'CONSUMER.CREATED'),
-                    'DELETED': ('io.nats.jetstream.advisory.v1.consumer_action', 'CONSUMER.DELETED')}
+_CONSUMER_EVENTS = {'TERMINATED': ('io.nats.jetstream.advisory.v1.terminated', 'ADVISORY.CONSUMER.MSG_TERMINATED'),
+                    'NAKED': ('io.nats.jetstream.advisory.v1.nak', 'ADVISORY.CONSUMER.MSG_NAKED'),
+                    'MAX_DELIVERIES': ('io.nats.jetstream.advisory.v1.max_deliver', 'ADVISORY.CONSUMER.MAX_DELIVERIES'),
+                    'CREATED': ('io.nats.jetstream.advisory.v1.consumer_action', 'ADVISORY.CONSUMER.CREATED'),
+                    'DELETED': ('io.nats.jetstream.advisory.v1.consumer_action', 'ADVISORY.CONSUMER.DELETED'),
+                    'ACK': ('io.nats.jetstream.metric.v1.consumer_ack', 'METRIC.CONSUMER.ACK')}
 
 @patch
 def advise_consumer_event(self: JetStream, c, event: str, fields: dict):
-    "Send a consumer advisory (`$JS.EVENT.ADVISORY.<event>.<stream>.<consumer>`)."
+    "Send a consumer advisory or metric (`$JS.EVENT.<kind>.<stream>.<consumer>`)."
     typ, token = _CONSUMER_EVENTS[event]
-    subj = f'$JS.EVENT.ADVISORY.{token}.{c.stream.name}.{c.name}'
+    subj = f'$JS.EVENT.{token}.{c.stream.name}.{c.name}'
     if not self._interested(subj.encode()): return
     d = dict(type=typ, id=_event_id(), timestamp=rfc3339nano(time.time_ns()), stream=c.stream.name, consumer=c.name, **fields)
     self.publish_internal(subj, orjson.dumps(d))
@@ -263,7 +274,7 @@ def _account_info(self: JetStream, args, body, src) -> dict:
                             memory_max_stream_bytes=-1, storage_max_stream_bytes=-1, max_bytes_required=False),
                 api=dict(level=API_LEVEL, total=self.api_total, errors=self.api_errors))
 
-# %% ../nbs/17_jetstream.ipynb #e40a7f73
+# %% ../nbs/17_jetstream.ipynb #6e2d2502
 def _stored_cfg(cfg: dict) -> dict:
     "The configuration as persisted (the reference adds `_nats.ver`/`_nats.level` only when replying)."
     md = {k: v for k, v in (cfg.get('metadata') or {}).items() if k not in ('_nats.ver', '_nats.level')}
@@ -272,13 +283,14 @@ def _stored_cfg(cfg: dict) -> dict:
 @patch
 def _open_store(self: JetStream, cfg: dict):
     if cfg.get('storage') == 'memory': return MemStore(limits_of(cfg))
-    store = FileStore(os.path.join(self.streams_dir, cfg['name']), limits_of(cfg), sync_always=self.sync_always)
-    return store
+    return FileStore(os.path.join(self.streams_dir, cfg['name']), limits_of(cfg),
+                     sync_always=self.sync_interval <= 0, sync_interval=self.sync_interval)
 
 @api('STREAM.CREATE', 'stream_create_response')
 def _stream_create(self: JetStream, args, body, src) -> dict:
     name = args[0] if args else ''
-    cfg = stream_config_for_create(body, name, max_memory=self.max_memory, max_file=self.max_file)
+    fm, ff = self.free()
+    cfg = stream_config_for_create(body, name, max_memory=fm, max_file=ff)
     s = self.streams.get(cfg['name'])
     if s is not None:
         if _stored_cfg(s.cfg) != _stored_cfg(cfg): raise api_error('JSStreamNameExistErr')
@@ -293,11 +305,15 @@ def _stream_create(self: JetStream, args, body, src) -> dict:
     self.advise_stream(s.name, 'create')
     return dict(s.info(cluster=False), did_create=True)
 
-# %% ../nbs/17_jetstream.ipynb #6e775d9e
+# %% ../nbs/17_jetstream.ipynb #f287f73b
 @api('STREAM.UPDATE', 'stream_update_response')
 def _stream_update(self: JetStream, args, body, src) -> dict:
     s = self._stream(args)
-    cfg = stream_config_for_update(s.cfg, body, args[0], max_memory=self.max_memory, max_file=self.max_file)
+    fm, ff = self.free()
+    if (s.cfg.get('max_bytes') or 0) > 0:                 # the stream's own reservation is available to it
+        if s.cfg.get('storage') == 'memory' and fm >= 0: fm += s.cfg['max_bytes']
+        if s.cfg.get('storage') != 'memory' and ff >= 0: ff += s.cfg['max_bytes']
+    cfg = stream_config_for_update(s.cfg, body, args[0], max_memory=fm, max_file=ff)
     for other in self.streams.values():
         if other is not s and subjects_overlap(cfg.get('subjects') or [], other.cfg.get('subjects') or []):
             raise api_error('JSStreamSubjectOverlapErr')

@@ -104,7 +104,7 @@ def _trace(self: Server, c, data: bytes):
     for line in data.split(b'\r\n'):
         if line[:1].isalpha(): log.log(TRACE, '%s:%s - cid:%d - <<- [%s]', c.host, c.port, c.cid, line[:120].decode('latin-1'))
 
-# %% ../nbs/05_server.ipynb #c36cfe10
+# %% ../nbs/05_server.ipynb #7c9fd17d
 @patch
 async def start(self: Server) -> Server:
     "Bind the listeners and start serving."
@@ -131,14 +131,15 @@ def _start_jetstream(self: Server):
     from jsnb.jetstream import JetStream
     o = self.opts
     os.makedirs(self.core.store_dir, exist_ok=True)
-    self.js = JetStream(self.core, self.core.store_dir, o.max_memory_store, o.max_file_store)
+    self.js = JetStream(self.core, self.core.store_dir, o.max_memory_store, o.max_file_store, o.sync_interval)
     self.js.start()
-    self._js_tick = asyncio.get_running_loop().call_later(1.0, self._jetstream_tick)
+    self._js_tick = asyncio.get_running_loop().call_later(0.1, self._jetstream_tick)
 
 @patch
 def _jetstream_tick(self: Server):
+    "JetStream's timers: consumer redelivery and heartbeats, expiry (every 100 ms)."
     self.js.tick()
-    self._js_tick = asyncio.get_running_loop().call_later(1.0, self._jetstream_tick)
+    self._js_tick = asyncio.get_running_loop().call_later(0.1, self._jetstream_tick)
 
 @patch
 def _ping_tick(self: Server):

@@ -167,7 +167,7 @@ def _check(self: Stream, subject: str, hdr: bytes, size: int):
         if want != self.last_seq: return api_error('JSStreamWrongLastSequenceErrF', seq=self.last_seq)
     return None
 
-# %% ../nbs/14_stream.ipynb #333d74b9
+# %% ../nbs/14_stream.ipynb #6368731e
 @patch
 def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool = True) -> bytes | None:
     "Run one message through the publish path; returns the pub ack or error body."
@@ -198,8 +198,7 @@ def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool 
     if mx is not None and mx >= 0 and (len(hdr) > mx or len(data) > mx - len(hdr)):
         return self._nak(api_error('JSStreamMessageExceedsMaximumErr'))
     if len(hdr) > 65535: return self._nak(api_error('JSStreamHeaderExceedsMaximumErr'))
-    if not self.js.can_store(cfg.get('storage', 'file'), len(hdr) + len(data) + len(subject)):
-        return self._nak(api_error('JSAccountResourcesExceededErr'))
+    if self.js.limits_exceeded(cfg.get('storage', 'file')): return self._nak(api_error('JSInsufficientResourcesErr'))
     return self._store(subject, hdr, data, msg_id, rollup, now)
 
 # %% ../nbs/14_stream.ipynb #12247b64
