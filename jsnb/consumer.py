@@ -48,7 +48,7 @@ def status(code: int, desc: str, **headers) -> bytes:
     h = f'NATS/1.0 {code} {desc}\r\n' + ''.join(f'{k.replace("_", "-")}: {v}\r\n' for k, v in headers.items())
     return (h + '\r\n').encode()
 
-# %% ../nbs/15_consumer.ipynb #a0a527db
+# %% ../nbs/15_consumer.ipynb #f0b37a84
 class Consumer:
     "Delivery and acknowledgement state of one consumer."
     def __init__(self, stream, name: str, cfg: dict, created: int | None = None):
@@ -66,6 +66,7 @@ class Consumer:
         self.active = time.time_ns()
         self.fc_pending = ''                               # push flow control reply awaited
         self.paused_until = 0
+        self._pend = None
         self.next_hb = 0
         self.closed = False
 
@@ -171,7 +172,7 @@ def _paced(self: Consumer, m, size: int):
     bps = self.cfg.get('rate_limit_bps') or 0
     if bps: self._rate_next = max(getattr(self, '_rate_next', 0), now) + size * 8 * _NS // bps
 
-# %% ../nbs/15_consumer.ipynb #973a51b8
+# %% ../nbs/15_consumer.ipynb #2004193f
 @patch
 def num_pending(self: Consumer) -> int:
     "Messages from `sseq` on that match the filters (what `num_pending` reports)."
@@ -199,7 +200,9 @@ def _send(self: Consumer, m, redelivery: bool, to: str):
         self.dseq += 1; self.sseq = m.seq + 1
         if not self.ack_none: self.pending[m.seq] = [dseq, now]
         else: self.adflr, self.asflr = dseq, m.seq
-    pending = self.num_pending()
+    if redelivery or self._pend is None: self._pend = self.num_pending()
+    else: self._pend = max(self._pend - 1, 0)        # one fewer ahead: no need to count again
+    pending = self._pend
     reply = f'$JS.ACK.{self.stream.name}.{self.name}.{dc}.{m.seq}.{dseq}.{m.ts}.{pending}'
     hdr, data = m.hdr, m.data
     if self.cfg.get('headers_only'):
@@ -210,7 +213,7 @@ def _send(self: Consumer, m, redelivery: bool, to: str):
     self._paced(m, len(m.subject) + len(hdr) + len(data))
     return len(hdr) + len(data)
 
-# %% ../nbs/15_consumer.ipynb #c615a32c
+# %% ../nbs/15_consumer.ipynb #33e41607
 @patch
 def _room(self: Consumer) -> bool:
     mx = self.cfg.get('max_ack_pending', -1)
@@ -220,6 +223,7 @@ def _room(self: Consumer) -> bool:
 def _deliver(self: Consumer):
     "Hand out as many messages as the consumer may."
     if self.closed or (self.paused_until and self.paused_until > time.time_ns()): return
+    self._pend = None                      # pending count, computed once per round
     if self.is_pull: self._deliver_pull()
     else: self._deliver_push()
 
