@@ -153,7 +153,7 @@ def _next(self: Consumer):
     m = self._next_new()
     return (m if m is None or self._due(m) else None), False
 
-# %% ../nbs/15_consumer.ipynb #e7e95056
+# %% ../nbs/15_consumer.ipynb #98f7bf73
 @patch
 def _due(self: Consumer, m) -> bool:
     now = time.time_ns()
@@ -161,8 +161,18 @@ def _due(self: Consumer, m) -> bool:
         wall, ts = self._replay
         if now < wall + (m.ts - ts): return False
     bps = self.cfg.get('rate_limit_bps') or 0
-    if bps and now < getattr(self, '_rate_next', 0): return False
+    if bps and self._tokens(now, bps) < len(m.subject) + len(m.hdr) + len(m.data): return False
     return True
+
+@patch
+def _tokens(self: Consumer, now: int, bps: int) -> float:
+    "Bytes the rate limit allows now: a bucket refilled at `bps` bits/s, holding one maximal message."
+    burst = self.stream.cfg.get('max_msg_size') or -1
+    if burst <= 0: burst = self.stream.js.core.opts.max_payload if self.stream.js.core else 1 << 20
+    have, at = getattr(self, '_bucket', (float(burst), now))
+    have = min(float(burst), have + (now - at) * bps / 8 / _NS)
+    self._bucket = (have, now)
+    return have
 
 @patch
 def _paced(self: Consumer, m, size: int):
@@ -170,7 +180,7 @@ def _paced(self: Consumer, m, size: int):
     now = time.time_ns()
     if self.cfg.get('replay_policy') == 'original': self._replay = (now, m.ts)
     bps = self.cfg.get('rate_limit_bps') or 0
-    if bps: self._rate_next = max(getattr(self, '_rate_next', 0), now) + size * 8 * _NS // bps
+    if bps: self._bucket = (self._tokens(now, bps) - size, now)
 
 # %% ../nbs/15_consumer.ipynb #2004193f
 @patch
@@ -213,7 +223,7 @@ def _send(self: Consumer, m, redelivery: bool, to: str):
     self._paced(m, len(m.subject) + len(hdr) + len(data))
     return len(hdr) + len(data)
 
-# %% ../nbs/15_consumer.ipynb #33e41607
+# %% ../nbs/15_consumer.ipynb #25c94e57
 @patch
 def _room(self: Consumer) -> bool:
     mx = self.cfg.get('max_ack_pending', -1)
@@ -236,7 +246,7 @@ def _deliver_pull(self: Consumer):
         size = len(m.hdr) + len(m.data) + len(m.subject)
         if wr.b and size > wr.b - 0:
             self.waiting.popleft()
-            self._emit(wr.reply, status(409, 'Message Size Exceeds MaxBytes'))
+            self._emit(wr.reply, status(409, 'Message Size Exceeds MaxBytes', Nats_Pending_Messages=wr.n, Nats_Pending_Bytes=wr.b))
             continue
         n = self._send(m, redelivery, wr.reply)
         wr.n -= 1; wr.d += 1
@@ -392,7 +402,7 @@ def _term(self: Consumer, sseq: int, dc: int, reason: str):
         self.stream.js.advise_consumer_event(self, 'TERMINATED', dict(stream_seq=sseq, consumer_seq=p[0], deliveries=dc, reason=reason))
         self.stream.js.on_acked(self, [sseq])
 
-# %% ../nbs/15_consumer.ipynb #920b09a3
+# %% ../nbs/15_consumer.ipynb #5b0c9d07
 @patch
 def _ack_wait(self: Consumer, sseq: int) -> int:
     bo = self.cfg.get('backoff') or []
@@ -409,11 +419,9 @@ def tick(self: Consumer, now: int | None = None):
     for sseq, (dseq, at) in list(self.pending.items()):
         if sseq in self.rdq or now - at < self._ack_wait(sseq): continue
         dc = self.rdc.get(sseq, 1)
-        if md > 0 and dc >= md:
-            if not getattr(self, '_exceeded', None): self._exceeded = set()
-            if sseq not in self._exceeded:
-                self._exceeded.add(sseq)
-                self.stream.js.advise_consumer_event(self, 'MAX_DELIVERIES', dict(stream_seq=sseq, deliveries=dc))
+        if md > 0 and dc >= md:                 # out of deliveries: no longer pending, never acknowledged
+            del self.pending[sseq]
+            self.stream.js.advise_consumer_event(self, 'MAX_DELIVERIES', dict(stream_seq=sseq, deliveries=dc))
             continue
         self.rdq.append(sseq)
     self._expire_waiting(now)

@@ -141,20 +141,24 @@ def _consumer_list(self: JetStream, args, body, src) -> dict:
     return dict(total=len(names), offset=offset, limit=256,
                 consumers=[_info(self, s.consumers[n], stored=True) for n in names[offset:offset + 256]])
 
-# %% ../nbs/18_consumer_api.ipynb #24110b44
+# %% ../nbs/18_consumer_api.ipynb #318e0cd0
 from .stream import parse_rfc3339
 
-@api('CONSUMER.PAUSE', 'consumer_pause_response')
+@api('CONSUMER.PAUSE', 'consumer_pause_response', paused=False, pause_until=rfc3339nano(0))
 def _consumer_pause(self: JetStream, args, body, src) -> dict:
     c = _get(self, args)
-    req = _json(body)
-    until = req.get('pause_until') or ''
+    until = _json(body).get('pause_until') or ''
     c.paused_until = parse_rfc3339(until) if until else 0
+    cfg = {k: v for k, v in c.cfg.items() if k != 'pause_until'}
+    if until:                                  # the reference keeps the request in the config (API level 1)
+        cfg['pause_until'] = until
+        cfg['metadata'] = dict(cfg.get('metadata') or {}, **{'_nats.req.level': '1'})
+    else: cfg['metadata'] = dict(cfg.get('metadata') or {}, **{'_nats.req.level': '0'})
+    c.set_config(cfg); _persist(self, c, force=True)
     now = time.time_ns()
-    if c.paused_until > now:
-        return dict(paused=True, pause_until=until, pause_remaining=c.paused_until - now)
+    if c.paused_until > now: return dict(paused=True, pause_until=until, pause_remaining=c.paused_until - now)
     c._deliver(); self.flush_consumer(c)
-    return dict(paused=False, pause_until=rfc3339nano(0))
+    return dict(paused=False, pause_until=until or rfc3339nano(0))
 
 # %% ../nbs/18_consumer_api.ipynb #020862a5
 def _housekeeping(js: JetStream, now: int):
