@@ -13,7 +13,7 @@ __all__ = ['DEFAULT_STORE_DIR', 'ServerOptions', 'ConfigError', 'parse_duration'
            'options_from_config']
 
 # %% ../nbs/02_config.ipynb #73b1bd64
-DEFAULT_STORE_DIR = os.path.join(tempfile.gettempdir(), "jsnb")  # used when `store_dir` is empty
+DEFAULT_STORE_DIR = os.path.join(tempfile.gettempdir(), "jsnb-store")  # used when `store_dir` is empty
 
 @dataclass
 class ServerOptions:

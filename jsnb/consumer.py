@@ -379,7 +379,7 @@ def _move_ack_floor(self: Consumer, dseq: int, sseq: int):
         lowest = min(self.pending)
         self.adflr, self.asflr = self.pending[lowest][0] - 1, lowest - 1
 
-# %% ../nbs/15_consumer.ipynb #684ec1e0
+# %% ../nbs/15_consumer.ipynb #bbd3c1d8
 @patch
 def _nak(self: Consumer, sseq: int, rest: bytes):
     if sseq not in self.pending: return
@@ -399,7 +399,9 @@ def _term(self: Consumer, sseq: int, dc: int, reason: str):
     self.rdc.pop(sseq, None)
     if p is not None:
         self._move_ack_floor(p[0], sseq)
-        self.stream.js.advise_consumer_event(self, 'TERMINATED', dict(stream_seq=sseq, consumer_seq=p[0], deliveries=dc, reason=reason))
+        fields = dict(consumer_seq=p[0], stream_seq=sseq, deliveries=dc)
+        if reason: fields['reason'] = reason
+        self.stream.js.advise_consumer_event(self, 'TERMINATED', fields)
         self.stream.js.on_acked(self, [sseq])
 
 # %% ../nbs/15_consumer.ipynb #5b0c9d07

@@ -51,7 +51,7 @@ def _connect_opts(raw: bytes) -> dict | None:
     if 'protocol' in d and (not isinstance(d['protocol'], int) or isinstance(d['protocol'], bool)): return None
     return d
 
-# %% ../nbs/03_core.ipynb #7ab9a22c
+# %% ../nbs/03_core.ipynb #bd3f2636
 class ClientConn:
     "Sans-I/O state of one client connection."
     def __init__(self, core: Core, cid: int, host: str = '', port: int = 0):
@@ -67,6 +67,7 @@ class ClientConn:
         self.name = self.lang = self.version = self.user = ''
         self.protocol = 0
         self.pings_out = 0
+        self.rtt = 0.0
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes_total = 0
         self.start = self.last_activity = time.time()
         self.transport = None                      # set by the I/O layer
@@ -161,7 +162,7 @@ def unsubscribe(self: ClientConn, sub: Subscription):
     "Remove one of this client's subscriptions."
     if self.subs.pop(sub.sid, None) is not None: self.core.sublist.remove(sub)
 
-# %% ../nbs/03_core.ipynb #a9afc496
+# %% ../nbs/03_core.ipynb #bdd39e3a
 @patch
 def _connect(self: ClientConn, raw: bytes):
     d = _connect_opts(raw)
@@ -172,6 +173,7 @@ def _connect(self: ClientConn, raw: bytes):
         if k in d: setattr(self, k, d[k])
     self.name, self.lang, self.version = d.get('name', ''), d.get('lang', ''), d.get('version', '')
     self.user, self.protocol = d.get('user', ''), d.get('protocol', 0)
+    if not self.connected: self.rtt = time.time() - self.start    # INFO out to CONNECT in: an upper bound of the RTT
     self.connected = True
     if self.verbose: self.send(OK_B)
 

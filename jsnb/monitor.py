@@ -27,7 +27,7 @@ def uptime(secs: float) -> str:
     if m: return f'{m}m{s}s'
     return f'{s}s'
 
-# %% ../nbs/04_monitor.ipynb #ffee36a8
+# %% ../nbs/04_monitor.ipynb #ce91419a
 _NS = 1_000_000_000
 
 def _rss() -> int:
@@ -44,8 +44,9 @@ def jsz(core: Core, query: dict | None = None) -> dict:
     js = getattr(core, 'js', None)
     stats = js.stats() if js is not None else dict(memory=0, storage=0, streams=0, consumers=0, messages=0, bytes=0,
                                                    api_total=0, api_errors=0)
-    return dict(memory=stats['memory'], storage=stats['storage'], reserved_memory=0, reserved_storage=0, accounts=1,
-                ha_assets=0, api=dict(total=stats['api_total'], errors=stats['api_errors']), **d,
+    return dict(memory=stats['memory'], storage=stats['storage'], reserved_memory=stats.get('reserved_memory', 0),
+                reserved_storage=stats.get('reserved_storage', 0), accounts=1,
+                ha_assets=0, api=dict(level=stats.get('api_level', 0), total=stats['api_total'], errors=stats['api_errors']), **d,
                 config=dict(max_memory=o.max_memory_store, max_storage=o.max_file_store,
                             store_dir=core.store_dir, sync_interval=120 * _NS, strict=True),
                 streams=stats['streams'], consumers=stats['consumers'], messages=stats['messages'],
