@@ -609,6 +609,33 @@ def num_pending(self: MsgStore, start: int, filter: str = '', last_per_subject: 
     if isinstance(w, int) and (w < 0 or start <= ix.s_first[w]): return int(ix.s_count[w]) if w >= 0 else 0
     return _count_rows(ix.dead, ix.sid, w, start - ix.base, ix.n)
 
+# %% ../nbs/12_store.ipynb #d1rec7a2
+@patch
+def seq_from_time(self: MsgStore, ts: int) -> int:
+    "The first live sequence stored at or after `ts` (ns), or last sequence + 1."
+    self._check()
+    ix = self._ix
+    lo = ix.first - ix.base
+    r = lo + int(np.searchsorted(ix.ts[lo:ix.n], ts, side='left'))
+    r = _next_row(ix.dead, ix.sid, None, r, ix.n) if r < ix.n else -1
+    return ix.last + 1 if r < 0 else ix.base + r
+
+@patch
+def multi_last(self: MsgStore, filters: list[str], up_to_seq: int, limit: int = 1024) -> list[StoreMsg] | None:
+    "Last message at or before `up_to_seq` of each subject matching `filters`, in sequence order; None if more than `limit` subjects match."
+    self._check()
+    ix = self._ix
+    sids = set()
+    for f in filters: sids.update(ix._sids(ix.want(f)).tolist())
+    if len(sids) > limit: return None
+    rows = []
+    for sid in sids:
+        if ix.s_count[sid] == 0 or ix.s_first[sid] > up_to_seq: continue
+        if ix.s_last[sid] <= up_to_seq: r = int(ix.s_last[sid]) - ix.base
+        else: r = _prev_row(ix.dead, ix.sid, sid, int(ix.s_first[sid]) - ix.base, up_to_seq - ix.base + 1)
+        if r >= 0: rows.append(r)
+    return [self._msg(r) for r in sorted(rows)]
+
 # %% ../nbs/12_store.ipynb #a7837299
 @patch
 def stop(self: MsgStore) -> None:

@@ -8,7 +8,7 @@ pytestmark = pytest.mark.reference
 
 
 async def connect(url, **kw):
-    return await asyncio.wait_for(nats.connect(url, allow_reconnect=False, **kw), 5)
+    return await asyncio.wait_for(nats.connect(url, allow_reconnect=False, **kw), 15)
 
 
 async def collect(sub, n, timeout=10):
