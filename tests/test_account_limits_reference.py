@@ -47,7 +47,7 @@ async def run_both(start_server, scenario):
     out = {}
     for kind in ('nats-server', 'jsnb'):
         s = start_server(kind, '-js', config=CONFIG)
-        nc = await asyncio.wait_for(nats.connect(s.url), 5)
+        nc = await asyncio.wait_for(nats.connect(s.url), 15)
         t = Transcript(nc)
         try: await scenario(t)
         finally: await nc.close()

@@ -202,7 +202,7 @@ def _free_port():
 
 async def _run_reference(port):
     "Send every scenario to the reference; return its stream configs and its reply to each step."
-    nc = await asyncio.wait_for(nats.connect(f'nats://127.0.0.1:{port}'), 5)
+    nc = await asyncio.wait_for(nats.connect(f'nats://127.0.0.1:{port}'), 15)
     async def req(subject, body):
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         return json.loads((await nc.request(subject, data, timeout=5)).data)

@@ -22,7 +22,7 @@ NOT_FOUND = {'code': 404, 'err_code': 10014, 'description': 'consumer not found'
 async def boot(start_server, kind, *streams):
     "Start `kind` with JetStream, connect, create `streams` (raw stream configs)."
     s = start_server(kind, '-js')
-    nc = await asyncio.wait_for(nats.connect(s.url), 5)
+    nc = await asyncio.wait_for(nats.connect(s.url), 15)
     for st in streams:
         r = await api(nc, f'$JS.API.STREAM.CREATE.{st["name"]}', st)
         assert 'error' not in r, r

@@ -12,7 +12,7 @@ BOTH = ['jsnb', 'nats-server']
 
 async def setup(start_server, kind, n=0, **stream):
     s = start_server(kind, '-js')
-    nc = await asyncio.wait_for(nats.connect(s.url), 5)
+    nc = await asyncio.wait_for(nats.connect(s.url), 15)
     js = nc.jetstream()
     await js.add_stream(name='ORDERS', subjects=['ORDERS.*'], **stream)
     for i in range(n): await js.publish('ORDERS.received' if i % 2 == 0 else 'ORDERS.processed', b'order %d' % i)

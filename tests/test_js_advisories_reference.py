@@ -84,7 +84,7 @@ async def run_both(start_server, scenario, word='', settle=0.3):
     out = {}
     for kind in ('nats-server', 'jsnb'):
         s = start_server(kind, '-js')
-        nc = await asyncio.wait_for(nats.connect(s.url, name='advisories'), 5)
+        nc = await asyncio.wait_for(nats.connect(s.url, name='advisories'), 15)
         ev = Events(nc); await ev.start()
         try:
             await scenario(nc, ev)

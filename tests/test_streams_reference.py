@@ -34,7 +34,7 @@ async def run_both(start_server, scenario, *flags):
     out = {}
     for kind in ('nats-server', 'jsnb'):
         s = start_server(kind, '-js', *flags)
-        nc = await asyncio.wait_for(nats.connect(s.url), 5)
+        nc = await asyncio.wait_for(nats.connect(s.url), 15)
         t = Transcript(nc)
         try: await scenario(t)
         finally: await nc.close()
