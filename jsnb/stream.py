@@ -125,7 +125,7 @@ def _ack(self: Stream, seq: int, duplicate: bool = False) -> bytes:
 def _nak(self: Stream, err: JSApiError) -> bytes:
     return orjson.dumps({'error': err.to_dict(), 'stream': self.name, 'seq': 0})
 
-# %% ../nbs/14_stream.ipynb #12b5ec93
+# %% ../nbs/14_stream.ipynb #81bfa79e
 _STORE_ERRORS = {'max_msgs': 'maximum messages exceeded', 'max_bytes': 'maximum bytes exceeded',
                  'max_msgs_per_subject': 'maximum messages per subject exceeded', 'max_msg_size': 'message too large'}
 
@@ -142,14 +142,14 @@ def parse_ttl(v: bytes) -> int:
     return int(secs)
 
 @patch
-def _check(self: Stream, subject: str, hdr: bytes, size: int):
+def _check(self: Stream, subject: str, hdr: bytes, size: int, sourced: bool = False):
     cfg = self.cfg
     if cfg.get('sealed'): return api_error('JSStreamSealedErr')
     if not hdr: return None
     exp = get_header(hdr, b'Nats-Expected-Stream')
     if exp and exp.decode() != self.name: return api_error('JSStreamNotMatchErr')
     ttl = get_header(hdr, b'Nats-TTL')
-    if ttl is not None and not cfg.get('allow_msg_ttl'):
+    if ttl is not None and not cfg.get('allow_msg_ttl') and not sourced:
         try:
             if parse_ttl(ttl) != 0: return api_error('JSMessageTTLDisabledErr')
         except ValueError: return api_error('JSMessageTTLDisabledErr')
@@ -165,16 +165,17 @@ def _check(self: Stream, subject: str, hdr: bytes, size: int):
     if last_seq is not None:
         want = int(last_seq) if last_seq.isdigit() else -1
         if want != self.last_seq: return api_error('JSStreamWrongLastSequenceErrF', seq=self.last_seq)
+    if not sourced and get_header(hdr, b'Nats-Stream-Source') is not None: return api_error('JSMessageSourceHdrNotAllowedErr')
     return None
 
-# %% ../nbs/14_stream.ipynb #6368731e
+# %% ../nbs/14_stream.ipynb #5169ec26
 @patch
-def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool = True) -> bytes | None:
-    "Run one message through the publish path; returns the pub ack or error body."
+def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool = True, sourced: bool = False) -> bytes | None:
+    "Run one message through the publish path; returns the pub ack or error body (`sourced`: copied from a source)."
     cfg = self.cfg
     tr = cfg.get('subject_transform')
     if tr: subject = transform_subject(subject, tr.get('src', ''), tr.get('dest', '')) or subject
-    err = self._check(subject, hdr, len(hdr) + len(data))
+    err = self._check(subject, hdr, len(hdr) + len(data), sourced)
     if err is not None: return self._nak(err)
     msg_id = get_header(hdr, b'Nats-Msg-Id') if hdr else None
     msg_id = msg_id.decode() if msg_id else ''
