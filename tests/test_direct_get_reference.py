@@ -15,6 +15,7 @@ from nats.js.errors import KeyNotFoundError, NotFoundError, APIError
 pytestmark = pytest.mark.reference
 
 TS_RE = re.compile(r'^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{0,8}[1-9])?Z$')   # RFC 3339, nanoseconds, no trailing zeros
+TIME_RE = re.compile(r'\d{4}-\d\d-\d\dT[\d:.]+Z')                            # per-run times, kept out of labels
 FIRST_WAIT, QUIET, QUIET_AFTER_STATUS = 1.0, 0.12, 0.05
 
 
@@ -56,7 +57,8 @@ class Transcript:
             replies.append({'subject': m.subject.replace(inbox, '<inbox>'), 'reply': m.reply, 'headers': h, 'data': m.data})
             wait = QUIET_AFTER_STATUS if h and 'Status' in h else QUIET
         await sub.unsubscribe()
-        return self.note(label or f'{subject} {body!r}' + (f' headers={headers!r}' if headers else ''), replies)
+        label = label or TIME_RE.sub('<time>', f'{subject} {body!r}') + (f' headers={headers!r}' if headers else '')
+        return self.note(label, replies)
 
     async def api(self, subject, body=None):
         data = b'' if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
@@ -178,10 +180,11 @@ async def test_batches(start_server, storage):
     assert seqs(ref['batch start_time between next_by_subj d.a']) == [12]
 
 
-async def test_multi_last(start_server):
+@pytest.mark.parametrize('storage', ['file', 'memory'])
+async def test_multi_last(start_server, storage):
     "`multi_last` with literal and wildcard subjects, `up_to_seq`, `up_to_time`, `batch`, `max_bytes`, `seq`; no match."
     async def scenario(t):
-        before, mid, after = await setup_d(t)
+        before, mid, after = await setup_d(t, storage)
         for ml, extra in ((['d.a', 'd.b'], {}), (['d.b', 'd.a'], {}), (['d.>'], {}), (['d.c.*', 'd.a'], {}), (['d.a', 'd.a'], {}),
                           (['d.a', 'd.>'], {}), (['>'], {}), (['d.*'], {}), (['d.d'], {}), (['nomatch'], {}), (['nomatch', 'd.e'], {}),
                           (['d.a'], {'up_to_seq': 5}), (['d.>'], {'up_to_seq': 3}), (['d.>'], {'up_to_seq': 7}),
@@ -340,12 +343,26 @@ async def test_api_total_unchanged(start_server):
         await t.dg(f'{D}.d.a', {'seq': 1})
         t2, e2 = await counters()
         t.note('after direct gets: total, errors', (t2 - t1, e2 - e1))
-        await t.api('$JS.API.STREAM.MSG.GET.D', {'seq': 1})
+        await t.api('$JS.API.STREAM.MSG.GET.D', {'seq': 99})     # a control: an API request that fails is counted
         t3, e3 = await counters()
-        t.note('after one MSG.GET: total, errors', (t3 - t2, e3 - e2))
+        t.note('after one failing MSG.GET: total, errors', (t3 - t2, e3 - e2))
     ref = await run_both(start_server, scenario)
-    assert ref['after direct gets: total, errors'] == ref['two INFO calls: total, errors']
-    assert ref['after one MSG.GET: total, errors'][0] == ref['two INFO calls: total, errors'][0] + 1
+    assert ref['after direct gets: total, errors'] == ref['two INFO calls: total, errors'] == (1, 0)
+    assert ref['after one failing MSG.GET: total, errors'] == (2, 1)
+
+
+async def test_msg_get_api_counting(start_server):
+    "For contrast with Direct Get: how `$JS.API.STREAM.MSG.GET` requests move `api.total` / `api.errors`."
+    async def scenario(t):
+        await setup_d(t)
+        async def counters():
+            a = (await t.api('$JS.API.INFO'))['api']; return a['total'], a['errors']
+        for body in ({'seq': 1}, {'last_by_subj': 'd.a'}, {'seq': 99}, {'seq': 1, 'batch': 2}, {}):
+            c0 = await counters()
+            await t.api('$JS.API.STREAM.MSG.GET.D', body)
+            c1 = await counters()
+            t.note(f'MSG.GET {body!r}: total, errors', (c1[0] - c0[0], c1[1] - c0[1]))
+    await run_both(start_server, scenario)
 
 
 async def test_kv_get_via_direct_get(start_server):
