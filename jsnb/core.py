@@ -268,13 +268,15 @@ def take_dirty(self: Core) -> list[ClientConn]:
     d, self.dirty = self.dirty, []
     return d
 
-# %% ../nbs/03_core.ipynb #836d7b72
+# %% ../nbs/03_core.ipynb #e4d73605
 @patch
 def deliver(self: Core, sub: Subscription, subject: bytes, reply: bytes, hdr: int, data: bytes, src) -> int:
     "Deliver one message to `sub`; returns 1 if it was delivered."
     c = sub.client
     if c is None:
-        sub.cb(subject, reply, hdr, data, src)
+        try: sub.cb(subject, reply, hdr, data, src)
+        except Exception:                      # a failing handler must not take the publisher's connection down
+            log.exception('internal subscription %s failed on %r', sub.subject.decode(), subject)
         return 1
     if c is src and not c.echo: return 0
     if hdr and c.headers: frame = encode_hmsg(subject, sub.sid, reply, hdr, data)

@@ -19,10 +19,10 @@ from .subjects import subject_matches
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'API_LEVEL', 'API_SUBJECTS', 'REQUESTS', 'JetStream', 'api']
+__all__ = ['log', 'API_SUBJECTS', 'REQUESTS', 'JetStream', 'api']
 
-# %% ../nbs/17_jetstream.ipynb #66a98ae8
-API_LEVEL = 5
+# %% ../nbs/17_jetstream.ipynb #670204b5
+from .stream_config import JS_API_LEVEL as API_LEVEL
 API_SUBJECTS = ('$JS.API.INFO', '$JS.API.STREAM.>', '$JS.API.CONSUMER.>')   # Direct Get has its own responders
 _RT = 'io.nats.jetstream.api.v1.'
 
@@ -116,7 +116,7 @@ def stats(self: JetStream) -> dict:
                 consumers=sum(len(s.consumers) for s in self.streams.values()),
                 messages=msgs, bytes=mem + sto, api_level=API_LEVEL, api_total=self.api_total, api_errors=self.api_errors)
 
-# %% ../nbs/17_jetstream.ipynb #1aba8032
+# %% ../nbs/17_jetstream.ipynb #57bdfbb4
 class _Internal:
     "The source of messages the server publishes itself."
     js_internal, echo, no_responders = True, True, False
@@ -175,7 +175,7 @@ def tick(self: JetStream, now: int | None = None):
     if now - getattr(self, '_last_expire', 0) >= 1_000_000_000:
         self._last_expire = now
         for s in list(self.streams.values()):
-            s.store.expire(now)
+            s.expire(now)
             s._trim_dedup(now)
             if getattr(s, 'upstreams', None): self.catch_up(s)
         self.housekeeping(now)
@@ -223,7 +223,7 @@ def stream_info(self: JetStream, s: Stream, deleted_details: bool = False, subje
     info['ts'] = ts
     return info
 
-# %% ../nbs/17_jetstream.ipynb #00fd08f5
+# %% ../nbs/17_jetstream.ipynb #3ce435b0
 @patch
 def _direct_sync(self: JetStream, s: Stream):
     "Add or remove `s`'s Direct Get responders to match its `allow_direct`."
@@ -241,11 +241,14 @@ def _direct_sync(self: JetStream, s: Stream):
 def _on_direct(self: JetStream, s: Stream, appended: bool, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     if not reply: return
     body = data[hdr:] if hdr else data
+    if not direct_get.level_ok(data[:hdr]):
+        return self.publish_internal(reply.decode(), b'', direct_get.REQUIRED_LEVEL[0])
     if appended:
         parts = subject.decode().split('.', 5)
         req, err = direct_get.parse_request(body) if body else ({}, None)
-        if err is None and (len(parts) < 6 or not parts[5] or req): err = direct_get.BAD
-        if err is None: req = {'last_by_subj': parts[5]}
+        if err is None and (len(parts) < 6 or not parts[5] or {k for k, v in req.items() if v} - {'max_bytes', 'no_hdr'}):
+            err = direct_get.BAD
+        if err is None: req = dict(req, last_by_subj=parts[5])
     else:
         req, err = direct_get.parse_request(body) if body else (None, direct_get.EMPTY)
         if err is None: err = direct_get.check(req)
@@ -303,7 +306,7 @@ def advise_api(self: JetStream, src, subject: str, request: bytes, response: byt
     d['response'] = response.decode('utf-8', 'replace')
     self.publish_internal('$JS.EVENT.ADVISORY.API', orjson.dumps(d))
 
-# %% ../nbs/17_jetstream.ipynb #344d4b6b
+# %% ../nbs/17_jetstream.ipynb #f47979c5
 def api(verb: str, rtype: str, **error_extra):
     "Register a method as the handler of `$JS.API.<verb>`."
     def deco(f):
@@ -327,7 +330,7 @@ def _on_api(self: JetStream, subject: bytes, reply: bytes, hdr: int, data: bytes
     except JSApiError as e:
         self.api_errors += 1
         resp = dict(type=_RT + rtype, error=e.to_dict(), **extra)
-    self.api_total += 1                     # counted after answering, as the reference reports it
+    if 'error' in resp or rtype != 'stream_msg_get_response': self.api_total += 1   # counted after answering; not successful gets
     out = orjson.dumps(resp)
     if reply: self.core.publish(reply, out)
     if 'error' in resp or rtype != 'stream_msg_get_response':      # the reference audits only failed gets
@@ -481,7 +484,7 @@ def _stream_list(self: JetStream, args, body, src) -> dict:
         i = self.stream_info(s, cluster=False); i['config'] = _stored_cfg(i['config']); page.append(i)
     return dict(total=len(found), offset=offset, limit=256, streams=page)
 
-# %% ../nbs/17_jetstream.ipynb #c4b6853f
+# %% ../nbs/17_jetstream.ipynb #d45450b8
 @api('STREAM.PURGE', 'stream_purge_response', purged=0)
 def _stream_purge(self: JetStream, args, body, src) -> dict:
     s = self._stream(args)
@@ -495,7 +498,7 @@ def _msg_get(self: JetStream, args, body, src) -> dict:
     s = self._stream(args)
     req = _request(body, 'msg_get', empty_ok=False)
     seq, last, nxt = req['seq'], req['last_by_subj'], req['next_by_subj']
-    if last and (seq or nxt): raise api_error('JSBadRequestErr')
+    if last and (seq or nxt) or req['batch'] or req['multi_last']: raise api_error('JSBadRequestErr')   # batches are Direct Get's
     if last: m = s.store.load_last_msg(last)
     elif nxt: m = s.store.load_next_msg(nxt, max(seq, 1))
     elif seq > 0: m = s.store.load_msg(seq)

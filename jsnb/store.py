@@ -528,16 +528,24 @@ def compact(self: MsgStore, seq: int) -> int:
 
 # %% ../nbs/12_store.ipynb #b9864ad6
 @patch
-def _expire(self: MsgStore, now: int) -> int:
-    ix, L = self._ix, self.limits
-    n = 0
+def _due_rows(self: MsgStore, now: int) -> np.ndarray:
+    "Rows past `max_age` (unless they never expire) or past their own TTL at `now`."
+    ix, L, parts = self._ix, self.limits, []
     if L.max_age > 0 and ix.msgs:
         lo = ix.first - ix.base
         rows = _rows(ix.dead, ix.sid, None, lo, _age_end(ix.dead, ix.ts, lo, ix.n, now - L.max_age))
-        n += self._remove_rows(rows[ix.ttl[rows] != -1])
-    if ix.n_ttl:
-        n += self._remove_rows(_ttl_rows(ix.dead, ix.ts, ix.ttl, ix.first - ix.base, ix.n, now))
-    return n
+        parts.append(rows[ix.ttl[rows] != -1])
+    if ix.n_ttl: parts.append(_ttl_rows(ix.dead, ix.ts, ix.ttl, ix.first - ix.base, ix.n, now))
+    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+
+@patch
+def _expire(self: MsgStore, now: int) -> int: return self._remove_rows(self._due_rows(now))
+
+@patch
+def due(self: MsgStore, now_ns: int | None = None) -> list[StoreMsg]:
+    "The messages `expire` would remove at `now_ns`, oldest first (for subject delete markers)."
+    self._check()
+    return [self._msg(int(r)) for r in self._due_rows(now_ns or time.time_ns())]
 
 @patch
 def expire(self: MsgStore, now_ns: int | None = None) -> int:
@@ -621,19 +629,19 @@ def seq_from_time(self: MsgStore, ts: int) -> int:
     return ix.last + 1 if r < 0 else ix.base + r
 
 @patch
-def multi_last(self: MsgStore, filters: list[str], up_to_seq: int, limit: int = 1024) -> list[StoreMsg] | None:
-    "Last message at or before `up_to_seq` of each subject matching `filters`, in sequence order; None if more than `limit` subjects match."
+def multi_last(self: MsgStore, filters: list[str], up_to_seq: int, limit: int = 1024, start: int = 0) -> list[StoreMsg] | None:
+    "Last message in [`start`, `up_to_seq`] of each subject matching `filters`, in sequence order; None if more than `limit` subjects have one."
     self._check()
     ix = self._ix
     sids = set()
     for f in filters: sids.update(ix._sids(ix.want(f)).tolist())
-    if len(sids) > limit: return None
     rows = []
     for sid in sids:
-        if ix.s_count[sid] == 0 or ix.s_first[sid] > up_to_seq: continue
+        if ix.s_count[sid] == 0 or ix.s_first[sid] > up_to_seq or ix.s_last[sid] < start: continue
         if ix.s_last[sid] <= up_to_seq: r = int(ix.s_last[sid]) - ix.base
         else: r = _prev_row(ix.dead, ix.sid, sid, int(ix.s_first[sid]) - ix.base, up_to_seq - ix.base + 1)
-        if r >= 0: rows.append(r)
+        if r >= 0 and ix.base + r >= start: rows.append(r)
+        if len(rows) > limit: return None
     return [self._msg(r) for r in sorted(rows)]
 
 # %% ../nbs/12_store.ipynb #a7837299

@@ -15,7 +15,8 @@ from .store import MsgStore, StoreLimits, StoreError
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'ZERO_TIME', 'rfc3339nano', 'parse_rfc3339', 'transform_subject', 'limits_of', 'Stream', 'parse_ttl']
+__all__ = ['log', 'ZERO_TIME', 'rfc3339nano', 'parse_rfc3339', 'transform_subject', 'limits_of', 'Stream', 'parse_ttl',
+           'go_duration']
 
 # %% ../nbs/14_stream.ipynb #2b0614d5
 ZERO_TIME = '0001-01-01T00:00:00Z'
@@ -125,22 +126,34 @@ def _ack(self: Stream, seq: int, duplicate: bool = False) -> bytes:
 def _nak(self: Stream, err: JSApiError) -> bytes:
     return orjson.dumps({'error': err.to_dict(), 'stream': self.name, 'seq': 0})
 
-# %% ../nbs/14_stream.ipynb #81bfa79e
+# %% ../nbs/14_stream.ipynb #045db654
 _STORE_ERRORS = {'max_msgs': 'maximum messages exceeded', 'max_bytes': 'maximum bytes exceeded',
                  'max_msgs_per_subject': 'maximum messages per subject exceeded', 'max_msg_size': 'message too large'}
 
 def parse_ttl(v: bytes) -> int:
-    "A `Nats-TTL` value in seconds (-1 for `never`); raises `ValueError` when invalid."
+    "A `Nats-TTL` value in seconds (-1 for `never`); raises `ValueError` when invalid, as the reference does."
     s = v.decode().strip()
     if s.lower() == 'never': return -1
-    if s.isdigit(): return int(s)
     units = {'h': 3600, 'm': 60, 's': 1, 'ms': 1e-3, 'us': 1e-6, 'µs': 1e-6, 'ns': 1e-9}
     parts = re.findall(r'(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)', s)
-    if not parts or ''.join(a + b for a, b in parts) != s: raise ValueError(s)
-    secs = sum(float(a) * units[b] for a, b in parts)
-    if secs < 1: raise ValueError(s)
-    return int(secs)
+    if s == '0' or (parts and ''.join(a + b for a, b in parts) == s):      # a Go duration (`0` is one)
+        secs = sum(float(a) * units[b] for a, b in parts)
+        if secs < 1: raise ValueError(s)
+        return int(secs)
+    if s.isdigit(): return int(s)
+    raise ValueError(s)
 
+def go_duration(ns: int) -> str:
+    "A duration as Go's `time.Duration.String` writes it (`1s`, `1m30s`, `1h0m0s`, `500ms`)."
+    if ns == 0: return '0s'
+    if ns < _NS:
+        for unit, size in (('ms', 1_000_000), ('µs', 1_000), ('ns', 1)):
+            if ns >= size: return f'{ns / size:.9f}'.rstrip('0').rstrip('.') + unit
+    h, rest = divmod(ns, 3600 * _NS); m, rest = divmod(rest, 60 * _NS)
+    sec = f'{rest / _NS:.9f}'.rstrip('0').rstrip('.') + 's'
+    return (f'{h}h{m}m' if h else f'{m}m' if m else '') + sec
+
+# %% ../nbs/14_stream.ipynb #b2f8c176
 @patch
 def _check(self: Stream, subject: str, hdr: bytes, size: int, sourced: bool = False):
     cfg = self.cfg
@@ -152,7 +165,7 @@ def _check(self: Stream, subject: str, hdr: bytes, size: int, sourced: bool = Fa
     if ttl is not None and not cfg.get('allow_msg_ttl') and not sourced:
         try:
             if parse_ttl(ttl) != 0: return api_error('JSMessageTTLDisabledErr')
-        except ValueError: return api_error('JSMessageTTLDisabledErr')
+        except ValueError: pass                              # an invalid TTL is reported when storing (10165)
     subj_seq = get_header(hdr, b'Nats-Expected-Last-Subject-Sequence')
     subj_for = get_header(hdr, b'Nats-Expected-Last-Subject-Sequence-Subject')
     if subj_seq is not None:
@@ -202,7 +215,7 @@ def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool 
     if self.js.limits_exceeded(cfg.get('storage', 'file')): return self._nak(api_error('JSInsufficientResourcesErr'))
     return self._store(subject, hdr, data, msg_id, rollup, now)
 
-# %% ../nbs/14_stream.ipynb #12247b64
+# %% ../nbs/14_stream.ipynb #b7ab6410
 @patch
 def _store(self: Stream, subject: str, hdr: bytes, data: bytes, msg_id: str, rollup: bytes, now: int) -> bytes:
     cfg = self.cfg
@@ -215,6 +228,10 @@ def _store(self: Stream, subject: str, hdr: bytes, data: bytes, msg_id: str, rol
     if t is not None:
         try: ttl = parse_ttl(t)
         except ValueError: return self._nak(api_error('JSMessageTTLInvalidErr'))
+    sdm = (cfg.get('subject_delete_marker_ttl') or 0) // _NS
+    if ttl > 0 and sdm > 0 and cfg.get('max_msgs_per_subject') != 1 and ttl < sdm:      # never shorter than the markers
+        ttl = sdm
+        hdr = add_header(remove_header(hdr, b'Nats-TTL'), b'Nats-TTL', str(ttl).encode())
     last = self.store.load_last_msg(subject) if cfg.get('republish') else None
     try: seq, ts = self.store.store_msg(subject, hdr, data, ttl=ttl * _NS if ttl > 0 else ttl)
     except StoreError as e:
@@ -247,6 +264,30 @@ def _republish(self: Stream, subject: str, hdr: bytes, data: bytes, seq: int, ts
     if rp.get('headers_only'): extra += f'Nats-Msg-Size: {len(data)}\r\n'
     h = (hdr[:-2] if hdr else b'NATS/1.0\r\n') + extra.encode() + b'\r\n'
     self.js.publish_internal(dest, b'' if rp.get('headers_only') else data, h)
+
+# %% ../nbs/14_stream.ipynb #b99dcf79
+def _is_marker(hdr: bytes) -> bool:
+    return bool(hdr) and (get_header(hdr, b'Nats-Marker-Reason') is not None or get_header(hdr, b'KV-Operation') == b'PURGE')
+
+@patch
+def expire(self: Stream, now: int | None = None) -> int:
+    "Remove what has expired at `now`, leaving subject delete markers where configured."
+    now = now or time.time_ns()
+    sdm = self.cfg.get('subject_delete_marker_ttl') or 0
+    if sdm > 0:
+        due = self.store.due(now)
+        if due:
+            per = {}
+            for m in due: per[m.subject] = m
+            counts = self.store.subjects('>')
+            n_due = {}
+            for m in due: n_due[m.subject] = n_due.get(m.subject, 0) + 1
+            hdr = (f'NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: {go_duration(sdm)}\r\n'
+                   f'Nats-Rollup: sub\r\n\r\n').encode()
+            for subject, m in per.items():
+                if counts.get(subject, 0) == n_due[subject] and not _is_marker(m.hdr):
+                    self.process(subject, hdr, b'')
+    return self.store.expire(now)
 
 # %% ../nbs/14_stream.ipynb #0f70d4ea
 @patch

@@ -139,7 +139,7 @@ def remove(self: Sublist, sub: Subscription) -> bool:
     self._invalidate(sub.subject)
     return True
 
-# %% ../nbs/01_subjects.ipynb #b471d1fa
+# %% ../nbs/01_subjects.ipynb #dd83bda6
 def _collect(node: _Node, psubs: list, qsubs: dict):
     if node.psubs: psubs.extend(node.psubs)
     for q, members in node.qsubs.items(): qsubs.setdefault(q, []).extend(members)
@@ -166,7 +166,8 @@ def match(self: Sublist, subject: bytes):
     r = self.cache.get(subject)
     if r is not None: self.cache_hits += 1; return r
     psubs, qsubs = [], {}
-    _match(self.root, subject.split(b'.'), 0, psubs, qsubs)
+    if subject and subject[0] != 46 and subject[-1] != 46 and b'..' not in subject:     # an empty token matches nothing
+        _match(self.root, subject.split(b'.'), 0, psubs, qsubs)
     r = (tuple(psubs), tuple(qsubs.values())) if psubs or qsubs else _EMPTY
     if len(self.cache) >= self.cache_size:      # evict about a quarter, arbitrary entries
         for k in list(self.cache)[: self.cache_size // 4]: del self.cache[k]

@@ -1,0 +1,99 @@
+"""Per-message TTL and subject delete markers, against jsnb and the reference."""
+import asyncio, json
+import pytest
+import nats
+
+pytestmark = pytest.mark.reference
+KINDS = ['nats-server', 'jsnb']
+
+
+async def api(nc, subject, body):
+    return json.loads((await nc.request(subject, json.dumps(body).encode(), timeout=5)).data)
+
+
+async def pub(nc, subject, data=b'', **hdrs):
+    r = await nc.request(subject, data, headers=hdrs or None, timeout=5)
+    return json.loads(r.data)
+
+
+def strip(d):
+    if isinstance(d, dict): return {k: strip(v) for k, v in d.items() if k not in ('created', 'ts', 'first_ts', 'last_ts')}
+    return d
+
+
+async def ttl_scenario(s):
+    nc = await nats.connect(s.url); out = []
+    out.append(strip(await api(nc, '$JS.API.STREAM.CREATE.OFF', {'name': 'OFF', 'subjects': ['off.>']})))
+    for v in ['5', '0', 'abc', 'never', '1h']: out.append(('off', v, await pub(nc, 'off.a', b'x', **{'Nats-TTL': v})))
+    out.append(strip(await api(nc, '$JS.API.STREAM.CREATE.ON', {'name': 'ON', 'subjects': ['on.>'], 'allow_msg_ttl': True})))
+    for v in ['1', '1s', '2', 'never', '0', '500ms', '-1', 'abc', '1m30s', '1.5s']:
+        out.append(('on', v, await pub(nc, 'on.a', b'x', **{'Nats-TTL': v})))
+    m = json.loads((await nc.request('$JS.API.STREAM.MSG.GET.ON', b'{"seq": 1}', timeout=5)).data)['message']
+    out.append(('header kept', m.get('hdrs')))
+    out.append(strip(await api(nc, '$JS.API.STREAM.UPDATE.OFF', {'name': 'OFF', 'subjects': ['off.>'], 'allow_msg_ttl': True})))
+    out.append(strip(await api(nc, '$JS.API.STREAM.UPDATE.OFF', {'name': 'OFF', 'subjects': ['off.>'], 'allow_msg_ttl': False})))
+    await asyncio.sleep(3.5)                     # the 1 s, 2 s and 1.5 s messages are gone (loose: expiry runs about every second)
+    si = json.loads((await nc.request('$JS.API.STREAM.INFO.ON', b'', timeout=5)).data)
+    out.append(('after expiry', si['state']['messages']))
+    await nc.close()
+    return out
+
+
+async def test_ttl_headers_and_expiry(start_server):
+    res = [await ttl_scenario(start_server(k, '-js')) for k in KINDS]
+    for a, b in zip(res[0], res[1]): assert b == a, f'\n jsnb: {b}\n  ref: {a}'
+
+
+async def marker_scenario(s):
+    nc = await nats.connect(s.url); js = nc.jetstream(); out = []
+    out.append(strip(await api(nc, '$JS.API.STREAM.CREATE.M', {'name': 'M', 'subjects': ['m.>'], 'max_age': 1_000_000_000,
+                                                               'subject_delete_marker_ttl': 1_000_000_000})))
+    out.append(strip(await api(nc, '$JS.API.STREAM.CREATE.BADSDM', {'name': 'BADSDM', 'subjects': ['b.>'], 'subject_delete_marker_ttl': 500_000_000})))
+    await pub(nc, 'm.a', b'1'); await pub(nc, 'm.a', b'2'); await pub(nc, 'm.b', b'3')
+    await pub(nc, 'm.c', b'keep', **{'Nats-TTL': 'never'})
+    markers = []
+    for _ in range(40):                           # wait for both markers (max_age 1 s, expiry about every second)
+        await asyncio.sleep(0.25)
+        si = await js.stream_info('M', subjects_filter='>')
+        subs = si.state.subjects or {}
+        if 'm.a' in subs and 'm.b' in subs and si.state.messages == 3:
+            for subj in ('m.a', 'm.b'):
+                m = await js.get_last_msg('M', subj)
+                markers.append((subj, m.data, {k: v for k, v in (m.headers or {}).items()}))
+            break
+    out.append(('markers', markers))
+    for _ in range(40):                           # the markers expire too; the `never` message stays
+        await asyncio.sleep(0.25)
+        si = await js.stream_info('M', subjects_filter='>')
+        if si.state.messages == 1: break
+    out.append(('left', si.state.messages, sorted((si.state.subjects or {}).items())))
+    await nc.close()
+    return out
+
+
+async def test_subject_delete_markers(start_server):
+    res = [await marker_scenario(start_server(k, '-js')) for k in KINDS]
+    for a, b in zip(res[0], res[1]): assert b == a, f'\n jsnb: {b}\n  ref: {a}'
+
+
+async def test_kv_with_limit_markers(start_server):
+    "nats-py KeyValue with `ttl` and `limit_marker_ttl`: a watcher sees the key go when it ages out."
+    seen = {}
+    for kind in KINDS:
+        s = start_server(kind, '-js')
+        nc = await nats.connect(s.url); js = nc.jetstream()
+        kv = await js.create_key_value(bucket='sessions', ttl=1, limit_marker_ttl=1)
+        await kv.put('u1', b'token')
+        w = await kv.watch('u1')
+        entries = []
+        for _ in range(40):
+            try: e = await w.updates(timeout=0.5)
+            except nats.errors.TimeoutError: e = None
+            if e is not None: entries.append((e.key, e.value, e.operation))
+            if len(entries) >= 2: break
+        last = await kv.get('u1')                       # the marker is the key's latest entry: empty
+        entries.append(('get', last.value))
+        seen[kind] = entries
+        await w.stop(); await nc.close()
+    assert seen['nats-server'][0] == ('u1', b'token', None) and len(seen['nats-server']) == 3
+    assert seen['jsnb'] == seen['nats-server']
