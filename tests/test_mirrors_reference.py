@@ -83,3 +83,33 @@ async def test_mirrors_and_sources(start_server, restart):
     ref, ours = results['nats-server'], results['jsnb']
     assert ref['mirror keeps sequences']
     for k in ref: assert ours[k] == ref[k], f'{k}:\n jsnb: {ours[k]}\n  ref: {ref[k]}'
+
+
+async def test_transforms_start_time_and_mirror_direct(start_server):
+    "Sources with subject transforms and a start time; a mirror with `mirror_direct` answering its upstream's Direct Gets."
+    results = {}
+    for kind in ('nats-server', 'jsnb'):
+        s = start_server(kind, '-js')
+        nc = await nats.connect(s.url); js = nc.jetstream(); out = {}
+        await js.add_stream(name='UP', subjects=['up.*'], allow_direct=True)
+        for i in range(3): await js.publish('up.a', b'early %d' % i)
+        await asyncio.sleep(0.05)
+        for i in range(2): await js.publish('up.b', b'late %d' % i)
+        raw = json.loads((await nc.request('$JS.API.STREAM.MSG.GET.UP', b'{"seq": 4}', timeout=5)).data)
+        mark = raw['message']['time']                     # the time of the first late message
+        t = json.dumps({'name': 'TR', 'sources': [{'name': 'UP', 'subject_transforms': [{'src': 'up.*', 'dest': 'copied.$1'}]}]})
+        out['tr create'] = json.loads((await nc.request('$JS.API.STREAM.CREATE.TR', t.encode(), timeout=5)).data).get('error')
+        st = json.dumps({'name': 'ST', 'sources': [{'name': 'UP', 'opt_start_time': mark}]})
+        out['st create'] = json.loads((await nc.request('$JS.API.STREAM.CREATE.ST', st.encode(), timeout=5)).data).get('error')
+        md = json.dumps({'name': 'MD', 'mirror': {'name': 'UP'}, 'mirror_direct': True, 'allow_direct': True})
+        out['md create'] = json.loads((await nc.request('$JS.API.STREAM.CREATE.MD', md.encode(), timeout=5)).data).get('error')
+        await settle(js, 'TR', 5); await settle(js, 'ST', 2); await settle(js, 'MD', 5)
+        out['counts'] = [(await js.stream_info(n)).state.messages for n in ('TR', 'ST', 'MD')]
+        out['TR'] = [(m[1], m[2]) for m in await msgs(js, 'TR')]
+        out['ST'] = [(m[1], m[2]) for m in await msgs(js, 'ST')]
+        await js.delete_stream('UP')                      # only the mirror can answer now
+        r = await nc.request('$JS.API.DIRECT.GET.UP', b'{"seq": 4}', timeout=5)
+        out['direct via mirror'] = (r.data, (r.headers or {}).get('Nats-Sequence'), (r.headers or {}).get('Nats-Subject'))
+        results[kind] = out
+        await nc.close()
+    assert results['jsnb'] == results['nats-server'], results
