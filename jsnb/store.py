@@ -6,6 +6,7 @@
 from __future__ import annotations
 import time
 from dataclasses import dataclass
+import heapq
 import numpy as np
 from fastcore.basics import patch
 from .subjects import subject_matches, has_wildcard
@@ -115,11 +116,6 @@ def _age_end(dead, ts, start, stop, cutoff):
         start, step = end, step * 8
     return stop
 
-def _ttl_rows(dead, ts, ttl, start, stop, now):
-    "Live rows in [start, stop) whose own TTL has run out at `now`."
-    t = ttl[start:stop]
-    return np.flatnonzero(~dead[start:stop] & (t > 0) & (ts[start:stop] + t <= now)) + start
-
 # %% ../nbs/12_store.ipynb #db7f2132
 _COLS = (('seq', np.int64), ('sid', np.int32), ('ts', np.int64), ('size', np.int64),
          ('ttl', np.int64), ('dead', np.bool_), ('blk', np.int32), ('off', np.int64))
@@ -134,6 +130,7 @@ class _Index:
         self.s_count, self.s_first, self.s_last = (np.zeros(64, np.int64) for _ in range(3))
         self.nsubj = self.n_ttl = 0      # subjects with messages; live messages with a TTL
         self._masks: dict[str, np.ndarray] = {}
+        self.ttl_heap: list[tuple[int, int]] = []   # (deadline ns, seq) of messages with a TTL
 
     def _grow(self, need: int):
         cap = self.cap
@@ -167,7 +164,7 @@ def append(self: _Index, sid: int, ts: int, size: int, ttl: int = 0) -> int:
     c = self.s_count[sid]
     if c == 0: self.nsubj += 1; self.s_first[sid] = seq
     self.s_count[sid] = c + 1; self.s_last[sid] = seq
-    if ttl > 0: self.n_ttl += 1
+    if ttl > 0: self.n_ttl += 1; heapq.heappush(self.ttl_heap, (ts + ttl, seq))
     return r
 
 @patch
@@ -528,14 +525,31 @@ def compact(self: MsgStore, seq: int) -> int:
 
 # %% ../nbs/12_store.ipynb #b9864ad6
 @patch
-def _due_rows(self: MsgStore, now: int) -> np.ndarray:
+def ttl_due(self: _Index, now: int, keep: bool = False) -> list[int]:
+    "Rows whose own TTL has run out at `now`, from the deadline heap: work in proportion to what expires."
+    h, rows, popped = self.ttl_heap, [], []
+    while h and (h[0][0] <= now or not self._ttl_live(*h[0])):
+        d, seq = heapq.heappop(h)
+        if self._ttl_live(d, seq): rows.append(seq - self.base); popped.append((d, seq))
+    if keep:
+        for e in popped: heapq.heappush(h, e)
+    return rows
+
+@patch
+def _ttl_live(self: _Index, d: int, seq: int) -> bool:
+    "Whether heap entry (deadline `d`, `seq`) still describes a live message."
+    r = seq - self.base
+    return 0 <= r < self.n and not self.dead[r] and self.ttl[r] > 0 and self.ts[r] + self.ttl[r] == d
+
+@patch
+def _due_rows(self: MsgStore, now: int, keep: bool = False) -> np.ndarray:
     "Rows past `max_age` (unless they never expire) or past their own TTL at `now`."
     ix, L, parts = self._ix, self.limits, []
     if L.max_age > 0 and ix.msgs:
         lo = ix.first - ix.base
         rows = _rows(ix.dead, ix.sid, None, lo, _age_end(ix.dead, ix.ts, lo, ix.n, now - L.max_age))
         parts.append(rows[ix.ttl[rows] != -1])
-    if ix.n_ttl: parts.append(_ttl_rows(ix.dead, ix.ts, ix.ttl, ix.first - ix.base, ix.n, now))
+    if ix.n_ttl: parts.append(np.array(ix.ttl_due(now, keep), np.int64))
     return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
 
 @patch
@@ -545,7 +559,7 @@ def _expire(self: MsgStore, now: int) -> int: return self._remove_rows(self._due
 def due(self: MsgStore, now_ns: int | None = None) -> list[StoreMsg]:
     "The messages `expire` would remove at `now_ns`, oldest first (for subject delete markers)."
     self._check()
-    return [self._msg(int(r)) for r in self._due_rows(now_ns or time.time_ns())]
+    return [self._msg(int(r)) for r in self._due_rows(now_ns or time.time_ns(), keep=True)]
 
 @patch
 def expire(self: MsgStore, now_ns: int | None = None) -> int:
@@ -560,9 +574,8 @@ def next_expiry(self: MsgStore) -> int | None:
     ix, L, t = self._ix, self.limits, []
     if L.max_age > 0 and ix.msgs: t.append(ix.first_ts + L.max_age)
     if ix.n_ttl:
-        lo = ix.first - ix.base
-        sel = ~ix.dead[lo:ix.n] & (ix.ttl[lo:ix.n] > 0)
-        t.append(int((ix.ts[lo:ix.n][sel] + ix.ttl[lo:ix.n][sel]).min()))
+        ix.ttl_due(0)                                   # drop stale entries so the top is live
+        if ix.ttl_heap: t.append(ix.ttl_heap[0][0])
     return min(t) if t else None
 
 # %% ../nbs/12_store.ipynb #83ceb9cf

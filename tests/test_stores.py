@@ -642,3 +642,16 @@ def test_accounting_and_state_match_reference(start_server, tmp_path):
         await nc.close()
 
     asyncio.run(run())
+
+
+def test_ttl_expiry_follows_the_deadline_heap():
+    "Per-message TTLs are found from a deadline heap: expiring touches only what expires."
+    from jsnb.store import MemStore
+    s = MemStore()
+    for i in range(20_000): s.store_msg('plain', b'', b'x', ts=i)
+    for i in range(10): s.store_msg('short', b'', b'y', ts=20_000 + i, ttl=100)
+    for i in range(10): s.store_msg('long', b'', b'z', ts=20_000 + i, ttl=10_000_000)
+    assert len(s._ix.ttl_heap) == 20
+    assert s.expire(now_ns=20_200) == 10
+    assert len(s._ix.ttl_heap) == 10 and s.state()['messages'] == 20_010
+    assert s.next_expiry() == 20_000 + 10_000_000

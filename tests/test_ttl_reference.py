@@ -97,3 +97,20 @@ async def test_kv_with_limit_markers(start_server):
         await w.stop(); await nc.close()
     assert seen['nats-server'][0] == ('u1', b'token', None) and len(seen['nats-server']) == 3
     assert seen['jsnb'] == seen['nats-server']
+
+
+async def test_no_markers_for_delete_and_purge(start_server):
+    "The specification's Remove and Purge markers: the reference does not place them, and neither does jsnb."
+    seen = {}
+    for kind in KINDS:
+        s = start_server(kind, '-js')
+        nc = await nats.connect(s.url); js = nc.jetstream()
+        await api(nc, '$JS.API.STREAM.CREATE.P', {'name': 'P', 'subjects': ['p.>'], 'max_age': 60_000_000_000,
+                                                  'subject_delete_marker_ttl': 1_000_000_000})
+        for subj in ('p.a', 'p.a', 'p.b'): await pub(nc, subj, b'v')
+        await js.delete_msg('P', 3)
+        await js.purge_stream('P', subject='p.a')
+        si = await js.stream_info('P')
+        seen[kind] = (si.state.messages, si.state.last_seq)
+        await nc.close()
+    assert seen['jsnb'] == seen['nats-server'] == (0, 3)
