@@ -122,13 +122,20 @@ def _last_per_subject(self: Consumer) -> set[int]:
             if m is not None: seqs.add(m.seq)
     return seqs
 
-# %% ../nbs/15_consumer.ipynb #7f02cd2c
+# %% ../nbs/15_consumer.ipynb #da4eace9
 @patch
 def _matches(self: Consumer, subject: str) -> bool:
     return not self.filters or any(subject_matches(subject, f) for f in self.filters)
 
 @patch
+def _waiting_for_stream(self: Consumer) -> bool:
+    "Read-after-write: a consumer with `min_last_seq` delivers nothing until the stream has reached it."
+    mls = self.cfg.get('min_last_seq') or 0
+    return mls > 0 and self.stream.store.state()['last_seq'] < mls
+
+@patch
 def _next_new(self: Consumer):
+    if self._waiting_for_stream(): return None
     store = self.stream.store
     lps = getattr(self, '_lps', None)
     while True:
@@ -182,10 +189,11 @@ def _paced(self: Consumer, m, size: int):
     bps = self.cfg.get('rate_limit_bps') or 0
     if bps: self._bucket = (self._tokens(now, bps) - size, now)
 
-# %% ../nbs/15_consumer.ipynb #2004193f
+# %% ../nbs/15_consumer.ipynb #74f14365
 @patch
 def num_pending(self: Consumer) -> int:
     "Messages from `sseq` on that match the filters (what `num_pending` reports)."
+    if self._waiting_for_stream(): return 0
     store = self.stream.store
     if len(self.filters) <= 1:
         n = store.num_pending(self.sseq, self.filters[0] if self.filters else '', False)

@@ -42,7 +42,8 @@ _CONFIG = GoStruct('server.ConsumerConfig', {
     'priority_groups': GoSlice(GoStr(), '[]string'),
     'priority_policy': _enum('server.PriorityPolicy', 'none', ('none', 'overflow', 'pinned_client', 'prioritized'),
                              'unknown priority policy: {raw}'),
-    'priority_timeout': _DUR})
+    'priority_timeout': _DUR,
+    'min_last_seq': GoInt('uint64')})   # read-after-write (jsnb goes beyond the reference here)
 _REQUEST = GoStruct('server.CreateConsumerRequest', {
     'stream_name': GoStr(), 'config': _CONFIG, 'pedantic': GoBool(),
     'action': _enum('server.ConsumerAction', '', ('create', 'update', ''), 'unknown consumer action: {raw}')})

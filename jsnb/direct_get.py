@@ -10,14 +10,15 @@ from .protocol import get_header
 from .stream_config import JS_API_LEVEL as API_LEVEL
 
 # %% auto #0
-__all__ = ['EMPTY', 'MALFORMED', 'BAD', 'NOT_FOUND', 'NO_RESULTS', 'TOO_MANY', 'REQUIRED_LEVEL', 'eob', 'level_ok',
-           'parse_request', 'check', 'answer']
+__all__ = ['EMPTY', 'MALFORMED', 'BAD', 'NOT_FOUND', 'NO_RESULTS', 'TOO_MANY', 'MIN_LAST_SEQ', 'REQUIRED_LEVEL', 'eob',
+           'level_ok', 'parse_request', 'check', 'answer']
 
-# %% ../nbs/14a_direct_get.ipynb #0ebe7d40
+# %% ../nbs/14a_direct_get.ipynb #473303e7
 def _st(code: int, desc: str) -> tuple[bytes, bytes]: return (f'NATS/1.0 {code} {desc}\r\n\r\n'.encode(), b'')
 
 EMPTY, MALFORMED, BAD = _st(408, 'Empty Request'), _st(408, 'Malformed Request'), _st(408, 'Bad Request')
 NOT_FOUND, NO_RESULTS, TOO_MANY = _st(404, 'Message Not Found'), _st(404, 'No Results'), _st(413, 'Too Many Results')
+MIN_LAST_SEQ = _st(412, 'Min Last Sequence')        # read-after-write: the stream has not reached `min_last_seq`
 
 def _headers(stream: str, m, extra: tuple = ()) -> bytes:
     "The reply's header block for stored message `m`."
@@ -40,8 +41,8 @@ def level_ok(hdr: bytes) -> bool:
     v = get_header(hdr, b'Nats-Required-Api-Level') if hdr else None
     return not v or (v.isdigit() and int(v) <= API_LEVEL)
 
-# %% ../nbs/14a_direct_get.ipynb #9bf75662
-_FIELDS = dict(seq=int, last_by_subj=str, next_by_subj=str, batch=int, max_bytes=int, start_time=str,
+# %% ../nbs/14a_direct_get.ipynb #2b5508d5
+_FIELDS = dict(min_last_seq=int, seq=int, last_by_subj=str, next_by_subj=str, batch=int, max_bytes=int, start_time=str,
                multi_last=list, up_to_seq=int, up_to_time=str, no_hdr=bool)
 
 def parse_request(body: bytes) -> tuple[dict | None, tuple | None]:
@@ -56,7 +57,7 @@ def parse_request(body: bytes) -> tuple[dict | None, tuple | None]:
     for k, t in _FIELDS.items():
         v = folded.get(k)
         if v is None: continue
-        if t is int and (isinstance(v, bool) or not isinstance(v, int) or v < 0 and k in ('seq', 'up_to_seq')): return None, MALFORMED
+        if t is int and (isinstance(v, bool) or not isinstance(v, int) or v < 0 and k in ('seq', 'up_to_seq', 'min_last_seq')): return None, MALFORMED
         if t is not int and not isinstance(v, t): return None, MALFORMED
         if k == 'multi_last':
             if any(x is not None and not isinstance(x, str) for x in v): return None, MALFORMED
