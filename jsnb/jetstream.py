@@ -186,10 +186,10 @@ def housekeeping(self: JetStream, now: int):
     "Periodic work registered by the layers above (consumer clean-up and persistence)."
     for f in self.housekeepers: f(now)
 
-# %% ../nbs/17_jetstream.ipynb #7c95b9d8
+# %% ../nbs/17_jetstream.ipynb #69f7fca8
 @patch
-def sync_upstreams(self: JetStream, s: Stream):
-    "Set up `s`'s mirror or sources from its configuration and copy what they already have."
+def sync_upstreams(self: JetStream, s: Stream, copy: bool = True):
+    "Set up `s`'s mirror or sources from its configuration and (unless `copy` is false) copy what they already have."
     cfg, old = s.cfg, {u.iname: u for u in getattr(s, 'upstreams', [])}
     specs = [(cfg['mirror'], True)] if cfg.get('mirror') else [(x, False) for x in cfg.get('sources') or []]
     ups = []
@@ -198,7 +198,7 @@ def sync_upstreams(self: JetStream, s: Stream):
         if u.iname in old: ups.append(old[u.iname]); continue
         mirrors.resume(s, u, self.streams.get(u.name)); ups.append(u)
     s.upstreams = ups
-    self.catch_up(s)
+    if copy: self.catch_up(s)
 
 @patch
 def catch_up(self: JetStream, s: Stream):
@@ -392,7 +392,7 @@ def _account_info(self: JetStream, args, body, src) -> dict:
                             memory_max_stream_bytes=-1, storage_max_stream_bytes=-1, max_bytes_required=False),
                 api=dict(level=API_LEVEL, total=self.api_total, errors=self.api_errors))
 
-# %% ../nbs/17_jetstream.ipynb #469320fa
+# %% ../nbs/17_jetstream.ipynb #2bab6ca6
 def _stored_cfg(cfg: dict) -> dict:
     "The configuration as persisted (the reference adds `_nats.ver`/`_nats.level` only when replying)."
     md = {k: v for k, v in (cfg.get('metadata') or {}).items() if k not in ('_nats.ver', '_nats.level')}
@@ -420,7 +420,8 @@ def _stream_create(self: JetStream, args, body, src) -> dict:
     s = Stream(self, cfg, store)
     if hasattr(store, 'write_meta'): store.write_meta(dict(config=_stored_cfg(cfg), created=s.created))
     self.streams[s.name] = s; s.start(); self._direct_sync(s)
-    if cfg.get('mirror') or cfg.get('sources'): self._copying = True; self.sync_upstreams(s)
+    if cfg.get('mirror') or cfg.get('sources'):          # copying starts right after the reply, as with the reference
+        self._copying = True; self.sync_upstreams(s, copy=False); self.later(0, lambda: self.catch_up(s))
     self.advise_stream(s.name, 'create')
     return dict(self.stream_info(s, cluster=False), did_create=True)
 

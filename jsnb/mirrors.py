@@ -106,12 +106,12 @@ def _mirror_store(self: Stream, u: Upstream, m):
     seq, _ = self.store.store_msg(u.subject(m.subject), m.hdr, m.data, ts=m.ts)
     self.last_seq = seq
 
-# %% ../nbs/14b_mirrors.ipynb #9d932a4b
+# %% ../nbs/14b_mirrors.ipynb #f440110c
 def upstream_info(u: Upstream, up: Stream | None) -> dict:
     "The `mirror`/`sources` entry of `stream_info` for `u` (`up`: the upstream stream, if it exists)."
-    lag = max(up.store.state()['last_seq'] - u.last, 0) if up is not None else 0
+    lag = max(up.store.state()['last_seq'] - u.last, 0) if up is not None and u.active else 0   # unknown until copying began
     d = dict(name=u.name, lag=lag, active=time.time_ns() - u.active if u.active else -1)
-    if not u.mirror: d['seq'] = u.copied                 # sources also say the last upstream sequence they copied
+    if not u.mirror and u.copied: d['seq'] = u.copied    # sources also say the last upstream sequence they copied
     if u.filter: d['filter_subject'] = u.filter
     if u.transforms: d['subject_transforms'] = [dict(src=s, dest=t) for s, t in u.transforms]
     return d

@@ -114,3 +114,24 @@ async def test_no_markers_for_delete_and_purge(start_server):
         seen[kind] = (si.state.messages, si.state.last_seq)
         await nc.close()
     assert seen['jsnb'] == seen['nats-server'] == (0, 3)
+
+
+async def test_ttl_raised_to_marker_ttl_and_sourced_ttl(start_server):
+    "A TTL below `subject_delete_marker_ttl` is raised to it; a source without `allow_msg_ttl` still stores TTL messages."
+    seen = {}
+    for kind in KINDS:
+        s = start_server(kind, '-js')
+        nc = await nats.connect(s.url); js = nc.jetstream(); out = []
+        await api(nc, '$JS.API.STREAM.CREATE.R', {'name': 'R', 'subjects': ['r.>'], 'allow_msg_ttl': True,
+                                                  'subject_delete_marker_ttl': 5_000_000_000})
+        out.append(await pub(nc, 'r.a', b'x', **{'Nats-TTL': '2'}))
+        out.append(await pub(nc, 'r.b', b'y', **{'Nats-TTL': '10'}))
+        out.append([(await js.get_msg('R', i)).headers for i in (1, 2)])
+        out.append(strip(await api(nc, '$JS.API.STREAM.CREATE.SRC', {'name': 'SRC', 'sources': [{'name': 'R'}]})))
+        for _ in range(50):
+            if (await js.stream_info('SRC')).state.messages == 2: break
+            await asyncio.sleep(0.1)
+        out.append([{k: v for k, v in (await js.get_msg('SRC', i)).headers.items() if k != 'Nats-Stream-Source'} for i in (1, 2)])
+        seen[kind] = out
+        await nc.close()
+    assert seen['jsnb'] == seen['nats-server'], seen
