@@ -11,13 +11,7 @@ pytestmark = pytest.mark.reference
 
 CONFIG = 'jetstream { max_memory_store: 1MB, max_file_store: 2MB }\n'
 MB = 1 << 20
-VOLATILE = {'created', 'ts', 'first_ts', 'last_ts', 'time', 'leader', 'server', 'id', 'timestamp', 'start', 'rtt'}
-
-
-def blank(x):
-    if isinstance(x, dict): return {k: ('<v>' if k in VOLATILE else blank(v)) for k, v in x.items()}
-    if isinstance(x, list): return [blank(v) for v in x]
-    return x
+from jsdiff import VOLATILE, blank
 
 
 class Transcript:

@@ -11,13 +11,7 @@ import nats
 
 pytestmark = pytest.mark.reference
 
-VOLATILE = {'created', 'ts', 'first_ts', 'last_ts', 'time', 'leader', 'server', 'id', 'timestamp', 'start', 'rtt'}
-
-
-def blank(x):
-    if isinstance(x, dict): return {k: ('<v>' if k in VOLATILE else blank(v)) for k, v in x.items()}
-    if isinstance(x, list): return [blank(v) for v in x]
-    return x
+from jsdiff import VOLATILE, blank
 
 
 def normalize(subject, d):
