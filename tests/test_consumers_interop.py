@@ -223,3 +223,18 @@ async def test_durable_state_survives_restart(start_server, kind):
     psub = await js.pull_subscribe('ORDERS.*', durable='DUR')
     assert [m.metadata.sequence.stream for m in await psub.fetch(5, timeout=1)] == [5, 6]
     await nc.close()
+
+
+@pytest.mark.parametrize('kind', BOTH)
+async def test_ordered_consumer_recreated_after_loss(start_server, kind):
+    "nats-py recreates an ordered consumer that disappeared (missed heartbeats) and resumes after the last message."
+    s, nc, js = await setup(start_server, kind, 5)
+    sub = await js.subscribe('ORDERS.*', ordered_consumer=True, idle_heartbeat=0.5)
+    seqs = [(await sub.next_msg(timeout=5)).metadata.sequence.stream for _ in range(5)]
+    names = (await js.streams_info())[0].state.consumer_count
+    for name in json.loads((await nc.request('$JS.API.CONSUMER.NAMES.ORDERS', b'', timeout=5)).data)['consumers']:
+        await js.delete_consumer('ORDERS', name)
+    for i in range(5, 8): await js.publish('ORDERS.received', b'order %d' % i)
+    seqs += [(await sub.next_msg(timeout=20)).metadata.sequence.stream for _ in range(3)]
+    assert names == 1 and seqs == list(range(1, 9))
+    await nc.close()
