@@ -317,11 +317,11 @@ def advise_api(self: JetStream, src, subject: str, request: bytes, response: byt
     d['response'] = response.decode('utf-8', 'replace')
     self.publish_internal('$JS.EVENT.ADVISORY.API', orjson.dumps(d))
 
-# %% ../nbs/17_jetstream.ipynb #bda90961
-def api(verb: str, rtype: str, **error_extra):
-    "Register a method as the handler of `$JS.API.<verb>`."
+# %% ../nbs/17_jetstream.ipynb #18e6fca9
+def api(verb: str, rtype: str, quiet_success: bool = False, **error_extra):
+    "Register a method as the handler of `$JS.API.<verb>` (`quiet_success`: successes are neither counted nor audited)."
     def deco(f):
-        JetStream._routes[verb] = (f, rtype, error_extra)
+        JetStream._routes[verb] = (f, rtype, quiet_success, error_extra)
         return f
     return deco
 
@@ -335,7 +335,7 @@ def _on_api(self: JetStream, subject: bytes, reply: bytes, hdr: int, data: bytes
         route = self._routes.get('.'.join(toks[:n]))
         if route is not None: break
     else: return
-    f, rtype, extra = route
+    f, rtype, quiet, extra = route
     body = data[hdr:] if hdr else data
     e = None
     try: resp = dict(type=_RT + rtype, **f(self, toks[n:], body, src))
@@ -343,13 +343,13 @@ def _on_api(self: JetStream, subject: bytes, reply: bytes, hdr: int, data: bytes
         e = err
         self.api_errors += 1
         resp = dict(type=_RT + rtype, error=err.to_dict(), **extra)
-    if 'error' in resp or rtype != 'stream_msg_get_response': self.api_total += 1   # counted after answering; not successful gets
+    loud = 'error' in resp or not quiet
+    if loud: self.api_total += 1                        # counted after answering, as the reference reports it
     out = orjson.dumps(resp)
     delay = resp.get('error') and getattr(e, 'delay', 0)
     if reply and delay: self.later(delay, lambda: self.core.publish(reply, out))
     elif reply: self.core.publish(reply, out)
-    if 'error' in resp or rtype != 'stream_msg_get_response':      # the reference audits only failed gets
-        self.advise_api(src, subj, body, out)
+    if loud: self.advise_api(src, subj, body, out)
 
 # %% ../nbs/17_jetstream.ipynb #2d45865f
 _INT, _U64, _STR, _BOOL = GoInt(), GoInt('uint64'), GoStr(), GoBool()
@@ -500,7 +500,7 @@ def _stream_list(self: JetStream, args, body, src) -> dict:
         i = self.stream_info(s, cluster=False); i['config'] = _stored_cfg(i['config']); page.append(i)
     return dict(total=len(found), offset=offset, limit=256, streams=page)
 
-# %% ../nbs/17_jetstream.ipynb #86434307
+# %% ../nbs/17_jetstream.ipynb #eb60ab91
 @api('STREAM.PURGE', 'stream_purge_response', purged=0)
 def _stream_purge(self: JetStream, args, body, src) -> dict:
     s = self._stream(args)
@@ -509,7 +509,7 @@ def _stream_purge(self: JetStream, args, body, src) -> dict:
     if seq and keep: raise api_error('JSBadRequestErr')
     return dict(success=True, purged=s.purge(subject=req['filter'], seq=seq, keep=keep))
 
-@api('STREAM.MSG.GET', 'stream_msg_get_response')
+@api('STREAM.MSG.GET', 'stream_msg_get_response', quiet_success=True)   # the reference counts and audits only failed gets
 def _msg_get(self: JetStream, args, body, src) -> dict:
     s = self._stream(args)
     req = _request(body, 'msg_get', empty_ok=False)
