@@ -53,7 +53,7 @@ def transform_subject(subject: str, src: str, dest: str) -> str | None:
     if out.endswith('>') and (out == '>' or out.endswith('.>')): out = out[:-1] + '.'.join(rest)
     return out
 
-# %% ../nbs/14_stream.ipynb #3feb5369
+# %% ../nbs/14_stream.ipynb #eb61cdbc
 _NS = 1_000_000_000
 
 def limits_of(cfg: dict) -> StoreLimits:
@@ -71,6 +71,7 @@ class Stream:
         self.name = cfg['name']
         self.created = created or time.time_ns()
         self.subs = []
+        self.stage = None          # the atomic batch handler, set by the account
         self.consumers: dict = {}
         self.dedup: dict[str, tuple[int, int]] = {}
         st = store.state()
@@ -95,7 +96,7 @@ def _rebuild_dedup(self: Stream):
         seq = m.seq - 1
     for mid, s, ts in reversed(found): self.dedup.setdefault(mid, (s, ts))
 
-# %% ../nbs/14_stream.ipynb #080357f7
+# %% ../nbs/14_stream.ipynb #e7609e92
 @patch
 def start(self: Stream):
     "Start receiving messages on the stream's subjects."
@@ -113,7 +114,9 @@ def stop(self: Stream):
 def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     if src is not None and getattr(src, 'js_internal', False): return   # our own republish
     h, payload = (data[:hdr], data[hdr:]) if hdr else (b'', data)
-    ack = self.process(subject.decode(), h, payload, bool(reply))
+    if h and self.stage is not None and get_header(h, b'Nats-Batch-Id') is not None:
+        ack = self.stage(self, subject.decode(), h, payload)           # an atomic batch
+    else: ack = self.process(subject.decode(), h, payload, bool(reply))
     if reply and ack is not None and not self.cfg.get('no_ack'): self.js.core.publish(reply, ack)
 
 # %% ../nbs/14_stream.ipynb #054a4781
@@ -181,18 +184,20 @@ def _check(self: Stream, subject: str, hdr: bytes, size: int, sourced: bool = Fa
     if not sourced and get_header(hdr, b'Nats-Stream-Source') is not None: return api_error('JSMessageSourceHdrNotAllowedErr')
     return None
 
-# %% ../nbs/14_stream.ipynb #5169ec26
+# %% ../nbs/14_stream.ipynb #4ec9a8b6
 @patch
-def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool = True, sourced: bool = False) -> bytes | None:
-    "Run one message through the publish path; returns the pub ack or error body (`sourced`: copied from a source)."
+def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool = True, sourced: bool = False,
+            checked: bool = False) -> bytes | None:
+    "Run one message through the publish path; returns the pub ack or error body (`sourced`: copied from a source; `checked`: an atomic batch's commit already ran the checks)."
     cfg = self.cfg
     tr = cfg.get('subject_transform')
     if tr: subject = transform_subject(subject, tr.get('src', ''), tr.get('dest', '')) or subject
-    err = self._check(subject, hdr, len(hdr) + len(data), sourced)
-    if err is not None: return self._nak(err)
     msg_id = get_header(hdr, b'Nats-Msg-Id') if hdr else None
     msg_id = msg_id.decode() if msg_id else ''
     now = time.time_ns()
+    if checked: return self._store(subject, hdr, data, msg_id, get_header(hdr, b'Nats-Rollup') or b'', now)
+    err = self._check(subject, hdr, len(hdr) + len(data), sourced)
+    if err is not None: return self._nak(err)
     if msg_id:
         self._trim_dedup(now)
         d = self.dedup.get(msg_id)
