@@ -12,7 +12,7 @@ from .stream import Stream, parse_ttl, rfc3339nano
 
 # %% auto #0
 __all__ = ['MAX_BATCH', 'MAX_INFLIGHT_STREAM', 'MAX_INFLIGHT_TOTAL', 'BATCH_TIMEOUT', 'AtomicBatch', 'abandon', 'stage',
-           'expire_batches']
+           'expire_batches', 'FastBatch', 'parse_fast_reply', 'fast_ingest', 'expire_fast']
 
 # %% ../nbs/14d_batch.ipynb #0d6151d1
 MAX_BATCH, MAX_INFLIGHT_STREAM, MAX_INFLIGHT_TOTAL = 1000, 50, 1000
@@ -126,3 +126,121 @@ def expire_batches(s: Stream, now: int):
     "Abandon the batches of `s` idle for longer than the batch timeout."
     for bid, b in list(_batches(s).items()):
         if now - b.active > BATCH_TIMEOUT: abandon(s, bid, 'timeout')
+
+# %% ../nbs/14d_batch.ipynb #7a6adec7
+class FastBatch:
+    "Where a fast-ingest batch stands: received, acknowledged and stored positions."
+    def __init__(self, gap_ok: bool, flow: int):
+        self.gap_ok, self.max_ack = gap_ok, flow
+        self.ack_msgs = self.fseq = self.lseq = self.pseq = self.pending = self.sseq = 0
+        self.commit, self.active, self.reply = False, time.time_ns(), ''
+
+def parse_fast_reply(reply: str):
+    "The batch fields of a `$FI` reply subject: (id, flow, gap_ok, seq, op), or None when the pattern is invalid."
+    parts = reply.split('.')
+    if len(parts) < 7: return None
+    bid, flow, gap, seq, op = parts[-6:-1]
+    if not (op.isdigit() and 0 <= int(op) <= 4) or not seq.isdigit() or int(seq) == 0 or gap not in ('ok', 'fail'): return None
+    op, seq = int(op), int(seq)
+    if (seq == 1 and op == 3) or (op == 0 and seq != 1) or (op == 1 and seq <= 1): return None
+    f = int(flow) if flow.lstrip('-').isdigit() else 0
+    return bid, (10 if f <= 0 else min(f, 65535)), gap == 'ok', seq, op
+
+# %% ../nbs/14d_batch.ipynb #219bfe53
+def _frame(**d) -> bytes: return orjson.dumps(d)
+
+def _fast(s: Stream) -> dict:
+    if not hasattr(s, 'fast'): s.fast = {}
+    return s.fast
+
+def _init_flow(s: Stream, b: FastBatch):
+    b.ack_msgs = 1 if len(_fast(s)) > 1 else min(500, b.max_ack)
+
+def _flow_ack(b: FastBatch, seq: int) -> bytes: return _frame(type='ack', seq=seq, msgs=b.ack_msgs)
+
+def _check_flow(s: Stream, b: FastBatch, out: list) -> bool:
+    "Send a flow ack when `ack_msgs` more messages are stored, adjusting the interval; whether one was sent."
+    am = b.ack_msgs
+    if b.pseq < b.fseq + am: return False
+    b.fseq += (b.pseq - b.fseq) // am * am
+    mx = max(1, min(500 // len(_fast(s)), b.max_ack))
+    if b.ack_msgs < mx: b.ack_msgs = min(b.ack_msgs * 2, mx)
+    elif b.ack_msgs > mx: b.ack_msgs = max(b.ack_msgs // 2, mx)
+    out.append(_flow_ack(b, b.fseq))
+    return True
+
+def _final(s: Stream, bid: str, b: FastBatch) -> bytes:
+    return b'{"stream":%s,"seq":%d,"batch":%s,"count":%d}' % (orjson.dumps(s.name), b.sseq, orjson.dumps(bid), b.lseq)
+
+def _try_commit(s: Stream, bid: str, b: FastBatch, out: list) -> bool:
+    "Mark the batch committing; finish it (final ack) when everything received is stored."
+    b.commit = True
+    if b.lseq == b.pseq:
+        _fast(s).pop(bid, None); out.append(_final(s, bid, b)); return True
+    return False
+
+# %% ../nbs/14d_batch.ipynb #0c67894f
+def fast_ingest(s: Stream, subject: str, reply: str, hdr: bytes, data: bytes) -> list[bytes]:
+    "Process one fast-ingest message; returns the frames for its reply subject."
+    cfg, out = s.cfg, []
+    nak = lambda e: [s._nak(e)]
+    if cfg.get('sealed'): return nak(api_error('JSStreamSealedErr'))
+    if s.js.limits_exceeded(cfg.get('storage', 'file')): return nak(api_error('JSInsufficientResourcesErr'))
+    mx = cfg.get('max_msg_size', -1)
+    if mx is not None and mx >= 0 and (len(hdr) > mx or len(data) > mx - len(hdr)): return nak(api_error('JSStreamMessageExceedsMaximumErr'))
+    if not cfg.get('allow_batched'): return nak(api_error('JSBatchPublishDisabledErr'))
+    parsed = parse_fast_reply(reply)
+    if parsed is None: return nak(api_error('JSBatchPublishInvalidPatternErr'))
+    bid, flow, gap_ok, seq, op = parsed
+    if len(bid) > 64: return nak(api_error('JSBatchPublishInvalidBatchIDErr'))
+    fast = _fast(s)
+    b = fast.get(bid)
+    if b is None:
+        if seq != 1: return nak(api_error('JSBatchPublishUnknownBatchIDErr'))
+        if len(fast) + 1 > 1000: return nak(api_error('JSBatchPublishTooManyInflight'))
+        b = fast[bid] = FastBatch(gap_ok, flow); _init_flow(s, b)
+    b.active = time.time_ns()
+    if op == 4:                                           # ping: report gaps, resend the flow state
+        send = True
+        if seq > b.lseq:
+            out.append(_frame(type='gap', last_seq=b.lseq + 1, seq=seq + 1))
+            if b.gap_ok:
+                b.lseq = seq
+                if b.pending == 0: b.pseq = b.lseq
+                send = not _check_flow(s, b, out)
+            elif _try_commit(s, bid, b, out): send = False
+        if send: out.append(_flow_ack(b, b.fseq))
+        return out
+    if b.commit: return out
+    b.lseq += 1
+    if b.lseq != seq:
+        if seq > b.lseq: out.append(_frame(type='gap', last_seq=b.lseq, seq=seq))
+        if b.gap_ok and seq > b.lseq: b.lseq = seq
+        else:
+            b.lseq -= 1; _try_commit(s, bid, b, out); return out
+    commit, eob = op in (2, 3), op == 3
+    if commit:
+        if eob:
+            b.lseq -= 1
+            if b.pending == 0: b.pseq = b.lseq
+        _try_commit(s, bid, b, out)
+        if eob: return out
+    if seq == 1 and not commit: out.append(_flow_ack(b, 0))
+    ack = orjson.loads(s.process(subject, hdr, data))
+    if 'error' in ack:
+        out.append(_frame(type='err', seq=seq, error=ack['error']))
+        if not b.gap_ok or commit:
+            b.lseq -= 1
+            if b.pending == 0: b.pseq = b.lseq
+            _try_commit(s, bid, b, out)
+        return out
+    b.sseq, b.pseq = ack['seq'], b.lseq
+    if b.commit and b.lseq == b.pseq:
+        fast.pop(bid, None); out.append(_final(s, bid, b))
+    else: _check_flow(s, b, out)
+    return out
+
+def expire_fast(s: Stream, now: int):
+    "Drop fast batches idle for longer than the batch timeout."
+    for bid, b in list(_fast(s).items()):
+        if now - b.active > BATCH_TIMEOUT: _fast(s).pop(bid, None)

@@ -42,7 +42,7 @@ class JetStream:
     @property
     def streams_dir(self) -> str: return os.path.join(self.store_dir, '$G', 'streams')
 
-# %% ../nbs/17_jetstream.ipynb #8fb937e8
+# %% ../nbs/17_jetstream.ipynb #e11df122
 @patch
 def start(self: JetStream):
     "Subscribe to the API and load persisted streams."
@@ -55,7 +55,7 @@ def start(self: JetStream):
             if not meta: store.stop(); continue
             store.update_limits(limits_of(meta['config']))
             s = Stream(self, meta['config'], store, meta.get('created'))
-            self.streams[s.name] = s; s.stage = batch.stage; s.start(); self._direct_sync(s)
+            self.streams[s.name] = s; s.stage, s.fast_ingest = batch.stage, batch.fast_ingest; s.start(); self._direct_sync(s)
             log.info('  Restored %d messages for stream \'$G > %s\'', s.store.state()['messages'], s.name)
         except Exception as e: log.warning('Error restoring stream %r: %s', name, e)
     self._copying = any(s.cfg.get('mirror') or s.cfg.get('sources') for s in self.streams.values())
@@ -117,7 +117,7 @@ def stats(self: JetStream) -> dict:
                 consumers=sum(len(s.consumers) for s in self.streams.values()),
                 messages=msgs, bytes=mem + sto, api_level=API_LEVEL, api_total=self.api_total, api_errors=self.api_errors)
 
-# %% ../nbs/17_jetstream.ipynb #4c7a1237
+# %% ../nbs/17_jetstream.ipynb #649516ec
 class _Internal:
     "The source of messages the server publishes itself."
     js_internal, echo, no_responders = True, True, False
@@ -177,7 +177,7 @@ def tick(self: JetStream, now: int | None = None):
         self._last_expire = now
         for s in list(self.streams.values()):
             s.expire(now)
-            batch.expire_batches(s, now)
+            batch.expire_batches(s, now); batch.expire_fast(s, now)
             s._trim_dedup(now)
             if getattr(s, 'upstreams', None): self.catch_up(s)
         self.housekeeping(now)
@@ -393,7 +393,7 @@ def _account_info(self: JetStream, args, body, src) -> dict:
                             memory_max_stream_bytes=-1, storage_max_stream_bytes=-1, max_bytes_required=False),
                 api=dict(level=API_LEVEL, total=self.api_total, errors=self.api_errors))
 
-# %% ../nbs/17_jetstream.ipynb #80a90a66
+# %% ../nbs/17_jetstream.ipynb #6a92c88c
 def _stored_cfg(cfg: dict) -> dict:
     "The configuration as persisted (the reference adds `_nats.ver`/`_nats.level` only when replying)."
     md = {k: v for k, v in (cfg.get('metadata') or {}).items() if k not in ('_nats.ver', '_nats.level')}
@@ -420,7 +420,7 @@ def _stream_create(self: JetStream, args, body, src) -> dict:
     store = self._open_store(cfg)
     s = Stream(self, cfg, store)
     if hasattr(store, 'write_meta'): store.write_meta(dict(config=_stored_cfg(cfg), created=s.created))
-    self.streams[s.name] = s; s.stage = batch.stage; s.start(); self._direct_sync(s)
+    self.streams[s.name] = s; s.stage, s.fast_ingest = batch.stage, batch.fast_ingest; s.start(); self._direct_sync(s)
     if cfg.get('mirror') or cfg.get('sources'):          # copying starts right after the reply, as with the reference
         self._copying = True; self.sync_upstreams(s, copy=False); self.later(0, lambda: self.catch_up(s))
     self.advise_stream(s.name, 'create')

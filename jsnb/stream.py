@@ -53,7 +53,7 @@ def transform_subject(subject: str, src: str, dest: str) -> str | None:
     if out.endswith('>') and (out == '>' or out.endswith('.>')): out = out[:-1] + '.'.join(rest)
     return out
 
-# %% ../nbs/14_stream.ipynb #eb61cdbc
+# %% ../nbs/14_stream.ipynb #7e5fbf45
 _NS = 1_000_000_000
 
 def limits_of(cfg: dict) -> StoreLimits:
@@ -71,7 +71,7 @@ class Stream:
         self.name = cfg['name']
         self.created = created or time.time_ns()
         self.subs = []
-        self.stage = None          # the atomic batch handler, set by the account
+        self.stage = self.fast_ingest = None     # the batch handlers, set by the account
         self.consumers: dict = {}
         self.dedup: dict[str, tuple[int, int]] = {}
         st = store.state()
@@ -96,7 +96,7 @@ def _rebuild_dedup(self: Stream):
         seq = m.seq - 1
     for mid, s, ts in reversed(found): self.dedup.setdefault(mid, (s, ts))
 
-# %% ../nbs/14_stream.ipynb #e7609e92
+# %% ../nbs/14_stream.ipynb #48ee425d
 @patch
 def start(self: Stream):
     "Start receiving messages on the stream's subjects."
@@ -114,6 +114,9 @@ def stop(self: Stream):
 def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     if src is not None and getattr(src, 'js_internal', False): return   # our own republish
     h, payload = (data[:hdr], data[hdr:]) if hdr else (b'', data)
+    if reply.endswith(b'.$FI') and self.fast_ingest is not None:     # a fast-ingest batch answers with frames
+        for frame in self.fast_ingest(self, subject.decode(), reply.decode(), h, payload): self.js.core.publish(reply, frame)
+        return
     if h and self.stage is not None and get_header(h, b'Nats-Batch-Id') is not None:
         ack = self.stage(self, subject.decode(), h, payload)           # an atomic batch
     else: ack = self.process(subject.decode(), h, payload, bool(reply))
