@@ -118,3 +118,17 @@ async def test_client_against_both(start_server):
         seen[kind] = out
         await nc.close()
     assert seen['jsnb'] == seen['nats-server'], seen
+
+
+async def test_mirrors_and_async_persist_refuse_atomic(start_server):
+    seen = {}
+    for kind in ('nats-server', 'jsnb'):
+        s = start_server(kind, '-js')
+        nc = await nats.connect(s.url); out = []
+        await nc.request('$JS.API.STREAM.CREATE.UP', b'{"name":"UP","subjects":["up.>"]}', timeout=5)
+        for name, body in [('M', {'name': 'M', 'mirror': {'name': 'UP'}, 'allow_atomic': True}),
+                           ('P', {'name': 'P', 'subjects': ['p.>'], 'allow_atomic': True, 'persist_mode': 'async'})]:
+            out.append(json.loads((await nc.request(f'$JS.API.STREAM.CREATE.{name}', json.dumps(body).encode(), timeout=5)).data).get('error'))
+        seen[kind] = out
+        await nc.close()
+    assert seen['jsnb'] == seen['nats-server'] and all(seen['jsnb']), seen

@@ -82,3 +82,50 @@ async def concurrent(s):
 async def test_concurrent_fast_publishers(start_server):
     res = {k: await concurrent(start_server(k, '-js')) for k in ('nats-server', 'jsnb')}
     assert res['jsnb'] == res['nats-server'], res
+
+
+async def test_fast_publisher_against_both(start_server):
+    "jsnb's fast publisher drives both servers to the same result."
+    from jsnb.publish import FastBatchPublisher, BatchError
+    seen = {}
+    for kind in ('nats-server', 'jsnb'):
+        s = start_server(kind, '-js')
+        nc = await nats.connect(s.url); js = nc.jetstream()
+        await js.add_stream(name='ING', subjects=['ing.>'], allow_batched=True)
+        pub = FastBatchPublisher(nc, batch_id='b1', flow=50)
+        for i in range(3000): await pub.add('ing.x', b'%d' % i)
+        ack = await pub.commit()
+        last = await js.get_msg('ING', 3000)
+        await js.add_stream(name='NOPE', subjects=['nope.>'])
+        try: await FastBatchPublisher(nc).add('nope.x', b'1')
+        except BatchError as e: err = e.err_code
+        seen[kind] = (ack, (await js.stream_info('ING')).state.messages, last.data, pub.gaps, pub.errors, err)
+        await nc.close()
+    assert seen['jsnb'] == seen['nats-server'], seen
+
+
+@pytest.mark.bench
+async def test_bench_fast_ingest_vs_async_publish(start_server):
+    "Throughput of fast-ingest against plain async publishing, on both servers (run with -m bench)."
+    import time
+    from jsnb.publish import FastBatchPublisher
+    n, rates = 20_000, {}
+    for kind in ('nats-server', 'jsnb'):
+        s = start_server(kind, '-js')
+        nc = await nats.connect(s.url); js = nc.jetstream()
+        await js.add_stream(name='B', subjects=['b.>'], allow_batched=True, storage='memory')
+        t = time.perf_counter()
+        futs = [await js.publish_async('b.a', b'x' * 128) for _ in range(n)]
+        await asyncio.gather(*futs)
+        rates[kind, 'async publish'] = n / (time.perf_counter() - t)
+        t = time.perf_counter()
+        pub = FastBatchPublisher(nc, flow=500)
+        for _ in range(n): await pub.add('b.b', b'x' * 128)
+        await pub.commit()
+        rates[kind, 'fast ingest'] = n / (time.perf_counter() - t)
+        await nc.close()
+    for mode in ('async publish', 'fast ingest'):
+        print(f'{mode:14} reference {rates["nats-server", mode]:9.0f}/s  jsnb {rates["jsnb", mode]:9.0f}/s  '
+              f'ratio {rates["jsnb", mode] / rates["nats-server", mode]:.2f}')
+    for kind in ('nats-server', 'jsnb'):
+        print(f'{kind}: fast ingest / async publish = {rates[kind, "fast ingest"] / rates[kind, "async publish"]:.2f}')
