@@ -40,14 +40,19 @@ def abandon(s: Stream, bid: str, reason: str):
                                                       id=f'{bid}-{time.time_ns()}', timestamp=rfc3339nano(time.time_ns()),
                                                       stream=s.name, batch=bid, reason=reason)))
 
-# %% ../nbs/14d_batch.ipynb #924b2bd3
+# %% ../nbs/14d_batch.ipynb #a8d7edcc
+def _precheck(s: Stream, hdr: bytes, data: bytes):
+    "What both kinds of batch check first, in the reference's order: sealed, storage, message size."
+    if s.cfg.get('sealed'): return api_error('JSStreamSealedErr')
+    if s.js.limits_exceeded(s.cfg.get('storage', 'file')): return api_error('JSInsufficientResourcesErr')
+    if s.too_big(hdr, data): return api_error('JSStreamMessageExceedsMaximumErr')
+    return None
+
 def stage(s: Stream, subject: str, hdr: bytes, data: bytes) -> bytes:
     "Handle one message of an atomic batch; returns the reply body (b'' for a staged message)."
     cfg, bid = s.cfg, get_header(hdr, b'Nats-Batch-Id').decode()
-    if cfg.get('sealed'): return s._nak(api_error('JSStreamSealedErr'))
-    if s.js.limits_exceeded(cfg.get('storage', 'file')): return s._nak(api_error('JSInsufficientResourcesErr'))
-    mx = cfg.get('max_msg_size', -1)
-    if mx is not None and mx >= 0 and (len(hdr) > mx or len(data) > mx - len(hdr)): return s._nak(api_error('JSStreamMessageExceedsMaximumErr'))
+    err = _precheck(s, hdr, data)
+    if err is not None: return s._nak(err)
     if not cfg.get('allow_atomic'): return s._nak(api_error('JSAtomicPublishDisabledErr'))
     if len(bid) > 64: return s._nak(api_error('JSAtomicPublishInvalidBatchIDErr'))
     raw = get_header(hdr, b'Nats-Batch-Sequence')
@@ -75,7 +80,7 @@ def stage(s: Stream, subject: str, hdr: bytes, data: bytes) -> bytes:
     if not commit: return b''
     return _commit(s, b, eob)
 
-# %% ../nbs/14d_batch.ipynb #a8731bf7
+# %% ../nbs/14d_batch.ipynb #0228af04
 def _check_all(s: Stream, b: AtomicBatch):
     "The first error the batch would meet, or None."
     last, last_by_subj, ids = s.last_seq, {}, set()
@@ -103,9 +108,7 @@ def _check_all(s: Stream, b: AtomicBatch):
         exp_seq = get_header(hdr, b'Nats-Expected-Last-Sequence')       # against the stream before the batch
         if exp_seq is not None and (not exp_seq.isdigit() or int(exp_seq) != s.last_seq):
             return api_error('JSStreamWrongLastSequenceErrF', seq=s.last_seq) if i == 0 else api_error('JSStreamWrongLastSequenceConstantErr')
-        mx = s.cfg.get('max_msg_size', -1)
-        if mx is not None and mx >= 0 and (len(hdr) > mx or len(data) > mx - len(hdr)):
-            return api_error('JSStreamMessageExceedsMaximumErr')
+        if s.too_big(hdr, data): return api_error('JSStreamMessageExceedsMaximumErr')
         last += 1; last_by_subj[subject] = last
     return None
 
@@ -179,15 +182,13 @@ def _try_commit(s: Stream, bid: str, b: FastBatch, out: list) -> bool:
         _fast(s).pop(bid, None); out.append(_final(s, bid, b)); return True
     return False
 
-# %% ../nbs/14d_batch.ipynb #0c67894f
+# %% ../nbs/14d_batch.ipynb #fa033b66
 def fast_ingest(s: Stream, subject: str, reply: str, hdr: bytes, data: bytes) -> list[bytes]:
     "Process one fast-ingest message; returns the frames for its reply subject."
     cfg, out = s.cfg, []
     nak = lambda e: [s._nak(e)]
-    if cfg.get('sealed'): return nak(api_error('JSStreamSealedErr'))
-    if s.js.limits_exceeded(cfg.get('storage', 'file')): return nak(api_error('JSInsufficientResourcesErr'))
-    mx = cfg.get('max_msg_size', -1)
-    if mx is not None and mx >= 0 and (len(hdr) > mx or len(data) > mx - len(hdr)): return nak(api_error('JSStreamMessageExceedsMaximumErr'))
+    err = _precheck(s, hdr, data)
+    if err is not None: return nak(err)
     if not cfg.get('allow_batched'): return nak(api_error('JSBatchPublishDisabledErr'))
     parsed = parse_fast_reply(reply)
     if parsed is None: return nak(api_error('JSBatchPublishInvalidPatternErr'))

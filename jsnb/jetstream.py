@@ -232,7 +232,7 @@ def later(self: JetStream, delay: float, fn):
     try: asyncio.get_running_loop().call_later(delay, fn)
     except RuntimeError: fn()
 
-# %% ../nbs/17_jetstream.ipynb #2f968089
+# %% ../nbs/17_jetstream.ipynb #b980ef87
 @patch
 def _direct_sync(self: JetStream, s: Stream):
     "Add or remove `s`'s Direct Get responders to match its `allow_direct`."
@@ -262,7 +262,8 @@ def _on_direct(self: JetStream, s: Stream, appended: bool, subject: bytes, reply
         req, err = direct_get.parse_request(body) if body else (None, direct_get.EMPTY)
         if err is None: err = direct_get.check(req)
     to = reply.decode()
-    if err is None and (req.get('min_last_seq') or 0) > s.store.state()['last_seq']:     # read-after-write: not yet
+    mls = req.get('min_last_seq') or 0 if err is None else 0
+    if mls and mls > s.store.state()['last_seq']:                                    # read-after-write: not yet
         return self.later(ERROR_DELAY, lambda: self.publish_internal(to, b'', direct_get.MIN_LAST_SEQ[0]))
     replies = [err] if err is not None else direct_get.answer(s, req, self.core.opts.max_pending)
     for h, d in replies: self.publish_internal(to, d, h)

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.reference
 
 CONFIG = 'jetstream { max_memory_store: 1MB, max_file_store: 2MB }\n'
 MB = 1 << 20
-from jsdiff import VOLATILE, blank
+from jsdiff import VOLATILE, blank, run_both as _run_both
 
 
 class Transcript:
@@ -38,19 +38,7 @@ class Transcript:
 
 
 async def run_both(start_server, scenario):
-    out = {}
-    for kind in ('nats-server', 'jsnb'):
-        s = start_server(kind, '-js', config=CONFIG)
-        nc = await asyncio.wait_for(nats.connect(s.url), 15)
-        t = Transcript(nc)
-        try: await scenario(t)
-        finally: await nc.close()
-        out[kind] = t.log
-    ref, ours = out['nats-server'], out['jsnb']
-    assert [s for s, _ in ours] == [s for s, _ in ref]
-    diffs = [f'step {i} {subj}:\n jsnb: {o}\n  ref: {r}' for i, ((subj, r), (_, o)) in enumerate(zip(ref, ours)) if o != r]
-    assert not diffs, f'{len(diffs)} of {len(ref)} steps differ:\n' + '\n'.join(diffs)
-    return ref
+    return await _run_both(start_server, scenario, Transcript, config=CONFIG)
 
 
 def mem(name, **kw): return {'name': name, 'subjects': [name.lower() + '.>'], 'storage': 'memory', **kw}

@@ -89,8 +89,9 @@ async def test_unsubscribe_with_max(server):
     await sub.unsubscribe(limit=3)
     for i in range(10): await nc.publish('limited', b'%d' % i)
     await nc.flush()
-    await asyncio.sleep(0.2)
-    assert sub.pending_msgs == 3 or len(await collect(sub, 3)) == 3
+    got = [m.data for m in await collect(sub, 3)]
+    assert got == [b'0', b'1', b'2']
+    with pytest.raises(NatsTimeout): await sub.next_msg(timeout=0.3)     # nothing after the third
     await nc.close()
 
 

@@ -11,7 +11,7 @@ from nats.js.errors import APIError
 
 pytestmark = pytest.mark.reference
 
-from jsdiff import VOLATILE, blank
+from jsdiff import VOLATILE, blank, run_both as _run_both
 
 
 class Transcript:
@@ -56,19 +56,7 @@ def _plain(x):
 
 
 async def run_both(start_server, scenario):
-    out = {}
-    for kind in ('nats-server', 'jsnb'):
-        s = start_server(kind, '-js')
-        nc = await asyncio.wait_for(nats.connect(s.url), 15)
-        t = Transcript(nc)
-        try: await scenario(t)
-        finally: await nc.close()
-        out[kind] = t.log
-    ref, ours = out['nats-server'], out['jsnb']
-    assert [s for s, _ in ours] == [s for s, _ in ref]
-    diffs = [f'step {i} {label}:\n jsnb: {o}\n  ref: {r}' for i, ((label, r), (_, o)) in enumerate(zip(ref, ours)) if o != r]
-    assert not diffs, f'{len(diffs)} of {len(ref)} steps differ:\n' + '\n'.join(diffs)
-    return ref
+    return await _run_both(start_server, scenario, Transcript)
 
 
 async def test_update_stream_nats_py(start_server):
