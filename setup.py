@@ -11,6 +11,7 @@ statuses = ['Pre-Alpha', 'Alpha', 'Beta', 'Production/Stable', 'Mature', 'Inacti
 lic = licenses[cfg['license']]
 requirements = shlex.split(cfg.get('requirements', ''))
 dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
+spark_requirements = shlex.split(cfg.get('spark_requirements', ''))
 scripts = cfg.get('console_scripts', '').split()
 
 setuptools.setup(
@@ -21,7 +22,7 @@ setuptools.setup(
                  'Programming Language :: Python :: 3.11', 'Programming Language :: Python :: 3.12'],
     url=cfg['git_url'], packages=setuptools.find_packages(include=['jsnb', 'jsnb.*']),
     include_package_data=True, install_requires=requirements,
-    extras_require={'dev': dev_requirements}, python_requires='>=' + cfg['min_python'],
+    extras_require={'dev': dev_requirements, 'spark': spark_requirements}, python_requires='>=' + cfg['min_python'],
     long_description=open('README.md', encoding='utf-8').read(), long_description_content_type='text/markdown',
     zip_safe=False, entry_points={'console_scripts': scripts, 'nbdev': [f"{cfg['lib_path']}={cfg['lib_path']}._modidx:d"]},
     author=cfg['author'], author_email=cfg['author_email'], description=cfg['description'],
