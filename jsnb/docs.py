@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse, html, json, os, pathlib, re, shutil, sys
 
 # %% auto #0
-__all__ = ['notebook_markdown', 'readme', 'site_pages', 'prepare', 'page_html', 'stylesheet', 'site', 'main']
+__all__ = ['notebook_markdown', 'readme', 'site_pages', 'page_name', 'page_names', 'prepare', 'page_html', 'stylesheet', 'site',
+           'main']
 
 # %% ../nbs/07_docs.ipynb #9ef2a8e0
 def _directives(src: str) -> tuple[set[str], str]:
@@ -22,7 +23,7 @@ def _output_text(o: dict) -> str:
     if 'text/markdown' in data: return ''.join(data['text/markdown'])
     return ''.join(data.get('text/plain', ''))
 
-# %% ../nbs/07_docs.ipynb #b691e630
+# %% ../nbs/07_docs.ipynb #51556c0d
 def notebook_markdown(nb: dict) -> str:
     "Markdown for a notebook: prose, code and saved outputs."
     parts = []
@@ -37,12 +38,15 @@ def notebook_markdown(nb: dict) -> str:
         if out: parts.append(f'    ' + out.replace('\n', '\n    '))
     return '\n\n'.join(parts) + '\n'
 
+_NB_LINK = re.compile(r'''(\]\(\s*<?|href=["'])(?![a-z][a-z0-9+.-]*:|/|#)([^)"'\s>#]+?)\.(ipynb|html)(?=[)"'\s>#])''', re.I)
+
 def readme(root: str | pathlib.Path = '.') -> str:
-    "The README text made from `nbs/index.ipynb`."
+    "The README text made from `nbs/index.ipynb` (links to notebooks point into `nbs/`)."
     root = pathlib.Path(root)
     nb = json.loads((root / 'nbs' / 'index.ipynb').read_text())
     note = '<!-- This file is generated from nbs/index.ipynb: edit the notebook, then run `jsnb-docs readme`. -->\n\n'
-    return note + notebook_markdown(nb)
+    md = _NB_LINK.sub(lambda m: f'{m[1]}nbs/{m[2]}.{m[3]}' if m[3] == 'ipynb' else m[0], notebook_markdown(nb))
+    return note + md
 
 # %% ../nbs/07_docs.ipynb #3a1e440a
 def _sidebar_entries(contents, section: str = '') -> list[tuple[str, str]]:
@@ -69,12 +73,28 @@ def site_pages(nbs: str | pathlib.Path) -> list[tuple[str, pathlib.Path]]:
     pages += [('More', found[n]) for n in sorted(found) if n not in seen]
     return pages
 
-# %% ../nbs/07_docs.ipynb #0defe16b
-_NB_LINK = re.compile(r'''(\]\(\s*<?|href=["'])(?![a-z][a-z0-9+.-]*:|/)([^)"'\s>#]*?)\.ipynb(?=[)"'\s>#])''', re.I)
+# %% ../nbs/07_docs.ipynb #65bcec04
+def page_name(nb: str | pathlib.Path) -> str:
+    "The page a notebook becomes: `14a_direct_get.ipynb` -> `direct_get.html`."
+    return re.sub(r'^\d+[a-zA-Z0-9]*_', '', pathlib.Path(nb).stem.lower()) + '.html'
 
-def _rewrite_links(md: str) -> str:
-    "Point markdown and HTML links at `x.ipynb` to `x.html`."
-    return _NB_LINK.sub(lambda m: f'{m[1]}{m[2]}.html', md)
+def page_names(paths) -> dict[str, str]:
+    "Notebook stem -> page file, for every notebook of the site."
+    out, used = {}, set()
+    for p in paths:
+        p = pathlib.Path(p)
+        name = page_name(p)
+        if name in used: name = p.stem + '.html'
+        out[p.stem] = name; used.add(name)
+    return out
+
+# %% ../nbs/07_docs.ipynb #98af9616
+def _rewrite_links(md: str, pages: dict[str, str] | None = None) -> str:
+    "Point markdown and HTML links at notebooks (`x.ipynb`, or `x.html`) to their pages."
+    def fix(m):
+        if pages and m[2] in pages: return m[1] + pages[m[2]]
+        return m[1] + page_name(m[2]) if m[3].lower() == 'ipynb' else m[0]
+    return _NB_LINK.sub(fix, md)
 
 def _keys(dirs: set[str]) -> dict[str, str]:
     "Directive names to their values: `{'eval: false', 'hide'}` -> `{'eval': 'false', 'hide': ''}`."
@@ -84,7 +104,7 @@ def _keys(dirs: set[str]) -> dict[str, str]:
         out[k.strip()] = v.strip()
     return out
 
-# %% ../nbs/07_docs.ipynb #7734d2bf
+# %% ../nbs/07_docs.ipynb #b383dd2f
 def _title(cells: list) -> tuple[str, str]:
     "Take `# Title` and `> summary` out of the first markdown cell; returns (title, summary)."
     for c in cells:
@@ -98,13 +118,13 @@ def _title(cells: list) -> tuple[str, str]:
         return title, summary
     return '', ''
 
-def prepare(nb):
+def prepare(nb, pages: dict[str, str] | None = None):
     "Apply nbdev's directives to a notebook (a copy is returned) and take out its title: (nb, title, summary)."
     import copy
     nb = copy.deepcopy(nb)
     cells = []
     for c in nb.cells:
-        if c.cell_type == 'markdown': c.source = _rewrite_links(c.source)
+        if c.cell_type == 'markdown': c.source = _rewrite_links(c.source, pages)
         elif c.cell_type == 'code':
             dirs, code = _directives(c.source)
             k = _keys(dirs)
@@ -131,7 +151,7 @@ def _quarto_ids(body: str) -> str:
     body = re.sub(r'(<h[1-6] id=")([^"]+)(")', lambda m: m[1] + ids[m[2]] + m[3], body)
     return re.sub(r'(class="anchor-link" href="#)([^"]+)(")', lambda m: m[1] + ids.get(m[2], m[2]) + m[3], body)
 
-# %% ../nbs/07_docs.ipynb #0b43bb69
+# %% ../nbs/07_docs.ipynb #b5ece807
 _PAGE = '''<!doctype html>
 <html lang="en">
 <head>
@@ -140,6 +160,7 @@ _PAGE = '''<!doctype html>
 <title>{doc_title}</title>
 <meta name="description" content="{summary}">
 <link rel="stylesheet" href="jsnb.css">
+<link rel="icon" href="data:,">
 </head>
 <body>
 <nav class="sidebar" aria-label="Pages">
@@ -237,7 +258,7 @@ def stylesheet(nbs: str | pathlib.Path) -> str:
     return '\n'.join([_CSS.strip(), HtmlFormatter(style='default').get_style_defs('.highlight'),
                       extra.read_text() if extra.exists() else ''])
 
-# %% ../nbs/07_docs.ipynb #e29496ed
+# %% ../nbs/07_docs.ipynb #2613be66
 def site(root: str | pathlib.Path = '.', out: str | pathlib.Path | None = None) -> list[pathlib.Path]:
     "Render `root/nbs/*.ipynb` into a static HTML site in `out` (default `root/_docs`)."
     import nbformat
@@ -246,10 +267,11 @@ def site(root: str | pathlib.Path = '.', out: str | pathlib.Path | None = None) 
     nbs, out = root / 'nbs', pathlib.Path(out) if out else root / '_docs'
     out.mkdir(parents=True, exist_ok=True)
     exporter = HTMLExporter(template_name='basic', exclude_input_prompt=True, exclude_output_prompt=True)
-    prepared = []
-    for section, path in site_pages(nbs):
-        nb, title, summary = prepare(nbformat.read(path, as_version=4))
-        prepared.append((section, path.stem + '.html', title or path.stem, summary, nb))
+    found = site_pages(nbs)
+    names, prepared = page_names(p for _, p in found), []
+    for section, path in found:
+        nb, title, summary = prepare(nbformat.read(path, as_version=4), names)
+        prepared.append((section, names[path.stem], title or path.stem, summary, nb))
     pages = [(s, f, t) for s, f, t, _, _ in prepared]
     written = []
     for i, (_, fname, title, summary, nb) in enumerate(prepared):

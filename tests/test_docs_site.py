@@ -1,0 +1,194 @@
+"""The documentation site, rendered by `jsnb-docs site` and checked in headless Chromium: every
+page loads without errors, every link between pages resolves (anchors included), no saved output
+is an error, the previous/next chain visits every page from `file://`, and the index renders to
+a screenshot.
+
+The browser is driven with Playwright (the `playwright` package from PyPI) pointed at the
+machine's Chromium with `executable_path`: it gives response statuses, page errors, DOM queries
+and screenshots from one small API. The raw DevTools protocol would need a websocket client and
+hand-written event handling, and Chromium's CLI modes (`--dump-dom`, `--screenshot`) start a
+browser per page and report neither statuses nor script errors. Playwright's own browser
+download is not used (and does not work on these machines)."""
+import functools, http.server, os, pathlib, re, shutil, struct, subprocess, threading
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.timeout(1200)        # a fresh machine may have to install Chromium first
+
+# Flags that keep Chromium quiet and self-contained on a machine with a closed network. Playwright
+# starts every browser with a new, empty profile directory of its own (its `launch` refuses
+# `--user-data-dir`), which is what we want.
+CHROMIUM_FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+                  '--disable-background-networking', '--disable-component-update', '--disable-sync']
+
+
+def _find_chromium():
+    for name in (os.environ.get('JSNB_CHROMIUM'), 'chromium', 'chromium-browser', 'google-chrome'):
+        if name and (path := shutil.which(name)): return path
+    return None
+
+
+@pytest.fixture(scope='session')
+def chromium_path():
+    "Chromium on this machine; installed from Debian's packages when missing and running as root."
+    path = _find_chromium()
+    if path is None and shutil.which('apt-get') and os.geteuid() == 0:
+        env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
+        subprocess.run(['apt-get', 'update', '-qq'], env=env, capture_output=True, timeout=600)
+        r = subprocess.run(['apt-get', 'install', '-y', '-qq', 'chromium'], env=env, capture_output=True, text=True, timeout=900)
+        path = _find_chromium()
+        if path is None: pytest.fail(f'apt-get install chromium failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}')
+    if path is None:
+        pytest.fail('Chromium is needed to check the documentation site: install it (Debian: `apt-get install chromium`) '
+                    'or point JSNB_CHROMIUM at a Chromium or Chrome binary')
+    return path
+
+
+@pytest.fixture(scope='module')
+def browser(chromium_path):
+    try: from playwright.sync_api import sync_playwright
+    except ImportError: pytest.fail('the `playwright` package is needed to check the documentation site: pip install playwright')
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_FLAGS, headless=True)
+        yield b
+        b.close()
+
+
+_PAGES: list[str] = []      # the pages written, in sidebar order (notebooks may be added while the tests run)
+_NOTEBOOK_PAGES: list[str] = []   # the pages of the notebooks found just before rendering
+
+
+@pytest.fixture(scope='module')
+def site_dir(tmp_path_factory):
+    "The site as `jsnb-docs site` writes it."
+    from jsnb.docs import page_names, site, site_pages
+    out = tmp_path_factory.mktemp('site') / '_docs'
+    _NOTEBOOK_PAGES[:] = page_names(p for _, p in site_pages(ROOT / 'nbs')).values()
+    _PAGES[:] = [p.name for p in site(ROOT, out)]
+    return out
+
+
+@pytest.fixture(scope='module')
+def http_url(site_dir):
+    "The site served over HTTP by a static file server, as it would be published."
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *a): pass
+    srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), functools.partial(Quiet, directory=str(site_dir)))
+    t = threading.Thread(target=srv.serve_forever, daemon=True); t.start()
+    yield f'http://127.0.0.1:{srv.server_address[1]}/'
+    srv.shutdown(); srv.server_close()
+
+
+def _expected_pages(): return list(_PAGES)
+
+
+_PAGE_FACTS = '''() => ({
+  title: document.querySelector('h1.title')?.textContent || '',
+  sidebar: Array.from(document.querySelectorAll('nav.sidebar .nav a'), a => a.getAttribute('href')),
+  current: Array.from(document.querySelectorAll('nav.sidebar a.current'), a => a.getAttribute('href')),
+  links: Array.from(document.querySelectorAll('a[href]'), a => a.href),
+  ids: Array.from(document.querySelectorAll('[id]'), e => e.id),
+  errors: document.querySelectorAll('.output_error').length,
+  text: document.body.innerText,
+  code: Array.from(document.querySelectorAll('.input_area'), e => e.innerText),
+  brokenImages: Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0).length,
+  images: document.images.length,
+  stylesheet: getComputedStyle(document.querySelector('nav.sidebar')).position,
+})'''
+
+
+@pytest.fixture(scope='module')
+def pages(browser, site_dir, http_url):
+    "Load every page over HTTP once; keep what each one showed."
+    names = _expected_pages()
+    facts, page = {}, browser.new_page()
+    problems = []
+    page.on('pageerror', lambda e: problems.append(f'{page.url}: script error {e}'))
+    page.on('console', lambda m: m.type == 'error' and problems.append(f'{page.url}: console error {m.text}'))
+    page.on('requestfailed', lambda r: problems.append(f'{page.url}: failed to load {r.url}'))
+    for name in names:
+        r = page.goto(http_url + name)
+        assert r is not None and r.status == 200, (name, r and r.status)
+        facts[name] = page.evaluate(_PAGE_FACTS)
+    page.close()
+    assert not problems, problems
+    return facts
+
+
+def test_every_page_is_rendered(site_dir):
+    "Every notebook has its page, listed in the sidebar or not, and the index comes first."
+    names = _expected_pages()
+    assert names[0] == 'index.html'
+    assert set(_NOTEBOOK_PAGES) <= set(names), set(_NOTEBOOK_PAGES) - set(names)
+    assert sorted(p.name for p in site_dir.glob('*.html')) == sorted(names)
+    assert (site_dir / 'jsnb.css').stat().st_size > 1000
+    from jsnb.docs import main                                 # the console script's entry point
+    assert main(['site', '--root', str(ROOT), '--out', str(site_dir)]) == 0
+
+
+def test_every_page_loads(pages):
+    names = _expected_pages()
+    for name, f in pages.items():
+        assert f['title'].strip(), f'{name}: no title'
+        assert f['sidebar'] == names, f'{name}: the sidebar does not list every page in order'
+        assert f['current'] == [name], f'{name}: the sidebar marks {f["current"]} as current'
+        assert f['stylesheet'] == 'fixed', f'{name}: the stylesheet is not applied'
+        assert f['brokenImages'] == 0, f'{name}: {f["brokenImages"]} images did not load'
+
+
+def test_no_cell_error_in_any_output(pages):
+    for name, f in pages.items():
+        assert f['errors'] == 0, f'{name}: {f["errors"]} error outputs'
+        assert 'Traceback (most recent call last)' not in f['text'], f'{name}: a traceback in the page'
+
+
+def test_directives_are_applied(pages):
+    "No `#|` line is shown; the code of `#| export` cells is."
+    for name, f in pages.items():
+        for code in f['code']:
+            assert not any(l.startswith('#|') for l in code.splitlines()), f'{name}: a directive is shown:\n{code}'
+    assert any('def site(' in c for c in pages['docs.html']['code'])     # an `#| export` cell, shown as code
+
+
+def test_every_link_resolves(pages, http_url):
+    "Every link to the site points at a page that exists and, with an anchor, at an element of it."
+    bad = []
+    for name, f in pages.items():
+        for link in f['links']:
+            if not link.startswith(http_url): continue       # external sites are not checked (no network here)
+            target, _, frag = link[len(http_url):].partition('#')
+            target = target or name
+            if target not in pages: bad.append(f'{name} -> {link}: no such page')
+            elif frag and frag not in pages[target]['ids']: bad.append(f'{name} -> {link}: no element #{frag}')
+    assert not bad, '\n'.join(bad)
+
+
+def test_pager_walks_the_site_from_files(browser, site_dir):
+    "From `file://`, following 'next' visits every page in sidebar order, and 'prev' walks back."
+    names = _expected_pages()
+    page = browser.new_page()
+    page.goto((site_dir / 'index.html').as_uri())
+    seen = [page.url.rsplit('/', 1)[1]]
+    while page.locator('a[rel=next]').count():
+        page.locator('a[rel=next]').click(); page.wait_for_load_state()
+        seen.append(page.url.rsplit('/', 1)[1])
+    assert seen == names
+    back = [seen[-1]]
+    while page.locator('a[rel=prev]').count():
+        page.locator('a[rel=prev]').click(); page.wait_for_load_state()
+        back.append(page.url.rsplit('/', 1)[1])
+    assert back == names[::-1]
+    page.close()
+
+
+def test_index_screenshot(browser, site_dir, tmp_path):
+    "The index renders to a real picture."
+    page = browser.new_page(viewport={'width': 1280, 'height': 900})
+    page.goto((site_dir / 'index.html').as_uri())
+    shot = tmp_path / 'index.png'
+    page.screenshot(path=str(shot), full_page=True)
+    page.close()
+    data = shot.read_bytes()
+    assert data[:8] == b'\x89PNG\r\n\x1a\n' and len(data) > 10_000
+    width, height = struct.unpack('>II', data[16:24])
+    assert width == 1280 and height >= 900
