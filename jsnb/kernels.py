@@ -8,19 +8,20 @@ import os, time
 import numpy as np
 
 # %% auto #0
-__all__ = ['JIT', 'next_row', 'prev_row', 'count_rows', 'select_rows', 'last_rows', 'expired_rows', 'warm', 'speedups']
+__all__ = ['WANTED', 'JIT', 'next_row', 'prev_row', 'count_rows', 'select_rows', 'last_rows', 'expired_rows', 'warm',
+           'warm_in_background', 'speedups']
 
-# %% ../nbs/11a_kernels.ipynb #a631ffab
-try:
-    import numba
-except Exception:                     # pragma: no cover - numba is a dependency; the twins keep jsnb working without it
-    numba = None
+# %% ../nbs/11a_kernels.ipynb #dffac007
+import importlib.util, threading
 
-JIT = numba is not None and os.environ.get('JSNB_NO_JIT', '') in ('', '0')
+WANTED = importlib.util.find_spec('numba') is not None and os.environ.get('JSNB_NO_JIT', '') in ('', '0')
+JIT = False                         # set by `warm()` once the compiled kernels are in place
+_KERNELS: list[str] = []
 
 def _njit(f):
-    "Compile `f` (cached on disk, releasing the GIL) when numba is available."
-    return numba.njit(cache=True, nogil=True)(f) if numba is not None else f
+    "Record `f` as a kernel, to be compiled by `warm()`."
+    _KERNELS.append(f.__name__)
+    return f
 
 # %% ../nbs/11a_kernels.ipynb #0707e46d
 def _split(want):
@@ -150,7 +151,7 @@ def select_rows(dead, sid, want, start: int, stop: int, limit: int = -1) -> np.n
     rows = np.flatnonzero(_mask(dead, sid, want, start, stop)) + start
     return rows if limit < 0 else rows[:limit]
 
-# %% ../nbs/11a_kernels.ipynb #3b3affd7
+# %% ../nbs/11a_kernels.ipynb #e793d25a
 @_njit
 def _last2(dead, sid, mask, start, stop, need):
     seen = np.zeros(mask.shape[0], np.bool_)
@@ -174,7 +175,7 @@ def last_rows(dead, sid, want, start: int, stop: int, nsub: int, need: int = -1)
         return _last2(dead, sid, np.ones(nsub, np.bool_) if mode == 0 else want, start, stop, need)
     rows = np.flatnonzero(_mask(dead, sid, want, start, stop))[::-1] + start
     _, first = np.unique(sid[rows], return_index=True)
-    return np.sort(rows[first])
+    return np.sort(rows[np.sort(first)[:need] if need >= 0 else first])
 
 # %% ../nbs/11a_kernels.ipynb #0f1c4139
 @_njit
@@ -208,34 +209,52 @@ def expired_rows(dead, ts, ttl, start: int, stop: int, cutoff: int) -> np.ndarra
     rows = np.flatnonzero(~dead[start:end]) + start
     return rows[ttl[rows] != -1]
 
-# %% ../nbs/11a_kernels.ipynb #f180d8cc
+# %% ../nbs/11a_kernels.ipynb #bd7c44a6
+_lock = threading.Lock()
+
 def warm() -> float:
-    "Compile (or load from the cache) every kernel; returns the seconds it took."
+    "Compile (or load from the cache) every kernel and switch them on; returns the seconds it took."
+    global JIT
+    if not WANTED: return 0.0
     t = time.perf_counter()
-    if not JIT: return 0.0
-    d, s, ts_ = np.zeros(4, np.bool_), np.zeros(4, np.int32), np.zeros(4, np.int64)
-    for w in (None, 0, np.ones(1, np.bool_)):
-        next_row(d, s, w, 0, 4); prev_row(d, s, w, 0, 4); count_rows(d, s, w, 0, 4)
-        select_rows(d, s, w, 0, 4); last_rows(d, s, w, 0, 4, 1)
-    expired_rows(d, ts_, ts_, 0, 4, 0)
+    with _lock:
+        if not JIT:
+            import numba
+            g = globals()
+            for name in _KERNELS:
+                if not isinstance(g[name], numba.core.dispatcher.Dispatcher): g[name] = numba.njit(cache=True, nogil=True)(g[name])
+            d, s, ts_ = np.zeros(4, np.bool_), np.zeros(4, np.int32), np.zeros(4, np.int64)
+            m = np.ones(1, np.bool_)
+            _next0(d, 0, 4); _next1(d, s, 0, 0, 4); _next2(d, s, m, 0, 4)
+            _prev0(d, 0, 4); _prev1(d, s, 0, 0, 4); _prev2(d, s, m, 0, 4)
+            _count2(d, s, m, 0, 4); _select2(d, s, m, 0, 4, -1); _last2(d, s, m, 0, 4, -1)
+            _expired_jit(d, ts_, ts_, 0, 4, 0)
+            JIT = True
     return time.perf_counter() - t
 
-# %% ../nbs/11a_kernels.ipynb #fcb8519b
+def warm_in_background() -> threading.Thread:
+    "Start `warm()` in a daemon thread (the twins answer until it is done)."
+    th = threading.Thread(target=warm, name='jsnb-jit-warm', daemon=True)
+    th.start()
+    return th
+
+# %% ../nbs/11a_kernels.ipynb #03eacaea
 def _twins(dead, sid, ts, ttl, want, a, b, nsub, cutoff):
     "Every kernel's answer, computed by the kernels and by the twins."
     calls = lambda: (next_row(dead, sid, want, a, b), prev_row(dead, sid, want, a, b),
                      count_rows(dead, sid, want, a, b), select_rows(dead, sid, want, a, b).tolist(),
                      select_rows(dead, sid, want, a, b, 2).tolist(), last_rows(dead, sid, want, a, b, nsub).tolist(),
+                     last_rows(dead, sid, want, a, b, nsub, 1).tolist(),
                      expired_rows(dead, ts, ttl, a, b, cutoff).tolist())
     global JIT
-    saved = JIT
+    warm(); saved = JIT
     try:
-        JIT = numba is not None; jit = calls()
+        JIT = WANTED; jit = calls()
         JIT = False; twin = calls()
     finally: JIT = saved
     return jit, twin
 
-# %% ../nbs/11a_kernels.ipynb #fb6b2571
+# %% ../nbs/11a_kernels.ipynb #18be677c
 def speedups(n: int = 1_000_000, repeat: int = 3) -> list[dict]:
     "Time each kernel and its twin on `n` rows: one dict per kernel with both times and the speed-up."
     global JIT
@@ -255,7 +274,6 @@ def speedups(n: int = 1_000_000, repeat: int = 3) -> list[dict]:
              'prev_row: a rare subject, wildcard filter': lambda: prev_row(dead, sid, mask, 0, n - n // 5),
              'count_rows: 1,000 subjects': lambda: count_rows(dead, sid, last, 0, n),
              'select_rows: purge 1,000 subjects': lambda: select_rows(dead, sid, last, 0, n),
-             'count_rows: every subject': lambda: count_rows(dead, sid, None, 0, n),
              'last_rows: 1,000 subjects': lambda: last_rows(dead, sid, last, 0, n, nsub, int(np.count_nonzero(last))),
              'expired_rows: 1% of the stream': lambda: expired_rows(dead, ts, ttl, 0, n, n // 100)}
     def best(f):
@@ -263,10 +281,10 @@ def speedups(n: int = 1_000_000, repeat: int = 3) -> list[dict]:
         for _ in range(repeat):
             t = time.perf_counter(); f(); ts_.append(time.perf_counter() - t)
         return min(ts_)
-    rows, saved = [], JIT
+    warm(); rows, saved = [], JIT
     try:
         for name, f in cases.items():
-            JIT = numba is not None; j = best(f)
+            JIT = WANTED; j = best(f)
             JIT = False; p = best(f)
             rows.append(dict(kernel=name, n=n, jit_seconds=j, python_seconds=p, speedup=p / j if j else float('inf')))
     finally: JIT = saved

@@ -33,6 +33,7 @@ def test_kernels_agree_with_twins(ix):
 def test_long_one_subject_scans_agree(ix, pad):
     "Scans for one subject longer than the compiled window hand over to numpy without losing a row."
     dead, sid, ts, ttl, _, _, _, nsub, cutoff = ix
+    kernels.warm()
     dead = np.concatenate([np.zeros(pad, np.bool_), dead]); sid = np.concatenate([np.full(pad, nsub, np.int32), sid])
     n = len(dead)
     for want in range(nsub):
@@ -43,6 +44,7 @@ def test_long_one_subject_scans_agree(ix, pad):
 def test_multi_last_matches_a_model():
     "The store's multi-last (kernel path) against a dictionary model, across bounds."
     from jsnb.store import MemStore
+    assert kernels.warm() >= 0 and kernels.JIT
     rng = np.random.default_rng(5)
     ms, model = MemStore(), []
     for i in range(3000):
@@ -65,5 +67,5 @@ def test_stores_without_jit():
                         '-k', 'not crash', '--override-ini', 'addopts='], env=env, capture_output=True, text=True,
                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    code = 'import jsnb.kernels as k; print(k.JIT)'
-    assert subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True).stdout.strip() == 'False'
+    code = 'import jsnb.kernels as k; print(k.WANTED, k.warm(), k.JIT)'
+    assert subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True).stdout.strip() == 'False 0.0 False'
