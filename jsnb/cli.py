@@ -11,7 +11,7 @@ from .core import VERSION
 from .server import Server, RefFormatter, TRACE, log
 
 # %% auto #0
-__all__ = ['options', 'setup_logging', 'main']
+__all__ = ['options', 'setup_logging', 'main', 'jsnb_main']
 
 # %% ../nbs/06_cli.ipynb #75916e9e
 def _parser() -> argparse.ArgumentParser:
@@ -108,3 +108,18 @@ def main(argv: list[str] | None = None) -> int:
         log.error('Error listening on port: %s:%s, "%s"', opts.host, opts.port, e.strerror or e); return 1
     except KeyboardInterrupt: pass
     return 0
+
+# %% ../nbs/06_cli.ipynb #b37dae23
+_COMMANDS = {'serve': 'run a server (the flags of jsnb-server)', 'bench': 'benchmark a server, or jsnb against nats-server'}
+
+def jsnb_main(argv: list[str] | None = None) -> int:
+    "Entry point of `jsnb`: `jsnb serve ...`, `jsnb bench ...`."
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ('-h', '--help') or argv[0] not in _COMMANDS:
+        out = sys.stdout if argv and argv[0] in ('-h', '--help') else sys.stderr
+        if argv and argv[0] not in ('-h', '--help'): print(f'jsnb: unknown command {argv[0]!r}', file=out)
+        print('usage: jsnb {serve,bench} ...\n' + '\n'.join(f'  {k:<7}{v}' for k, v in _COMMANDS.items()), file=out)
+        return 0 if out is sys.stdout else 2
+    if argv[0] == 'serve': return main(argv[1:])
+    from jsnb.bench_compare import main as bench_main
+    return bench_main(argv[1:])
