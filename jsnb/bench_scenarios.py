@@ -40,7 +40,7 @@ class BenchOptions:
         "The message body: `size` printable bytes."
         return (b'0123456789abcdefghijklmnopqrstuvwxyz' * (self.size // 36 + 1))[:self.size]
 
-# %% ../nbs/08a_bench_scenarios.ipynb #12f1db2b
+# %% ../nbs/08a_bench_scenarios.ipynb #6d8ceb7f
 COLUMNS = ['scenario', 'storage', 'server', 'msg_size', 'msgs', 'seconds', 'msgs_per_sec', 'bytes_per_sec',
            'p50_us', 'p99_us', 'peak_rss_bytes']
 
@@ -55,6 +55,7 @@ class Result:
     latencies_ns: np.ndarray | None = None
     server: str = ''
     peak_rss_bytes: int | None = None
+    client_cpu: float | None = None      # the benchmark's own CPU use while measuring, in cores
 
     @property
     def msgs_per_sec(self) -> float: return self.msgs / self.seconds if self.seconds > 0 else float('nan')
@@ -75,7 +76,7 @@ class Result:
                     msgs=self.msgs, seconds=self.seconds, msgs_per_sec=self.msgs_per_sec, bytes_per_sec=self.bytes_per_sec,
                     p50_us=self.p50_us, p99_us=self.p99_us, peak_rss_bytes=self.peak_rss_bytes)
 
-# %% ../nbs/08a_bench_scenarios.ipynb #64d3bc5b
+# %% ../nbs/08a_bench_scenarios.ipynb #a6c548ff
 class BenchError(Exception):
     "A scenario could not complete, or the server did not do what was asked."
 
@@ -85,8 +86,18 @@ class Progress:
         self.label, self.total, self.enabled, self.stall, self.out = label, total, enabled, stall, out
         self.n, self.stalled, self._task, self._ticker = 0, False, None, None
 
+    def start(self) -> float:
+        "Start the clock of the measured part: wall time and this process's CPU time."
+        self.t0, self.c0 = time.perf_counter(), time.process_time()
+        return self.t0
+
+    def stop(self) -> float:
+        "Stop the clock; return the seconds measured (the client's CPU seconds go to `cpu`)."
+        self.seconds, self.cpu = time.perf_counter() - self.t0, time.process_time() - self.c0
+        return self.seconds
+
     async def __aenter__(self):
-        self._task, self.t0 = asyncio.current_task(), time.perf_counter()
+        self._task, self.t0, self.cpu = asyncio.current_task(), time.perf_counter(), None
         self._ticker = asyncio.ensure_future(self._tick())
         return self
 
@@ -108,7 +119,7 @@ class Progress:
             if quiet >= self.stall:
                 self.stalled = True; self._task.cancel(); return
 
-# %% ../nbs/08a_bench_scenarios.ipynb #efd09461
+# %% ../nbs/08a_bench_scenarios.ipynb #671a77ce
 SCENARIOS: dict[str, tuple] = {}
 
 def scenario(name: str, group: str):
@@ -123,7 +134,9 @@ async def run_scenario(name: str, url: str, o: BenchOptions | None = None, label
     fn, group = SCENARIOS[name]
     total = o.sync_n if name in _SYNC else o.msgs
     async with Progress(f'{name} {label}'.strip(), total, o.progress, o.stall) as p:
-        return await fn(url, o, p)
+        r = await fn(url, o, p)
+    if p.cpu is not None and r.seconds > 0: r.client_cpu = p.cpu / r.seconds
+    return r
 
 _SYNC = {'js-pub-sync', 'direct-get', 'kv-get'}
 
@@ -179,7 +192,7 @@ async def _fill(c: Conn, o: BenchOptions, subjects: list[str], n: int, p=None):
     await _pump(c, fr, n, p, acks, max(o.window, 1000))
     c.unsub(acks); _check_acks(acks, 'fill')
 
-# %% ../nbs/08a_bench_scenarios.ipynb #668ead30
+# %% ../nbs/08a_bench_scenarios.ipynb #2c4dc1a9
 CORE_WINDOW = 1 << 16
 
 @scenario('pub', 'core')
@@ -188,13 +201,13 @@ async def bench_pub(url: str, o: BenchOptions, p) -> Result:
     c = await Conn.connect(url)
     try:
         fr = Frames.cycle([pub_frame(s, o.payload()) for s in _subjects('bench.core', o.subjects)])
-        t0 = time.perf_counter()
+        p.start()
         await _pump(c, fr, o.msgs, p)
         await c.flush()
-        return Result('pub', '', o.msgs, time.perf_counter() - t0, o.size)
+        return Result('pub', '', o.msgs, p.stop(), o.size)
     finally: await c.close()
 
-# %% ../nbs/08a_bench_scenarios.ipynb #e9f4c48d
+# %% ../nbs/08a_bench_scenarios.ipynb #73d49e9d
 @scenario('pubsub', 'core')
 async def bench_pubsub(url: str, o: BenchOptions, p) -> Result:
     "Core publish/subscribe: timed until the subscriber has counted every message."
@@ -202,15 +215,15 @@ async def bench_pubsub(url: str, o: BenchOptions, p) -> Result:
     try:
         sub = s.sub('bench.core.>'); await s.flush()
         fr = Frames.cycle([pub_frame(x, o.payload()) for x in _subjects('bench.core', o.subjects)])
-        t0 = time.perf_counter()
+        p.start()
         await _pump(c, fr, o.msgs, p, sub, CORE_WINDOW)
-        dt = time.perf_counter() - t0
+        dt = p.stop()
         await c.flush(); await s.flush()
         if sub.count != o.msgs: raise BenchError(f'pubsub: {sub.count} received, {o.msgs} sent')
         return Result('pubsub', '', o.msgs, dt, o.size)
     finally: await c.close(); await s.close()
 
-# %% ../nbs/08a_bench_scenarios.ipynb #95305969
+# %% ../nbs/08a_bench_scenarios.ipynb #6ade85ba
 @scenario('js-pub-sync', 'js')
 async def bench_js_pub_sync(url: str, o: BenchOptions, p) -> Result:
     "JetStream publish, one at a time: rate and latency of each publish/ack round trip."
@@ -218,26 +231,26 @@ async def bench_js_pub_sync(url: str, o: BenchOptions, p) -> Result:
         acks = c.sub(f'{c.inbox}.ack', AckSub); await c.flush()
         fr = Frames([pub_frame(s, o.payload(), acks.subject) for s in _subjects('bench.js', o.subjects)])
         n, lat = o.sync_n, np.empty(o.sync_n, np.int64)
-        t0 = time.perf_counter()
+        p.start()
         for i in range(n):
             ts = time.perf_counter_ns()
             for mv in fr.chunks(i, 1): c.write(mv)
             await acks.wait(i + 1)
             lat[i] = acks.t_done - ts; p.n = i + 1
-        dt = time.perf_counter() - t0
+        dt = p.stop()
         _check_acks(acks, 'js-pub-sync'); await _check_stored(c, 'BENCH_SYNC', n)
         return Result('js-pub-sync', o.storage, n, dt, o.size, lat)
 
-# %% ../nbs/08a_bench_scenarios.ipynb #1cdf25cd
+# %% ../nbs/08a_bench_scenarios.ipynb #fd260524
 @scenario('js-pub-async', 'js')
 async def bench_js_pub_async(url: str, o: BenchOptions, p) -> Result:
     "JetStream publish with a window of outstanding acks."
     async with _stream(url, o, 'BENCH_ASYNC') as c:
         acks = c.sub(f'{c.inbox}.ack', AckSub); await c.flush()
         fr = Frames.cycle([pub_frame(s, o.payload(), acks.subject) for s in _subjects('bench.js', o.subjects)])
-        t0 = time.perf_counter()
+        p.start()
         await _pump(c, fr, o.msgs, p, acks, o.window)
-        dt = time.perf_counter() - t0
+        dt = p.stop()
         _check_acks(acks, 'js-pub-async'); await _check_stored(c, 'BENCH_ASYNC', o.msgs)
         return Result('js-pub-async', o.storage, o.msgs, dt, o.size)
 
@@ -253,7 +266,7 @@ def _batch_template(o: BenchOptions, reply: str, subjects: list[str]) -> bytes:
         out.append(pub_frame(subjects[j % len(subjects)], o.payload(), reply if j in (0, b - 1) else '', h))
     return b''.join(out)
 
-# %% ../nbs/08a_bench_scenarios.ipynb #c9241f8e
+# %% ../nbs/08a_bench_scenarios.ipynb #7e0961eb
 @scenario('js-batch', 'js')
 async def bench_js_batch(url: str, o: BenchOptions, p) -> Result:
     "Atomic batch publish: whole batches per write, a pub ack per commit."
@@ -262,7 +275,7 @@ async def bench_js_batch(url: str, o: BenchOptions, p) -> Result:
         b = max(1, min(o.batch, 1000)); nb = max(1, o.msgs // b); per = 2 if b > 1 else 1
         tpl, ph, run = _batch_template(o, acks.subject, _subjects('bench.js', o.subjects)), _PLACEHOLDER.encode(), secrets.token_hex(4)
         inflight = max(1, o.window // b)
-        t0 = time.perf_counter()
+        p.start()
         for k in range(nb):
             need = per * (k - inflight + 1)
             if acks.count < need: await acks.wait(need)
@@ -270,7 +283,7 @@ async def bench_js_batch(url: str, o: BenchOptions, p) -> Result:
             p.n = acks.count // per * b
             if c._paused is not None: await c.drain()
         await acks.wait(per * nb)
-        dt = time.perf_counter() - t0
+        dt = p.stop()
         _check_acks(acks, 'js-batch'); await _check_stored(c, 'BENCH_BATCH', nb * b)
         return Result('js-batch', o.storage, nb * b, dt, o.size)
 
@@ -296,7 +309,7 @@ def _fast_frames(o: BenchOptions, prefix: str, bid: str, flow: int, subjects: li
     fr.append(pub_frame(subjects[(n - 1) % len(subjects)], b'', f'{prefix}.{bid}.{flow}.fail.{n + 1}.3.$FI'))
     return Frames(fr)
 
-# %% ../nbs/08a_bench_scenarios.ipynb #06fd1d3b
+# %% ../nbs/08a_bench_scenarios.ipynb #f7c39125
 @scenario('js-fast', 'js')
 async def bench_js_fast(url: str, o: BenchOptions, p) -> Result:
     "Fast-ingest batch publish, paced by the server's flow acks."
@@ -304,7 +317,7 @@ async def bench_js_fast(url: str, o: BenchOptions, p) -> Result:
         prefix, bid = f'{c.inbox}.fi', secrets.token_hex(8)
         fs = c.sub(f'{prefix}.>', _FlowSub); await c.flush()
         fr, n = _fast_frames(o, prefix, bid, max(1, min(500, o.window // 2)), _subjects('bench.js', o.subjects)), o.msgs
-        t0 = time.perf_counter()
+        p.start()
         c.write(fr.chunks(0, 1)[0]); await fs.wait(1)          # the go-ahead, or why not
         if fs.final is not None or fs.problem: raise BenchError(f'js-fast: the server answered {fs.problem or fs.final}')
         sent = 1
@@ -316,7 +329,7 @@ async def bench_js_fast(url: str, o: BenchOptions, p) -> Result:
             if c._paused is not None: await c.drain()
         c.write(fr.chunks(n, 1)[0])
         while fs.final is None: await fs.wait(fs.count + 1)
-        dt = time.perf_counter() - t0
+        dt = p.stop()
         if fs.problem or fs.final.get('count') != n:
             raise BenchError(f'js-fast: final ack {fs.final}, problem {fs.problem}, {n} sent')
         await _check_stored(c, 'BENCH_FAST', n)
@@ -349,7 +362,7 @@ async def _all_acked(c: Conn, stream: str, name: str, n: int):
         await asyncio.sleep(0.1)
     raise BenchError(f'{stream}/{name}: delivered {ci["delivered"]}, ack floor {ci["ack_floor"]}, {ci["num_ack_pending"]} unacked')
 
-# %% ../nbs/08a_bench_scenarios.ipynb #d45ad400
+# %% ../nbs/08a_bench_scenarios.ipynb #ad99a5fd
 @scenario('js-fetch', 'js')
 async def bench_js_fetch(url: str, o: BenchOptions, p) -> Result:
     "Pull consumer: fetch `batch` messages, ack them, fetch again."
@@ -358,16 +371,16 @@ async def bench_js_fetch(url: str, o: BenchOptions, p) -> Result:
         b = max(1, o.batch); await _pull_consumer(c, 'BENCH_FETCH', 'F', max(1000, 2 * b))
         sub = c.sub(f'{c.inbox}.pull', _PullSub); await c.flush()
         req = _next('BENCH_FETCH', 'F', b, sub.subject)
-        t0, got = time.perf_counter(), 0
+        p.start(); got = 0
         while got < o.msgs:
             k = min(b, o.msgs - got)
             c.write(req if k == b else _next('BENCH_FETCH', 'F', k, sub.subject))
             got += k; await sub.wait(got); p.n = got
-        dt = time.perf_counter() - t0
+        dt = p.stop()
         await c.flush(); await _all_acked(c, 'BENCH_FETCH', 'F', o.msgs)
         return Result('js-fetch', o.storage, o.msgs, dt, o.size)
 
-# %% ../nbs/08a_bench_scenarios.ipynb #03e9ac65
+# %% ../nbs/08a_bench_scenarios.ipynb #cfe0828f
 @scenario('js-consume', 'js')
 async def bench_js_consume(url: str, o: BenchOptions, p) -> Result:
     "Pull consumer, continuous: keep `window` messages requested, ack as they come."
@@ -376,18 +389,18 @@ async def bench_js_consume(url: str, o: BenchOptions, p) -> Result:
         w, n = max(2, o.window), o.msgs
         await _pull_consumer(c, 'BENCH_CONSUME', 'C', max(1000, 4 * w))
         sub = c.sub(f'{c.inbox}.pull', _PullSub); await c.flush()
-        t0 = time.perf_counter()
+        p.start()
         requested = min(w, n); c.write(_next('BENCH_CONSUME', 'C', requested, sub.subject))
         while requested < n:
             await sub.wait(requested - w // 2); p.n = sub.count
             k = min(n - requested, w - (requested - sub.count))
             c.write(_next('BENCH_CONSUME', 'C', k, sub.subject)); requested += k
         await sub.wait(n)
-        dt = time.perf_counter() - t0
+        dt = p.stop()
         await c.flush(); await _all_acked(c, 'BENCH_CONSUME', 'C', n)
         return Result('js-consume', o.storage, n, dt, o.size)
 
-# %% ../nbs/08a_bench_scenarios.ipynb #281e2de7
+# %% ../nbs/08a_bench_scenarios.ipynb #4b68492d
 class _OrderedSub(Sub):
     "Counts push-delivered messages and answers flow-control requests."
     def frames(self, buf, arr, rows):
@@ -405,15 +418,15 @@ async def bench_js_ordered(url: str, o: BenchOptions, p) -> Result:
         sub = c.sub(f'{c.inbox}.ord', _OrderedSub); await c.flush()
         cfg = dict(deliver_policy='all', ack_policy='none', max_deliver=1, flow_control=True, idle_heartbeat=5_000_000_000,
                    deliver_subject=sub.subject, mem_storage=True, num_replicas=1, replay_policy='instant')
-        t0 = time.perf_counter()
+        p.start()
         await c.api('$JS.API.CONSUMER.CREATE.BENCH_ORDERED', {'stream_name': 'BENCH_ORDERED', 'config': cfg})
         while sub.count < o.msgs: await sub.wait(min(o.msgs, sub.count + 1000)); p.n = sub.count
-        dt = time.perf_counter() - t0
+        dt = p.stop()
         await c.flush()
         if sub.count != o.msgs: raise BenchError(f'js-ordered: {sub.count} received, {o.msgs} stored')
         return Result('js-ordered', o.storage, o.msgs, dt, o.size)
 
-# %% ../nbs/08a_bench_scenarios.ipynb #a442053d
+# %% ../nbs/08a_bench_scenarios.ipynb #c3ce2e2b
 class _DirectSub(Sub):
     "Counts Direct Get answers (messages), EOBs, and other statuses."
     def __init__(self, conn, subject, sid):
@@ -428,13 +441,13 @@ class _DirectSub(Sub):
 async def _sync_requests(c: Conn, sub: Sub, fr: Frames, n: int, p) -> tuple[float, np.ndarray]:
     "Send `n` frames one at a time, each after the previous answer: (seconds, round trips in ns)."
     lat = np.empty(n, np.int64)
-    t0 = time.perf_counter()
+    p.start()
     for i in range(n):
         ts = time.perf_counter_ns()
         c.write(fr.chunks(i, 1)[0])
         await sub.wait(i + 1)
         lat[i] = sub.t_done - ts; p.n = i + 1
-    return time.perf_counter() - t0, lat
+    return p.stop(), lat
 
 # %% ../nbs/08a_bench_scenarios.ipynb #5350b6e2
 @scenario('direct-get', 'direct')
@@ -449,7 +462,7 @@ async def bench_direct_get(url: str, o: BenchOptions, p) -> Result:
         if sub.other: raise BenchError(f'direct-get: statuses {sub.other}')
         return Result('direct-get', o.storage, n, dt, o.size, lat)
 
-# %% ../nbs/08a_bench_scenarios.ipynb #5cacfda4
+# %% ../nbs/08a_bench_scenarios.ipynb #1a434ca6
 @scenario('direct-batch', 'direct')
 async def bench_direct_batch(url: str, o: BenchOptions, p) -> Result:
     "Direct Get in batches of `batch` messages per request."
@@ -459,11 +472,11 @@ async def bench_direct_batch(url: str, o: BenchOptions, p) -> Result:
         sub = c.sub(f'{c.inbox}.db', _DirectSub); await c.flush()
         reqs = [pub_frame('$JS.API.DIRECT.GET.BENCH_DBATCH', b'{"seq":%d,"batch":%d}' % (s, b), sub.subject)
                 for s in range(1, n + 1, b)]
-        t0 = time.perf_counter()
+        p.start()
         for i, r in enumerate(reqs):
             c.write(r); await sub.wait(min(n, (i + 1) * b)); p.n = sub.count
             if sub.other: break
-        dt = time.perf_counter() - t0
+        dt = p.stop()
         await c.flush()
         for _ in range(100):
             if sub.eobs >= len(reqs) or sub.other: break
@@ -472,7 +485,7 @@ async def bench_direct_batch(url: str, o: BenchOptions, p) -> Result:
             raise BenchError(f'direct-batch: {sub.count} messages, {sub.eobs} EOBs, statuses {sub.other}')
         return Result('direct-batch', o.storage, n, dt, o.size)
 
-# %% ../nbs/08a_bench_scenarios.ipynb #3881e5f5
+# %% ../nbs/08a_bench_scenarios.ipynb #79da00bf
 _KV = dict(max_msgs_per_subject=1, allow_rollup_hdrs=True, deny_delete=True, allow_direct=True, discard='new')
 
 def _keys(o: BenchOptions) -> list[str]: return [f'$KV.BENCH.k{i}' for i in range(max(1, o.keys))]
@@ -483,9 +496,9 @@ async def bench_kv_put(url: str, o: BenchOptions, p) -> Result:
     async with _stream(url, o, 'KV_BENCH', ['$KV.BENCH.>'], **_KV) as c:
         acks = c.sub(f'{c.inbox}.ack', AckSub); await c.flush()
         fr = Frames.cycle([pub_frame(k, o.payload(), acks.subject) for k in _keys(o)])
-        t0 = time.perf_counter()
+        p.start()
         await _pump(c, fr, o.msgs, p, acks, o.window)
-        dt = time.perf_counter() - t0
+        dt = p.stop()
         _check_acks(acks, 'kv-put'); await _check_stored(c, 'KV_BENCH', min(o.msgs, len(_keys(o))), o.msgs)
         return Result('kv-put', o.storage, o.msgs, dt, o.size)
 
