@@ -222,7 +222,7 @@ async def compare(names: list[str], o: BenchOptions, storages=('memory',), kinds
             with BenchServer(k) as srv: mem.append(await memory_per_msg(srv.url, srv.pid, o, memory_msgs, k))
     return results, mem
 
-# %% ../nbs/08b_bench_compare.ipynb #9fea07b4
+# %% ../nbs/08b_bench_compare.ipynb #4547bdc9
 def _fmt(v, spec=',.0f', none='-'): return none if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
 def pairs(results: list[Result], ref: str = 'nats-server', ours: str = 'jsnb') -> list[tuple[Result, Result]]:
@@ -234,14 +234,15 @@ def pairs(results: list[Result], ref: str = 'nats-server', ours: str = 'jsnb') -
 def table(results: list[Result], mem: list[dict] = ()) -> str:
     "The comparison as text."
     head = (f'{"scenario":<14}{"storage":<8}{"msgs":>9} {"reference/s":>12} {"jsnb/s":>11} {"ratio":>6}  {"target":<12}{"":<6}'
-            f'{"p50 µs ref/jsnb":>17} {"p99 µs ref/jsnb":>17} {"peak RSS MB ref/jsnb":>21}')
+            f'{"p50 µs ref/jsnb":>17} {"p99 µs ref/jsnb":>17} {"peak RSS MB ref/jsnb":>21} {"client CPU":>11}')
     lines = [head, '-' * len(head)]
     for a, b in pairs(results):
         ratio, goal, ok = judge(a.scenario, a, b)
         lat = lambda q: f'{_fmt(a.pct_us(q), ".0f")}/{_fmt(b.pct_us(q), ".0f")}' if a.latencies_ns is not None else '-'
         rss = f'{_fmt(a.peak_rss_bytes and a.peak_rss_bytes / 2**20)}/{_fmt(b.peak_rss_bytes and b.peak_rss_bytes / 2**20)}'
         lines.append(f'{a.scenario:<14}{a.storage or "-":<8}{a.msgs:>9,} {_fmt(a.msgs_per_sec):>12} {_fmt(b.msgs_per_sec):>11} '
-                     f'{ratio:>6.2f}  {goal:<12}{"" if ok is None else "ok" if ok else "below":<6}{lat(50):>17} {lat(99):>17} {rss:>21}')
+                     f'{ratio:>6.2f}  {goal:<12}{"" if ok is None else "ok" if ok else "below":<6}{lat(50):>17} {lat(99):>17} {rss:>21} '
+                     f'{_fmt(a.client_cpu, ".2f")}/{_fmt(b.client_cpu, ".2f"):<6}')
     for m in mem:
         lines.append(f'memory: {m["server"]:<12} {m["bytes_per_msg"]:8,.0f} bytes of RSS per stored {m["msg_size"]}-byte message '
                      f'({m["msgs"]:,} messages, peak RSS {m["peak_rss_bytes"] / 2**20:,.0f} MB)')
@@ -379,7 +380,7 @@ def _write(out: pathlib.Path, docs: bool, name: str, write) -> None:
     for d in [out] + ([_docs_dir()] if docs else []):
         p = write(d / name); print(f'wrote {p}', file=sys.stderr)
 
-# %% ../nbs/08b_bench_compare.ipynb #b8f86e09
+# %% ../nbs/08b_bench_compare.ipynb #8981cef7
 async def bench(args: argparse.Namespace) -> int:
     "Run `jsnb bench` as parsed from the command line."
     names, extra = select(args.scenarios)
@@ -400,7 +401,7 @@ async def bench(args: argparse.Namespace) -> int:
             for k in ('nats-server', 'jsnb'):
                 with BenchServer(k) as srv:
                     scale += await scaling(srv.url, o, [_count(x) for x in args.scaling_sizes.split(',')], args.scaling_subjects, label=k)
-    else:
+    elif names or extra - {'kernels'}:
         _warm()
         c = await Conn.connect(args.server); label = args.label or server_label(c.info); await c.close()
         for name, storage in plan(names, storages):

@@ -1,0 +1,143 @@
+"""`jsnb bench`: the frame scanner against its twin, a quick run of every scenario against both servers,
+and (on demand, `pytest -m bench`) the full comparison with its targets."""
+import csv, math, pathlib
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from jsnb import bench
+from jsnb.bench import NCOLS, scan_frames, _scan_py, ack_frames, statuses
+from jsnb.bench_scenarios import COLUMNS, SCENARIOS, Result
+from jsnb.bench_compare import (main, plan, judge, pairs, GROUPS, MEMORY_COLUMNS, SCALING_COLUMNS, SCALING_OPS, TARGETS)
+
+pytestmark = pytest.mark.reference
+
+# ---- the scanner: compiled and pure-Python twins agree on any byte stream cut anywhere
+
+_subject = st.text('abcxyz.$_>*0123456789', min_size=1, max_size=12).filter(lambda s: ' ' not in s)
+_frame = st.one_of(
+    st.tuples(st.just('MSG'), _subject, st.integers(1, 999), st.one_of(st.none(), _subject), st.binary(max_size=40)),
+    st.tuples(st.just('HMSG'), _subject, st.integers(1, 999), st.one_of(st.none(), _subject), st.binary(max_size=40)),
+    st.sampled_from([b'PING\r\n', b'PONG\r\n', b'+OK\r\n', b"-ERR 'Slow Consumer'\r\n", b'INFO {"a":1}\r\n', b'WHAT\r\n']))
+
+def _encode(f) -> bytes:
+    if isinstance(f, bytes): return f
+    op, subj, sid, reply, data = f
+    r = f' {reply}' if reply else ''
+    if op == 'MSG': return f'MSG {subj} {sid}{r} {len(data)}\r\n'.encode() + data + b'\r\n'
+    h = b'NATS/1.0 100 Idle Heartbeat\r\n\r\n' if sid % 2 else b'NATS/1.0\r\nK: v\r\n\r\n'
+    return f'HMSG {subj}  {sid}{r}\t{len(h)} {len(h) + len(data)}\r\n'.encode() + h + data + b'\r\n'
+
+
+@pytest.mark.skipif(not bench.JIT, reason='numba not available')
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_frame, max_size=25), st.integers(0, 10_000), st.integers(1, 8))
+def test_scanner_twins_agree(frames, cut, cap):
+    wire = b''.join(map(_encode, frames))
+    wire = wire[:cut % (len(wire) + 1)]
+    a, b = np.zeros((cap, NCOLS), np.int64), np.zeros((cap, NCOLS), np.int64)
+    pa, pb, n = 0, 0, 0
+    while True:                                     # scan in passes of `cap` rows, as the connection does
+        (na, pa), (nb, pb) = scan_frames(wire, pa, a), _scan_py(wire, pb, b)
+        assert (na, pa) == (nb, pb)
+        assert (a[:na] == b[:nb]).all()
+        arr = np.frombuffer(wire, np.uint8)
+        assert (statuses(arr, a[:na]) == statuses(arr, b[:nb])).all()
+        assert ack_frames(wire, a[:na]) == b''.join(b'PUB ' + wire[r[4]:r[4] + r[5]] + b' 0\r\n\r\n' for r in a[:na] if r[5])
+        n += na
+        if na < cap: break
+    complete = 0                                    # every frame that fits entirely was scanned
+    for f in frames:
+        complete += len(_encode(f))
+        if complete > len(wire): break
+        n -= 1
+    assert n == 0
+
+
+# ---- a quick run of everything against both servers
+
+def _rows(path):
+    with open(path, newline='') as f:
+        r = csv.DictReader(f)
+        return r.fieldnames, list(r)
+
+
+def test_compare_smoke(tmp_path, capsys):
+    "Every scenario, both storages, both servers, and memory: complete runs, sane numbers, CSV and chart written."
+    msgs, sync = 1500, 100
+    rc = main(['--compare', 'all', 'memory', '--msgs', str(msgs), '--sync-msgs', str(sync), '--keys', '50',
+               '--memory-msgs', '3000', '--storage', 'memory,file', '--out', str(tmp_path), '-q'])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    cols, rows = _rows(tmp_path / 'bench-compare.csv')
+    assert cols == COLUMNS
+    expected = {(n, s, k) for n, s in plan(GROUPS['all'], ['memory', 'file']) for k in ('nats-server', 'jsnb')}
+    assert {(r['scenario'], r['storage'], r['server']) for r in rows} == expected
+    for r in rows:
+        one_at_a_time = r['scenario'] in ('js-pub-sync', 'direct-get', 'kv-get')
+        assert int(r['msgs']) == (sync if one_at_a_time else msgs), r
+        assert int(r['msg_size']) == 128
+        assert float(r['seconds']) > 0 and float(r['msgs_per_sec']) > 0
+        assert math.isclose(float(r['bytes_per_sec']), float(r['msgs_per_sec']) * 128, rel_tol=1e-3)
+        assert (r['p50_us'] != '') == one_at_a_time and (r['p99_us'] != '') == one_at_a_time
+        if one_at_a_time: assert 0 < float(r['p50_us']) <= float(r['p99_us'])
+        assert int(r['peak_rss_bytes']) > 1 << 20
+    png = (tmp_path / 'bench-compare.png').read_bytes()
+    assert png[:8] == b'\x89PNG\r\n\x1a\n' and len(png) > 10_000
+    cols, mem = _rows(tmp_path / 'bench-memory.csv')
+    assert cols == MEMORY_COLUMNS and [m['server'] for m in mem] == ['nats-server', 'jsnb']
+    for m in mem:
+        assert int(m['msgs']) == 3000 and int(m['rss_after_bytes']) > 0 and math.isfinite(float(m['bytes_per_msg']))
+    for name in SCENARIOS: assert name in out                  # the table lists every scenario
+    assert 'bytes of RSS per stored 128-byte message' in out
+
+
+def test_scaling_smoke(tmp_path, capsys):
+    "The scaling group on a small stream: every op at every size for both servers (num_pending is checked inside)."
+    rc = main(['--compare', 'scaling', '--scaling-sizes', '3000,6k', '--scaling-subjects', '200', '--out', str(tmp_path), '-q'])
+    assert rc == 0, capsys.readouterr()
+    cols, rows = _rows(tmp_path / 'bench-scaling.csv')
+    assert cols == SCALING_COLUMNS
+    assert sorted((r['server'], int(r['stream_msgs']), r['op']) for r in rows) == sorted(
+        (k, n, op) for k in ('nats-server', 'jsnb') for n in (3000, 6000) for op in SCALING_OPS)
+    assert all(float(r['seconds']) > 0 and r['scenario'] == 'scaling' for r in rows)
+    assert (tmp_path / 'bench-scaling.png').read_bytes()[:4] == b'\x89PNG'
+
+
+def test_single_server_and_kernels(start_server, capsys):
+    "Against a URL: a line per scenario, the server named from its INFO; the kernels group prints its table or says why not."
+    s = start_server('jsnb', '-js')
+    assert main(['-s', s.url, 'pubsub', 'direct-get', '--msgs', '500', '-q']) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [l.split()[0] for l in lines] == ['pubsub', 'direct-get']
+    assert main(['kernels', '--msgs', '20000', '-q']) == 0
+    out = capsys.readouterr().out
+    assert 'speed-up' in out or 'not available' in out
+
+
+def test_errors_are_reported(capsys):
+    "An unreachable server or an unknown scenario is a one-line error and exit status 1."
+    assert main(['-s', 'nats://127.0.0.1:1', 'pub', '-q']) == 1
+    assert main(['no-such-scenario']) == 1
+    err = capsys.readouterr().err
+    assert 'unknown scenario' in err and err.count('jsnb bench:') == 2
+
+
+# ---- the full comparison, on demand
+
+@pytest.mark.bench
+def test_bench_compare_targets(tmp_path, capsys):
+    "The full comparison (a few minutes): print the table and check jsnb meets its targets."
+    rc = main(['--compare', '--storage', 'memory,file', '--msgs', '100k', '--memory-msgs', '1M', '--out', str(tmp_path)])
+    out = capsys.readouterr().out
+    with capsys.disabled(): print(out)
+    assert rc == 0
+    _, rows = _rows(tmp_path / 'bench-compare.csv')
+    res = []
+    for r in rows:
+        x = Result(r['scenario'], r['storage'], int(r['msgs']), float(r['seconds']), int(r['msg_size']), server=r['server'])
+        if r['p50_us']: x.latencies_ns = np.array([float(r['p50_us']) * 1e3])
+        res.append(x)
+    below = [f'{a.scenario} ({a.storage or "core"}): {judge(a.scenario, a, b)[0]:.2f}, target {judge(a.scenario, a, b)[1]}'
+             for a, b in pairs(res) if a.scenario in TARGETS and judge(a.scenario, a, b)[2] is False]
+    assert not below, 'below target: ' + '; '.join(below)
