@@ -101,11 +101,17 @@ def close(self: ClientConn, reason: str, err: str | None = None):
     self.core._mark_dirty(self)
     self.core.remove_client(self)
 
-# %% ../nbs/03_core.ipynb #c2aa694c
+# %% ../nbs/03_core.ipynb #302b9a9e
 @patch
 def receive(self: ClientConn, data: bytes):
     "Process bytes received from the client."
     if self.closing: return
+    try: self._receive(data)
+    finally:
+        if self.core.deferred: self.core.flush_deferred()
+
+@patch
+def _receive(self: ClientConn, data: bytes):
     self.last_activity = time.time()
     core = self.core
     for op in self.parser.feed(data):
@@ -185,7 +191,7 @@ def _ping(self: ClientConn):
         self.first_pong = True
         if self.protocol >= 1: self.core.send_connect_info(self)
 
-# %% ../nbs/03_core.ipynb #a16e051b
+# %% ../nbs/03_core.ipynb #3afb9f5d
 class Core:
     "The server without I/O: connections, subscriptions, routing."
     def __init__(self, opts: ServerOptions | None = None, server_id: str | None = None):
@@ -196,6 +202,7 @@ class Core:
         self.clients: dict[int, ClientConn] = {}
         self.next_cid = 1
         self.dirty: list[ClientConn] = []
+        self.deferred: list = []      # work postponed to the end of the current read (see `defer`)
         self.on_dirty = None          # called when the first connection becomes dirty
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
         self.total_connections = self.slow_consumers = self.stale_connections = 0
@@ -268,12 +275,13 @@ def take_dirty(self: Core) -> list[ClientConn]:
     d, self.dirty = self.dirty, []
     return d
 
-# %% ../nbs/03_core.ipynb #e4d73605
+# %% ../nbs/03_core.ipynb #14ad0a2a
 @patch
 def deliver(self: Core, sub: Subscription, subject: bytes, reply: bytes, hdr: int, data: bytes, src) -> int:
     "Deliver one message to `sub`; returns 1 if it was delivered."
     c = sub.client
     if c is None:
+        if self.deferred and not getattr(sub.cb, 'defers', False): self.flush_deferred()
         try: sub.cb(subject, reply, hdr, data, src)
         except Exception:                      # a failing handler must not take the publisher's connection down
             log.exception('internal subscription %s failed on %r', sub.subject.decode(), subject)
@@ -331,6 +339,21 @@ def publish(self: Core, subject: str | bytes, data: bytes = b'', reply: str | by
     if isinstance(subject, str): subject = subject.encode()
     if isinstance(reply, str): reply = reply.encode()
     return self.route(None, subject, reply, len(headers), headers + data if headers else data)
+
+# %% ../nbs/03_core.ipynb #3968ddc9
+@patch
+def defer(self: Core, fn):
+    "Run `fn()` at the end of the current read, or before the next internal handler that does not defer."
+    self.deferred.append(fn)
+
+@patch
+def flush_deferred(self: Core):
+    "Run all deferred work, in order."
+    while self.deferred:
+        todo, self.deferred = self.deferred, []
+        for fn in todo:
+            try: fn()
+            except Exception: log.exception('deferred work failed')
 
 # %% ../nbs/03_core.ipynb #defc112b
 @patch

@@ -149,8 +149,10 @@ def _control(line: bytes):
     if verb == b'INFO' and rest: return (INFO,)
     return (CLOSE, E_UNKNOWN)
 
-# %% ../nbs/00_protocol.ipynb #4c636c5b
+# %% ../nbs/00_protocol.ipynb #7275490c
 from fastcore.basics import patch
+
+_FAST_PUB = re.compile(rb'PUB ([^ \t\r\n]+) (?:([^ \t\r\n]+) )?(\d{1,10})\r\n').match
 
 @patch
 def feed(self: Parser, data: bytes) -> list:
@@ -171,7 +173,10 @@ def feed(self: Parser, data: bytes) -> list:
         end = nl - 1 if nl > pos and data[nl-1] == 13 else nl
         if end - pos > mcl: return self._fatal(ops, E_CONTROL_LINE)
         c = data[pos] | 0x20                      # lower-case the first byte
-        if c == 0x70 and (data[pos+1] | 0x20) == 0x75:   # 'pu': PUB
+        if c == 0x70 and (m := _FAST_PUB(data, pos)) is not None and m.end() == nl + 1 and \
+                (stop := nl + 1 + int(m.group(3))) + 2 <= n and data[stop:stop+2] == b'\r\n' and stop - nl - 1 <= self.max_payload:
+            ops.append((PUB, m.group(1), m.group(2) or b'', data[nl+1:stop])); r = stop + 2     # the common form, in one match
+        elif c == 0x70 and (data[pos+1] | 0x20) == 0x75:   # 'pu': PUB
             r = self._payload(data, pos, end, nl, ops, False)
         elif c == 0x68:                                  # 'h': HPUB
             r = self._payload(data, pos, end, nl, ops, True)

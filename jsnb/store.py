@@ -66,7 +66,7 @@ def rfc3339(ns: int) -> str:
     base = time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(s))
     return base + (('.%09d' % frac).rstrip('0') if frac else '') + 'Z'
 
-# %% ../nbs/12_store.ipynb #8fffbfe2
+# %% ../nbs/12_store.ipynb #e1a77736
 _COLS = (('seq', np.int64), ('sid', np.int32), ('ts', np.int64), ('size', np.int64),
          ('ttl', np.int64), ('dead', np.bool_), ('blk', np.int32), ('off', np.int64))
 
@@ -77,6 +77,7 @@ class _Index:
         self.cap, self.n, self.base = cap, 0, 1
         self.first = self.last = self.first_ts = self.last_ts = self.msgs = self.bytes = 0
         self.names: list[str] = []; self.ids: dict[str, int] = {}
+        self.bids: dict[bytes, int] = {}            # the same ids by subject bytes, for the bulk path
         self.s_count, self.s_first, self.s_last = (np.zeros(64, np.int64) for _ in range(3))
         self.nsubj = self.n_ttl = 0      # subjects with messages; live messages with a TTL
         self._masks: dict[str, np.ndarray] = {}
@@ -135,6 +136,30 @@ def row(self: _Index, seq: int) -> int:
     "Row of `seq`, or -1 outside the index."
     r = seq - self.base
     return r if 0 <= r < self.n else -1
+
+# %% ../nbs/12_store.ipynb #be1e7a34
+@patch
+def append_many(self: _Index, sids: np.ndarray, ts: int, sizes: np.ndarray) -> int:
+    "Add live rows (no TTL) for the next `len(sids)` sequences, all stored at `ts`; returns the first row."
+    k, r = len(sids), self.n
+    if r + k > self.cap: self._grow(r + k)
+    seq, end = self.last + 1, r + k
+    self.seq[r:end] = np.arange(seq, seq + k); self.sid[r:end] = sids; self.ts[r:end] = ts
+    self.size[r:end] = sizes; self.ttl[r:end] = 0; self.dead[r:end] = False
+    self.n, self.last, self.last_ts = end, seq + k - 1, ts
+    if self.msgs == 0: self.first, self.first_ts = seq, ts
+    self.msgs += k; self.bytes += int(sizes.sum())
+    if sids[0] == sids[-1] and (sids == sids[0]).all():            # the common case: one subject
+        u, first, cnt, last = sids[:1], np.zeros(1, np.int64), np.array([k]), np.array([k - 1])
+    else:
+        u, first, cnt = np.unique(sids, return_index=True, return_counts=True)
+        last = k - 1 - np.unique(sids[::-1], return_index=True)[1]
+    new = self.s_count[u] == 0
+    self.nsubj += int(np.count_nonzero(new))
+    self.s_first[u[new]] = seq + first[new]
+    self.s_count[u] += cnt
+    self.s_last[u] = seq + last
+    return r
 
 # %% ../nbs/12_store.ipynb #04487e7b
 @patch
@@ -269,7 +294,7 @@ class MsgStore:
         k = self._ix.trim()
         if k: self._trimmed(k)
 
-# %% ../nbs/12_store.ipynb #fffdb426
+# %% ../nbs/12_store.ipynb #7f24ef6b
 class MemStore(MsgStore):
     "Messages held in memory."
     def __init__(self, limits: StoreLimits | None = None):
@@ -278,6 +303,7 @@ class MemStore(MsgStore):
         if self.limits.first_seq > 0: self._ix.reset(self.limits.first_seq)
 
     def _put(self, r, subject, hdr, data): self._data.append((hdr, data))
+    def _put_many(self, r, subjects, datas): self._data.extend([(b'', d) for d in datas])
     def _skipped(self, r): self._data.append(None)
     def _get(self, r): return self._data[r]
     def _cleared(self): self._data = []
@@ -382,6 +408,39 @@ def skip_msg(self: MsgStore) -> int:
         seq = self._ix.skip(time.time_ns()); self._skipped(self._ix.n - 1)
         return seq
     finally: self._finish()
+
+# %% ../nbs/12_store.ipynb #109a0de6
+@patch
+def _put_many(self: MsgStore, r: int, subjects: list[bytes], datas: list[bytes]):
+    for i, (s, d) in enumerate(zip(subjects, datas)): self._put(r + i, s.decode(), b'', d)
+
+@patch
+def _sizes(self: MsgStore, subjects: list[bytes], datas: list[bytes]) -> np.ndarray:
+    return np.array([len(s) + len(d) + 16 for s, d in zip(subjects, datas)], np.int64)
+
+@patch
+def store_batch(self: MsgStore, subjects: list[bytes], datas: list[bytes]) -> tuple[int, int]:
+    "Store header-less messages in one call, for streams that only discard old messages: `(first_seq, ts)`."
+    self._check()
+    L, ix = self.limits, self._ix
+    assert L.discard == 'old' and L.max_msg_size < 0, 'store_batch is for streams that refuse nothing'
+    bids, ts = ix.bids, time.time_ns()
+    sids = np.empty(len(subjects), np.int32)
+    for i, s in enumerate(subjects):
+        j = bids.get(s)
+        if j is None: j = bids[s] = ix.intern(s.decode())
+        sids[i] = j
+    try:
+        r = ix.append_many(sids, ts, self._sizes(subjects, datas))
+        seq = ix.base + r
+        self._put_many(r, subjects, datas)
+        maxp = L.max_msgs_per_subject
+        if maxp > 0:
+            for sid in np.unique(sids).tolist():
+                if ix.s_count[sid] > maxp: self._enforce_subject(sid)
+        if L.max_msgs > 0 or L.max_bytes > 0: self._enforce_limits()
+    finally: self._finish()
+    return seq, ts
 
 # %% ../nbs/12_store.ipynb #99c88960
 @patch

@@ -47,7 +47,7 @@ def transform_subject(subject: str, src: str, dest: str) -> str | None:
     if out.endswith('>') and (out == '>' or out.endswith('.>')): out = out[:-1] + '.'.join(rest)
     return out
 
-# %% ../nbs/14_stream.ipynb #7e5fbf45
+# %% ../nbs/14_stream.ipynb #fed15e48
 _NS = 1_000_000_000
 
 def limits_of(cfg: dict) -> StoreLimits:
@@ -71,6 +71,8 @@ class Stream:
         st = store.state()
         self.last_seq = st['last_seq']
         self.last_msg_id = ''
+        self._inbox: list = []                   # header-less messages of the current read, stored together
+        self._bulk = False
         self._rebuild_dedup()
 
 # %% ../nbs/14_stream.ipynb #f5b7a0e6
@@ -90,11 +92,12 @@ def _rebuild_dedup(self: Stream):
         seq = m.seq - 1
     for mid, s, ts in reversed(found): self.dedup.setdefault(mid, (s, ts))
 
-# %% ../nbs/14_stream.ipynb #48ee425d
+# %% ../nbs/14_stream.ipynb #54d2c809
 @patch
 def start(self: Stream):
     "Start receiving messages on the stream's subjects."
     core = self.js.core
+    self._bulk = self._bulk_ok()
     for s in self.cfg.get('subjects') or []:
         self.subs.append(core.subscribe(s, self._on_msg))
 
@@ -115,6 +118,51 @@ def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, s
         ack = self.stage(self, subject.decode(), h, payload)           # an atomic batch
     else: ack = self.process(subject.decode(), h, payload, bool(reply))
     if reply and ack is not None and not self.cfg.get('no_ack'): self.js.core.publish(reply, ack)
+
+# %% ../nbs/14_stream.ipynb #8a582f88
+@patch
+def _bulk_ok(self: Stream) -> bool:
+    "Whether header-less messages can take the bulk path (nothing in the configuration can refuse them)."
+    c = self.cfg
+    return (not c.get('sealed') and not c.get('subject_transform') and not c.get('republish') and not c.get('mirror')
+            and c.get('discard', 'old') == 'old' and c.get('retention', 'limits') != 'interest'
+            and c.get('max_msg_size', -1) in (-1, None))
+
+_on_plain = Stream._on_msg
+
+@patch
+def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+    if not hdr and self._bulk and src is not None and not getattr(src, 'js_internal', False):
+        if not self._inbox: self.js.core.defer(self._flush)
+        self._inbox.append((subject, reply, data))
+        return
+    if self.js.core.deferred: self.js.core.flush_deferred()          # keep the order of arrival
+    _on_plain(self, subject, reply, hdr, data, src)
+
+Stream._on_msg.defers = True
+
+@patch
+def _flush(self: Stream):
+    "Store the inbox with one store call, wake the consumers once, send the pub acks."
+    msgs, self._inbox = self._inbox, []
+    if not msgs: return
+    js = self.js
+    limit = js.max_memory if self.cfg.get('storage', 'file') == 'memory' else js.max_file
+    if not self._bulk or (limit is not None and limit >= 0):            # an account limit: check message by message
+        for subject, reply, data in msgs: _on_plain(self, subject, reply, 0, data, None)   # one at a time: the checks apply
+        return
+    try: first, _ = self.store.store_batch([m[0] for m in msgs], [m[2] for m in msgs])
+    except StoreError as e:
+        nak = self._nak(api_error('JSStreamStoreFailedF', err=_STORE_ERRORS.get(e.kind, str(e))))
+        for _, reply, _ in msgs:
+            if reply and not self.cfg.get('no_ack'): js.core.route(None, reply, b'', 0, nak)
+        return
+    self.last_seq, self.last_msg_id = first + len(msgs) - 1, ''
+    js.on_stored(self, self.last_seq)
+    if self.cfg.get('no_ack'): return
+    route, pre = js.core.route, b'{"stream":%s,"seq":' % orjson.dumps(self.name)
+    for i, (_, reply, _) in enumerate(msgs):
+        if reply: route(None, reply, b'', 0, b'%s%d}' % (pre, first + i))
 
 # %% ../nbs/14_stream.ipynb #054a4781
 @patch
@@ -316,12 +364,13 @@ def info(self: Stream, deleted_details: bool = False, subjects_filter: str = '',
     d['ts'] = rfc3339nano(time.time_ns())
     return d
 
-# %% ../nbs/14_stream.ipynb #18db6fc7
+# %% ../nbs/14_stream.ipynb #523c2b5b
 @patch
 def update(self: Stream, cfg: dict):
     "Apply a new (already validated) configuration."
     old_subjects = self.cfg.get('subjects') or []
     self.cfg = cfg
+    self._bulk = self._bulk_ok()
     if (cfg.get('subjects') or []) != old_subjects: self.stop(); self.start()
     self.store.update_limits(limits_of(cfg))
 
