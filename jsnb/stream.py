@@ -119,7 +119,7 @@ def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, s
     else: ack = self.process(subject.decode(), h, payload, bool(reply))
     if reply and ack is not None and not self.cfg.get('no_ack'): self.js.core.publish(reply, ack)
 
-# %% ../nbs/14_stream.ipynb #8a582f88
+# %% ../nbs/14_stream.ipynb #97fd0646
 @patch
 def _bulk_ok(self: Stream) -> bool:
     "Whether header-less messages can take the bulk path (nothing in the configuration can refuse them)."
@@ -132,7 +132,7 @@ _on_plain = Stream._on_msg
 
 @patch
 def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    if not hdr and self._bulk and src is not None and not getattr(src, 'js_internal', False):
+    if not hdr and self._bulk and src is not None and not reply.endswith(b'.$FI') and not getattr(src, 'js_internal', False):
         if not self._inbox: self.js.core.defer(self._flush)
         self._inbox.append((subject, reply, data))
         return
