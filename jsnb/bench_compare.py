@@ -260,7 +260,7 @@ def write_csv(path, rows: list[dict], columns: list[str]) -> pathlib.Path:
                             else round(r[k], 6) if isinstance(r.get(k), float) else r[k]) for k in columns})
     return path
 
-# %% ../nbs/08b_bench_compare.ipynb #e6c37f48
+# %% ../nbs/08b_bench_compare.ipynb #0042c78e
 def chart(results: list[Result], path) -> pathlib.Path:
     "Save the comparison chart (PNG) to `path`."
     import matplotlib
@@ -293,12 +293,14 @@ def scaling_chart(rows: list[dict], path) -> pathlib.Path:
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
     fig, axes = plt.subplots(1, len(SCALING_OPS), figsize=(4 * len(SCALING_OPS), 3.6))
     for ax, op in zip(axes, SCALING_OPS):
         for server in dict.fromkeys(r['server'] for r in rows):
             pts = sorted((r['stream_msgs'], r['seconds'] * 1e3) for r in rows if r['op'] == op and r['server'] == server)
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker='o', label=server)
-        ax.set_title(op); ax.set_xlabel('messages in the stream'); ax.set_ylabel('ms'); ax.set_ylim(bottom=0)
+        ax.set_title(op); ax.set_xlabel('messages in the stream'); ax.set_ylabel('ms (median)'); ax.set_ylim(bottom=0)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f'{x / 1e6:g}M')); ax.set_xlim(left=0)
         ax.legend()
     fig.tight_layout()
     path = pathlib.Path(path); path.parent.mkdir(parents=True, exist_ok=True)
