@@ -267,7 +267,7 @@ class _Options:
 
     def connect(self) -> _Conn: return _Conn(self.url, self.user, self.password, self.token, self.timeout)
 
-# %% ../nbs/20_spark.ipynb #bb6ba624
+# %% ../nbs/20_spark.ipynb #2891c04c
 def _stream_info(c: _Conn, stream: str) -> dict:
     "The stream's info, checked for Direct Get."
     info = _api(c, f'STREAM.INFO.{stream}')
@@ -279,7 +279,7 @@ def _stream_info(c: _Conn, stream: str) -> dict:
 def _seq_at(c: _Conn, stream: str, t: datetime) -> int | None:
     "The sequence of the first message at or after `t` (None: there is none)."
     msgs, _ = _direct(c, stream, {'start_time': _rfc3339(t)})
-    return msgs[0].seq if msgs else None
+    return msgs[0].seq if msgs and msgs[0].time >= t else None     # (checked: see below)
 
 def _snapshot(c: _Conn, o: _Options) -> tuple[int, int]:
     "The sequence range `[lo, hi]` a read covers (empty when `lo > hi`)."
@@ -321,7 +321,7 @@ def register(spark):
     "Make `format('jetstream')` available in the SparkSession `spark`."
     spark.dataSource.register(JetStreamDataSource)
 
-# %% ../nbs/20_spark.ipynb #8ae739b6
+# %% ../nbs/20_spark.ipynb #cc6f56ad
 class _Reader(DataSourceReader):
     "Batch reads of a stream: a snapshot of sequences read in parallel ranges."
     def __init__(self, o: _Options):
@@ -333,6 +333,7 @@ class _Reader(DataSourceReader):
         return _ranges(lo, hi, self.o.partitions)
 
     def read(self, part: _Range):
+        if not isinstance(part, _Range): return           # Spark's stand-in for "no partitions"
         with self.o.connect() as c:
             for m in _merged(c, self.o.stream, self.o.subjects, part.lo, part.hi, self.o.batch_size): yield tuple(m)
 
@@ -366,7 +367,7 @@ def _kv_rows(msgs: list[Msg], bucket: str):
         if m.headers.get('KV-Operation') in ('DEL', 'PURGE') or 'Nats-Marker-Reason' in m.headers: continue
         yield m.subject[pre:], m.data, m.seq, m.time
 
-# %% ../nbs/20_spark.ipynb #cfd27690
+# %% ../nbs/20_spark.ipynb #4b137497
 class _KVReader(DataSourceReader):
     "Batch reads of a KV bucket's current values."
     def __init__(self, o: _Options): self.o = o
@@ -376,9 +377,10 @@ class _KVReader(DataSourceReader):
         return [_Range(1, hi)] if hi >= 1 else []
 
     def read(self, part: _Range):
+        if not isinstance(part, _Range): return
         with self.o.connect() as c: yield from _kv_rows(_kv_last(c, self.o, part.hi), self.o.bucket)
 
-# %% ../nbs/20_spark.ipynb #aa53dec3
+# %% ../nbs/20_spark.ipynb #073aeb28
 class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     "Streaming reads of a stream: sequence offsets, read limits, Direct Get ranges."
     def __init__(self, o: _Options):
@@ -404,6 +406,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self): self.target = self._last()
 
     def read(self, part: _Range):
+        if not isinstance(part, _Range): return           # Spark's stand-in for "no partitions"
         with self.o.connect() as c:
             for m in _merged(c, self.o.stream, self.o.subjects, part.lo, part.hi, self.o.batch_size): yield tuple(m)
 

@@ -1,0 +1,222 @@
+"""The `jetstream` Spark data source against jsnb and the reference nats-server: batch reads (columns,
+filters, snapshots, partitions, KV), streaming restarts from a checkpoint, read limits, idempotent
+writes under a retried task, and write errors."""
+import asyncio, json, tempfile, time
+from datetime import datetime, timezone
+import pytest
+pytest.importorskip('pyspark')
+import nats
+from pyspark.sql import SparkSession, functions as F
+from conftest import KINDS
+from jsnb.spark import register
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope='session')
+def spark():
+    "One local session for the file; `local[2,2]` retries a failed task once."
+    s = (SparkSession.builder.master('local[2,2]').appName('jsnb-spark-tests')
+         .config('spark.ui.enabled', 'false').config('spark.ui.showConsoleProgress', 'false')
+         .config('spark.sql.shuffle.partitions', '2').config('spark.sql.execution.arrow.maxRecordsPerBatch', '50')
+         .getOrCreate())
+    s.sparkContext.setLogLevel('OFF')
+    register(s)
+    yield s
+    s.stop()
+
+
+def js_run(url, fn):
+    "Run `fn(js)` with a fresh nats-py connection."
+    async def go():
+        nc = await nats.connect(url, connect_timeout=10)
+        try: return await fn(nc.jetstream())
+        finally: await nc.close()
+    return asyncio.run(go())
+
+
+def read(spark, url, **opts):
+    r = spark.read.format('jetstream').option('url', url)
+    for k, v in opts.items(): r = r.option(k, v)
+    return r.load()
+
+
+def rows(df, got=None):
+    "(subject, seq, headers, data) of each row, in sequence order."
+    return [(r.subject, r.seq, dict(r.headers or {}), bytes(r.data)) for r in got or df.orderBy('seq').collect()]
+
+
+def publish_orders(url, n=30):
+    "ORDERS with three subjects; returns the published messages as (subject, seq, headers, data) and the time range."
+    async def go(js):
+        await js.add_stream(name='ORDERS', subjects=['ORDERS.*'], allow_direct=True)
+        out, t0 = [], datetime.now(timezone.utc)
+        for i in range(n):
+            subject = f"ORDERS.{['received', 'processed', 'completed'][i % 3]}"
+            hdrs = {'Order-Id': str(i // 3)} if i % 2 else None
+            ack = await js.publish(subject, f'order {i}'.encode(), headers=hdrs)
+            out.append((subject, ack.seq, hdrs or {}, f'order {i}'.encode()))
+        return out, t0, datetime.now(timezone.utc)
+    return js_run(url, go)
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_batch_read(spark, start_server, kind):
+    s = start_server(kind, '-js')
+    sent, t0, t1 = publish_orders(s.url)
+    df = read(spark, s.url, stream='ORDERS')
+    assert df.columns == ['stream', 'subject', 'seq', 'time', 'headers', 'data']
+    got = df.orderBy('seq').collect()
+    assert rows(df, got) == sent
+    assert {r.stream for r in got} == {'ORDERS'}
+    assert all(t0.replace(microsecond=0) <= r.time.astimezone(timezone.utc) <= t1 for r in got)
+    # filters with wildcards and a comma list
+    sub = [m for m in sent if m[0] in ('ORDERS.received', 'ORDERS.completed')]
+    assert rows(read(spark, s.url, stream='ORDERS', subjects='ORDERS.received, ORDERS.completed')) == sub
+    assert rows(read(spark, s.url, stream='ORDERS', subjects='ORDERS.*,ORDERS.received')) == sent
+    # start and snapshot end, by sequence and by time
+    assert rows(read(spark, s.url, stream='ORDERS', start_seq=5, up_to_seq=12)) == sent[4:12]
+    assert rows(read(spark, s.url, stream='ORDERS', start_time=got[9].time.isoformat())) == sent[9:]
+    assert rows(read(spark, s.url, stream='ORDERS', up_to_time=got[20].time.isoformat())) == sent[:20]   # exclusive
+    assert rows(read(spark, s.url, stream='ORDERS', start_time='2999-01-01T00:00:00Z')) == []
+    # a snapshot is fixed: later messages are not in it
+    snap = read(spark, s.url, stream='ORDERS', up_to_seq=30, partitions=3)
+    js_run(s.url, lambda js: js.publish('ORDERS.received', b'late'))
+    assert rows(snap) == sent
+    assert len(rows(read(spark, s.url, stream='ORDERS'))) == 31
+    # partitions read the same rows as one task (above: unfiltered, and in `sub` filtered)
+    assert snap.rdd.getNumPartitions() == 3
+    many = read(spark, s.url, stream='ORDERS', partitions=4, batch_size=3, subjects='ORDERS.received,ORDERS.completed', up_to_seq=30)
+    assert many.rdd.getNumPartitions() == 4 and rows(many) == sub
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_read_errors(spark, start_server, kind):
+    s = start_server(kind, '-js')
+    js_run(s.url, lambda js: js.add_stream(name='PLAIN', subjects=['plain.>']))
+    with pytest.raises(Exception, match='allow_direct is false'): read(spark, s.url, stream='PLAIN').collect()
+    with pytest.raises(Exception, match=r'stream not found \(code 404, err_code 10059\)'): read(spark, s.url, stream='NOPE').collect()
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_kv(spark, start_server, kind):
+    s = start_server(kind, '-js')
+    async def go(js):
+        kv = await js.create_key_value(bucket='cfg', history=4, direct=True)
+        for k, v in [('a', b'1'), ('b', b'2'), ('c', b'3'), ('a', b'4'), ('d', b'5')]: await kv.put(k, v)
+        await kv.delete('b'); await kv.purge('d')
+        return sorted(await kv.keys()), {k: (await kv.get(k)).value for k in await kv.keys()}
+    keys, values = js_run(s.url, go)
+    df = read(spark, s.url, bucket='cfg')
+    assert df.columns == ['key', 'value', 'revision', 'time']
+    got = df.collect()
+    assert sorted(r.key for r in got) == keys == ['a', 'c']
+    assert {r.key: bytes(r.value) for r in got} == values
+    assert {r.key: r.revision for r in got} == {'a': 4, 'c': 3}
+    assert [(r.key, bytes(r.value)) for r in read(spark, s.url, bucket='cfg', up_to_seq=3).collect()] == [('a', b'1'), ('b', b'2'), ('c', b'3')]
+    assert [r.key for r in read(spark, s.url, bucket='cfg', keys='c,b').collect()] == ['c']
+
+
+def _caught_up(q, last):
+    for _ in range(1200):
+        if q.exception(): raise q.exception()
+        p = q.lastProgress
+        if p and json.loads(p['sources'][0]['endOffset'] or '{}') == {'seq': last} and not q.status['isDataAvailable']: return
+        time.sleep(0.05)
+    raise TimeoutError(q.status)
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_streaming_restart(spark, start_server, kind, tmp_path):
+    "A query stopped and restarted from its checkpoint reads every message once; micro-batches respect the limit."
+    s = start_server(kind, '-js')
+    js_run(s.url, lambda js: js.add_stream(name='EV', subjects=['ev.*'], allow_direct=True))
+    def pub(lo, hi):
+        async def go(js):
+            for i in range(lo, hi): await js.publish(f"ev.{'ab'[i % 2]}", str(i).encode())
+        js_run(s.url, go)
+    out, ckpt = str(tmp_path / 'out'), str(tmp_path / 'ckpt')
+    def start():
+        return (spark.readStream.format('jetstream').option('url', s.url).option('stream', 'EV').option('subjects', 'ev.a,ev.b')
+                .option('max_messages_per_trigger', 4).load().select('seq', 'data')
+                .writeStream.format('parquet').option('path', out).option('checkpointLocation', ckpt).start())
+    pub(0, 10)
+    q = start(); _caught_up(q, 10)
+    pub(10, 13)                                    # new messages reach the running query
+    _caught_up(q, 13); q.stop()
+    sizes = [p['numInputRows'] for p in q.recentProgress if p['numInputRows']]
+    assert max(sizes) <= 4 and sum(sizes) == 13
+    pub(13, 20)                                    # published while the query is down
+    q = start(); _caught_up(q, 20); q.stop()
+    assert json.loads(q.recentProgress[0]['sources'][0]['startOffset']) == {'seq': 13}
+    got = spark.read.parquet(out).collect()
+    assert sorted(r.seq for r in got) == list(range(1, 21))
+    assert sorted(int(r.data) for r in got) == list(range(20))
+
+
+def test_streaming_available_now_and_start(spark, start_server, tmp_path):
+    "Trigger.AvailableNow reads up to the last message at start; `start_seq` sets the first offset."
+    s = start_server('jsnb', '-js')
+    async def go(js):
+        await js.add_stream(name='EV', subjects=['ev'], allow_direct=True)
+        for i in range(12): await js.publish('ev', str(i).encode())
+    js_run(s.url, go)
+    q = (spark.readStream.format('jetstream').option('url', s.url).option('stream', 'EV').option('start_seq', 5)
+         .option('max_messages_per_trigger', 5).load().select('seq')
+         .writeStream.format('parquet').option('path', str(tmp_path / 'o')).option('checkpointLocation', str(tmp_path / 'c'))
+         .trigger(availableNow=True).start())
+    assert q.awaitTermination(120)
+    assert sorted(r.seq for r in spark.read.parquet(str(tmp_path / 'o')).collect()) == list(range(5, 13))
+    assert [p['numInputRows'] for p in q.recentProgress if p['numInputRows']] == [5, 3]
+
+
+def test_write_idempotent_under_retry(spark, start_server):
+    "A task that fails after publishing is retried; the stream's duplicate window drops the retry's repeats."
+    s = start_server('jsnb', '-js')
+    js_run(s.url, lambda js: js.add_stream(name='OUT', subjects=['out.>'], allow_direct=True))
+    n, url = 700, s.url
+    def gen(it):
+        from pyspark import TaskContext
+        attempt = TaskContext.get().attemptNumber()
+        for i in it:
+            yield (f'out.{i % 5}', f'attempt {attempt}'.encode().ljust(2000), str(i))   # large rows leave buffers early
+        if attempt == 0:                           # fail once the writer has stored some of the rows
+            from jsnb.spark import _Conn, _api
+            with _Conn(url) as c:
+                for _ in range(600):
+                    if _api(c, 'STREAM.INFO.OUT')['state']['messages'] >= 256: break
+                    time.sleep(0.05)
+            raise RuntimeError('injected failure after publishing')
+    df = spark.sparkContext.parallelize(range(n), 1).mapPartitions(gen).toDF('subject string, data binary, id string')
+    df.write.format('jetstream').mode('append').option('url', s.url).option('stream', 'OUT').option('msg_id_column', 'id').save()
+    got = read(spark, s.url, stream='OUT').collect()
+    assert len(got) == n and len({r.headers['Nats-Msg-Id'] for r in got}) == n
+    by_attempt = {a: sum(1 for r in got if bytes(r.data).rstrip() == f'attempt {a}'.encode()) for a in (0, 1)}
+    assert by_attempt[0] > 0 and by_attempt[1] > 0 and sum(by_attempt.values()) == n, by_attempt
+    # writing the same rows again (ids from a hash of each row) stores nothing new
+    df2 = spark.createDataFrame([(f'out.x', f'v{i}'.encode(), {'H': str(i)}) for i in range(20)], 'subject string, data binary, headers map<string,string>')
+    for _ in range(2): df2.write.format('jetstream').mode('append').option('url', s.url).save()
+    got2 = read(spark, s.url, stream='OUT', subjects='out.x').collect()
+    assert sorted(bytes(r.data) for r in got2) == sorted(f'v{i}'.encode() for i in range(20))
+    assert all(r.headers['H'] == bytes(r.data)[1:].decode() for r in got2)
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_write_errors(spark, start_server, kind):
+    s = start_server(kind, '-js')
+    async def go(js):
+        await js.add_stream(name='SMALL', subjects=['small.>'], max_msg_size=64, allow_direct=True)
+        await js.add_stream(name='OTHER', subjects=['other.>'])
+    js_run(s.url, go)
+    def write(data, subject, **opts):
+        w = spark.createDataFrame([(subject, data)], 'subject string, data binary').write.format('jetstream').mode('append').option('url', s.url)
+        for k, v in opts.items(): w = w.option(k, v)
+        w.save()
+    with pytest.raises(Exception, match=r"no stream captures subject 'nowhere\.x'"): write(b'1', 'nowhere.x')
+    with pytest.raises(Exception, match=r'expected stream does not match \(code 400, err_code 10060\)'): write(b'1', 'other.x', stream='SMALL')
+    with pytest.raises(Exception, match=r'message size exceeds maximum allowed \(code 400, err_code 10054\)'): write(b'x' * 100, 'small.x')
+    df = spark.createDataFrame([('small.x', b'1')], 'subject string, data binary')
+    with pytest.raises(Exception, match='append-only'): df.write.format('jetstream').mode('overwrite').option('url', s.url).save()
+    with pytest.raises(Exception, match="column 'data'"): df.select('subject').write.format('jetstream').mode('append').option('url', s.url).save()
+    write(b'ok', 'small.x')
+    assert [bytes(r.data) for r in read(spark, s.url, stream='SMALL').collect()] == [b'ok']
