@@ -122,7 +122,7 @@ def _last_per_subject(self: Consumer) -> set[int]:
             if m is not None: seqs.add(m.seq)
     return seqs
 
-# %% ../nbs/15_consumer.ipynb #da4eace9
+# %% ../nbs/15_consumer.ipynb #a5d947e4
 @patch
 def _matches(self: Consumer, subject: str) -> bool:
     return not self.filters or any(subject_matches(subject, f) for f in self.filters)
@@ -138,6 +138,7 @@ def _next_new(self: Consumer):
     if self._waiting_for_stream(): return None
     store = self.stream.store
     lps = getattr(self, '_lps', None)
+    if lps is None and len(self.filters) <= 1: return self._next_ahead(store)
     while True:
         best = None
         for f in self.filters or ['>']:
@@ -147,6 +148,21 @@ def _next_new(self: Consumer):
         if lps is not None and best.seq <= self._lps_until and best.seq not in lps:
             self.sseq = best.seq + 1; continue
         return best
+
+_AHEAD = 256
+
+@patch
+def _next_ahead(self: Consumer, store):
+    "The next new message, from a look-ahead read `_AHEAD` messages at a time while the store has removed nothing."
+    f, ah = (self.filters[0] if self.filters else '>'), getattr(self, '_ahead', None)
+    key = (store._ix.epoch, f)
+    if ah is not None and ah[1] == key and ah[2] <= self.sseq:
+        q = ah[0]
+        while q and q[0].seq < self.sseq: q.popleft()
+        if q: return q[0]
+    msgs = store.load_next_msgs(f, self.sseq, _AHEAD)
+    self._ahead = (collections.deque(msgs), key, self.sseq) if msgs else None
+    return msgs[0] if msgs else None
 
 @patch
 def _next(self: Consumer):
@@ -326,7 +342,7 @@ def pull(self: Consumer, reply: str, body: bytes):
     self.active = time.time_ns()
     self._deliver()
 
-# %% ../nbs/15_consumer.ipynb #c0d56fd2
+# %% ../nbs/15_consumer.ipynb #73ca40cd
 @patch
 def ack(self: Consumer, sseq: int, dseq: int, dc: int, body: bytes, reply: str = ''):
     "Process one acknowledgement."
@@ -375,7 +391,7 @@ def _move_ack_floor(self: Consumer, dseq: int, sseq: int):
     if not self.pending: self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
     elif dseq == self.adflr + 1:
         self.adflr, self.asflr = dseq, sseq
-        lowest = min(self.pending)
+        lowest = next(iter(self.pending))        # pending keeps first-delivery order, which is stream order
         self.adflr, self.asflr = self.pending[lowest][0] - 1, lowest - 1
 
 # %% ../nbs/15_consumer.ipynb #bbd3c1d8

@@ -179,7 +179,7 @@ def _idle_since(js: JetStream, c: Consumer, now: int) -> int:
     elif js.has_interest(c.cfg['deliver_subject']): c.active = now
     return now - c.active
 
-# %% ../nbs/18_consumer_api.ipynb #071236ee
+# %% ../nbs/18_consumer_api.ipynb #5a2c9e12
 def _state_path(js: JetStream, c: Consumer) -> str | None:
     if c.stream.cfg.get('storage') == 'memory' or c.cfg.get('mem_storage'): return None
     return os.path.join(js.streams_dir, c.stream.name, 'obs', c.name + '.json')
@@ -210,7 +210,7 @@ def _restore(js: JetStream, s):
             snap = orjson.loads(open(os.path.join(d, fn), 'rb').read())
             c = Consumer(s, fn[:-5], snap['config'], snap['created'])
             c.sseq, c.dseq, c.adflr, c.asflr = snap['sseq'], snap['dseq'], snap['adflr'], snap['asflr']
-            c.pending = {int(k): v for k, v in snap['pending'].items()}
+            c.pending = dict(sorted((int(k), v) for k, v in snap['pending'].items()))
             c.rdc = {int(k): v for k, v in snap['rdc'].items()}
             c.last_delivered, c.last_acked = snap['last_delivered'], snap['last_acked']
             c.active = time.time_ns()

@@ -24,7 +24,7 @@ class RefFormatter(logging.Formatter):
         t = self.formatTime(r, '%Y/%m/%d %H:%M:%S') + '.%06d' % (int(r.created * 1e6) % 1_000_000)
         return f'[{os.getpid()}] {t} [{_LEVELS.get(r.levelno, "INF")}] {r.getMessage()}'
 
-# %% ../nbs/05_server.ipynb #28e11bbc
+# %% ../nbs/05_server.ipynb #724517a3
 class _ClientProtocol(asyncio.Protocol):
     def __init__(self, server: Server): self.server, self.conn = server, None
 
@@ -43,6 +43,7 @@ class _ClientProtocol(asyncio.Protocol):
     def data_received(self, data: bytes):
         if self.server.trace: self.server._trace(self.conn, data)
         self.conn.receive(data)
+        if self.server.core.dirty: self.server._flush()     # replies leave with the read that caused them
 
     def connection_lost(self, exc):
         c = self.conn

@@ -66,7 +66,7 @@ def rfc3339(ns: int) -> str:
     base = time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(s))
     return base + (('.%09d' % frac).rstrip('0') if frac else '') + 'Z'
 
-# %% ../nbs/12_store.ipynb #e1a77736
+# %% ../nbs/12_store.ipynb #b051d8a2
 _COLS = (('seq', np.int64), ('sid', np.int32), ('ts', np.int64), ('size', np.int64),
          ('ttl', np.int64), ('dead', np.bool_), ('blk', np.int32), ('off', np.int64))
 
@@ -80,6 +80,7 @@ class _Index:
         self.bids: dict[bytes, int] = {}            # the same ids by subject bytes, for the bulk path
         self.s_count, self.s_first, self.s_last = (np.zeros(64, np.int64) for _ in range(3))
         self.nsubj = self.n_ttl = 0      # subjects with messages; live messages with a TTL
+        self.epoch = 0                   # counts removals: a reader's look-ahead is valid while it is unchanged
         self._masks: dict[str, np.ndarray] = {}
         self.ttl_heap: list[tuple[int, int]] = []   # (deadline ns, seq) of messages with a TTL
 
@@ -161,7 +162,7 @@ def append_many(self: _Index, sids: np.ndarray, ts: int, sizes: np.ndarray) -> i
     self.s_last[u] = seq + last
     return r
 
-# %% ../nbs/12_store.ipynb #04487e7b
+# %% ../nbs/12_store.ipynb #6652b83c
 @patch
 def _fix_first(self: _Index):
     "Move `first` to the first live row (or past `last` when there is none)."
@@ -179,7 +180,7 @@ def _fix_last_of(self: _Index, sid: int):
 def remove(self: _Index, r: int) -> bool:
     "Mark row `r` deleted; False if it is not a live row."
     if r < 0 or r >= self.n or self.dead[r]: return False
-    self.dead[r] = True
+    self.dead[r] = True; self.epoch += 1
     seq = self.base + r
     self.msgs -= 1; self.bytes -= int(self.size[r])
     if self.ttl[r] > 0: self.n_ttl -= 1
@@ -195,7 +196,7 @@ def remove_rows(self: _Index, rows) -> np.ndarray:
     rows = np.unique(np.asarray(rows, np.int64))
     rows = rows[~self.dead[rows]]
     if not len(rows): return rows
-    self.dead[rows] = True
+    self.dead[rows] = True; self.epoch += 1
     self.msgs -= len(rows); self.bytes -= int(self.size[rows].sum())
     self.n_ttl -= int(np.count_nonzero(self.ttl[rows] > 0))
     cnt = np.bincount(self.sid[rows], minlength=len(self.s_count))
@@ -207,13 +208,13 @@ def remove_rows(self: _Index, rows) -> np.ndarray:
     for sid in left[self.dead[self.s_last[left] - self.base]]: self._fix_last_of(int(sid))
     return rows
 
-# %% ../nbs/12_store.ipynb #a8c7cd9a
+# %% ../nbs/12_store.ipynb #068c8b65
 @patch
 def reset(self: _Index, seq: int):
     "Drop every row; the next message gets sequence `seq`."
     self.n, self.base, self.first, self.last, self.first_ts = 0, seq, seq, seq - 1, 0
     self.msgs = self.bytes = self.nsubj = self.n_ttl = 0
-    self.s_count[:] = 0
+    self.s_count[:] = 0; self.epoch += 1
 
 @patch
 def compact(self: _Index, seq: int):
@@ -442,7 +443,7 @@ def store_batch(self: MsgStore, subjects: list[bytes], datas: list[bytes]) -> tu
     finally: self._finish()
     return seq, ts
 
-# %% ../nbs/12_store.ipynb #99c88960
+# %% ../nbs/12_store.ipynb #0e4ea868
 @patch
 def _msg(self: MsgStore, r: int) -> StoreMsg:
     ix = self._ix
@@ -478,6 +479,16 @@ def load_next_msg(self: MsgStore, filter: str, start: int) -> StoreMsg | None:
         lo = max(lo + _JUMP, int(ix.s_first[sids].min()) - ix.base)
     r = next_row(ix.dead, ix.sid, w, lo, ix.n)
     return None if r < 0 else self._msg(r)
+
+@patch
+def load_next_msgs(self: MsgStore, filter: str, start: int, limit: int) -> list[StoreMsg]:
+    "The next messages at or after `start` matching `filter`, in order: at least one if there is one, at most `limit`."
+    m = self.load_next_msg(filter, start)
+    if m is None or limit <= 1: return [] if m is None else [m]
+    ix = self._ix
+    r = m.seq - ix.base
+    rows = select_rows(ix.dead, ix.sid, ix.want(filter), r + 1, min(ix.n, r + 1 + 4 * limit), limit - 1)
+    return [m] + [self._msg(int(x)) for x in rows]
 
 @patch
 def load_last_msg(self: MsgStore, filter: str) -> StoreMsg | None:
