@@ -128,7 +128,8 @@ def test_errors_are_reported(capsys):
 @pytest.mark.bench
 def test_bench_compare_targets(tmp_path, capsys):
     "The full comparison (a few minutes): print the table and check jsnb meets its targets."
-    rc = main(['--compare', '--storage', 'memory,file', '--msgs', '100k', '--memory-msgs', '1M', '--out', str(tmp_path)])
+    rc = main(['--compare', '--storage', 'memory,file', '--msgs', '100k', '--memory-msgs', '1M', '--repeat', '2',
+               '--out', str(tmp_path)])
     out = capsys.readouterr().out
     with capsys.disabled(): print(out)
     assert rc == 0
