@@ -191,7 +191,7 @@ def _ping(self: ClientConn):
         self.first_pong = True
         if self.protocol >= 1: self.core.send_connect_info(self)
 
-# %% ../nbs/03_core.ipynb #3afb9f5d
+# %% ../nbs/03_core.ipynb #14e8d2be
 class Core:
     "The server without I/O: connections, subscriptions, routing."
     def __init__(self, opts: ServerOptions | None = None, server_id: str | None = None):
@@ -203,6 +203,7 @@ class Core:
         self.next_cid = 1
         self.dirty: list[ClientConn] = []
         self.deferred: list = []      # work postponed to the end of the current read (see `defer`)
+        self.max_pending = self.opts.max_pending
         self.on_dirty = None          # called when the first connection becomes dirty
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
         self.total_connections = self.slow_consumers = self.stale_connections = 0
@@ -275,7 +276,7 @@ def take_dirty(self: Core) -> list[ClientConn]:
     d, self.dirty = self.dirty, []
     return d
 
-# %% ../nbs/03_core.ipynb #14ad0a2a
+# %% ../nbs/03_core.ipynb #9f215edd
 @patch
 def deliver(self: Core, sub: Subscription, subject: bytes, reply: bytes, hdr: int, data: bytes, src) -> int:
     "Deliver one message to `sub`; returns 1 if it was delivered."
@@ -289,10 +290,12 @@ def deliver(self: Core, sub: Subscription, subject: bytes, reply: bytes, hdr: in
     if c is src and not c.echo: return 0
     if hdr and c.headers: frame = encode_hmsg(subject, sub.sid, reply, hdr, data)
     else: frame = encode_msg(subject, sub.sid, reply, data[hdr:] if hdr else data)
-    c.send(frame)
-    c.out_msgs += 1; c.out_bytes_total += len(data)
-    self.out_msgs += 1; self.out_bytes += len(data)
-    if c.out_bytes + c.io_pending > self.opts.max_pending: self.slow_consumer(c)
+    c.out.append(frame); n = len(data)                    # `c.send(frame)`, inlined: this is the hot path
+    ob = c.out_bytes = c.out_bytes + len(frame)
+    if not c.dirty: c.dirty = True; self._mark_dirty(c)
+    c.out_msgs += 1; c.out_bytes_total += n
+    self.out_msgs += 1; self.out_bytes += n
+    if ob + c.io_pending > self.max_pending: self.slow_consumer(c)
     sub.delivered += 1
     if sub.max and sub.delivered >= sub.max: c.unsubscribe(sub)
     return 1

@@ -149,7 +149,7 @@ def _control(line: bytes):
     if verb == b'INFO' and rest: return (INFO,)
     return (CLOSE, E_UNKNOWN)
 
-# %% ../nbs/00_protocol.ipynb #7275490c
+# %% ../nbs/00_protocol.ipynb #b4473192
 from fastcore.basics import patch
 
 _FAST_PUB = re.compile(rb'PUB ([^ \t\r\n]+) (?:([^ \t\r\n]+) )?(\d{1,10})\r\n').match
@@ -175,7 +175,7 @@ def feed(self: Parser, data: bytes) -> list:
         c = data[pos] | 0x20                      # lower-case the first byte
         if c == 0x70 and (m := _FAST_PUB(data, pos)) is not None and m.end() == nl + 1 and \
                 (stop := nl + 1 + int(m.group(3))) + 2 <= n and data[stop:stop+2] == b'\r\n' and stop - nl - 1 <= self.max_payload:
-            ops.append((PUB, m.group(1), m.group(2) or b'', data[nl+1:stop])); r = stop + 2     # the common form, in one match
+            subj, rep, _ = m.groups(b''); ops.append((PUB, subj, rep, data[nl+1:stop])); r = stop + 2     # the common form, in one match
         elif c == 0x70 and (data[pos+1] | 0x20) == 0x75:   # 'pu': PUB
             r = self._payload(data, pos, end, nl, ops, False)
         elif c == 0x68:                                  # 'h': HPUB
