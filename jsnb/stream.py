@@ -119,7 +119,7 @@ def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, s
     else: ack = self.process(subject.decode(), h, payload, bool(reply))
     if reply and ack is not None and not self.cfg.get('no_ack'): self.js.core.publish(reply, ack)
 
-# %% ../nbs/14_stream.ipynb #97fd0646
+# %% ../nbs/14_stream.ipynb #481a8bc5
 @patch
 def _bulk_ok(self: Stream) -> bool:
     "Whether header-less messages can take the bulk path (nothing in the configuration can refuse them)."
@@ -148,7 +148,7 @@ def _flush(self: Stream):
     if not msgs: return
     js = self.js
     limit = js.max_memory if self.cfg.get('storage', 'file') == 'memory' else js.max_file
-    if not self._bulk or (limit is not None and limit >= 0):            # an account limit: check message by message
+    if len(msgs) == 1 or not self._bulk or (limit is not None and limit >= 0):   # one message, or an account limit
         for subject, reply, data in msgs: _on_plain(self, subject, reply, 0, data, None)   # one at a time: the checks apply
         return
     try: first, _ = self.store.store_batch([m[0] for m in msgs], [m[2] for m in msgs])
