@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse, html, json, os, pathlib, re, shutil, sys
 
 # %% auto #0
-__all__ = ['notebook_markdown', 'readme', 'site_pages', 'page_name', 'page_names', 'prepare', 'page_html', 'stylesheet', 'site',
-           'main']
+__all__ = ['notebook_markdown', 'readme', 'site_pages', 'page_name', 'page_names', 'prepare', 'page_html', 'stylesheet',
+           'copy_resources', 'site', 'main']
 
 # %% ../nbs/07_docs.ipynb #9ef2a8e0
 def _directives(src: str) -> tuple[set[str], str]:
@@ -258,7 +258,20 @@ def stylesheet(nbs: str | pathlib.Path) -> str:
     return '\n'.join([_CSS.strip(), HtmlFormatter(style='default').get_style_defs('.highlight'),
                       extra.read_text() if extra.exists() else ''])
 
-# %% ../nbs/07_docs.ipynb #2613be66
+# %% ../nbs/07_docs.ipynb #bde332fa
+_LOCAL_REF = re.compile(r'''(?:src|href)=["'](?![a-z][a-z0-9+.-]*:|/|#)([^"'#?]+)["'#?]''', re.I)
+
+def copy_resources(body: str, nbs: str | pathlib.Path, out: str | pathlib.Path) -> list[str]:
+    "Copy the local files that a rendered page refers to from `nbs` into `out`; returns their paths."
+    nbs, out, copied = pathlib.Path(nbs).resolve(), pathlib.Path(out), []
+    for ref in dict.fromkeys(_LOCAL_REF.findall(body)):
+        src = (nbs / ref).resolve()
+        if ref.endswith('.html') or not src.is_file() or nbs not in src.parents: continue
+        (out / ref).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, out / ref); copied.append(ref)
+    return copied
+
+# %% ../nbs/07_docs.ipynb #f4895ff5
 def site(root: str | pathlib.Path = '.', out: str | pathlib.Path | None = None) -> list[pathlib.Path]:
     "Render `root/nbs/*.ipynb` into a static HTML site in `out` (default `root/_docs`)."
     import nbformat
@@ -276,6 +289,7 @@ def site(root: str | pathlib.Path = '.', out: str | pathlib.Path | None = None) 
     written = []
     for i, (_, fname, title, summary, nb) in enumerate(prepared):
         body, _ = exporter.from_notebook_node(nb)
+        copy_resources(body, nbs, out)
         (out / fname).write_text(page_html(_quarto_ids(body), title, summary, pages, i), encoding='utf-8')
         written.append(out / fname)
     (out / 'jsnb.css').write_text(stylesheet(nbs), encoding='utf-8')

@@ -9,7 +9,7 @@ and screenshots from one small API. The raw DevTools protocol would need a webso
 hand-written event handling, and Chromium's CLI modes (`--dump-dom`, `--screenshot`) start a
 browser per page and report neither statuses nor script errors. Playwright's own browser
 download is not used (and does not work on these machines)."""
-import functools, http.server, os, pathlib, re, shutil, struct, subprocess, threading
+import functools, http.server, os, pathlib, shutil, struct, subprocess, sys, threading
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -56,6 +56,7 @@ def browser(chromium_path):
 
 _PAGES: list[str] = []      # the pages written, in sidebar order (notebooks may be added while the tests run)
 _NOTEBOOK_PAGES: list[str] = []   # the pages of the notebooks found just before rendering
+_PROBLEMS: list[str] = []         # what the browser reported while loading the pages
 
 
 @pytest.fixture(scope='module')
@@ -106,12 +107,13 @@ def pages(browser, site_dir, http_url):
     page.on('pageerror', lambda e: problems.append(f'{page.url}: script error {e}'))
     page.on('console', lambda m: m.type == 'error' and problems.append(f'{page.url}: console error {m.text}'))
     page.on('requestfailed', lambda r: problems.append(f'{page.url}: failed to load {r.url}'))
+    page.on('response', lambda r: r.status >= 400 and problems.append(f'{page.url}: {r.status} for {r.url}'))
     for name in names:
         r = page.goto(http_url + name)
         assert r is not None and r.status == 200, (name, r and r.status)
         facts[name] = page.evaluate(_PAGE_FACTS)
     page.close()
-    assert not problems, problems
+    _PROBLEMS[:] = problems
     return facts
 
 
@@ -122,11 +124,19 @@ def test_every_page_is_rendered(site_dir):
     assert set(_NOTEBOOK_PAGES) <= set(names), set(_NOTEBOOK_PAGES) - set(names)
     assert sorted(p.name for p in site_dir.glob('*.html')) == sorted(names)
     assert (site_dir / 'jsnb.css').stat().st_size > 1000
-    from jsnb.docs import main                                 # the console script's entry point
-    assert main(['site', '--root', str(ROOT), '--out', str(site_dir)]) == 0
+
+
+def test_console_script(tmp_path):
+    "`jsnb-docs site --out DIR` writes the site where it is told."
+    r = subprocess.run([sys.executable, '-c', 'import sys; from jsnb.docs import main; sys.exit(main())', 'site',
+                        '--root', str(ROOT), '--out', str(tmp_path / 'out')], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith('wrote ') and (tmp_path / 'out' / 'index.html').exists()
 
 
 def test_every_page_loads(pages):
+    "Each page loads without a script error, a console error or a missing file, and shows the whole sidebar."
+    assert not _PROBLEMS, '\n'.join(_PROBLEMS)
     names = _expected_pages()
     for name, f in pages.items():
         assert f['title'].strip(), f'{name}: no title'
