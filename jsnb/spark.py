@@ -431,7 +431,7 @@ def streamReader(self: JetStreamDataSource, schema: StructType):
     "A streaming reader of the stream."
     return _StreamReader(_Options(self.options))
 
-# %% ../nbs/20_spark.ipynb #db9868bf
+# %% ../nbs/20_spark.ipynb #81cad22d
 def _msg_id(subject: str, data: bytes, headers: dict) -> str:
     "A message id from a row's contents: the same row always gets the same id."
     h = hashlib.sha256(subject.encode() + b'\0' + data)
@@ -441,7 +441,8 @@ def _msg_id(subject: str, data: bytes, headers: dict) -> str:
 def _encode_row(row, o: _Options) -> tuple[str, bytes, bytes]:
     "A row as `(subject, header block, payload)`."
     d = row.asDict()
-    subject, data, headers = d['subject'], d['data'], dict(d.get('headers') or {})
+    subject, data = d['subject'], d['data']
+    headers = {k: v for k, v in (d.get('headers') or {}).items() if v is not None}
     if not subject: raise ValueError(f'a row without a subject cannot be published: {d}')
     data = data.encode() if isinstance(data, str) else bytes(data or b'')
     if 'Nats-Msg-Id' not in headers:

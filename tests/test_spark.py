@@ -220,3 +220,22 @@ def test_write_errors(spark, start_server, kind):
     with pytest.raises(Exception, match="column 'data'"): df.select('subject').write.format('jetstream').mode('append').option('url', s.url).save()
     write(b'ok', 'small.x')
     assert [bytes(r.data) for r in read(spark, s.url, stream='SMALL').collect()] == [b'ok']
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_credentials(spark, start_server, kind):
+    "user/password and token, as options or in the URL; a wrong password fails with the server's words."
+    s = start_server(kind, '-js', '--user', 'ann', '--pass', 's3cret')
+    async def go():
+        nc = await nats.connect(s.url, user='ann', password='s3cret', connect_timeout=10)
+        js = nc.jetstream()
+        await js.add_stream(name='S', subjects=['s'], allow_direct=True)
+        await js.publish('s', b'hello')
+        await nc.close()
+    asyncio.run(go())
+    assert [bytes(r.data) for r in read(spark, s.url, stream='S', user='ann', password='s3cret').collect()] == [b'hello']
+    assert read(spark, f'nats://ann:s3cret@127.0.0.1:{s.port}', stream='S').count() == 1
+    with pytest.raises(Exception, match='Authorization Violation'): read(spark, s.url, stream='S', user='ann', password='nope').collect()
+    t = start_server(kind, '-js', '--auth', 'tok')
+    with pytest.raises(Exception, match='stream not found'): read(spark, t.url, stream='S', token='tok').collect()
+    with pytest.raises(Exception, match='Authorization Violation'): read(spark, t.url, stream='S').collect()
