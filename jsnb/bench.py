@@ -285,7 +285,7 @@ def _control(self: Conn, buf: bytes, row: np.ndarray):
     elif k == ERR: self.errors.append(arg.decode(errors='replace').strip("'"))
     elif k == BAD: self.errors.append(f'unparsable frame: {arg[:80]!r}')
 
-# %% ../nbs/08_bench.ipynb #b0252307
+# %% ../nbs/08_bench.ipynb #3fba1a02
 @patch(cls_method=True)
 async def connect(cls: Conn, url: str, name: str = 'jsnb-bench', timeout: float = 10) -> Conn:
     "Connect to `url` (`nats://[user:pass@]host:port`, or a token as the user part)."
@@ -293,8 +293,11 @@ async def connect(cls: Conn, url: str, name: str = 'jsnb-bench', timeout: float 
     loop = asyncio.get_running_loop()
     c = cls(name)
     c._info = loop.create_future()
-    await asyncio.wait_for(loop.create_connection(lambda: c, u.hostname or '127.0.0.1', u.port or 4222), timeout)
-    await asyncio.wait_for(c._info, timeout)
+    try:
+        await asyncio.wait_for(loop.create_connection(lambda: c, u.hostname or '127.0.0.1', u.port or 4222), timeout)
+        await asyncio.wait_for(c._info, timeout)
+    except (OSError, asyncio.TimeoutError) as e:
+        raise ServerError(f'cannot connect to {url}: {getattr(e, "strerror", None) or e or "no INFO in time"}') from None
     opts = dict(verbose=False, pedantic=False, headers=True, no_responders=True, protocol=1, name=name,
                 lang='python', version=__version__)
     if u.username and u.password: opts.update(user=u.username, **{'pass': u.password})
