@@ -40,6 +40,14 @@ def test_notebooks_are_clean(tmp_path):
     assert not changed, changed
 
 
+def test_saved_outputs_have_no_errors():
+    "The outputs saved in the notebooks (what the documentation shows) hold no exception."
+    import json
+    bad = [(nb, i) for nb in NBS for i, c in enumerate(json.loads((ROOT / 'nbs' / nb).read_text())['cells'])
+           if any(o.get('output_type') == 'error' for o in c.get('outputs', []))]
+    assert not bad, bad
+
+
 def test_readme_is_generated_from_index():
     "README.md is exactly what `jsnb-docs readme` makes of `nbs/index.ipynb`."
     from jsnb.docs import readme
