@@ -48,7 +48,7 @@ def _scan_block(buf):
         pos = end
     return recs, pos, lost
 
-# %% ../nbs/13_filestore.ipynb #49080194
+# %% ../nbs/13_filestore.ipynb #2c0fa09a
 class FileStore(MsgStore):
     "A message store in append-only block files under `directory`."
     def __init__(self, directory, limits: StoreLimits | None = None, sync_always: bool = False,
@@ -59,6 +59,7 @@ class FileStore(MsgStore):
         self._bdir.mkdir(parents=True, exist_ok=True)
         self._fds: dict[int, int] = {}
         self._wbuf, self._pending, self._dels, self._erase = [], 0, [], []
+        self._rcache, self._last_get = None, -1     # the read-ahead buffer (block, offset, bytes), the last sequence loaded
         self._dirty, self._synced, self._werr = set(), time.monotonic(), None
         self.lost = self.truncated = 0            # damaged records skipped, torn bytes cut on open
         self._blocks = sorted(int(p.stem) for p in self._bdir.glob('*.blk'))
@@ -205,7 +206,7 @@ def _dropped(self: FileStore, rows, erase):
     self._dels.extend((rows + ix.base).tolist())
     if erase: self._erase.extend(zip(ix.blk[rows].tolist(), ix.off[rows].tolist()))
 
-# %% ../nbs/13_filestore.ipynb #64d1c086
+# %% ../nbs/13_filestore.ipynb #019fd23e
 @patch
 def _commit(self: FileStore):
     ix, recs = self._ix, self._wbuf
@@ -224,11 +225,12 @@ def _commit(self: FileStore):
     while self._blocks[0] < keep:
         b = self._blocks.pop(0)
         if b in self._fds: os.close(self._fds.pop(b))
-        self._dirty.discard(b); os.unlink(self._path(b))
+        self._dirty.discard(b); os.unlink(self._path(b)); self._rcache = None
 
 @patch
 def _erase_records(self: FileStore):
     "Overwrite erased messages' records in place with `ERASED` records of the same length."
+    self._rcache = None
     for b, off in self._erase:
         if b not in self._blocks: continue
         fd = self._fd(b)
@@ -239,15 +241,24 @@ def _erase_records(self: FileStore):
         else: self._dirty.add(b)
     self._erase = []
 
-# %% ../nbs/13_filestore.ipynb #6f713996
+# %% ../nbs/13_filestore.ipynb #32e84c1e
+_READ_AHEAD = 65536
+
 @patch
 def _get(self: FileStore, r):
     ix = self._ix
-    buf = os.pread(self._fd(int(ix.blk[r])), int(ix.size[r]) + 9, int(ix.off[r]))
-    f, _ = _read_rec(buf, 0)
-    if f is None or f[3] != ix.base + r or f[2] != _MSG: raise StoreError('corrupt')
-    p = _HDR + f[6]
-    return buf[p:p + f[7]], buf[p + f[7]:f[0]]
+    b, off, need = int(ix.blk[r]), int(ix.off[r]), int(ix.size[r]) + 9
+    c, seq = self._rcache, ix.base + r
+    if c is not None and c[0] == b and c[1] <= off and off + need <= c[1] + len(c[2]): buf, pos = c[2], off - c[1]
+    elif seq == self._last_get + 1:
+        buf, pos = os.pread(self._fd(b), max(need, _READ_AHEAD), off), 0
+        self._rcache = (b, off, buf)
+    else: buf, pos = os.pread(self._fd(b), need, off), 0
+    self._last_get = seq
+    f, _ = _read_rec(buf, pos)
+    if f is None or f[3] != seq or f[2] != _MSG: raise StoreError('corrupt')
+    p = pos + _HDR + f[6]
+    return buf[p:p + f[7]], buf[p + f[7]:pos + f[0]]
 
 # %% ../nbs/13_filestore.ipynb #a9025633
 @patch
