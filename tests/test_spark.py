@@ -117,6 +117,22 @@ def test_kv(spark, start_server, kind):
     assert [r.key for r in read(spark, s.url, bucket='cfg', keys='c,b').collect()] == ['c']
 
 
+@pytest.mark.parametrize('kind', KINDS)
+def test_kv_many_keys(spark, start_server, kind):
+    "Past the servers' 1,024 subjects for multi-last, the KV read scans the stream and gives the same answer."
+    s = start_server(kind, '-js')
+    async def go(js):
+        kv = await js.create_key_value(bucket='big', history=2, direct=True)
+        acks = [await js.publish_async(f'$KV.big.k{i:04d}', f'v{i}'.encode(), wait_stall=5) for i in range(1100)]
+        await asyncio.gather(*acks)
+        await kv.put('k0001', b'new'); await kv.delete('k0002')
+    js_run(s.url, go)
+    from jsnb.spark import _Conn, _direct, NatsError
+    with _Conn(s.url) as c, pytest.raises(NatsError, match='Too Many Results'): _direct(c, 'KV_big', {'multi_last': ['$KV.big.>']})
+    got = {r.key: bytes(r.value) for r in read(spark, s.url, bucket='big').collect()}
+    assert len(got) == 1099 and got['k0001'] == b'new' and 'k0002' not in got and got['k1099'] == b'v1099'
+
+
 def _caught_up(q, last):
     for _ in range(1200):
         if q.exception(): raise q.exception()
