@@ -271,7 +271,11 @@ def copy_resources(body: str, nbs: str | pathlib.Path, out: str | pathlib.Path) 
         shutil.copyfile(src, out / ref); copied.append(ref)
     return copied
 
-# %% ../nbs/07_docs.ipynb #f4895ff5
+# %% ../nbs/07_docs.ipynb #3837c536
+def _trusted(html: str | bytes) -> str:
+    "The project's own notebooks need no sanitizing (nbconvert's sanitizer is for notebooks from strangers, and slow)."
+    return html.decode() if isinstance(html, bytes) else str(html)
+
 def site(root: str | pathlib.Path = '.', out: str | pathlib.Path | None = None) -> list[pathlib.Path]:
     "Render `root/nbs/*.ipynb` into a static HTML site in `out` (default `root/_docs`)."
     import nbformat
@@ -279,7 +283,8 @@ def site(root: str | pathlib.Path = '.', out: str | pathlib.Path | None = None) 
     root = pathlib.Path(root)
     nbs, out = root / 'nbs', pathlib.Path(out) if out else root / '_docs'
     out.mkdir(parents=True, exist_ok=True)
-    exporter = HTMLExporter(template_name='basic', exclude_input_prompt=True, exclude_output_prompt=True)
+    exporter = HTMLExporter(template_name='basic', exclude_input_prompt=True, exclude_output_prompt=True,
+                            filters={'clean_html': _trusted})
     found = site_pages(nbs)
     names, prepared = page_names(p for _, p in found), []
     for section, path in found:
@@ -295,7 +300,7 @@ def site(root: str | pathlib.Path = '.', out: str | pathlib.Path | None = None) 
     (out / 'jsnb.css').write_text(stylesheet(nbs), encoding='utf-8')
     return written
 
-# %% ../nbs/07_docs.ipynb #b70745b5
+# %% ../nbs/07_docs.ipynb #0a71e504
 def main(argv: list[str] | None = None) -> int:
     "Entry point of `jsnb-docs`."
     p = argparse.ArgumentParser(prog='jsnb-docs', description='Build documentation from the notebooks.')
@@ -309,5 +314,5 @@ def main(argv: list[str] | None = None) -> int:
         print(f'wrote {out}')
     else:
         pages = site(a.root, a.out)
-        print(f'wrote {len(pages)} pages to {pages[0].parent if pages else a.out}')
+        print(f'wrote {len(pages)} page{"s" * (len(pages) != 1)} to {pages[0].parent if pages else a.out}')
     return 0

@@ -127,11 +127,13 @@ def test_every_page_is_rendered(site_dir):
 
 
 def test_console_script(tmp_path):
-    "`jsnb-docs site --out DIR` writes the site where it is told."
+    "`jsnb-docs site --root R --out DIR` renders R's notebooks into DIR (here a project of one page)."
+    (tmp_path / 'proj' / 'nbs').mkdir(parents=True)
+    for f in ['index.ipynb', 'styles.css']: shutil.copy(ROOT / 'nbs' / f, tmp_path / 'proj' / 'nbs' / f)
     r = subprocess.run([sys.executable, '-c', 'import sys; from jsnb.docs import main; sys.exit(main())', 'site',
-                        '--root', str(ROOT), '--out', str(tmp_path / 'out')], capture_output=True, text=True, timeout=600)
+                        '--root', str(tmp_path / 'proj'), '--out', str(tmp_path / 'out')], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith('wrote ') and (tmp_path / 'out' / 'index.html').exists()
+    assert r.stdout.startswith('wrote 1 page to') and (tmp_path / 'out' / 'index.html').exists()
 
 
 def test_every_page_loads(pages):
