@@ -18,7 +18,7 @@ __all__ = ['MEMORY_COLUMNS', 'SCALING_OPS', 'SCALING_COLUMNS', 'SCALING_SIZES', 
            'pairs', 'table', 'write_csv', 'chart', 'scaling_chart', 'kernel_rows', 'kernel_table', 'select', 'bench',
            'main']
 
-# %% ../nbs/08b_bench_compare.ipynb #c1f99097
+# %% ../nbs/08b_bench_compare.ipynb #5a1b2cf7
 def _server_cmd(kind: str) -> list[str]:
     if kind == 'nats-server':
         exe = shutil.which('nats-server')
@@ -30,6 +30,8 @@ def _server_cmd(kind: str) -> list[str]:
     raise BenchError(f'unknown server kind {kind!r}')
 
 _LISTEN = re.compile(r'Listening for client connections on \S+:(\d+)')
+
+_SETTLE = 2.0     # seconds: jsnb loads its scan kernels in a background thread during its first second
 
 class BenchServer:
     "`nats-server` or `jsnb` in a subprocess on a free port, with a temporary store; a context manager."
@@ -45,7 +47,10 @@ class BenchServer:
         deadline = time.time() + timeout
         while time.time() < deadline:
             text = log.read_text() if log.exists() else ''
-            if 'Server is ready' in text: self.port = int(_LISTEN.search(text).group(1)); return self
+            if 'Server is ready' in text:
+                self.port = int(_LISTEN.search(text).group(1))
+                if self.kind == 'jsnb': time.sleep(_SETTLE)     # its compiled kernels load in the background first
+                return self
             if self.proc.poll() is not None: break
             time.sleep(0.05)
         self.stop(); raise BenchError(f'{self.kind} did not start: {text[-500:]}')
