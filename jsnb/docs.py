@@ -206,7 +206,7 @@ def page_html(body: str, title: str, summary: str, pages: list[tuple[str, str, s
                         summary_html=f'<p class="summary">{html.escape(summary)}</p>' if summary else '',
                         body=body, pager=pager)
 
-# %% ../nbs/07_docs.ipynb #c36ae580
+# %% ../nbs/07_docs.ipynb #6e055d6b
 _CSS = '''
 :root { --fg: #1f2328; --muted: #59636e; --line: #d1d9e0; --code-bg: #f6f8fa; --accent: #0b5cad; --side: 17rem; }
 * { box-sizing: border-box; }
@@ -236,6 +236,7 @@ th, td { border: 1px solid var(--line); padding: .3rem .6rem; text-align: left; 
 thead th { background: var(--code-bg); }
 .cell { margin: 0 0 1rem; }
 .code_cell .input_area { background: var(--code-bg); border: 1px solid var(--line); border-radius: 6px; }
+.text_cell_render pre { background: var(--code-bg); border: 1px solid var(--line); border-radius: 6px; margin: .8rem 0; }
 .output_wrapper { margin-top: .25rem; }
 .output_area { border-left: 3px solid var(--line); margin: .25rem 0 0 .2rem; }
 .output_area pre { padding: .4rem .8rem; white-space: pre-wrap; word-break: break-word; }
