@@ -101,7 +101,7 @@ def close(self: ClientConn, reason: str, err: str | None = None):
     self.core._mark_dirty(self)
     self.core.remove_client(self)
 
-# %% ../nbs/03_core.ipynb #302b9a9e
+# %% ../nbs/03_core.ipynb #44dfed2a
 @patch
 def receive(self: ClientConn, data: bytes):
     "Process bytes received from the client."
@@ -114,12 +114,22 @@ def receive(self: ClientConn, data: bytes):
 def _receive(self: ClientConn, data: bytes):
     self.last_activity = time.time()
     core = self.core
-    for op in self.parser.feed(data):
+    ops = self.parser.feed(data)
+    i, n = 0, len(ops)
+    while i < n:
+        op = ops[i]; i += 1
         code = op[0]
         if not self.connected and code != CONNECT and core.auth_required:
             return self.close('Authentication Failure', E_AUTH)
         if code == PUB:
             subject, payload = op[1], op[3]
+            if i < n and ops[i][0] == PUB and ops[i][1] == subject and not self.pedantic and not self.verbose:
+                j = i + 1                                  # a run of PUBs to one subject: routed together
+                while j < n and ops[j][0] == PUB and ops[j][1] == subject: j += 1
+                run, i = ops[i - 1:j], j
+                self.in_msgs += len(run); self.in_bytes += sum([len(o[3]) for o in run])
+                core.route_run(self, subject, run)
+                continue
             self.in_msgs += 1; self.in_bytes += len(payload)
             if self.pedantic and not valid_literal_subject(subject): self.send_err(E_INVALID_PUB_SUBJECT)
             if self.verbose: self.send(OK_B)
@@ -342,6 +352,28 @@ def publish(self: Core, subject: str | bytes, data: bytes = b'', reply: str | by
     if isinstance(subject, str): subject = subject.encode()
     if isinstance(reply, str): reply = reply.encode()
     return self.route(None, subject, reply, len(headers), headers + data if headers else data)
+
+# %% ../nbs/03_core.ipynb #15aecaec
+@patch
+def route_run(self: Core, src: ClientConn, subject: bytes, run: list):
+    "Route consecutive `(PUB, subject, reply, payload)` ops of one client for one subject."
+    psubs, qgroups = self.sublist.match(subject)
+    if qgroups or not psubs or any(s.client is None or s.max for s in psubs):
+        for op in run: self.route(src, subject, op[2], 0, op[3])
+        return
+    k, nb = len(run), sum([len(op[3]) for op in run])
+    self.in_msgs += k; self.in_bytes += nb
+    for sub in psubs:
+        c = sub.client
+        if c is src and not c.echo: continue
+        sid = sub.sid
+        frames = [encode_msg(subject, sid, op[2], op[3]) for op in run]
+        c.out.extend(frames)
+        ob = c.out_bytes = c.out_bytes + sum([len(f) for f in frames])
+        if not c.dirty: c.dirty = True; self._mark_dirty(c)
+        c.out_msgs += k; c.out_bytes_total += nb; self.out_msgs += k; self.out_bytes += nb
+        sub.delivered += k
+        if ob + c.io_pending > self.max_pending: self.slow_consumer(c)
 
 # %% ../nbs/03_core.ipynb #3968ddc9
 @patch
