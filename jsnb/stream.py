@@ -270,7 +270,7 @@ def too_big(self: Stream, hdr: bytes, data: bytes) -> bool:
     mx = self.cfg.get('max_msg_size', -1)
     return mx is not None and mx >= 0 and (len(hdr) > mx or len(data) > mx - len(hdr))
 
-# %% ../nbs/14_stream.ipynb #b7ab6410
+# %% ../nbs/14_stream.ipynb #b95bd7de
 @patch
 def _store(self: Stream, subject: str, hdr: bytes, data: bytes, msg_id: str, rollup: bytes, now: int) -> bytes:
     cfg = self.cfg
@@ -283,6 +283,7 @@ def _store(self: Stream, subject: str, hdr: bytes, data: bytes, msg_id: str, rol
     if t is not None:
         try: ttl = parse_ttl(t)
         except ValueError: return self._nak(api_error('JSMessageTTLInvalidErr'))
+        if ttl > 0 and not cfg.get('allow_msg_ttl'): ttl = 0     # copied from a source: kept, not expired (`never` still holds)
     sdm = (cfg.get('subject_delete_marker_ttl') or 0) // _NS
     if ttl > 0 and sdm > 0 and cfg.get('max_msgs_per_subject') != 1 and ttl < sdm:      # never shorter than the markers
         ttl = sdm

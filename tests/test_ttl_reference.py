@@ -135,3 +135,22 @@ async def test_ttl_raised_to_marker_ttl_and_sourced_ttl(start_server):
         seen[kind] = out
         await nc.close()
     assert seen['jsnb'] == seen['nats-server'], seen
+
+
+@pytest.mark.parametrize('kind', KINDS)
+async def test_sourced_ttl_is_kept_without_allow_msg_ttl(start_server, kind):
+    "A stream sourcing a TTL stream keeps the copies when it does not allow message TTLs itself."
+    s = start_server(kind, '-js')
+    nc = await nats.connect(s.url)
+    try:
+        await api(nc, '$JS.API.STREAM.CREATE.EVENTS', {'name': 'EVENTS', 'subjects': ['events.>'], 'allow_msg_ttl': True})
+        await api(nc, '$JS.API.STREAM.CREATE.AUDIT', {'name': 'AUDIT', 'sources': [{'name': 'EVENTS'}]})
+        assert (await pub(nc, 'events.flash', b'x', **{'Nats-TTL': '1'}))['seq'] == 1
+        for _ in range(50):
+            if (await api(nc, '$JS.API.STREAM.INFO.AUDIT', {}))['state']['messages'] == 1: break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(2.5)
+        events = (await api(nc, '$JS.API.STREAM.INFO.EVENTS', {}))['state']['messages']
+        audit = await api(nc, '$JS.API.STREAM.MSG.GET.AUDIT', {'last_by_subj': 'events.flash'})
+        assert (events, audit['message']['seq']) == (0, 1)
+    finally: await nc.close()
