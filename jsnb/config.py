@@ -422,7 +422,7 @@ def _hostport(v):
     if not sep: return v, None
     if host.startswith("[") and host.endswith("]"): host = host[1:-1]
     elif ":" in host: raise ValueError(f"write IPv6 addresses in brackets, as in '[::1]:4222', got {v!r}")
-    if not port.isdigit(): raise ValueError(f"could not read the port in {v!r}")
+    if not (port.isdigit() or port == "-1"): raise ValueError(f"could not read the port in {v!r}")
     return host or "0.0.0.0", _port(int(port))
 
 def _listen(hfield, pfield):

@@ -27,7 +27,7 @@ def uptime(secs: float) -> str:
     if m: return f'{m}m{s}s'
     return f'{s}s'
 
-# %% ../nbs/04_monitor.ipynb #ce91419a
+# %% ../nbs/04_monitor.ipynb #d77de7d4
 _NS = 1_000_000_000
 
 def _rss() -> int:
@@ -47,8 +47,9 @@ def jsz(core: Core, query: dict | None = None) -> dict:
     return dict(memory=stats['memory'], storage=stats['storage'], reserved_memory=stats.get('reserved_memory', 0),
                 reserved_storage=stats.get('reserved_storage', 0), accounts=1,
                 ha_assets=0, api=dict(level=stats.get('api_level', 0), total=stats['api_total'], errors=stats['api_errors']), **d,
-                config=dict(max_memory=o.max_memory_store, max_storage=o.max_file_store,
-                            store_dir=core.store_dir, sync_interval=120 * _NS, strict=True),
+                config=dict(max_memory=o.max_memory_store, max_storage=o.max_file_store, store_dir=core.store_dir,
+                            sync_interval=int(o.sync_interval * _NS) if o.sync_interval > 0 else 120 * _NS,
+                            **({'sync_always': True} if o.sync_interval <= 0 else {}), strict=True),
                 streams=stats['streams'], consumers=stats['consumers'], messages=stats['messages'],
                 bytes=stats['bytes'], total=1)
 

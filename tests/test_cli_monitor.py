@@ -124,3 +124,17 @@ async def test_monitoring_fields_match_reference(tmp_path):
         assert c['name'] == 'monitor-test' and c['subscriptions_list_detail'][0]['subject'] == 'watch.*'
     finally:
         for s in servers: s.stop()
+
+
+@pytest.mark.parametrize('sync,expected', [('always', {'sync_interval': 120_000_000_000, 'sync_always': True}),
+                                           ('"30s"', {'sync_interval': 30_000_000_000})])
+def test_jsz_reports_sync_settings_as_the_reference(start_server, sync, expected):
+    "The file store's sync setting appears in /jsz's config as the reference reports it."
+    import json, socket, urllib.request
+    seen = []
+    for kind in ('nats-server', 'jsnb'):
+        with socket.socket() as so: so.bind(('127.0.0.1', 0)); hp = so.getsockname()[1]
+        s = start_server(kind, '-js', config=f'jetstream {{ sync_interval: {sync} }}\nhttp_port: {hp}\n')
+        cfg = json.loads(urllib.request.urlopen(f'http://127.0.0.1:{hp}/jsz', timeout=5).read())['config']
+        seen.append({k: cfg.get(k) for k in ('sync_interval', 'sync_always') if k in cfg})
+    assert seen == [expected, expected]

@@ -132,6 +132,7 @@ accounts {
      {}, dict(user="a", password="$2a$11$W2zko751KUvVy59mUTWmpOdWjpEm5qhcCZRd05GjI/sSOT.xtiHyG")),
     ("unquoted oddities", {"a.conf": "server_name: 10ms\nlogfile: abc#def\npid_file: 1e5'\nhost: 0.0.0.0\n"},
      {}, dict(server_name="10ms", logfile="abc#def", pid_file="1e5", host="0.0.0.0")),
+    ("any free port", {"a.conf": "listen: 127.0.0.1:-1\n"}, {}, dict(host="127.0.0.1", port=-1)),
 ]
 
 
