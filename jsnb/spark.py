@@ -83,7 +83,7 @@ def _parse_headers(hdr: bytes) -> dict[str, str]:
         out[k] = f'{out[k]}, {v}' if k in out else v
     return out
 
-# %% ../nbs/20_spark.ipynb #8eb36f11
+# %% ../nbs/20_spark.ipynb #4145ba57
 class _Conn:
     "A small blocking NATS client: requests, publishes with replies, and nothing more."
     def __init__(self, url: str = 'nats://127.0.0.1:4222', user=None, password=None, token=None, timeout: float = 10):
@@ -97,9 +97,13 @@ class _Conn:
 
     def _open(self, s: dict):
         self.sock = socket.create_connection((s['host'], s['port']), timeout=self.timeout)
+        try: self._handshake(s)
+        except BaseException: self.sock.close(); raise
+
+    def _handshake(self, s: dict):
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.f = self.sock.makefile('rb', buffering=1 << 16)
-        line = self.f.readline()
+        line = self._line()
         if not line.startswith(b'INFO '): raise NatsError(f'not a NATS server: {line[:60]!r}')
         self.info = json.loads(line[5:])
         if self.info.get('tls_required'): raise NatsError('the server requires TLS, which the jetstream data source does not speak')
