@@ -255,3 +255,24 @@ def test_credentials(spark, start_server, kind):
     t = start_server(kind, '-js', '--auth', 'tok')
     with pytest.raises(Exception, match='stream not found'): read(spark, t.url, stream='S', token='tok').collect()
     with pytest.raises(Exception, match='Authorization Violation'): read(spark, t.url, stream='S').collect()
+
+
+def test_streaming_write(spark, start_server, tmp_path):
+    "A streaming query publishes each micro-batch with acks; run again from a fresh checkpoint, the msg ids keep the copy single."
+    s = start_server('jsnb', '-js')
+    async def go(js):
+        await js.add_stream(name='IN', subjects=['in.*'], allow_direct=True)
+        await js.add_stream(name='COPY', subjects=['copy.>'], allow_direct=True)
+        for i in range(9): await js.publish(f"in.{'xyz'[i % 3]}", str(i).encode(), headers={'N': str(i)})
+    js_run(s.url, go)
+    def copy(ckpt):
+        q = (spark.readStream.format('jetstream').option('url', s.url).option('stream', 'IN').option('subjects', 'in.x,in.z')
+             .option('max_messages_per_trigger', 4).load()
+             .select(F.concat(F.lit('copy.'), 'subject').alias('subject'), 'data', 'headers', F.col('seq').cast('string').alias('id'))
+             .writeStream.format('jetstream').option('url', s.url).option('stream', 'COPY').option('msg_id_column', 'id')
+             .option('checkpointLocation', str(ckpt)).trigger(availableNow=True).start())
+        assert q.awaitTermination(120) is not False and q.exception() is None
+    copy(tmp_path / 'a'); copy(tmp_path / 'b')
+    got = read(spark, s.url, stream='COPY').orderBy('data').collect()
+    assert [(r.subject, bytes(r.data), r.headers['N']) for r in got] == \
+        [(f"copy.in.{'xyz'[i % 3]}", str(i).encode(), str(i)) for i in range(9) if i % 3 != 1]
