@@ -57,6 +57,7 @@ async def scenario(s, restart):
         await js.publish('ORDERS.c', b'after restart')
         out['M3'] = (await settle(js, 'M', 8)).state.messages
         out['AGG3'] = (await settle(js, 'AGG', 9)).state.messages
+        out['MS3'] = (await settle(js, 'MS', 6)).state.messages      # every mirror catches up before it is read
     for name in ('M', 'MF', 'AGG', 'MS'):
         out[name + ' msgs'] = await msgs(js, name)
         si = await js.stream_info(name)
