@@ -353,27 +353,52 @@ def publish(self: Core, subject: str | bytes, data: bytes = b'', reply: str | by
     if isinstance(reply, str): reply = reply.encode()
     return self.route(None, subject, reply, len(headers), headers + data if headers else data)
 
-# %% ../nbs/03_core.ipynb #15aecaec
+# %% ../nbs/03_core.ipynb #db3731df
+def _plain(psubs, qgroups) -> bool:
+    "Whether a match is only client subscriptions without delivery limits (so a batch can be queued at once)."
+    return bool(psubs) and not qgroups and all(s.client is not None and not s.max for s in psubs)
+
+@patch
+def _queue_frames(self: Core, sub: Subscription, frames: list, k: int, nb: int):
+    "Queue `k` encoded frames (`nb` payload bytes) for a client's subscription."
+    c = sub.client
+    c.out.extend(frames)
+    ob = c.out_bytes = c.out_bytes + sum([len(f) for f in frames])
+    if not c.dirty: c.dirty = True; self._mark_dirty(c)
+    c.out_msgs += k; c.out_bytes_total += nb; self.out_msgs += k; self.out_bytes += nb
+    sub.delivered += k
+    if ob + c.io_pending > self.max_pending: self.slow_consumer(c)
+
 @patch
 def route_run(self: Core, src: ClientConn, subject: bytes, run: list):
     "Route consecutive `(PUB, subject, reply, payload)` ops of one client for one subject."
     psubs, qgroups = self.sublist.match(subject)
-    if qgroups or not psubs or any(s.client is None or s.max for s in psubs):
+    if not _plain(psubs, qgroups):
         for op in run: self.route(src, subject, op[2], 0, op[3])
         return
     k, nb = len(run), sum([len(op[3]) for op in run])
     self.in_msgs += k; self.in_bytes += nb
     for sub in psubs:
+        if sub.client is src and not src.echo: continue
+        sid = sub.sid
+        self._queue_frames(sub, [encode_msg(subject, sid, op[2], op[3]) for op in run], k, nb)
+
+# %% ../nbs/03_core.ipynb #eebacc93
+@patch
+def route_batch(self: Core, src, to: bytes, msgs: list):
+    "Route `(subject, reply, hdr_len, data)` messages that all go to subject `to`."
+    psubs, qgroups = self.sublist.match(to)
+    if not _plain(psubs, qgroups):
+        for subject, reply, hdr, data in msgs: self.route(src, subject, reply, hdr, data, to)
+        return
+    k, nb = len(msgs), sum([len(m[3]) for m in msgs])
+    self.in_msgs += k; self.in_bytes += nb
+    for sub in psubs:
         c = sub.client
         if c is src and not c.echo: continue
-        sid = sub.sid
-        frames = [encode_msg(subject, sid, op[2], op[3]) for op in run]
-        c.out.extend(frames)
-        ob = c.out_bytes = c.out_bytes + sum([len(f) for f in frames])
-        if not c.dirty: c.dirty = True; self._mark_dirty(c)
-        c.out_msgs += k; c.out_bytes_total += nb; self.out_msgs += k; self.out_bytes += nb
-        sub.delivered += k
-        if ob + c.io_pending > self.max_pending: self.slow_consumer(c)
+        sid, hd = sub.sid, c.headers
+        self._queue_frames(sub, [encode_hmsg(s, sid, r, h, d) if h and hd else encode_msg(s, sid, r, d[h:] if h else d)
+                                 for s, r, h, d in msgs], k, nb)
 
 # %% ../nbs/03_core.ipynb #3968ddc9
 @patch

@@ -118,7 +118,7 @@ def stats(self: JetStream) -> dict:
                 consumers=sum(len(s.consumers) for s in self.streams.values()),
                 messages=msgs, bytes=mem + sto, api_level=API_LEVEL, api_total=self.api_total, api_errors=self.api_errors)
 
-# %% ../nbs/17_jetstream.ipynb #649516ec
+# %% ../nbs/17_jetstream.ipynb #4a93dca9
 class _Internal:
     "The source of messages the server publishes itself."
     js_internal, echo, no_responders = True, True, False
@@ -139,9 +139,16 @@ def has_interest(self: JetStream, subject: str) -> bool:
 
 @patch
 def flush_consumer(self: JetStream, c):
-    "Publish what a consumer produced."
+    "Publish what a consumer produced (runs of messages to one inbox routed together)."
     out, c.out = c.out, []
-    for to, subject, reply, hdr, data in out: self.publish_internal(subject, data, hdr, reply, to)
+    i, n = 0, len(out)
+    while i < n:
+        to, j = out[i][0], i + 1
+        while to and j < n and out[j][0] == to: j += 1
+        if j - i == 1: self.publish_internal(out[i][1], out[i][4], out[i][3], out[i][2], to)
+        else: self.core.route_batch(_INTERNAL, to.encode(), [(s.encode(), r.encode(), len(h), h + d if h else d)
+                                                            for _, s, r, h, d in out[i:j]])
+        i = j
 
 @patch
 def on_stored(self: JetStream, stream: Stream, seq: int):
