@@ -241,14 +241,24 @@ def _erase_records(self: FileStore):
         else: self._dirty.add(b)
     self._erase = []
 
-# %% ../nbs/13_filestore.ipynb #32e84c1e
+# %% ../nbs/13_filestore.ipynb #aa56fbfc
 _READ_AHEAD = 65536
 
 @patch
 def _get(self: FileStore, r):
     ix = self._ix
-    b, off, need = int(ix.blk[r]), int(ix.off[r]), int(ix.size[r]) + 9
-    c, seq = self._rcache, ix.base + r
+    return self._read(ix.base + r, int(ix.blk[r]), int(ix.off[r]), int(ix.size[r]) + 9)
+
+@patch
+def _get_many(self: FileStore, rows) -> list:
+    ix = self._ix
+    return [self._read(ix.base + r, b, off, size + 9)
+            for r, b, off, size in zip(rows.tolist(), ix.blk[rows].tolist(), ix.off[rows].tolist(), ix.size[rows].tolist())]
+
+@patch
+def _read(self: FileStore, seq: int, b: int, off: int, need: int):
+    "`(hdr, data)` of the record of `seq` at block `b`, offset `off`, at most `need` bytes long."
+    c = self._rcache
     if c is not None and c[0] == b and c[1] <= off and off + need <= c[1] + len(c[2]): buf, pos = c[2], off - c[1]
     elif seq == self._last_get + 1:
         buf, pos = os.pread(self._fd(b), max(need, _READ_AHEAD), off), 0

@@ -295,7 +295,7 @@ class MsgStore:
         k = self._ix.trim()
         if k: self._trimmed(k)
 
-# %% ../nbs/12_store.ipynb #7f24ef6b
+# %% ../nbs/12_store.ipynb #f786169c
 class MemStore(MsgStore):
     "Messages held in memory."
     def __init__(self, limits: StoreLimits | None = None):
@@ -307,6 +307,7 @@ class MemStore(MsgStore):
     def _put_many(self, r, subjects, datas): self._data.extend([(b'', d) for d in datas])
     def _skipped(self, r): self._data.append(None)
     def _get(self, r): return self._data[r]
+    def _get_many(self, rows): d = self._data; return [d[r] for r in rows.tolist()]
     def _cleared(self): self._data = []
     def _trimmed(self, k): del self._data[:k]
     def _dropped(self, rows, erase):
@@ -443,12 +444,23 @@ def store_batch(self: MsgStore, subjects: list[bytes], datas: list[bytes]) -> tu
     finally: self._finish()
     return seq, ts
 
-# %% ../nbs/12_store.ipynb #0e4ea868
+# %% ../nbs/12_store.ipynb #a367da39
 @patch
 def _msg(self: MsgStore, r: int) -> StoreMsg:
     ix = self._ix
     hdr, data = self._get(r)
     return StoreMsg(ix.names[ix.sid[r]], ix.base + r, int(ix.ts[r]), hdr, data)
+
+@patch
+def _get_many(self: MsgStore, rows: np.ndarray) -> list: return [self._get(r) for r in rows.tolist()]
+
+@patch
+def _msgs(self: MsgStore, rows: np.ndarray) -> list[StoreMsg]:
+    "The messages at many rows, reading each index column once."
+    ix = self._ix
+    names, base = ix.names, ix.base
+    return [StoreMsg(names[s], base + r, t, h, d) for r, s, t, (h, d)
+            in zip(rows.tolist(), ix.sid[rows].tolist(), ix.ts[rows].tolist(), self._get_many(rows))]
 
 @patch
 def load_msg(self: MsgStore, seq: int) -> StoreMsg | None:
@@ -488,7 +500,7 @@ def load_next_msgs(self: MsgStore, filter: str, start: int, limit: int) -> list[
     ix = self._ix
     r = m.seq - ix.base
     rows = select_rows(ix.dead, ix.sid, ix.want(filter), r + 1, min(ix.n, r + 1 + 4 * limit), limit - 1)
-    return [m] + [self._msg(int(x)) for x in rows]
+    return [m] + self._msgs(rows)
 
 @patch
 def load_last_msg(self: MsgStore, filter: str) -> StoreMsg | None:
