@@ -66,13 +66,15 @@ class _Level:
     def __init__(self): self.nodes, self.pwc, self.fwc = {}, None, None
     def empty(self): return not self.nodes and self.pwc is None and self.fwc is None
 
-# %% ../nbs/01_subjects.ipynb #ac5ec10e
+# %% ../nbs/01_subjects.ipynb #68107842
 _EMPTY = ((), ())
+_PREFIX_DEPTH = 3       # prefixes of up to this many tokens can stand for a whole subject in the match cache
 
 class Sublist:
     "Subscription index: a token trie with a bounded match cache."
     def __init__(self, cache_size: int = 4096):
         self.root, self.cache, self.cache_size = _Level(), {}, cache_size
+        self.pcache: dict[bytes, tuple] = {}       # results that depend only on a subject's first tokens (see `match`)
         self.count = self.inserts = self.removes = self.matches = self.cache_hits = 0
 
     def _node(self, level: _Level, tok: bytes, create: bool):
@@ -86,7 +88,7 @@ class Sublist:
         if n is None and create: n = level.nodes[tok] = _Node()
         return n
 
-# %% ../nbs/01_subjects.ipynb #9462998a
+# %% ../nbs/01_subjects.ipynb #16d66838
 from fastcore.basics import patch
 
 @patch
@@ -105,6 +107,7 @@ def insert(self: Sublist, sub: Subscription):
 @patch
 def _invalidate(self: Sublist, subject: bytes):
     "Drop cached results that a change to `subject` could affect."
+    self.pcache.clear()
     if not self.cache: return
     if not has_wildcard(subject): self.cache.pop(subject, None)
     else:
@@ -139,24 +142,28 @@ def remove(self: Sublist, sub: Subscription) -> bool:
     self._invalidate(sub.subject)
     return True
 
-# %% ../nbs/01_subjects.ipynb #dd83bda6
+# %% ../nbs/01_subjects.ipynb #07a15a9f
 def _collect(node: _Node, psubs: list, qsubs: dict):
     if node.psubs: psubs.extend(node.psubs)
     for q, members in node.qsubs.items(): qsubs.setdefault(q, []).extend(members)
 
-def _match(level: _Level, toks: list, i: int, psubs: list, qsubs: dict):
-    last = len(toks) - 1
+def _match(level: _Level, toks: list, i: int, psubs: list, qsubs: dict) -> int:
+    "Collect the matches of `toks` from `level` on; returns the last token index the answer depended on."
+    last, dep = len(toks) - 1, -1
     while True:
         if level.fwc is not None: _collect(level.fwc, psubs, qsubs)
         pwc = level.pwc
         if pwc is not None:
+            dep = max(dep, i)                          # whether token i is the last one matters
             if i == last: _collect(pwc, psubs, qsubs)
-            elif pwc.next is not None: _match(pwc.next, toks, i + 1, psubs, qsubs)
+            elif pwc.next is not None: dep = max(dep, _match(pwc.next, toks, i + 1, psubs, qsubs))
+        if not level.nodes: return dep
+        dep = max(dep, i)                              # token i's value matters
         node = level.nodes.get(toks[i])
-        if node is None: return
-        if i == last: _collect(node, psubs, qsubs); return
+        if node is None: return dep
+        if i == last: _collect(node, psubs, qsubs); return dep
         level = node.next
-        if level is None: return
+        if level is None: return dep
         i += 1
 
 @patch
@@ -165,10 +172,19 @@ def match(self: Sublist, subject: bytes):
     self.matches += 1
     r = self.cache.get(subject)
     if r is not None: self.cache_hits += 1; return r
-    psubs, qsubs = [], {}
-    if subject and subject[0] != 46 and subject[-1] != 46 and b'..' not in subject:     # an empty token matches nothing
-        _match(self.root, subject.split(b'.'), 0, psubs, qsubs)
+    if not subject or subject[0] == 46 or subject[-1] == 46 or b'..' in subject: return _EMPTY   # an empty token matches nothing
+    pc, dot = self.pcache, -1
+    for _ in range(_PREFIX_DEPTH):                     # a result known to depend only on a prefix of the subject
+        dot = subject.find(b'.', dot + 1)
+        if dot < 0: break
+        r = pc.get(subject[:dot + 1])
+        if r is not None: self.cache_hits += 1; return r
+    psubs, qsubs, toks = [], {}, subject.split(b'.')
+    dep = _match(self.root, toks, 0, psubs, qsubs)
     r = (tuple(psubs), tuple(qsubs.values())) if psubs or qsubs else _EMPTY
+    if 0 <= dep < min(_PREFIX_DEPTH, len(toks) - 1):  # the same for every subject with this prefix and more tokens
+        pc[b'.'.join(toks[:dep + 1]) + b'.'] = r
+        return r
     if len(self.cache) >= self.cache_size:      # evict about a quarter, arbitrary entries
         for k in list(self.cache)[: self.cache_size // 4]: del self.cache[k]
     self.cache[subject] = r
