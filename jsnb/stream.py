@@ -47,7 +47,7 @@ def transform_subject(subject: str, src: str, dest: str) -> str | None:
     if out.endswith('>') and (out == '>' or out.endswith('.>')): out = out[:-1] + '.'.join(rest)
     return out
 
-# %% ../nbs/14_stream.ipynb #fed15e48
+# %% ../nbs/14_stream.ipynb #29540ec5
 _NS = 1_000_000_000
 
 def limits_of(cfg: dict) -> StoreLimits:
@@ -63,6 +63,7 @@ class Stream:
     def __init__(self, js, cfg: dict, store: MsgStore, created: int | None = None):
         self.js, self.cfg, self.store = js, cfg, store
         self.name = cfg['name']
+        self._qname = orjson.dumps(self.name)        # the name as JSON, for pub acks
         self.created = created or time.time_ns()
         self.subs = []
         self.stage = self.fast_ingest = None     # the batch handlers, set by the account
@@ -92,7 +93,7 @@ def _rebuild_dedup(self: Stream):
         seq = m.seq - 1
     for mid, s, ts in reversed(found): self.dedup.setdefault(mid, (s, ts))
 
-# %% ../nbs/14_stream.ipynb #54d2c809
+# %% ../nbs/14_stream.ipynb #ca902129
 @patch
 def start(self: Stream):
     "Start receiving messages on the stream's subjects."
@@ -108,7 +109,8 @@ def stop(self: Stream):
     self.subs = []
 
 @patch
-def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+def _on_one(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+    "One message through the checked publish path (or to the batch handlers)."
     if src is not None and getattr(src, 'js_internal', False): return   # our own republish
     h, payload = (data[:hdr], data[hdr:]) if hdr else (b'', data)
     if reply.endswith(b'.$FI') and self.fast_ingest is not None:     # a fast-ingest batch answers with frames
@@ -119,7 +121,7 @@ def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, s
     else: ack = self.process(subject.decode(), h, payload, bool(reply))
     if reply and ack is not None and not self.cfg.get('no_ack'): self.js.core.publish(reply, ack)
 
-# %% ../nbs/14_stream.ipynb #481a8bc5
+# %% ../nbs/14_stream.ipynb #99e722d3
 @patch
 def _bulk_ok(self: Stream) -> bool:
     "Whether header-less messages can take the bulk path (nothing in the configuration can refuse them)."
@@ -128,16 +130,15 @@ def _bulk_ok(self: Stream) -> bool:
             and c.get('discard', 'old') == 'old' and c.get('retention', 'limits') != 'interest'
             and c.get('max_msg_size', -1) in (-1, None))
 
-_on_plain = Stream._on_msg
-
 @patch
 def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+    "The stream's subscription: header-less messages from clients wait in the inbox, the rest go one by one."
     if not hdr and self._bulk and src is not None and not reply.endswith(b'.$FI') and not getattr(src, 'js_internal', False):
         if not self._inbox: self.js.core.defer(self._flush)
         self._inbox.append((subject, reply, data))
         return
     if self.js.core.deferred: self.js.core.flush_deferred()          # keep the order of arrival
-    _on_plain(self, subject, reply, hdr, data, src)
+    self._on_one(subject, reply, hdr, data, src)
 
 Stream._on_msg.defers = True
 
@@ -149,7 +150,7 @@ def _flush(self: Stream):
     js = self.js
     limit = js.max_memory if self.cfg.get('storage', 'file') == 'memory' else js.max_file
     if len(msgs) == 1 or not self._bulk or (limit is not None and limit >= 0):   # one message, or an account limit
-        for subject, reply, data in msgs: _on_plain(self, subject, reply, 0, data, None)   # one at a time: the checks apply
+        for subject, reply, data in msgs: self._on_one(subject, reply, 0, data, None)   # one at a time: the checks apply
         return
     try: first, _ = self.store.store_batch([m[0] for m in msgs], [m[2] for m in msgs])
     except StoreError as e:
@@ -160,15 +161,15 @@ def _flush(self: Stream):
     self.last_seq, self.last_msg_id = first + len(msgs) - 1, ''
     js.on_stored(self, self.last_seq)
     if self.cfg.get('no_ack'): return
-    route, pre = js.core.route, b'{"stream":%s,"seq":' % orjson.dumps(self.name)
+    route, ack = js.core.route, self._ack
     for i, (_, reply, _) in enumerate(msgs):
-        if reply: route(None, reply, b'', 0, b'%s%d}' % (pre, first + i))
+        if reply: route(None, reply, b'', 0, ack(first + i))
 
-# %% ../nbs/14_stream.ipynb #054a4781
+# %% ../nbs/14_stream.ipynb #a222b72c
 @patch
 def _ack(self: Stream, seq: int, duplicate: bool = False) -> bytes:
-    if duplicate: return b'{"stream":%s,"seq":%d,"duplicate": true}' % (orjson.dumps(self.name), seq)
-    return b'{"stream":%s,"seq":%d}' % (orjson.dumps(self.name), seq)
+    if duplicate: return b'{"stream":%s,"seq":%d,"duplicate": true}' % (self._qname, seq)
+    return b'{"stream":%s,"seq":%d}' % (self._qname, seq)
 
 @patch
 def _nak(self: Stream, err: JSApiError) -> bytes:
