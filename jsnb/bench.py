@@ -162,8 +162,8 @@ def _scan_py(buf: bytes, pos: int, out: np.ndarray) -> tuple[int, int]:
 try:
     if os.environ.get('JSNB_NO_JIT') == '1': raise ImportError
     import numba
-    _scan_jit = numba.njit(cache=True, nogil=True)(_scan_kernel)
-    _num = numba.njit(cache=True)(_num)
+    from jsnb.kernels import compile_cached
+    _scan_jit, _num = compile_cached(_scan_kernel), compile_cached(_num)
     JIT = True
 except ImportError: _scan_jit, JIT = None, False
 
@@ -197,7 +197,7 @@ def _acks_kernel(a, rows, out):
         n += 6
     return n
 
-if JIT: _acks_jit = numba.njit(cache=True, nogil=True)(_acks_kernel)
+if JIT: _acks_jit = compile_cached(_acks_kernel)
 
 def ack_frames(buf: bytes, rows: np.ndarray) -> bytes:
     "`PUB <reply> 0` for every row that has a reply subject, as one buffer."

@@ -8,7 +8,7 @@ import argparse, asyncio, logging, os, signal, sys
 from . import __version__
 from .config import ServerOptions, ConfigError, load_config, options_from_config, DEFAULT_STORE_DIR
 from .core import VERSION
-from .server import Server, RefFormatter, TRACE, log
+from .server import Server, StartupError, RefFormatter, TRACE, log
 
 # %% auto #0
 __all__ = ['options', 'setup_logging', 'main', 'jsnb_main']
@@ -40,9 +40,24 @@ def _parser() -> argparse.ArgumentParser:
 # %% ../nbs/06_cli.ipynb #8545395d
 _FLAG_FIELDS = ('host', 'port', 'server_name', 'http_port', 'jetstream', 'store_dir', 'user', 'password', 'token',
                 'logfile', 'debug', 'trace', 'pid_file', 'config_file')
+_SWITCHES = {'js': ('jetstream',), 'jetstream': ('jetstream',), 'D': ('debug',), 'debug': ('debug',),
+             'V': ('trace',), 'trace': ('trace',), 'DV': ('debug', 'trace')}
+_GO_TRUE, _GO_FALSE = ('1', 't', 'T', 'TRUE', 'true', 'True'), ('0', 'f', 'F', 'FALSE', 'false', 'False')
+
+def _switches(argv: list[str]) -> tuple[list[str], list[str]]:
+    "Rewrite Go-style `-switch=value` arguments: the argv for argparse, and the fields switched off."
+    out, off = [], []
+    for a in argv:
+        name, eq, val = a.lstrip('-').partition('=')
+        if not (a.startswith('-') and eq and name in _SWITCHES): out.append(a); continue
+        if val in _GO_TRUE: out.append('-' + name if len(name) <= 2 else '--' + name)
+        elif val in _GO_FALSE: off += _SWITCHES[name]
+        else: raise ConfigError(f'invalid boolean value {val!r} for flag -{name}')
+    return out, off
 
 def options(argv: list[str] | None = None) -> tuple[ServerOptions, list[str], argparse.Namespace]:
     "Parse `argv` (and the config file it names) into server options and warnings."
+    argv, off = _switches(sys.argv[1:] if argv is None else list(argv))
     ns = _parser().parse_args(argv)
     opts, warnings = ServerOptions(), []
     if ns.config_file: opts, warnings = options_from_config(load_config(ns.config_file), opts)
@@ -50,7 +65,7 @@ def options(argv: list[str] | None = None) -> tuple[ServerOptions, list[str], ar
         v = getattr(ns, f)
         if v is not None: setattr(opts, f, v)
     if ns.debug_trace: opts.debug = opts.trace = True
-    if opts.store_dir and not ns.jetstream and not ns.config_file: pass
+    for f in off: setattr(opts, f, False)
     return opts, warnings, ns
 
 # %% ../nbs/06_cli.ipynb #d99f3080
@@ -72,17 +87,21 @@ def _banner(server: Server, warnings: list[str]):
     if o.config_file: log.info('Using configuration file: %s', o.config_file)
     for w in warnings: log.warning('%s', w)
     if o.jetstream:
-        os.makedirs(core.store_dir, exist_ok=True)
         log.info('Starting JetStream')
         log.info('  Store Directory: "%s"', core.store_dir)
 
 # %% ../nbs/06_cli.ipynb #136ad44b
+def _write_pid(path: str):
+    "Write the PID file before anything listens, as the reference does."
+    try:
+        with open(path, 'w') as f: f.write(str(os.getpid()))
+    except OSError as e: raise StartupError(f'Could not write pidfile: {e.strerror or e}: {path}') from e
+
 async def _run(opts: ServerOptions, warnings: list[str]):
     server = Server(opts)
     _banner(server, warnings)
+    if opts.pid_file: _write_pid(opts.pid_file)
     await server.start()
-    if opts.pid_file:
-        with open(opts.pid_file, 'w') as f: f.write(str(os.getpid()))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         try: loop.add_signal_handler(sig, lambda s=sig: (log.info('Trapped "%s" signal', signal.Signals(s).name.lower()[3:]),
@@ -98,14 +117,15 @@ def main(argv: list[str] | None = None) -> int:
     if ns.test_config:
         for w in warnings: print(f'jsnb-server: warning: {w}', file=sys.stderr)
         print(f'jsnb-server: configuration file {opts.config_file} test is successful', file=sys.stderr); return 0
-    setup_logging(opts)
+    try: setup_logging(opts)
+    except OSError as e:
+        print(f'jsnb-server: error opening log file: {opts.logfile}: {e.strerror or e}', file=sys.stderr); return 1
     try:
         import uvloop
         runner = uvloop.run
     except ImportError: runner = asyncio.run
     try: runner(_run(opts, warnings))
-    except OSError as e:
-        log.error('Error listening on port: %s:%s, "%s"', opts.host, opts.port, e.strerror or e); return 1
+    except StartupError as e: log.critical('%s', e); return 1
     except KeyboardInterrupt: pass
     return 0
 

@@ -495,12 +495,12 @@ _TOP_KEYS = {
 
 # %% ../nbs/02_config.ipynb #eed7e508
 def _apply(d, table, opts, warns, seen, path=""):
-    "Set fields of `opts` from block `d` using `table`; collect warnings about keys jsnb does not use."
+    "Set fields of `opts` from block `d` using `table`; refuse keys jsnb does not know or does not implement."
     for k, v in d.items():
         name, entry = path + k, table.get(k.lower(), False)
-        if entry is None: warns.append(f'configuration key "{name}"{_at(d, k)} is not supported by jsnb, ignored')
+        if entry is None: raise ConfigError(f'"{name}" is a nats-server option that jsnb does not support', *_loc(d, k))
         elif entry is False:
-            if k not in getattr(d, "used", ()): warns.append(f'unknown configuration key "{name}"{_at(d, k)}, ignored')
+            if k not in getattr(d, "used", ()): raise ConfigError(f'unknown field "{k}"', *_loc(d, k))
         elif callable(entry): entry(d, k, v, opts, warns, seen)
         else:
             field, conv = entry

@@ -8,8 +8,8 @@ import os, time
 import numpy as np
 
 # %% auto #0
-__all__ = ['WANTED', 'JIT', 'next_row', 'prev_row', 'count_rows', 'select_rows', 'last_rows', 'expired_rows', 'warm',
-           'warm_in_background', 'speedups']
+__all__ = ['WANTED', 'JIT', 'next_row', 'prev_row', 'count_rows', 'select_rows', 'last_rows', 'expired_rows', 'cache_dir',
+           'compile_cached', 'warm', 'warm_in_background', 'speedups']
 
 # %% ../nbs/11a_kernels.ipynb #dffac007
 import importlib.util, threading
@@ -212,6 +212,22 @@ def expired_rows(dead, ts, ttl, start: int, stop: int, cutoff: int) -> np.ndarra
 # %% ../nbs/11a_kernels.ipynb #bd7c44a6
 _lock = threading.Lock()
 
+def cache_dir() -> str:
+    "Where compiled kernels are cached: `$JSNB_CACHE_DIR`, else the user's cache directory."
+    base = os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache')
+    return os.environ.get('JSNB_CACHE_DIR') or os.path.join(base, 'jsnb')
+
+def compile_cached(f):
+    "`f` compiled by numba, cached under `cache_dir()` (numba's own cache setting is left as it was)."
+    import numba
+    where = os.path.join(cache_dir(), 'numba')
+    try: os.makedirs(where, exist_ok=True); usable = os.access(where, os.W_OK)
+    except OSError: usable = False
+    if not usable: return numba.njit(nogil=True)(f)
+    saved, numba.config.CACHE_DIR = numba.config.CACHE_DIR, where
+    try: return numba.njit(cache=True, nogil=True)(f)
+    finally: numba.config.CACHE_DIR = saved
+
 def warm() -> float:
     "Compile (or load from the cache) every kernel and switch them on; returns the seconds it took."
     global JIT
@@ -222,7 +238,7 @@ def warm() -> float:
             import numba
             g = globals()
             for name in _KERNELS:
-                if not isinstance(g[name], numba.core.dispatcher.Dispatcher): g[name] = numba.njit(cache=True, nogil=True)(g[name])
+                if not isinstance(g[name], numba.core.dispatcher.Dispatcher): g[name] = compile_cached(g[name])
             d, s, ts_ = np.zeros(4, np.bool_), np.zeros(4, np.int32), np.zeros(4, np.int64)
             m = np.ones(1, np.bool_)
             _next0(d, 0, 4); _next1(d, s, 0, 0, 4); _next2(d, s, m, 0, 4)

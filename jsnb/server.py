@@ -10,7 +10,7 @@ from .core import Core
 from .protocol import encode_err
 
 # %% auto #0
-__all__ = ['log', 'TRACE', 'RefFormatter', 'Server', 'serve']
+__all__ = ['log', 'TRACE', 'RefFormatter', 'Server', 'StartupError', 'serve']
 
 # %% ../nbs/05_server.ipynb #c53903b4
 log = logging.getLogger('jsnb')
@@ -105,33 +105,67 @@ def _trace(self: Server, c, data: bytes):
     for line in data.split(b'\r\n'):
         if line[:1].isalpha(): log.log(TRACE, '%s:%s - cid:%d - <<- [%s]', c.host, c.port, c.cid, line[:120].decode('latin-1'))
 
+# %% ../nbs/05_server.ipynb #5a0c1e01
+class StartupError(RuntimeError):
+    "A part of the server could not start; the message names the part and the cause, as the reference's do."
+
+def _reason(e: OSError) -> str:
+    "The system's own words for `e` (asyncio wraps bind errors in a longer sentence)."
+    return os.strerror(e.errno) if e.errno else str(e)
+
+def _store_problem(path: str) -> str | None:
+    "Why JetStream cannot keep its files under `path`, or None when it can."
+    if os.path.exists(path) and not os.path.isdir(path): return 'storage directory is not a directory'
+    try: os.makedirs(path, exist_ok=True)
+    except NotADirectoryError: return 'storage directory is not a directory'
+    except OSError as e: return f'could not create storage directory - {e.strerror or e}'
+    probe = os.path.join(path, f'.jsnb-probe-{os.getpid()}')
+    try:
+        with open(probe, 'wb'): pass
+        os.remove(probe)
+    except OSError as e: return f'storage directory is not writable - {e.strerror or e}'
+    return None
+
 # %% ../nbs/05_server.ipynb #7c9fd17d
 @patch
 async def start(self: Server) -> Server:
-    "Bind the listeners and start serving."
+    "Bind the listeners and start serving; raises `StartupError` naming the part that failed."
     loop = asyncio.get_running_loop()
     o = self.opts
     self._stopped = asyncio.Event()
-    port = o.port if o.port > 0 else 0
-    self._listener = await loop.create_server(lambda: _ClientProtocol(self), o.host or '0.0.0.0', port,
-                                              reuse_address=True, backlog=1024)
+    try:
+        if o.http_port:
+            from jsnb.monitor import start_monitor
+            try: self._monitor = await start_monitor(self.core, o.http_host, o.http_port)
+            except OSError as e:
+                raise StartupError(f"Can't start monitoring: can't listen to the monitor port: "
+                                   f"{o.http_host}:{o.http_port}: {_reason(e)}") from e
+            log.info('Starting http monitor on %s:%d', o.http_host, self.core.http_port)
+        if o.jetstream:
+            if why := _store_problem(self.core.store_dir): raise StartupError(f"Can't start JetStream: {why}")
+            self._start_jetstream()
+        try: self._listener = await loop.create_server(lambda: _ClientProtocol(self), o.host or '0.0.0.0',
+                                                       o.port if o.port > 0 else 0, reuse_address=True, backlog=1024)
+        except OSError as e: raise StartupError(f'Error listening on port: {o.host}:{o.port}, "{_reason(e)}"') from e
+    except BaseException:
+        self._close_parts(); raise
     self.core.port = self._listener.sockets[0].getsockname()[1]
-    if o.http_port:
-        from jsnb.monitor import start_monitor
-        self._monitor = await start_monitor(self.core, o.http_host, o.http_port)
-        log.info('Starting http monitor on %s:%d', o.http_host, self.core.http_port)
     self._ping = loop.call_later(o.ping_interval, self._ping_tick)
-    if o.jetstream: self._start_jetstream()
     log.info('Listening for client connections on %s:%d', o.host, self.core.port)
     log.info('Server is ready')
     return self
+
+@patch
+def _close_parts(self: Server):
+    "Close whatever `start` had opened before a part failed."
+    if self._monitor is not None: self._monitor.close(); self._monitor = None
+    if self.js is not None: self._js_tick.cancel(); self.js.stop(); self.js = None
 
 @patch
 def _start_jetstream(self: Server):
     "Start the JetStream account (imported here: core NATS does not need it)."
     from jsnb.jetstream import JetStream
     o = self.opts
-    os.makedirs(self.core.store_dir, exist_ok=True)
     self.js = JetStream(self.core, self.core.store_dir, o.max_memory_store, o.max_file_store, o.sync_interval)
     self.js.start()
     self._js_tick = asyncio.get_running_loop().call_later(0.1, self._jetstream_tick)

@@ -8,10 +8,14 @@ import asyncio, hashlib, heapq, json, re, secrets, socket, threading
 from datetime import datetime, timezone
 from typing import NamedTuple
 from urllib.parse import unquote, urlsplit
-from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter,
-                                    DataSourceWriter, InputPartition, WriterCommitMessage)
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
-from pyspark.sql.types import StructType
+try:
+    from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter,
+                                        DataSourceWriter, InputPartition, WriterCommitMessage)
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+    from pyspark.sql.types import StructType
+except ModuleNotFoundError as e:
+    raise ModuleNotFoundError(f"jsnb.spark needs PySpark ({e.name} is missing): pip install 'jsnb[spark]' "
+                              "(PySpark also needs Java 17 or newer)", name=e.name) from e
 from fastcore.basics import patch
 from . import __version__
 

@@ -65,10 +65,79 @@ def test_config_syntax_error_names_the_line(kind, tmp_path):
         assert any(f'bad.conf:{n}' in r.stderr for n in (4, 5)), r.stderr
 
 
-def test_config_unknown_key_warns(tmp_path):
-    s = ServerProc('jsnb', [], config='port: 4222\nmystery_knob: 3\n').start()
-    try: assert '[WRN]' in s.log_text() and 'mystery_knob' in s.log_text()
-    finally: s.stop()
+def _run_server(kind, args, timeout=20):
+    "Run a server that is expected to stop by itself: (exit status, everything it printed)."
+    exe = [REF_BIN] if kind == 'nats-server' else [sys.executable, '-c', 'import sys; from jsnb.cli import main; sys.exit(main())']
+    if exe[0] is None: pytest.skip('no reference')
+    r = subprocess.run(exe + args, capture_output=True, text=True, timeout=timeout)
+    return r.returncode, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize('kind', ['jsnb', 'nats-server'])
+def test_config_unknown_key_stops_the_server(kind, tmp_path):
+    "A misspelt key is an error, as in the reference, with its line; `-t` fails on it too."
+    conf = tmp_path / 'typo.conf'
+    conf.write_text('port: 4222\nmax_paylod: 1MB\n')
+    for extra in ([], ['-t']):
+        rc, out = _run_server(kind, ['-c', str(conf)] + extra)
+        assert rc == 1 and 'typo.conf:2' in out and 'unknown field "max_paylod"' in out, out
+
+
+def test_config_unsupported_option_stops_the_server(tmp_path):
+    "A nats-server option jsnb does not implement is refused, never read and ignored."
+    conf = tmp_path / 'tls.conf'
+    conf.write_text('port: 4222\ntls { cert_file: "a.pem", key_file: "a.key" }\n')
+    rc, out = _run_server('jsnb', ['-c', str(conf), '-t'])
+    assert rc == 1 and '"tls" is a nats-server option that jsnb does not support' in out, out
+
+
+@pytest.mark.parametrize('kind', ['jsnb', 'nats-server'])
+def test_store_dir_that_is_a_file(kind, tmp_path):
+    (tmp_path / 'afile').write_text('x')
+    for sd in (tmp_path / 'afile', tmp_path / 'afile' / 'below'):
+        rc, out = _run_server(kind, ['-js', '-p', '-1', '-sd', str(sd)])
+        assert rc == 1 and "[FTL] Can't start JetStream: storage directory is not a directory" in out, out
+        assert 'Server is ready' not in out and 'Error listening' not in out
+
+
+@pytest.mark.parametrize('kind', ['jsnb', 'nats-server'])
+def test_pid_file_that_cannot_be_written(kind, tmp_path):
+    rc, out = _run_server(kind, ['-p', '-1', '-P', str(tmp_path / 'missing' / 'pid')])
+    assert rc == 1 and '[FTL] Could not write pidfile:' in out and 'Server is ready' not in out, out
+
+
+@pytest.mark.parametrize('kind', ['jsnb', 'nats-server'])
+def test_monitor_port_in_use(kind):
+    with socket.socket() as busy:
+        busy.bind(('0.0.0.0', 0)); busy.listen()
+        port = busy.getsockname()[1]
+        rc, out = _run_server(kind, ['-p', '-1', '-m', str(port)])
+    assert rc == 1 and "[FTL] Can't start monitoring: can't listen to the monitor port" in out and f':{port}' in out, out
+    assert 'Error listening on port' not in out and 'Server is ready' not in out
+
+
+@pytest.mark.parametrize('kind', ['jsnb', 'nats-server'])
+def test_client_port_in_use(kind):
+    with socket.socket() as busy:
+        busy.bind(('0.0.0.0', 0)); busy.listen()
+        port = busy.getsockname()[1]
+        rc, out = _run_server(kind, ['-p', str(port)])
+    assert rc == 1 and f'[FTL] Error listening on port: 0.0.0.0:{port},' in out and 'in use' in out, out
+
+
+@pytest.mark.parametrize('kind', ['jsnb', 'nats-server'])
+def test_log_file_that_cannot_be_opened(kind, tmp_path):
+    rc, out = _run_server(kind, ['-p', '-1', '-l', str(tmp_path / 'missing' / 'x.log')])
+    assert rc == 1 and 'missing/x.log' in out and 'no such file or directory' in out.lower() and 'Traceback' not in out, out
+
+
+@pytest.mark.parametrize('kind', ['jsnb', 'nats-server'])
+def test_go_style_boolean_flags(kind, tmp_path):
+    "`-js=true` starts JetStream, `-js=false` does not, as with Go's flag package."
+    for value, expect in (('true', True), ('false', False)):
+        s = ServerProc(kind, [f'-js={value}', '-sd', str(tmp_path / value)]).start()
+        try: assert ('Starting JetStream' in s.log_text()) == expect, s.log_text()
+        finally: s.stop()
 
 
 def test_debug_and_trace_flags():

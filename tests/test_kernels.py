@@ -69,3 +69,17 @@ def test_stores_without_jit():
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     code = 'import jsnb.kernels as k; print(k.WANTED, k.warm(), k.JIT)'
     assert subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True).stdout.strip() == 'False 0.0 False'
+
+def test_kernel_cache_outside_the_package(tmp_path):
+    "Compiled kernels (the server's and the benchmark client's) are cached in the user's cache, never in the package."
+    pkg = os.path.join(os.path.dirname(kernels.__file__), '__pycache__')
+    def numba_files(): return {f for f in os.listdir(pkg) if '.nb' in f} if os.path.isdir(pkg) else set()
+    before = numba_files()
+    env = dict(os.environ, JSNB_CACHE_DIR=str(tmp_path), JSNB_NO_JIT='')
+    code = ('import numpy as np, jsnb.kernels as k, jsnb.bench as b; '
+            'print(k.warm() >= 0, k.JIT, b.scan_frames(b"PONG\\r\\n", 0, np.zeros((4, b.NCOLS), np.int64)) == (1, 6))')
+    r = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True)
+    assert r.stdout.split() == ['True', 'True', 'True'], r.stderr
+    assert numba_files() == before
+    cached = [p.name for p in (tmp_path / 'numba').rglob('*.nbi')]
+    assert any('kernels' in n for n in cached) and any('bench' in n for n in cached), cached
