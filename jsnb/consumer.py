@@ -172,6 +172,7 @@ def _next(self: Consumer):
         m = self.stream.store.load_msg(seq)
         if m is None or seq not in self.pending:
             self.rdq.popleft(); self.pending.pop(seq, None); continue
+        if self._exhausted(seq): self.rdq.popleft(); continue
         return (m, True) if self._due(m) else (None, True)
     m = self._next_new()
     return (m if m is None or self._due(m) else None), False
@@ -432,18 +433,21 @@ def _ack_wait(self: Consumer, sseq: int) -> int:
 def tick(self: Consumer, now: int | None = None):
     "Redeliveries, request expiry and heartbeats that are due."
     now = now or time.time_ns()
-    md = self.cfg.get('max_deliver', -1) or -1
     for sseq, (dseq, at) in list(self.pending.items()):
-        if sseq in self.rdq or now - at < self._ack_wait(sseq): continue
-        dc = self.rdc.get(sseq, 1)
-        if md > 0 and dc >= md:                 # out of deliveries: no longer pending, never acknowledged
-            del self.pending[sseq]
-            self.stream.js.advise_consumer_event(self, 'MAX_DELIVERIES', dict(stream_seq=sseq, deliveries=dc))
-            continue
+        if sseq in self.rdq or now - at < self._ack_wait(sseq) or self._exhausted(sseq): continue
         self.rdq.append(sseq)
     self._expire_waiting(now)
     self._heartbeats(now)
     self._deliver()
+
+@patch
+def _exhausted(self: Consumer, sseq: int) -> bool:
+    "Whether `sseq` has used up `max_deliver`; if so it leaves pending, unacknowledged (the ack floor stays, as in the reference)."
+    md, dc = self.cfg.get('max_deliver', -1) or -1, self.rdc.get(sseq, 1)
+    if md <= 0 or dc < md: return False
+    del self.pending[sseq]
+    self.stream.js.advise_consumer_event(self, 'MAX_DELIVERIES', dict(stream_seq=sseq, deliveries=dc))
+    return True
 
 @patch
 def _expire_waiting(self: Consumer, now: int):

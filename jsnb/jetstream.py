@@ -409,6 +409,13 @@ def _stored_cfg(cfg: dict) -> dict:
     return dict(cfg, metadata=md) if 'metadata' in cfg else cfg
 
 @patch
+def _inherit_direct(self: JetStream, cfg: dict):
+    "A mirror of a stream this account has serves Direct Get exactly when its origin does (`mirror_direct`)."
+    m = cfg.get('mirror')
+    if m and not m.get('external') and (origin := self.streams.get(m.get('name'))) is not None:
+        cfg['mirror_direct'] = bool(origin.cfg.get('allow_direct'))
+
+@patch
 def _open_store(self: JetStream, cfg: dict):
     if cfg.get('storage') == 'memory': return MemStore(limits_of(cfg))
     return FileStore(os.path.join(self.streams_dir, cfg['name']), limits_of(cfg),
@@ -419,6 +426,7 @@ def _stream_create(self: JetStream, args, body, src) -> dict:
     name = args[0] if args else ''
     fm, ff = self.free()
     cfg = stream_config_for_create(body, name, max_memory=fm, max_file=ff)
+    self._inherit_direct(cfg)
     s = self.streams.get(cfg['name'])
     if s is not None:
         if _stored_cfg(s.cfg) != _stored_cfg(cfg): raise api_error('JSStreamNameExistErr')
@@ -441,6 +449,7 @@ def _stream_update(self: JetStream, args, body, src) -> dict:
     s = self._stream(args)
     fm, ff = self.free()                                  # the update checks the growth of max_bytes against this
     cfg = stream_config_for_update(s.cfg, body, args[0], max_memory=fm, max_file=ff)
+    self._inherit_direct(cfg)
     for other in self.streams.values():
         if other is not s and subjects_overlap(cfg.get('subjects') or [], other.cfg.get('subjects') or []):
             raise api_error('JSStreamSubjectOverlapErr')

@@ -321,6 +321,28 @@ async def test_backoff_and_max_deliver(start_server, kind):
     await nc.close()
 
 
+@pytest.mark.parametrize('kind', BOTH)
+async def test_max_deliver_counts_naks(start_server, kind):
+    "A message NAKed on every delivery is delivered `max_deliver` times, then dropped from pending with one advisory."
+    s, nc = await boot(start_server, kind, {'name': 'MD', 'subjects': ['md.>']})
+    adv = await Collector.on(nc, '$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.MD.P')
+    await add_consumer(nc, 'MD', {'durable_name': 'P', 'ack_policy': 'explicit', 'max_deliver': 2, 'ack_wait': 30 * NS})
+    await publish(nc, 'md.a', b'bad')
+    got = []
+    for _ in range(3):
+        col = await Collector.on(nc, nc.new_inbox())
+        await nc.publish('$JS.API.CONSUMER.MSG.NEXT.MD.P', json.dumps({'batch': 1, 'expires': 700 * MS}).encode(), reply=col.sub.subject)
+        m = (await col.until(lambda: col.msgs, 3, 'a message or a status'))[0]
+        got.append(frame(m) if not is_status(m) else m.headers['Status'])
+        if not is_status(m): await nc.request(m.reply, b'-NAK', timeout=5)
+    assert got == [('md.a', ack_reply('MD', 'P', dc, 1, dc, 0), {}, b'bad') for dc in (1, 2)] + ['408']
+    await adv.count(1)
+    assert json.loads(adv.msgs[0].data)['deliveries'] == 2 and len(adv.msgs) == 1
+    ci = await info(nc, 'MD', 'P')
+    assert counters(ci) == dict(delivered=(2, 1), ack_floor=(0, 0), num_ack_pending=0, num_redelivered=1, num_pending=0, num_waiting=0)
+    await nc.close()
+
+
 # ---------------------------------------------------------------------------------------------- 7
 
 @pytest.mark.parametrize('kind', BOTH)

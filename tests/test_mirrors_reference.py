@@ -114,3 +114,35 @@ async def test_transforms_start_time_and_mirror_direct(start_server):
         results[kind] = out
         await nc.close()
     assert results['jsnb'] == results['nats-server'], results
+
+
+async def configs(s) -> dict:
+    "The config returned for mirrors and sources created with and without Direct Get settings."
+    nc = await nats.connect(s.url)
+    async def api(subj, body):
+        r = await nc.request(subj, json.dumps(body).encode(), timeout=5); return json.loads(r.data)
+    await api('$JS.API.STREAM.CREATE.O', {'name': 'O', 'subjects': ['o.>']})
+    await api('$JS.API.STREAM.CREATE.OD', {'name': 'OD', 'subjects': ['od.>'], 'allow_direct': True})
+    out = {}
+    for cfg in [{'name': 'M1', 'mirror': {'name': 'O'}, 'allow_direct': True},
+                {'name': 'M2', 'mirror': {'name': 'O'}},
+                {'name': 'M3', 'mirror': {'name': 'O'}, 'mirror_direct': True},
+                {'name': 'M4', 'mirror': {'name': 'OD'}},
+                {'name': 'M5', 'mirror': {'name': 'OD'}, 'allow_direct': True, 'mirror_direct': False},
+                {'name': 'M6', 'mirror': {'name': 'ABSENT'}, 'mirror_direct': True},
+                {'name': 'S1', 'sources': [{'name': 'O'}], 'allow_direct': True},
+                {'name': 'S2', 'sources': [{'name': 'O', 'filter_subject': 'o.a'}, {'name': 'OD'}], 'subjects': ['s2']}]:
+        r = await api(f'$JS.API.STREAM.CREATE.{cfg["name"]}', cfg)
+        out[cfg['name']] = r.get('config', r.get('error'))
+    r = await api('$JS.API.STREAM.UPDATE.M2', {'name': 'M2', 'mirror': {'name': 'O'}, 'mirror_direct': True})
+    out['M2 updated'] = r.get('config', r.get('error'))
+    await nc.close()
+    for c in out.values(): c.pop('created', None)
+    return out
+
+
+async def test_mirror_and_source_configs_match_the_reference(start_server):
+    "Every field of the returned config, defaults included; a mirror's `mirror_direct` follows its origin."
+    ref, ours = [await configs(start_server(kind, '-js')) for kind in ('nats-server', 'jsnb')]
+    assert ours == ref
+    assert [ref[n]['mirror_direct'] for n in ('M1', 'M3', 'M4', 'M5', 'M6')] == [False, False, True, True, True]
