@@ -84,7 +84,7 @@ def base_then_dev(tmp: pathlib.Path):
     server = Running(bin_, tmp / 'store', env)
     step(f'jsnb-server -js is ready; nats-py stores and reads a message')
     asyncio.run(store_and_read(server.port))
-    code = 'import jsnb.kernels as k; print(k.warm() > 0 or not k.WANTED)'  # the server's kernels, compiled and cached
+    code = 'import jsnb.js.kernels as k; print(k.warm() > 0 or not k.WANTED)'  # the server's kernels, compiled and cached
     assert run(bin_ / 'python', '-c', code, env=env, cwd=bin_).split() == ['True']
     server.stop()
     stray = files_not_installed(bin_)
@@ -103,10 +103,10 @@ def base_then_dev(tmp: pathlib.Path):
 SPARK_COUNT = '''
 import sys
 from pyspark.sql import SparkSession
-import jsnb.spark
+import jsnb.clients.spark
 spark = SparkSession.builder.master("local[2]").appName("fresh-install").getOrCreate()
 spark.sparkContext.setLogLevel("ERROR")
-jsnb.spark.register(spark)
+jsnb.clients.spark.register(spark)
 n = spark.read.format("jetstream").option("url", sys.argv[1]).option("stream", "FRESH").load().count()
 spark.stop()
 print(n)

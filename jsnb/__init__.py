@@ -8,8 +8,8 @@ __all__ = []
 # %% ../nbs/index.ipynb #5a5ed57f
 __version__ = "0.1.0"
 
-_LAZY = {'serve': 'jsnb.server', 'Server': 'jsnb.server', 'ServerOptions': 'jsnb.config',
-         'stream_frame': 'jsnb.frames', 'messages_frame': 'jsnb.frames'}
+_LAZY = {'serve': 'jsnb.nats.server', 'Server': 'jsnb.nats.server', 'ServerOptions': 'jsnb.nats.config',
+         'stream_frame': 'jsnb.clients.frames', 'messages_frame': 'jsnb.clients.frames'}
 
 def __getattr__(name: str):
     "Import the public helpers on first use, so that `import jsnb` stays cheap."

@@ -100,7 +100,7 @@ async def test_abandoned_after_idle(start_server):
 
 async def test_client_against_both(start_server):
     "jsnb's batch publisher gives the same results against both servers."
-    from jsnb.publish import atomic_batch, BatchError
+    from jsnb.clients.publish import atomic_batch, BatchError
     seen = {}
     for kind in ('nats-server', 'jsnb'):
         s = start_server(kind, '-js')

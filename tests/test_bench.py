@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from jsnb import bench
-from jsnb.bench import NCOLS, scan_frames, _scan_py, ack_frames, statuses
-from jsnb.bench_scenarios import COLUMNS, SCENARIOS, Result
-from jsnb.bench_compare import (main, plan, judge, pairs, GROUPS, MEMORY_COLUMNS, SCALING_COLUMNS, SCALING_OPS, TARGETS)
+from jsnb.bench import client as bench
+from jsnb.bench.client import NCOLS, scan_frames, _scan_py, ack_frames, statuses
+from jsnb.bench.scenarios import COLUMNS, SCENARIOS, Result
+from jsnb.bench.compare import (main, plan, judge, pairs, GROUPS, MEMORY_COLUMNS, SCALING_COLUMNS, SCALING_OPS, TARGETS)
 
 pytestmark = pytest.mark.reference
 

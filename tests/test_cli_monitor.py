@@ -34,7 +34,7 @@ def test_default_jetstream_start_uses_embedded_store(tmp_path):
 
 
 def test_default_store_dir_without_flag():
-    from jsnb.config import DEFAULT_STORE_DIR
+    from jsnb.nats.config import DEFAULT_STORE_DIR
     s = ServerProc('jsnb', ['-js'], isolate_store=False).start()
     try: assert f'Store Directory: "{os.path.join(DEFAULT_STORE_DIR, "jetstream")}"' in s.log_text()
     finally: s.stop()

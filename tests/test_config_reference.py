@@ -1,4 +1,4 @@
-"""Differential tests: `jsnb.config` against the reference `nats-server` (2.15.1).
+"""Differential tests: `jsnb.nats.config` against the reference `nats-server` (2.15.1).
 
 `nats-server -t -c FILE` checks a configuration file and, when it is valid, prints the sha256 of the
 parsed configuration encoded as JSON. Encoding jsnb's parse the same way and comparing the digests shows
@@ -10,7 +10,7 @@ from datetime import datetime
 
 import pytest
 
-from jsnb.config import ConfigError, load_config, options_from_config
+from jsnb.nats.config import ConfigError, load_config, options_from_config
 
 NATS = shutil.which("nats-server")
 pytestmark = [pytest.mark.skipif(NATS is None, reason="nats-server is not on PATH"), pytest.mark.reference]

@@ -1,4 +1,4 @@
-"""Consumer create requests against the reference nats-server, compared with `jsnb.consumer_config`.
+"""Consumer create requests against the reference nats-server, compared with `jsnb.js.consumer_config`.
 
 Every scenario is a list of raw create requests sent with nats-py. The reference's reply (its `config`,
 or its `error`) must equal what `consumer_config_for_create` returns or raises for the same body, given
@@ -8,8 +8,8 @@ import asyncio, json, re, shutil, socket, subprocess, tempfile, time
 import pytest
 import nats
 
-from jsnb.js_errors import JSApiError
-from jsnb.consumer_config import consumer_config_for_create, filters_overlap, new_consumer_name
+from jsnb.js.errors import JSApiError
+from jsnb.js.consumer_config import consumer_config_for_create, filters_overlap, new_consumer_name
 
 pytestmark = pytest.mark.reference
 if shutil.which('nats-server') is None: pytest.skip('reference nats-server not installed', allow_module_level=True)

@@ -62,9 +62,9 @@ _PROBLEMS: list[str] = []         # what the browser reported while loading the 
 @pytest.fixture(scope='module')
 def site_dir(tmp_path_factory):
     "The site as `jsnb-docs site` writes it."
-    from jsnb.docs import page_names, site, site_pages
+    from jsnb.tools.docs import page_names, site, site_pages
     out = tmp_path_factory.mktemp('site') / '_docs'
-    _NOTEBOOK_PAGES[:] = page_names(p for _, p in site_pages(ROOT / 'nbs')).values()
+    _NOTEBOOK_PAGES[:] = page_names((p for _, p in site_pages(ROOT / 'nbs')), ROOT / 'nbs').values()
     _PAGES[:] = [p.name for p in site(ROOT, out)]
     return out
 
@@ -130,7 +130,7 @@ def test_console_script(tmp_path):
     "`jsnb-docs site --root R --out DIR` renders R's notebooks into DIR (here a project of one page)."
     (tmp_path / 'proj' / 'nbs').mkdir(parents=True)
     for f in ['index.ipynb', 'styles.css']: shutil.copy(ROOT / 'nbs' / f, tmp_path / 'proj' / 'nbs' / f)
-    r = subprocess.run([sys.executable, '-c', 'import sys; from jsnb.docs import main; sys.exit(main())', 'site',
+    r = subprocess.run([sys.executable, '-c', 'import sys; from jsnb.tools.docs import main; sys.exit(main())', 'site',
                         '--root', str(tmp_path / 'proj'), '--out', str(tmp_path / 'out')], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith('wrote 1 page to') and (tmp_path / 'out' / 'index.html').exists()

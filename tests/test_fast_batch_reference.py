@@ -86,7 +86,7 @@ async def test_concurrent_fast_publishers(start_server):
 
 async def test_fast_publisher_against_both(start_server):
     "jsnb's fast publisher drives both servers to the same result."
-    from jsnb.publish import FastBatchPublisher, BatchError
+    from jsnb.clients.publish import FastBatchPublisher, BatchError
     seen = {}
     for kind in ('nats-server', 'jsnb'):
         s = start_server(kind, '-js')
@@ -108,7 +108,7 @@ async def test_fast_publisher_against_both(start_server):
 async def test_bench_fast_ingest_vs_async_publish(start_server):
     "Throughput of fast-ingest against plain async publishing, on both servers (run with -m bench)."
     import time
-    from jsnb.publish import FastBatchPublisher
+    from jsnb.clients.publish import FastBatchPublisher
     n, rates = 20_000, {}
     for kind in ('nats-server', 'jsnb'):
         s = start_server(kind, '-js')

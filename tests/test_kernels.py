@@ -4,7 +4,7 @@ import os, subprocess, sys
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
-from jsnb import kernels
+from jsnb.js import kernels
 
 @st.composite
 def indexes(draw):
@@ -43,7 +43,7 @@ def test_long_one_subject_scans_agree(ix, pad):
 
 def test_multi_last_matches_a_model():
     "The store's multi-last (kernel path) against a dictionary model, across bounds."
-    from jsnb.store import MemStore
+    from jsnb.js.store import MemStore
     assert kernels.warm() >= 0 and kernels.JIT
     rng = np.random.default_rng(5)
     ms, model = MemStore(), []
@@ -67,7 +67,7 @@ def test_stores_without_jit():
                         '-k', 'not crash', '--override-ini', 'addopts='], env=env, capture_output=True, text=True,
                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    code = 'import jsnb.kernels as k; print(k.WANTED, k.warm(), k.JIT)'
+    code = 'import jsnb.js.kernels as k; print(k.WANTED, k.warm(), k.JIT)'
     assert subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True).stdout.strip() == 'False 0.0 False'
 
 def test_kernel_cache_outside_the_package(tmp_path):
@@ -76,10 +76,10 @@ def test_kernel_cache_outside_the_package(tmp_path):
     def numba_files(): return {f for f in os.listdir(pkg) if '.nb' in f} if os.path.isdir(pkg) else set()
     before = numba_files()
     env = dict(os.environ, JSNB_CACHE_DIR=str(tmp_path), JSNB_NO_JIT='')
-    code = ('import numpy as np, jsnb.kernels as k, jsnb.bench as b; '
+    code = ('import numpy as np, jsnb.js.kernels as k, jsnb.bench.client as b; '
             'print(k.warm() >= 0, k.JIT, b.scan_frames(b"PONG\\r\\n", 0, np.zeros((4, b.NCOLS), np.int64)) == (1, 6))')
     r = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True)
     assert r.stdout.split() == ['True', 'True', 'True'], r.stderr
     assert numba_files() == before
     cached = [p.name for p in (tmp_path / 'numba').rglob('*.nbi')]
-    assert any('kernels' in n for n in cached) and any('bench' in n for n in cached), cached
+    assert any('kernels' in n for n in cached) and any(n.startswith('client.') for n in cached), cached

@@ -1,10 +1,10 @@
 """The notebooks are the source and the documentation: each one runs top to bottom, and the
 package and notebooks are exactly what `nbdev_export` and `nbdev_clean` make of them."""
-import filecmp, os, pathlib, shutil, subprocess, sys
+import os, pathlib, shutil, subprocess, sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-NBS = sorted(p.name for p in (ROOT / 'nbs').glob('*.ipynb'))
+NBS = sorted(str(p.relative_to(ROOT / 'nbs')) for p in (ROOT / 'nbs').rglob('*.ipynb') if '.ipynb_checkpoints' not in p.parts)
 
 
 @pytest.mark.parametrize('nb', NBS)
@@ -27,8 +27,10 @@ def test_export_changes_nothing(tmp_path):
     proj = _copy_project(tmp_path)
     r = subprocess.run(['nbdev_export'], cwd=proj, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    cmp = filecmp.dircmp(ROOT / 'jsnb', proj / 'jsnb', ignore=['__pycache__'])
-    assert not cmp.diff_files and not cmp.left_only and not cmp.right_only, (cmp.diff_files, cmp.left_only, cmp.right_only)
+    def files(top): return {p.relative_to(top): p.read_bytes() for p in top.rglob('*.py')}
+    ours, made = files(ROOT / 'jsnb'), files(proj / 'jsnb')
+    assert ours.keys() == made.keys(), sorted(set(ours) ^ set(made))
+    assert [str(f) for f in ours if ours[f] != made[f]] == []
 
 
 def test_notebooks_are_clean(tmp_path):
@@ -50,5 +52,11 @@ def test_saved_outputs_have_no_errors():
 
 def test_readme_is_generated_from_index():
     "README.md is exactly what `jsnb-docs readme` makes of `nbs/index.ipynb`."
-    from jsnb.docs import readme
+    from jsnb.tools.docs import readme
     assert (ROOT / 'README.md').read_text() == readme(ROOT)
+
+
+def test_sidebar_is_generated_from_the_folders():
+    "`nbs/sidebar.yml` (what Quarto reads) is exactly what `jsnb-docs sidebar` makes of the folders."
+    from jsnb.tools.docs import sidebar_yml
+    assert (ROOT / 'nbs' / 'sidebar.yml').read_text() == sidebar_yml(ROOT / 'nbs')

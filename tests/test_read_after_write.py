@@ -6,7 +6,7 @@ request is answered normally)."""
 import asyncio, json, time
 import pytest
 import nats
-from jsnb.consistency import get_msg, kv_get, kv_create, add_consumer, MonotonicReader, MinLastSeqError
+from jsnb.clients.consistency import get_msg, kv_get, kv_create, add_consumer, MonotonicReader, MinLastSeqError
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ pytest.importorskip('pyspark')
 import nats
 from pyspark.sql import SparkSession, functions as F
 from conftest import KINDS
-from jsnb.spark import register
+from jsnb.clients.spark import register
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -127,7 +127,7 @@ def test_kv_many_keys(spark, start_server, kind):
         await asyncio.gather(*acks)
         await kv.put('k0001', b'new'); await kv.delete('k0002')
     js_run(s.url, go)
-    from jsnb.spark import _Conn, _direct, NatsError
+    from jsnb.clients.spark import _Conn, _direct, NatsError
     with _Conn(s.url) as c, pytest.raises(NatsError, match='Too Many Results'): _direct(c, 'KV_big', {'multi_last': ['$KV.big.>']})
     got = {r.key: bytes(r.value) for r in read(spark, s.url, bucket='big').collect()}
     assert len(got) == 1099 and got['k0001'] == b'new' and 'k0002' not in got and got['k1099'] == b'v1099'
@@ -197,7 +197,7 @@ def test_write_idempotent_under_retry(spark, start_server):
         for i in it:
             yield (f'out.{i % 5}', f'attempt {attempt}'.encode().ljust(2000), str(i))   # large rows leave buffers early
         if attempt == 0:                           # fail once the writer has stored some of the rows
-            from jsnb.spark import _Conn, _api
+            from jsnb.clients.spark import _Conn, _api
             with _Conn(url) as c:
                 for _ in range(600):
                     if _api(c, 'STREAM.INFO.OUT')['state']['messages'] >= 256: break

@@ -3,10 +3,10 @@ store; and a differential check of byte accounting and state against the referen
 import asyncio, json, os, random, signal, subprocess, sys, time, pathlib
 import pytest
 
-from jsnb.store import MemStore, StoreLimits, StoreError, StoreMsg, mem_msg_size, file_msg_size
-from jsnb import filestore as fsmod
-from jsnb.filestore import FileStore
-from jsnb.subjects import subject_matches
+from jsnb.js.store import MemStore, StoreLimits, StoreError, StoreMsg, mem_msg_size, file_msg_size
+from jsnb.js import filestore as fsmod
+from jsnb.js.filestore import FileStore
+from jsnb.nats.subjects import subject_matches
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 H = b'NATS/1.0\r\nX-Foo: bar\r\n\r\n'
@@ -535,7 +535,7 @@ def test_delete_removes_directory(tmp_path):
 
 WRITER = r'''
 import sys
-from jsnb.filestore import FileStore
+from jsnb.js.filestore import FileStore
 def body(seq): return (b'%d-' % seq) * (seq % 37 + 1)
 def hdr(seq): return b'NATS/1.0\r\nN: %d\r\n\r\n' % seq
 fs = FileStore(sys.argv[1], sync_always=True, block_size=32 * 1024)
@@ -646,7 +646,7 @@ def test_accounting_and_state_match_reference(start_server, tmp_path):
 
 def test_ttl_expiry_follows_the_deadline_heap():
     "Per-message TTLs are found from a deadline heap: expiring touches only what expires."
-    from jsnb.store import MemStore
+    from jsnb.js.store import MemStore
     s = MemStore()
     for i in range(20_000): s.store_msg('plain', b'', b'x', ts=i)
     for i in range(10): s.store_msg('short', b'', b'y', ts=20_000 + i, ttl=100)

@@ -1,4 +1,4 @@
-"""Differential tests: `jsnb.stream_config` against the reference `nats-server` (2.15.1, single server).
+"""Differential tests: `jsnb.js.stream_config` against the reference `nats-server` (2.15.1, single server).
 
 Each case sends a raw `$JS.API.STREAM.CREATE.<name>` (or `UPDATE`) request to one reference server and
 compares its answer with what `stream_config_for_create` / `stream_config_for_update` return or raise:
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from jsnb.js_errors import JSApiError
-from jsnb.stream_config import stream_config_for_create, stream_config_for_update, subjects_overlap
+from jsnb.js.errors import JSApiError
+from jsnb.js.stream_config import stream_config_for_create, stream_config_for_update, subjects_overlap
 
 NATS = shutil.which("nats-server")
 pytestmark = [pytest.mark.skipif(NATS is None, reason="nats-server is not on PATH"), pytest.mark.reference]
