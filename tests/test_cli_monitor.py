@@ -207,3 +207,21 @@ def test_jsz_reports_sync_settings_as_the_reference(start_server, sync, expected
         cfg = json.loads(urllib.request.urlopen(f'http://127.0.0.1:{hp}/jsz', timeout=5).read())['config']
         seen.append({k: cfg.get(k) for k in ('sync_interval', 'sync_always') if k in cfg})
     assert seen == [expected, expected]
+
+
+@pytest.mark.parametrize('kind', ['jsnb', 'nats-server'])
+def test_monitoring_answers_only_once_clients_can_connect(kind, tmp_path):
+    "Harnesses poll `/varz` to learn that a server is up: when it answers, the client port is already open."
+    mport = free_port()
+    exe = [REF_BIN] if kind == 'nats-server' else [sys.executable, '-c', 'import sys; from jsnb.cli import main; sys.exit(main())']
+    port = free_port()
+    p = subprocess.Popen(exe + ['-js', '-sd', str(tmp_path), '-p', str(port), '-m', str(mport)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 20
+        while True:
+            try: get(mport, '/varz'); break
+            except OSError:
+                assert time.time() < deadline and p.poll() is None; time.sleep(0.002)
+        socket.create_connection(('127.0.0.1', port), timeout=2).close()
+    finally: p.terminate(); p.wait(10)

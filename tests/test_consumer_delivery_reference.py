@@ -594,3 +594,77 @@ async def test_deliver_group_queue_subscribers(start_server, kind):
     ci = await info(nc, 'DG', 'Q')
     assert counters(ci) == dict(delivered=(40, 40), ack_floor=(40, 40), num_ack_pending=0, num_redelivered=0, num_pending=0, num_waiting=0)
     await nc.close()
+
+
+# ---------------------------------------------------------------------------------------------- pull requests and the window
+
+@pytest.mark.parametrize('kind', BOTH)
+async def test_redeliveries_are_not_held_back_by_max_ack_pending(start_server, kind):
+    "With the ack window full, redeliveries still go out (they are pending already), and max_deliver still ends them."
+    s, nc = await boot(start_server, kind, {'name': 'W', 'subjects': ['w.>']})
+    adv = await Collector.on(nc, '$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.W.C')
+    await add_consumer(nc, 'W', {'durable_name': 'C', 'ack_policy': 'explicit', 'max_ack_pending': 2,
+                                 'backoff': [300 * MS, 600 * MS], 'max_deliver': 3})
+    for i in range(3): await publish(nc, f'w.{i}', b'x')
+    col = await Collector.on(nc, nc.new_inbox())
+    await nc.publish('$JS.API.CONSUMER.MSG.NEXT.W.C', json.dumps({'batch': 10, 'expires': 4 * NS}).encode(), reply=col.sub.subject)
+    await col.count(6, 5)                       # w.0 and w.1, three deliveries each; w.2 never fits the window
+    got = sorted((m.subject, int(m.reply.split('.')[4])) for m in col.data)
+    assert got == [('w.0', 1), ('w.0', 2), ('w.0', 3), ('w.1', 1), ('w.1', 2), ('w.1', 3)]
+    await adv.count(2, 3)
+    await nc.close()
+
+
+@pytest.mark.parametrize('kind', BOTH)
+async def test_expired_request_gets_its_timeout_not_a_message(start_server, kind):
+    "A message stored after a pull request expired goes to the next request, never to the expired one."
+    s, nc = await boot(start_server, kind, {'name': 'X', 'subjects': ['x']})
+    await add_consumer(nc, 'X', {'durable_name': 'C', 'ack_policy': 'explicit'})
+    old = await Collector.on(nc, nc.new_inbox())
+    await nc.publish('$JS.API.CONSUMER.MSG.NEXT.X.C', json.dumps({'batch': 1, 'expires': 200 * MS}).encode(), reply=old.sub.subject)
+    await nc.flush(); await asyncio.sleep(0.21)
+    await publish(nc, 'x', b'late')
+    new = await Collector.on(nc, nc.new_inbox())
+    await nc.publish('$JS.API.CONSUMER.MSG.NEXT.X.C', json.dumps({'batch': 1, 'expires': 2 * NS}).encode(), reply=new.sub.subject)
+    await new.count(1)
+    await old.until(lambda: old.status('408'), 3, 'the timeout')
+    assert old.data == [] and [m.data for m in new.data] == [b'late']
+    await nc.close()
+
+
+@pytest.mark.parametrize('kind', BOTH)
+async def test_requests_from_a_gone_inbox_are_dropped(start_server, kind):
+    "A pull request whose reply subject nobody listens to is not served, not counted, and takes nothing."
+    s, nc = await boot(start_server, kind, {'name': 'G', 'subjects': ['g']})
+    await add_consumer(nc, 'G', {'durable_name': 'C', 'ack_policy': 'explicit'})
+    gone = await Collector.on(nc, nc.new_inbox())
+    await nc.publish('$JS.API.CONSUMER.MSG.NEXT.G.C', json.dumps({'batch': 5, 'expires': 30 * NS}).encode(), reply=gone.sub.subject)
+    await nc.flush()
+    await gone.sub.unsubscribe(); await nc.flush()
+    await publish(nc, 'g', b'one')
+    await nc.publish('$JS.API.CONSUMER.MSG.NEXT.G.C', json.dumps({'batch': 1}).encode(), reply=nc.new_inbox())   # nobody listens
+    await nc.flush()
+    ci = await info(nc, 'G', 'C')
+    assert counters(ci) == dict(delivered=(0, 0), ack_floor=(0, 0), num_ack_pending=0, num_redelivered=0, num_pending=1, num_waiting=0)
+    live = await Collector.on(nc, nc.new_inbox())
+    await nc.publish('$JS.API.CONSUMER.MSG.NEXT.G.C', json.dumps({'batch': 1, 'expires': 2 * NS}).encode(), reply=live.sub.subject)
+    await live.count(1)
+    assert [m.data for m in live.data] == [b'one']
+    await nc.close()
+
+
+@pytest.mark.parametrize('kind', BOTH)
+async def test_pause_until_in_the_create_config(start_server, kind):
+    "A consumer created with `pause_until` in the future is paused from the start, and says so."
+    s, nc = await boot(start_server, kind, {'name': 'PU', 'subjects': ['pu']})
+    await publish(nc, 'pu', b'held')
+    until = rfc3339(time.time() + 3600)
+    r = await add_consumer(nc, 'PU', {'durable_name': 'C', 'ack_policy': 'explicit', 'pause_until': until})
+    assert r['paused'] is True and 3500 * NS < r['pause_remaining'] <= 3600 * NS and r['config']['pause_until'] == until
+    col = await Collector.on(nc, nc.new_inbox())
+    await nc.publish('$JS.API.CONSUMER.MSG.NEXT.PU.C', json.dumps({'batch': 1, 'expires': 500 * MS}).encode(), reply=col.sub.subject)
+    await col.until(lambda: col.status('408'), 3, 'the timeout')
+    assert col.data == []
+    ci = await info(nc, 'PU', 'C')
+    assert ci['paused'] is True and counters(ci)['num_pending'] == 1
+    await nc.close()

@@ -66,14 +66,24 @@ def start(self: JetStream):
     for s in list(self.streams.values()):
         if s.cfg.get('mirror') or s.cfg.get('sources'): self.sync_upstreams(s)
     self._subs = [self.core.subscribe(p, self._on_api) for p in API_SUBJECTS]
+    self.core.interest_watchers.append(self._on_interest)
     import jsnb.js.consumer_api  # the consumer half of the API registers its handlers and subscriptions
     jsnb.js.consumer_api.start(self)
+
+@patch
+def _on_interest(self: JetStream, subject: bytes):
+    "A client subscribed to `subject`: push consumers delivering there start at once, not at the next tick."
+    for s in self.streams.values():
+        for c in s.consumers.values():
+            if not c.is_pull and subject_matches(c.cfg['deliver_subject'], subject.decode()):
+                c._deliver(); self.flush_consumer(c)
 
 @patch
 def stop(self: JetStream):
     "Unsubscribe and close every store."
     for sub in self._subs: self.core.unsubscribe(sub)
     self._subs = []
+    if self._on_interest in self.core.interest_watchers: self.core.interest_watchers.remove(self._on_interest)
     for f in self.stoppers: f()
     for s in self.streams.values(): s.stop(); s.store.stop()
 

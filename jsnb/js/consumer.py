@@ -65,7 +65,6 @@ class Consumer:
         self.last_delivered = self.last_acked = 0
         self.active = time.time_ns()
         self.fc_pending = ''                               # push flow control reply awaited
-        self.paused_until = 0
         self._pend = None
         self.next_hb = 0
         self.closed = False
@@ -74,6 +73,7 @@ class Consumer:
         "Use `cfg` (validated) from now on."
         self.cfg = cfg
         self.filters = [f for f in [cfg.get('filter_subject')] + (cfg.get('filter_subjects') or []) if f]
+        self.paused_until = parse_rfc3339(cfg['pause_until']) if cfg.get('pause_until') else 0   # paused from the start
 
     @property
     def is_pull(self) -> bool: return not self.cfg.get('deliver_subject')
@@ -264,10 +264,12 @@ def _deliver(self: Consumer):
 
 @patch
 def _deliver_pull(self: Consumer):
-    while self.waiting and self._room():
+    now = time.time_ns()
+    while self.waiting:
         wr = self.waiting[0]
-        m, redelivery = self._next()
-        if m is None: break
+        if not self._live(wr, now): self.waiting.popleft(); continue
+        m, redelivery = self._next()             # redeliveries first: already pending, max_ack_pending does not hold them
+        if m is None or (not redelivery and not self._room()): break
         size = len(m.hdr) + len(m.data) + len(m.subject)
         if wr.b and size > wr.b - 0:
             self.waiting.popleft()
@@ -304,9 +306,9 @@ def _deliver_push(self: Consumer):
     to = self.cfg['deliver_subject']
     if not self.stream.js.has_interest(to): return
     sent = getattr(self, '_fc_bytes', 0)
-    while self._room() and not self.fc_pending:
+    while not self.fc_pending:
         m, redelivery = self._next()
-        if m is None: break
+        if m is None or (not redelivery and not self._room()): break
         sent += self._send(m, redelivery, to)
         if self.cfg.get('flow_control') and sent >= _FC_EVERY:
             self._flow_control(); sent = 0
@@ -322,6 +324,7 @@ def _flow_control(self: Consumer):
 def pull(self: Consumer, reply: str, body: bytes):
     "Handle a `MSG.NEXT` request."
     if not self.is_pull: return self._emit(reply, status(409, 'Consumer is push based'))
+    if not self.stream.js.has_interest(reply): return      # nobody would read the answer (the reference drops these too)
     req, err = parse_pull(body)
     if req is None: return self._emit(reply, status(400, err))
     cfg = self.cfg
@@ -450,14 +453,16 @@ def _exhausted(self: Consumer, sseq: int) -> bool:
     return True
 
 @patch
+def _live(self: Consumer, wr: PullRequest, now: int) -> bool:
+    "Whether a waiting request can still be served: not expired (it gets its 408 now) and its inbox still listened to."
+    if wr.expires and now >= wr.expires:
+        self._emit(wr.reply, status(408, 'Request Timeout', Nats_Pending_Messages=wr.n, Nats_Pending_Bytes=wr.b))
+        return False
+    return self.stream.js.has_interest(wr.reply)       # a client that went away: dropped without a word, as the reference
+
+@patch
 def _expire_waiting(self: Consumer, now: int):
-    keep = collections.deque()
-    for wr in self.waiting:
-        if wr.expires and now >= wr.expires:
-            self._emit(wr.reply, status(408, 'Request Timeout', Nats_Pending_Messages=wr.n, Nats_Pending_Bytes=wr.b))
-        elif not self.stream.js.has_interest(wr.reply): continue
-        else: keep.append(wr)
-    self.waiting = keep
+    self.waiting = collections.deque(wr for wr in self.waiting if self._live(wr, now))
 
 @patch
 def _heartbeats(self: Consumer, now: int):
@@ -488,6 +493,7 @@ def on_purged(self: Consumer):
 @patch
 def info(self: Consumer) -> dict:
     "The consumer's counters, in the reference's layout."
+    self._expire_waiting(time.time_ns())                   # requests that expired or lost their inbox are not counted
     delivered = dict(consumer_seq=self.dseq - 1, stream_seq=self.sseq - 1)
     if self.last_delivered: delivered['last_active'] = rfc3339nano(self.last_delivered)
     floor = dict(consumer_seq=self.adflr, stream_seq=self.asflr)

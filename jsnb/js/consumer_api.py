@@ -95,7 +95,7 @@ def _consumer_durable_create(self: JetStream, args, body, src) -> dict: return _
 
 # %% ../../nbs/2_js/14_consumer_api.ipynb #f85b88d3
 def _info(js: JetStream, c: Consumer, stored: bool = False) -> dict:
-    d = c.info()
+    d = c.info(); js.flush_consumer(c)                  # info answers expired requests first
     if stored: d['config'] = _stored_cfg(d['config'])
     if not c.is_pull and js.has_interest(c.cfg['deliver_subject']): d['push_bound'] = True
     if getattr(c, 'paused_until', 0) > time.time_ns():

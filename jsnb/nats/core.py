@@ -162,6 +162,7 @@ def _sub(self: ClientConn, op):
         sub = Subscription(self, subject, queue, sid)
         self.subs[sid] = sub
         self.core.sublist.insert(sub)
+        for watch in self.core.interest_watchers: watch(subject)
     if self.verbose: self.send(OK_B)
 
 @patch
@@ -224,6 +225,8 @@ class Core:
         self.http_port = self.opts.http_port
         self.http_req_stats: dict[str, int] = {}
         self._rand = random.Random()
+        self.js = None                # the JetStream service, when one is attached (it reports to `/jsz`)
+        self.interest_watchers: list = []   # called with the subject of every new client subscription
 
     @property
     def auth_required(self) -> bool: return self.opts.auth_required

@@ -41,7 +41,7 @@ def jsz(core: Core, query: dict | None = None) -> dict:
     o = core.opts
     d = dict(server_id=core.server_id, now=rfc3339(time.time()))
     if not core.jetstream: return dict(d, disabled=True)
-    js = getattr(core, 'js', None)
+    js = core.js
     stats = js.stats() if js is not None else dict(memory=0, storage=0, streams=0, consumers=0, messages=0, bytes=0,
                                                    api_total=0, api_errors=0)
     return dict(memory=stats['memory'], storage=stats['storage'], reserved_memory=stats.get('reserved_memory', 0),

@@ -134,6 +134,13 @@ async def start(self: Server) -> Server:
     o = self.opts
     self._stopped = asyncio.Event()
     try:
+        if o.jetstream:
+            if why := _store_problem(self.core.store_dir): raise StartupError(f"Can't start JetStream: {why}")
+            self._start_jetstream()
+        try: self._listener = await loop.create_server(lambda: _ClientProtocol(self), o.host or '0.0.0.0',
+                                                       o.port if o.port > 0 else 0, reuse_address=True, backlog=1024)
+        except OSError as e: raise StartupError(f'Error listening on port: {o.host}:{o.port}, "{_reason(e)}"') from e
+        self.core.port = self._listener.sockets[0].getsockname()[1]
         if o.http_port:
             from jsnb.nats.monitor import start_monitor
             try: self._monitor = await start_monitor(self.core, o.http_host, o.http_port)
@@ -141,15 +148,8 @@ async def start(self: Server) -> Server:
                 raise StartupError(f"Can't start monitoring: can't listen to the monitor port: "
                                    f"{o.http_host}:{o.http_port}: {_reason(e)}") from e
             log.info('Starting http monitor on %s:%d', o.http_host, self.core.http_port)
-        if o.jetstream:
-            if why := _store_problem(self.core.store_dir): raise StartupError(f"Can't start JetStream: {why}")
-            self._start_jetstream()
-        try: self._listener = await loop.create_server(lambda: _ClientProtocol(self), o.host or '0.0.0.0',
-                                                       o.port if o.port > 0 else 0, reuse_address=True, backlog=1024)
-        except OSError as e: raise StartupError(f'Error listening on port: {o.host}:{o.port}, "{_reason(e)}"') from e
     except BaseException:
         self._close_parts(); raise
-    self.core.port = self._listener.sockets[0].getsockname()[1]
     self._ping = loop.call_later(o.ping_interval, self._ping_tick)
     log.info('Listening for client connections on %s:%d', o.host, self.core.port)
     log.info('Server is ready')
@@ -158,6 +158,7 @@ async def start(self: Server) -> Server:
 @patch
 def _close_parts(self: Server):
     "Close whatever `start` had opened before a part failed."
+    if self._listener is not None: self._listener.close(); self._listener = None
     if self._monitor is not None: self._monitor.close(); self._monitor = None
     if self.js is not None: self._js_tick.cancel(); self.js.stop(); self.js = None
 
