@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio, base64, logging, os, random, shutil, string, time
 import orjson
 from fastcore.basics import patch
-from .errors import JSApiError, api_error, go_decode, GoStruct, GoInt, GoStr, GoBool, GoTime, GoSlice
+from .errors import (JSApiError, JSBadRequestErr, JSNoMessageFoundErr, JSStreamMinLastSeqErr, JSStreamNameExistErr,
+                           JSStreamNotFoundErr, JSStreamSubjectOverlapErr)
+from .gojson import go_decode, GoStruct, GoInt, GoStr, GoBool, GoTime, GoSlice
 from .stream_config import stream_config_for_create, stream_config_for_update, subjects_overlap
 from .store import MemStore
 from .filestore import FileStore
@@ -393,7 +395,7 @@ def _request(body: bytes, kind: str, empty_ok: bool = True) -> dict:
     "Decode a request body of `kind` (zero values for an empty body when allowed)."
     if not body.strip():
         if empty_ok: return REQUESTS[kind].new()
-        raise api_error('JSBadRequestErr')
+        raise JSBadRequestErr()
     return go_decode(body, REQUESTS[kind])
 
 # %% ../../nbs/2_js/13_account.ipynb #b181e94b
@@ -401,7 +403,7 @@ def _request(body: bytes, kind: str, empty_ok: bool = True) -> dict:
 def _stream(self: JetStream, args: list[str]) -> Stream:
     "The stream named in the API subject, or the reference's 404."
     s = self.streams.get(args[0]) if args else None
-    if s is None: raise api_error('JSStreamNotFoundErr')
+    if s is None: raise JSStreamNotFoundErr()
     return s
 
 # %% ../../nbs/2_js/13_account.ipynb #d042983d
@@ -442,11 +444,11 @@ def _stream_create(self: JetStream, args, body, src) -> dict:
     self._inherit_direct(cfg)
     s = self.streams.get(cfg['name'])
     if s is not None:
-        if _stored_cfg(s.cfg) != _stored_cfg(cfg): raise api_error('JSStreamNameExistErr')
+        if _stored_cfg(s.cfg) != _stored_cfg(cfg): raise JSStreamNameExistErr()
         return dict(self.stream_info(s, cluster=False), did_create=True)      # the reference says so here too
     for other in self.streams.values():
         if subjects_overlap(cfg.get('subjects') or [], other.cfg.get('subjects') or []):
-            raise api_error('JSStreamSubjectOverlapErr')
+            raise JSStreamSubjectOverlapErr()
     store = self._open_store(cfg)
     s = Stream(self, cfg, store)
     if hasattr(store, 'write_meta'): store.write_meta(dict(config=_stored_cfg(cfg), created=s.created))
@@ -465,7 +467,7 @@ def _stream_update(self: JetStream, args, body, src) -> dict:
     self._inherit_direct(cfg)
     for other in self.streams.values():
         if other is not s and subjects_overlap(cfg.get('subjects') or [], other.cfg.get('subjects') or []):
-            raise api_error('JSStreamSubjectOverlapErr')
+            raise JSStreamSubjectOverlapErr()
     s.update(cfg); self._direct_sync(s)
     if cfg.get('mirror') or cfg.get('sources'): self._copying = True
     self.sync_upstreams(s)
@@ -538,7 +540,7 @@ def _stream_purge(self: JetStream, args, body, src) -> dict:
     s = self._stream(args)
     req = _request(body, 'purge')
     seq, keep = req['seq'], req['keep']
-    if seq and keep: raise api_error('JSBadRequestErr')
+    if seq and keep: raise JSBadRequestErr()
     return dict(success=True, purged=s.purge(subject=req['filter'], seq=seq, keep=keep))
 
 @api('STREAM.MSG.GET', 'stream_msg_get_response', quiet_success=True)   # the reference counts and audits only failed gets
@@ -546,14 +548,14 @@ def _msg_get(self: JetStream, args, body, src) -> dict:
     s = self._stream(args)
     req = _request(body, 'msg_get', empty_ok=False)
     seq, last, nxt = req['seq'], req['last_by_subj'], req['next_by_subj']
-    if last and (seq or nxt) or req['batch'] or req['multi_last']: raise api_error('JSBadRequestErr')   # batches are Direct Get's
+    if last and (seq or nxt) or req['batch'] or req['multi_last']: raise JSBadRequestErr()   # batches are Direct Get's
     if req['min_last_seq'] > s.store.state()['last_seq']:        # read-after-write: not there yet
-        err = api_error('JSStreamMinLastSeqErr'); err.delay = ERROR_DELAY; raise err
+        err = JSStreamMinLastSeqErr(); err.delay = ERROR_DELAY; raise err
     if last: m = s.store.load_last_msg(last)
     elif nxt: m = s.store.load_next_msg(nxt, max(seq, 1))
     elif seq > 0: m = s.store.load_msg(seq)
-    else: raise api_error('JSBadRequestErr')
-    if m is None: raise api_error('JSNoMessageFoundErr')
+    else: raise JSBadRequestErr()
+    if m is None: raise JSNoMessageFoundErr()
     msg = dict(subject=m.subject, seq=m.seq)
     if m.hdr: msg['hdrs'] = base64.b64encode(m.hdr).decode()
     if m.data: msg['data'] = base64.b64encode(m.data).decode()

@@ -7,7 +7,14 @@ from __future__ import annotations
 import time
 import orjson
 from ..nats.protocol import get_header, add_header
-from .errors import api_error
+from .errors import (JSAtomicPublishContainsDuplicateMessageErr, JSAtomicPublishDisabledErr,
+                           JSAtomicPublishIncompleteBatchErr, JSAtomicPublishInvalidBatchCommitErr,
+                           JSAtomicPublishInvalidBatchIDErr, JSAtomicPublishMissingSeqErr, JSAtomicPublishTooLargeBatchErrF,
+                           JSAtomicPublishTooManyInflight, JSAtomicPublishUnsupportedHeaderBatchErr, JSBatchPublishDisabledErr,
+                           JSBatchPublishInvalidBatchIDErr, JSBatchPublishInvalidPatternErr, JSBatchPublishTooManyInflight,
+                           JSBatchPublishUnknownBatchIDErr, JSInsufficientResourcesErr, JSMessageTTLDisabledErr,
+                           JSMessageTTLInvalidErr, JSStreamMessageExceedsMaximumErr, JSStreamNotMatchErr, JSStreamSealedErr,
+                           JSStreamWrongLastSequenceConstantErr, JSStreamWrongLastSequenceErrF)
 from .stream import Stream, parse_ttl, rfc3339nano
 
 # %% auto #0
@@ -43,9 +50,9 @@ def abandon(s: Stream, bid: str, reason: str):
 # %% ../../nbs/2_js/10_batch.ipynb #a8d7edcc
 def _precheck(s: Stream, hdr: bytes, data: bytes):
     "What both kinds of batch check first, in the reference's order: sealed, storage, message size."
-    if s.cfg.get('sealed'): return api_error('JSStreamSealedErr')
-    if s.js.limits_exceeded(s.cfg.get('storage', 'file')): return api_error('JSInsufficientResourcesErr')
-    if s.too_big(hdr, data): return api_error('JSStreamMessageExceedsMaximumErr')
+    if s.cfg.get('sealed'): return JSStreamSealedErr()
+    if s.js.limits_exceeded(s.cfg.get('storage', 'file')): return JSInsufficientResourcesErr()
+    if s.too_big(hdr, data): return JSStreamMessageExceedsMaximumErr()
     return None
 
 def stage(s: Stream, subject: str, hdr: bytes, data: bytes) -> bytes:
@@ -53,10 +60,10 @@ def stage(s: Stream, subject: str, hdr: bytes, data: bytes) -> bytes:
     cfg, bid = s.cfg, get_header(hdr, b'Nats-Batch-Id').decode()
     err = _precheck(s, hdr, data)
     if err is not None: return s._nak(err)
-    if not cfg.get('allow_atomic'): return s._nak(api_error('JSAtomicPublishDisabledErr'))
-    if len(bid) > 64: return s._nak(api_error('JSAtomicPublishInvalidBatchIDErr'))
+    if not cfg.get('allow_atomic'): return s._nak(JSAtomicPublishDisabledErr())
+    if len(bid) > 64: return s._nak(JSAtomicPublishInvalidBatchIDErr())
     raw = get_header(hdr, b'Nats-Batch-Sequence')
-    if not raw: return s._nak(api_error('JSAtomicPublishMissingSeqErr'))
+    if not raw: return s._nak(JSAtomicPublishMissingSeqErr())
     seq = int(raw) if raw.isdigit() else 0
     c = get_header(hdr, b'Nats-Batch-Commit')
     commit, eob = c is not None, c == b'eob'
@@ -64,18 +71,18 @@ def stage(s: Stream, subject: str, hdr: bytes, data: bytes) -> bytes:
     b = batches.get(bid)
     if b is None:
         if seq != 1:
-            if (seq - 1 if eob else seq) > MAX_BATCH: return s._nak(api_error('JSAtomicPublishTooLargeBatchErrF', size=MAX_BATCH))
-            return s._nak(api_error('JSAtomicPublishIncompleteBatchErr'))
+            if (seq - 1 if eob else seq) > MAX_BATCH: return s._nak(JSAtomicPublishTooLargeBatchErrF(size=MAX_BATCH))
+            return s._nak(JSAtomicPublishIncompleteBatchErr())
         if len(batches) + 1 > MAX_INFLIGHT_STREAM or _inflight(s) + 1 > MAX_INFLIGHT_TOTAL:
-            return s._nak(api_error('JSAtomicPublishTooManyInflight'))
+            return s._nak(JSAtomicPublishTooManyInflight())
         b = batches[bid] = AtomicBatch(bid)
     if commit and not eob and c != b'1':
-        batches.pop(bid, None); return s._nak(api_error('JSAtomicPublishInvalidBatchCommitErr'))
+        batches.pop(bid, None); return s._nak(JSAtomicPublishInvalidBatchCommitErr())
     b.lseq += 1; b.active = time.time_ns()
     if b.lseq != seq or (seq == 1 and eob):
-        abandon(s, bid, 'incomplete'); return s._nak(api_error('JSAtomicPublishIncompleteBatchErr'))
+        abandon(s, bid, 'incomplete'); return s._nak(JSAtomicPublishIncompleteBatchErr())
     if (seq - 1 if eob else seq) > MAX_BATCH:
-        abandon(s, bid, 'large'); return s._nak(api_error('JSAtomicPublishTooLargeBatchErrF', size=MAX_BATCH))
+        abandon(s, bid, 'large'); return s._nak(JSAtomicPublishTooLargeBatchErrF(size=MAX_BATCH))
     if not commit or not eob: b.msgs.append((subject, hdr, data))
     if not commit: return b''
     return _commit(s, b, eob)
@@ -86,17 +93,17 @@ def _check_all(s: Stream, b: AtomicBatch):
     last, last_by_subj, ids = s.last_seq, {}, set()
     for i, (subject, hdr, data) in enumerate(b.msgs):
         if get_header(hdr, b'Nats-Expected-Last-Msg-Id') is not None:
-            return api_error('JSAtomicPublishUnsupportedHeaderBatchErr', header='Nats-Expected-Last-Msg-Id')
+            return JSAtomicPublishUnsupportedHeaderBatchErr(header='Nats-Expected-Last-Msg-Id')
         exp = get_header(hdr, b'Nats-Expected-Stream')
-        if exp and exp.decode() != s.name: return api_error('JSStreamNotMatchErr')
+        if exp and exp.decode() != s.name: return JSStreamNotMatchErr()
         ttl = get_header(hdr, b'Nats-TTL')
         if ttl is not None:
             try: t = parse_ttl(ttl)
-            except ValueError: return api_error('JSMessageTTLInvalidErr')
-            if t and not s.cfg.get('allow_msg_ttl'): return api_error('JSMessageTTLDisabledErr')
+            except ValueError: return JSMessageTTLInvalidErr()
+            if t and not s.cfg.get('allow_msg_ttl'): return JSMessageTTLDisabledErr()
         mid = get_header(hdr, b'Nats-Msg-Id')
         if mid:
-            if mid in ids or mid.decode() in s.dedup: return api_error('JSAtomicPublishContainsDuplicateMessageErr')
+            if mid in ids or mid.decode() in s.dedup: return JSAtomicPublishContainsDuplicateMessageErr()
             ids.add(mid)
         subj_seq = get_header(hdr, b'Nats-Expected-Last-Subject-Sequence')
         if subj_seq is not None:
@@ -104,11 +111,11 @@ def _check_all(s: Stream, b: AtomicBatch):
             if sfor in last_by_subj: have = last_by_subj[sfor]
             else:
                 m = s.store.load_last_msg(sfor); have = m.seq if m else 0
-            if not subj_seq.isdigit() or int(subj_seq) != have: return api_error('JSStreamWrongLastSequenceErrF', seq=have)
+            if not subj_seq.isdigit() or int(subj_seq) != have: return JSStreamWrongLastSequenceErrF(seq=have)
         exp_seq = get_header(hdr, b'Nats-Expected-Last-Sequence')       # against the stream before the batch
         if exp_seq is not None and (not exp_seq.isdigit() or int(exp_seq) != s.last_seq):
-            return api_error('JSStreamWrongLastSequenceErrF', seq=s.last_seq) if i == 0 else api_error('JSStreamWrongLastSequenceConstantErr')
-        if s.too_big(hdr, data): return api_error('JSStreamMessageExceedsMaximumErr')
+            return JSStreamWrongLastSequenceErrF(seq=s.last_seq) if i == 0 else JSStreamWrongLastSequenceConstantErr()
+        if s.too_big(hdr, data): return JSStreamMessageExceedsMaximumErr()
         last += 1; last_by_subj[subject] = last
     return None
 
@@ -189,16 +196,16 @@ def fast_ingest(s: Stream, subject: str, reply: str, hdr: bytes, data: bytes) ->
     nak = lambda e: [s._nak(e)]
     err = _precheck(s, hdr, data)
     if err is not None: return nak(err)
-    if not cfg.get('allow_batched'): return nak(api_error('JSBatchPublishDisabledErr'))
+    if not cfg.get('allow_batched'): return nak(JSBatchPublishDisabledErr())
     parsed = parse_fast_reply(reply)
-    if parsed is None: return nak(api_error('JSBatchPublishInvalidPatternErr'))
+    if parsed is None: return nak(JSBatchPublishInvalidPatternErr())
     bid, flow, gap_ok, seq, op = parsed
-    if len(bid) > 64: return nak(api_error('JSBatchPublishInvalidBatchIDErr'))
+    if len(bid) > 64: return nak(JSBatchPublishInvalidBatchIDErr())
     fast = _fast(s)
     b = fast.get(bid)
     if b is None:
-        if seq != 1: return nak(api_error('JSBatchPublishUnknownBatchIDErr'))
-        if len(fast) + 1 > 1000: return nak(api_error('JSBatchPublishTooManyInflight'))
+        if seq != 1: return nak(JSBatchPublishUnknownBatchIDErr())
+        if len(fast) + 1 > 1000: return nak(JSBatchPublishTooManyInflight())
         b = fast[bid] = FastBatch(gap_ok, flow); _init_flow(s, b)
     b.active = time.time_ns()
     if op == 4:                                           # ping: report gaps, resend the flow state

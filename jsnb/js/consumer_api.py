@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging, os, random, string, time
 from functools import partial
 import orjson
-from .errors import JSApiError, api_error
+from .errors import JSApiError, JSConsumerNotFoundErr
 from .consumer import Consumer
 from .consumer_config import consumer_config_for_create, new_consumer_name
 from .account import JetStream, api, _request, _stored_cfg
@@ -106,7 +106,7 @@ def _info(js: JetStream, c: Consumer, stored: bool = False) -> dict:
 def _get(js: JetStream, args) -> Consumer:
     s = js._stream(args)
     c = s.consumers.get(args[1]) if len(args) > 1 else None
-    if c is None: raise api_error('JSConsumerNotFoundErr')
+    if c is None: raise JSConsumerNotFoundErr()
     return c
 
 @api('CONSUMER.INFO', 'consumer_info_response')

@@ -6,8 +6,33 @@
 from __future__ import annotations
 import random, re, string
 from datetime import date
-from .errors import (JSApiError, api_error, go_decode, go_quote, GoStr, GoBool, GoInt, GoEnum, GoTime,
-                        GoSlice, GoMap, GoStruct)
+from .errors import (JSApiError, JSConsumerAckFCRequiresFCErr, JSConsumerAckFCRequiresMaxAckPendingErr,
+                           JSConsumerAckFCRequiresNoAckWaitErr, JSConsumerAckFCRequiresNoMaxDeliverErr,
+                           JSConsumerAckFCRequiresPushErr, JSConsumerAckWaitNegativeErr, JSConsumerAlreadyExists,
+                           JSConsumerBackOffNegativeErr, JSConsumerCreateDurableAndNameMismatch, JSConsumerCreateErrF,
+                           JSConsumerCreateFilterSubjectMismatchErr, JSConsumerDeliverCycleErr,
+                           JSConsumerDeliverToWildcardsErr, JSConsumerDescriptionTooLongErrF,
+                           JSConsumerDirectRequiresEphemeralErr, JSConsumerDirectRequiresPushErr, JSConsumerDoesNotExist,
+                           JSConsumerDuplicateFilterSubjects, JSConsumerDurableNameNotInSubjectErr,
+                           JSConsumerDurableNameNotMatchSubjectErr, JSConsumerDurableNameNotSetErr, JSConsumerEmptyFilter,
+                           JSConsumerEmptyGroupName, JSConsumerEphemeralWithDurableNameErr, JSConsumerFCRequiresPushErr,
+                           JSConsumerHBRequiresPushErr, JSConsumerInactiveThresholdExcess, JSConsumerInvalidDeliverSubject,
+                           JSConsumerInvalidGroupNameErr, JSConsumerInvalidPolicyErrF, JSConsumerInvalidSamplingErrF,
+                           JSConsumerMaxDeliverBackoffErr, JSConsumerMaxPendingAckExcessErrF,
+                           JSConsumerMaxPendingAckPolicyRequiredErr, JSConsumerMaxRequestExpiresTooSmall,
+                           JSConsumerMetadataLengthErrF, JSConsumerMultipleFiltersNotAllowed,
+                           JSConsumerNameContainsPathSeparatorsErr, JSConsumerNameExistErr, JSConsumerNameTooLongErrF,
+                           JSConsumerOverlappingSubjectFilters, JSConsumerPinnedTTLWithoutPriorityPolicyNone,
+                           JSConsumerPriorityGroupWithPolicyNone, JSConsumerPriorityPolicyWithoutGroup,
+                           JSConsumerPullRequiresAckErr, JSConsumerPullWithRateLimitErr, JSConsumerPushMaxWaitingErr,
+                           JSConsumerPushWithPriorityGroupErr, JSConsumerReplicasExceedsStream,
+                           JSConsumerReplicasShouldMatchStream, JSConsumerSmallHeartbeatErr,
+                           JSConsumerWQConsumerNotDeliverAllErr, JSConsumerWQConsumerNotUniqueErr,
+                           JSConsumerWQMultipleUnfilteredErr, JSConsumerWQRequiresExplicitAckErr,
+                           JSConsumerWithFlowControlNeedsHeartbeats, JSMaximumConsumersLimitErr, JSPedanticErrF,
+                           JSReplicasCountCannotBeNegative, JSStreamInvalidConfigF, JSStreamMismatchErr, JSStreamNotFoundErr,
+                           JSStreamReplicasNotSupportedErr)
+from .gojson import go_decode, go_quote, GoStr, GoBool, GoInt, GoEnum, GoTime, GoSlice, GoMap, GoStruct
 from .stream_config import JS_SERVER_VERSION, JS_API_LEVEL, subjects_overlap
 
 # %% auto #0
@@ -52,19 +77,19 @@ _REQUEST = GoStruct('server.CreateConsumerRequest', {
 def _identify(c: dict, stream: str, subject_stream: str, subject_consumer: str | None, subject_filter: str | None,
               durable_api: bool) -> str:
     "Check the request against its subject and settle `c['name']`; return the consumer's name (may be empty)."
-    if durable_api and subject_consumer is None: raise api_error('JSConsumerDurableNameNotInSubjectErr')
+    if durable_api and subject_consumer is None: raise JSConsumerDurableNameNotInSubjectErr()
     name = c['name'] if subject_consumer is None else subject_consumer
-    if stream != subject_stream: raise api_error('JSStreamMismatchErr')
-    if '/' in name or '\\' in name: raise api_error('JSConsumerNameContainsPathSeparatorsErr')
-    if durable_api and not c['durable_name']: raise api_error('JSConsumerDurableNameNotSetErr')
+    if stream != subject_stream: raise JSStreamMismatchErr()
+    if '/' in name or '\\' in name: raise JSConsumerNameContainsPathSeparatorsErr()
+    if durable_api and not c['durable_name']: raise JSConsumerDurableNameNotSetErr()
     if subject_consumer is not None:
-        if c['durable_name'] and c['durable_name'] != name: raise api_error('JSConsumerDurableNameNotMatchSubjectErr')
+        if c['durable_name'] and c['durable_name'] != name: raise JSConsumerDurableNameNotMatchSubjectErr()
         c['name'] = name
-    elif c['durable_name']: raise api_error('JSConsumerEphemeralWithDurableNameErr')
+    elif c['durable_name']: raise JSConsumerEphemeralWithDurableNameErr()
     if subject_filter:
-        if c['filter_subjects']: raise api_error('JSConsumerMultipleFiltersNotAllowed')
-        if c['filter_subject'] != subject_filter: raise api_error('JSConsumerCreateFilterSubjectMismatchErr')
-    if c['num_replicas'] > 1: raise api_error('JSStreamReplicasNotSupportedErr')
+        if c['filter_subjects']: raise JSConsumerMultipleFiltersNotAllowed()
+        if c['filter_subject'] != subject_filter: raise JSConsumerCreateFilterSubjectMismatchErr()
+    if c['num_replicas'] > 1: raise JSStreamReplicasNotSupportedErr()
     return name
 
 # %% ../../nbs/2_js/11_consumer_config.ipynb #9b45d3ad
@@ -104,7 +129,7 @@ _S = 1_000_000_000  # one second, in nanoseconds
 def _defaults(c: dict, s: dict, pedantic: bool):
     "Fill in the reference's defaults (or, in pedantic mode, refuse what it would have changed)."
     def pedant(msg):
-        if pedantic: raise api_error('JSPedanticErrF', err=msg)
+        if pedantic: raise JSPedanticErrF(err=msg)
     lim = s.get('consumer_limits') or {}
     if c['max_deliver'] == 0 or c['max_deliver'] < -1:
         if c['max_deliver'] < -1: pedant('max_deliver must be set to -1')
@@ -135,29 +160,29 @@ _BAD_NAME = re.compile(r'[ \t\r\n\f.*>\\/]')
 
 def _invalid(msg: str) -> JSApiError:
     "The reference's generic 'invalid configuration' error, 10052."
-    return api_error('JSStreamInvalidConfigF', err=msg)
+    return JSStreamInvalidConfigF(err=msg)
 
 def _check_basics(c: dict, s: dict):
     "Names, replicas, acknowledgement timing and the description."
     for key, what in (('name', 'name'), ('durable_name', 'durable name')):
         if c[key] and _BAD_NAME.search(c[key]): raise _invalid(f"consumer {what} can not contain '.', '*', '>', '\\', '/'")
     replicas = s.get('num_replicas', 1)
-    if c['num_replicas'] > replicas: raise api_error('JSConsumerReplicasExceedsStream')
-    if c['num_replicas'] < 0: raise api_error('JSReplicasCountCannotBeNegative')
+    if c['num_replicas'] > replicas: raise JSConsumerReplicasExceedsStream()
+    if c['num_replicas'] < 0: raise JSReplicasCountCannotBeNegative()
     if s.get('retention') in ('interest', 'workqueue') and c['num_replicas'] not in (0, replicas):
-        raise api_error('JSConsumerReplicasShouldMatchStream')
-    if any(b < 0 for b in c['backoff'] or ()): raise api_error('JSConsumerBackOffNegativeErr')
-    if c['ack_wait'] < 0: raise api_error('JSConsumerAckWaitNegativeErr')
+        raise JSConsumerReplicasShouldMatchStream()
+    if any(b < 0 for b in c['backoff'] or ()): raise JSConsumerBackOffNegativeErr()
+    if c['ack_wait'] < 0: raise JSConsumerAckWaitNegativeErr()
     if c['ack_policy'] == 'flow_control':
-        if not c['deliver_subject']: raise api_error('JSConsumerAckFCRequiresPushErr')
-        if not c['flow_control']: raise api_error('JSConsumerAckFCRequiresFCErr')
+        if not c['deliver_subject']: raise JSConsumerAckFCRequiresPushErr()
+        if not c['flow_control']: raise JSConsumerAckFCRequiresFCErr()
         if c['idle_heartbeat'] != _S: raise _invalid('flow control ack policy heartbeat needs to be 1s')
-        if c['max_ack_pending'] <= 0: raise api_error('JSConsumerAckFCRequiresMaxAckPendingErr')
-        if c['ack_wait'] or c['backoff']: raise api_error('JSConsumerAckFCRequiresNoAckWaitErr')
-        if c['max_deliver'] > 0: raise api_error('JSConsumerAckFCRequiresNoMaxDeliverErr')
+        if c['max_ack_pending'] <= 0: raise JSConsumerAckFCRequiresMaxAckPendingErr()
+        if c['ack_wait'] or c['backoff']: raise JSConsumerAckFCRequiresNoAckWaitErr()
+        if c['max_deliver'] > 0: raise JSConsumerAckFCRequiresNoMaxDeliverErr()
     if c['backoff'] and c['max_deliver'] != -1 and len(c['backoff']) > c['max_deliver']:
-        raise api_error('JSConsumerMaxDeliverBackoffErr')
-    if len(c['description'].encode()) > 4096: raise api_error('JSConsumerDescriptionTooLongErrF', max=4096)
+        raise JSConsumerMaxDeliverBackoffErr()
+    if len(c['description'].encode()) > 4096: raise JSConsumerDescriptionTooLongErrF(max=4096)
 
 # %% ../../nbs/2_js/11_consumer_config.ipynb #60398ff6
 def _valid_subject(s: str) -> bool:
@@ -193,25 +218,25 @@ def _go_duration(ns: int) -> str:
 def _check_delivery(c: dict, s: dict):
     "Push and pull options, the stream's consumer limits, direct consumers."
     if ds := c['deliver_subject']:
-        if not _literal(ds): raise api_error('JSConsumerDeliverToWildcardsErr')
-        if not _valid_subject(ds): raise api_error('JSConsumerInvalidDeliverSubject')
-        if any(_subset(ds, x) for x in s.get('subjects') or ()): raise api_error('JSConsumerDeliverCycleErr')
-        if c['max_waiting']: raise api_error('JSConsumerPushMaxWaitingErr')
-        if c['max_ack_pending'] > 0 and c['ack_policy'] == 'none': raise api_error('JSConsumerMaxPendingAckPolicyRequiredErr')
-        if 0 < c['idle_heartbeat'] < _S // 10: raise api_error('JSConsumerSmallHeartbeatErr')
+        if not _literal(ds): raise JSConsumerDeliverToWildcardsErr()
+        if not _valid_subject(ds): raise JSConsumerInvalidDeliverSubject()
+        if any(_subset(ds, x) for x in s.get('subjects') or ()): raise JSConsumerDeliverCycleErr()
+        if c['max_waiting']: raise JSConsumerPushMaxWaitingErr()
+        if c['max_ack_pending'] > 0 and c['ack_policy'] == 'none': raise JSConsumerMaxPendingAckPolicyRequiredErr()
+        if 0 < c['idle_heartbeat'] < _S // 10: raise JSConsumerSmallHeartbeatErr()
     else:
-        if c['ack_policy'] == 'none' and s.get('retention') == 'workqueue': raise api_error('JSConsumerPullRequiresAckErr')
-        if c['rate_limit_bps']: raise api_error('JSConsumerPullWithRateLimitErr')
-        if c['idle_heartbeat']: raise api_error('JSConsumerHBRequiresPushErr')
-        if c['flow_control']: raise api_error('JSConsumerFCRequiresPushErr')
-        if 0 < c['max_expires'] < _S // 1000: raise api_error('JSConsumerMaxRequestExpiresTooSmall')
+        if c['ack_policy'] == 'none' and s.get('retention') == 'workqueue': raise JSConsumerPullRequiresAckErr()
+        if c['rate_limit_bps']: raise JSConsumerPullWithRateLimitErr()
+        if c['idle_heartbeat']: raise JSConsumerHBRequiresPushErr()
+        if c['flow_control']: raise JSConsumerFCRequiresPushErr()
+        if 0 < c['max_expires'] < _S // 1000: raise JSConsumerMaxRequestExpiresTooSmall()
     lim = s.get('consumer_limits') or {}
     if 0 < lim.get('max_ack_pending', 0) < c['max_ack_pending']:
-        raise api_error('JSConsumerMaxPendingAckExcessErrF', limit=lim['max_ack_pending'])
+        raise JSConsumerMaxPendingAckExcessErrF(limit=lim['max_ack_pending'])
     if 0 < lim.get('inactive_threshold', 0) < c['inactive_threshold']:
-        raise api_error('JSConsumerInactiveThresholdExcess', limit=_go_duration(lim['inactive_threshold']))
-    if c['direct'] and not ds: raise api_error('JSConsumerDirectRequiresPushErr')
-    if c['direct'] and c['durable_name']: raise api_error('JSConsumerDirectRequiresEphemeralErr')
+        raise JSConsumerInactiveThresholdExcess(limit=_go_duration(lim['inactive_threshold']))
+    if c['direct'] and not ds: raise JSConsumerDirectRequiresPushErr()
+    if c['direct'] and c['durable_name']: raise JSConsumerDirectRequiresEphemeralErr()
 
 # %% ../../nbs/2_js/11_consumer_config.ipynb #8576b0db
 def filters_overlap(a: list[str], b: list[str]) -> bool:
@@ -224,13 +249,13 @@ def _filters(c: dict) -> list[str]:
 
 def _check_filters(c: dict, s: dict):
     "One way of filtering, valid subjects, no overlaps."
-    if c['filter_subject'] and c['filter_subjects']: raise api_error('JSConsumerDuplicateFilterSubjects')
+    if c['filter_subject'] and c['filter_subjects']: raise JSConsumerDuplicateFilterSubjects()
     if c['filter_subject'] and not _valid_subject(c['filter_subject']): raise _invalid('invalid subject')
-    if '' in (c['filter_subjects'] or ()): raise api_error('JSConsumerEmptyFilter')
+    if '' in (c['filter_subjects'] or ()): raise JSConsumerEmptyFilter()
     subs = _filters(c)
     for i, x in enumerate(subs):
         if not _valid_subject(x): raise _invalid('invalid subject')
-        if any(i != j and _subset(x, y) for j, y in enumerate(subs)): raise api_error('JSConsumerOverlappingSubjectFilters')
+        if any(i != j and _subset(x, y) for j, y in enumerate(subs)): raise JSConsumerOverlappingSubjectFilters()
 
 _WORDS = {'all': 'all', 'last': 'last', 'last_per_subject': 'last per subject', 'new': 'new',
           'by_start_sequence': 'by start sequence', 'by_start_time': 'by start time'}
@@ -239,7 +264,7 @@ def _check_start(c: dict, s: dict):
     "The deliver policy and the optional start sequence or time."
     dp, seq, tm = c['deliver_policy'], c['opt_start_seq'], c['opt_start_time']
     def bad(what: str, state: str) -> JSApiError:
-        return api_error('JSConsumerInvalidPolicyErrF',
+        return JSConsumerInvalidPolicyErrF(
                          err=f'consumer delivery policy is deliver {_WORDS[dp]}, but optional {what} is {state}')
     if dp == 'by_start_sequence':
         if not seq: raise bad('start sequence', 'not set')
@@ -264,19 +289,19 @@ _GROUP = re.compile(r'[a-zA-Z0-9/_=-]{1,16}')
 
 def _check_rest(c: dict, s: dict):
     "Sampling, flow control, names, metadata size, priority groups, placement."
-    if c['sample_freq'] and (e := _sampling_error(c['sample_freq'])): raise api_error('JSConsumerInvalidSamplingErrF', err=e)
-    if c['flow_control'] and not c['idle_heartbeat']: raise api_error('JSConsumerWithFlowControlNeedsHeartbeats')
-    if c['durable_name'] and c['name'] and c['durable_name'] != c['name']: raise api_error('JSConsumerCreateDurableAndNameMismatch')
+    if c['sample_freq'] and (e := _sampling_error(c['sample_freq'])): raise JSConsumerInvalidSamplingErrF(err=e)
+    if c['flow_control'] and not c['idle_heartbeat']: raise JSConsumerWithFlowControlNeedsHeartbeats()
+    if c['durable_name'] and c['name'] and c['durable_name'] != c['name']: raise JSConsumerCreateDurableAndNameMismatch()
     if sum(len(k.encode()) + len(v.encode()) for k, v in c['metadata'].items()) > 128 * 1024:
-        raise api_error('JSConsumerMetadataLengthErrF', limit='128KB')
+        raise JSConsumerMetadataLengthErrF(limit='128KB')
     groups = c['priority_groups'] or []
     if c['priority_policy'] != 'none':
-        if c['deliver_subject']: raise api_error('JSConsumerPushWithPriorityGroupErr')
-        if not groups: raise api_error('JSConsumerPriorityPolicyWithoutGroup')
-        if '' in groups: raise api_error('JSConsumerEmptyGroupName')
-        if not all(_GROUP.fullmatch(g) for g in groups): raise api_error('JSConsumerInvalidGroupNameErr')
-    elif groups: raise api_error('JSConsumerPriorityGroupWithPolicyNone')
-    elif c['priority_timeout'] > 0: raise api_error('JSConsumerPinnedTTLWithoutPriorityPolicyNone')
+        if c['deliver_subject']: raise JSConsumerPushWithPriorityGroupErr()
+        if not groups: raise JSConsumerPriorityPolicyWithoutGroup()
+        if '' in groups: raise JSConsumerEmptyGroupName()
+        if not all(_GROUP.fullmatch(g) for g in groups): raise JSConsumerInvalidGroupNameErr()
+    elif groups: raise JSConsumerPriorityGroupWithPolicyNone()
+    elif c['priority_timeout'] > 0: raise JSConsumerPinnedTTLWithoutPriorityPolicyNone()
     if (s.get('placement') or {}).get('preferred'): raise _invalid('preferred server not permitted in placement')
 
 # %% ../../nbs/2_js/11_consumer_config.ipynb #22c8b62b
@@ -314,20 +339,20 @@ def _wq_clash(c: dict, consumers: dict, name: str) -> bool:
 
 def _create(c: dict, s: dict, action: str, consumers: dict | None) -> dict:
     "Finish the configuration of a consumer that does not exist yet."
-    if consumers is not None and action == 'update': raise api_error('JSConsumerDoesNotExist')
+    if consumers is not None and action == 'update': raise JSConsumerDoesNotExist()
     consumers = consumers or {}
     counted = [n for n, o in consumers.items() if not o.get('sourcing')]
-    if 0 < s.get('max_consumers', -1) <= len(counted): raise api_error('JSMaximumConsumersLimitErr')
+    if 0 < s.get('max_consumers', -1) <= len(counted): raise JSMaximumConsumersLimitErr()
     if s.get('retention') == 'workqueue' and not (c['direct'] or c['sourcing']):
-        if c['ack_policy'] not in ('explicit', 'flow_control'): raise api_error('JSConsumerWQRequiresExplicitAckErr')
-        if c['deliver_policy'] != 'all': raise api_error('JSConsumerWQConsumerNotDeliverAllErr')
-        if counted and not _filters(c): raise api_error('JSConsumerWQMultipleUnfilteredErr')
-        if counted and _wq_clash(c, consumers, ''): raise api_error('JSConsumerWQConsumerNotUniqueErr')
-    if len(c['durable_name'].encode()) > 255: raise api_error('JSConsumerNameTooLongErrF', max=255)
+        if c['ack_policy'] not in ('explicit', 'flow_control'): raise JSConsumerWQRequiresExplicitAckErr()
+        if c['deliver_policy'] != 'all': raise JSConsumerWQConsumerNotDeliverAllErr()
+        if counted and not _filters(c): raise JSConsumerWQMultipleUnfilteredErr()
+        if counted and _wq_clash(c, consumers, ''): raise JSConsumerWQConsumerNotUniqueErr()
+    if len(c['durable_name'].encode()) > 255: raise JSConsumerNameTooLongErrF(max=255)
     if not c['durable_name']:
         if c['inactive_threshold'] <= 0: c['inactive_threshold'] = 5 * _S
         if len(c['name'].encode()) > 255 and not (c['direct'] or c['mem_storage']) and s.get('storage', 'file') == 'file':
-            raise api_error('JSConsumerCreateErrF', err='error creating store for consumer')
+            raise JSConsumerCreateErrF(err='error creating store for consumer')
     return _report(c)
 
 def consumer_config_for_create(req: dict | bytes, stream_cfg: dict | None, *, subject_stream: str,
@@ -339,16 +364,16 @@ def consumer_config_for_create(req: dict | bytes, stream_cfg: dict | None, *, su
     c, action = d['config'], d['action'] if action is None else action
     for k in _LISTS: c[k] = c[k] or None
     name = _identify(c, d['stream_name'], subject_stream, subject_consumer, subject_filter, durable_api)
-    if stream_cfg is None: raise api_error('JSStreamNotFoundErr')
+    if stream_cfg is None: raise JSStreamNotFoundErr()
     old = (consumers or {}).get(name) if name else None
     if old is not None: c['pause_until'] = old.get('pause_until')
     _static_metadata(c)
     _defaults(c, stream_cfg, d['pedantic'])
     for checks in (_check_basics, _check_delivery, _check_filters, _check_start, _check_rest): checks(c, stream_cfg)
     if old is None: return _create(c, stream_cfg, action, consumers)
-    if action == 'create' and not consumer_configs_equal_for_create(old, c): raise api_error('JSConsumerAlreadyExists')
+    if action == 'create' and not consumer_configs_equal_for_create(old, c): raise JSConsumerAlreadyExists()
     if stream_cfg.get('retention') == 'workqueue' and _wq_clash(c, consumers, name):
-        raise api_error('JSConsumerWQConsumerNotUniqueErr')
+        raise JSConsumerWQConsumerNotUniqueErr()
     return consumer_config_for_update(old, c, stream_cfg, deliver_interest=deliver_interest)
 
 # %% ../../nbs/2_js/11_consumer_config.ipynb #3556b756
@@ -363,7 +388,7 @@ def consumer_config_for_update(old: dict, new: dict, stream_cfg: dict, *, delive
     if n['pause_until'] != o['pause_until']:
         n['pause_until'] = o['pause_until']
         n['metadata'] = (n['metadata'] or {}) | {'_nats.req.level': str(_req_level(n))}
-    def refuse(msg): raise api_error('JSConsumerCreateErrF', err=msg)
+    def refuse(msg): raise JSConsumerCreateErrF(err=msg)
     for key, what in _FIXED:
         a, b = o[key], n[key]
         if key == 'opt_start_time' and a and b: a, b = _instant(a), _instant(b)
@@ -371,7 +396,7 @@ def consumer_config_for_update(old: dict, new: dict, stream_cfg: dict, *, delive
     if o['deliver_subject'] != n['deliver_subject']:
         if not o['deliver_subject']: refuse('can not update pull consumer to push based')
         if not n['deliver_subject']: refuse('can not update push consumer to pull based')
-        if deliver_interest: raise api_error('JSConsumerNameExistErr')
+        if deliver_interest: raise JSConsumerNameExistErr()
     if o['max_waiting'] != n['max_waiting']: refuse('max waiting can not be updated')
     if n['pause_until']: n['pause_until'] = _utc(n['pause_until'])
     if n['inactive_threshold'] != o['inactive_threshold'] and not o['durable_name'] and n['inactive_threshold'] <= 0:

@@ -9,7 +9,11 @@ import orjson
 from fastcore.basics import patch
 from ..nats.protocol import get_header, remove_header, add_header
 from ..nats.subjects import subject_matches
-from .errors import JSApiError, api_error
+from .errors import (JSApiError, JSInsufficientResourcesErr, JSMessageSourceHdrNotAllowedErr, JSMessageTTLDisabledErr,
+                           JSMessageTTLInvalidErr, JSSequenceNotFoundErrF, JSStreamExpectedLastSeqPerSubjectInvalid,
+                           JSStreamHeaderExceedsMaximumErr, JSStreamMessageExceedsMaximumErr, JSStreamMsgDeleteFailedF,
+                           JSStreamNotMatchErr, JSStreamPurgeFailedF, JSStreamRollupFailedF, JSStreamSealedErr,
+                           JSStreamStoreFailedF, JSStreamWrongLastMsgIDErrF, JSStreamWrongLastSequenceErrF)
 from .store import MsgStore, StoreLimits, StoreError, rfc3339
 
 log = logging.getLogger('jsnb')
@@ -154,7 +158,7 @@ def _flush(self: Stream):
         return
     try: first, _ = self.store.store_batch([m[0] for m in msgs], [m[2] for m in msgs])
     except StoreError as e:
-        nak = self._nak(api_error('JSStreamStoreFailedF', err=_STORE_ERRORS.get(e.kind, str(e))))
+        nak = self._nak(JSStreamStoreFailedF(err=_STORE_ERRORS.get(e.kind, str(e))))
         for _, reply, _ in msgs:
             if reply and not self.cfg.get('no_ack'): js.core.route(None, reply, b'', 0, nak)
         return
@@ -206,14 +210,14 @@ def go_duration(ns: int) -> str:
 @patch
 def _check(self: Stream, subject: str, hdr: bytes, size: int, sourced: bool = False):
     cfg = self.cfg
-    if cfg.get('sealed'): return api_error('JSStreamSealedErr')
+    if cfg.get('sealed'): return JSStreamSealedErr()
     if not hdr: return None
     exp = get_header(hdr, b'Nats-Expected-Stream')
-    if exp and exp.decode() != self.name: return api_error('JSStreamNotMatchErr')
+    if exp and exp.decode() != self.name: return JSStreamNotMatchErr()
     ttl = get_header(hdr, b'Nats-TTL')
     if ttl is not None and not cfg.get('allow_msg_ttl') and not sourced:
         try:
-            if parse_ttl(ttl) != 0: return api_error('JSMessageTTLDisabledErr')
+            if parse_ttl(ttl) != 0: return JSMessageTTLDisabledErr()
         except ValueError: pass                              # an invalid TTL is reported when storing (10165)
     subj_seq = get_header(hdr, b'Nats-Expected-Last-Subject-Sequence')
     subj_for = get_header(hdr, b'Nats-Expected-Last-Subject-Sequence-Subject')
@@ -221,13 +225,13 @@ def _check(self: Stream, subject: str, hdr: bytes, size: int, sourced: bool = Fa
         want = int(subj_seq) if subj_seq.isdigit() else -1
         last = self.store.load_last_msg(subj_for.decode() if subj_for else subject)
         have = last.seq if last is not None else 0
-        if have != want: return api_error('JSStreamWrongLastSequenceErrF', seq=have)
-    elif subj_for: return api_error('JSStreamExpectedLastSeqPerSubjectInvalid')
+        if have != want: return JSStreamWrongLastSequenceErrF(seq=have)
+    elif subj_for: return JSStreamExpectedLastSeqPerSubjectInvalid()
     last_seq = get_header(hdr, b'Nats-Expected-Last-Sequence')
     if last_seq is not None:
         want = int(last_seq) if last_seq.isdigit() else -1
-        if want != self.last_seq: return api_error('JSStreamWrongLastSequenceErrF', seq=self.last_seq)
-    if not sourced and get_header(hdr, b'Nats-Stream-Source') is not None: return api_error('JSMessageSourceHdrNotAllowedErr')
+        if want != self.last_seq: return JSStreamWrongLastSequenceErrF(seq=self.last_seq)
+    if not sourced and get_header(hdr, b'Nats-Stream-Source') is not None: return JSMessageSourceHdrNotAllowedErr()
     return None
 
 # %% ../../nbs/2_js/06_stream.ipynb #e81ce7c4
@@ -252,16 +256,16 @@ def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool 
     if hdr:
         lmid = get_header(hdr, b'Nats-Expected-Last-Msg-Id')
         if lmid is not None and lmid.decode() != self.last_msg_id:
-            return self._nak(api_error('JSStreamWrongLastMsgIDErrF', id=self.last_msg_id))
+            return self._nak(JSStreamWrongLastMsgIDErrF(id=self.last_msg_id))
         rollup = get_header(hdr, b'Nats-Rollup') or b''
         if rollup:
             if not cfg.get('allow_rollup_hdrs') or cfg.get('deny_purge'):
-                return self._nak(api_error('JSStreamRollupFailedF', err='rollup not permitted'))
+                return self._nak(JSStreamRollupFailedF(err='rollup not permitted'))
             if rollup not in (b'sub', b'all'):
-                return self._nak(api_error('JSStreamRollupFailedF', err=f'rollup value invalid: "{rollup.decode()}"'))
-    if self.too_big(hdr, data): return self._nak(api_error('JSStreamMessageExceedsMaximumErr'))
-    if len(hdr) > 65535: return self._nak(api_error('JSStreamHeaderExceedsMaximumErr'))
-    if self.js.limits_exceeded(cfg.get('storage', 'file')): return self._nak(api_error('JSInsufficientResourcesErr'))
+                return self._nak(JSStreamRollupFailedF(err=f'rollup value invalid: "{rollup.decode()}"'))
+    if self.too_big(hdr, data): return self._nak(JSStreamMessageExceedsMaximumErr())
+    if len(hdr) > 65535: return self._nak(JSStreamHeaderExceedsMaximumErr())
+    if self.js.limits_exceeded(cfg.get('storage', 'file')): return self._nak(JSInsufficientResourcesErr())
     return self._store(subject, hdr, data, msg_id, rollup, now)
 
 # %% ../../nbs/2_js/06_stream.ipynb #f3ff3173
@@ -283,7 +287,7 @@ def _store(self: Stream, subject: str, hdr: bytes, data: bytes, msg_id: str, rol
     t = get_header(hdr, b'Nats-TTL') if hdr else None
     if t is not None:
         try: ttl = parse_ttl(t)
-        except ValueError: return self._nak(api_error('JSMessageTTLInvalidErr'))
+        except ValueError: return self._nak(JSMessageTTLInvalidErr())
         if ttl > 0 and not cfg.get('allow_msg_ttl'): ttl = 0     # copied from a source: kept, not expired (`never` still holds)
     sdm = (cfg.get('subject_delete_marker_ttl') or 0) // _NS
     if ttl > 0 and sdm > 0 and cfg.get('max_msgs_per_subject') != 1 and ttl < sdm:      # never shorter than the markers
@@ -292,7 +296,7 @@ def _store(self: Stream, subject: str, hdr: bytes, data: bytes, msg_id: str, rol
     last = self.store.load_last_msg(subject) if cfg.get('republish') else None
     try: seq, ts = self.store.store_msg(subject, hdr, data, ttl=ttl * _NS if ttl > 0 else ttl)
     except StoreError as e:
-        return self._nak(api_error('JSStreamStoreFailedF', err=_STORE_ERRORS.get(getattr(e, 'kind', ''), str(e))))
+        return self._nak(JSStreamStoreFailedF(err=_STORE_ERRORS.get(getattr(e, 'kind', ''), str(e))))
     self.last_seq, self.last_msg_id = seq, msg_id
     if msg_id: self.dedup[msg_id] = (seq, ts)
     if rollup == b'sub': self.store.purge(subject=subject, keep=1)
@@ -379,8 +383,8 @@ def update(self: Stream, cfg: dict):
 @patch
 def purge(self: Stream, subject: str = '', seq: int = 0, keep: int = 0) -> int:
     "Purge messages (all, by subject, up to a sequence, or keeping the newest `keep`)."
-    if self.cfg.get('sealed'): raise api_error('JSStreamSealedErr')
-    if self.cfg.get('deny_purge'): raise api_error('JSStreamPurgeFailedF', err='stream purge not permitted')
+    if self.cfg.get('sealed'): raise JSStreamSealedErr()
+    if self.cfg.get('deny_purge'): raise JSStreamPurgeFailedF(err='stream purge not permitted')
     n = self.store.purge(subject=subject, seq=seq, keep=keep)
     self.js.on_purged(self)
     return n
@@ -388,9 +392,9 @@ def purge(self: Stream, subject: str = '', seq: int = 0, keep: int = 0) -> int:
 @patch
 def delete_msg(self: Stream, seq: int, erase: bool = True) -> bool:
     "Remove one message; raises the reference's errors."
-    if self.cfg.get('sealed'): raise api_error('JSStreamSealedErr')
-    if self.cfg.get('deny_delete'): raise api_error('JSStreamMsgDeleteFailedF', err='message delete not permitted')
+    if self.cfg.get('sealed'): raise JSStreamSealedErr()
+    if self.cfg.get('deny_delete'): raise JSStreamMsgDeleteFailedF(err='message delete not permitted')
     if seq > self.store.state()['last_seq'] and self.cfg.get('storage') == 'file':   # the file store says EOF
-        raise api_error('JSStreamMsgDeleteFailedF', err='stream store EOF')
-    if not self.store.remove_msg(seq, erase=erase): raise api_error('JSSequenceNotFoundErrF', seq=seq)
+        raise JSStreamMsgDeleteFailedF(err='stream store EOF')
+    if not self.store.remove_msg(seq, erase=erase): raise JSSequenceNotFoundErrF(seq=seq)
     return True

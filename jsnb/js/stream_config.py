@@ -5,8 +5,21 @@
 # %% ../../nbs/2_js/02_stream_config.ipynb #55dc3713
 from __future__ import annotations
 import copy, re
-from .errors import JSApiError, api_error, go_quote, go_decode
-from .errors import GoStr, GoBool, GoInt, GoEnum, GoTime, GoSlice, GoMap, GoStruct
+from .errors import (JSApiError, JSMemoryResourcesExceededErr, JSMirrorDurableConsumerCfgInvalid,
+                           JSMirrorInvalidStreamName, JSMirrorInvalidSubjectFilter, JSMirrorInvalidTransformDestination,
+                           JSMirrorMultipleFiltersNotAllowed, JSMirrorOverlappingSubjectFilters, JSMirrorWithAtomicPublishErr,
+                           JSMirrorWithBatchPublishErr, JSMirrorWithCountersErr, JSMirrorWithFirstSeqErr,
+                           JSMirrorWithMsgSchedulesErr, JSMirrorWithSourcesErr, JSMirrorWithSubjectsErr, JSPedanticErrF,
+                           JSReplicasCountCannotBeNegative, JSSourceDuplicateDetected, JSSourceDurableConsumerCfgInvalid,
+                           JSSourceDurableConsumerDuplicateDetected, JSSourceInvalidStreamName, JSSourceInvalidSubjectFilter,
+                           JSSourceInvalidTransformDestination, JSSourceMultipleFiltersNotAllowed,
+                           JSSourceOverlappingSubjectFilters, JSSourceWithMsgSchedulesErr, JSStorageResourcesExceededErr,
+                           JSStreamCreateErrF, JSStreamExternalApiOverlapErrF, JSStreamInvalidConfigF,
+                           JSStreamInvalidExternalDeliverySubjErrF, JSStreamMirrorNotUpdatableErr, JSStreamMismatchErr,
+                           JSStreamNameContainsPathSeparatorsErr, JSStreamReplicasNotSupportedErr,
+                           JSStreamTransformInvalidDestination, JSStreamTransformInvalidSource)
+from .gojson import go_quote, go_decode
+from .gojson import GoStr, GoBool, GoInt, GoEnum, GoTime, GoSlice, GoMap, GoStruct
 
 # %% auto #0
 __all__ = ['JS_SERVER_VERSION', 'JS_API_LEVEL', 'STREAM_CONFIG_REQUEST', 'subjects_overlap', 'stream_config_for_create',
@@ -200,8 +213,8 @@ def _mapping_error(src: str, dest: str) -> str | None:
 _MS, _SECOND, _MINUTE = 1_000_000, 1_000_000_000, 60_000_000_000
 _NAME_BAD = frozenset(' \t\r\n\f.*>\\/')
 
-def _invalid(msg: str) -> JSApiError: return api_error('JSStreamInvalidConfigF', err=msg)
-def _pedantic(msg: str) -> JSApiError: return api_error('JSPedanticErrF', err=msg)
+def _invalid(msg: str) -> JSApiError: return JSStreamInvalidConfigF(err=msg)
+def _pedantic(msg: str) -> JSApiError: return JSPedanticErrF(err=msg)
 def _size(s: str) -> int: return len(s.encode('utf-8', 'surrogatepass'))
 def _valid_name(name: str) -> bool: return bool(name) and not _NAME_BAD.intersection(name)
 
@@ -219,7 +232,7 @@ def _check_limits(cfg: dict, pedantic: bool):
     cfg['storage'] = cfg['storage'] or 'file'
     cfg['num_replicas'] = cfg['num_replicas'] or 1
     if cfg['num_replicas'] > 5: raise _invalid('maximum replicas is 5')
-    if cfg['num_replicas'] < 0: raise api_error('JSReplicasCountCannotBeNegative')
+    if cfg['num_replicas'] < 0: raise JSReplicasCountCannotBeNegative()
     for k in ('max_msgs', 'max_msgs_per_subject', 'max_bytes', 'max_msg_size', 'max_consumers'):
         if cfg[k] == 0 or cfg[k] < -1:
             if pedantic and cfg[k] < -1: raise _pedantic(f'{k} must be set to -1')
@@ -274,26 +287,26 @@ def _check_origin_consumer(src: dict, err: str):
     c = src['consumer']
     if c is None: return
     if (not _valid_name(c['name']) or not _publish_subject(c['deliver_subject']) or src['opt_start_seq']
-            or src['opt_start_time'] is not None or src['filter_subject']): raise api_error(err)
+            or src['opt_start_time'] is not None or src['filter_subject']): raise err()
 
 def _check_mirror(cfg: dict) -> list:
     "A mirror's restrictions; the external prefixes it names."
     m = cfg['mirror']
     if m is None: return []
-    for flag, err in (('first_seq', 'JSMirrorWithFirstSeqErr'), ('subjects', 'JSMirrorWithSubjectsErr'),
-                      ('sources', 'JSMirrorWithSourcesErr'), ('allow_msg_counter', 'JSMirrorWithCountersErr'),
-                      ('allow_atomic', 'JSMirrorWithAtomicPublishErr'), ('allow_batched', 'JSMirrorWithBatchPublishErr'),
-                      ('allow_msg_schedules', 'JSMirrorWithMsgSchedulesErr')):
-        if cfg[flag]: raise api_error(err)
-    _check_origin_consumer(m, 'JSMirrorDurableConsumerCfgInvalid')
+    for flag, err in (('first_seq', JSMirrorWithFirstSeqErr), ('subjects', JSMirrorWithSubjectsErr),
+                      ('sources', JSMirrorWithSourcesErr), ('allow_msg_counter', JSMirrorWithCountersErr),
+                      ('allow_atomic', JSMirrorWithAtomicPublishErr), ('allow_batched', JSMirrorWithBatchPublishErr),
+                      ('allow_msg_schedules', JSMirrorWithMsgSchedulesErr)):
+        if cfg[flag]: raise err()
+    _check_origin_consumer(m, JSMirrorDurableConsumerCfgInvalid)
     trs = m['subject_transforms'] or []
-    if m['filter_subject'] and trs: raise api_error('JSMirrorMultipleFiltersNotAllowed')
+    if m['filter_subject'] and trs: raise JSMirrorMultipleFiltersNotAllowed()
     if cfg['subject_delete_marker_ttl'] > 0: raise _invalid('subject delete markers forbidden on mirrors')
     for i, tr in enumerate(trs):
-        if tr['src'] and not _valid_subject(tr['src']): raise api_error('JSMirrorInvalidSubjectFilter', err=f"invalid subject {tr['src']}")
-        if e := _mapping_error(tr['src'], tr['dest']): raise api_error('JSMirrorInvalidTransformDestination', err=e)
-        if any(j != i and _collide(tr['src'], o['src']) for j, o in enumerate(trs)): raise api_error('JSMirrorOverlappingSubjectFilters')
-    if m['external'] is None and not _valid_name(m['name']): raise api_error('JSMirrorInvalidStreamName')
+        if tr['src'] and not _valid_subject(tr['src']): raise JSMirrorInvalidSubjectFilter(err=f"invalid subject {tr['src']}")
+        if e := _mapping_error(tr['src'], tr['dest']): raise JSMirrorInvalidTransformDestination(err=e)
+        if any(j != i and _collide(tr['src'], o['src']) for j, o in enumerate(trs)): raise JSMirrorOverlappingSubjectFilters()
+    if m['external'] is None and not _valid_name(m['name']): raise JSMirrorInvalidStreamName()
     return [m['external']] if m['external'] is not None else []
 
 # %% ../../nbs/2_js/02_stream_config.ipynb #2f23cb53
@@ -306,22 +319,22 @@ def _source_key(s: dict) -> tuple:
 def _check_sources(cfg: dict) -> list:
     "Each source's restrictions; the external prefixes they name."
     srcs, seen, consumers, externals = cfg['sources'] or [], set(), set(), []
-    if srcs and cfg['allow_msg_schedules']: raise api_error('JSSourceWithMsgSchedulesErr')
+    if srcs and cfg['allow_msg_schedules']: raise JSSourceWithMsgSchedulesErr()
     for s in srcs:
-        if s is None or not _valid_name(s['name']): raise api_error('JSSourceInvalidStreamName')
-        if _source_key(s) in seen: raise api_error('JSSourceDuplicateDetected')
+        if s is None or not _valid_name(s['name']): raise JSSourceInvalidStreamName()
+        if _source_key(s) in seen: raise JSSourceDuplicateDetected()
         seen.add(_source_key(s))
         trs = s['subject_transforms'] or []
-        if s['filter_subject'] and trs: raise api_error('JSSourceMultipleFiltersNotAllowed')
+        if s['filter_subject'] and trs: raise JSSourceMultipleFiltersNotAllowed()
         for tr in trs:
-            if tr['src'] and not _valid_subject(tr['src']): raise api_error('JSSourceInvalidSubjectFilter', err=f"invalid subject {tr['src']}")
-            if e := _mapping_error(tr['src'], tr['dest']): raise api_error('JSSourceInvalidTransformDestination', err=e)
+            if tr['src'] and not _valid_subject(tr['src']): raise JSSourceInvalidSubjectFilter(err=f"invalid subject {tr['src']}")
+            if e := _mapping_error(tr['src'], tr['dest']): raise JSSourceInvalidTransformDestination(err=e)
         if any(i != j and _subset(a['src'], b['src']) for i, a in enumerate(trs) for j, b in enumerate(trs)):
-            raise api_error('JSSourceOverlappingSubjectFilters')
+            raise JSSourceOverlappingSubjectFilters()
         if s['consumer'] is not None:
-            _check_origin_consumer(s, 'JSSourceDurableConsumerCfgInvalid')
+            _check_origin_consumer(s, JSSourceDurableConsumerCfgInvalid)
             key = (s['name'], s['external'] and s['external']['api'], s['consumer']['name'])
-            if key in consumers: raise api_error('JSSourceDurableConsumerDuplicateDetected')
+            if key in consumers: raise JSSourceDurableConsumerDuplicateDetected()
             consumers.add(key)
         if s['external'] is not None: externals.append(s['external'])
     return externals
@@ -330,11 +343,11 @@ def _check_sources(cfg: dict) -> list:
 def _check_externals(externals: list):
     "Delivery prefixes, then API prefixes, of origins in other domains or accounts."
     for pfx in [e['deliver'] for e in externals if e['deliver']]:
-        if not _publish_subject(pfx): raise api_error('JSStreamInvalidExternalDeliverySubjErrF', prefix=pfx)
+        if not _publish_subject(pfx): raise JSStreamInvalidExternalDeliverySubjErrF(prefix=pfx)
     for pfx in [e['api'] for e in externals if e['api']]:
         if not _publish_subject(pfx):
             raise _invalid(f'stream external api prefix {go_quote(pfx)} must be a valid subject without wildcards')
-        if _collide(pfx, '$JS.API'): raise api_error('JSStreamExternalApiOverlapErrF', prefix=pfx, subject='$JS.API')
+        if _collide(pfx, '$JS.API'): raise JSStreamExternalApiOverlapErrF(prefix=pfx, subject='$JS.API')
 
 def _check_cycles(cfg: dict):
     "A stream may not source (on subjects it stores) or mirror itself."
@@ -352,7 +365,7 @@ def _check_subjects(cfg: dict):
     if not subs:
         if cfg['mirror'] is None and not cfg['sources']: cfg['subjects'] = [cfg['name']]
         return
-    if cfg['mirror'] is not None: raise api_error('JSMirrorWithSubjectsErr')
+    if cfg['mirror'] is not None: raise JSMirrorWithSubjectsErr()
     for i, s in enumerate(subs):
         if not _valid_subject(s): raise _invalid('invalid subject')
         if s in subs[:i]: raise _invalid('duplicate subjects detected')
@@ -372,8 +385,8 @@ def _check_transforms(cfg: dict, pedantic: bool):
     st, rp = cfg['subject_transform'], cfg['republish']
     if st is not None:
         if st['src'] and not _valid_subject(st['src']):
-            raise api_error('JSStreamTransformInvalidSource', err=f"invalid subject {st['src']}")
-        if e := _mapping_error(st['src'], st['dest']): raise api_error('JSStreamTransformInvalidDestination', err=e)
+            raise JSStreamTransformInvalidSource(err=f"invalid subject {st['src']}")
+        if e := _mapping_error(st['src'], st['dest']): raise JSStreamTransformInvalidDestination(err=e)
     if rp is None: return
     if not rp['src']:
         if pedantic: raise _pedantic('republish source can not be empty')
@@ -454,34 +467,34 @@ def _render(cfg: dict) -> dict:
 def _check_room(storage: str | None, need: int, max_memory: int, max_file: int):
     "Refuse `need` bytes (negative: one byte) in `storage` when that store has less free."
     need = 1 if need < 0 else need
-    if storage == 'memory' and max_memory >= 0 and need > max_memory: raise api_error('JSMemoryResourcesExceededErr')
-    if storage == 'file' and max_file >= 0 and need > max_file: raise api_error('JSStorageResourcesExceededErr')
+    if storage == 'memory' and max_memory >= 0 and need > max_memory: raise JSMemoryResourcesExceededErr()
+    if storage == 'file' and max_file >= 0 and need > max_file: raise JSStorageResourcesExceededErr()
 
 # %% ../../nbs/2_js/02_stream_config.ipynb #53e2980d
 def _check_filters(cfg: dict):
     "Filters of mirrors and sources without transforms must be valid subjects (checked when creating)."
     m = cfg['mirror']
     if m is not None and not m['subject_transforms'] and m['filter_subject'] and not _valid_subject(m['filter_subject']):
-        raise api_error('JSStreamCreateErrF', err=f"subject filter '{m['filter_subject']}' for the mirror invalid subject")
+        raise JSStreamCreateErrF(err=f"subject filter '{m['filter_subject']}' for the mirror invalid subject")
     for s in cfg['sources'] or []:
         if not s['subject_transforms'] and s['filter_subject'] and not _valid_subject(s['filter_subject']):
-            raise api_error('JSStreamCreateErrF', err=f"subject filter '{s['filter_subject']}' for the source: invalid subject")
+            raise JSStreamCreateErrF(err=f"subject filter '{s['filter_subject']}' for the source: invalid subject")
     for s in [m] + (cfg['sources'] or []):
         t = s and s['opt_start_time']
-        if t and t[-1] != 'Z' and int(t[-5:-3]) >= 24: raise api_error('JSStreamCreateErrF', err='error creating store for stream')
+        if t and t[-1] != 'Z' and int(t[-5:-3]) >= 24: raise JSStreamCreateErrF(err='error creating store for stream')
 
 def stream_config_for_create(req: dict | bytes, subject_name: str, *, max_memory: int = -1, max_file: int = -1) -> dict:
     "The configuration a `STREAM.CREATE.<subject_name>` request makes, as the reference reports it; or raise `JSApiError`."
     cfg = go_decode(req, STREAM_CONFIG_REQUEST)
     pedantic = cfg.pop('pedantic')
     _set_static_metadata(cfg)
-    if subject_name != cfg['name']: raise api_error('JSStreamMismatchErr')
-    if '\\' in subject_name or '/' in subject_name: raise api_error('JSStreamNameContainsPathSeparatorsErr')
+    if subject_name != cfg['name']: raise JSStreamMismatchErr()
+    if '\\' in subject_name or '/' in subject_name: raise JSStreamNameContainsPathSeparatorsErr()
     if cfg['sealed']: raise _invalid('stream configuration for create can not be sealed')
     if cfg['mirror_direct'] and cfg['mirror'] is None: raise _invalid('stream has no mirror but does have mirror direct')
     _check_room(cfg['storage'], cfg['max_bytes'], max_memory, max_file)
     cfg = _check(cfg, pedantic)
-    if cfg['num_replicas'] > 1: raise api_error('JSStreamReplicasNotSupportedErr')
+    if cfg['num_replicas'] > 1: raise JSStreamReplicasNotSupportedErr()
     _check_room(cfg['storage'], cfg['max_bytes'], max_memory, max_file)
     _check_filters(cfg)
     return _render(cfg)
@@ -490,14 +503,14 @@ def stream_config_for_create(req: dict | bytes, subject_name: str, *, max_memory
 def _check_changes(old: dict, cfg: dict):
     "What an update may not change."
     if cfg['name'] != old['name']: raise _invalid('stream configuration name must match original')
-    if cfg['num_replicas'] > 1: raise api_error('JSStreamReplicasNotSupportedErr')
+    if cfg['num_replicas'] > 1: raise JSStreamReplicasNotSupportedErr()
     if cfg['storage'] != old['storage']: raise _invalid('stream configuration update can not change storage type')
     if cfg['retention'] != old['retention'] and 'workqueue' in (cfg['retention'], old['retention']):
         raise _invalid('stream configuration update can not change retention policy to/from workqueue')
     for flag, what in (('sealed', 'unseal a sealed stream'), ('deny_delete', 'cancel deny message deletes'),
                        ('deny_purge', 'cancel deny purge')):
         if old[flag] and not cfg[flag]: raise _invalid(f'stream configuration update can not {what}')
-    if cfg['mirror'] is not None and cfg['mirror'] != old['mirror']: raise api_error('JSStreamMirrorNotUpdatableErr')
+    if cfg['mirror'] is not None and cfg['mirror'] != old['mirror']: raise JSStreamMirrorNotUpdatableErr()
     _check_discard_new_per(cfg)
     if old['allow_msg_ttl'] and not cfg['allow_msg_ttl']: raise _invalid('message TTL status can not be disabled')
     if cfg['allow_msg_counter'] != old['allow_msg_counter']:
@@ -518,7 +531,7 @@ def stream_config_for_update(old: dict, req: dict | bytes, subject_name: str, *,
     cfg = go_decode(req, STREAM_CONFIG_REQUEST)
     pedantic = cfg.pop('pedantic')
     cfg = _check(cfg, pedantic)
-    if subject_name != cfg['name']: raise api_error('JSStreamMismatchErr')
+    if subject_name != cfg['name']: raise JSStreamMismatchErr()
     _set_static_metadata(cfg)
     cfg = _check(cfg, pedantic)
     _check_changes(cur, cfg)
