@@ -13,7 +13,8 @@ from .gojson import go_decode, GoStruct, GoInt, GoStr, GoBool, GoTime, GoSlice
 from .stream_config import stream_config_for_create, stream_config_for_update, subjects_overlap
 from .store import MemStore
 from .filestore import FileStore
-from .stream import Stream, limits_of, rfc3339nano
+from .stream import Stream, limits_of
+from ..nats.times import rfc3339
 from . import direct_get
 from . import mirrors
 from . import batch
@@ -308,7 +309,7 @@ def advise_stream(self: JetStream, name: str, action: str):
     subj = f'$JS.EVENT.ADVISORY.STREAM.{subj}.{name}'
     if not self._interested(subj.encode()): return
     self.publish_internal(subj, orjson.dumps(dict(type='io.nats.jetstream.advisory.v1.stream_action', id=_event_id(),
-                                                  timestamp=rfc3339nano(time.time_ns()), stream=name, action=action)))
+                                                  timestamp=rfc3339(time.time_ns()), stream=name, action=action)))
 
 _CONSUMER_EVENTS = {'TERMINATED': ('io.nats.jetstream.advisory.v1.terminated', 'ADVISORY.CONSUMER.MSG_TERMINATED'),
                     'NAKED': ('io.nats.jetstream.advisory.v1.nak', 'ADVISORY.CONSUMER.MSG_NAKED'),
@@ -323,7 +324,7 @@ def advise_consumer_event(self: JetStream, c, event: str, fields: dict):
     typ, token = _CONSUMER_EVENTS[event]
     subj = f'$JS.EVENT.{token}.{c.stream.name}.{c.name}'
     if not self._interested(subj.encode()): return
-    d = dict(type=typ, id=_event_id(), timestamp=rfc3339nano(time.time_ns()), stream=c.stream.name, consumer=c.name, **fields)
+    d = dict(type=typ, id=_event_id(), timestamp=rfc3339(time.time_ns()), stream=c.stream.name, consumer=c.name, **fields)
     self.publish_internal(subj, orjson.dumps(d))
 
 @patch
@@ -332,11 +333,11 @@ def advise_api(self: JetStream, src, subject: str, request: bytes, response: byt
     if not self._interested(b'$JS.EVENT.ADVISORY.API'): return
     client = {}
     if src is not None and hasattr(src, 'cid'):
-        client = dict(start=rfc3339nano(int(src.start * 1e9)), host=src.host, id=src.cid, acc='$G', lang=src.lang,
+        client = dict(start=rfc3339(int(src.start * 1e9)), host=src.host, id=src.cid, acc='$G', lang=src.lang,
                       ver=src.version, rtt=int(src.rtt * 1e9), server=self.core.server_name, kind='Client', client_type='nats')
         if src.name: client['name'] = src.name
         if src.user: client['user'] = src.user
-    d = dict(type='io.nats.jetstream.advisory.v1.api_audit', id=_event_id(), timestamp=rfc3339nano(time.time_ns()),
+    d = dict(type='io.nats.jetstream.advisory.v1.api_audit', id=_event_id(), timestamp=rfc3339(time.time_ns()),
              server=self.core.server_name, client=client, subject=subject)
     if request: d['request'] = request.decode('utf-8', 'replace')
     d['response'] = response.decode('utf-8', 'replace')
@@ -559,7 +560,7 @@ def _msg_get(self: JetStream, args, body, src) -> dict:
     msg = dict(subject=m.subject, seq=m.seq)
     if m.hdr: msg['hdrs'] = base64.b64encode(m.hdr).decode()
     if m.data: msg['data'] = base64.b64encode(m.data).decode()
-    msg['time'] = rfc3339nano(m.ts)
+    msg['time'] = rfc3339(m.ts)
     return dict(message=msg)
 
 @api('STREAM.MSG.DELETE', 'stream_msg_delete_response')

@@ -15,7 +15,8 @@ from .errors import (JSAtomicPublishContainsDuplicateMessageErr, JSAtomicPublish
                            JSBatchPublishUnknownBatchIDErr, JSInsufficientResourcesErr, JSMessageTTLDisabledErr,
                            JSMessageTTLInvalidErr, JSStreamMessageExceedsMaximumErr, JSStreamNotMatchErr, JSStreamSealedErr,
                            JSStreamWrongLastSequenceConstantErr, JSStreamWrongLastSequenceErrF)
-from .stream import Stream, parse_ttl, rfc3339nano
+from .stream import Stream, parse_ttl
+from ..nats.times import rfc3339
 
 # %% auto #0
 __all__ = ['MAX_BATCH', 'MAX_INFLIGHT_STREAM', 'MAX_INFLIGHT_TOTAL', 'BATCH_TIMEOUT', 'AtomicBatch', 'abandon', 'stage',
@@ -44,7 +45,7 @@ def abandon(s: Stream, bid: str, reason: str):
     subj = f'$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.{s.name}'
     if hasattr(s.js, 'has_interest') and s.js.has_interest(subj):
         s.js.publish_internal(subj, orjson.dumps(dict(type='io.nats.jetstream.advisory.v1.stream_batch_abandoned',
-                                                      id=f'{bid}-{time.time_ns()}', timestamp=rfc3339nano(time.time_ns()),
+                                                      id=f'{bid}-{time.time_ns()}', timestamp=rfc3339(time.time_ns()),
                                                       stream=s.name, batch=bid, reason=reason)))
 
 # %% ../../nbs/2_js/10_batch.ipynb #a8d7edcc

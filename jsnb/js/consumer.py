@@ -9,10 +9,9 @@ import orjson
 from fastcore.basics import patch
 from ..nats.subjects import subject_matches
 from ..nats.protocol import get_header
-from .stream import rfc3339nano, parse_rfc3339, go_duration
+from ..nats.times import NS, rfc3339, parse_rfc3339, go_duration
 
 log = logging.getLogger('jsnb')
-_NS = 1_000_000_000
 
 # %% auto #0
 __all__ = ['log', 'PullRequest', 'parse_pull', 'status', 'Consumer']
@@ -194,7 +193,7 @@ def _tokens(self: Consumer, now: int, bps: int) -> float:
     burst = self.stream.cfg.get('max_msg_size') or -1
     if burst <= 0: burst = self.stream.js.core.opts.max_payload if self.stream.js.core else 1 << 20
     have, at = getattr(self, '_bucket', (float(burst), now))
-    have = min(float(burst), have + (now - at) * bps / 8 / _NS)
+    have = min(float(burst), have + (now - at) * bps / 8 / NS)
     self._bucket = (have, now)
     return have
 
@@ -430,7 +429,7 @@ def _ack_wait(self: Consumer, sseq: int) -> int:
     if bo:
         dc = self.rdc.get(sseq, 1)
         return bo[min(dc - 1, len(bo) - 1)]
-    return self.cfg.get('ack_wait') or 30 * _NS
+    return self.cfg.get('ack_wait') or 30 * NS
 
 @patch
 def tick(self: Consumer, now: int | None = None):
@@ -495,10 +494,10 @@ def info(self: Consumer) -> dict:
     "The consumer's counters, in the reference's layout."
     self._expire_waiting(time.time_ns())                   # requests that expired or lost their inbox are not counted
     delivered = dict(consumer_seq=self.dseq - 1, stream_seq=self.sseq - 1)
-    if self.last_delivered: delivered['last_active'] = rfc3339nano(self.last_delivered)
+    if self.last_delivered: delivered['last_active'] = rfc3339(self.last_delivered)
     floor = dict(consumer_seq=self.adflr, stream_seq=self.asflr)
-    if self.last_acked: floor['last_active'] = rfc3339nano(self.last_acked)
-    return dict(stream_name=self.stream.name, name=self.name, created=rfc3339nano(self.created), config=self.cfg,
+    if self.last_acked: floor['last_active'] = rfc3339(self.last_acked)
+    return dict(stream_name=self.stream.name, name=self.name, created=rfc3339(self.created), config=self.cfg,
                 delivered=delivered, ack_floor=floor, num_ack_pending=len(self.pending),
                 num_redelivered=len(self.rdc), num_waiting=len(self.waiting),
                 num_pending=self.num_pending())

@@ -11,7 +11,7 @@ from .errors import JSApiError, JSConsumerNotFoundErr
 from .consumer import Consumer
 from .consumer_config import consumer_config_for_create, new_consumer_name
 from .account import JetStream, api, _request, _stored_cfg
-from .stream import rfc3339nano
+from ..nats.times import rfc3339, parse_rfc3339
 
 log = logging.getLogger('jsnb')
 
@@ -100,7 +100,7 @@ def _info(js: JetStream, c: Consumer, stored: bool = False) -> dict:
     if not c.is_pull and js.has_interest(c.cfg['deliver_subject']): d['push_bound'] = True
     if getattr(c, 'paused_until', 0) > time.time_ns():
         d['paused'] = True; d['pause_remaining'] = c.paused_until - time.time_ns()
-    d['ts'] = rfc3339nano(time.time_ns())
+    d['ts'] = rfc3339(time.time_ns())
     return d
 
 def _get(js: JetStream, args) -> Consumer:
@@ -142,9 +142,7 @@ def _consumer_list(self: JetStream, args, body, src) -> dict:
                 consumers=[_info(self, s.consumers[n], stored=True) for n in names[offset:offset + 256]])
 
 # %% ../../nbs/2_js/14_consumer_api.ipynb #c208103a
-from .stream import parse_rfc3339
-
-@api('CONSUMER.PAUSE', 'consumer_pause_response', paused=False, pause_until=rfc3339nano(0))
+@api('CONSUMER.PAUSE', 'consumer_pause_response', paused=False, pause_until=rfc3339(0))
 def _consumer_pause(self: JetStream, args, body, src) -> dict:
     c = _get(self, args)
     until = _request(body, 'pause')['pause_until'] or ''
@@ -158,7 +156,7 @@ def _consumer_pause(self: JetStream, args, body, src) -> dict:
     now = time.time_ns()
     if c.paused_until > now: return dict(paused=True, pause_until=until, pause_remaining=c.paused_until - now)
     c._deliver(); self.flush_consumer(c)
-    return dict(paused=False, pause_until=until or rfc3339nano(0))
+    return dict(paused=False, pause_until=until or rfc3339(0))
 
 # %% ../../nbs/2_js/14_consumer_api.ipynb #020862a5
 def _housekeeping(js: JetStream, now: int):

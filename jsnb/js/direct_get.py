@@ -6,7 +6,7 @@
 from __future__ import annotations
 import collections
 import orjson
-from .stream import rfc3339nano, parse_rfc3339
+from ..nats.times import rfc3339, parse_rfc3339
 from ..nats.protocol import get_header
 from .stream_config import JS_API_LEVEL as API_LEVEL
 
@@ -24,7 +24,7 @@ MIN_LAST_SEQ = _st(412, 'Min Last Sequence')        # read-after-write: the stre
 def _headers(stream: str, m, extra: tuple = ()) -> bytes:
     "The reply's header block for stored message `m`."
     fields = [('Nats-Stream', stream), ('Nats-Subject', m.subject), ('Nats-Sequence', m.seq),
-              ('Nats-Time-Stamp', rfc3339nano(m.ts)), *extra]
+              ('Nats-Time-Stamp', rfc3339(m.ts)), *extra]
     base = m.hdr[:-2] if m.hdr else b'NATS/1.0\r\n'
     return base + ''.join(f'{k}: {v}\r\n' for k, v in fields).encode() + b'\r\n'
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import time
 from fastcore.basics import patch
 from ..nats.protocol import get_header, remove_header, add_header
-from .stream import Stream, transform_subject, parse_rfc3339, rfc3339nano
+from .stream import Stream, transform_subject
+from ..nats.times import parse_rfc3339, rfc3339
 import hashlib
 from ..nats.subjects import subject_matches
 
@@ -45,7 +46,7 @@ _DIGITS = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
 
 def identity(stream: Stream) -> str:
     "The reference's identity of a stream: an 8-character hash of its creation time (changes when it is recreated)."
-    d = hashlib.sha256(rfc3339nano(stream.created).encode()).digest()
+    d = hashlib.sha256(rfc3339(stream.created).encode()).digest()
     return ''.join(_DIGITS[b % 62] for b in d[:8])
 
 def _source_header(u: Upstream, seq: int, subject: str, ident: str) -> bytes:

@@ -10,10 +10,11 @@ import heapq
 import numpy as np
 from fastcore.basics import patch
 from ..nats.subjects import subject_matches, has_wildcard
+from ..nats.times import rfc3339
 from .kernels import next_row, prev_row, count_rows, select_rows, last_rows, expired_rows
 
 # %% auto #0
-__all__ = ['StoreMsg', 'StoreLimits', 'StoreError', 'mem_msg_size', 'file_msg_size', 'rfc3339', 'MsgStore', 'MemStore']
+__all__ = ['StoreMsg', 'StoreLimits', 'StoreError', 'mem_msg_size', 'file_msg_size', 'MsgStore', 'MemStore']
 
 # %% ../../nbs/2_js/04_store.ipynb #a630f4b3
 @dataclass
@@ -57,14 +58,6 @@ def mem_msg_size(subject: str, hdr: bytes, data: bytes) -> int:
 def file_msg_size(subject: str, hdr: bytes, data: bytes) -> int:
     "Bytes the file store accounts for a message."
     return 30 + len(subject.encode()) + len(data) + (4 + len(hdr) if hdr else 0)
-
-# %% ../../nbs/2_js/04_store.ipynb #17fabdd3
-def rfc3339(ns: int) -> str:
-    "UNIX nanoseconds as the reference's JSON writes a time (0 is the zero time)."
-    if not ns: return '0001-01-01T00:00:00Z'
-    s, frac = divmod(ns, 1_000_000_000)
-    base = time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(s))
-    return base + (('.%09d' % frac).rstrip('0') if frac else '') + 'Z'
 
 # %% ../../nbs/2_js/04_store.ipynb #b051d8a2
 _COLS = (('seq', np.int64), ('sid', np.int32), ('ts', np.int64), ('size', np.int64),

@@ -14,26 +14,13 @@ from .errors import (JSApiError, JSInsufficientResourcesErr, JSMessageSourceHdrN
                            JSStreamHeaderExceedsMaximumErr, JSStreamMessageExceedsMaximumErr, JSStreamMsgDeleteFailedF,
                            JSStreamNotMatchErr, JSStreamPurgeFailedF, JSStreamRollupFailedF, JSStreamSealedErr,
                            JSStreamStoreFailedF, JSStreamWrongLastMsgIDErrF, JSStreamWrongLastSequenceErrF)
-from .store import MsgStore, StoreLimits, StoreError, rfc3339
+from .store import MsgStore, StoreLimits, StoreError
+from ..nats.times import NS, ZERO_TIME, rfc3339, parse_rfc3339, go_duration, parse_go_duration
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'ZERO_TIME', 'rfc3339nano', 'parse_rfc3339', 'transform_subject', 'limits_of', 'Stream', 'parse_ttl',
-           'go_duration']
-
-# %% ../../nbs/2_js/06_stream.ipynb #8e366d59
-ZERO_TIME = '0001-01-01T00:00:00Z'
-
-rfc3339nano = rfc3339        # the store's formatter: Go's RFC3339Nano in UTC, the zero time for 0
-
-def parse_rfc3339(s: str) -> int:
-    "RFC 3339 text (up to nanoseconds) as UNIX nanoseconds."
-    m = re.fullmatch(r'(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)', s.strip())
-    if not m: raise ValueError(f'invalid time {s!r}')
-    tz = datetime.timezone.utc if m.group(3) == 'Z' else datetime.datetime.strptime(m.group(3).replace(':', ''), '%z').tzinfo
-    dt = datetime.datetime.strptime(m.group(1), '%Y-%m-%dT%H:%M:%S').replace(tzinfo=tz)
-    return int(dt.timestamp()) * 1_000_000_000 + int((m.group(2) or '0').ljust(9, '0'))
+__all__ = ['log', 'transform_subject', 'limits_of', 'Stream', 'parse_ttl']
 
 # %% ../../nbs/2_js/06_stream.ipynb #1c2fa92e
 _WILD = re.compile(r'\{\{\s*wildcard\s*\(\s*(\d+)\s*\)\s*\}\}|\$(\d+)')
@@ -52,8 +39,6 @@ def transform_subject(subject: str, src: str, dest: str) -> str | None:
     return out
 
 # %% ../../nbs/2_js/06_stream.ipynb #29540ec5
-_NS = 1_000_000_000
-
 def limits_of(cfg: dict) -> StoreLimits:
     "The store limits a stream configuration asks for."
     return StoreLimits(max_msgs=cfg.get('max_msgs', -1), max_bytes=cfg.get('max_bytes', -1),
@@ -183,28 +168,21 @@ def _nak(self: Stream, err: JSApiError) -> bytes:
 _STORE_ERRORS = {'max_msgs': 'maximum messages exceeded', 'max_bytes': 'maximum bytes exceeded',
                  'max_msgs_per_subject': 'maximum messages per subject exceeded', 'max_msg_size': 'message too large'}
 
+_DIGITS = re.compile(r'[0-9]+')
+
 def parse_ttl(v: bytes) -> int:
     "A `Nats-TTL` value in seconds (-1 for `never`); raises `ValueError` when invalid, as the reference does."
-    s = v.decode().strip()
+    s = v.decode('utf-8', 'replace').strip()
     if s.lower() == 'never': return -1
-    units = {'h': 3600, 'm': 60, 's': 1, 'ms': 1e-3, 'us': 1e-6, 'µs': 1e-6, 'ns': 1e-9}
-    parts = re.findall(r'(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)', s)
-    if s == '0' or (parts and ''.join(a + b for a, b in parts) == s):      # a Go duration (`0` is one)
-        secs = sum(float(a) * units[b] for a, b in parts)
-        if secs < 1: raise ValueError(s)
-        return int(secs)
-    if s.isdigit(): return int(s)
-    raise ValueError(s)
-
-def go_duration(ns: int) -> str:
-    "A duration as Go's `time.Duration.String` writes it (`1s`, `1m30s`, `1h0m0s`, `500ms`)."
-    if ns == 0: return '0s'
-    if ns < _NS:
-        for unit, size in (('ms', 1_000_000), ('µs', 1_000), ('ns', 1)):
-            if ns >= size: return f'{ns / size:.9f}'.rstrip('0').rstrip('.') + unit
-    h, rest = divmod(ns, 3600 * _NS); m, rest = divmod(rest, 60 * _NS)
-    sec = f'{rest / _NS:.9f}'.rstrip('0').rstrip('.') + 's'
-    return (f'{h}h{m}m' if h else f'{m}m' if m else '') + sec
+    try: ns = parse_go_duration(s)                       # a Go duration of at least a second
+    except ValueError: ns = None
+    if ns is not None:
+        if ns < NS: raise ValueError(s)
+        return ns // NS
+    if not _DIGITS.fullmatch(s): raise ValueError(s)    # else whole seconds, read into a Go int64 (which wraps)
+    t = int(s) & (2**64 - 1)
+    if t >= 2**63: raise ValueError(s)
+    return t
 
 # %% ../../nbs/2_js/06_stream.ipynb #b2f8c176
 @patch
@@ -289,12 +267,12 @@ def _store(self: Stream, subject: str, hdr: bytes, data: bytes, msg_id: str, rol
         try: ttl = parse_ttl(t)
         except ValueError: return self._nak(JSMessageTTLInvalidErr())
         if ttl > 0 and not cfg.get('allow_msg_ttl'): ttl = 0     # copied from a source: kept, not expired (`never` still holds)
-    sdm = (cfg.get('subject_delete_marker_ttl') or 0) // _NS
+    sdm = (cfg.get('subject_delete_marker_ttl') or 0) // NS
     if ttl > 0 and sdm > 0 and cfg.get('max_msgs_per_subject') != 1 and ttl < sdm:      # never shorter than the markers
         ttl = sdm
         hdr = add_header(remove_header(hdr, b'Nats-TTL'), b'Nats-TTL', str(ttl).encode())
     last = self.store.load_last_msg(subject) if cfg.get('republish') else None
-    try: seq, ts = self.store.store_msg(subject, hdr, data, ttl=ttl * _NS if ttl > 0 else ttl)
+    try: seq, ts = self.store.store_msg(subject, hdr, data, ttl=ttl * NS if ttl > 0 else ttl)
     except StoreError as e:
         return self._nak(JSStreamStoreFailedF(err=_STORE_ERRORS.get(getattr(e, 'kind', ''), str(e))))
     self.last_seq, self.last_msg_id = seq, msg_id
@@ -321,7 +299,7 @@ def _republish(self: Stream, subject: str, hdr: bytes, data: bytes, seq: int, ts
     dest = transform_subject(subject, rp.get('src', '>'), rp.get('dest', ''))
     if not dest: return
     extra = (f'Nats-Stream: {self.name}\r\nNats-Subject: {subject}\r\nNats-Sequence: {seq}\r\n'
-             f'Nats-Time-Stamp: {rfc3339nano(ts)}\r\nNats-Last-Sequence: {last}\r\n')
+             f'Nats-Time-Stamp: {rfc3339(ts)}\r\nNats-Last-Sequence: {last}\r\n')
     if rp.get('headers_only'): extra += f'Nats-Msg-Size: {len(data)}\r\n'
     h = (hdr[:-2] if hdr else b'NATS/1.0\r\n') + extra.encode() + b'\r\n'
     self.js.publish_internal(dest, b'' if rp.get('headers_only') else data, h)
@@ -364,10 +342,10 @@ def state(self: Stream, deleted_details: bool = False, subjects_filter: str = ''
 @patch
 def info(self: Stream, deleted_details: bool = False, subjects_filter: str = '', cluster: bool = True) -> dict:
     "`config`, `created`, `state` (and `cluster`) for API replies."
-    d = dict(config=self.cfg, created=rfc3339nano(self.created),
+    d = dict(config=self.cfg, created=rfc3339(self.created),
              state=self.state(deleted_details, subjects_filter))
     if cluster: d['cluster'] = {'leader': self.js.core.server_name}
-    d['ts'] = rfc3339nano(time.time_ns())
+    d['ts'] = rfc3339(time.time_ns())
     return d
 
 # %% ../../nbs/2_js/06_stream.ipynb #523c2b5b

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os, re, tempfile
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from .times import NS, parse_go_duration
 
 # %% auto #0
 __all__ = ['DEFAULT_STORE_DIR', 'ServerOptions', 'ConfigError', 'parse_duration', 'parse_size', 'parse_config', 'load_config',
@@ -67,19 +68,12 @@ def _show(v) -> str:
     return f"the {kind} {v!r}"
 
 # %% ../../nbs/1_nats/02_config.ipynb #2f1424c6
-_DUR_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DUR_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-
 def parse_duration(v) -> float:
-    "Seconds from a duration such as `'1h30m'` or `'500ms'`, or from a number of seconds."
+    "Seconds from a duration such as `'1h30m'` or `'500ms'` (Go's syntax), or from a number of seconds."
     if isinstance(v, (int, float)) and not isinstance(v, bool): return float(v)
     if not isinstance(v, str): raise ValueError(f"expected a duration such as '30s', got {_show(v)}")
-    s = v.strip()
-    body, total, i = s[1:] if s[:1] in ("+", "-") else s, 0.0, 0
-    if body == "0": return 0.0
-    while body and (m := _DUR_PART.match(body, i)):
-        total, i = total + float(m[1]) * _DUR_UNITS[m[2]], m.end()
-        if i == len(body): return -total if s[0] == "-" else total
+    try: return parse_go_duration(v.strip()) / NS
+    except ValueError: pass
     raise ValueError(f"invalid duration {v!r}: use a number and a unit (ns, us, ms, s, m, h), such as '30s' or '1h30m'")
 
 _SIZE = re.compile(r"(-?\d+)\s*(?:([kmgtpe])(?:i?b|i)?|b)?", re.I)

@@ -9,16 +9,12 @@ from urllib.parse import urlsplit, parse_qs
 import orjson
 from .core import Core, VERSION
 from .subjects import subject_matches
+from .times import NS, rfc3339_micro
 
 # %% auto #0
-__all__ = ['ENDPOINTS', 'rfc3339', 'uptime', 'jsz', 'varz', 'connz', 'subsz', 'healthz', 'handle_http', 'start_monitor']
+__all__ = ['ENDPOINTS', 'uptime', 'jsz', 'varz', 'connz', 'subsz', 'healthz', 'handle_http', 'start_monitor']
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #fb9a2e26
-def rfc3339(t: float) -> str:
-    "A UNIX time as RFC 3339 UTC, as the reference formats it."
-    dt = datetime.datetime.fromtimestamp(t, datetime.timezone.utc)
-    return dt.strftime('%Y-%m-%dT%H:%M:%S.') + f'{dt.microsecond:06d}' + 'Z'
-
 def uptime(secs: float) -> str:
     "A duration as the reference's uptime string (`3d4h5m6s`)."
     s = int(secs); d, s = divmod(s, 86400); h, s = divmod(s, 3600); m, s = divmod(s, 60)
@@ -28,8 +24,6 @@ def uptime(secs: float) -> str:
     return f'{s}s'
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #d77de7d4
-_NS = 1_000_000_000
-
 def _rss() -> int:
     "Resident memory of this process in bytes."
     try:
@@ -39,7 +33,7 @@ def _rss() -> int:
 def jsz(core: Core, query: dict | None = None) -> dict:
     "JetStream summary (`/jsz`)."
     o = core.opts
-    d = dict(server_id=core.server_id, now=rfc3339(time.time()))
+    d = dict(server_id=core.server_id, now=rfc3339_micro(time.time()))
     if not core.jetstream: return dict(d, disabled=True)
     js = core.js
     stats = js.stats() if js is not None else dict(memory=0, storage=0, streams=0, consumers=0, messages=0, bytes=0,
@@ -48,7 +42,7 @@ def jsz(core: Core, query: dict | None = None) -> dict:
                 reserved_storage=stats.get('reserved_storage', 0), accounts=1,
                 ha_assets=0, api=dict(level=stats.get('api_level', 0), total=stats['api_total'], errors=stats['api_errors']), **d,
                 config=dict(max_memory=o.max_memory_store, max_storage=o.max_file_store, store_dir=core.store_dir,
-                            sync_interval=int(o.sync_interval * _NS) if o.sync_interval > 0 else 120 * _NS,
+                            sync_interval=int(o.sync_interval * NS) if o.sync_interval > 0 else 120 * NS,
                             **({'sync_always': True} if o.sync_interval <= 0 else {}), strict=True),
                 streams=stats['streams'], consumers=stats['consumers'], messages=stats['messages'],
                 bytes=stats['bytes'], total=1)
@@ -59,7 +53,7 @@ def varz(core: Core, query: dict | None = None) -> dict:
     o, now = core.opts, time.time()
     d = dict(server_id=core.server_id, server_name=core.server_name, version=VERSION, proto=1,
              host=o.host, port=core.port, max_connections=o.max_connections,
-             ping_interval=int(o.ping_interval * _NS), ping_max=o.ping_max,
+             ping_interval=int(o.ping_interval * NS), ping_max=o.ping_max,
              http_host=o.http_host, http_port=core.http_port, auth_timeout=o.auth_timeout,
              max_control_line=o.max_control_line, max_payload=o.max_payload, max_pending=o.max_pending)
     if o.auth_required: d['auth_required'] = True
@@ -67,7 +61,7 @@ def varz(core: Core, query: dict | None = None) -> dict:
         j = jsz(core)
         d['jetstream'] = dict(config=j['config'], stats={k: j[k] for k in ('memory', 'storage', 'reserved_memory',
                                                    'reserved_storage', 'accounts', 'ha_assets', 'api')})
-    d.update(write_deadline=int(o.write_deadline * _NS), start=rfc3339(core.start), now=rfc3339(now),
+    d.update(write_deadline=int(o.write_deadline * NS), start=rfc3339_micro(core.start), now=rfc3339_micro(now),
              uptime=uptime(now - core.start), mem=_rss(), cores=os.cpu_count(), cpu=0,
              connections=len(core.clients), total_connections=core.total_connections,
              in_msgs=core.in_msgs, in_bytes=core.in_bytes, out_msgs=core.out_msgs, out_bytes=core.out_bytes,
@@ -94,8 +88,8 @@ def connz(core: Core, query: dict | None = None) -> dict:
     clients = sorted(core.clients.values(), key=lambda c: c.cid)
     conns = []
     for c in clients[offset:offset + limit]:
-        d = dict(cid=c.cid, kind='Client', type='nats', ip=c.host, port=c.port, start=rfc3339(c.start),
-                 last_activity=rfc3339(c.last_activity), uptime=uptime(now - c.start),
+        d = dict(cid=c.cid, kind='Client', type='nats', ip=c.host, port=c.port, start=rfc3339_micro(c.start),
+                 last_activity=rfc3339_micro(c.last_activity), uptime=uptime(now - c.start),
                  idle=uptime(now - c.last_activity), pending_bytes=c.out_bytes + c.io_pending,
                  in_msgs=c.in_msgs, out_msgs=c.out_msgs, in_bytes=c.in_bytes, out_bytes=c.out_bytes_total,
                  subscriptions=len(c.subs))
@@ -105,7 +99,7 @@ def connz(core: Core, query: dict | None = None) -> dict:
         if subs in ('1', 'true') and c.subs: d['subscriptions_list'] = [s.subject.decode() for s in c.subs.values()]
         if subs == 'detail' and c.subs: d['subscriptions_list_detail'] = [_sub_detail(s, c.cid) for s in c.subs.values()]
         conns.append(d)
-    return dict(server_id=core.server_id, now=rfc3339(now), num_connections=len(conns), total=len(clients),
+    return dict(server_id=core.server_id, now=rfc3339_micro(now), num_connections=len(conns), total=len(clients),
                 offset=offset, limit=limit, connections=conns)
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #8410064c
@@ -113,7 +107,7 @@ def subsz(core: Core, query: dict | None = None) -> dict:
     "Subscription index statistics (`/subsz`)."
     q, sl = query or {}, core.sublist
     fanouts = [len(p) + len(g) for p, g in sl.cache.values()]
-    d = dict(server_id=core.server_id, now=rfc3339(time.time()), num_subscriptions=sl.count, num_cache=len(sl.cache),
+    d = dict(server_id=core.server_id, now=rfc3339_micro(time.time()), num_subscriptions=sl.count, num_cache=len(sl.cache),
              num_inserts=sl.inserts, num_removes=sl.removes, num_matches=sl.matches,
              cache_hit_rate=sl.cache_hits / sl.matches if sl.matches else 0,
              max_fanout=max(fanouts, default=0), avg_fanout=sum(fanouts) / len(fanouts) if fanouts else 0)
