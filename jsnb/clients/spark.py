@@ -20,29 +20,7 @@ from fastcore.basics import patch
 from .. import __version__
 
 # %% auto #0
-__all__ = ['SCHEMA', 'KV_SCHEMA', 'ServerThread', 'NatsError', 'Msg', 'JetStreamDataSource', 'register', 'WriteStats']
-
-# %% ../../nbs/3_clients/02_spark.ipynb #2d324c55
-class ServerThread:
-    "A jsnb server on its own thread and event loop, reachable from blocking code in the same process."
-    def __init__(self, **kw):
-        from jsnb.nats.server import serve
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name='jsnb-server', daemon=True)
-        self.thread.start()
-        self.server = asyncio.run_coroutine_threadsafe(serve(**kw), self.loop).result(30)
-
-    @property
-    def url(self) -> str: return self.server.url
-
-    def stop(self):
-        "Stop the server, then its loop and thread."
-        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10); self.loop.close()
-
-    def __enter__(self): return self
-    def __exit__(self, *exc): self.stop()
+__all__ = ['SCHEMA', 'KV_SCHEMA', 'NatsError', 'Msg', 'JetStreamDataSource', 'register', 'WriteStats']
 
 # %% ../../nbs/3_clients/02_spark.ipynb #3ed17683
 def _servers(url: str, user=None, password=None, token=None) -> list[dict]:

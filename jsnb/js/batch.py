@@ -5,6 +5,7 @@
 # %% ../../nbs/2_js/10_batch.ipynb #4814b180
 from __future__ import annotations
 import time
+from typing import TYPE_CHECKING
 import orjson
 from ..nats.protocol import get_header, add_header
 from .errors import (JSAtomicPublishContainsDuplicateMessageErr, JSAtomicPublishDisabledErr,
@@ -15,8 +16,10 @@ from .errors import (JSAtomicPublishContainsDuplicateMessageErr, JSAtomicPublish
                            JSBatchPublishUnknownBatchIDErr, JSInsufficientResourcesErr, JSMessageTTLDisabledErr,
                            JSMessageTTLInvalidErr, JSStreamMessageExceedsMaximumErr, JSStreamNotMatchErr, JSStreamSealedErr,
                            JSStreamWrongLastSequenceConstantErr, JSStreamWrongLastSequenceErrF)
-from .stream import Stream, parse_ttl
-from ..nats.times import rfc3339
+from .host import advise
+from .ttl import parse_ttl
+from ..nats.times import NS
+if TYPE_CHECKING: from jsnb.js.stream import Stream      # the stream calls this module; it is only named here
 
 # %% auto #0
 __all__ = ['MAX_BATCH', 'MAX_INFLIGHT_STREAM', 'MAX_INFLIGHT_TOTAL', 'BATCH_TIMEOUT', 'AtomicBatch', 'abandon', 'stage',
@@ -24,7 +27,7 @@ __all__ = ['MAX_BATCH', 'MAX_INFLIGHT_STREAM', 'MAX_INFLIGHT_TOTAL', 'BATCH_TIME
 
 # %% ../../nbs/2_js/10_batch.ipynb #0d6151d1
 MAX_BATCH, MAX_INFLIGHT_STREAM, MAX_INFLIGHT_TOTAL = 1000, 50, 1000
-BATCH_TIMEOUT = 10 * 1_000_000_000
+BATCH_TIMEOUT = 10 * NS
 
 class AtomicBatch:
     "A batch being staged: its messages and when it last grew."
@@ -32,27 +35,17 @@ class AtomicBatch:
         self.id, self.msgs, self.lseq, self.active = bid, [], 0, time.time_ns()
 
 # %% ../../nbs/2_js/10_batch.ipynb #8212e98b
-def _batches(s: Stream) -> dict:
-    if not hasattr(s, 'batches'): s.batches = {}
-    return s.batches
-
-def _inflight(s: Stream) -> int:
-    return sum(len(getattr(x, 'batches', {})) for x in s.js.streams.values()) if hasattr(s.js, 'streams') else len(_batches(s))
-
 def abandon(s: Stream, bid: str, reason: str):
     "Drop batch `bid` and send the abandoned advisory."
-    _batches(s).pop(bid, None)
-    subj = f'$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.{s.name}'
-    if hasattr(s.js, 'has_interest') and s.js.has_interest(subj):
-        s.js.publish_internal(subj, orjson.dumps(dict(type='io.nats.jetstream.advisory.v1.stream_batch_abandoned',
-                                                      id=f'{bid}-{time.time_ns()}', timestamp=rfc3339(time.time_ns()),
-                                                      stream=s.name, batch=bid, reason=reason)))
+    s.batches.pop(bid, None)
+    advise(s.host, f'$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.{s.name}', 'io.nats.jetstream.advisory.v1.stream_batch_abandoned',
+           stream=s.name, batch=bid, reason=reason)
 
 # %% ../../nbs/2_js/10_batch.ipynb #a8d7edcc
 def _precheck(s: Stream, hdr: bytes, data: bytes):
     "What both kinds of batch check first, in the reference's order: sealed, storage, message size."
     if s.cfg.get('sealed'): return JSStreamSealedErr()
-    if s.js.limits_exceeded(s.cfg.get('storage', 'file')): return JSInsufficientResourcesErr()
+    if s.host.limits_exceeded(s.cfg.get('storage', 'file')): return JSInsufficientResourcesErr()
     if s.too_big(hdr, data): return JSStreamMessageExceedsMaximumErr()
     return None
 
@@ -68,13 +61,13 @@ def stage(s: Stream, subject: str, hdr: bytes, data: bytes) -> bytes:
     seq = int(raw) if raw.isdigit() else 0
     c = get_header(hdr, b'Nats-Batch-Commit')
     commit, eob = c is not None, c == b'eob'
-    batches = _batches(s)
+    batches = s.batches
     b = batches.get(bid)
     if b is None:
         if seq != 1:
             if (seq - 1 if eob else seq) > MAX_BATCH: return s._nak(JSAtomicPublishTooLargeBatchErrF(size=MAX_BATCH))
             return s._nak(JSAtomicPublishIncompleteBatchErr())
-        if len(batches) + 1 > MAX_INFLIGHT_STREAM or _inflight(s) + 1 > MAX_INFLIGHT_TOTAL:
+        if len(batches) + 1 > MAX_INFLIGHT_STREAM or s.host.batches_inflight() + 1 > MAX_INFLIGHT_TOTAL:
             return s._nak(JSAtomicPublishTooManyInflight())
         b = batches[bid] = AtomicBatch(bid)
     if commit and not eob and c != b'1':
@@ -104,7 +97,7 @@ def _check_all(s: Stream, b: AtomicBatch):
             if t and not s.cfg.get('allow_msg_ttl'): return JSMessageTTLDisabledErr()
         mid = get_header(hdr, b'Nats-Msg-Id')
         if mid:
-            if mid in ids or mid.decode() in s.dedup: return JSAtomicPublishContainsDuplicateMessageErr()
+            if mid in ids or mid.decode('utf-8', 'surrogateescape') in s.dedup: return JSAtomicPublishContainsDuplicateMessageErr()
             ids.add(mid)
         subj_seq = get_header(hdr, b'Nats-Expected-Last-Subject-Sequence')
         if subj_seq is not None:
@@ -121,7 +114,7 @@ def _check_all(s: Stream, b: AtomicBatch):
     return None
 
 def _commit(s: Stream, b: AtomicBatch, eob: bool) -> bytes:
-    _batches(s).pop(b.id, None)
+    s.batches.pop(b.id, None)
     err = _check_all(s, b)
     if err is not None: return s._nak(err)
     ack = b''
@@ -135,7 +128,7 @@ def _commit(s: Stream, b: AtomicBatch, eob: bool) -> bytes:
 # %% ../../nbs/2_js/10_batch.ipynb #4167586f
 def expire_batches(s: Stream, now: int):
     "Abandon the batches of `s` idle for longer than the batch timeout."
-    for bid, b in list(_batches(s).items()):
+    for bid, b in list(s.batches.items()):
         if now - b.active > BATCH_TIMEOUT: abandon(s, bid, 'timeout')
 
 # %% ../../nbs/2_js/10_batch.ipynb #7a6adec7
@@ -160,12 +153,8 @@ def parse_fast_reply(reply: str):
 # %% ../../nbs/2_js/10_batch.ipynb #219bfe53
 def _frame(**d) -> bytes: return orjson.dumps(d)
 
-def _fast(s: Stream) -> dict:
-    if not hasattr(s, 'fast'): s.fast = {}
-    return s.fast
-
 def _init_flow(s: Stream, b: FastBatch):
-    b.ack_msgs = 1 if len(_fast(s)) > 1 else min(500, b.max_ack)
+    b.ack_msgs = 1 if len(s.fast) > 1 else min(500, b.max_ack)
 
 def _flow_ack(b: FastBatch, seq: int) -> bytes: return _frame(type='ack', seq=seq, msgs=b.ack_msgs)
 
@@ -174,7 +163,7 @@ def _check_flow(s: Stream, b: FastBatch, out: list) -> bool:
     am = b.ack_msgs
     if b.pseq < b.fseq + am: return False
     b.fseq += (b.pseq - b.fseq) // am * am
-    mx = max(1, min(500 // len(_fast(s)), b.max_ack))
+    mx = max(1, min(500 // len(s.fast), b.max_ack))
     if b.ack_msgs < mx: b.ack_msgs = min(b.ack_msgs * 2, mx)
     elif b.ack_msgs > mx: b.ack_msgs = max(b.ack_msgs // 2, mx)
     out.append(_flow_ack(b, b.fseq))
@@ -187,7 +176,7 @@ def _try_commit(s: Stream, bid: str, b: FastBatch, out: list) -> bool:
     "Mark the batch committing; finish it (final ack) when everything received is stored."
     b.commit = True
     if b.lseq == b.pseq:
-        _fast(s).pop(bid, None); out.append(_final(s, bid, b)); return True
+        s.fast.pop(bid, None); out.append(_final(s, bid, b)); return True
     return False
 
 # %% ../../nbs/2_js/10_batch.ipynb #fa033b66
@@ -202,7 +191,7 @@ def fast_ingest(s: Stream, subject: str, reply: str, hdr: bytes, data: bytes) ->
     if parsed is None: return nak(JSBatchPublishInvalidPatternErr())
     bid, flow, gap_ok, seq, op = parsed
     if len(bid) > 64: return nak(JSBatchPublishInvalidBatchIDErr())
-    fast = _fast(s)
+    fast = s.fast
     b = fast.get(bid)
     if b is None:
         if seq != 1: return nak(JSBatchPublishUnknownBatchIDErr())
@@ -251,5 +240,5 @@ def fast_ingest(s: Stream, subject: str, reply: str, hdr: bytes, data: bytes) ->
 
 def expire_fast(s: Stream, now: int):
     "Drop fast batches idle for longer than the batch timeout."
-    for bid, b in list(_fast(s).items()):
-        if now - b.active > BATCH_TIMEOUT: _fast(s).pop(bid, None)
+    for bid, b in list(s.fast.items()):
+        if now - b.active > BATCH_TIMEOUT: s.fast.pop(bid, None)

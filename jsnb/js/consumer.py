@@ -4,17 +4,19 @@
 
 # %% ../../nbs/2_js/12_consumer.ipynb #90fe08ab
 from __future__ import annotations
-import collections, logging, random, time
+import collections, functools, logging, random, time
 import orjson
 from fastcore.basics import patch
 from ..nats.subjects import subject_matches
 from ..nats.protocol import get_header
 from ..nats.times import NS, rfc3339, parse_rfc3339, go_duration
+from .host import Frame, advise
+from .stream_config import stored_cfg
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'PullRequest', 'parse_pull', 'status', 'Consumer']
+__all__ = ['log', 'PullRequest', 'parse_pull', 'status', 'Consumer', 'from_snapshot']
 
 # %% ../../nbs/2_js/12_consumer.ipynb #626681b3
 class PullRequest:
@@ -54,13 +56,19 @@ class Consumer:
         self.stream, self.name = stream, name
         self.set_config(cfg)
         self.created = created or time.time_ns()
+        self._lps, self._lps_until = None, 0               # deliver_policy last_per_subject: the sequences, and up to where
+        self._ahead = None                                 # look-ahead of the next new messages: (deque, key, from)
+        self._replay = None                                # replay_policy original: (wall time, message time) of the last
+        self._bucket = None                                # rate_limit_bps: (bytes allowed, when)
+        self._fc_bytes = 0                                 # push flow control: bytes since the last request
         self.sseq, self.dseq = self._start_seq(), 1
         self.adflr, self.asflr = 0, self.sseq - 1
         self.pending: dict[int, list] = {}                 # sseq -> [dseq, delivered_at_ns]
         self.rdc: dict[int, int] = {}                      # sseq -> delivery count
         self.rdq: collections.deque[int] = collections.deque()
         self.waiting: collections.deque[PullRequest] = collections.deque()
-        self.out: list[tuple] = []
+        self.out: list[Frame] = []                    # frames of the call in progress
+        self._depth = 0                                   # nesting of public calls
         self.last_delivered = self.last_acked = 0
         self.active = time.time_ns()
         self.fc_pending = ''                               # push flow control reply awaited
@@ -80,10 +88,36 @@ class Consumer:
     def ack_none(self) -> bool: return self.cfg.get('ack_policy') == 'none'
 
 # %% ../../nbs/2_js/12_consumer.ipynb #6e969cd3
+def _produces(f):
+    "A public entry point: returns the frames the consumer produced during the call."
+    @functools.wraps(f)
+    def entry(self: Consumer, *args, **kw) -> list[Frame]:
+        self._depth += 1
+        try: f(self, *args, **kw)
+        finally: self._depth -= 1
+        if self._depth: return []
+        out, self.out = self.out, []
+        return out
+    return entry
+
 @patch
 def _emit(self: Consumer, to: str, hdr: bytes, reply: str = ''):
     "Queue a header-only message (a status, an empty ack reply) on `to`."
     self.out.append((to, to, reply, hdr, b''))
+
+_EVENTS = {'TERMINATED': ('io.nats.jetstream.advisory.v1.terminated', 'ADVISORY.CONSUMER.MSG_TERMINATED'),
+           'NAKED': ('io.nats.jetstream.advisory.v1.nak', 'ADVISORY.CONSUMER.MSG_NAKED'),
+           'MAX_DELIVERIES': ('io.nats.jetstream.advisory.v1.max_deliver', 'ADVISORY.CONSUMER.MAX_DELIVERIES'),
+           'CREATED': ('io.nats.jetstream.advisory.v1.consumer_action', 'ADVISORY.CONSUMER.CREATED'),
+           'DELETED': ('io.nats.jetstream.advisory.v1.consumer_action', 'ADVISORY.CONSUMER.DELETED'),
+           'ACK': ('io.nats.jetstream.metric.v1.consumer_ack', 'METRIC.CONSUMER.ACK')}
+
+@patch
+def advise(self: Consumer, event: str, **fields):
+    "Send a consumer advisory or metric (`$JS.EVENT.<kind>.<stream>.<consumer>`) if anyone listens."
+    typ, token = _EVENTS[event]
+    advise(self.stream.host, f'$JS.EVENT.{token}.{self.stream.name}.{self.name}', typ,
+           stream=self.stream.name, consumer=self.name, **fields)
 
 # %% ../../nbs/2_js/12_consumer.ipynb #4602b266
 @patch
@@ -136,7 +170,7 @@ def _waiting_for_stream(self: Consumer) -> bool:
 def _next_new(self: Consumer):
     if self._waiting_for_stream(): return None
     store = self.stream.store
-    lps = getattr(self, '_lps', None)
+    lps = self._lps
     if lps is None and len(self.filters) <= 1: return self._next_ahead(store)
     while True:
         best = None
@@ -153,7 +187,7 @@ _AHEAD = 256
 @patch
 def _next_ahead(self: Consumer, store):
     "The next new message, from a look-ahead read `_AHEAD` messages at a time while the store has removed nothing."
-    f, ah = (self.filters[0] if self.filters else '>'), getattr(self, '_ahead', None)
+    f, ah = (self.filters[0] if self.filters else '>'), self._ahead
     key = (store._ix.epoch, f)
     if ah is not None and ah[1] == key and ah[2] <= self.sseq:
         q = ah[0]
@@ -180,7 +214,7 @@ def _next(self: Consumer):
 @patch
 def _due(self: Consumer, m) -> bool:
     now = time.time_ns()
-    if self.cfg.get('replay_policy') == 'original' and getattr(self, '_replay', None):
+    if self.cfg.get('replay_policy') == 'original' and self._replay:
         wall, ts = self._replay
         if now < wall + (m.ts - ts): return False
     bps = self.cfg.get('rate_limit_bps') or 0
@@ -191,8 +225,8 @@ def _due(self: Consumer, m) -> bool:
 def _tokens(self: Consumer, now: int, bps: int) -> float:
     "Bytes the rate limit allows now: a bucket refilled at `bps` bits/s, holding one maximal message."
     burst = self.stream.cfg.get('max_msg_size') or -1
-    if burst <= 0: burst = self.stream.js.core.opts.max_payload if self.stream.js.core else 1 << 20
-    have, at = getattr(self, '_bucket', (float(burst), now))
+    if burst <= 0: burst = self.stream.host.max_payload
+    have, at = self._bucket or (float(burst), now)
     have = min(float(burst), have + (now - at) * bps / 8 / NS)
     self._bucket = (have, now)
     return have
@@ -214,7 +248,7 @@ def num_pending(self: Consumer) -> int:
     if len(self.filters) <= 1:
         n = store.num_pending(self.sseq, self.filters[0] if self.filters else '', False)
     else: n = sum(store.num_pending(self.sseq, f, False) for f in self.filters)
-    lps = getattr(self, '_lps', None)
+    lps = self._lps
     if lps is not None and self.sseq <= self._lps_until:        # only the last per subject, then everything new
         newer = store.num_pending(self._lps_until + 1, self.filters[0] if len(self.filters) == 1 else '', False)
         n = sum(1 for s in lps if s >= self.sseq) + newer
@@ -252,6 +286,12 @@ def _send(self: Consumer, m, redelivery: bool, to: str):
 def _room(self: Consumer) -> bool:
     mx = self.cfg.get('max_ack_pending', -1)
     return self.ack_none or mx is None or mx <= 0 or len(self.pending) < mx
+
+@patch
+@_produces
+def deliver(self: Consumer):
+    "Hand out what the consumer may now (the stream calls this after storing); returns the frames."
+    self._deliver()
 
 @patch
 def _deliver(self: Consumer):
@@ -303,8 +343,8 @@ _FC_EVERY = 2 * 1024 * 1024
 @patch
 def _deliver_push(self: Consumer):
     to = self.cfg['deliver_subject']
-    if not self.stream.js.has_interest(to): return
-    sent = getattr(self, '_fc_bytes', 0)
+    if not self.stream.host.has_interest(to): return
+    sent = self._fc_bytes
     while not self.fc_pending:
         m, redelivery = self._next()
         if m is None or (not redelivery and not self._room()): break
@@ -318,12 +358,22 @@ def _flow_control(self: Consumer):
     self.fc_pending = f'$JS.FC.{self.stream.name}.{self.name}.{self.dseq}'
     self._emit(self.cfg['deliver_subject'], status(100, 'FlowControl Request'), self.fc_pending)
 
+# %% ../../nbs/2_js/12_consumer.ipynb #7641738a
+@patch
+@_produces
+def flow_control_reply(self: Consumer, subject: str):
+    "The client answered flow control on `subject`: if it is the request awaited, delivery goes on."
+    if self.fc_pending != subject: return
+    self.fc_pending = ''
+    self._deliver()
+
 # %% ../../nbs/2_js/12_consumer.ipynb #9d2cdf67
 @patch
+@_produces
 def pull(self: Consumer, reply: str, body: bytes):
     "Handle a `MSG.NEXT` request."
     if not self.is_pull: return self._emit(reply, status(409, 'Consumer is push based'))
-    if not self.stream.js.has_interest(reply): return      # nobody would read the answer (the reference drops these too)
+    if not self.stream.host.has_interest(reply): return      # nobody would read the answer (the reference drops these too)
     req, err = parse_pull(body)
     if req is None: return self._emit(reply, status(400, err))
     cfg = self.cfg
@@ -347,6 +397,7 @@ def pull(self: Consumer, reply: str, body: bytes):
 
 # %% ../../nbs/2_js/12_consumer.ipynb #73ca40cd
 @patch
+@_produces
 def ack(self: Consumer, sseq: int, dseq: int, dc: int, body: bytes, reply: str = ''):
     "Process one acknowledgement."
     kind = body[:4]
@@ -377,7 +428,7 @@ def _ack(self: Consumer, sseq: int, dseq: int):
         acked.append(sseq)
         self._move_ack_floor(p[0], sseq)
     self.last_acked = time.time_ns()
-    if acked: self.stream.js.on_acked(self, acked)
+    if acked: self.stream.acked(self, acked)
 
 @patch
 def _sample(self: Consumer, sseq: int, p: list):
@@ -385,8 +436,8 @@ def _sample(self: Consumer, sseq: int, p: list):
     f = self.cfg.get('sample_freq') or ''
     pct = int(f.rstrip('%') or 0) if f.rstrip('%').isdigit() else 0
     if pct <= 0 or (pct < 100 and random.randrange(100) > pct): return
-    self.stream.js.advise_consumer_event(self, 'ACK', dict(consumer_seq=p[0], stream_seq=sseq, ack_time=time.time_ns() - p[1],
-                                                          deliveries=self.rdc.get(sseq, 1)))
+    self.advise('ACK', consumer_seq=p[0], stream_seq=sseq, ack_time=time.time_ns() - p[1],
+                                                          deliveries=self.rdc.get(sseq, 1))
 
 @patch
 def _move_ack_floor(self: Consumer, dseq: int, sseq: int):
@@ -401,8 +452,8 @@ def _move_ack_floor(self: Consumer, dseq: int, sseq: int):
 @patch
 def _nak(self: Consumer, sseq: int, rest: bytes):
     if sseq not in self.pending: return
-    self.stream.js.advise_consumer_event(self, 'NAKED', dict(consumer_seq=self.pending[sseq][0], stream_seq=sseq,
-                                                            deliveries=self.rdc.get(sseq, 1)))
+    self.advise('NAKED', consumer_seq=self.pending[sseq][0], stream_seq=sseq,
+                                                            deliveries=self.rdc.get(sseq, 1))
     delay = 0
     rest = rest.strip()
     if rest:
@@ -419,8 +470,8 @@ def _term(self: Consumer, sseq: int, dc: int, reason: str):
         self._move_ack_floor(p[0], sseq)
         fields = dict(consumer_seq=p[0], stream_seq=sseq, deliveries=dc)
         if reason: fields['reason'] = reason
-        self.stream.js.advise_consumer_event(self, 'TERMINATED', fields)
-        self.stream.js.on_acked(self, [sseq])
+        self.advise('TERMINATED', **fields)
+        self.stream.acked(self, [sseq])
 
 # %% ../../nbs/2_js/12_consumer.ipynb #5b0c9d07
 @patch
@@ -432,6 +483,7 @@ def _ack_wait(self: Consumer, sseq: int) -> int:
     return self.cfg.get('ack_wait') or 30 * NS
 
 @patch
+@_produces
 def tick(self: Consumer, now: int | None = None):
     "Redeliveries, request expiry and heartbeats that are due."
     now = now or time.time_ns()
@@ -448,7 +500,7 @@ def _exhausted(self: Consumer, sseq: int) -> bool:
     md, dc = self.cfg.get('max_deliver', -1) or -1, self.rdc.get(sseq, 1)
     if md <= 0 or dc < md: return False
     del self.pending[sseq]
-    self.stream.js.advise_consumer_event(self, 'MAX_DELIVERIES', dict(stream_seq=sseq, deliveries=dc))
+    self.advise('MAX_DELIVERIES', stream_seq=sseq, deliveries=dc)
     return True
 
 @patch
@@ -457,7 +509,7 @@ def _live(self: Consumer, wr: PullRequest, now: int) -> bool:
     if wr.expires and now >= wr.expires:
         self._emit(wr.reply, status(408, 'Request Timeout', Nats_Pending_Messages=wr.n, Nats_Pending_Bytes=wr.b))
         return False
-    return self.stream.js.has_interest(wr.reply)       # a client that went away: dropped without a word, as the reference
+    return self.stream.host.has_interest(wr.reply)       # a client that went away: dropped without a word, as the reference
 
 @patch
 def _expire_waiting(self: Consumer, now: int):
@@ -477,6 +529,7 @@ def _heartbeats(self: Consumer, now: int):
 
 # %% ../../nbs/2_js/12_consumer.ipynb #12cf3963
 @patch
+@_produces
 def on_purged(self: Consumer):
     "Forget what a purge removed."
     store = self.stream.store
@@ -492,18 +545,37 @@ def on_purged(self: Consumer):
 @patch
 def info(self: Consumer) -> dict:
     "The consumer's counters, in the reference's layout."
-    self._expire_waiting(time.time_ns())                   # requests that expired or lost their inbox are not counted
+    now, has = time.time_ns(), self.stream.host.has_interest     # expired requests and gone inboxes do not count
+    waiting = sum(1 for wr in self.waiting if not (wr.expires and now >= wr.expires) and has(wr.reply))
     delivered = dict(consumer_seq=self.dseq - 1, stream_seq=self.sseq - 1)
     if self.last_delivered: delivered['last_active'] = rfc3339(self.last_delivered)
     floor = dict(consumer_seq=self.adflr, stream_seq=self.asflr)
     if self.last_acked: floor['last_active'] = rfc3339(self.last_acked)
     return dict(stream_name=self.stream.name, name=self.name, created=rfc3339(self.created), config=self.cfg,
                 delivered=delivered, ack_floor=floor, num_ack_pending=len(self.pending),
-                num_redelivered=len(self.rdc), num_waiting=len(self.waiting),
+                num_redelivered=len(self.rdc), num_waiting=waiting,
                 num_pending=self.num_pending())
 
 @patch
+@_produces
 def close(self: Consumer, deleted: bool = True):
     "Stop; waiting pull requests are told the consumer is gone."
     for wr in self.waiting: self._emit(wr.reply, status(409, 'Consumer Deleted'))
     self.waiting.clear(); self.closed = True
+
+# %% ../../nbs/2_js/12_consumer.ipynb #d3ea5e8d
+@patch
+def snapshot(self: Consumer) -> dict:
+    "The consumer's durable state, as a JSON-ready document."
+    return dict(config=stored_cfg(self.cfg), created=self.created, sseq=self.sseq, dseq=self.dseq, adflr=self.adflr,
+                asflr=self.asflr, pending={str(k): v for k, v in self.pending.items()},
+                rdc={str(k): v for k, v in self.rdc.items()}, last_delivered=self.last_delivered, last_acked=self.last_acked)
+
+def from_snapshot(stream, name: str, snap: dict) -> Consumer:
+    "A consumer of `stream` as `snapshot` described it."
+    c = Consumer(stream, name, snap['config'], snap['created'])
+    c.sseq, c.dseq, c.adflr, c.asflr = snap['sseq'], snap['dseq'], snap['adflr'], snap['asflr']
+    c.pending = dict(sorted((int(k), v) for k, v in snap['pending'].items()))
+    c.rdc = {int(k): v for k, v in snap['rdc'].items()}
+    c.last_delivered, c.last_acked = snap['last_delivered'], snap['last_acked']
+    return c

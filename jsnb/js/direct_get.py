@@ -5,14 +5,17 @@
 # %% ../../nbs/2_js/07_direct_get.ipynb #02b50a2d
 from __future__ import annotations
 import collections
+from functools import partial
+from typing import TYPE_CHECKING
 import orjson
 from ..nats.times import rfc3339, parse_rfc3339
 from ..nats.protocol import get_header
 from .stream_config import JS_API_LEVEL as API_LEVEL
+if TYPE_CHECKING: from jsnb.js.stream import Stream      # the stream calls this module; it is only named here
 
 # %% auto #0
-__all__ = ['EMPTY', 'MALFORMED', 'BAD', 'NOT_FOUND', 'NO_RESULTS', 'TOO_MANY', 'MIN_LAST_SEQ', 'REQUIRED_LEVEL', 'eob',
-           'level_ok', 'parse_request', 'check', 'answer']
+__all__ = ['EMPTY', 'MALFORMED', 'BAD', 'NOT_FOUND', 'NO_RESULTS', 'TOO_MANY', 'MIN_LAST_SEQ', 'REQUIRED_LEVEL', 'ERROR_DELAY',
+           'eob', 'level_ok', 'parse_request', 'check', 'answer', 'sync', 'on_request']
 
 # %% ../../nbs/2_js/07_direct_get.ipynb #473303e7
 def _st(code: int, desc: str) -> tuple[bytes, bytes]: return (f'NATS/1.0 {code} {desc}\r\n\r\n'.encode(), b'')
@@ -138,3 +141,38 @@ def _multi(stream, req: dict, max_pending: int) -> list[tuple[bytes, bytes]]:
         sent += len(m.subject) + len(m.hdr) + len(m.data)
         if sent >= mb or (batch and len(out) >= batch): break
     return out + [eob(len(msgs) - len(out), lseq, up_to)]
+
+# %% ../../nbs/2_js/07_direct_get.ipynb #e2a74452
+ERROR_DELAY = 0.5       # seconds before a read-after-write refusal is sent, so clients do not spin
+
+def sync(s: Stream, on: bool = True):
+    "Add or remove stream `s`'s Direct Get responders to match `allow_direct` (`on=False`: remove them)."
+    want = on and bool(s.cfg.get('allow_direct'))
+    if want and not s.direct_subs:
+        names = [s.name]
+        if s.cfg.get('mirror') and s.cfg.get('mirror_direct'): names.append(s.cfg['mirror']['name'])   # the origin's group too
+        s.direct_subs = [s.host.subscribe(f'$JS.API.DIRECT.GET.{n}{tail}', partial(on_request, s, bool(tail)), '_sys_')
+                         for n in names for tail in ('', '.>')]
+    elif not want:
+        for sub in s.direct_subs: s.host.unsubscribe(sub)
+        s.direct_subs = []
+
+def on_request(s: Stream, appended: bool, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+    "Answer one Direct Get request for stream `s`."
+    if not reply: return
+    to = reply.decode()
+    if not level_ok(data[:hdr]): return s.host.publish(to, b'', REQUIRED_LEVEL[0])
+    body = data[hdr:] if hdr else data
+    if appended:
+        parts = subject.decode().split('.', 5)
+        req, err = parse_request(body) if body else ({}, None)
+        if err is None and (len(parts) < 6 or not parts[5] or {k for k, v in req.items() if v} - {'max_bytes', 'no_hdr', 'min_last_seq'}):
+            err = BAD
+        if err is None: req = dict(req, last_by_subj=parts[5])
+    else:
+        req, err = parse_request(body) if body else (None, EMPTY)
+        if err is None: err = check(req)
+    mls = req.get('min_last_seq') or 0 if err is None else 0
+    if mls and mls > s.store.state()['last_seq']:                                    # read-after-write: not yet
+        return s.host.later(ERROR_DELAY, lambda: s.host.publish(to, b'', MIN_LAST_SEQ[0]))
+    for h, d in [err] if err is not None else answer(s, req): s.host.publish(to, d, h)

@@ -21,6 +21,7 @@ class JSApiError(Exception):
     def __init__(self, code: int, err_code: int, description: str, name: str = ''):
         super().__init__(description)
         self.code, self.err_code, self.description, self.name = code, err_code, description, name
+        self.delay = 0.0            # seconds to wait before answering (read-after-write refusals)
 
     def to_dict(self) -> dict:
         "The `error` object of an API response."

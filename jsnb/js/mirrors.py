@@ -4,16 +4,16 @@
 
 # %% ../../nbs/2_js/08_mirrors.ipynb #0fb0ef65
 from __future__ import annotations
-import time
-from fastcore.basics import patch
+import hashlib, time
+from typing import TYPE_CHECKING
 from ..nats.protocol import get_header, remove_header, add_header
-from .stream import Stream, transform_subject
+from ..nats.subjects import subject_matches, transform_subject
 from ..nats.times import parse_rfc3339, rfc3339
-import hashlib
-from ..nats.subjects import subject_matches
+from .host import CopyMsg
+if TYPE_CHECKING: from jsnb.js.stream import Stream      # the stream calls this module; it is only named here
 
 # %% auto #0
-__all__ = ['Upstream', 'identity', 'resume', 'pull', 'upstream_info']
+__all__ = ['Upstream', 'identity', 'resume', 'pull', 'upstream_info', 'info', 'sync', 'catch_up']
 
 # %% ../../nbs/2_js/08_mirrors.ipynb #25eae963
 class Upstream:
@@ -100,12 +100,8 @@ def pull(self: Stream, u: Upstream, upstream: Stream) -> int:
     return n
 
 def _mirror_store(self: Stream, u: Upstream, m):
-    last = self.store.state()['last_seq']
-    if last == 0 and m.seq > 1 and self.store.state()['first_seq'] <= 1: self.store.compact(m.seq)
-    else:
-        while last + 1 < m.seq: last = self.store.skip_msg()
-    seq, _ = self.store.store_msg(u.subject(m.subject), m.hdr, m.data, ts=m.ts)
-    self.last_seq = seq
+    "A mirror keeps the upstream's sequence (gaps become deleted sequences) and time."
+    self.propose(CopyMsg(m.seq, u.subject(m.subject), m.hdr, m.data, m.ts))
 
 # %% ../../nbs/2_js/08_mirrors.ipynb #f440110c
 def upstream_info(u: Upstream, up: Stream | None) -> dict:
@@ -116,3 +112,32 @@ def upstream_info(u: Upstream, up: Stream | None) -> dict:
     if u.filter: d['filter_subject'] = u.filter
     if u.transforms: d['subject_transforms'] = [dict(src=s, dest=t) for s, t in u.transforms]
     return d
+
+# %% ../../nbs/2_js/08_mirrors.ipynb #ca9c79a8
+def info(s: Stream) -> dict:
+    "`{'mirror': ...}` or `{'sources': [...]}` for stream `s`'s info, or `{}` when it copies nothing."
+    if not s.upstreams: return {}
+    entries = [upstream_info(u, s.host.stream(u.name)) for u in s.upstreams]
+    return {'mirror': entries[0]} if s.cfg.get('mirror') else {'sources': entries}
+
+# %% ../../nbs/2_js/08_mirrors.ipynb #9b832f06
+def sync(s: Stream, copy: bool = True) -> int:
+    "Set up `s.upstreams` from its configuration; unless `copy` is false, copy what they have (returns how many)."
+    cfg, old = s.cfg, {u.iname: u for u in s.upstreams}
+    specs = [(cfg['mirror'], True)] if cfg.get('mirror') else [(x, False) for x in cfg.get('sources') or []]
+    ups = []
+    for spec, mirror in specs:
+        u = Upstream(spec, mirror)
+        if u.iname in old: ups.append(old[u.iname]); continue
+        resume(s, u, s.host.stream(u.name)); ups.append(u)
+    s.upstreams = ups
+    return catch_up(s) if copy else 0
+
+def catch_up(s: Stream) -> int:
+    "Copy whatever `s`'s upstreams have that it has not; returns how many messages were copied."
+    n = 0
+    for u in s.upstreams:
+        up = s.host.stream(u.name)
+        if up is not None and up is not s: n += pull(s, u, up)
+    if n: s._stored()
+    return n

@@ -4,39 +4,28 @@
 
 # %% ../../nbs/2_js/06_stream.ipynb #1bb0caad
 from __future__ import annotations
-import datetime, logging, re, time
+import logging, time
+from collections import deque
+
 import orjson
 from fastcore.basics import patch
-from ..nats.protocol import get_header, remove_header, add_header
-from ..nats.subjects import subject_matches
+from ..nats.core import ClientConn
+from ..nats.protocol import get_header
+from ..nats.subjects import transform_subject
+from ..nats.times import NS, rfc3339
 from .errors import (JSApiError, JSInsufficientResourcesErr, JSMessageSourceHdrNotAllowedErr, JSMessageTTLDisabledErr,
                            JSMessageTTLInvalidErr, JSSequenceNotFoundErrF, JSStreamExpectedLastSeqPerSubjectInvalid,
                            JSStreamHeaderExceedsMaximumErr, JSStreamMessageExceedsMaximumErr, JSStreamMsgDeleteFailedF,
                            JSStreamNotMatchErr, JSStreamPurgeFailedF, JSStreamRollupFailedF, JSStreamSealedErr,
                            JSStreamStoreFailedF, JSStreamWrongLastMsgIDErrF, JSStreamWrongLastSequenceErrF)
 from .store import MsgStore, StoreLimits, StoreError
-from ..nats.times import NS, ZERO_TIME, rfc3339, parse_rfc3339, go_duration, parse_go_duration
+from .host import StreamHost, StoreMsg, StoreRun, SkipMsg, CopyMsg, DeleteMsg, Purge, Expire, Remove, Configure
+from . import ttl, batch, direct_get, mirrors
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'transform_subject', 'limits_of', 'Stream', 'parse_ttl']
-
-# %% ../../nbs/2_js/06_stream.ipynb #1c2fa92e
-_WILD = re.compile(r'\{\{\s*wildcard\s*\(\s*(\d+)\s*\)\s*\}\}|\$(\d+)')
-
-def transform_subject(subject: str, src: str, dest: str) -> str | None:
-    "Map `subject` through `src` → `dest`; `None` when `src` does not match."
-    src = src or '>'
-    if not subject_matches(subject, src): return None
-    if not dest: return subject
-    st, pt, wild, rest = subject.split('.'), src.split('.'), [], []
-    for i, p in enumerate(pt):
-        if p == '*': wild.append(st[i])
-        elif p == '>': rest = st[i:]
-    out = _WILD.sub(lambda m: wild[int(m.group(1) or m.group(2)) - 1], dest)
-    if out.endswith('>') and (out == '>' or out.endswith('.>')): out = out[:-1] + '.'.join(rest)
-    return out
+__all__ = ['log', 'limits_of', 'Stream']
 
 # %% ../../nbs/2_js/06_stream.ipynb #29540ec5
 def limits_of(cfg: dict) -> StoreLimits:
@@ -48,24 +37,42 @@ def limits_of(cfg: dict) -> StoreLimits:
                        first_seq=cfg.get('first_seq', 0) or 0)
 
 class Stream:
-    "A stream: configuration, store, and the state of its publish path."
-    def __init__(self, js, cfg: dict, store: MsgStore, created: int | None = None):
-        self.js, self.cfg, self.store = js, cfg, store
+    "A stream: configuration, store, and the state of its publish path and of its features."
+    def __init__(self, host: StreamHost, cfg: dict, store: MsgStore, created: int | None = None):
+        self.host, self.cfg, self.store = host, cfg, store
         self.name = cfg['name']
         self._qname = orjson.dumps(self.name)        # the name as JSON, for pub acks
         self.created = created or time.time_ns()
-        self.subs = []
-        self.stage = self.fast_ingest = None     # the batch handlers, set by the account
-        self.consumers: dict = {}
-        self.dedup: dict[str, tuple[int, int]] = {}
-        st = store.state()
-        self.last_seq = st['last_seq']
+        self.subs: list = []                         # subscriptions to the stream's subjects
+        self.consumers: dict = {}                    # name -> Consumer
+        self.dedup: dict[str, tuple[int, int]] = {}  # message id -> (sequence, time stored)
+        self._dedup_order: deque = deque()           # (time stored, message id), oldest first
+        self.last_seq = store.state()['last_seq']
         self.last_msg_id = ''
-        self._inbox: list = []                   # header-less messages of the current read, stored together
+        self._inbox: list = []                       # header-less messages of the current read, stored together
         self._bulk = False
+        self.batches: dict[str, batch.AtomicBatch] = {}   # atomic batches being staged, by id
+        self.fast: dict[str, batch.FastBatch] = {}        # fast-ingest batches in flight, by id
+        self.upstreams: list[mirrors.Upstream] = []       # what a mirror or sourcing stream copies from
+        self.direct_subs: list = []                       # Direct Get responders
         self._rebuild_dedup()
 
 # %% ../../nbs/2_js/06_stream.ipynb #f5b7a0e6
+@patch
+def _remember(self: Stream, msg_id: str, seq: int, ts: int):
+    "Record a message id for de-duplication."
+    self.dedup[msg_id] = (seq, ts)
+    self._dedup_order.append((ts, msg_id))
+
+@patch
+def _trim_dedup(self: Stream, now: int):
+    "Forget message ids older than the duplicate window (oldest first: the cost is what is forgotten)."
+    cutoff, order, dedup = now - self.cfg.get('duplicate_window', 0), self._dedup_order, self.dedup
+    while order and order[0][0] < cutoff:
+        ts, mid = order.popleft()
+        d = dedup.get(mid)
+        if d is not None and d[1] == ts: del dedup[mid]
+
 @patch
 def _rebuild_dedup(self: Stream):
     window = self.cfg.get('duplicate_window', 0)
@@ -80,35 +87,76 @@ def _rebuild_dedup(self: Stream):
             found.append((mid.decode(), m.seq, m.ts))
             if m.seq == st['last_seq']: self.last_msg_id = mid.decode()
         seq = m.seq - 1
-    for mid, s, ts in reversed(found): self.dedup.setdefault(mid, (s, ts))
+    for mid, s, ts in reversed(found):
+        if mid not in self.dedup: self._remember(mid, s, ts)
+
+# %% ../../nbs/2_js/06_stream.ipynb #816842aa
+@patch
+def propose(self: Stream, op):
+    "Submit a state change. Applied at once on a single server; a replicated stream puts its log here."
+    return self.apply(op)
+
+@patch
+def apply(self: Stream, op):
+    "Apply one state change; every change to what the stream stores goes through here. Returns its result."
+    t, store = type(op), self.store
+    if t is StoreMsg:
+        seq, ts = store.store_msg(op.subject, op.hdr, op.data, ttl=op.ttl)
+        self.last_seq, self.last_msg_id = seq, op.msg_id
+        if op.msg_id: self._remember(op.msg_id, seq, ts)
+        if op.rollup == b'sub': store.purge(subject=op.subject, keep=1)
+        elif op.rollup == b'all': store.purge(keep=1)
+        return seq, ts
+    if t is StoreRun:
+        first, _ = store.store_batch(op.subjects, op.datas)
+        self.last_seq, self.last_msg_id = first + len(op.subjects) - 1, ''
+        return first
+    if t is SkipMsg:
+        seq = self.last_seq = store.skip_msg(); self.last_msg_id = op.msg_id
+        if op.msg_id: self._remember(op.msg_id, seq, op.ts)
+        return seq
+    if t is CopyMsg:
+        last = store.state()['last_seq']
+        if last == 0 and op.seq > 1 and store.state()['first_seq'] <= 1: store.compact(op.seq)
+        else:
+            while last + 1 < op.seq: last = store.skip_msg()
+        self.last_seq, _ = store.store_msg(op.subject, op.hdr, op.data, ts=op.ts)
+        return self.last_seq
+    if t is DeleteMsg: return store.remove_msg(op.seq, erase=op.erase)
+    if t is Purge: return store.purge(subject=op.subject, seq=op.seq, keep=op.keep)
+    if t is Expire: return store.expire(op.now)
+    if t is Remove: return sum(bool(store.remove_msg(s)) for s in op.seqs)
+    if t is Configure:
+        self.cfg = op.cfg; self._bulk = self._bulk_ok()
+        store.update_limits(limits_of(op.cfg))
+        return None
+    raise TypeError(f'not a stream operation: {op!r}')
 
 # %% ../../nbs/2_js/06_stream.ipynb #ca902129
 @patch
 def start(self: Stream):
-    "Start receiving messages on the stream's subjects."
-    core = self.js.core
+    "Start receiving messages on the stream's subjects, and answering Direct Get when it is allowed."
     self._bulk = self._bulk_ok()
-    for s in self.cfg.get('subjects') or []:
-        self.subs.append(core.subscribe(s, self._on_msg))
+    for s in self.cfg.get('subjects') or []: self.subs.append(self.host.subscribe(s, self._on_msg, defers=True))
+    direct_get.sync(self)
 
 @patch
 def stop(self: Stream):
-    "Stop receiving messages."
-    for sub in self.subs: self.js.core.unsubscribe(sub)
+    "Stop receiving messages and answering Direct Get."
+    for sub in self.subs: self.host.unsubscribe(sub)
     self.subs = []
+    direct_get.sync(self, on=False)
 
 @patch
-def _on_one(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    "One message through the checked publish path (or to the batch handlers)."
-    if src is not None and getattr(src, 'js_internal', False): return   # our own republish
+def _on_one(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes):
+    "One message through the checked publish path, or to the batch handlers."
     h, payload = (data[:hdr], data[hdr:]) if hdr else (b'', data)
-    if reply.endswith(b'.$FI') and self.fast_ingest is not None:     # a fast-ingest batch answers with frames
-        for frame in self.fast_ingest(self, subject.decode(), reply.decode(), h, payload): self.js.core.publish(reply, frame)
+    if reply.endswith(b'.$FI'):                                    # a fast-ingest batch answers with frames
+        for f in batch.fast_ingest(self, subject.decode(), reply.decode(), h, payload): self.host.reply(reply, f)
         return
-    if h and self.stage is not None and get_header(h, b'Nats-Batch-Id') is not None:
-        ack = self.stage(self, subject.decode(), h, payload)           # an atomic batch
+    if h and get_header(h, b'Nats-Batch-Id') is not None: ack = batch.stage(self, subject.decode(), h, payload)
     else: ack = self.process(subject.decode(), h, payload, bool(reply))
-    if reply and ack is not None and not self.cfg.get('no_ack'): self.js.core.publish(reply, ack)
+    if reply and ack is not None and not self.cfg.get('no_ack'): self.host.reply(reply, ack)
 
 # %% ../../nbs/2_js/06_stream.ipynb #99e722d3
 @patch
@@ -122,37 +170,38 @@ def _bulk_ok(self: Stream) -> bool:
 @patch
 def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "The stream's subscription: header-less messages from clients wait in the inbox, the rest go one by one."
-    if not hdr and self._bulk and src is not None and not reply.endswith(b'.$FI') and not getattr(src, 'js_internal', False):
-        if not self._inbox: self.js.core.defer(self._flush)
+    if not hdr and self._bulk and isinstance(src, ClientConn) and not reply.endswith(b'.$FI'):
+        if not self._inbox: self.host.defer(self._flush)
         self._inbox.append((subject, reply, data))
         return
-    if self.js.core.deferred: self.js.core.flush_deferred()          # keep the order of arrival
-    self._on_one(subject, reply, hdr, data, src)
-
-Stream._on_msg.defers = True
+    self.host.flush_deferred()                       # keep the order of arrival
+    self._on_one(subject, reply, hdr, data)
 
 @patch
 def _flush(self: Stream):
     "Store the inbox with one store call, wake the consumers once, send the pub acks."
     msgs, self._inbox = self._inbox, []
     if not msgs: return
-    js = self.js
-    limit = js.max_memory if self.cfg.get('storage', 'file') == 'memory' else js.max_file
-    if len(msgs) == 1 or not self._bulk or (limit is not None and limit >= 0):   # one message, or an account limit
-        for subject, reply, data in msgs: self._on_one(subject, reply, 0, data, None)   # one at a time: the checks apply
+    if len(msgs) == 1 or not self._bulk or self.host.storage_limit(self.cfg.get('storage', 'file')) >= 0:
+        for subject, reply, data in msgs: self._on_one(subject, reply, 0, data)   # one at a time: the checks apply
         return
-    try: first, _ = self.store.store_batch([m[0] for m in msgs], [m[2] for m in msgs])
+    try: first = self.propose(StoreRun([m[0] for m in msgs], [m[2] for m in msgs]))
     except StoreError as e:
         nak = self._nak(JSStreamStoreFailedF(err=_STORE_ERRORS.get(e.kind, str(e))))
         for _, reply, _ in msgs:
-            if reply and not self.cfg.get('no_ack'): js.core.route(None, reply, b'', 0, nak)
+            if reply and not self.cfg.get('no_ack'): self.host.reply(reply, nak)
         return
-    self.last_seq, self.last_msg_id = first + len(msgs) - 1, ''
-    js.on_stored(self, self.last_seq)
+    self._stored()
     if self.cfg.get('no_ack'): return
-    route, ack = js.core.route, self._ack
+    reply_to, ack = self.host.reply, self._ack
     for i, (_, reply, _) in enumerate(msgs):
-        if reply: route(None, reply, b'', 0, ack(first + i))
+        if reply: reply_to(reply, ack(first + i))
+
+@patch
+def _stored(self: Stream):
+    "Messages were stored: the stream wakes its consumers, and the account lets copies of the stream follow."
+    for c in list(self.consumers.values()): self.host.send(c.deliver())
+    self.host.stored(self)
 
 # %% ../../nbs/2_js/06_stream.ipynb #a222b72c
 @patch
@@ -164,44 +213,32 @@ def _ack(self: Stream, seq: int, duplicate: bool = False) -> bytes:
 def _nak(self: Stream, err: JSApiError) -> bytes:
     return orjson.dumps({'error': err.to_dict(), 'stream': self.name, 'seq': 0})
 
-# %% ../../nbs/2_js/06_stream.ipynb #045db654
-_STORE_ERRORS = {'max_msgs': 'maximum messages exceeded', 'max_bytes': 'maximum bytes exceeded',
-                 'max_msgs_per_subject': 'maximum messages per subject exceeded', 'max_msg_size': 'message too large'}
-
-_DIGITS = re.compile(r'[0-9]+')
-
-def parse_ttl(v: bytes) -> int:
-    "A `Nats-TTL` value in seconds (-1 for `never`); raises `ValueError` when invalid, as the reference does."
-    s = v.decode('utf-8', 'replace').strip()
-    if s.lower() == 'never': return -1
-    try: ns = parse_go_duration(s)                       # a Go duration of at least a second
-    except ValueError: ns = None
-    if ns is not None:
-        if ns < NS: raise ValueError(s)
-        return ns // NS
-    if not _DIGITS.fullmatch(s): raise ValueError(s)    # else whole seconds, read into a Go int64 (which wraps)
-    t = int(s) & (2**64 - 1)
-    if t >= 2**63: raise ValueError(s)
-    return t
-
 # %% ../../nbs/2_js/06_stream.ipynb #b2f8c176
+def _text(b: bytes) -> str:
+    "A header value as text; bytes that are not UTF-8 are kept (surrogate escapes) so ids compare as the bytes do."
+    return b.decode('utf-8', 'surrogateescape')
+
+def _shown(s: str) -> str:
+    "Text fit for a JSON reply: what is not UTF-8 shown as U+FFFD."
+    return s.encode('utf-8', 'surrogateescape').decode('utf-8', 'replace')
+
 @patch
 def _check(self: Stream, subject: str, hdr: bytes, size: int, sourced: bool = False):
     cfg = self.cfg
     if cfg.get('sealed'): return JSStreamSealedErr()
     if not hdr: return None
     exp = get_header(hdr, b'Nats-Expected-Stream')
-    if exp and exp.decode() != self.name: return JSStreamNotMatchErr()
-    ttl = get_header(hdr, b'Nats-TTL')
-    if ttl is not None and not cfg.get('allow_msg_ttl') and not sourced:
+    if exp and _text(exp) != self.name: return JSStreamNotMatchErr()
+    t = get_header(hdr, b'Nats-TTL')
+    if t is not None and not cfg.get('allow_msg_ttl') and not sourced:
         try:
-            if parse_ttl(ttl) != 0: return JSMessageTTLDisabledErr()
+            if ttl.parse_ttl(t) != 0: return JSMessageTTLDisabledErr()
         except ValueError: pass                              # an invalid TTL is reported when storing (10165)
     subj_seq = get_header(hdr, b'Nats-Expected-Last-Subject-Sequence')
     subj_for = get_header(hdr, b'Nats-Expected-Last-Subject-Sequence-Subject')
     if subj_seq is not None:
         want = int(subj_seq) if subj_seq.isdigit() else -1
-        last = self.store.load_last_msg(subj_for.decode() if subj_for else subject)
+        last = self.store.load_last_msg(_text(subj_for) if subj_for else subject)
         have = last.seq if last is not None else 0
         if have != want: return JSStreamWrongLastSequenceErrF(seq=have)
     elif subj_for: return JSStreamExpectedLastSeqPerSubjectInvalid()
@@ -221,7 +258,7 @@ def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool 
     tr = cfg.get('subject_transform')
     if tr: subject = transform_subject(subject, tr.get('src', ''), tr.get('dest', '')) or subject
     msg_id = get_header(hdr, b'Nats-Msg-Id') if hdr else None
-    msg_id = msg_id.decode() if msg_id else ''
+    msg_id = _text(msg_id) if msg_id else ''
     now = time.time_ns()
     if checked: return self._store(subject, hdr, data, msg_id, get_header(hdr, b'Nats-Rollup') or b'', now)
     err = self._check(subject, hdr, len(hdr) + len(data), sourced)
@@ -233,17 +270,17 @@ def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool 
     rollup = b''
     if hdr:
         lmid = get_header(hdr, b'Nats-Expected-Last-Msg-Id')
-        if lmid is not None and lmid.decode() != self.last_msg_id:
-            return self._nak(JSStreamWrongLastMsgIDErrF(id=self.last_msg_id))
+        if lmid is not None and _text(lmid) != self.last_msg_id:
+            return self._nak(JSStreamWrongLastMsgIDErrF(id=_shown(self.last_msg_id)))
         rollup = get_header(hdr, b'Nats-Rollup') or b''
         if rollup:
             if not cfg.get('allow_rollup_hdrs') or cfg.get('deny_purge'):
                 return self._nak(JSStreamRollupFailedF(err='rollup not permitted'))
             if rollup not in (b'sub', b'all'):
-                return self._nak(JSStreamRollupFailedF(err=f'rollup value invalid: "{rollup.decode()}"'))
+                return self._nak(JSStreamRollupFailedF(err=f'rollup value invalid: "{_shown(_text(rollup))}"'))
     if self.too_big(hdr, data): return self._nak(JSStreamMessageExceedsMaximumErr())
     if len(hdr) > 65535: return self._nak(JSStreamHeaderExceedsMaximumErr())
-    if self.js.limits_exceeded(cfg.get('storage', 'file')): return self._nak(JSInsufficientResourcesErr())
+    if self.host.limits_exceeded(cfg.get('storage', 'file')): return self._nak(JSInsufficientResourcesErr())
     return self._store(subject, hdr, data, msg_id, rollup, now)
 
 # %% ../../nbs/2_js/06_stream.ipynb #f3ff3173
@@ -254,43 +291,21 @@ def too_big(self: Stream, hdr: bytes, data: bytes) -> bool:
     return mx is not None and mx >= 0 and (len(hdr) > mx or len(data) > mx - len(hdr))
 
 # %% ../../nbs/2_js/06_stream.ipynb #b95bd7de
+_STORE_ERRORS = {'max_msgs': 'maximum messages exceeded', 'max_bytes': 'maximum bytes exceeded',
+                 'max_msgs_per_subject': 'maximum messages per subject exceeded', 'max_msg_size': 'message too large'}
+
 @patch
 def _store(self: Stream, subject: str, hdr: bytes, data: bytes, msg_id: str, rollup: bytes, now: int) -> bytes:
     cfg = self.cfg
-    if cfg.get('retention') == 'interest' and not self.consumers:
-        seq = self.store.skip_msg(); self.last_seq = seq; self.last_msg_id = msg_id
-        if msg_id: self.dedup[msg_id] = (seq, now)
-        return self._ack(seq)
-    ttl = 0
-    t = get_header(hdr, b'Nats-TTL') if hdr else None
-    if t is not None:
-        try: ttl = parse_ttl(t)
-        except ValueError: return self._nak(JSMessageTTLInvalidErr())
-        if ttl > 0 and not cfg.get('allow_msg_ttl'): ttl = 0     # copied from a source: kept, not expired (`never` still holds)
-    sdm = (cfg.get('subject_delete_marker_ttl') or 0) // NS
-    if ttl > 0 and sdm > 0 and cfg.get('max_msgs_per_subject') != 1 and ttl < sdm:      # never shorter than the markers
-        ttl = sdm
-        hdr = add_header(remove_header(hdr, b'Nats-TTL'), b'Nats-TTL', str(ttl).encode())
+    if cfg.get('retention') == 'interest' and not self.consumers: return self._ack(self.propose(SkipMsg(msg_id, now)))
+    try: ttl_ns, hdr = ttl.stored_ttl(cfg, hdr)
+    except ValueError: return self._nak(JSMessageTTLInvalidErr())
     last = self.store.load_last_msg(subject) if cfg.get('republish') else None
-    try: seq, ts = self.store.store_msg(subject, hdr, data, ttl=ttl * NS if ttl > 0 else ttl)
-    except StoreError as e:
-        return self._nak(JSStreamStoreFailedF(err=_STORE_ERRORS.get(getattr(e, 'kind', ''), str(e))))
-    self.last_seq, self.last_msg_id = seq, msg_id
-    if msg_id: self.dedup[msg_id] = (seq, ts)
-    if rollup == b'sub': self.store.purge(subject=subject, keep=1)
-    elif rollup == b'all': self.store.purge(keep=1)
+    try: seq, ts = self.propose(StoreMsg(subject, hdr, data, ttl_ns, msg_id, rollup))
+    except StoreError as e: return self._nak(JSStreamStoreFailedF(err=_STORE_ERRORS.get(e.kind, str(e))))
     if cfg.get('republish'): self._republish(subject, hdr, data, seq, ts, last.seq if last else 0)
-    self.js.on_stored(self, seq)
+    self._stored()
     return self._ack(seq)
-
-@patch
-def _trim_dedup(self: Stream, now: int):
-    "Forget message ids older than the duplicate window."
-    cutoff = now - self.cfg.get('duplicate_window', 0)
-    while self.dedup:
-        k = next(iter(self.dedup))
-        if self.dedup[k][1] >= cutoff: break
-        del self.dedup[k]
 
 # %% ../../nbs/2_js/06_stream.ipynb #99ae2c47
 @patch
@@ -302,31 +317,15 @@ def _republish(self: Stream, subject: str, hdr: bytes, data: bytes, seq: int, ts
              f'Nats-Time-Stamp: {rfc3339(ts)}\r\nNats-Last-Sequence: {last}\r\n')
     if rp.get('headers_only'): extra += f'Nats-Msg-Size: {len(data)}\r\n'
     h = (hdr[:-2] if hdr else b'NATS/1.0\r\n') + extra.encode() + b'\r\n'
-    self.js.publish_internal(dest, b'' if rp.get('headers_only') else data, h)
+    self.host.publish(dest, b'' if rp.get('headers_only') else data, h)
 
 # %% ../../nbs/2_js/06_stream.ipynb #b99dcf79
-def _is_marker(hdr: bytes) -> bool:
-    return bool(hdr) and (get_header(hdr, b'Nats-Marker-Reason') is not None or get_header(hdr, b'KV-Operation') == b'PURGE')
-
 @patch
 def expire(self: Stream, now: int | None = None) -> int:
     "Remove what has expired at `now`, leaving subject delete markers where configured."
     now = now or time.time_ns()
-    sdm = self.cfg.get('subject_delete_marker_ttl') or 0
-    if sdm > 0:
-        due = self.store.due(now)
-        if due:
-            per = {}
-            for m in due: per[m.subject] = m
-            counts = self.store.subjects('>')
-            n_due = {}
-            for m in due: n_due[m.subject] = n_due.get(m.subject, 0) + 1
-            hdr = (f'NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: {go_duration(sdm)}\r\n'
-                   f'Nats-Rollup: sub\r\n\r\n').encode()
-            for subject, m in per.items():
-                if counts.get(subject, 0) == n_due[subject] and not _is_marker(m.hdr):
-                    self.process(subject, hdr, b'')
-    return self.store.expire(now)
+    for subject, hdr in ttl.markers(self.store, self.cfg, now): self.process(subject, hdr, b'')
+    return self.propose(Expire(now))
 
 # %% ../../nbs/2_js/06_stream.ipynb #0f70d4ea
 @patch
@@ -341,10 +340,10 @@ def state(self: Stream, deleted_details: bool = False, subjects_filter: str = ''
 
 @patch
 def info(self: Stream, deleted_details: bool = False, subjects_filter: str = '', cluster: bool = True) -> dict:
-    "`config`, `created`, `state` (and `cluster`) for API replies."
-    d = dict(config=self.cfg, created=rfc3339(self.created),
-             state=self.state(deleted_details, subjects_filter))
-    if cluster: d['cluster'] = {'leader': self.js.core.server_name}
+    "`config`, `created`, `state`, (`cluster`), its `mirror` or `sources`, and `ts`: the body of stream API replies."
+    d = dict(config=self.cfg, created=rfc3339(self.created), state=self.state(deleted_details, subjects_filter))
+    if cluster: d['cluster'] = {'leader': self.host.server_name}
+    d.update(mirrors.info(self))
     d['ts'] = rfc3339(time.time_ns())
     return d
 
@@ -353,18 +352,17 @@ def info(self: Stream, deleted_details: bool = False, subjects_filter: str = '',
 def update(self: Stream, cfg: dict):
     "Apply a new (already validated) configuration."
     old_subjects = self.cfg.get('subjects') or []
-    self.cfg = cfg
-    self._bulk = self._bulk_ok()
+    self.propose(Configure(cfg))
     if (cfg.get('subjects') or []) != old_subjects: self.stop(); self.start()
-    self.store.update_limits(limits_of(cfg))
+    else: direct_get.sync(self)
 
 @patch
 def purge(self: Stream, subject: str = '', seq: int = 0, keep: int = 0) -> int:
     "Purge messages (all, by subject, up to a sequence, or keeping the newest `keep`)."
     if self.cfg.get('sealed'): raise JSStreamSealedErr()
     if self.cfg.get('deny_purge'): raise JSStreamPurgeFailedF(err='stream purge not permitted')
-    n = self.store.purge(subject=subject, seq=seq, keep=keep)
-    self.js.on_purged(self)
+    n = self.propose(Purge(subject, seq, keep))
+    for c in list(self.consumers.values()): self.host.send(c.on_purged())
     return n
 
 @patch
@@ -374,5 +372,19 @@ def delete_msg(self: Stream, seq: int, erase: bool = True) -> bool:
     if self.cfg.get('deny_delete'): raise JSStreamMsgDeleteFailedF(err='message delete not permitted')
     if seq > self.store.state()['last_seq'] and self.cfg.get('storage') == 'file':   # the file store says EOF
         raise JSStreamMsgDeleteFailedF(err='stream store EOF')
-    if not self.store.remove_msg(seq, erase=erase): raise JSSequenceNotFoundErrF(seq=seq)
+    if not self.propose(DeleteMsg(seq, erase)): raise JSSequenceNotFoundErrF(seq=seq)
     return True
+
+@patch
+def acked(self: Stream, c, seqs: list[int]):
+    "Retention: consumer `c` acknowledged `seqs`. A work queue lets them go; an interest stream those no other consumer still needs."
+    ret = self.cfg.get('retention', 'limits')
+    if ret == 'workqueue': gone = seqs
+    elif ret == 'interest':
+        gone = []
+        for seq in seqs:
+            m = self.store.load_msg(seq)
+            if m is not None and not any(o is not c and o._matches(m.subject) and (seq in o.pending or seq >= o.sseq)
+                                         for o in self.consumers.values()): gone.append(seq)
+    else: return
+    if gone: self.propose(Remove(tuple(gone)))

@@ -22,8 +22,8 @@ from .gojson import go_quote, go_decode
 from .gojson import GoStr, GoBool, GoInt, GoEnum, GoTime, GoSlice, GoMap, GoStruct
 
 # %% auto #0
-__all__ = ['JS_SERVER_VERSION', 'JS_API_LEVEL', 'STREAM_CONFIG_REQUEST', 'subjects_overlap', 'stream_config_for_create',
-           'stream_config_for_update']
+__all__ = ['JS_SERVER_VERSION', 'JS_API_LEVEL', 'STREAM_CONFIG_REQUEST', 'subjects_overlap', 'stored_cfg',
+           'stream_config_for_create', 'stream_config_for_update']
 
 # %% ../../nbs/2_js/02_stream_config.ipynb #001de43c
 JS_SERVER_VERSION = '2.15.1'  # reported as `_nats.ver` in stream configurations
@@ -426,9 +426,16 @@ def _required_level(cfg: dict) -> int:
     if cfg['allow_msg_counter'] or cfg['allow_atomic'] or cfg['allow_msg_schedules'] or cfg['persist_mode'] == 'async': return 2
     return 1 if cfg['allow_msg_ttl'] or cfg['subject_delete_marker_ttl'] > 0 else 0
 
+_DYNAMIC = ('_nats.ver', '_nats.level')     # metadata the reference adds to replies, never stores
+
+def stored_cfg(cfg: dict) -> dict:
+    "A stream or consumer configuration as persisted: without the metadata the reference adds only when replying."
+    if 'metadata' not in cfg: return cfg
+    return dict(cfg, metadata={k: v for k, v in (cfg.get('metadata') or {}).items() if k not in _DYNAMIC})
+
 def _set_static_metadata(cfg: dict):
     "Stored metadata: the client's, without the dynamic keys, with the required API level."
-    md = {k: v for k, v in (cfg['metadata'] or {}).items() if k not in ('_nats.ver', '_nats.level')}
+    md = {k: v for k, v in (cfg['metadata'] or {}).items() if k not in _DYNAMIC}
     cfg['metadata'] = {**md, '_nats.req.level': str(_required_level(cfg))}
 
 _OMIT = {  # fields Go leaves out when empty, per struct

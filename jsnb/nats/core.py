@@ -295,7 +295,7 @@ def deliver(self: Core, sub: Subscription, subject: bytes, reply: bytes, hdr: in
     "Deliver one message to `sub`; returns 1 if it was delivered."
     c = sub.client
     if c is None:
-        if self.deferred and not getattr(sub.cb, 'defers', False): self.flush_deferred()
+        if self.deferred and not sub.defers: self.flush_deferred()
         try: sub.cb(subject, reply, hdr, data, src)
         except Exception:                      # a failing handler must not take the publisher's connection down
             log.exception('internal subscription %s failed on %r', sub.subject.decode(), subject)
@@ -327,7 +327,7 @@ def route(self: Core, src, subject: bytes, reply: bytes, hdr: int, data: bytes, 
         members = group if src is None or src.echo else [s for s in group if s.client is not src]
         if members: n += self.deliver(members[self._rand.randrange(len(members))] if len(members) > 1 else members[0],
                                       subject, reply, hdr, data, src)
-    if n == 0 and reply and src is not None and getattr(src, 'no_responders', False): self._no_responders(src, subject, reply)
+    if n == 0 and reply and src is not None and src.no_responders: self._no_responders(src, subject, reply)
     return n
 
 @patch
@@ -338,11 +338,11 @@ def _no_responders(self: Core, src: ClientConn, subject: bytes, reply: bytes):
 
 # %% ../../nbs/1_nats/03_core.ipynb #2b80c83d
 @patch
-def subscribe(self: Core, subject: str | bytes, cb, queue: str | bytes = b'') -> Subscription:
-    "Add an internal subscription that calls `cb` for each message."
+def subscribe(self: Core, subject: str | bytes, cb, queue: str | bytes = b'', defers: bool = False) -> Subscription:
+    "Add an internal subscription that calls `cb` for each message (`defers`: `cb` queues work with `defer`)."
     if isinstance(subject, str): subject = subject.encode()
     if isinstance(queue, str): queue = queue.encode()
-    sub = Subscription(None, subject, queue, b'', cb)
+    sub = Subscription(None, subject, queue, b'', cb, defers)
     self.sublist.insert(sub)
     return sub
 

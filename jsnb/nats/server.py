@@ -54,8 +54,9 @@ class _ClientProtocol(asyncio.Protocol):
 # %% ../../nbs/1_nats/05_server.ipynb #dd2fc16a
 class Server:
     "A jsnb server: the core plus its asyncio listeners."
-    def __init__(self, opts: ServerOptions | None = None, **kw):
+    def __init__(self, opts: ServerOptions | None = None, js_service=None, **kw):
         self.opts = dataclasses.replace(opts or ServerOptions(), **kw)
+        self._js_service = js_service       # makes the JetStream service: (core, options) -> service
         self.core = Core(self.opts)
         self.core.on_dirty = self._schedule_flush
         self.trace = self.opts.trace
@@ -160,14 +161,14 @@ def _close_parts(self: Server):
     "Close whatever `start` had opened before a part failed."
     if self._listener is not None: self._listener.close(); self._listener = None
     if self._monitor is not None: self._monitor.close(); self._monitor = None
-    if self.js is not None: self._js_tick.cancel(); self.js.stop(); self.js = None
+    if self.js is not None: self._js_tick.cancel(); self.js.stop(); self.js = self.core.js = None
 
 @patch
 def _start_jetstream(self: Server):
-    "Start the JetStream account (imported here: core NATS does not need it)."
-    from jsnb.js.account import JetStream
-    o = self.opts
-    self.js = JetStream(self.core, self.core.store_dir, o.max_memory_store, o.max_file_store, o.sync_interval)
+    "Start the JetStream service given at construction."
+    if self._js_service is None:
+        raise StartupError("Can't start JetStream: this server has no JetStream layer (use jsnb.serve or jsnb-server)")
+    self.js = self.core.js = self._js_service(self.core, self.opts)
     self.js.start()
     self._js_tick = asyncio.get_running_loop().call_later(0.1, self._jetstream_tick)
 

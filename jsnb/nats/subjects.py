@@ -4,11 +4,11 @@
 
 # %% ../../nbs/1_nats/01_subjects.ipynb #3deb8988
 from __future__ import annotations
-import random
+import random, re
 
 # %% auto #0
 __all__ = ['valid_subject', 'valid_literal_subject', 'has_wildcard', 'valid_subject_str', 'subject_matches', 'Subscription',
-           'Sublist']
+           'Sublist', 'transform_subject']
 
 # %% ../../nbs/1_nats/01_subjects.ipynb #7aff18c2
 _BAD = frozenset(b' \t\r\n\x0b\x0c')
@@ -49,10 +49,11 @@ def subject_matches(subject: str | bytes, pattern: str | bytes) -> bool:
 # %% ../../nbs/1_nats/01_subjects.ipynb #fc536a83
 class Subscription:
     "One subscription: a connection (or an internal callback), a subject, an optional queue group."
-    __slots__ = ('client', 'subject', 'queue', 'sid', 'max', 'delivered', 'cb')
-    def __init__(self, client, subject: bytes, queue: bytes = b'', sid: bytes = b'', cb=None):
+    __slots__ = ('client', 'subject', 'queue', 'sid', 'max', 'delivered', 'cb', 'defers')
+    def __init__(self, client, subject: bytes, queue: bytes = b'', sid: bytes = b'', cb=None, defers: bool = False):
         self.client, self.subject, self.queue, self.sid, self.cb = client, subject, queue, sid, cb
         self.max = self.delivered = 0
+        self.defers = defers        # an internal callback that itself defers work to the end of the read
     def __repr__(self): return f'Subscription({self.subject!r}, queue={self.queue!r}, sid={self.sid!r})'
 
 # %% ../../nbs/1_nats/01_subjects.ipynb #e6302ac8
@@ -189,3 +190,19 @@ def match(self: Sublist, subject: bytes):
         for k in list(self.cache)[: self.cache_size // 4]: del self.cache[k]
     self.cache[subject] = r
     return r
+
+# %% ../../nbs/1_nats/01_subjects.ipynb #1c2fa92e
+_WILD = re.compile(r'\{\{\s*wildcard\s*\(\s*(\d+)\s*\)\s*\}\}|\$(\d+)')
+
+def transform_subject(subject: str, src: str, dest: str) -> str | None:
+    "Map `subject` through `src` → `dest`; `None` when `src` does not match."
+    src = src or '>'
+    if not subject_matches(subject, src): return None
+    if not dest: return subject
+    st, pt, wild, rest = subject.split('.'), src.split('.'), [], []
+    for i, p in enumerate(pt):
+        if p == '*': wild.append(st[i])
+        elif p == '>': rest = st[i:]
+    out = _WILD.sub(lambda m: wild[int(m.group(1) or m.group(2)) - 1], dest)
+    if out.endswith('>') and (out == '>' or out.endswith('.>')): out = out[:-1] + '.'.join(rest)
+    return out

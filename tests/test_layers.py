@@ -1,0 +1,93 @@
+"""The package's layers, checked from its imports: nothing imports upward, siblings do not import
+each other, and there are no import loops (every import counts, also those inside functions;
+imports only for type checking do not)."""
+import ast, pathlib
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent / 'jsnb'
+
+# lowest first; a module may import its own package and any package of a lower layer
+LAYERS = [('jsnb',), ('jsnb.nats',), ('jsnb.js',), ('jsnb.clients', 'jsnb.bench', 'jsnb.tools'), ('jsnb.app',), ('jsnb.cli',)]
+
+
+def module_name(path: pathlib.Path) -> str:
+    rel = path.relative_to(ROOT.parent).with_suffix('')
+    parts = list(rel.parts)
+    if parts[-1] == '__init__': parts = parts[:-1]
+    return '.'.join(parts)
+
+
+def package_of(mod: str) -> str:
+    "The layer package a module belongs to (`jsnb.js.stream` -> `jsnb.js`; top-level modules are their own)."
+    for group in LAYERS:
+        for pkg in sorted(group, key=len, reverse=True):
+            if mod == pkg or mod.startswith(pkg + '.') and pkg != 'jsnb': return pkg
+    return 'jsnb'
+
+
+def rank(pkg: str) -> int: return next(i for i, g in enumerate(LAYERS) if pkg in g)
+
+
+def _type_only(node, parents) -> bool:
+    return any(isinstance(p, ast.If) and 'TYPE_CHECKING' in ast.unparse(p.test) for p in parents)
+
+
+def imports(path: pathlib.Path) -> set[str]:
+    "The jsnb modules `path` imports (resolved), anywhere in the file, except under `if TYPE_CHECKING`."
+    mod = module_name(path)
+    pkg = mod if path.name == '__init__.py' else mod.rsplit('.', 1)[0]
+    tree, found = ast.parse(path.read_text()), set()
+    def walk(node, parents):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)) and not _type_only(child, parents + [node]):
+                if isinstance(child, ast.Import): names = [a.name for a in child.names]
+                else:
+                    base = child.module or ''
+                    if child.level:
+                        up = pkg.split('.')[:len(pkg.split('.')) - (child.level - 1)]
+                        base = '.'.join(up + ([base] if base else []))
+                    names = [base] + [f'{base}.{a.name}' for a in child.names]
+                for n in names:
+                    if n == 'jsnb' or n.startswith('jsnb.'):
+                        f = ROOT.parent / (n.replace('.', '/') + '.py')
+                        d = ROOT.parent / n.replace('.', '/') / '__init__.py'
+                        if f.exists() or d.exists(): found.add(n)
+            walk(child, parents + [node])
+    walk(tree, [])
+    found.discard(mod)
+    return found
+
+
+MODULES = {module_name(p): p for p in ROOT.rglob('*.py') if p.name != '_modidx.py'}
+GRAPH = {m: imports(p) for m, p in MODULES.items()}
+
+
+@pytest.mark.parametrize('mod', sorted(MODULES))
+def test_no_upward_or_sideways_imports(mod):
+    me = package_of(mod)
+    bad = []
+    for other in GRAPH[mod]:
+        them = package_of(other)
+        if them == me or other == 'jsnb': continue
+        if rank(them) >= rank(me): bad.append(f'{mod} ({me}) imports {other} ({them})')
+    assert not bad, bad
+
+
+def test_no_import_loops():
+    "No module reaches itself by following imports (package `__init__` modules only import the version)."
+    state, loops = {}, []
+    def visit(m, stack):
+        state[m] = 1
+        for n in sorted(GRAPH.get(m, ())):
+            if n not in GRAPH: continue
+            if state.get(n) == 1: loops.append(stack[stack.index(n):] + [n])
+            elif n not in state: visit(n, stack + [n])
+        state[m] = 2
+    for m in sorted(GRAPH):
+        if m not in state: visit(m, [m])
+    assert not loops, loops
+
+
+def test_the_layers_are_what_the_design_says():
+    "Every module belongs to a layer, and the packages exist (a rename must update this test)."
+    assert {package_of(m) for m in MODULES} == {p for g in LAYERS for p in g}
