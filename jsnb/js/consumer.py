@@ -303,10 +303,12 @@ def _deliver(self: Consumer):
 
 @patch
 def _deliver_pull(self: Consumer):
-    now = time.time_ns()
+    now, checked = time.time_ns(), None
     while self.waiting:
         wr = self.waiting[0]
-        if not self._live(wr, now): self.waiting.popleft(); continue
+        if wr is not checked:                    # each request is checked once per round, not once per message
+            if not self._live(wr, now): self.waiting.popleft(); continue
+            checked = wr
         m, redelivery = self._next()             # redeliveries first: already pending, max_ack_pending does not hold them
         if m is None or (not redelivery and not self._room()): break
         size = len(m.hdr) + len(m.data) + len(m.subject)
