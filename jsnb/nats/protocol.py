@@ -184,7 +184,7 @@ class _Framer:
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #805c9c62
 class Parser(_Framer):
-    "Sans-I/O parser for the client side of the NATS protocol: what a server receives."
+    "Sans-I/O parser for what clients send: the server's side of the wire."
     def __init__(self, max_payload: int = MAX_PAYLOAD, max_control_line: int = MAX_CONTROL_LINE):
         super().__init__(max_control_line)
         self.max_payload = max_payload
@@ -325,7 +325,7 @@ def encode_connect(options: dict) -> bytes:
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #23fd94ad
 class ClientParser(_Framer):
-    "Sans-I/O parser for the server side of the NATS protocol: what a client receives."
+    "Sans-I/O parser for what servers send: a client's side of the wire."
     def __init__(self, max_control_line: int = 1 << 20): super().__init__(max_control_line)
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #3e6ec5db
