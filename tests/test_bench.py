@@ -1,12 +1,14 @@
-"""`jsnb bench`: the frame scanner against its twin, a quick run of every scenario against both servers,
-and (on demand, `pytest -m bench`) the full comparison with its targets."""
+"""`jsnb bench`: the frame scanner against its twin and the twin against the protocol module's
+`ClientParser`, a quick run of every scenario against both servers, and (on demand, `pytest -m bench`)
+the full comparison with its targets."""
 import csv, math, pathlib
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from jsnb.bench import client as bench
-from jsnb.bench.client import NCOLS, scan_frames, _scan_py, ack_frames, statuses
+from jsnb.bench.client import NCOLS, scan_frames, _scan_py, _row_ops, ack_frames, statuses
+from jsnb.nats.protocol import ClientParser
 from jsnb.bench.scenarios import COLUMNS, SCENARIOS, Result
 from jsnb.bench.compare import (main, plan, judge, pairs, GROUPS, MEMORY_COLUMNS, SCALING_COLUMNS, SCALING_OPS, TARGETS)
 
@@ -52,6 +54,17 @@ def test_scanner_twins_agree(frames, cut, cap):
         if complete > len(wire): break
         n -= 1
     assert n == 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_frame, max_size=25), st.integers(0, 10_000))
+def test_twin_reads_as_client_parser(frames, cut):
+    "The pure-Python scanner reads what the protocol module's `ClientParser` reads, on any stream cut anywhere."
+    wire = b''.join(map(_encode, frames))
+    wire = wire[:cut % (len(wire) + 1)]
+    rows = np.zeros((len(frames) + 1, NCOLS), np.int64)
+    n, _ = _scan_py(wire, 0, rows)
+    assert _row_ops(wire, rows[:n]) == ClientParser().feed(wire)
 
 
 # ---- a quick run of everything against both servers

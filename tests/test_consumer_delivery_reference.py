@@ -491,25 +491,8 @@ async def test_start_time_and_filter_subjects(start_server, kind):
 
 def hmsgs(raw: Raw, n: int, timeout: float = 5) -> list[tuple[str, str, bytes, bytes]]:
     "Read `n` HMSG/MSG frames: (subject, reply shape, header block, payload)."
-    out, buf, end = [], b'', time.time() + timeout
-    raw.s.settimeout(0.2)
-    while len(out) < n and time.time() < end:
-        try: d = raw.s.recv(1 << 16)
-        except OSError: d = b''
-        buf += d
-        while True:
-            while buf.startswith(b'PING\r\n') or buf.startswith(b'PONG\r\n') or buf.startswith(b'+OK\r\n'):
-                if buf.startswith(b'PING'): raw.send(b'PONG\r\n')
-                buf = buf[buf.index(b'\r\n') + 2:]
-            if b'\r\n' not in buf: break
-            line, rest = buf.split(b'\r\n', 1)
-            parts = line.split()
-            if parts[0] == b'HMSG': hl, tl, reply = int(parts[-2]), int(parts[-1]), parts[3:-2]
-            elif parts[0] == b'MSG': hl, tl, reply = 0, int(parts[-1]), parts[3:-1]
-            else: raise AssertionError(line)
-            if len(rest) < tl + 2: break
-            out.append((parts[1].decode(), reply_shape(reply[0].decode() if reply else ''), rest[:hl], rest[hl:tl])); buf = rest[tl + 2:]
-    assert len(out) == n, (out, buf)
+    out = [(m.subject.decode(), reply_shape(m.reply.decode()), m.hdr, m.payload) for m in raw.msgs(n, timeout)]
+    assert len(out) == n, out
     return out
 
 

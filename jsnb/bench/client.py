@@ -11,25 +11,18 @@ import numpy as np
 import orjson
 from fastcore.basics import patch
 from .. import __version__
+from ..nats import protocol
+from ..nats.protocol import encode_pub, encode_sub, encode_unsub, encode_connect, make_headers
 
 # %% auto #0
 __all__ = ['KIND', 'SID', 'SUBJ', 'SUBJ_N', 'REPLY', 'REPLY_N', 'HDR', 'HDR_N', 'DATA', 'DATA_N', 'NCOLS', 'BAD', 'MSG', 'HMSG',
-           'PING', 'PONG', 'OK', 'ERR', 'INFO', 'headers_block', 'pub_frame', 'Frames', 'scan_frames', 'statuses',
-           'ack_frames', 'Conn', 'ServerError', 'Sub', 'AckSub', 'MsgSub', 'ApiError']
+           'PING', 'PONG', 'OK', 'ERR', 'INFO', 'pub_frame', 'Frames', 'scan_frames', 'statuses', 'ack_frames', 'Conn',
+           'ServerError', 'Sub', 'AckSub', 'MsgSub', 'ApiError']
 
 # %% ../../nbs/4_bench/00_client.ipynb #509dc4ab
-def headers_block(headers: dict | None) -> bytes:
-    "The NATS header block for `headers` (empty bytes when there are none)."
-    if not headers: return b''
-    return ('NATS/1.0\r\n' + ''.join(f'{k}: {v}\r\n' for k, v in headers.items()) + '\r\n').encode()
-
 def pub_frame(subject: str, payload: bytes = b'', reply: str = '', headers: dict | None = None) -> bytes:
     "One `PUB` frame, or `HPUB` when there are headers."
-    r = f' {reply}' if reply else ''
-    if headers:
-        h = headers_block(headers)
-        return f'HPUB {subject}{r} {len(h)} {len(h) + len(payload)}\r\n'.encode() + h + payload + b'\r\n'
-    return f'PUB {subject}{r} {len(payload)}\r\n'.encode() + payload + b'\r\n'
+    return encode_pub(subject.encode(), reply.encode(), payload, make_headers(headers) if headers else b'')
 
 # %% ../../nbs/4_bench/00_client.ipynb #60b62233
 class Frames:
@@ -172,6 +165,21 @@ def scan_frames(buf: bytes, pos: int, out: np.ndarray) -> tuple[int, int]:
     if JIT: return _scan_jit(np.frombuffer(buf, np.uint8), pos, out)
     return _scan_py(buf, pos, out)
 
+# %% ../../nbs/4_bench/00_client.ipynb #04a001d0
+def _row_ops(buf: bytes, rows: np.ndarray) -> list:
+    "The protocol operations that scanned `rows` of `buf` stand for, as `ClientParser` returns them."
+    out, bare = [], {PING: protocol.PING, PONG: protocol.PONG, OK: protocol.OK}
+    for r in rows:
+        k, arg = r[KIND], buf[r[SUBJ]:r[SUBJ] + r[SUBJ_N]]
+        if k == MSG or k == HMSG:
+            out.append(protocol.Msg(arg, b'%d' % r[SID], buf[r[REPLY]:r[REPLY] + r[REPLY_N]], int(r[HDR_N]),
+                                    buf[r[HDR]:r[DATA] + r[DATA_N]]))
+        elif k == INFO: out.append(protocol.Info(arg.strip()))
+        elif k == ERR: out.append(protocol.Err(arg.strip().strip(b"'").decode()))
+        elif k == BAD: out.append(protocol.Close(protocol.E_UNKNOWN)); break
+        else: out.append(bare[k])
+    return out
+
 # %% ../../nbs/4_bench/00_client.ipynb #d610500e
 def statuses(arr: np.ndarray, rows: np.ndarray) -> np.ndarray:
     "The status code of each row (0 when the frame carries none), from the buffer as a uint8 array."
@@ -204,7 +212,7 @@ def ack_frames(buf: bytes, rows: np.ndarray) -> bytes:
     if JIT:
         out = np.empty(int(rows[:, REPLY_N].sum()) + 10 * len(rows), np.uint8)
         return out[:_acks_jit(np.frombuffer(buf, np.uint8), rows, out)].tobytes()
-    return b''.join([b'PUB ' + buf[r[REPLY]:r[REPLY] + r[REPLY_N]] + b' 0\r\n\r\n' for r in rows if r[REPLY_N]])
+    return b''.join([encode_pub(buf[r[REPLY]:r[REPLY] + r[REPLY_N]], b'', b'') for r in rows if r[REPLY_N]])
 
 # %% ../../nbs/4_bench/00_client.ipynb #1eeb030c
 class Conn(asyncio.Protocol):
@@ -302,7 +310,7 @@ async def connect(cls: Conn, url: str, name: str = 'jsnb-bench', timeout: float 
                 lang='python', version=__version__)
     if u.username and u.password: opts.update(user=u.username, **{'pass': u.password})
     elif u.username: opts['auth_token'] = u.username
-    c.write(b'CONNECT ' + orjson.dumps(opts) + b'\r\n')
+    c.write(encode_connect(opts))
     await c.flush(timeout)
     return c
 
@@ -359,13 +367,13 @@ def sub(self: Conn, subject: str, cls=Sub, queue: str = '', **kw) -> Sub:
     "Subscribe with a `Sub` (or subclass) instance."
     self._sid += 1
     s = self.subs[self._sid] = cls(self, subject, self._sid, **kw)
-    self.write(f'SUB {subject} {queue + " " if queue else ""}{self._sid}\r\n'.encode())
+    self.write(encode_sub(subject.encode(), b'%d' % self._sid, queue.encode()))
     return s
 
 @patch
 def unsub(self: Conn, s: Sub):
     "Unsubscribe."
-    self.subs.pop(s.sid, None); self.write(f'UNSUB {s.sid}\r\n'.encode())
+    self.subs.pop(s.sid, None); self.write(encode_unsub(b'%d' % s.sid))
 
 # %% ../../nbs/4_bench/00_client.ipynb #f1c6ed52
 class AckSub(Sub):

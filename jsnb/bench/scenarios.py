@@ -407,7 +407,7 @@ class _OrderedSub(Sub):
         r = rows[rows[:, REPLY_N] >= 5]
         kind = arr[r[:, REPLY] + 4]                         # $JS.A(CK) or $JS.F(C)
         fc = r[kind == ord('F')]
-        for x in fc: self.conn.write(b'PUB ' + buf[x[REPLY]:x[REPLY] + x[REPLY_N]] + b' 0\r\n\r\n')
+        if len(fc): self.conn.write(ack_frames(buf, fc))     # an empty publish to each reply subject
         return int((kind == ord('A')).sum())
 
 @scenario('js-ordered', 'js')

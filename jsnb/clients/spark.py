@@ -5,6 +5,7 @@
 # %% ../../nbs/3_clients/02_spark.ipynb #1f20970b
 from __future__ import annotations
 import asyncio, hashlib, heapq, json, re, secrets, socket, threading
+from collections import deque
 from datetime import datetime, timezone
 from typing import NamedTuple
 from urllib.parse import unquote, urlsplit
@@ -18,6 +19,7 @@ except ModuleNotFoundError as e:
                               "(PySpark also needs Java 17 or newer)", name=e.name) from e
 from fastcore.basics import patch
 from .. import __version__
+from ..nats import protocol as wire
 
 # %% auto #0
 __all__ = ['SCHEMA', 'KV_SCHEMA', 'NatsError', 'Msg', 'JetStreamDataSource', 'register', 'WriteStats']
@@ -48,22 +50,9 @@ class NatsError(Exception):
         codes = ', '.join(f'{k} {v}' for k, v in (('code', code), ('err_code', err_code)) if v is not None)
         super().__init__(f'{description} ({codes})' if codes else description)
 
-def _status(hdr: bytes) -> tuple[int | None, str]:
-    "The status of a reply's header block (`NATS/1.0 404 Message Not Found`), or `(None, '')`."
-    line = hdr[:hdr.find(b'\r\n')] if hdr else b''
-    parts = line.split(b' ', 2)
-    if len(parts) > 1 and parts[1].isdigit(): return int(parts[1]), parts[2].decode() if len(parts) > 2 else ''
-    return None, ''
-
-def _parse_headers(hdr: bytes) -> dict[str, str]:
-    "The headers of a block as a dict (repeated keys joined with `, `)."
-    out: dict[str, str] = {}
-    for line in hdr.decode('utf-8', 'replace').split('\r\n')[1:]:
-        k, sep, v = line.partition(':')
-        if not sep: continue
-        k, v = k.strip(), v.strip()
-        out[k] = f'{out[k]}, {v}' if k in out else v
-    return out
+def _headers(hdr: bytes) -> dict[str, str]:
+    "The headers of a block as the `headers` column holds them: a string per key, repeated keys joined with `, `."
+    return {k: ', '.join(v) for k, v in wire.parse_headers(hdr)[2].items()}
 
 # %% ../../nbs/3_clients/02_spark.ipynb #4145ba57
 class _Conn:
@@ -79,60 +68,58 @@ class _Conn:
 
     def _open(self, s: dict):
         self.sock = socket.create_connection((s['host'], s['port']), timeout=self.timeout)
+        self._parser, self._ops = wire.ClientParser(), deque()
         try: self._handshake(s)
         except BaseException: self.sock.close(); raise
 
     def _handshake(self, s: dict):
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.f = self.sock.makefile('rb', buffering=1 << 16)
-        line = self._line()
-        if not line.startswith(b'INFO '): raise NatsError(f'not a NATS server: {line[:60]!r}')
-        self.info = json.loads(line[5:])
+        op = self._op()
+        if type(op) is not wire.Info: raise NatsError(f'not a NATS server: it sent {op!r} first')
+        self.info = json.loads(op.info)
         if self.info.get('tls_required'): raise NatsError('the server requires TLS, which the jetstream data source does not speak')
         c = dict(verbose=False, pedantic=False, headers=True, no_responders=True, protocol=1, lang='python-jsnb-spark',
                  version=__version__, name='jsnb-spark')
         if s['user']: c.update(user=s['user'], **{'pass': s['password'] or ''})
         if s['token']: c['auth_token'] = s['token']
-        self.sock.sendall(b'CONNECT ' + json.dumps(c).encode() + b'\r\nPING\r\n')
-        while (line := self._line()) != b'PONG\r\n':
-            if line.startswith(b'-ERR'): raise NatsError(line[4:].strip().strip(b"'").decode())
-        self.sock.sendall(f'SUB {self.inbox}.* 1\r\n'.encode())
+        self.sock.sendall(wire.encode_connect(c) + wire.PING_B)
+        while (op := self._op()) is not wire.PONG:
+            if type(op) is wire.Err: raise NatsError(op.error)
+        self.sock.sendall(wire.encode_sub(f'{self.inbox}.*'.encode(), b'1'))
 
     def close(self):
         "Close the socket."
-        self.f.close(); self.sock.close()
+        self.sock.close()
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
 # %% ../../nbs/3_clients/02_spark.ipynb #3c33fbfb
 @patch
-def _line(self: _Conn) -> bytes:
-    try: line = self.f.readline()
-    except TimeoutError: raise TimeoutError(f'no answer from the NATS server in {self.timeout} s') from None
-    if not line.endswith(b'\r\n'): raise ConnectionError('the NATS server closed the connection')
-    return line
+def _op(self: _Conn):
+    "The next operation the server sent, reading the socket when none is waiting."
+    while not self._ops:
+        try: data = self.sock.recv(1 << 16)
+        except TimeoutError: raise TimeoutError(f'no answer from the NATS server in {self.timeout} s') from None
+        if not data: raise ConnectionError('the NATS server closed the connection')
+        self._ops.extend(self._parser.feed(data))
+    op = self._ops.popleft()
+    if type(op) is wire.Close: raise ConnectionError(f'the NATS server broke the protocol: {op.error}')
+    return op
 
 @patch
 def next(self: _Conn) -> tuple[str, bytes, bytes]:
     "The next message on the inbox: `(subject, headers, payload)`."
     while True:
-        line = self._line()
-        op = line[:4].upper()
-        if op in (b'MSG ', b'HMSG'):
-            a = line.split()
-            hl, size = (int(a[-2]) if op == b'HMSG' else 0), int(a[-1])
-            body = self.f.read(size + 2)
-            if len(body) != size + 2: raise ConnectionError('the NATS server closed the connection')
-            return a[1].decode(), body[:hl], body[hl:size]
-        if op == b'PING': self.sock.sendall(b'PONG\r\n')
-        elif op == b'-ERR': raise NatsError(line[4:].strip().strip(b"'").decode())
+        op = self._op()
+        if type(op) is wire.Msg: return op.subject.decode(), op.hdr, op.payload
+        if op is wire.PING: self.sock.sendall(wire.PONG_B)
+        elif type(op) is wire.Err: raise NatsError(op.error)
 
 @patch
 def send(self: _Conn, subject: str, payload: bytes = b'', hdr: bytes = b'') -> str:
     "Queue a message whose reply comes to a fresh inbox subject (returned); `flush` sends it."
     self._n += 1; reply = f'{self.inbox}.{self._n}'
-    if hdr: self._out.append(b'HPUB %s %s %d %d\r\n%s%s\r\n' % (subject.encode(), reply.encode(), len(hdr), len(hdr) + len(payload), hdr, payload))
-    else: self._out.append(b'PUB %s %s %d\r\n%s\r\n' % (subject.encode(), reply.encode(), len(payload), payload))
+    self._out.append(wire.encode_pub(subject.encode(), reply.encode(), payload, hdr))
     return reply
 
 @patch
@@ -157,7 +144,7 @@ def request(self: _Conn, subject: str, payload: bytes = b'', hdr: bytes = b'') -
 def _api(c: _Conn, subject: str, req: dict | None = None) -> dict:
     "Call the JetStream API (`$JS.API.<subject>`); raise its error as `NatsError`."
     hdr, data = c.request(f'$JS.API.{subject}', json.dumps(req).encode() if req is not None else b'')
-    if _status(hdr)[0] == 503: raise NatsError('JetStream is not enabled on this server (no responders)', 503)
+    if wire.header_status(hdr)[0] == 503: raise NatsError('JetStream is not enabled on this server (no responders)', 503)
     d = json.loads(data)
     if 'error' in d: e = d['error']; raise NatsError(e.get('description', 'error'), e.get('code'), e.get('err_code'))
     return d
@@ -186,7 +173,7 @@ _DIRECT_HEADERS = ('Nats-Stream', 'Nats-Subject', 'Nats-Sequence', 'Nats-Time-St
                    'Nats-Last-Sequence', 'Nats-UpTo-Sequence')
 
 def _msg(hdr: bytes, data: bytes) -> Msg:
-    h = _parse_headers(hdr)
+    h = _headers(hdr)
     meta = [h.pop(k, None) for k in _DIRECT_HEADERS]
     return Msg(meta[0], meta[1], int(meta[2]), _parse_time(meta[3]), h, data)
 
@@ -195,11 +182,11 @@ def _direct(c: _Conn, stream: str, req: dict) -> tuple[list[Msg], dict | None]:
     many = 'batch' in req or 'multi_last' in req
     msgs = []
     for hdr, data in c.replies(c.send(f'$JS.API.DIRECT.GET.{stream}', json.dumps(req).encode())):
-        code, desc = _status(hdr)
+        code, desc = wire.header_status(hdr)
         if code is None:
             msgs.append(_msg(hdr, data))
             if not many: return msgs, None
-        elif code == 204: return msgs, _parse_headers(hdr)
+        elif code == 204: return msgs, _headers(hdr)
         elif code == 404: return msgs, None
         elif code == 503: raise NatsError(f'no Direct Get responder for stream {stream!r}: it does not exist or does not allow direct access', 503)
         else: raise NatsError(f'Direct Get on {stream!r} failed: {desc}', code)
@@ -436,13 +423,13 @@ def _encode_row(row, o: _Options) -> tuple[str, bytes, bytes]:
         elif o.msg_id == 'hash': headers['Nats-Msg-Id'] = _msg_id(subject, data, headers)
     if o.stream: headers['Nats-Expected-Stream'] = o.stream
     if any(c in f'{k}{v}' for k, v in headers.items() for c in '\r\n'): raise ValueError(f'a header cannot hold a line break: {headers}')
-    hdr = ('NATS/1.0\r\n' + ''.join(f'{k}: {v}\r\n' for k, v in headers.items()) + '\r\n').encode() if headers else b''
+    hdr = wire.make_headers(headers) if headers else b''
     return subject, hdr, data
 
 # %% ../../nbs/3_clients/02_spark.ipynb #55895d59
 def _ack(subject: str, hdr: bytes, data: bytes) -> dict:
     "A pub ack, or the server's refusal raised as `NatsError`."
-    code, desc = _status(hdr)
+    code, desc = wire.header_status(hdr)
     if code == 503: raise NatsError(f'no stream captures subject {subject!r} (no responders)', 503)
     if code is not None and not data: raise NatsError(f'publish to {subject!r} failed: {desc}', code)
     d = json.loads(data)

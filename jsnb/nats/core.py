@@ -118,45 +118,44 @@ def _receive(self: ClientConn, data: bytes):
     i, n = 0, len(ops)
     while i < n:
         op = ops[i]; i += 1
-        code = op[0]
-        if not self.connected and code != CONNECT and core.auth_required:
+        t = type(op)
+        if not self.connected and t is not Connect and core.auth_required:
             return self.close('Authentication Failure', E_AUTH)
-        if code == PUB:
-            subject, payload = op[1], op[3]
-            if i < n and ops[i][0] == PUB and ops[i][1] == subject and not self.pedantic and not self.verbose:
+        if t is Pub:
+            subject = op.subject
+            if i < n and type(ops[i]) is Pub and ops[i].subject == subject and not self.pedantic and not self.verbose:
                 j = i + 1                                  # a run of PUBs to one subject: routed together
-                while j < n and ops[j][0] == PUB and ops[j][1] == subject: j += 1
+                while j < n and type(ops[j]) is Pub and ops[j].subject == subject: j += 1
                 run, i = ops[i - 1:j], j
-                self.in_msgs += len(run); self.in_bytes += sum([len(o[3]) for o in run])
+                self.in_msgs += len(run); self.in_bytes += sum([len(o.data) for o in run])
                 core.route_run(self, subject, run)
                 continue
-            self.in_msgs += 1; self.in_bytes += len(payload)
+            self.in_msgs += 1; self.in_bytes += len(op.data)
             if self.pedantic and not valid_literal_subject(subject): self.send_err(E_INVALID_PUB_SUBJECT)
             if self.verbose: self.send(OK_B)
-            core.route(self, subject, op[2], 0, payload)
-        elif code == HPUB: self._hpub(op)
-        elif code == SUB: self._sub(op)
-        elif code == UNSUB: self._unsub(op)
-        elif code == PING: self._ping()
-        elif code == PONG: self.pings_out = 0
-        elif code == CONNECT: self._connect(op[1])
-        elif code == CLOSE: return self.close('Protocol Violation' if op[1] != E_MAX_PAYLOAD else 'Maximum Payload Exceeded', op[1])
+            core.route(self, subject, op.reply, 0, op.data)
+        elif t is HPub: self._hpub(op)
+        elif t is Sub: self._sub(op)
+        elif t is Unsub: self._unsub(op)
+        elif op is PING: self._ping()
+        elif op is PONG: self.pings_out = 0
+        elif t is Connect: self._connect(op.options)
+        elif t is Close: return self.close('Protocol Violation' if op.error != E_MAX_PAYLOAD else 'Maximum Payload Exceeded', op.error)
         if self.closing: return
 
 # %% ../../nbs/1_nats/03_core.ipynb #afd2f9f3
 @patch
-def _hpub(self: ClientConn, op):
+def _hpub(self: ClientConn, op: HPub):
     if not self.headers: return self.close('Protocol Violation')
-    subject, data = op[1], op[4]
-    self.in_msgs += 1; self.in_bytes += len(data)
-    if self.pedantic and not valid_literal_subject(subject): self.send_err(E_INVALID_PUB_SUBJECT)
+    self.in_msgs += 1; self.in_bytes += len(op.data)
+    if self.pedantic and not valid_literal_subject(op.subject): self.send_err(E_INVALID_PUB_SUBJECT)
     if self.verbose: self.send(OK_B)
-    self.core.route(self, subject, op[2], op[3], data)
+    self.core.route(self, op.subject, op.reply, op.hdr_len, op.data)
 
 # %% ../../nbs/1_nats/03_core.ipynb #a7d22f02
 @patch
-def _sub(self: ClientConn, op):
-    _, subject, queue, sid = op
+def _sub(self: ClientConn, op: Sub):
+    subject, queue, sid = op
     if not valid_subject(subject) or (queue and not valid_subject(queue)): return self.send_err(E_INVALID_SUBJECT)
     if sid not in self.subs:
         sub = Subscription(self, subject, queue, sid)
@@ -166,8 +165,8 @@ def _sub(self: ClientConn, op):
     if self.verbose: self.send(OK_B)
 
 @patch
-def _unsub(self: ClientConn, op):
-    _, sid, mx = op
+def _unsub(self: ClientConn, op: Unsub):
+    sid, mx = op
     sub = self.subs.get(sid)
     if sub is not None:
         if mx and sub.delivered < mx: sub.max = mx
@@ -373,18 +372,18 @@ def _queue_frames(self: Core, sub: Subscription, frames: list, k: int, nb: int):
     if ob + c.io_pending > self.max_pending: self.slow_consumer(c)
 
 @patch
-def route_run(self: Core, src: ClientConn, subject: bytes, run: list):
-    "Route consecutive `(PUB, subject, reply, payload)` ops of one client for one subject."
+def route_run(self: Core, src: ClientConn, subject: bytes, run: list[Pub]):
+    "Route consecutive `Pub` operations of one client for one subject."
     psubs, qgroups = self.sublist.match(subject)
     if not _plain(psubs, qgroups):
-        for op in run: self.route(src, subject, op[2], 0, op[3])
+        for op in run: self.route(src, subject, op.reply, 0, op.data)
         return
-    k, nb = len(run), sum([len(op[3]) for op in run])
+    k, nb = len(run), sum([len(op.data) for op in run])
     self.in_msgs += k; self.in_bytes += nb
     for sub in psubs:
         if sub.client is src and not src.echo: continue
         sid = sub.sid
-        self._queue_frames(sub, [encode_msg(subject, sid, op[2], op[3]) for op in run], k, nb)
+        self._queue_frames(sub, [encode_msg(subject, sid, op.reply, op.data) for op in run], k, nb)
 
 # %% ../../nbs/1_nats/03_core.ipynb #eebacc93
 @patch
