@@ -246,7 +246,7 @@ def test_max_age_and_ttl(mk):
     assert st.expire(t0 + 5 * sec) == 0
     assert st.expire(t0 + 6 * sec) == 1 and st.load_msg(4) is None
     assert st.expire(t0 + 12 * sec) == 2 and seqs(st) == [2, 5, 6]   # seq 2 never expires
-    assert st.next_expiry() == t0 + 11 * sec
+    assert st.next_expiry() == t0 + 14 * sec                    # seq 5 (seq 2 at the head never expires)
     assert st.expire(t0 + 100 * sec) == 2 and seqs(st) == [2]
     st = mk()                                                   # TTL without max_age
     st.store_msg('a', b'', b'', ts=t0, ttl=sec); st.store_msg('b', b'', b'', ts=t0)

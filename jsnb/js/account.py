@@ -211,6 +211,9 @@ def restore(self: Account):
         except Exception as e: log.warning('Error restoring stream %r: %s', name, e)
     for s in list(self.streams.values()):
         if s.cfg.get('mirror') or s.cfg.get('sources'): mirrors.sync(s)
+    for s in self.streams.values():
+        for c in s.consumers.values(): self.send(c.tick(time.time_ns()))     # their timers start again
+    self.wake(self, time.time_ns() + NS)
 
 @patch
 def stop(self: Account):
@@ -221,28 +224,29 @@ def stop(self: Account):
 
 # %% ../../nbs/2_js/13_account.ipynb #7e7a3993
 @patch
-def tick(self: Account, now: int | None = None):
-    "Consumer timers; once a second, expiry, batches, de-duplication, copying and housekeeping."
+def tick(self: Account, now: int | None = None) -> list:
+    "Once a second: abandoned batches, de-duplication windows, copying, housekeeping (each stream on its own)."
     now = now or time.time_ns()
     for s in list(self.streams.values()):
-        for c in list(s.consumers.values()): self.send(c.tick(now))
-    if now - self._last_expire < NS: return
-    self._last_expire = now
-    for s in list(self.streams.values()):
-        s.expire(now)
-        batch.expire_batches(s, now); batch.expire_fast(s, now)
-        s._trim_dedup(now)
-        if s.upstreams: mirrors.catch_up(s)
+        try:
+            batch.expire_batches(s, now); batch.expire_fast(s, now)
+            s._trim_dedup(now)
+            if s.upstreams: mirrors.catch_up(s)
+        except Exception: log.exception("stream '$G > %s' housekeeping failed", s.name)
     self.housekeeping(now)
+    self.wake(self, now + NS)
+    return []
 
 @patch
 def housekeeping(self: Account, now: int):
     "Delete consumers idle past `inactive_threshold`; write durable state that changed."
     for s in list(self.streams.values()):
         for c in list(s.consumers.values()):
-            it = c.cfg.get('inactive_threshold') or 0
-            if it and self._idle_since(c, now) >= it: self.delete_consumer(c); continue
-            self.persist(c)
+            try:
+                it = c.cfg.get('inactive_threshold') or 0
+                if it and self._idle_since(c, now) >= it: self.delete_consumer(c); continue
+                self.persist(c)
+            except Exception: log.exception("consumer '$G > %s > %s' housekeeping failed", s.name, c.name)
 
 @patch
 def _idle_since(self: Account, c: Consumer, now: int) -> int:

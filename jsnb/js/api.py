@@ -4,7 +4,7 @@
 
 # %% ../../nbs/2_js/16_api.ipynb #2e38f0e2
 from __future__ import annotations
-import logging
+import logging, time
 from functools import partial
 from typing import Callable, NamedTuple
 import orjson
@@ -109,7 +109,9 @@ class JetStream:
         if self.account.on_interest in self.core.interest_watchers: self.core.interest_watchers.remove(self.account.on_interest)
         self.account.stop()
 
-    def tick(self, now: int | None = None): self.account.tick(now)
+    def tick(self, now: int | None = None) -> int:
+        "Run every timer due at `now` (the event loop does this by itself; tests and a safety net call it)."
+        return self.account.run_due(now or time.time_ns())
     def stats(self) -> dict: return self.account.stats()
 
     def on_api(self, subject: bytes, reply: bytes, hdr: int, data: bytes, src):

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/2_js/12_consumer.ipynb #90fe08ab
 from __future__ import annotations
-import collections, functools, logging, random, time
+import collections, functools, heapq, logging, random, time
 import orjson
 from fastcore.basics import patch
 from ..nats.subjects import subject_matches
@@ -61,6 +61,8 @@ class Consumer:
         self._replay = None                                # replay_policy original: (wall time, message time) of the last
         self._bucket = None                                # rate_limit_bps: (bytes allowed, when)
         self._fc_bytes = 0                                 # push flow control: bytes since the last request
+        self._acks_due: list = []                          # heap of (ack deadline, sseq, delivered at): redeliveries to come
+        self._held = 0                                     # pacing held a message back until this time (ns)
         self.sseq, self.dseq = self._start_seq(), 1
         self.adflr, self.asflr = 0, self.sseq - 1
         self.pending: dict[int, list] = {}                 # sseq -> [dseq, delivered_at_ns]
@@ -97,6 +99,8 @@ def _produces(f):
         finally: self._depth -= 1
         if self._depth: return []
         out, self.out = self.out, []
+        due = self.next_due()
+        if due is not None: self.stream.host.wake(self, due)      # the host calls `tick` then
         return out
     return entry
 
@@ -216,9 +220,11 @@ def _due(self: Consumer, m) -> bool:
     now = time.time_ns()
     if self.cfg.get('replay_policy') == 'original' and self._replay:
         wall, ts = self._replay
-        if now < wall + (m.ts - ts): return False
+        if now < wall + (m.ts - ts): self._held = wall + (m.ts - ts); return False
     bps = self.cfg.get('rate_limit_bps') or 0
-    if bps and self._tokens(now, bps) < len(m.subject) + len(m.hdr) + len(m.data): return False
+    if bps:
+        short = len(m.subject) + len(m.hdr) + len(m.data) - self._tokens(now, bps)
+        if short > 0: self._held = now + int(short * 8 * NS / bps) + 1; return False
     return True
 
 @patch
@@ -262,11 +268,11 @@ def _send(self: Consumer, m, redelivery: bool, to: str):
         dc = self.rdc.get(m.seq, 1) + 1
         self.rdc[m.seq] = dc
         dseq = self.dseq; self.dseq += 1
-        self.pending[m.seq] = [dseq, now]
+        self.pending[m.seq] = [dseq, now]; self._ack_due_at(m.seq, now)
     else:
         dc, dseq = 1, self.dseq
         self.dseq += 1; self.sseq = m.seq + 1
-        if not self.ack_none: self.pending[m.seq] = [dseq, now]
+        if not self.ack_none: self.pending[m.seq] = [dseq, now]; self._ack_due_at(m.seq, now)
         else: self.adflr, self.asflr = dseq, m.seq
     if redelivery or self._pend is None: self._pend = self.num_pending()
     else: self._pend = max(self._pend - 1, 0)        # one fewer ahead: no need to count again
@@ -404,7 +410,7 @@ def ack(self: Consumer, sseq: int, dseq: int, dc: int, body: bytes, reply: str =
     "Process one acknowledgement."
     kind = body[:4]
     if kind in (b'+WPI',):
-        if sseq in self.pending: self.pending[sseq][1] = time.time_ns()
+        if sseq in self.pending: now = self.pending[sseq][1] = time.time_ns(); self._ack_due_at(sseq, now)
     elif kind == b'-NAK': self._nak(sseq, body[4:])
     elif kind == b'+TER': self._term(sseq, dc, body[5:].strip().decode(errors='replace'))
     else:
@@ -461,7 +467,9 @@ def _nak(self: Consumer, sseq: int, rest: bytes):
     if rest:
         try: delay = int(orjson.loads(rest).get('delay') or 0)
         except Exception: delay = 0
-    if delay > 0: self.pending[sseq][1] = time.time_ns() - self._ack_wait(sseq) + delay
+    if delay > 0:
+        at = self.pending[sseq][1] = time.time_ns() - self._ack_wait(sseq) + delay
+        self._ack_due_at(sseq, at)
     elif sseq not in self.rdq: self.rdq.append(sseq)
 
 @patch
@@ -485,16 +493,43 @@ def _ack_wait(self: Consumer, sseq: int) -> int:
     return self.cfg.get('ack_wait') or 30 * NS
 
 @patch
+def _ack_due_at(self: Consumer, sseq: int, at: int):
+    "Remember when `sseq`, delivered (or touched) at `at`, is due for redelivery."
+    h = self._acks_due
+    heapq.heappush(h, (at + self._ack_wait(sseq), sseq, at))
+    if len(h) > 2 * len(self.pending) + 1024:       # entries of acknowledged messages pile up: rebuild from what is pending
+        self._acks_due = [(t + self._ack_wait(s), s, t) for s, (_, t) in self.pending.items()]
+        heapq.heapify(self._acks_due)
+
+@patch
 @_produces
 def tick(self: Consumer, now: int | None = None):
-    "Redeliveries, request expiry and heartbeats that are due."
+    "Redeliveries, request expiry and heartbeats that are due; the cost is what is due, not what is pending."
+    if self.closed: return                      # a deleted consumer's last timer: nothing to do
     now = now or time.time_ns()
-    for sseq, (dseq, at) in list(self.pending.items()):
-        if sseq in self.rdq or now - at < self._ack_wait(sseq) or self._exhausted(sseq): continue
-        self.rdq.append(sseq)
+    h = self._acks_due
+    while h and h[0][0] <= now:
+        _, sseq, at = heapq.heappop(h)
+        p = self.pending.get(sseq)
+        if p is None or p[1] != at or sseq in self.rdq: continue      # acknowledged, or touched or redelivered since
+        if not self._exhausted(sseq): self.rdq.append(sseq)
     self._expire_waiting(now)
     self._heartbeats(now)
     self._deliver()
+
+@patch
+def next_due(self: Consumer) -> int | None:
+    "When (UNIX ns) this consumer next has something to do on its own: a redelivery, a request to expire, a heartbeat."
+    if self.closed: return None
+    t = [self._acks_due[0][0]] if self._acks_due else []
+    for wr in self.waiting:
+        if wr.expires: t.append(wr.expires)
+        if wr.hb: t.append(wr.next_hb)
+    ihb = self.cfg.get('idle_heartbeat') or 0
+    if ihb and not self.is_pull: t.append(max(self.last_delivered, self.next_hb - ihb, self.created) + ihb)
+    if self._held: t.append(self._held); self._held = 0
+    if self.paused_until > time.time_ns(): t.append(self.paused_until)
+    return min(t) if t else None
 
 @patch
 def _exhausted(self: Consumer, sseq: int) -> bool:

@@ -4,13 +4,15 @@
 
 # %% ../../nbs/2_js/05a_host.ipynb #39a3b5d3
 from __future__ import annotations
-import asyncio, random, string, time
+import asyncio, heapq, logging, random, string, time
 from typing import Callable, NamedTuple, Protocol, runtime_checkable
 import orjson
 from ..nats.times import rfc3339
 
+log = logging.getLogger('jsnb')
+
 # %% auto #0
-__all__ = ['Frame', 'frame', 'StreamHost', 'event_id', 'advise', 'NullHost', 'CoreHost', 'StoreMsg', 'StoreRun', 'SkipMsg',
+__all__ = ['log', 'Frame', 'frame', 'StreamHost', 'event_id', 'advise', 'NullHost', 'CoreHost', 'StoreMsg', 'StoreRun', 'SkipMsg',
            'CopyMsg', 'DeleteMsg', 'Purge', 'Expire', 'Remove', 'Configure']
 
 # %% ../../nbs/2_js/05a_host.ipynb #e51d4921
@@ -38,6 +40,8 @@ class StreamHost(Protocol):
     def defer(self, fn: Callable) -> None: "Run `fn()` at the end of the current read (work per read, not per message)."
     def flush_deferred(self) -> None: "Run deferred work now (before something that must see its effect)."
     def later(self, delay: float, fn: Callable) -> None: "Run `fn()` after `delay` seconds."
+    def wake(self, obj, when: int) -> None:
+        "Call `obj.tick(now)` at `when` (UNIX ns) and send the frames it returns, unless it is already due sooner."
     def storage_limit(self, storage: str) -> int: "The server's limit in bytes for `memory` or `file` streams; -1 for none."
     def limits_exceeded(self, storage: str) -> bool: "Whether that limit is already passed."
     def stream(self, name: str): "Another stream of the account, or `None`."
@@ -66,6 +70,7 @@ class NullHost:
         self.subs: list[tuple] = []
         self.timers: list[tuple[float, Callable]] = []
         self.deferred: list[Callable] = []
+        self.wakes: dict = {}                        # obj -> when it asked to be ticked
         self.streams: dict = {}
 
     def subscribe(self, subject, cb, queue='', defers=False): sub = (subject, cb, queue); self.subs.append(sub); return sub
@@ -78,6 +83,7 @@ class NullHost:
     def flush_deferred(self):
         while self.deferred: self.deferred.pop(0)()
     def later(self, delay, fn): self.timers.append((delay, fn))
+    def wake(self, obj, when): self.wakes[obj] = min(when, self.wakes.get(obj, when))
     def storage_limit(self, storage): return self.limit
     def limits_exceeded(self, storage): return False
     def stream(self, name): return self.streams.get(name)
@@ -101,6 +107,11 @@ class CoreHost(NullHost):
     def __init__(self, core):
         super().__init__()
         self.core = core
+        self._timers: list = []                      # heap of (when, n, obj)
+        self._due: dict = {}                         # obj -> the time it is registered for
+        self._n = 0
+        self._armed = None                           # the event loop's timer for the earliest entry, and its time
+        self._armed_at = 0
 
     @property
     def server_name(self) -> str: return self.core.server_name
@@ -136,6 +147,39 @@ class CoreHost(NullHost):
     def later(self, delay, fn):
         try: asyncio.get_running_loop().call_later(delay, fn)
         except RuntimeError: fn()
+
+    def wake(self, obj, when):
+        cur = self._due.get(obj)
+        if cur is not None and cur <= when: return
+        self._due[obj] = when; self._n += 1
+        heapq.heappush(self._timers, (when, self._n, obj))
+        self._arm()
+
+    def _arm(self):
+        "Make the event loop call `_fire` when the earliest entry is due (no loop: `run_due` is called by hand)."
+        if not self._timers: return
+        when = self._timers[0][0]
+        if self._armed is not None and self._armed_at <= when: return
+        try: loop = asyncio.get_running_loop()
+        except RuntimeError: return
+        if self._armed is not None: self._armed.cancel()
+        self._armed, self._armed_at = loop.call_later(max(0.0, (when - time.time_ns()) / 1e9), self._fire), when
+
+    def _fire(self):
+        self._armed = None
+        self.run_due(time.time_ns())
+        self._arm()
+
+    def run_due(self, now: int) -> int:
+        "Tick everything due at `now` and send what it produced; returns how many were ticked."
+        due, h = [], self._timers
+        while h and h[0][0] <= now:
+            when, _, obj = heapq.heappop(h)
+            if self._due.get(obj) == when: del self._due[obj]; due.append(obj)   # else registered again, for another time
+        for obj in due:                              # what registers again while ticking waits for the next pass
+            try: self.send(obj.tick(now))
+            except Exception: log.exception('timer of %r failed', obj)
+        return len(due)
 
 # %% ../../nbs/2_js/05a_host.ipynb #cf69fde5
 class StoreMsg(NamedTuple):

@@ -404,7 +404,12 @@ def expire(self: MsgStore, now_ns: int | None = None) -> int:
 def next_expiry(self: MsgStore) -> int | None:
     "When (UNIX ns) the next message may expire, or None."
     ix, L, t = self._ix, self.limits, []
-    if L.max_age > 0 and ix.msgs: t.append(ix.first_ts + L.max_age)
+    if L.max_age > 0 and ix.msgs:
+        lo = max(ix.first - ix.base, 0)
+        if ix.ttl[lo] == -1:                            # the oldest never expires: the first one after it that can
+            r = np.flatnonzero(~ix.dead[lo:ix.n] & (ix.ttl[lo:ix.n] != -1))
+            if len(r): t.append(int(ix.ts[lo + r[0]]) + L.max_age)
+        else: t.append(ix.first_ts + L.max_age)
     if ix.n_ttl:
         ix.ttl_due(0)                                   # drop stale entries so the top is live
         if ix.ttl_heap: t.append(ix.ttl_heap[0][0])

@@ -134,11 +134,18 @@ def apply(self: Stream, op):
 
 # %% ../../nbs/2_js/06_stream.ipynb #ca902129
 @patch
+def _rewake(self: Stream):
+    "Ask the host to tick the stream when its next message may expire (see expiry, below)."
+    when = self.store.next_expiry()
+    if when is not None: self.host.wake(self, when)
+
+@patch
 def start(self: Stream):
     "Start receiving messages on the stream's subjects, and answering Direct Get when it is allowed."
     self._bulk = self._bulk_ok()
     for s in self.cfg.get('subjects') or []: self.subs.append(self.host.subscribe(s, self._on_msg, defers=True))
     direct_get.sync(self)
+    self._rewake()
 
 @patch
 def stop(self: Stream):
@@ -202,6 +209,7 @@ def _stored(self: Stream):
     "Messages were stored: the stream wakes its consumers, and the account lets copies of the stream follow."
     for c in list(self.consumers.values()): self.host.send(c.deliver())
     self.host.stored(self)
+    self._rewake()
 
 # %% ../../nbs/2_js/06_stream.ipynb #a222b72c
 @patch
@@ -327,6 +335,15 @@ def expire(self: Stream, now: int | None = None) -> int:
     for subject, hdr in ttl.markers(self.store, self.cfg, now): self.process(subject, hdr, b'')
     return self.propose(Expire(now))
 
+@patch
+def tick(self: Stream, now: int) -> list:
+    "The stream's timer: expire what is due at `now`, then wait for the next expiry (a stream sends no frames)."
+    self.expire(now)
+    self._rewake()
+    return []
+
+
+
 # %% ../../nbs/2_js/06_stream.ipynb #0f70d4ea
 @patch
 def state(self: Stream, deleted_details: bool = False, subjects_filter: str = '') -> dict:
@@ -354,7 +371,7 @@ def update(self: Stream, cfg: dict):
     old_subjects = self.cfg.get('subjects') or []
     self.propose(Configure(cfg))
     if (cfg.get('subjects') or []) != old_subjects: self.stop(); self.start()
-    else: direct_get.sync(self)
+    else: direct_get.sync(self); self._rewake()
 
 @patch
 def purge(self: Stream, subject: str = '', seq: int = 0, keep: int = 0) -> int:

@@ -19,10 +19,12 @@ _LEVELS = {logging.INFO: 'INF', logging.WARNING: 'WRN', logging.ERROR: 'ERR', lo
            TRACE: 'TRC', logging.CRITICAL: 'FTL'}
 
 class RefFormatter(logging.Formatter):
-    "Log records in the reference's layout: `[pid] 2026/01/02 15:04:05.000000 [INF] text`."
+    "Log records in the reference's layout: `[pid] 2026/01/02 15:04:05.000000 [INF] text`, then any traceback."
     def format(self, r: logging.LogRecord) -> str:
         t = self.formatTime(r, '%Y/%m/%d %H:%M:%S') + '.%06d' % (int(r.created * 1e6) % 1_000_000)
-        return f'[{os.getpid()}] {t} [{_LEVELS.get(r.levelno, "INF")}] {r.getMessage()}'
+        line = f'[{os.getpid()}] {t} [{_LEVELS.get(r.levelno, "INF")}] {r.getMessage()}'
+        if r.exc_info: line += '\n' + self.formatException(r.exc_info)     # where it came from, not only that it failed
+        return line
 
 # %% ../../nbs/1_nats/05_server.ipynb #724517a3
 class _ClientProtocol(asyncio.Protocol):
@@ -170,13 +172,14 @@ def _start_jetstream(self: Server):
         raise StartupError("Can't start JetStream: this server has no JetStream layer (use jsnb.serve or jsnb-server)")
     self.js = self.core.js = self._js_service(self.core, self.opts)
     self.js.start()
-    self._js_tick = asyncio.get_running_loop().call_later(0.1, self._jetstream_tick)
+    self._js_tick = asyncio.get_running_loop().call_later(1.0, self._jetstream_tick)
 
 @patch
 def _jetstream_tick(self: Server):
-    "JetStream's timers: consumer redelivery and heartbeats, expiry (every 100 ms)."
-    self.js.tick()
-    self._js_tick = asyncio.get_running_loop().call_later(0.1, self._jetstream_tick)
+    "A safety net under JetStream's own timers: once a second, anything due that was missed runs."
+    try: self.js.tick()
+    except Exception: log.exception('JetStream timers failed')
+    finally: self._js_tick = asyncio.get_running_loop().call_later(1.0, self._jetstream_tick)
 
 @patch
 def _ping_tick(self: Server):
