@@ -4,10 +4,11 @@
 
 # %% ../../nbs/2_js/13_account.ipynb #a8ff7205
 from __future__ import annotations
-import logging, os, time
+import hashlib, logging, os, time
 import orjson
 from fastcore.basics import patch
 from ..nats.subjects import subject_matches
+from ..nats.protocol import text
 from ..nats.times import NS
 from .host import CoreHost, advise
 from .store import MemStore
@@ -15,12 +16,13 @@ from .filestore import FileStore
 from .stream_config import JS_API_LEVEL as API_LEVEL, stored_cfg
 from .stream import Stream, limits_of
 from .consumer import Consumer, from_snapshot
+from .errors import JSConsumerCreateErrF, JSStreamCreateErrF
 from . import batch, mirrors
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'Account']
+__all__ = ['log', 'Account', 'state_file']
 
 # %% ../../nbs/2_js/13_account.ipynb #a193d6bc
 class Account(CoreHost):
@@ -114,7 +116,12 @@ def open_store(self: Account, cfg: dict):
 def add_stream(self: Account, cfg: dict, store=None, created: int | None = None) -> Stream:
     "Make stream `cfg` live (on `store` when restoring one); returns it."
     new = store is None
-    s = Stream(self, cfg, store if store is not None else self.open_store(cfg), created)
+    if new:
+        try: store = self.open_store(cfg)
+        except (OSError, ValueError) as e:               # a name the file system refuses, a full disk
+            log.error("Error creating store for stream '$G > %s': %s", cfg['name'], e)
+            raise JSStreamCreateErrF(err='error creating store for stream') from e
+    s = Stream(self, cfg, store, created)
     if new and isinstance(s.store, FileStore): self.write_meta(s)
     self.streams[s.name] = s
     s.start()
@@ -145,8 +152,12 @@ def advise_stream(self: Account, name: str, action: str):
 @patch
 def add_consumer(self: Account, s: Stream, name: str, cfg: dict) -> Consumer:
     "Create consumer `name` of stream `s` (configuration already validated)."
-    c = s.consumers[name] = Consumer(s, name, cfg)
-    self.persist(c, force=True)
+    c = Consumer(s, name, cfg)
+    try: self.persist(c, force=True)
+    except (OSError, ValueError) as e:
+        log.error("Error creating store for consumer '$G > %s > %s': %s", s.name, name, e)
+        raise JSConsumerCreateErrF(err='error creating store for consumer') from e
+    s.consumers[name] = c
     c.advise('CREATED', action='create')
     self.send(c.deliver())
     return c
@@ -162,18 +173,25 @@ def delete_consumer(self: Account, c: Consumer):
     c.advise('DELETED', action='delete')
 
 # %% ../../nbs/2_js/13_account.ipynb #3e600022
+def state_file(name: str) -> str:
+    "The file a consumer's state is kept in: its name, or for a name too long for a file name (up to 255 bytes are allowed) a hash of it."
+    if '\0' in name: raise ValueError('embedded null byte')          # refused, as the reference's store refuses it
+    b = name.encode('utf-8', 'surrogateescape')
+    if len(b) + len('.json.tmp') <= 255 and not name.startswith('~'): return name + '.json'   # .tmp: while it is written
+    return '~' + hashlib.sha256(b).hexdigest() + '.json'           # the name itself is inside the file
+
 @patch
 def state_path(self: Account, c: Consumer) -> str | None:
     "Where consumer `c`'s state is kept (None when it is not kept)."
     if c.stream.cfg.get('storage') == 'memory' or c.cfg.get('mem_storage'): return None
-    return os.path.join(self.streams_dir, c.stream.name, 'obs', c.name + '.json')
+    return os.path.join(self.streams_dir, c.stream.name, 'obs', state_file(c.name))
 
 @patch
 def persist(self: Account, c: Consumer, force: bool = False):
     "Write the consumer's state if it changed since the last write (atomically)."
     p = self.state_path(c)
     if p is None: return
-    blob = orjson.dumps(c.snapshot())
+    blob = orjson.dumps(dict(c.snapshot(), name=c.name))
     key = (c.stream.name, c.name)
     if not force and blob == self._saved.get(key): return
     os.makedirs(os.path.dirname(p), exist_ok=True)
@@ -189,7 +207,8 @@ def restore_consumers(self: Account, s: Stream):
     for fn in sorted(os.listdir(d)):
         if not fn.endswith('.json'): continue
         try:
-            c = from_snapshot(s, fn[:-5], orjson.loads(open(os.path.join(d, fn), 'rb').read()))
+            snap = orjson.loads(open(os.path.join(d, fn), 'rb').read())
+            c = from_snapshot(s, snap.get('name') or fn[:-5], snap)
             s.consumers[c.name] = c
         except Exception as e: log.warning('consumer state %s could not be restored: %s', fn, e)
 
@@ -258,7 +277,7 @@ def _idle_since(self: Account, c: Consumer, now: int) -> int:
 @patch
 def on_interest(self: Account, subject: bytes):
     "A client subscribed to `subject`: push consumers delivering there start at once."
-    subject = subject.decode()
+    subject = text(subject)
     for s in self.streams.values():
         for c in s.consumers.values():
             if not c.is_pull and subject_matches(c.cfg['deliver_subject'], subject): self.send(c.deliver())

@@ -9,9 +9,10 @@ from functools import partial
 from typing import Callable, NamedTuple
 import orjson
 from ..nats.core import ClientConn
+from ..nats.protocol import text
 from ..nats.times import rfc3339
 from .errors import JSApiError
-from .host import advise
+from .host import advise, json_bytes
 from .account import Account
 from . import kernels, stream_api as S, consumer_api as C
 
@@ -116,7 +117,7 @@ class JetStream:
 
     def on_api(self, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
         "One `$JS.API` request: route it, answer it (once), count and audit it."
-        subj = subject.decode()
+        subj = text(subject)
         found = route(subj)
         if found is None: return                    # nobody handles this subject: no answer, as with the reference
         r, args = found
@@ -124,7 +125,10 @@ class JetStream:
         resp, delay = answer(self.account, r, args, body, src, subj)
         loud = 'error' in resp or not r.quiet
         if loud: self.account.api_total += 1
-        out = orjson.dumps(resp)
+        try: out = json_bytes(resp)
+        except (TypeError, ValueError):                 # nothing a handler returns should get here, but answer anyway
+            log.exception('JetStream API reply to %s could not be encoded', subj)
+            out = json_bytes(dict(type=resp['type'], error=JSApiError(500, 0, 'internal error: reply could not be encoded').to_dict()))
         if reply and delay: self.account.later(delay, lambda: self.account.reply(reply, out))
         elif reply: self.account.reply(reply, out)
         if loud: audit(self.account, src, subj, body, out)

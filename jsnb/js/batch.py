@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 import orjson
-from ..nats.protocol import get_header, add_header
+from ..nats.protocol import get_header, add_header, text, wire
 from .errors import (JSAtomicPublishContainsDuplicateMessageErr, JSAtomicPublishDisabledErr,
                            JSAtomicPublishIncompleteBatchErr, JSAtomicPublishInvalidBatchCommitErr,
                            JSAtomicPublishInvalidBatchIDErr, JSAtomicPublishMissingSeqErr, JSAtomicPublishTooLargeBatchErrF,
@@ -51,7 +51,7 @@ def _precheck(s: Stream, hdr: bytes, data: bytes):
 
 def stage(s: Stream, subject: str, hdr: bytes, data: bytes) -> bytes:
     "Handle one message of an atomic batch; returns the reply body (b'' for a staged message)."
-    cfg, bid = s.cfg, get_header(hdr, b'Nats-Batch-Id').decode()
+    cfg, bid = s.cfg, text(get_header(hdr, b'Nats-Batch-Id'))
     err = _precheck(s, hdr, data)
     if err is not None: return s._nak(err)
     if not cfg.get('allow_atomic'): return s._nak(JSAtomicPublishDisabledErr())
@@ -89,7 +89,7 @@ def _check_all(s: Stream, b: AtomicBatch):
         if get_header(hdr, b'Nats-Expected-Last-Msg-Id') is not None:
             return JSAtomicPublishUnsupportedHeaderBatchErr(header='Nats-Expected-Last-Msg-Id')
         exp = get_header(hdr, b'Nats-Expected-Stream')
-        if exp and exp.decode() != s.name: return JSStreamNotMatchErr()
+        if exp and text(exp) != s.name: return JSStreamNotMatchErr()
         ttl = get_header(hdr, b'Nats-TTL')
         if ttl is not None:
             try: t = parse_ttl(ttl)
@@ -97,11 +97,11 @@ def _check_all(s: Stream, b: AtomicBatch):
             if t and not s.cfg.get('allow_msg_ttl'): return JSMessageTTLDisabledErr()
         mid = get_header(hdr, b'Nats-Msg-Id')
         if mid:
-            if mid in ids or mid.decode('utf-8', 'surrogateescape') in s.dedup: return JSAtomicPublishContainsDuplicateMessageErr()
+            if mid in ids or text(mid) in s.dedup: return JSAtomicPublishContainsDuplicateMessageErr()
             ids.add(mid)
         subj_seq = get_header(hdr, b'Nats-Expected-Last-Subject-Sequence')
         if subj_seq is not None:
-            sfor = (get_header(hdr, b'Nats-Expected-Last-Subject-Sequence-Subject') or subject.encode()).decode()
+            sfor = text(get_header(hdr, b'Nats-Expected-Last-Subject-Sequence-Subject') or wire(subject))
             if sfor in last_by_subj: have = last_by_subj[sfor]
             else:
                 m = s.store.load_last_msg(sfor); have = m.seq if m else 0

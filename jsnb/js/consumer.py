@@ -4,7 +4,7 @@
 
 # %% ../../nbs/2_js/12_consumer.ipynb #90fe08ab
 from __future__ import annotations
-import collections, functools, heapq, logging, random, time
+import collections, functools, heapq, logging, random, re, time
 import orjson
 from fastcore.basics import patch
 from ..nats.subjects import subject_matches
@@ -12,6 +12,8 @@ from ..nats.protocol import get_header
 from ..nats.times import NS, rfc3339, parse_rfc3339, go_duration
 from .host import Frame, advise
 from .stream_config import stored_cfg
+from .errors import JSApiError
+from .gojson import GoBool, GoInt, GoStr, GoStruct, go_decode
 
 log = logging.getLogger('jsnb')
 
@@ -28,14 +30,21 @@ class PullRequest:
         self.expires = now + expires if expires else 0
         self.hb, self.next_hb, self.received = hb, (now + hb if hb else 0), now
 
+_INT = GoInt('int')
+_PULL = GoStruct('', {'expires': GoInt('time.Duration'), 'batch': _INT, 'max_bytes': _INT, 'no_wait': GoBool(),
+                      'idle_heartbeat': GoInt('time.Duration'), 'group': GoStr(), 'min_pending': GoInt('int64'),
+                      'min_ack_pending': GoInt('int64'), 'id': GoStr(), 'priority': _INT}, strict=False)
+_ATOI = re.compile(rb'[+-]?[0-9]+')
+
 def parse_pull(body: bytes) -> tuple[dict | None, str]:
-    "Decode a `MSG.NEXT` body into request fields, or an error description."
+    "Decode a `MSG.NEXT` body into request fields, or an error description (Go's own words, as the reference sends them)."
     body = body.strip()
     if not body: return dict(batch=1), ''
-    if body.isdigit(): return dict(batch=int(body)), ''
-    try: d = orjson.loads(body)
-    except orjson.JSONDecodeError as e: return None, f'Bad Request - {e}'
-    if not isinstance(d, dict): return None, 'Bad Request - invalid request'
+    if body[:1] != b'{':                             # a bare number; anything else asks for one message
+        n = int(body) if _ATOI.fullmatch(body) else 1
+        return dict(batch=n if -2**63 <= n < 2**63 else 1), ''
+    try: d = go_decode(body, _PULL)
+    except JSApiError as e: return None, 'Bad Request - ' + e.description.removeprefix('invalid JSON: ')
     batch = d.get('batch') or 1
     if batch < 0 or (d.get('expires') or 0) < 0: return None, 'Bad Request - invalid request'
     hb = d.get('idle_heartbeat') or 0

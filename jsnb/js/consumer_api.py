@@ -6,7 +6,8 @@
 from __future__ import annotations
 import time
 import orjson
-from ..nats.times import rfc3339, parse_rfc3339
+from ..nats.times import rfc3339, parse_rfc3339, MAX_DURATION
+from ..nats.protocol import text
 from .errors import JSConsumerNotFoundErr
 from .consumer import Consumer
 from .consumer_config import consumer_config_for_create, new_consumer_name
@@ -25,27 +26,27 @@ def _consumer(acct: Account, stream: str, name: str) -> Consumer | None:
 
 def on_next(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "A pull request."
-    toks = subject.decode().split('.')
+    toks = text(subject).split('.')
     if len(toks) != 7 or not reply: return
     c = _consumer(acct, toks[5], toks[6])
-    if c is not None: acct.send(c.pull(reply.decode(), data[hdr:] if hdr else data))
+    if c is not None: acct.send(c.pull(text(reply), data[hdr:] if hdr else data))
 
 def on_ack(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "An acknowledgement (`+ACK`, `-NAK`, `+WPI`, `+TERM`, `+NXT`)."
-    toks = subject.decode().split('.')
+    toks = text(subject).split('.')
     if len(toks) < 7: return
     c = _consumer(acct, toks[2], toks[3])
     if c is None: return
     try: dc, sseq, dseq = int(toks[4]), int(toks[5]), int(toks[6])
     except ValueError: return
-    acct.send(c.ack(sseq, dseq, dc, data[hdr:] if hdr else data, reply.decode()))
+    acct.send(c.ack(sseq, dseq, dc, data[hdr:] if hdr else data, text(reply)))
 
 def on_flow_control(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "A push consumer's flow-control reply: delivery goes on."
-    toks = subject.decode().split('.')
+    toks = text(subject).split('.')
     if len(toks) < 4: return
     c = _consumer(acct, toks[2], toks[3])
-    if c is not None: acct.send(c.flow_control_reply(subject.decode()))
+    if c is not None: acct.send(c.flow_control_reply(text(subject)))
 
 # %% ../../nbs/2_js/15_consumer_api.ipynb #3f6125e9
 def _create(acct: Account, args: list[str], body: bytes, durable_api: bool) -> dict:
@@ -81,7 +82,7 @@ def consumer_info_of(acct: Account, c: Consumer, stored: bool = False) -> dict:
     if stored: d['config'] = stored_cfg(d['config'])
     if not c.is_pull and acct.has_interest(c.cfg['deliver_subject']): d['push_bound'] = True
     now = time.time_ns()
-    if c.paused_until > now: d['paused'] = True; d['pause_remaining'] = c.paused_until - now
+    if c.paused_until > now: d['paused'] = True; d['pause_remaining'] = min(c.paused_until - now, MAX_DURATION)   # as the reference caps it
     d['ts'] = rfc3339(now)
     return d
 
@@ -128,6 +129,6 @@ def consumer_pause(acct: Account, args, body, src) -> dict:
     else: cfg['metadata'] = dict(cfg.get('metadata') or {}, **{'_nats.req.level': '0'})
     c.set_config(cfg); acct.persist(c, force=True)
     now = time.time_ns()
-    if c.paused_until > now: return dict(paused=True, pause_until=until, pause_remaining=c.paused_until - now)
+    if c.paused_until > now: return dict(paused=True, pause_until=until, pause_remaining=min(c.paused_until - now, MAX_DURATION))
     acct.send(c.deliver())
     return dict(paused=False, pause_until=until or rfc3339(0))

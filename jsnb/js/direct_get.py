@@ -9,7 +9,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 import orjson
 from ..nats.times import rfc3339, parse_rfc3339
-from ..nats.protocol import get_header
+from ..nats.protocol import get_header, text, wire
 from .stream_config import JS_API_LEVEL as API_LEVEL
 if TYPE_CHECKING: from jsnb.js.stream import Stream      # the stream calls this module; it is only named here
 
@@ -29,7 +29,7 @@ def _headers(stream: str, m, extra: tuple = ()) -> bytes:
     fields = [('Nats-Stream', stream), ('Nats-Subject', m.subject), ('Nats-Sequence', m.seq),
               ('Nats-Time-Stamp', rfc3339(m.ts)), *extra]
     base = m.hdr[:-2] if m.hdr else b'NATS/1.0\r\n'
-    return base + ''.join(f'{k}: {v}\r\n' for k, v in fields).encode() + b'\r\n'
+    return base + wire(''.join(f'{k}: {v}\r\n' for k, v in fields)) + b'\r\n'
 
 def eob(pending: int, last: int, up_to: int | None = None) -> tuple[bytes, bytes]:
     "The end-of-batch status."
@@ -160,11 +160,11 @@ def sync(s: Stream, on: bool = True):
 def on_request(s: Stream, appended: bool, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "Answer one Direct Get request for stream `s`."
     if not reply: return
-    to = reply.decode()
+    to = text(reply)
     if not level_ok(data[:hdr]): return s.host.publish(to, b'', REQUIRED_LEVEL[0])
     body = data[hdr:] if hdr else data
     if appended:
-        parts = subject.decode().split('.', 5)
+        parts = text(subject).split('.', 5)
         req, err = parse_request(body) if body else ({}, None)
         if err is None and (len(parts) < 6 or not parts[5] or {k for k, v in req.items() if v} - {'max_bytes', 'no_hdr', 'min_last_seq'}):
             err = BAD

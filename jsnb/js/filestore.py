@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
 from .store import MsgStore, StoreLimits, StoreError, file_msg_size
+from ..nats.protocol import text, wire
 
 # %% auto #0
 __all__ = ['FileStore']
@@ -102,7 +103,7 @@ def _rebuild(self: FileStore):
                 if ix.msgs == 0: ix.reset(seq)
                 while ix.last + 1 < seq: ix.skip(ts)
             if kind != _MSG: ix.skip(ts); continue
-            subj = buf[pos + _HDR:pos + _HDR + slen].decode()
+            subj = text(buf[pos + _HDR:pos + _HDR + slen])
             dlen = rlen - _HDR - slen - hlen
             r = ix.append(ix.intern(subj), ts, 30 + slen + dlen + (4 + hlen if hlen else 0), ttl)
             ix.blk[r], ix.off[r] = b, pos
@@ -177,7 +178,7 @@ def _check(self: FileStore):
 @patch
 def _put(self: FileStore, r, subject, hdr, data):
     ix = self._ix
-    rec = _record(_MSG, ix.base + r, int(ix.ts[r]), int(ix.ttl[r]), subject.encode(), hdr, data)
+    rec = _record(_MSG, ix.base + r, int(ix.ts[r]), int(ix.ttl[r]), wire(subject), hdr, data)
     ix.blk[r], ix.off[r] = self._cur, self._size + self._pending
     self._pending += len(rec); self._wbuf.append(rec)
 

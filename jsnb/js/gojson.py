@@ -346,9 +346,9 @@ class GoMap(GoType):
         return d
 
 class GoStruct(GoType):
-    "A Go struct with JSON `fields` (name -> type), or a pointer to one (`ptr=True`: `null` clears it)."
-    def __init__(self, name: str, fields: dict[str, GoType], ptr: bool = False):
-        self.name, self.fields, self.ptr = name, fields, ptr
+    "A Go struct with JSON `fields` (name -> type), or a pointer to one (`ptr=True`: `null` clears it); `strict=False` ignores unknown fields."
+    def __init__(self, name: str, fields: dict[str, GoType], ptr: bool = False, strict: bool = True):
+        self.name, self.fields, self.ptr, self.strict = name, fields, ptr, strict
         self._folded = {k.casefold(): k for k in fields}
     def zero(self): return None if self.ptr else self.new()
     def new(self) -> dict:
@@ -360,7 +360,9 @@ class GoStruct(GoType):
         d = dict(cur) if cur is not None else self.new()
         for k, v, r in node:
             field = k if k in self.fields else self._folded.get(k.casefold())
-            if field is None: raise _DecodeErr(f'json: unknown field {go_quote(k)}')
+            if field is None:
+                if not self.strict: continue                        # `json.Unmarshal`, not the API's strict decoder
+                raise _DecodeErr(f'json: unknown field {go_quote(k)}')
             d[field] = self.fields[field].take(v, r, d[field], path + [k])
         return d
 

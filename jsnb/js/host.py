@@ -8,12 +8,13 @@ import asyncio, heapq, logging, random, string, time
 from typing import Callable, NamedTuple, Protocol, runtime_checkable
 import orjson
 from ..nats.times import rfc3339
+from ..nats.protocol import text, wire
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'Frame', 'frame', 'StreamHost', 'event_id', 'advise', 'NullHost', 'CoreHost', 'StoreMsg', 'StoreRun', 'SkipMsg',
-           'CopyMsg', 'DeleteMsg', 'Purge', 'Expire', 'Remove', 'Configure']
+__all__ = ['log', 'Frame', 'MAX_SEQ', 'frame', 'StreamHost', 'event_id', 'json_bytes', 'advise', 'NullHost', 'CoreHost',
+           'StoreMsg', 'StoreRun', 'SkipMsg', 'CopyMsg', 'DeleteMsg', 'Purge', 'Expire', 'Remove', 'Configure']
 
 # %% ../../nbs/2_js/05a_host.ipynb #e51d4921
 Frame = tuple[str, str, str, bytes, bytes]      # (to, subject, reply, header block, payload)
@@ -53,10 +54,22 @@ _ID_CHARS = string.ascii_letters + string.digits
 
 def event_id() -> str: return ''.join(random.choices(_ID_CHARS, k=22))
 
+def _valid(x):
+    "`x` with every string made valid UTF-8 (each byte that was not, U+FFFD, as Go's encoder writes it)."
+    if isinstance(x, str): return x.encode('utf-8', 'surrogateescape').decode('utf-8', 'replace')
+    if isinstance(x, dict): return {_valid(k): _valid(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)): return [_valid(v) for v in x]
+    return x
+
+def json_bytes(obj) -> bytes:
+    "JSON for a reply or an advisory; text that came from the wire not as UTF-8 is shown as U+FFFD, as the reference does."
+    try: return orjson.dumps(obj)
+    except TypeError: return orjson.dumps(_valid(obj))          # the rare case; the common one pays nothing
+
 def advise(host: StreamHost, subject: str, type: str, /, **fields) -> bool:
     "Send the advisory `type` with `fields` on `subject` if anyone listens; whether it was sent."
     if not host.has_interest(subject): return False
-    host.publish(subject, orjson.dumps(dict(type=type, id=event_id(), timestamp=rfc3339(time.time_ns()), **fields)))
+    host.publish(subject, json_bytes(dict(type=type, id=event_id(), timestamp=rfc3339(time.time_ns()), **fields)))
     return True
 
 # %% ../../nbs/2_js/05a_host.ipynb #cfc3bbf6
@@ -76,7 +89,7 @@ class NullHost:
     def subscribe(self, subject, cb, queue='', defers=False): sub = (subject, cb, queue); self.subs.append(sub); return sub
     def unsubscribe(self, sub): self.subs.remove(sub)
     def publish(self, subject, data=b'', hdr=b'', reply=''): self.sent.append((subject, subject, reply, hdr, data))
-    def reply(self, to, body): self.publish(to.decode(), body)
+    def reply(self, to, body): self.publish(text(to), body)
     def send(self, frames): self.sent.extend(frames)
     def has_interest(self, subject): return self.interest(subject) if callable(self.interest) else self.interest
     def defer(self, fn): self.deferred.append(fn)
@@ -125,11 +138,11 @@ class CoreHost(NullHost):
         if self.core.deferred: self.core.flush_deferred()
 
     def has_interest(self, subject: str) -> bool:
-        p, q = self.core.sublist.match(subject.encode())
+        p, q = self.core.sublist.match(wire(subject))
         return bool(p or q)
 
     def publish(self, subject, data=b'', hdr=b'', reply=''):
-        self.core.route(None, subject.encode(), reply.encode(), len(hdr), hdr + data if hdr else data)
+        self.core.route(None, wire(subject), wire(reply), len(hdr), hdr + data if hdr else data)
     def reply(self, to, body): self.core.route(None, to, b'', 0, body)
 
     def send(self, frames):
@@ -140,8 +153,8 @@ class CoreHost(NullHost):
             while j < n and frames[j][0] == to: j += 1
             if j - i == 1:
                 _, s, r, h, d = frames[i]
-                core.route(None, s.encode(), r.encode(), len(h), h + d if h else d, to.encode())
-            else: core.route_batch(None, to.encode(), [(s.encode(), r.encode(), len(h), h + d if h else d) for _, s, r, h, d in frames[i:j]])
+                core.route(None, wire(s), wire(r), len(h), h + d if h else d, wire(to))
+            else: core.route_batch(None, wire(to), [(wire(s), wire(r), len(h), h + d if h else d) for _, s, r, h, d in frames[i:j]])
             i = j
 
     def later(self, delay, fn):
@@ -182,6 +195,8 @@ class CoreHost(NullHost):
         return len(due)
 
 # %% ../../nbs/2_js/05a_host.ipynb #cf69fde5
+MAX_SEQ = 2**63 - 1          # sequences, times and sizes are int64 columns: the largest sequence jsnb stores
+
 class StoreMsg(NamedTuple):
     "Store one message, remember its id, apply its rollup."
     subject: str; hdr: bytes; data: bytes; ttl: int; msg_id: str; rollup: bytes

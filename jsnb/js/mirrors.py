@@ -6,7 +6,7 @@
 from __future__ import annotations
 import hashlib, time
 from typing import TYPE_CHECKING
-from ..nats.protocol import get_header, remove_header, add_header
+from ..nats.protocol import get_header, remove_header, add_header, text, wire
 from ..nats.subjects import subject_matches, transform_subject
 from ..nats.times import parse_rfc3339, rfc3339
 from .host import CopyMsg
@@ -51,7 +51,7 @@ def identity(stream: Stream) -> str:
 
 def _source_header(u: Upstream, seq: int, subject: str, ident: str) -> bytes:
     src, dst = u.iname.split(' ', 1)[1].split(' ')
-    return f'{u.name} {seq} {src} {dst} {subject} {ident}'.encode()
+    return wire(f'{u.name} {seq} {src} {dst} {subject} {ident}')
 
 def resume(self: Stream, u: Upstream, upstream: Stream | None):
     "Set `u.last` to where copying into stream `self` continues."
@@ -70,7 +70,7 @@ def resume(self: Stream, u: Upstream, upstream: Stream | None):
         if m is None: break
         h = get_header(m.hdr, b'Nats-Stream-Source')
         if h:
-            parts = h.decode().split(' ')
+            parts = text(h).split(' ')
             if len(parts) >= 4 and f'{parts[0]} {parts[2]} {parts[3]}' == u.iname:
                 same = upstream is None or len(parts) < 6 or parts[5] == identity(upstream)
                 if same: u.last = u.copied = int(parts[1]); return

@@ -11,6 +11,7 @@ import numpy as np
 from fastcore.basics import patch
 from ..nats.subjects import subject_matches, has_wildcard
 from ..nats.times import rfc3339
+from ..nats.protocol import text, wire
 from .kernels import next_row, prev_row, count_rows, select_rows, last_rows, expired_rows
 from .index import _Index
 
@@ -54,11 +55,11 @@ class StoreError(Exception):
 # %% ../../nbs/2_js/04_store.ipynb #80266656
 def mem_msg_size(subject: str, hdr: bytes, data: bytes) -> int:
     "Bytes the memory store accounts for a message."
-    return len(subject.encode()) + len(hdr) + len(data) + 16
+    return len(wire(subject)) + len(hdr) + len(data) + 16
 
 def file_msg_size(subject: str, hdr: bytes, data: bytes) -> int:
     "Bytes the file store accounts for a message."
-    return 30 + len(subject.encode()) + len(data) + (4 + len(hdr) if hdr else 0)
+    return 30 + len(wire(subject)) + len(data) + (4 + len(hdr) if hdr else 0)
 
 # %% ../../nbs/2_js/04_store.ipynb #90a33bc5
 class MsgStore:
@@ -206,7 +207,7 @@ def skip_msg(self: MsgStore) -> int:
 # %% ../../nbs/2_js/04_store.ipynb #109a0de6
 @patch
 def _put_many(self: MsgStore, r: int, subjects: list[bytes], datas: list[bytes]):
-    for i, (s, d) in enumerate(zip(subjects, datas)): self._put(r + i, s.decode(), b'', d)
+    for i, (s, d) in enumerate(zip(subjects, datas)): self._put(r + i, text(s), b'', d)
 
 @patch
 def _sizes(self: MsgStore, subjects: list[bytes], datas: list[bytes]) -> np.ndarray:
@@ -222,7 +223,7 @@ def store_batch(self: MsgStore, subjects: list[bytes], datas: list[bytes]) -> tu
     sids = np.empty(len(subjects), np.int32)
     for i, s in enumerate(subjects):
         j = bids.get(s)
-        if j is None: j = bids[s] = ix.intern(s.decode())
+        if j is None: j = bids[s] = ix.intern(text(s))
         sids[i] = j
     try:
         r = ix.append_many(sids, ts, self._sizes(subjects, datas))

@@ -10,7 +10,7 @@ from collections import deque
 import orjson
 from fastcore.basics import patch
 from ..nats.core import ClientConn
-from ..nats.protocol import get_header
+from ..nats.protocol import get_header, text
 from ..nats.subjects import transform_subject
 from ..nats.times import NS, rfc3339
 from .errors import (JSApiError, JSInsufficientResourcesErr, JSMessageSourceHdrNotAllowedErr, JSMessageTTLDisabledErr,
@@ -19,7 +19,7 @@ from .errors import (JSApiError, JSInsufficientResourcesErr, JSMessageSourceHdrN
                            JSStreamNotMatchErr, JSStreamPurgeFailedF, JSStreamRollupFailedF, JSStreamSealedErr,
                            JSStreamStoreFailedF, JSStreamWrongLastMsgIDErrF, JSStreamWrongLastSequenceErrF)
 from .store import MsgStore, StoreLimits, StoreError
-from .host import StreamHost, StoreMsg, StoreRun, SkipMsg, CopyMsg, DeleteMsg, Purge, Expire, Remove, Configure
+from .host import StreamHost, json_bytes, MAX_SEQ, StoreMsg, StoreRun, SkipMsg, CopyMsg, DeleteMsg, Purge, Expire, Remove, Configure
 from . import ttl, batch, direct_get, mirrors
 
 log = logging.getLogger('jsnb')
@@ -84,8 +84,8 @@ def _rebuild_dedup(self: Stream):
         if m is None or m.ts < cutoff: break
         mid = get_header(m.hdr, b'Nats-Msg-Id')
         if mid:
-            found.append((mid.decode(), m.seq, m.ts))
-            if m.seq == st['last_seq']: self.last_msg_id = mid.decode()
+            found.append((text(mid), m.seq, m.ts))
+            if m.seq == st['last_seq']: self.last_msg_id = text(mid)
         seq = m.seq - 1
     for mid, s, ts in reversed(found):
         if mid not in self.dedup: self._remember(mid, s, ts)
@@ -100,6 +100,8 @@ def propose(self: Stream, op):
 def apply(self: Stream, op):
     "Apply one state change; every change to what the stream stores goes through here. Returns its result."
     t, store = type(op), self.store
+    if t in (StoreMsg, SkipMsg, StoreRun) and self.last_seq + (len(op.subjects) if t is StoreRun else 1) > MAX_SEQ:
+        raise StoreError('max_seq', 'maximum sequence reached')
     if t is StoreMsg:
         seq, ts = store.store_msg(op.subject, op.hdr, op.data, ttl=op.ttl)
         self.last_seq, self.last_msg_id = seq, op.msg_id
@@ -156,13 +158,21 @@ def stop(self: Stream):
 
 @patch
 def _on_one(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes):
-    "One message through the checked publish path, or to the batch handlers."
+    "One message through the checked publish path, or to the batch handlers; a failure is logged and answered, never silent."
+    try: self._handle(subject, reply, hdr, data)
+    except Exception:
+        log.exception("stream '$G > %s' failed to handle a message on %r", self.name, subject)
+        if reply and not self.cfg.get('no_ack'): self.host.reply(reply, self._nak(JSStreamStoreFailedF(err='internal error')))
+
+@patch
+def _handle(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes):
     h, payload = (data[:hdr], data[hdr:]) if hdr else (b'', data)
+    subject = text(subject)
     if reply.endswith(b'.$FI'):                                    # a fast-ingest batch answers with frames
-        for f in batch.fast_ingest(self, subject.decode(), reply.decode(), h, payload): self.host.reply(reply, f)
+        for f in batch.fast_ingest(self, subject, text(reply), h, payload): self.host.reply(reply, f)
         return
-    if h and get_header(h, b'Nats-Batch-Id') is not None: ack = batch.stage(self, subject.decode(), h, payload)
-    else: ack = self.process(subject.decode(), h, payload, bool(reply))
+    if h and get_header(h, b'Nats-Batch-Id') is not None: ack = batch.stage(self, subject, h, payload)
+    else: ack = self.process(subject, h, payload, bool(reply))
     if reply and ack is not None and not self.cfg.get('no_ack'): self.host.reply(reply, ack)
 
 # %% ../../nbs/2_js/06_stream.ipynb #99e722d3
@@ -198,6 +208,10 @@ def _flush(self: Stream):
         for _, reply, _ in msgs:
             if reply and not self.cfg.get('no_ack'): self.host.reply(reply, nak)
         return
+    except Exception:                                # one bad message must not cost its neighbours: each on its own
+        log.exception("stream '$G > %s' could not store a run of %d messages; storing them one by one", self.name, len(msgs))
+        for subject, reply, data in msgs: self._on_one(subject, reply, 0, data)
+        return
     self._stored()
     if self.cfg.get('no_ack'): return
     reply_to, ack = self.host.reply, self._ack
@@ -219,24 +233,16 @@ def _ack(self: Stream, seq: int, duplicate: bool = False) -> bytes:
 
 @patch
 def _nak(self: Stream, err: JSApiError) -> bytes:
-    return orjson.dumps({'error': err.to_dict(), 'stream': self.name, 'seq': 0})
+    return json_bytes({'error': err.to_dict(), 'stream': self.name, 'seq': 0})
 
 # %% ../../nbs/2_js/06_stream.ipynb #b2f8c176
-def _text(b: bytes) -> str:
-    "A header value as text; bytes that are not UTF-8 are kept (surrogate escapes) so ids compare as the bytes do."
-    return b.decode('utf-8', 'surrogateescape')
-
-def _shown(s: str) -> str:
-    "Text fit for a JSON reply: what is not UTF-8 shown as U+FFFD."
-    return s.encode('utf-8', 'surrogateescape').decode('utf-8', 'replace')
-
 @patch
 def _check(self: Stream, subject: str, hdr: bytes, size: int, sourced: bool = False):
     cfg = self.cfg
     if cfg.get('sealed'): return JSStreamSealedErr()
     if not hdr: return None
     exp = get_header(hdr, b'Nats-Expected-Stream')
-    if exp and _text(exp) != self.name: return JSStreamNotMatchErr()
+    if exp and text(exp) != self.name: return JSStreamNotMatchErr()
     t = get_header(hdr, b'Nats-TTL')
     if t is not None and not cfg.get('allow_msg_ttl') and not sourced:
         try:
@@ -246,7 +252,7 @@ def _check(self: Stream, subject: str, hdr: bytes, size: int, sourced: bool = Fa
     subj_for = get_header(hdr, b'Nats-Expected-Last-Subject-Sequence-Subject')
     if subj_seq is not None:
         want = int(subj_seq) if subj_seq.isdigit() else -1
-        last = self.store.load_last_msg(_text(subj_for) if subj_for else subject)
+        last = self.store.load_last_msg(text(subj_for) if subj_for else subject)
         have = last.seq if last is not None else 0
         if have != want: return JSStreamWrongLastSequenceErrF(seq=have)
     elif subj_for: return JSStreamExpectedLastSeqPerSubjectInvalid()
@@ -266,7 +272,7 @@ def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool 
     tr = cfg.get('subject_transform')
     if tr: subject = transform_subject(subject, tr.get('src', ''), tr.get('dest', '')) or subject
     msg_id = get_header(hdr, b'Nats-Msg-Id') if hdr else None
-    msg_id = _text(msg_id) if msg_id else ''
+    msg_id = text(msg_id) if msg_id else ''
     now = time.time_ns()
     if checked: return self._store(subject, hdr, data, msg_id, get_header(hdr, b'Nats-Rollup') or b'', now)
     err = self._check(subject, hdr, len(hdr) + len(data), sourced)
@@ -278,14 +284,14 @@ def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool 
     rollup = b''
     if hdr:
         lmid = get_header(hdr, b'Nats-Expected-Last-Msg-Id')
-        if lmid is not None and _text(lmid) != self.last_msg_id:
-            return self._nak(JSStreamWrongLastMsgIDErrF(id=_shown(self.last_msg_id)))
+        if lmid is not None and text(lmid) != self.last_msg_id:
+            return self._nak(JSStreamWrongLastMsgIDErrF(id=self.last_msg_id))
         rollup = get_header(hdr, b'Nats-Rollup') or b''
         if rollup:
             if not cfg.get('allow_rollup_hdrs') or cfg.get('deny_purge'):
                 return self._nak(JSStreamRollupFailedF(err='rollup not permitted'))
             if rollup not in (b'sub', b'all'):
-                return self._nak(JSStreamRollupFailedF(err=f'rollup value invalid: "{_shown(_text(rollup))}"'))
+                return self._nak(JSStreamRollupFailedF(err=f'rollup value invalid: "{text(rollup)}"'))
     if self.too_big(hdr, data): return self._nak(JSStreamMessageExceedsMaximumErr())
     if len(hdr) > 65535: return self._nak(JSStreamHeaderExceedsMaximumErr())
     if self.host.limits_exceeded(cfg.get('storage', 'file')): return self._nak(JSInsufficientResourcesErr())

@@ -6,8 +6,8 @@
 from __future__ import annotations
 import base64
 from ..nats.times import rfc3339
-from .errors import (JSBadRequestErr, JSNoMessageFoundErr, JSStreamMinLastSeqErr, JSStreamNameExistErr,
-                           JSStreamNotFoundErr, JSStreamSubjectOverlapErr)
+from .errors import (JSBadRequestErr, JSNoMessageFoundErr, JSStreamMinLastSeqErr, JSStreamNameExistErr, JSStreamInvalidConfigF,
+                           JSStreamNotFoundErr, JSStreamSubjectOverlapErr, JSStreamPurgeFailedF)
 from .gojson import go_decode, GoStruct, GoInt, GoStr, GoBool, GoTime, GoSlice
 from .stream_config import (JS_API_LEVEL as API_LEVEL, stream_config_for_create, stream_config_for_update,
                                    subjects_overlap, stored_cfg)
@@ -15,6 +15,7 @@ from .stream import Stream
 from .account import Account
 from .direct_get import ERROR_DELAY
 from . import mirrors
+from .host import MAX_SEQ
 
 # %% auto #0
 __all__ = ['REQUESTS', 'request', 'stream_of', 'account_info', 'stream_create', 'stream_update', 'stream_delete', 'stream_info',
@@ -71,6 +72,23 @@ def _no_overlap(acct: Account, cfg: dict, but: Stream | None = None):
         if other is not but and subjects_overlap(cfg.get('subjects') or [], other.cfg.get('subjects') or []):
             raise JSStreamSubjectOverlapErr()
 
+def _no_cycle(acct: Account, cfg: dict):
+    "Refuse a configuration whose sources or mirror lead back to the stream itself (walked as the reference walks them)."
+    def upstream(name): return cfg if name == cfg['name'] else (acct.streams[name].cfg if name in acct.streams else None)
+    todo, seen = [cfg], set()
+    while todo:
+        c = todo.pop(0); seen.add(c['name'])
+        for src in c.get('sources') or []:
+            if src.get('external'): continue
+            if src['name'] in seen:
+                f = src.get('filter_subject') or ''
+                if not f or subjects_overlap(c.get('subjects') or [], [f]): raise JSStreamInvalidConfigF(err='detected cycle')
+            elif (up := upstream(src['name'])) is not None: todo.append(up)
+        m = c.get('mirror')
+        if m and not m.get('external'):
+            if m['name'] in seen: raise JSStreamInvalidConfigF(err='detected cycle')
+            if (up := upstream(m['name'])) is not None: todo.append(up)
+
 def stream_create(acct: Account, args, body, src) -> dict:
     "`STREAM.CREATE.<stream>`"
     fm, ff = acct.free()
@@ -81,6 +99,7 @@ def stream_create(acct: Account, args, body, src) -> dict:
         if stored_cfg(s.cfg) != stored_cfg(cfg): raise JSStreamNameExistErr()
         return dict(s.info(cluster=False), did_create=True)      # the reference says so here too
     _no_overlap(acct, cfg)
+    _no_cycle(acct, cfg)
     s = acct.add_stream(cfg)
     if s.cfg.get('mirror') or s.cfg.get('sources'): mirrors.sync(s, copy=False); acct.later(0, lambda: mirrors.catch_up(s))
     acct.advise_stream(s.name, 'create')
@@ -93,6 +112,7 @@ def stream_update(acct: Account, args, body, src) -> dict:
     cfg = stream_config_for_update(s.cfg, body, args[0], max_memory=fm, max_file=ff)
     _inherit_direct(acct, cfg)
     _no_overlap(acct, cfg, but=s)
+    _no_cycle(acct, cfg)
     s.update(cfg)
     if cfg.get('mirror') or cfg.get('sources'): acct._copying = True
     mirrors.sync(s)
@@ -158,6 +178,7 @@ def stream_purge(acct: Account, args, body, src) -> dict:
     req = request(body, 'purge')
     seq, keep = req['seq'], req['keep']
     if seq and keep: raise JSBadRequestErr()
+    if seq > MAX_SEQ + 1: raise JSStreamPurgeFailedF(err=f'sequence {seq} is past the largest sequence jsnb stores ({MAX_SEQ})')
     return dict(success=True, purged=s.purge(subject=req['filter'], seq=seq, keep=keep))
 
 def msg_get(acct: Account, args, body, src) -> dict:

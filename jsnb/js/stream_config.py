@@ -225,6 +225,8 @@ def _check_identity(cfg: dict):
     if _size(cfg['description']) > 4096: raise _invalid('stream description is too long, maximum allowed is 4096')
     if sum(_size(k) + _size(v) for k, v in (cfg['metadata'] or {}).items()) > 128 * 1024:
         raise _invalid('stream metadata exceeds maximum size of 131072 bytes')
+    if cfg['first_seq'] > 2**63 - 1:                # sequences are int64 columns in jsnb (the reference counts in uint64)
+        raise _invalid(f"first sequence {cfg['first_seq']} is past the largest sequence jsnb stores (9223372036854775807)")
 
 # %% ../../nbs/2_js/02_stream_config.ipynb #3b47f3da
 def _check_limits(cfg: dict, pedantic: bool):

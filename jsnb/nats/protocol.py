@@ -12,9 +12,9 @@ from fastcore.basics import patch
 # %% auto #0
 __all__ = ['PING', 'PONG', 'OK', 'MAX_CONTROL_LINE', 'MAX_PAYLOAD', 'E_UNKNOWN', 'E_CONTROL_LINE', 'E_MAX_PAYLOAD', 'PING_B',
            'PONG_B', 'OK_B', 'Connect', 'Pub', 'HPub', 'Sub', 'Unsub', 'Close', 'Msg', 'Info', 'Err', 'encode_err',
-           'encode_info', 'encode_msg', 'encode_hmsg', 'make_headers', 'header_status', 'parse_headers', 'get_header',
-           'remove_header', 'add_header', 'Parser', 'encode_pub', 'encode_sub', 'encode_unsub', 'encode_connect',
-           'ClientParser']
+           'encode_info', 'encode_msg', 'encode_hmsg', 'make_headers', 'header_status', 'parse_headers', 'text', 'wire',
+           'get_header', 'remove_header', 'add_header', 'Parser', 'encode_pub', 'encode_sub', 'encode_unsub',
+           'encode_connect', 'ClientParser']
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #cbfa0c8c
 class Connect(NamedTuple):
@@ -124,6 +124,15 @@ def parse_headers(block: bytes) -> tuple[int | None, str, dict[str, list[str]]]:
         k, sep, v = line.partition(':')
         if sep: hdrs.setdefault(k.strip(), []).append(v.strip())
     return status, desc, hdrs
+
+# %% ../../nbs/1_nats/00_protocol.ipynb #1ef9bd3c
+def text(b: bytes) -> str:
+    "Bytes from the wire as text, bytes that are not UTF-8 kept as surrogate escapes."
+    return b.decode('utf-8', 'surrogateescape')
+
+def wire(s: str) -> bytes:
+    "Text back to the bytes it came from (the inverse of `text`)."
+    return s.encode('utf-8', 'surrogateescape')
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #3abd1aef
 def get_header(hdr: bytes, key: bytes) -> bytes | None:
