@@ -100,7 +100,7 @@ def _rebuild(self: FileStore):
             if seq <= ix.last: continue
             if seq > ix.last + 1:
                 if ix.msgs == 0: ix.reset(seq)
-                while ix.last + 1 < seq: ix.skip(ts)
+                else: ix.jump(seq)
             if kind != _MSG: ix.skip(ts); continue
             subj = buf[pos + _HDR:pos + _HDR + slen].decode()
             dlen = rlen - _HDR - slen - hlen
@@ -177,13 +177,13 @@ def _check(self: FileStore):
 @patch
 def _put(self: FileStore, r, subject, hdr, data):
     ix = self._ix
-    rec = _record(_MSG, ix.base + r, int(ix.ts[r]), int(ix.ttl[r]), subject.encode(), hdr, data)
+    rec = _record(_MSG, ix.last, int(ix.ts[r]), int(ix.ttl[r]), subject.encode(), hdr, data)
     ix.blk[r], ix.off[r] = self._cur, self._size + self._pending
     self._pending += len(rec); self._wbuf.append(rec)
 
 @patch
 def _put_many(self: FileStore, r, subjects, datas):
-    ix, seq, ts = self._ix, self._ix.base + r, int(self._ix.ts[r])
+    ix, seq, ts = self._ix, int(self._ix.seq[r]), int(self._ix.ts[r])
     recs = [_record(_MSG, seq + i, ts, 0, s, b'', d) for i, (s, d) in enumerate(zip(subjects, datas))]
     lens = np.fromiter(map(len, recs), np.int64, len(recs))
     start = self._size + self._pending
@@ -196,14 +196,14 @@ def _sizes(self: FileStore, subjects, datas) -> np.ndarray:
     return np.array([30 + len(s) + len(d) for s, d in zip(subjects, datas)], np.int64)
 
 @patch
-def _skipped(self: FileStore, r):
-    rec = _record(_SKIP, self._ix.base + r, int(self._ix.ts[r]))
+def _skipped(self: FileStore, seq, ts):
+    rec = _record(_SKIP, seq, ts)
     self._pending += len(rec); self._wbuf.append(rec)
 
 @patch
 def _dropped(self: FileStore, rows, erase):
     ix, rows = self._ix, np.asarray(rows)
-    self._dels.extend((rows + ix.base).tolist())
+    self._dels.extend(ix.seq[rows].tolist())
     if erase: self._erase.extend(zip(ix.blk[rows].tolist(), ix.off[rows].tolist()))
 
 # %% ../../nbs/2_js/05_filestore.ipynb #019fd23e
@@ -221,7 +221,7 @@ def _commit(self: FileStore):
         self._write(b''.join(recs))
     if self._erase: self._erase_records()
     if self._size >= self.block_size: self._new_block(self._cur + 1)
-    keep = int(ix.blk[ix.first - ix.base]) if ix.msgs else self._cur
+    keep = int(ix.blk[ix.row(ix.first)]) if ix.msgs else self._cur
     while self._blocks[0] < keep:
         b = self._blocks.pop(0)
         if b in self._fds: os.close(self._fds.pop(b))
@@ -247,13 +247,13 @@ _READ_AHEAD = 65536
 @patch
 def _get(self: FileStore, r):
     ix = self._ix
-    return self._read(ix.base + r, int(ix.blk[r]), int(ix.off[r]), int(ix.size[r]) + 9)
+    return self._read(int(ix.seq[r]), int(ix.blk[r]), int(ix.off[r]), int(ix.size[r]) + 9)
 
 @patch
 def _get_many(self: FileStore, rows) -> list:
     ix = self._ix
-    return [self._read(ix.base + r, b, off, size + 9)
-            for r, b, off, size in zip(rows.tolist(), ix.blk[rows].tolist(), ix.off[rows].tolist(), ix.size[rows].tolist())]
+    return [self._read(q, b, off, size + 9)
+            for q, b, off, size in zip(ix.seq[rows].tolist(), ix.blk[rows].tolist(), ix.off[rows].tolist(), ix.size[rows].tolist())]
 
 @patch
 def _read(self: FileStore, seq: int, b: int, off: int, need: int):

@@ -18,10 +18,11 @@ _COLS = (('seq', np.int64), ('sid', np.int32), ('ts', np.int64), ('size', np.int
          ('ttl', np.int64), ('dead', np.bool_), ('blk', np.int32), ('off', np.int64))
 
 class _Index:
-    "Message metadata of one stream in numpy columns, one row per sequence."
+    "Message metadata of one stream in numpy columns, one row per stored message, in sequence order."
     def __init__(self, cap: int = 1024):
         for name, dt in _COLS: setattr(self, name, np.zeros(cap, dt))
-        self.cap, self.n, self.base = cap, 0, 1
+        self.cap, self.n = cap, 0
+        self.dr, self.ds = 0, 1          # the dense tail: row `dr + i` holds sequence `ds + i`
         self.first = self.last = self.first_ts = self.last_ts = self.msgs = self.bytes = 0
         self.names: list[str] = []; self.ids: dict[str, int] = {}
         self.bids: dict[bytes, int] = {}            # the same ids by subject bytes, for the bulk path
@@ -34,6 +35,9 @@ class _Index:
     def _grow(self, need: int):
         cap = self.cap
         while cap < need: cap *= 2
+        self._resize(cap)
+
+    def _resize(self, cap: int):
         for name, dt in _COLS:
             a = np.zeros(cap, dt); a[:self.n] = getattr(self, name)[:self.n]; setattr(self, name, a)
         self.cap = cap
@@ -67,23 +71,40 @@ def append(self: _Index, sid: int, ts: int, size: int, ttl: int = 0) -> int:
     return r
 
 @patch
+def jump(self: _Index, seq: int):
+    "Move on so the next message gets sequence `seq`, with no rows for the sequences passed over."
+    if seq <= self.last + 1: return
+    self.last, self.dr, self.ds = seq - 1, self.n, seq
+    if self.msgs == 0: self.first, self.first_ts = seq, 0
+
+@patch
 def skip(self: _Index, ts: int) -> int:
     "Use the next sequence without a message; returns the sequence."
-    r = self.n
-    if r == self.cap: self._grow(r + 1)
     seq = self.last + 1
-    self.seq[r], self.sid[r], self.size[r], self.ttl[r], self.dead[r] = seq, 0, 0, 0, True
-    self.ts[r] = ts
-    self.n, self.last = r + 1, seq
+    self.jump(seq + 1)
     if not self.last_ts: self.last_ts = ts
-    if self.msgs == 0: self.first, self.first_ts = seq + 1, 0
     return seq
 
 @patch
+def lb(self: _Index, seq: int) -> int:
+    "The first row whose sequence is `seq` or later (`n` when there is none)."
+    if seq >= self.ds: return min(self.dr + seq - self.ds, self.n)
+    return int(np.searchsorted(self.seq[:self.dr], seq))
+
+@patch
 def row(self: _Index, seq: int) -> int:
-    "Row of `seq`, or -1 outside the index."
-    r = seq - self.base
-    return r if 0 <= r < self.n else -1
+    "Row of `seq`, or -1 when no row holds it."
+    if seq >= self.ds:
+        r = self.dr + seq - self.ds
+        return r if r < self.n else -1
+    r = int(np.searchsorted(self.seq[:self.dr], seq))
+    return r if r < self.dr and self.seq[r] == seq else -1
+
+@patch
+def rows_of(self: _Index, seqs) -> np.ndarray:
+    "Rows of sequences that all have rows."
+    seqs = np.asarray(seqs, np.int64)
+    return np.where(seqs >= self.ds, self.dr + seqs - self.ds, np.searchsorted(self.seq[:self.dr], seqs))
 
 # %% ../../nbs/2_js/03a_index.ipynb #be1e7a34
 @patch
@@ -113,22 +134,22 @@ def append_many(self: _Index, sids: np.ndarray, ts: int, sizes: np.ndarray) -> i
 @patch
 def _fix_first(self: _Index):
     "Move `first` to the first live row (or past `last` when there is none)."
-    r = next_row(self.dead, self.sid, None, max(self.first - self.base, 0), self.n)
+    r = next_row(self.dead, self.sid, None, self.lb(self.first), self.n)
     if r < 0: self.first, self.first_ts = self.last + 1, 0
-    else: self.first, self.first_ts = self.base + r, int(self.ts[r])
+    else: self.first, self.first_ts = int(self.seq[r]), int(self.ts[r])
 
 @patch
 def _fix_last_of(self: _Index, sid: int):
     "Recompute the last sequence of subject `sid` (which still has messages)."
-    lo = max(int(self.s_first[sid]), self.first) - self.base
-    self.s_last[sid] = self.base + prev_row(self.dead, self.sid, sid, lo, self.n)
+    lo = self.lb(max(int(self.s_first[sid]), self.first))
+    self.s_last[sid] = self.seq[prev_row(self.dead, self.sid, sid, lo, self.n)]
 
 @patch
 def remove(self: _Index, r: int) -> bool:
     "Mark row `r` deleted; False if it is not a live row."
     if r < 0 or r >= self.n or self.dead[r]: return False
     self.dead[r] = True; self.epoch += 1
-    seq = self.base + r
+    seq = int(self.seq[r])
     self.msgs -= 1; self.bytes -= int(self.size[r])
     if self.ttl[r] > 0: self.n_ttl -= 1
     sid = int(self.sid[r]); c = self.s_count[sid] - 1; self.s_count[sid] = c
@@ -151,39 +172,52 @@ def remove_rows(self: _Index, rows) -> np.ndarray:
     touched = np.flatnonzero(cnt)
     left = touched[self.s_count[touched] > 0]
     self.nsubj -= len(touched) - len(left)
-    if self.dead[self.first - self.base]: self._fix_first()
-    for sid in left[self.dead[self.s_last[left] - self.base]]: self._fix_last_of(int(sid))
+    r = self.lb(self.first)
+    if r >= self.n or self.dead[r]: self._fix_first()
+    for sid in left[self.dead[self.rows_of(self.s_last[left])]]: self._fix_last_of(int(sid))
     return rows
 
 # %% ../../nbs/2_js/03a_index.ipynb #068c8b65
 @patch
 def reset(self: _Index, seq: int):
     "Drop every row; the next message gets sequence `seq`."
-    self.n, self.base, self.first, self.last, self.first_ts = 0, seq, seq, seq - 1, 0
+    self.n, self.dr, self.ds, self.first, self.last, self.first_ts = 0, 0, seq, seq, seq - 1, 0
     self.msgs = self.bytes = self.nsubj = self.n_ttl = 0
-    self.s_count[:] = 0; self.epoch += 1
+    self.s_count[:] = 0; self.ttl_heap = []; self.epoch += 1
 
 @patch
 def compact(self: _Index, seq: int):
     "Remove every message below `seq`: `(removed_rows or None after a reset, count)`."
     if self.first > seq: return np.zeros(0, np.int64), 0
     if seq <= self.last:
-        rows = self.remove_rows(select_rows(self.dead, self.sid, None, self.first - self.base, seq - self.base))
+        rows = self.remove_rows(select_rows(self.dead, self.sid, None, self.lb(self.first), self.lb(seq)))
         return rows, len(rows)
     n = self.msgs; self.reset(seq)
     return None, n
 
 # %% ../../nbs/2_js/03a_index.ipynb #9ec3dfc3
 @patch
-def trim(self: _Index, min_rows: int = 4096) -> int:
-    "Drop the dead rows before `first` when they are many; returns how many."
-    k = min(self.first - self.base, self.n)
-    if k < min_rows or 2 * k < self.n: return 0
-    m = self.n - k
+def trim(self: _Index, min_rows: int = 4096) -> np.ndarray | None:
+    "Drop the dead rows when they are many; returns the old numbers of the rows kept, or None."
+    n, dead = self.n, self.n - self.msgs
+    if dead < min_rows or 2 * dead < n: return None
+    keep = np.flatnonzero(~self.dead[:n]); m = len(keep)
     for name, _ in _COLS:
-        a = getattr(self, name); a[:m] = a[k:self.n]
-    self.n, self.base = m, self.base + k
-    return k
+        a = getattr(self, name); a[:m] = a[keep]
+    self.n = m
+    if m and self.seq[m - 1] == self.last:                # the live rows reach the last sequence
+        brk = np.flatnonzero(np.diff(self.seq[:m]) != 1)
+        self.dr = int(brk[-1]) + 1 if len(brk) else 0
+    else: self.dr = m
+    self.ds = self.last + 1 - (m - self.dr)
+    if self.cap > 4 * max(m, 1024): self._resize(max(2 * m, 1024))
+    h = self.ttl_heap
+    if len(h) > 2 * self.n_ttl + 1024:
+        d, s = np.array([e[0] for e in h], np.int64), np.array([e[1] for e in h], np.int64)
+        r = self.rows_of(s); r[(r >= m) | (r < 0)] = 0
+        ok = (self.seq[r] == s) & ~self.dead[r] & (self.ttl[r] > 0) & (self.ts[r] + self.ttl[r] == d)
+        self.ttl_heap = [(int(a), int(b)) for a, b in zip(d[ok], s[ok])]; heapq.heapify(self.ttl_heap)
+    return keep
 
 # %% ../../nbs/2_js/03a_index.ipynb #7304c17f
 @patch
@@ -210,7 +244,6 @@ def _sids(self: _Index, want) -> np.ndarray:
 @patch
 def first_row_of(self: _Index, sid: int) -> int:
     "Row of the first message on subject `sid`."
-    lo = max(int(self.s_first[sid]), self.first) - self.base
-    r = next_row(self.dead, self.sid, sid, lo, self.n)
-    self.s_first[sid] = self.base + r
+    r = next_row(self.dead, self.sid, sid, self.lb(max(int(self.s_first[sid]), self.first)), self.n)
+    self.s_first[sid] = self.seq[r]
     return r
