@@ -468,7 +468,8 @@ def _last_block(st): return st._path(max(st._blocks))
 
 
 @pytest.mark.parametrize('damage', ['truncate', 'garbage', 'flip', 'zeros'])
-def test_torn_tail_is_cut(tmp_path, damage):
+def test_torn_tail_is_cut(tmp_path, damage, caplog):
+    "A torn or garbled end of the last block is cut off; the sequences it held are never given out again."
     d = tmp_path / 'S'
     st = FileStore(d)
     for i in range(10): st.store_msg('a', H, b'payload-%d' % i)
@@ -479,15 +480,19 @@ def test_torn_tail_is_cut(tmp_path, damage):
     elif damage == 'garbage': p.write_bytes(data + b'\x99\x00\x00')
     elif damage == 'flip': p.write_bytes(data[:-2] + bytes([data[-2] ^ 1]) + data[-1:])
     else: p.write_bytes(data + bytes(4096))
+    caplog.set_level('WARNING', logger='jsnb')
     st = FileStore(d)
-    last = 10 if damage in ('garbage', 'zeros') else 9
-    assert st.state()['last_seq'] == last
-    assert [st.load_msg(s).data for s in range(1, last + 1)] == [b'payload-%d' % i for i in range(last)]
-    assert p.stat().st_size == (len(data) if last == 10 else len(data) - rec)
-    assert st.store_msg('a', b'', b'next')[0] == last + 1
+    kept = 10 if damage in ('garbage', 'zeros') else 9
+    assert st.state()['last_seq'] == 10 and st.state()['messages'] == kept
+    assert [st.load_msg(s).data for s in range(1, kept + 1)] == [b'payload-%d' % i for i in range(kept)]
+    assert p.stat().st_size == (len(data) if kept == 10 else len(data) - rec)
+    assert [r.levelname for r in caplog.records] and all(r.levelname == 'WARNING' for r in caplog.records)
+    if kept == 9: assert 'lost sequences 10..10' in caplog.text
+    assert st.store_msg('a', b'', b'next')[0] == 11
     st.stop()
+    caplog.clear()
     st = FileStore(d)
-    assert st.load_msg(last + 1).data == b'next' and st.truncated == 0
+    assert st.load_msg(11).data == b'next' and st.truncated == 0 and st.damage == [] and not caplog.records
     st.stop()
 
 
