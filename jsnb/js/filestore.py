@@ -115,7 +115,7 @@ class FileStore(MsgStore):
         self._blocks = sorted(int(p.stem) for p in self._bdir.glob('*.blk'))
         state = self._load_state()
         repair = self._rebuild(state)
-        self._marked = self._ix.first
+        self._marked = max(self._ix.first, 1)               # the first sequence the blocks already say
         if not self._blocks:
             if state is None and self.limits.first_seq > 0: self._ix.reset(self.limits.first_seq)
             self._new_block(max(state['blocks'], default=0) + 1 if state else 1)
