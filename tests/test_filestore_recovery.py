@@ -212,6 +212,9 @@ def test_compaction_against_a_model_across_restarts(tmp_path):
             k = rnd.choice(keys[1:]); st.purge(k)
             for q in [q for q in model if model[q][0] == k]: del model[q]
         elif op < 0.97: st.skip_msg(); last += 1
+        elif op < 0.975:                                            # everything goes, the stable key too
+            st.purge(); model.clear()
+            st.store_msg('k.stable', b'', b'again'); last += 1; model[last] = ('k.stable', b'again')
         if step % 700 == 0 or step == 5999:
             st.stop(); st = FileStore(d, lim, block_size=1024)
             assert st.damage == []

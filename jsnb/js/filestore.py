@@ -88,7 +88,7 @@ class _Blk:
     size: int = 0        # bytes in the file
     lo: int = 1          # its messages' sequences lie in lo..hi
     hi: int = 0
-    dead: int = 0        # bytes a rewrite drops for sure: deleted messages, skips, erasures
+    dead: int = 0        # bytes a rewrite drops for sure: deleted messages, skips, erasures (never counted too low)
     marks: int = 0       # bytes of delete and purge records, kept while they hide something
     hole: int = 0        # the dead bytes of messages deleted above the first sequence (not the oldest leaving)
 
@@ -199,7 +199,7 @@ def _rebuild(self: FileStore, state: dict | None) -> list[int]:
                        f'block {b} has {e - s} damaged bytes at offset {s}, skipped')
         self.lost += len(spans)
         if spans: repair.append(b)
-        seqs = [q for _, q in at]
+        seqs = [f[3] for _, f in recs if f[2] in (_MSG, _SKIP, _ERASED)]
         lo = min(q for q in (lo0, seqs[0] if seqs else None, ix.last + 1) if q is not None)
         self._bm[b] = _Blk(good, lo, max(hi0 or 0, seqs[-1] if seqs else 0, lo - 1), 0,
                            sum(f[0] for _, f in recs if f[2] in (_DEL, _PURGE)))
@@ -235,11 +235,11 @@ def _replay(self: FileStore, b: int, buf, recs):
 
 @patch
 def _count_dead(self: FileStore):
-    "Each block's dead bytes: what is neither a live message nor a delete or purge record."
+    "Each block's dead bytes: what is neither a live message nor a delete or purge record (never too few)."
     ix = self._ix
     live = ~ix.dead[:ix.n]
     u, inv = np.unique(ix.blk[:ix.n][live], return_inverse=True)
-    held = dict(zip(u.tolist(), np.bincount(inv, weights=ix.size[:ix.n][live] + 9).tolist()))
+    held = dict(zip(u.tolist(), np.bincount(inv, weights=ix.size[:ix.n][live] + 5).tolist()))
     for b, m in self._bm.items(): m.dead = m.hole = max(0, m.size - m.marks - int(held.get(b, 0)))
 
 # %% ../../nbs/2_js/05_filestore.ipynb #595852ee
@@ -299,7 +299,9 @@ def sync(self: FileStore) -> None:
     for b in self._dirty:
         if b in self._fds: os.fdatasync(self._fds[b])
     self._dirty.clear(); self._synced = time.monotonic()
-    if self._stale: self._save_state()
+    if self._stale:
+        try: self._save_state()
+        except OSError as e: log.warning('Filestore [%s] writing the state file failed: %s', self.name, e)
 
 FileStore.flush = FileStore.sync
 
@@ -334,6 +336,11 @@ def _sizes(self: FileStore, subjects, datas) -> np.ndarray:
 def _skipped(self: FileStore, seq, ts):
     rec = _mark(_SKIP, seq, ts)
     self._pending += len(rec); self._wbuf.append(rec); self._bm[self._cur].dead += len(rec)
+
+@patch
+def _cleared(self: FileStore):
+    "Every message went at once (a purge of everything): count all of them dead."
+    for b, m in self._bm.items(): m.dead = max(m.dead, (self._size if b == self._cur else m.size) - m.marks)
 
 @patch
 def _dropped(self: FileStore, rows, erase):
@@ -434,7 +441,10 @@ def _compact_blocks(self: FileStore):
         m = self._bm.get(b)
         if m is None: continue
         if m.worth() or (changed and m.marks and m.size - m.dead - m.marks <= 0):
-            self._rewrite(b); changed = True
+            try: self._rewrite(b); changed = True
+            except OSError as e:                      # the old block is intact: compaction waits for a better moment
+                log.warning('Filestore [%s] compacting block %d failed: %s', self.name, b, e)
+                self._path(b).with_suffix('.new').unlink(missing_ok=True); return
 
 @patch
 def _rewrite(self: FileStore, b: int, keep_all: bool = False):
