@@ -296,6 +296,7 @@ async def _publish(url, n, create):
     return seqs, state
 
 
+@pytest.mark.reference
 @pytest.mark.parametrize('how', ['cut-mid-record', 'cut-in-half', 'flip-10-bytes', 'emptied', 'deleted'])
 def test_damage_against_reference(tmp_path, how):
     """The same damage to the last block of both servers' stores: jsnb goes on after the last

@@ -387,6 +387,44 @@ def test_randomised_against_model(mk):
                 m = st.load_msg(q); assert (m.subject, m.data) == (s_, d)
 
 
+def test_randomised_with_sparse_index(mk, monkeypatch):
+    "Dead rows dropped as soon as there are 8, skips between messages: every query on a sparse index, against a model."
+    from jsnb.js.index import _Index
+    real = _Index.trim
+    monkeypatch.setattr(_Index, 'trim', lambda self, min_rows=8: real(self, min_rows))
+    rnd = random.Random(5)
+    st, model, ts = mk(StoreLimits(max_msgs_per_subject=3)), {}, 0
+    subjects = ['k.stable', 'k.a', 'k.b', 'o.c']
+    for step in range(4000):
+        op = rnd.random()
+        if op < 0.8:
+            s = rnd.choice(subjects[1:]) if step else 'k.stable'; ts += 10
+            seq, _ = st.store_msg(s, b'', b'%d' % step, ts=ts); model[seq] = (s, b'%d' % step, ts)
+            for q in sorted(q for q in model if model[q][0] == s)[:-3]: del model[q]
+        elif op < 0.9: st.skip_msg()
+        elif len(model) > 1:
+            q = rnd.choice(sorted(model)[1:]); assert st.remove_msg(q); del model[q]
+        if step % 97 == 0 or step == 3999:
+            s = st.state(deleted_details=True)
+            first, last = min(model), s['last_seq']
+            assert (s['messages'], s['first_seq']) == (len(model), first)
+            assert s.get('deleted', []) == [q for q in range(first, last + 1) if q not in model]
+            assert st._ix.n - st._ix.msgs < 16                          # dead rows do not pile up
+            for f in ['k.*', 'k.a', '>', 'o.c']:
+                hit = sorted(q for q in model if matches(f)(model[q][0]))
+                assert seqs(st, f) == hit and st.num_pending(0, f) == len(hit)
+                assert getattr(st.load_last_msg(f), 'seq', None) == (hit[-1] if hit else None)
+            for q in rnd.sample(range(1, last + 2), min(20, last + 1)):
+                m = st.load_msg(q)
+                assert (m.subject, m.data, m.ts) == model[q] if q in model else m is None
+                prev = [p for p in model if p <= q]
+                assert getattr(st.load_prev_msg(q), 'seq', None) == (max(prev) if prev else None)
+                later = [p for p in model if model[p][2] >= ts - 50 * (q % 7)]
+                assert st.seq_from_time(ts - 50 * (q % 7)) == (min(later) if later else last + 1)
+            ml = st.multi_last(['k.>'], last)
+            assert [m.seq for m in ml] == sorted(max(q for q in model if model[q][0] == k) for k in {v[0] for v in model.values() if v[0].startswith('k.')})
+
+
 def matches(f):
     return (lambda s: True) if f in ('', '>') else (lambda s: subject_matches(s, f))
 
