@@ -251,6 +251,7 @@ def tick(self: Account, now: int | None = None) -> list:
             batch.expire_batches(s, now); batch.expire_fast(s, now)
             s._trim_dedup(now)
             if s.upstreams: mirrors.catch_up(s)
+            if isinstance(s.store, FileStore): s.store.sync_if_due()     # a stream that went quiet is synced on time too
         except Exception: log.exception("stream '$G > %s' housekeeping failed", s.name)
     self.housekeeping(now)
     self.wake(self, now + NS)

@@ -74,10 +74,10 @@ class MsgStore:
 
     def _put(self, r, subject, hdr, data): raise NotImplementedError
     def _get(self, r): raise NotImplementedError
-    def _skipped(self, r): pass
+    def _skipped(self, seq, ts): pass
     def _dropped(self, rows, erase): pass
     def _cleared(self): pass
-    def _trimmed(self, k): pass
+    def _trimmed(self, keep): pass
     def _commit(self): pass
 
     def _check(self):
@@ -85,8 +85,8 @@ class MsgStore:
 
     def _finish(self):
         self._commit()
-        k = self._ix.trim()
-        if k: self._trimmed(k)
+        keep = self._ix.trim()
+        if keep is not None: self._trimmed(keep)
 
 # %% ../../nbs/2_js/04_store.ipynb #f786169c
 class MemStore(MsgStore):
@@ -98,11 +98,12 @@ class MemStore(MsgStore):
 
     def _put(self, r, subject, hdr, data): self._data.append((hdr, data))
     def _put_many(self, r, subjects, datas): self._data.extend([(b'', d) for d in datas])
-    def _skipped(self, r): self._data.append(None)
     def _get(self, r): return self._data[r]
     def _get_many(self, rows): d = self._data; return [d[r] for r in rows.tolist()]
     def _cleared(self): self._data = []
-    def _trimmed(self, k): del self._data[:k]
+    def _trimmed(self, keep):
+        d, m = self._data, len(keep)
+        self._data = d[keep[0]:keep[0] + m] if m and keep[-1] - keep[0] == m - 1 else [d[r] for r in keep.tolist()]
     def _dropped(self, rows, erase):
         d = self._data
         for r in rows.tolist() if isinstance(rows, np.ndarray) else rows: d[r] = None
@@ -135,9 +136,9 @@ def _enforce_limits(self: MsgStore):
     over = lambda: (L.max_msgs > 0 and ix.msgs > L.max_msgs) or (L.max_bytes > 0 and ix.bytes > L.max_bytes)
     for _ in range(4):
         if not over(): return
-        self._remove(ix.first - ix.base)
+        self._remove(ix.row(ix.first))
     if not over(): return
-    live = select_rows(ix.dead, ix.sid, None, ix.first - ix.base, ix.n)
+    live = select_rows(ix.dead, ix.sid, None, ix.lb(ix.first), ix.n)
     k = ix.msgs - L.max_msgs if L.max_msgs > 0 else 0
     if L.max_bytes > 0 and ix.bytes > L.max_bytes:
         k = max(k, int(np.searchsorted(np.cumsum(ix.size[live]), ix.bytes - L.max_bytes)) + 1)
@@ -200,7 +201,7 @@ def skip_msg(self: MsgStore) -> int:
     "Use the next sequence without storing a message; returns it."
     self._check()
     try:
-        seq = self._ix.skip(time.time_ns()); self._skipped(self._ix.n - 1)
+        ts = time.time_ns(); seq = self._ix.skip(ts); self._skipped(seq, ts)
         return seq
     finally: self._finish()
 
@@ -227,7 +228,7 @@ def store_batch(self: MsgStore, subjects: list[bytes], datas: list[bytes]) -> tu
         sids[i] = j
     try:
         r = ix.append_many(sids, ts, self._sizes(subjects, datas))
-        seq = ix.base + r
+        seq = int(ix.seq[r])
         self._put_many(r, subjects, datas)
         maxp = L.max_msgs_per_subject
         if maxp > 0:
@@ -242,7 +243,7 @@ def store_batch(self: MsgStore, subjects: list[bytes], datas: list[bytes]) -> tu
 def _msg(self: MsgStore, r: int) -> StoreMsg:
     ix = self._ix
     hdr, data = self._get(r)
-    return StoreMsg(ix.names[ix.sid[r]], ix.base + r, int(ix.ts[r]), hdr, data)
+    return StoreMsg(ix.names[ix.sid[r]], int(ix.seq[r]), int(ix.ts[r]), hdr, data)
 
 @patch
 def _get_many(self: MsgStore, rows: np.ndarray) -> list: return [self._get(r) for r in rows.tolist()]
@@ -251,9 +252,9 @@ def _get_many(self: MsgStore, rows: np.ndarray) -> list: return [self._get(r) fo
 def _msgs(self: MsgStore, rows: np.ndarray) -> list[StoreMsg]:
     "The messages at many rows, reading each index column once."
     ix = self._ix
-    names, base = ix.names, ix.base
-    return [StoreMsg(names[s], base + r, t, h, d) for r, s, t, (h, d)
-            in zip(rows.tolist(), ix.sid[rows].tolist(), ix.ts[rows].tolist(), self._get_many(rows))]
+    names = ix.names
+    return [StoreMsg(names[s], q, t, h, d) for q, s, t, (h, d)
+            in zip(ix.seq[rows].tolist(), ix.sid[rows].tolist(), ix.ts[rows].tolist(), self._get_many(rows))]
 
 @patch
 def load_msg(self: MsgStore, seq: int) -> StoreMsg | None:
@@ -271,17 +272,17 @@ def load_next_msg(self: MsgStore, filter: str, start: int) -> StoreMsg | None:
     ix = self._ix
     start = max(start, ix.first)
     if ix.msgs == 0 or start > ix.last: return None
-    w, lo = ix.want(filter), start - ix.base
+    w, lo = ix.want(filter), ix.lb(start)
     if isinstance(w, int):
         if w < 0 or ix.s_count[w] == 0 or ix.s_last[w] < start: return None
-        lo = max(lo, int(ix.s_first[w]) - ix.base)
+        lo = max(lo, ix.lb(int(ix.s_first[w])))
     elif w is not None and ix.n - lo > _JUMP:
         r = next_row(ix.dead, ix.sid, w, lo, lo + _JUMP)          # usually close; else jump to the subjects' first
         if r >= 0: return self._msg(r)
         sids = ix._sids(w)
         sids = sids[ix.s_last[sids] >= start]
         if not len(sids): return None
-        lo = max(lo + _JUMP, int(ix.s_first[sids].min()) - ix.base)
+        lo = max(lo + _JUMP, ix.lb(int(ix.s_first[sids].min())))
     r = next_row(ix.dead, ix.sid, w, lo, ix.n)
     return None if r < 0 else self._msg(r)
 
@@ -291,7 +292,7 @@ def load_next_msgs(self: MsgStore, filter: str, start: int, limit: int) -> list[
     m = self.load_next_msg(filter, start)
     if m is None or limit <= 1: return [] if m is None else [m]
     ix = self._ix
-    r = m.seq - ix.base
+    r = ix.row(m.seq)
     rows = select_rows(ix.dead, ix.sid, ix.want(filter), r + 1, min(ix.n, r + 1 + 4 * limit), limit - 1)
     return [m] + self._msgs(rows)
 
@@ -302,11 +303,11 @@ def load_last_msg(self: MsgStore, filter: str) -> StoreMsg | None:
     ix = self._ix
     if ix.msgs == 0: return None
     w = ix.want(filter)
-    if w is None: r = prev_row(ix.dead, ix.sid, None, ix.first - ix.base, ix.n)
+    if w is None: r = prev_row(ix.dead, ix.sid, None, ix.lb(ix.first), ix.n)
     else:
         sids = ix._sids(w)
         if not len(sids): return None
-        r = int(ix.s_last[sids].max()) - ix.base
+        r = ix.row(int(ix.s_last[sids].max()))
     return self._msg(r)
 
 @patch
@@ -315,7 +316,7 @@ def load_prev_msg(self: MsgStore, start: int) -> StoreMsg | None:
     self._check()
     ix = self._ix
     if ix.msgs == 0 or start < ix.first: return None
-    r = prev_row(ix.dead, ix.sid, None, ix.first - ix.base, min(start, ix.last) - ix.base + 1)
+    r = prev_row(ix.dead, ix.sid, None, ix.lb(ix.first), ix.lb(min(start, ix.last) + 1))
     return None if r < 0 else self._msg(r)
 
 # %% ../../nbs/2_js/04_store.ipynb #6fdda8eb
@@ -341,8 +342,8 @@ def _purge(self: MsgStore, subject: str, seq: int, keep: int) -> int:
         if keep == 0 and seq == 0: return self._compact(ix.last + 1)
         if seq > 1: return self._compact(seq)
     if ix.msgs == 0: return 0
-    w, lo = ix.want(subject), ix.first - ix.base
-    hi = ix.n if seq == 0 else min(ix.n, max(seq - ix.base, lo))
+    w, lo = ix.want(subject), ix.lb(ix.first)
+    hi = ix.n if seq == 0 else max(ix.lb(seq), lo)
     limit = -1
     if keep > 0:
         total = count_rows(ix.dead, ix.sid, w, lo, ix.n)
@@ -364,7 +365,7 @@ def ttl_due(self: _Index, now: int, keep: bool = False) -> list[int]:
     h, rows, popped = self.ttl_heap, [], []
     while h and (h[0][0] <= now or not self._ttl_live(*h[0])):
         d, seq = heapq.heappop(h)
-        if self._ttl_live(d, seq): rows.append(seq - self.base); popped.append((d, seq))
+        if self._ttl_live(d, seq): rows.append(self.row(seq)); popped.append((d, seq))
     if keep:
         for e in popped: heapq.heappush(h, e)
     return rows
@@ -372,15 +373,15 @@ def ttl_due(self: _Index, now: int, keep: bool = False) -> list[int]:
 @patch
 def _ttl_live(self: _Index, d: int, seq: int) -> bool:
     "Whether heap entry (deadline `d`, `seq`) still describes a live message."
-    r = seq - self.base
-    return 0 <= r < self.n and not self.dead[r] and self.ttl[r] > 0 and self.ts[r] + self.ttl[r] == d
+    r = self.row(seq)
+    return r >= 0 and not self.dead[r] and self.ttl[r] > 0 and self.ts[r] + self.ttl[r] == d
 
 @patch
 def _due_rows(self: MsgStore, now: int, keep: bool = False) -> np.ndarray:
     "Rows past `max_age` (unless they never expire) or past their own TTL at `now`."
     ix, L, parts = self._ix, self.limits, []
     if L.max_age > 0 and ix.msgs:
-        lo = ix.first - ix.base
+        lo = ix.lb(ix.first)
         parts.append(expired_rows(ix.dead, ix.ts, ix.ttl, lo, ix.n, now - L.max_age))
     if ix.n_ttl: parts.append(np.array(ix.ttl_due(now, keep), np.int64))
     return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
@@ -406,7 +407,7 @@ def next_expiry(self: MsgStore) -> int | None:
     "When (UNIX ns) the next message may expire, or None."
     ix, L, t = self._ix, self.limits, []
     if L.max_age > 0 and ix.msgs:
-        lo = max(ix.first - ix.base, 0)
+        lo = ix.row(ix.first)
         if ix.ttl[lo] == -1:                            # the oldest never expires: the first one after it that can
             r = np.flatnonzero(~ix.dead[lo:ix.n] & (ix.ttl[lo:ix.n] != -1))
             if len(r): t.append(int(ix.ts[lo + r[0]]) + L.max_age)
@@ -444,8 +445,9 @@ def state(self: MsgStore, deleted_details: bool = False) -> dict:
     if nd > 0:
         st['num_deleted'] = nd
         if deleted_details:
-            lo = first - ix.base
-            st['deleted'] = (np.flatnonzero(ix.dead[lo:ix.n]) + first).tolist()
+            lo = ix.lb(first)
+            live = ix.seq[lo:ix.n][~ix.dead[lo:ix.n]]
+            st['deleted'] = np.setdiff1d(np.arange(first, last + 1), live, assume_unique=True).tolist()
     return st
 
 @patch
@@ -466,10 +468,10 @@ def num_pending(self: MsgStore, start: int, filter: str = '', last_per_subject: 
     if last_per_subject: return int(np.count_nonzero(ix.s_last[ix._sids(w)] >= start))
     if w is None and start == ix.first: return ix.msgs
     if isinstance(w, int) and (w < 0 or start <= ix.s_first[w]): return int(ix.s_count[w]) if w >= 0 else 0
-    if isinstance(w, np.ndarray) and ix.n - (start - ix.base) > len(ix.names):
+    if isinstance(w, np.ndarray) and ix.n - ix.lb(start) > len(ix.names):
         sids = ix._sids(w)                                     # cheaper to add up subjects than to count rows
         if not len(sids) or ix.s_first[sids].min() >= start: return int(ix.s_count[sids].sum())
-    return count_rows(ix.dead, ix.sid, w, start - ix.base, ix.n)
+    return count_rows(ix.dead, ix.sid, w, ix.lb(start), ix.n)
 
 # %% ../../nbs/2_js/04_store.ipynb #c24f3912
 @patch
@@ -477,10 +479,10 @@ def seq_from_time(self: MsgStore, ts: int) -> int:
     "The first live sequence stored at or after `ts` (ns), or last sequence + 1."
     self._check()
     ix = self._ix
-    lo = ix.first - ix.base
+    lo = ix.lb(ix.first)
     r = lo + int(np.searchsorted(ix.ts[lo:ix.n], ts, side='left'))
     r = next_row(ix.dead, ix.sid, None, r, ix.n) if r < ix.n else -1
-    return ix.last + 1 if r < 0 else ix.base + r
+    return ix.last + 1 if r < 0 else int(ix.seq[r])
 
 @patch
 def multi_last(self: MsgStore, filters: list[str], up_to_seq: int, limit: int = 1024, start: int = 0) -> list[StoreMsg] | None:
@@ -490,11 +492,11 @@ def multi_last(self: MsgStore, filters: list[str], up_to_seq: int, limit: int = 
     sids = np.unique(np.concatenate([ix._sids(ix.want(f)) for f in filters] or [np.zeros(0, np.int64)]))
     sids = sids[(ix.s_first[sids] <= up_to_seq) & (ix.s_last[sids] >= start)]
     after = ix.s_last[sids] > up_to_seq                 # written again after the bound: find their last one before it
-    rows = ix.s_last[sids[~after]] - ix.base
+    rows = ix.rows_of(ix.s_last[sids[~after]])
     if after.any():
         mask = np.zeros(len(ix.names), np.bool_); mask[sids[after]] = True
-        lo = max(start, ix.first) - ix.base
-        rows = np.concatenate([rows, last_rows(ix.dead, ix.sid, mask, lo, up_to_seq - ix.base + 1, len(ix.names), int(after.sum()))])
+        lo = ix.lb(max(start, ix.first))
+        rows = np.concatenate([rows, last_rows(ix.dead, ix.sid, mask, lo, ix.lb(up_to_seq + 1), len(ix.names), int(after.sum()))])
     if len(rows) > limit: return None
     return [self._msg(int(r)) for r in np.sort(rows)]
 
