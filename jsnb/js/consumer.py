@@ -91,6 +91,7 @@ class Consumer:
         "Use `cfg` (validated) from now on."
         self.cfg = cfg
         self.filters = [f for f in [cfg.get('filter_subject')] + (cfg.get('filter_subjects') or []) if f]
+        self._filter = tuple(self.filters) if len(self.filters) > 1 else (self.filters[0] if self.filters else '')   # the store's form
         self.paused_until = parse_rfc3339(cfg['pause_until']) if cfg.get('pause_until') else 0   # paused from the start
 
     @property
@@ -184,23 +185,19 @@ def _next_new(self: Consumer):
     if self._waiting_for_stream(): return None
     store = self.stream.store
     lps = self._lps
-    if lps is None and len(self.filters) <= 1: return self._next_ahead(store)
+    if lps is None: return self._next_ahead(store)      # all filters at once: one scan, whatever their number
     while True:
-        best = None
-        for f in self.filters or ['>']:
-            m = store.load_next_msg(f, self.sseq)
-            if m is not None and (best is None or m.seq < best.seq): best = m
-        if best is None: return None
-        if lps is not None and best.seq <= self._lps_until and best.seq not in lps:
-            self.sseq = best.seq + 1; continue
-        return best
+        m = store.load_next_msg(self._filter or '>', self.sseq)
+        if m is None: return None
+        if m.seq <= self._lps_until and m.seq not in lps: self.sseq = m.seq + 1; continue
+        return m
 
 _AHEAD = 256
 
 @patch
 def _next_ahead(self: Consumer, store):
     "The next new message, from a look-ahead read `_AHEAD` messages at a time while the store has removed nothing."
-    f, ah = (self.filters[0] if self.filters else '>'), self._ahead
+    f, ah = (self._filter or '>'), self._ahead
     key = (store._ix.epoch, f)
     if ah is not None and ah[1] == key and ah[2] <= self.sseq:
         q = ah[0]
@@ -260,12 +257,10 @@ def num_pending(self: Consumer) -> int:
     "Messages from `sseq` on that match the filters (what `num_pending` reports)."
     if self._waiting_for_stream(): return 0
     store = self.stream.store
-    if len(self.filters) <= 1:
-        n = store.num_pending(self.sseq, self.filters[0] if self.filters else '', False)
-    else: n = sum(store.num_pending(self.sseq, f, False) for f in self.filters)
+    n = store.num_pending(self.sseq, self._filter, False)
     lps = self._lps
     if lps is not None and self.sseq <= self._lps_until:        # only the last per subject, then everything new
-        newer = store.num_pending(self._lps_until + 1, self.filters[0] if len(self.filters) == 1 else '', False)
+        newer = store.num_pending(self._lps_until + 1, self._filter, False)
         n = sum(1 for s in lps if s >= self.sseq) + newer
     return n
 

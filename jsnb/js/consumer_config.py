@@ -5,6 +5,7 @@
 # %% ../../nbs/2_js/11_consumer_config.ipynb #89c45e80
 from __future__ import annotations
 import random, re, string
+from ..nats.subjects import SubjectTree
 from datetime import date
 from .errors import (JSApiError, JSConsumerAckFCRequiresFCErr, JSConsumerAckFCRequiresMaxAckPendingErr,
                            JSConsumerAckFCRequiresNoAckWaitErr, JSConsumerAckFCRequiresNoMaxDeliverErr,
@@ -252,10 +253,11 @@ def _check_filters(c: dict, s: dict):
     if c['filter_subject'] and c['filter_subjects']: raise JSConsumerDuplicateFilterSubjects()
     if c['filter_subject'] and not _valid_subject(c['filter_subject']): raise _invalid('invalid subject')
     if '' in (c['filter_subjects'] or ()): raise JSConsumerEmptyFilter()
-    subs = _filters(c)
+    subs, tree = _filters(c), SubjectTree()          # a trie, not every pair: thousands of filters are checked at once
+    for j, y in enumerate(subs): tree.insert(y, j)
     for i, x in enumerate(subs):
         if not _valid_subject(x): raise _invalid('invalid subject')
-        if any(i != j and _subset(x, y) for j, y in enumerate(subs)): raise JSConsumerOverlappingSubjectFilters()
+        if any(j != i for j in tree.containing(x)): raise JSConsumerOverlappingSubjectFilters()
 
 _WORDS = {'all': 'all', 'last': 'last', 'last_per_subject': 'last per subject', 'new': 'new',
           'by_start_sequence': 'by start sequence', 'by_start_time': 'by start time'}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import heapq
 import numpy as np
 from fastcore.basics import patch
-from ..nats.subjects import subject_matches, has_wildcard
+from ..nats.subjects import subject_matches, has_wildcard, SubjectTree
 from .kernels import next_row, prev_row, count_rows, select_rows, last_rows, expired_rows
 
 # %% auto #0
@@ -30,6 +30,7 @@ class _Index:
         self.nsubj = self.n_ttl = 0      # subjects with messages; live messages with a TTL
         self.epoch = 0                   # counts removals: a reader's look-ahead is valid while it is unchanged
         self._masks: dict[str, np.ndarray] = {}
+        self._multi: dict[tuple, list] = {}            # several filters at once: [mask, trie of the filters]
         self.ttl_heap: list[tuple[int, int]] = []   # (deadline ns, seq) of messages with a TTL
 
     def _grow(self, need: int):
@@ -221,8 +222,9 @@ def trim(self: _Index, min_rows: int = 4096) -> np.ndarray | None:
 
 # %% ../../nbs/2_js/03a_index.ipynb #7304c17f
 @patch
-def want(self: _Index, f: str):
-    "The kernels' `want` for filter `f`."
+def want(self: _Index, f: str | tuple[str, ...]):
+    "The kernels' `want` for filter `f`, or for several filters at once (a tuple: the subjects any of them selects)."
+    if isinstance(f, tuple): return self._want_any(f)
     if not f or f == '>': return None
     m = self._masks.get(f)
     if m is None and not has_wildcard(f.encode()): return self.ids.get(f, -1)
@@ -247,3 +249,20 @@ def first_row_of(self: _Index, sid: int) -> int:
     r = next_row(self.dead, self.sid, sid, self.lb(max(int(self.s_first[sid]), self.first)), self.n)
     self.s_first[sid] = self.seq[r]
     return r
+
+# %% ../../nbs/2_js/03a_index.ipynb #96f9e7a0
+@patch
+def _want_any(self: _Index, fs: tuple[str, ...]):
+    "One mask for several filters, kept up to date as subjects appear: each new subject is checked against a trie of the filters."
+    if len(fs) == 1: return self.want(fs[0])
+    if any(not f or f == '>' for f in fs): return None
+    got = self._multi.get(fs)
+    if got is None:
+        tree = SubjectTree()
+        for f in fs: tree.insert(f)
+        got = self._multi[fs] = [np.zeros(0, np.bool_), tree]
+        if len(self._multi) > 64: self._multi.clear(); self._multi[fs] = got
+    m, tree = got
+    if len(m) < len(self.names):
+        got[0] = m = np.concatenate([m, np.array([bool(tree.colliding(s)) for s in self.names[len(m):]], np.bool_)])
+    return m

@@ -5,6 +5,7 @@
 # %% ../../nbs/2_js/02_stream_config.ipynb #55dc3713
 from __future__ import annotations
 import copy, re
+from ..nats.subjects import SubjectTree
 from .errors import (JSApiError, JSMemoryResourcesExceededErr, JSMirrorDurableConsumerCfgInvalid,
                            JSMirrorInvalidStreamName, JSMirrorInvalidSubjectFilter, JSMirrorInvalidTransformDestination,
                            JSMirrorMultipleFiltersNotAllowed, JSMirrorOverlappingSubjectFilters, JSMirrorWithAtomicPublishErr,
@@ -128,7 +129,10 @@ def _collide(a: str, b: str) -> bool:
 
 def subjects_overlap(a: list[str], b: list[str]) -> bool:
     "Whether a subject of `a` and a subject of `b` could match the same message (wildcards included)."
-    return any(_collide(x, y) for x in a for y in b)
+    if len(a) * len(b) <= 64: return any(_collide(x, y) for x in a for y in b)
+    tree = SubjectTree()                              # many subjects: walk a trie, not every pair
+    for y in b: tree.insert(y)
+    return any(tree.colliding(x) for x in a)
 
 # %% ../../nbs/2_js/02_stream_config.ipynb #6233ab65
 _BAD_DEST = 'invalid mapping destination'
@@ -368,9 +372,13 @@ def _check_subjects(cfg: dict):
         if cfg['mirror'] is None and not cfg['sources']: cfg['subjects'] = [cfg['name']]
         return
     if cfg['mirror'] is not None: raise JSMirrorWithSubjectsErr()
+    tree, seen = SubjectTree(), set()
+    for i, s in enumerate(subs):
+        if _valid_subject(s): tree.insert(s, i)
     for i, s in enumerate(subs):
         if not _valid_subject(s): raise _invalid('invalid subject')
-        if s in subs[:i]: raise _invalid('duplicate subjects detected')
+        if s in seen: raise _invalid('duplicate subjects detected')
+        seen.add(s)
         if s == '>' and not cfg['no_ack']: raise _invalid('capturing all subjects requires no-ack to be true')
         if s == '>' and cfg['num_replicas'] != 1: raise _invalid('capturing all subjects requires replicas of 1')
         if not cfg['no_ack']:
@@ -378,8 +386,8 @@ def _check_subjects(cfg: dict):
                 raise _invalid('subjects that overlap with jetstream api require no-ack to be true')
             if _collide(s, '$SYS.>') and not _subset(s, '$SYS.ACCOUNT.>'):
                 raise _invalid('subjects that overlap with system api require no-ack to be true')
-        for t in subs[i + 1:]:
-            if _collide(t, s): raise _invalid(f'subject {go_quote(s)} overlaps with {go_quote(t)}')
+        later = [j for j in tree.colliding(s) if j > i]      # the first later subject it overlaps, as the reference reports it
+        if later: raise _invalid(f'subject {go_quote(s)} overlaps with {go_quote(subs[min(later)])}')
 
 # %% ../../nbs/2_js/02_stream_config.ipynb #4273a9b0
 def _check_transforms(cfg: dict, pedantic: bool):

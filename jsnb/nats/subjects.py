@@ -8,7 +8,7 @@ import random, re
 
 # %% auto #0
 __all__ = ['valid_subject', 'valid_literal_subject', 'has_wildcard', 'valid_subject_str', 'subject_matches', 'Subscription',
-           'Sublist', 'transform_subject']
+           'Sublist', 'transform_subject', 'SubjectTree']
 
 # %% ../../nbs/1_nats/01_subjects.ipynb #7aff18c2
 _BAD = frozenset(b' \t\r\n\x0b\x0c')
@@ -206,3 +206,54 @@ def transform_subject(subject: str, src: str, dest: str) -> str | None:
     out = _WILD.sub(lambda m: wild[int(m.group(1) or m.group(2)) - 1], dest)
     if out.endswith('>') and (out == '>' or out.endswith('.>')): out = out[:-1] + '.'.join(rest)
     return out
+
+# %% ../../nbs/1_nats/01_subjects.ipynb #a7915467
+class SubjectTree:
+    "Subject patterns in a trie of tokens, each with a value; finds the patterns that collide with, or contain, another."
+    __slots__ = ('kids', 'here')
+    def __init__(self): self.kids, self.here = {}, []
+
+    def insert(self, pattern: str, value=None):
+        "Add `pattern` (its value is returned by the queries; the pattern itself by default)."
+        node = self
+        for t in pattern.split('.'): node = node.kids.setdefault(t, SubjectTree())
+        node.here.append(pattern if value is None else value)
+
+    def _all(self, out: list):
+        out.extend(self.here)
+        for k in self.kids.values(): k._all(out)
+
+    def colliding(self, pattern: str) -> list:
+        "Values of the patterns that one subject could match together with `pattern`."
+        out: list = []
+        self._collide(pattern.split('.'), 0, out)
+        return out
+
+    def _collide(self, toks: list, i: int, out: list):
+        if i == len(toks): out.extend(self.here); return
+        t, kids = toks[i], self.kids
+        if t == '>':                                     # any one or more tokens: everything below
+            for k in kids.values(): k._all(out)
+            return
+        if '>' in kids: out.extend(kids['>'].here)         # a stored `>` takes whatever is left of ours
+        if t == '*':
+            for tok, k in kids.items():
+                if tok != '>': k._collide(toks, i + 1, out)
+        else:
+            for tok in (t, '*'):
+                if tok in kids: kids[tok]._collide(toks, i + 1, out)
+
+
+
+    def containing(self, pattern: str) -> list:
+        "Values of the patterns that match every subject `pattern` matches (itself included, if stored)."
+        out: list = []
+        self._contain(pattern.split('.'), 0, out)
+        return out
+
+    def _contain(self, toks: list, i: int, out: list):
+        if i == len(toks): out.extend(self.here); return
+        t, kids = toks[i], self.kids
+        if '>' in kids: out.extend(kids['>'].here)         # `>` contains one or more tokens of anything
+        if t != '>' and '*' in kids: kids['*']._contain(toks, i + 1, out)
+        if t not in ('*', '>') and t in kids: kids[t]._contain(toks, i + 1, out)
