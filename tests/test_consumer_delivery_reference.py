@@ -529,6 +529,51 @@ async def test_pull_request_limits_status_lines(start_server, kind):
     await nc.close()
 
 
+@pytest.mark.parametrize('kind', BOTH)
+async def test_pull_max_bytes_counts_subject_reply_and_message(start_server, kind):
+    "`max_bytes` counts each message as the reference does: subject + ack reply + headers + payload."
+    s, nc = await boot(start_server, kind, {'name': 'MB', 'subjects': ['mb.>']})
+    for _ in range(100): await publish(nc, 'mb.a', b'0123456789')
+    await add_consumer(nc, 'MB', {'durable_name': 'P', 'ack_policy': 'explicit'})
+    raw = Raw(s.port)
+    raw.send(b'SUB _R.> 1\r\nPING\r\n'); raw.until(b'PONG')
+    b = json.dumps({'batch': 1000, 'max_bytes': 1000, 'expires': 2 * NS}).encode()
+    raw.send(b'PUB $JS.API.CONSUMER.MSG.NEXT.MB.P _R.x %d\r\n%s\r\n' % (len(b), b))
+    got = await asyncio.get_running_loop().run_in_executor(None, lambda: raw.msgs(100, 3))
+    *msgs, last = got
+    sizes = [len(m.subject) + len(m.reply) + len(m.hdr) + len(m.payload) for m in msgs]
+    assert 15 <= len(msgs) <= 20 and all(m.payload == b'0123456789' for m in msgs)
+    left = 1000 - sum(sizes)
+    assert last.hdr == b'NATS/1.0 409 Message Size Exceeds MaxBytes\r\nNats-Pending-Messages: %d\r\nNats-Pending-Bytes: %d\r\n\r\n' % (1000 - len(msgs), left)
+    assert 0 < left < sizes[-1]
+    raw.close(); await nc.close()
+
+
+@pytest.mark.parametrize('kind', BOTH)
+async def test_no_responders_for_missing_consumer_and_ack_none(start_server, kind):
+    "Pull requests to a missing stream or consumer, and acks to an `ack_policy: none` consumer, get the core's 503."
+    s, nc = await boot(start_server, kind, {'name': 'NR', 'subjects': ['nr.>']})
+    await publish(nc, 'nr.a', b'x')
+    await add_consumer(nc, 'NR', {'durable_name': 'N', 'ack_policy': 'none'})
+    await add_consumer(nc, 'NR', {'durable_name': 'E', 'ack_policy': 'explicit'})
+    raw = Raw(s.port)
+    raw.send(b'SUB _R.> 1\r\nPING\r\n'); raw.until(b'PONG')
+    asks = ['$JS.API.CONSUMER.MSG.NEXT.NOPE.C', '$JS.API.CONSUMER.MSG.NEXT.NR.NOPE', '$JS.ACK.NR.NOPE.1.1.1.0.0']
+    for i, subj in enumerate(asks): raw.send(b'PUB %s _R.%d 0\r\n\r\n' % (subj.encode(), i))
+    frames = await asyncio.get_running_loop().run_in_executor(None, hmsgs, raw, len(asks))
+    assert frames == [(f'_R.{i}', '', b'NATS/1.0 503\r\nNats-Subject: %s\r\n\r\n' % a.encode(), b'') for i, a in enumerate(asks)]
+    # a consumer that takes acks answers an ack-ack; one that takes none has no responder
+    for name in ('E', 'N'):
+        b = b'{"batch":1,"expires":1000000000}'
+        raw.send(b'PUB $JS.API.CONSUMER.MSG.NEXT.NR.%s _R.%s %d\r\n%s\r\n' % (name.encode(), name.encode(), len(b), b))
+        (m,) = await asyncio.get_running_loop().run_in_executor(None, lambda: raw.msgs(1, 5))
+        raw.send(b'PUB %s _R.ack%s 4\r\n+ACK\r\n' % (m.reply, name.encode()))
+        (a,) = await asyncio.get_running_loop().run_in_executor(None, hmsgs, raw, 1)
+        assert a == ((f'_R.ack{name}', '', b'', b'') if name == 'E' else
+                     (f'_R.ackN', '', b'NATS/1.0 503\r\nNats-Subject: %s\r\n\r\n' % m.reply, b''))
+    raw.close(); await nc.close()
+
+
 # ---------------------------------------------------------------------------------------------- 12
 
 @pytest.mark.parametrize('kind', BOTH)

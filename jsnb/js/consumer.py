@@ -253,43 +253,45 @@ def _paced(self: Consumer, m, size: int):
 
 # %% ../../nbs/2_js/12_consumer.ipynb #74f14365
 @patch
-def num_pending(self: Consumer) -> int:
-    "Messages from `sseq` on that match the filters (what `num_pending` reports)."
+def num_pending(self: Consumer, start: int | None = None) -> int:
+    "Messages from `sseq` (or `start`) on that match the filters (what `num_pending` reports)."
     if self._waiting_for_stream(): return 0
+    start = self.sseq if start is None else start
     store = self.stream.store
-    n = store.num_pending(self.sseq, self._filter, False)
+    n = store.num_pending(start, self._filter, False)
     lps = self._lps
-    if lps is not None and self.sseq <= self._lps_until:        # only the last per subject, then everything new
+    if lps is not None and start <= self._lps_until:        # only the last per subject, then everything new
         newer = store.num_pending(self._lps_until + 1, self._filter, False)
-        n = sum(1 for s in lps if s >= self.sseq) + newer
+        n = sum(1 for s in lps if s >= start) + newer
     return n
 
 @patch
-def _send(self: Consumer, m, redelivery: bool, to: str):
-    now = time.time_ns()
-    if redelivery:
-        self.rdq.popleft()
-        dc = self.rdc.get(m.seq, 1) + 1
-        self.rdc[m.seq] = dc
-        dseq = self.dseq; self.dseq += 1
-        self.pending[m.seq] = [dseq, now]; self._ack_due_at(m.seq, now)
-    else:
-        dc, dseq = 1, self.dseq
-        self.dseq += 1; self.sseq = m.seq + 1
-        if not self.ack_none: self.pending[m.seq] = [dseq, now]; self._ack_due_at(m.seq, now)
-        else: self.adflr, self.asflr = dseq, m.seq
-    if redelivery or self._pend is None: self._pend = self.num_pending()
-    else: self._pend = max(self._pend - 1, 0)        # one fewer ahead: no need to count again
-    pending = self._pend
+def _send(self: Consumer, m, redelivery: bool, to: str, budget: int = 0) -> int | None:
+    "Deliver `m` to `to`; returns its size as a pull request's `max_bytes` counts it, or `None` (nothing sent) past `budget`."
+    dc = self.rdc.get(m.seq, 1) + 1 if redelivery else 1
+    dseq = self.dseq
+    if redelivery or self._pend is None: pending = self.num_pending(None if redelivery else m.seq + 1)
+    else: pending = max(self._pend - 1, 0)        # one fewer ahead: no need to count again
     reply = f'$JS.ACK.{self.stream.name}.{self.name}.{dc}.{m.seq}.{dseq}.{m.ts}.{pending}'
     hdr, data = m.hdr, m.data
     if self.cfg.get('headers_only'):
         base = hdr[:-2] if hdr else b'NATS/1.0\r\n'
         hdr, data = base + b'Nats-Msg-Size: %d\r\n\r\n' % len(m.data), b''
+    size = len(m.subject) + len(reply) + len(hdr) + len(data)      # the reference's count: subject, ack reply, message
+    if budget and size > budget: return None
+    now = time.time_ns()
+    self.dseq += 1; self._pend = pending
+    if redelivery:
+        self.rdq.popleft(); self.rdc[m.seq] = dc
+        self.pending[m.seq] = [dseq, now]; self._ack_due_at(m.seq, now)
+    else:
+        self.sseq = m.seq + 1
+        if not self.ack_none: self.pending[m.seq] = [dseq, now]; self._ack_due_at(m.seq, now)
+        else: self.adflr, self.asflr = dseq, m.seq
     self.out.append((to, m.subject, reply, hdr, data))
     self.last_delivered = self.active = now
     self._paced(m, len(m.subject) + len(hdr) + len(data))
-    return len(hdr) + len(data)
+    return size
 
 # %% ../../nbs/2_js/12_consumer.ipynb #25c94e57
 @patch
@@ -321,14 +323,15 @@ def _deliver_pull(self: Consumer):
             checked = wr
         m, redelivery = self._next()             # redeliveries first: already pending, max_ack_pending does not hold them
         if m is None or (not redelivery and not self._room()): break
-        size = len(m.hdr) + len(m.data) + len(m.subject)
-        if wr.b and size > wr.b - 0:
+        n = self._send(m, redelivery, wr.reply, wr.b)
+        if n is None:                            # too big for what the request has left
             self.waiting.popleft()
             self._emit(wr.reply, status(409, 'Message Size Exceeds MaxBytes', Nats_Pending_Messages=wr.n, Nats_Pending_Bytes=wr.b))
             continue
-        n = self._send(m, redelivery, wr.reply)
         wr.n -= 1; wr.d += 1
-        if wr.b: wr.b -= n
+        if wr.b:
+            wr.b -= n
+            if wr.b == 0: wr.n = 0               # exactly used up: this one was the last
         if wr.n <= 0: self.waiting.popleft()
     self._end_no_wait()
 

@@ -25,18 +25,17 @@ def _consumer(acct: Account, stream: str, name: str) -> Consumer | None:
     return s.consumers.get(name) if s is not None else None
 
 def on_next(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    "A pull request."
+    "A pull request; one for a consumer that does not exist finds no responder."
     toks = text(subject).split('.')
-    if len(toks) != 7 or not reply: return
-    c = _consumer(acct, toks[5], toks[6])
-    if c is not None: acct.send(c.pull(text(reply), data[hdr:] if hdr else data))
+    c = _consumer(acct, toks[5], toks[6]) if len(toks) == 7 else None
+    if c is None: acct.no_responders(src, subject, reply)
+    elif reply: acct.send(c.pull(text(reply), data[hdr:] if hdr else data))
 
 def on_ack(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    "An acknowledgement (`+ACK`, `-NAK`, `+WPI`, `+TERM`, `+NXT`)."
+    "An acknowledgement (`+ACK`, `-NAK`, `+WPI`, `+TERM`, `+NXT`); a consumer that takes none has no responder."
     toks = text(subject).split('.')
-    if len(toks) < 7: return
-    c = _consumer(acct, toks[2], toks[3])
-    if c is None: return
+    c = _consumer(acct, toks[2], toks[3]) if len(toks) >= 7 else None
+    if c is None or c.ack_none: return acct.no_responders(src, subject, reply)
     try: dc, sseq, dseq = int(toks[4]), int(toks[5]), int(toks[6])
     except ValueError: return
     acct.send(c.ack(sseq, dseq, dc, data[hdr:] if hdr else data, text(reply)))
@@ -44,9 +43,9 @@ def on_ack(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, s
 def on_flow_control(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "A push consumer's flow-control reply: delivery goes on."
     toks = text(subject).split('.')
-    if len(toks) < 4: return
-    c = _consumer(acct, toks[2], toks[3])
-    if c is not None: acct.send(c.flow_control_reply(text(subject)))
+    c = _consumer(acct, toks[2], toks[3]) if len(toks) >= 4 else None
+    if c is None: acct.no_responders(src, subject, reply)
+    else: acct.send(c.flow_control_reply(text(subject)))
 
 # %% ../../nbs/2_js/15_consumer_api.ipynb #3f6125e9
 def _create(acct: Account, args: list[str], body: bytes, durable_api: bool) -> dict:

@@ -144,6 +144,9 @@ class CoreHost(NullHost):
     def publish(self, subject, data=b'', hdr=b'', reply=''):
         self.core.route(None, wire(subject), wire(reply), len(hdr), hdr + data if hdr else data)
     def reply(self, to, body): self.core.route(None, to, b'', 0, body)
+    def no_responders(self, src, subject: bytes, reply: bytes):
+        "Answer a request as the core answers one that no subscription takes: a `503` status, if the client asked for it."
+        if reply and src is not None and src.no_responders: self.core._no_responders(src, subject, reply)
 
     def send(self, frames):
         "Route frames in order; a run to one inbox takes one subscription lookup."
