@@ -275,3 +275,22 @@ async def test_allow_direct_round_trip(start_server):
         await t.py('nats-py allow_direct', t.js.add_stream(name='P', subjects=['p.>'], allow_direct=True))
         await t.api('$JS.API.STREAM.LIST')
     await run_both(start_server, scenario)
+
+
+async def test_required_api_level_header(start_server):
+    "`Nats-Required-Api-Level` above ours (or not a number) is refused by every API, pull requests and Direct Get."
+    async def scenario(t):
+        nc = t.nc
+        await t.api('$JS.API.STREAM.CREATE.L', {'name': 'L', 'subjects': ['l'], 'allow_direct': True})
+        await t.pub('l', b'x')
+        await t.api('$JS.API.CONSUMER.CREATE.L.C', {'stream_name': 'L', 'config': {'durable_name': 'C', 'ack_policy': 'explicit'}})
+        for subject, body in [('$JS.API.STREAM.INFO.L', b''), ('$JS.API.CONSUMER.INFO.L.C', b''), ('$JS.API.STREAM.NAMES', b''),
+                              ('$JS.API.INFO', b''), ('$JS.API.STREAM.MSG.GET.L', b'{"seq":1}')]:
+            for level in ('6', '5', '-1', '+2', 'x', ''):
+                r = await nc.request(subject, body, headers={'Nats-Required-Api-Level': level}, timeout=2)
+                d = json.loads(r.data)
+                t.note(f'{subject} level {level!r}', d.get('error') or sorted(d))
+        for subject, body in [('$JS.API.CONSUMER.MSG.NEXT.L.C', b'{"batch":1}'), ('$JS.API.DIRECT.GET.L', b'{"seq":1}')]:
+            r = await nc.request(subject, body, headers={'Nats-Required-Api-Level': '9'}, timeout=2)
+            t.note(f'{subject} level 9', (dict(r.headers or {}), r.data))
+    await run_both(start_server, scenario)

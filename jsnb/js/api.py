@@ -11,7 +11,8 @@ import orjson
 from ..nats.core import ClientConn
 from ..nats.protocol import text
 from ..nats.times import rfc3339
-from .errors import JSApiError
+from .errors import JSApiError, JSRequiredApiLevelErr
+from .direct_get import level_ok
 from .host import advise, json_bytes
 from .account import Account
 from . import kernels, stream_api as S, consumer_api as C
@@ -86,6 +87,8 @@ def audit(acct: Account, src, subject: str, request: bytes, response: bytes):
 # %% ../../nbs/2_js/16_api.ipynb #32a97bd5
 API_SUBJECTS = ('$JS.API.INFO', '$JS.API.STREAM.>', '$JS.API.CONSUMER.>')   # Direct Get has its own responders
 
+def _above_level(*args): raise JSRequiredApiLevelErr()
+
 class JetStream:
     "JetStream in a server: its account, the API and wire subscriptions, the timers."
     def __init__(self, core, store_dir: str, max_memory: int = -1, max_file: int = -1, sync_interval: float = 120.0):
@@ -122,6 +125,7 @@ class JetStream:
         if found is None: return                    # nobody handles this subject: no answer, as with the reference
         r, args = found
         body = data[hdr:] if hdr else data
+        if hdr and not level_ok(data[:hdr]): r = r._replace(handler=_above_level)   # asks for a newer API than ours
         resp, delay = answer(self.account, r, args, body, src, subj)
         loud = 'error' in resp or not r.quiet
         if loud: self.account.api_total += 1

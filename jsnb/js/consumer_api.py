@@ -9,7 +9,8 @@ import orjson
 from ..nats.times import rfc3339, parse_rfc3339, MAX_DURATION
 from ..nats.protocol import text
 from .errors import JSConsumerNotFoundErr
-from .consumer import Consumer
+from .consumer import Consumer, status
+from .direct_get import level_ok
 from .consumer_config import consumer_config_for_create, new_consumer_name
 from .stream_config import stored_cfg
 from .account import Account
@@ -29,6 +30,8 @@ def on_next(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, 
     toks = text(subject).split('.')
     c = _consumer(acct, toks[5], toks[6]) if len(toks) == 7 else None
     if c is None: acct.no_responders(src, subject, reply)
+    elif reply and hdr and c.is_pull and not level_ok(data[:hdr]):
+        acct.publish(text(reply), hdr=status(412, 'Required Api Level'))
     elif reply: acct.send(c.pull(text(reply), data[hdr:] if hdr else data))
 
 def on_ack(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, src):

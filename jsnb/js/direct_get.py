@@ -43,7 +43,9 @@ REQUIRED_LEVEL = _st(412, 'Required Api Level')
 def level_ok(hdr: bytes) -> bool:
     "Whether this server meets a request's `Nats-Required-Api-Level` header (if any)."
     v = get_header(hdr, b'Nats-Required-Api-Level') if hdr else None
-    return not v or (v.isdigit() and int(v) <= API_LEVEL)
+    if not v: return True
+    try: return int(v) <= API_LEVEL              # what Go's `strconv.Atoi` reads: digits with an optional sign
+    except ValueError: return False
 
 # %% ../../nbs/2_js/07_direct_get.ipynb #2b5508d5
 _FIELDS = dict(min_last_seq=int, seq=int, last_by_subj=str, next_by_subj=str, batch=int, max_bytes=int, start_time=str,
