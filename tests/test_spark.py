@@ -209,9 +209,15 @@ def test_write_idempotent_under_retry(spark, start_server):
     assert len(got) == n and len({r.headers['Nats-Msg-Id'] for r in got}) == n
     by_attempt = {a: sum(1 for r in got if bytes(r.data).rstrip() == f'attempt {a}'.encode()) for a in (0, 1)}
     assert by_attempt[0] > 0 and by_attempt[1] > 0 and sum(by_attempt.values()) == n, by_attempt
-    # writing the same rows again (ids from a hash of each row) stores nothing new
+    # the default ids name each row's place in the write: the retried task's repeats are dropped too
+    js_run(s.url, lambda js: js.add_stream(name='POS', subjects=['pos.>'], allow_direct=True))
+    df = spark.sparkContext.parallelize(range(n), 1).mapPartitions(gen).toDF('subject string, data binary, id string')
+    df.selectExpr("concat('pos.', subject) as subject", 'data').write.format('jetstream').mode('append').option('url', s.url).save()
+    got = read(spark, s.url, stream='POS').collect()
+    assert len(got) == n and len({r.headers['Nats-Msg-Id'] for r in got}) == n
+    # writing the same rows again with ids from a hash of each row stores nothing new
     df2 = spark.createDataFrame([(f'out.x', f'v{i}'.encode(), {'H': str(i)}) for i in range(20)], 'subject string, data binary, headers map<string,string>')
-    for _ in range(2): df2.write.format('jetstream').mode('append').option('url', s.url).save()
+    for _ in range(2): df2.write.format('jetstream').mode('append').option('url', s.url).option('msg_id', 'hash').save()
     got2 = read(spark, s.url, stream='OUT', subjects='out.x').collect()
     assert sorted(bytes(r.data) for r in got2) == sorted(f'v{i}'.encode() for i in range(20))
     assert all(r.headers['H'] == bytes(r.data)[1:].decode() for r in got2)
@@ -276,3 +282,83 @@ def test_streaming_write(spark, start_server, tmp_path):
     got = read(spark, s.url, stream='COPY').orderBy('data').collect()
     assert [(r.subject, bytes(r.data), r.headers['N']) for r in got] == \
         [(f"copy.in.{'xyz'[i % 3]}", str(i).encode(), str(i)) for i in range(9) if i % 3 != 1]
+
+
+def _stderr_until(request, text, timeout=15):
+    """What Spark's Python workers wrote to stderr, once `text` is in it (their output reaches us a little later).
+
+    The session's JVM (and the workers it starts) write to the file pytest captured stderr into when
+    the JVM started, so that is where to look."""
+    capman = request.config.pluginmanager.getplugin('capturemanager')
+    if capman is None or not capman.is_globally_capturing(): pytest.skip('stderr is not captured (-s)')
+    err, end = '', time.time() + timeout
+    while text not in err and time.time() < end:
+        time.sleep(0.2); err += capman.read_global_capture()[1]
+    return err
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_identical_rows_all_stored(spark, start_server, kind, tmp_path, request):
+    "Identical rows are data: a batch write and a streaming copy store every one; duplicates are reported when they happen."
+    s = start_server(kind, '-js')
+    async def go(js):
+        for name in ('SAME', 'SRC', 'DST'): await js.add_stream(name=name, subjects=[f'{name.lower()}.>'], allow_direct=True)
+        for i in range(100): await js.publish('src.x', b'payload %d' % (i % 10))
+    js_run(s.url, go)
+    spark.createDataFrame([('same.a', b'x')] * 1000, 'subject string, data binary').repartition(3) \
+        .write.format('jetstream').mode('append').option('url', s.url).save()
+    q = (spark.readStream.format('jetstream').option('url', s.url).option('stream', 'SRC').option('max_messages_per_trigger', 30).load()
+         .selectExpr("'dst.x' as subject", 'data').writeStream.format('jetstream').option('url', s.url)
+         .option('checkpointLocation', str(tmp_path / 'c')).trigger(availableNow=True).start())
+    assert q.awaitTermination(120) is not False and q.exception() is None
+    counts = js_run(s.url, lambda js: asyncio.gather(*(js.stream_info(n) for n in ('SAME', 'DST'))))
+    assert [c.state.messages for c in counts] == [1000, 100]
+    # content ids, asked for: the stream drops the repeats and the write says how many
+    spark.createDataFrame([('same.b', b'x')] * 10, 'subject string, data binary').coalesce(1) \
+        .write.format('jetstream').mode('append').option('url', s.url).option('msg_id', 'hash').save()
+    assert js_run(s.url, lambda js: js.stream_info('SAME')).state.messages == 1001
+    assert 'jetstream write: 1 rows stored, 9 not stored' in _stderr_until(request, 'not stored')
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_streaming_retention_loss(spark, start_server, kind, tmp_path, request):
+    "Messages the stream dropped before the query read them fail the query, naming the range; fail_on_data_loss=false goes on."
+    s = start_server(kind, '-js')
+    def pub(lo, hi):
+        async def go(js):
+            for i in range(lo, hi): await js.publish('lim.x', str(i).encode())
+        js_run(s.url, go)
+    js_run(s.url, lambda js: js.add_stream(name='LIM', subjects=['lim.>'], max_msgs=5, allow_direct=True))
+    out = str(tmp_path / 'out')
+    def run(**opts):
+        r = spark.readStream.format('jetstream').option('url', s.url).option('stream', 'LIM')
+        for k, v in opts.items(): r = r.option(k, v)
+        q = (r.load().select('seq', 'data').writeStream.format('parquet').option('path', out)
+             .option('checkpointLocation', str(tmp_path / 'c')).trigger(availableNow=True).start())
+        try: q.awaitTermination(120)
+        except Exception: pass                      # a failed query raises here; its exception() says why
+        return q
+    pub(0, 5)
+    assert run().exception() is None
+    pub(5, 25)                                      # 20 more: sequences 6-20 are gone before the query sees them
+    e = run().exception()
+    assert e is not None and "stream 'LIM' no longer holds sequences 6-20" in str(e) and 'fail_on_data_loss=false' in str(e)
+    assert run(fail_on_data_loss='false').exception() is None
+    assert "no longer holds sequences 6-20" in _stderr_until(request, 'no longer holds')
+    assert sorted(r.seq for r in spark.read.parquet(out).collect()) == [1, 2, 3, 4, 5, 21, 22, 23, 24, 25]
+
+
+def test_options_refused_clearly(spark, start_server):
+    "A misspelled option is refused with the nearest known one; streaming a bucket says what to do, once."
+    s = start_server('jsnb', '-js')
+    js_run(s.url, lambda js: js.add_stream(name='S', subjects=['s'], allow_direct=True))
+    with pytest.raises(Exception, match=r"unknown option 'subject' for the jetstream source \(did you mean 'subjects'\?\)"):
+        read(spark, s.url, stream='S', subject='s').collect()
+    with pytest.raises(Exception, match="unknown option 'startingoffsets'"):
+        read(spark, s.url, stream='S', startingOffsets='earliest').collect()
+    q = (spark.readStream.format('jetstream').option('url', s.url).option('bucket', 'b').load()
+         .writeStream.format('console').option('checkpointLocation', tempfile.mkdtemp()).trigger(availableNow=True).start())
+    try: q.awaitTermination(120)
+    except Exception: pass
+    e = str(q.exception())
+    assert 'KV mode (option bucket) reads batches only' in e and 'UnboundLocalError' not in e

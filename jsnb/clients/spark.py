@@ -4,7 +4,7 @@
 
 # %% ../../nbs/3_clients/02_spark.ipynb #1f20970b
 from __future__ import annotations
-import asyncio, hashlib, heapq, json, re, secrets, socket, threading
+import asyncio, difflib, hashlib, heapq, json, logging, re, secrets, socket, threading, uuid
 from collections import deque
 from datetime import datetime, timezone
 from typing import NamedTuple
@@ -21,8 +21,10 @@ from fastcore.basics import patch
 from .. import __version__
 from ..nats import protocol as wire
 
+log = logging.getLogger('jsnb.spark')
+
 # %% auto #0
-__all__ = ['SCHEMA', 'KV_SCHEMA', 'NatsError', 'Msg', 'JetStreamDataSource', 'register', 'WriteStats']
+__all__ = ['log', 'OPTIONS', 'SCHEMA', 'KV_SCHEMA', 'NatsError', 'Msg', 'JetStreamDataSource', 'register', 'WriteStats']
 
 # %% ../../nbs/3_clients/02_spark.ipynb #3ed17683
 def _servers(url: str, user=None, password=None, token=None) -> list[dict]:
@@ -214,10 +216,30 @@ def _merged(c: _Conn, stream: str, subjects: list[str], lo: int, hi: int, batch:
 # %% ../../nbs/3_clients/02_spark.ipynb #0eebe046
 def _split(v) -> list[str]: return [x.strip() for x in str(v).split(',') if x.strip()]
 
+_MSG_IDS = ('position', 'hash', 'none')
+OPTIONS = ('url', 'user', 'password', 'token', 'stream', 'bucket', 'subjects', 'keys', 'start_seq', 'up_to_seq', 'start_time',
+           'up_to_time', 'partitions', 'batch_size', 'max_messages_per_trigger', 'timeout', 'msg_id', 'msg_id_column',
+           'fail_on_data_loss')
+_SPARKS = ('path', 'checkpointlocation')          # options Spark itself adds
+
+def _check_known(o: dict):
+    "Refuse an option this source does not know, suggesting the closest one it does."
+    for k in o:
+        if k in OPTIONS or k in _SPARKS: continue
+        near = difflib.get_close_matches(k, OPTIONS, 1, 0.6)
+        raise ValueError(f'unknown option {k!r} for the jetstream source' + (f' (did you mean {near[0]!r}?)' if near else '')
+                         + f'; known options: {", ".join(OPTIONS)}')
+
+def _flag(o: dict, k: str, default: bool) -> bool:
+    v = str(o.get(k, default)).strip().lower()
+    if v not in ('true', 'false'): raise ValueError(f'option {k!r} is true or false, not {o[k]!r}')
+    return v == 'true'
+
 class _Options:
     "The data source's options, parsed and checked."
     def __init__(self, opts):
         o = {k.lower(): v for k, v in dict(opts).items()}
+        _check_known(o)
         def num(k, d=None, least=0):
             if o.get(k) in (None, ''): return d
             try: n = int(o[k])
@@ -235,8 +257,9 @@ class _Options:
         self.partitions, self.batch_size = num('partitions', 1, 1), num('batch_size', 256, 1)
         self.max_per_trigger = num('max_messages_per_trigger', None, 1)
         self.timeout = float(o.get('timeout', 10))
-        self.msg_id_column, self.msg_id = o.get('msg_id_column'), o.get('msg_id', 'hash').lower()
-        if self.msg_id not in ('hash', 'none'): raise ValueError(f"option 'msg_id' is 'hash' or 'none', not {self.msg_id!r}")
+        self.msg_id_column, self.msg_id = o.get('msg_id_column'), o.get('msg_id', 'position').lower()
+        if self.msg_id not in _MSG_IDS: raise ValueError(f"option 'msg_id' is one of {', '.join(_MSG_IDS)}, not {self.msg_id!r}")
+        self.fail_on_data_loss = _flag(o, 'fail_on_data_loss', True)
 
     def connect(self) -> _Conn: return _Conn(self.url, self.user, self.password, self.token, self.timeout)
 
@@ -357,9 +380,9 @@ class _KVReader(DataSourceReader):
 class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     "Streaming reads of a stream: sequence offsets, read limits, Direct Get ranges."
     def __init__(self, o: _Options):
-        if not o.stream: raise ValueError("the jetstream source needs option 'stream'")
-        if o.bucket: raise ValueError('KV mode (option bucket) reads batches only; stream the bucket with stream=KV_<bucket>')
         self.o, self.target, self._c = o, None, None
+        self._refusal = ("the jetstream source needs option 'stream'" if not o.stream else
+                         'KV mode (option bucket) reads batches only; stream the bucket with stream=KV_<bucket>' if o.bucket else None)
 
     def __getstate__(self): return {**self.__dict__, '_c': None}     # the connection stays on the driver
 
@@ -367,12 +390,17 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._c is None: self._c = self.o.connect()
         return self._c
 
-    def _last(self) -> int:
-        try: return _stream_info(self._conn(), self.o.stream)['state']['last_seq']
+    def _state(self) -> dict:
+        if self._refusal: raise ValueError(self._refusal)
+        try: return _stream_info(self._conn(), self.o.stream)['state']
         except (OSError, ConnectionError):                  # the server went away: one new connection
-            self._c = None; return _stream_info(self._conn(), self.o.stream)['state']['last_seq']
+            self._c = None; return _stream_info(self._conn(), self.o.stream)['state']
 
-    def initialOffset(self) -> dict: return {'seq': _snapshot(self._conn(), self.o)[0] - 1}
+    def _last(self) -> int: return self._state()['last_seq']
+
+    def initialOffset(self) -> dict:
+        if self._refusal: raise ValueError(self._refusal)
+        return {'seq': _snapshot(self._conn(), self.o)[0] - 1}
 
     def getDefaultReadLimit(self): return ReadMaxRows(self.o.max_per_trigger) if self.o.max_per_trigger else ReadAllAvailable()
 
@@ -386,10 +414,23 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 # %% ../../nbs/3_clients/02_spark.ipynb #60fad235
 @patch
 def latestOffset(self: _StreamReader, start: dict, limit=None) -> dict:
-    end = self._last()
+    st = self._state()
+    done, end = start['seq'], st['last_seq']
+    if st['first_seq'] > done + 1 and end > done:       # the stream let go of messages this query never read
+        self._lost(done + 1, st['first_seq'] - 1)
+        done = st['first_seq'] - 1
     if self.target is not None: end = min(end, self.target)
-    if isinstance(limit, ReadMaxRows): end = min(end, start['seq'] + limit.max_rows)
+    if isinstance(limit, ReadMaxRows): end = min(end, done + limit.max_rows)
     return {'seq': max(end, start['seq'])}
+
+@patch
+def _lost(self: _StreamReader, lo: int, hi: int):
+    "Fail (or, with `fail_on_data_loss=false`, warn) about sequences `lo..hi` gone before they were read."
+    what = (f'stream {self.o.stream!r} no longer holds sequences {lo}-{hi}: its limits (max_msgs, max_bytes, max_age), '
+            f'a purge or a deletion removed them before this query read them')
+    if self.o.fail_on_data_loss:
+        raise RuntimeError(f'{what}. Set fail_on_data_loss=false to go on from sequence {hi + 1}')
+    log.warning('%s; going on from sequence %d (fail_on_data_loss=false)', what, hi + 1)
 
 @patch
 def partitions(self: _StreamReader, start: dict, end: dict):
@@ -411,8 +452,8 @@ def _msg_id(subject: str, data: bytes, headers: dict) -> str:
     for k, v in sorted(headers.items()): h.update(f'\0{k}\0{v}'.encode())
     return h.hexdigest()[:32]
 
-def _encode_row(row, o: _Options) -> tuple[str, bytes, bytes]:
-    "A row as `(subject, header block, payload)`."
+def _encode_row(row, o: _Options, position: str | None = None) -> tuple[str, bytes, bytes]:
+    "A row as `(subject, header block, payload)`; `position` names the row's place in the write (the default id)."
     d = row.asDict()
     subject, data = d['subject'], d['data']
     headers = {k: v for k, v in (d.get('headers') or {}).items() if v is not None}
@@ -421,6 +462,7 @@ def _encode_row(row, o: _Options) -> tuple[str, bytes, bytes]:
     if 'Nats-Msg-Id' not in headers:
         if o.msg_id_column: headers['Nats-Msg-Id'] = str(d[o.msg_id_column])
         elif o.msg_id == 'hash': headers['Nats-Msg-Id'] = _msg_id(subject, data, headers)
+        elif o.msg_id == 'position' and position: headers['Nats-Msg-Id'] = position
     if o.stream: headers['Nats-Expected-Stream'] = o.stream
     if any(c in f'{k}{v}' for k, v in headers.items() for c in '\r\n'): raise ValueError(f'a header cannot hold a line break: {headers}')
     hdr = wire.make_headers(headers) if headers else b''
@@ -441,8 +483,26 @@ class WriteStats(WriterCommitMessage):
     "What a write task did: messages stored, and duplicates the stream dropped."
     def __init__(self, stored: int = 0, duplicates: int = 0): self.stored, self.duplicates = stored, duplicates
 
-def _publish(c: _Conn, rows, o: _Options, window: int = 256) -> WriteStats:
-    "Publish `rows`, `window` acks in flight at most; raise the first refusal."
+
+
+def _report(messages, what: str) -> WriteStats:
+    "Add up the tasks' stats and say, as a warning, if the stream dropped rows as duplicates."
+    total = WriteStats()
+    for m in messages or []:
+        if isinstance(m, WriteStats): total.stored += m.stored; total.duplicates += m.duplicates
+    if total.duplicates:
+        log.warning('%s: %d rows stored, %d not stored: the stream had already seen their Nats-Msg-Id within its '
+                    'duplicate window', what, total.stored, total.duplicates)
+    return total
+
+def _position() -> str:
+    "Where this task is in the job: its partition (a retried task gets the same)."
+    from pyspark import TaskContext
+    t = TaskContext.get()
+    return str(t.partitionId()) if t is not None else '0'
+
+def _publish(c: _Conn, rows, o: _Options, window: int = 256, write_id: str = '') -> WriteStats:
+    "Publish `rows`, `window` acks in flight at most; raise the first refusal. Default ids: `<write_id>.<partition>.<row>`."
     stats, waiting = WriteStats(), {}
     def drain(left: int):
         c.flush()
@@ -452,8 +512,9 @@ def _publish(c: _Conn, rows, o: _Options, window: int = 256) -> WriteStats:
             ack = _ack(waiting.pop(reply), hdr, data)
             if ack.get('duplicate'): stats.duplicates += 1
             else: stats.stored += 1
-    for row in rows:
-        subject, hdr, data = _encode_row(row, o)
+    prefix = f'{write_id or uuid.uuid4().hex[:16]}.{_position()}.'
+    for i, row in enumerate(rows):
+        subject, hdr, data = _encode_row(row, o, prefix + str(i))
         waiting[c.send(subject, data, hdr)] = subject
         if len(waiting) >= window: drain(window // 2)
     drain(0)
@@ -469,19 +530,28 @@ def _check_columns(schema: StructType, o: _Options):
     if o.msg_id_column and o.msg_id_column not in t: raise ValueError(f'no column {o.msg_id_column!r} for msg_id_column')
 
 class _Writer(DataSourceWriter):
-    "Batch writes: each task publishes its rows with acks."
+    "Batch writes: each task publishes its rows with acks; the write's identity is made once, on the driver."
     def __init__(self, o: _Options, schema: StructType, overwrite: bool):
         if overwrite: raise ValueError('a stream is append-only: write with mode("append")')
-        _check_columns(schema, o); self.o = o
+        _check_columns(schema, o); self.o, self.write_id = o, uuid.uuid4().hex[:16]
     def write(self, rows) -> WriteStats:
-        with self.o.connect() as c: return _publish(c, rows, self.o)
+        with self.o.connect() as c: return _publish(c, rows, self.o, write_id=self.write_id)
+    def commit(self, messages): _report(messages, 'jetstream write')
+
+def _batch_id() -> str:
+    "The streaming query's id (kept in its checkpoint) and the micro-batch number: the same when a batch runs again."
+    from pyspark import TaskContext
+    t = TaskContext.get()
+    q, b = (t.getLocalProperty('sql.streaming.queryId'), t.getLocalProperty('streaming.sql.batchId')) if t else (None, None)
+    if not q or b is None: return uuid.uuid4().hex[:16]
+    return f'{hashlib.sha256(q.encode()).hexdigest()[:16]}.{b}'      # ids stay short: they count against max_msg_size
 
 class _StreamWriter(DataSourceStreamWriter):
     "Streaming writes: each micro-batch's tasks publish their rows with acks."
     def __init__(self, o: _Options, schema: StructType): _check_columns(schema, o); self.o = o
     def write(self, rows) -> WriteStats:
-        with self.o.connect() as c: return _publish(c, rows, self.o)
-    def commit(self, messages, batchId): pass     # every row was acknowledged by the stream already
+        with self.o.connect() as c: return _publish(c, rows, self.o, write_id=_batch_id())
+    def commit(self, messages, batchId): _report(messages, f'jetstream micro-batch {batchId}')
     def abort(self, messages, batchId): pass      # nothing to undo: a retry's duplicates are dropped by msg id
 
 @patch
