@@ -46,10 +46,10 @@ def rows(df, got=None):
     return [(r.subject, r.seq, dict(r.headers or {}), bytes(r.data)) for r in got or df.orderBy('seq').collect()]
 
 
-def publish_orders(url, n=30):
+def publish_orders(url, n=30, direct=True):
     "ORDERS with three subjects; returns the published messages as (subject, seq, headers, data) and the time range."
     async def go(js):
-        await js.add_stream(name='ORDERS', subjects=['ORDERS.*'], allow_direct=True)
+        await js.add_stream(name='ORDERS', subjects=['ORDERS.*'], allow_direct=direct)
         out, t0 = [], datetime.now(timezone.utc)
         for i in range(n):
             subject = f"ORDERS.{['received', 'processed', 'completed'][i % 3]}"
@@ -60,10 +60,12 @@ def publish_orders(url, n=30):
     return js_run(url, go)
 
 
+@pytest.mark.parametrize('direct', [True, False], ids=['direct-get', 'consumer'])
 @pytest.mark.parametrize('kind', KINDS)
-def test_batch_read(spark, start_server, kind):
+def test_batch_read(spark, start_server, kind, direct):
+    "Every read option gives the same rows, by Direct Get or (a stream without allow_direct) through a consumer."
     s = start_server(kind, '-js')
-    sent, t0, t1 = publish_orders(s.url)
+    sent, t0, t1 = publish_orders(s.url, direct=direct)
     df = read(spark, s.url, stream='ORDERS')
     assert df.columns == ['stream', 'subject', 'seq', 'time', 'headers', 'data']
     got = df.orderBy('seq').collect()
@@ -88,21 +90,22 @@ def test_batch_read(spark, start_server, kind):
     assert snap.rdd.getNumPartitions() == 3
     many = read(spark, s.url, stream='ORDERS', partitions=4, batch_size=3, subjects='ORDERS.received,ORDERS.completed', up_to_seq=30)
     assert many.rdd.getNumPartitions() == 4 and rows(many) == sub
+    names = js_run(s.url, lambda js: js.consumers_info('ORDERS'))
+    assert names == []                              # the consumer path leaves nothing behind
 
 
 @pytest.mark.parametrize('kind', KINDS)
 def test_read_errors(spark, start_server, kind):
     s = start_server(kind, '-js')
-    js_run(s.url, lambda js: js.add_stream(name='PLAIN', subjects=['plain.>']))
-    with pytest.raises(Exception, match='allow_direct is false'): read(spark, s.url, stream='PLAIN').collect()
     with pytest.raises(Exception, match=r'stream not found \(code 404, err_code 10059\)'): read(spark, s.url, stream='NOPE').collect()
 
 
+@pytest.mark.parametrize('direct', [True, False], ids=['direct-get', 'consumer'])
 @pytest.mark.parametrize('kind', KINDS)
-def test_kv(spark, start_server, kind):
+def test_kv(spark, start_server, kind, direct):
     s = start_server(kind, '-js')
     async def go(js):
-        kv = await js.create_key_value(bucket='cfg', history=4, direct=True)
+        kv = await js.create_key_value(bucket='cfg', history=4, direct=direct)
         for k, v in [('a', b'1'), ('b', b'2'), ('c', b'3'), ('a', b'4'), ('d', b'5')]: await kv.put(k, v)
         await kv.delete('b'); await kv.purge('d')
         return sorted(await kv.keys()), {k: (await kv.get(k)).value for k in await kv.keys()}
@@ -171,10 +174,10 @@ def test_streaming_restart(spark, start_server, kind, tmp_path):
 
 
 def test_streaming_available_now_and_start(spark, start_server, tmp_path):
-    "Trigger.AvailableNow reads up to the last message at start; `start_seq` sets the first offset."
+    "Trigger.AvailableNow reads up to the last message at start; `start_seq` sets the first offset (a stream without Direct Get)."
     s = start_server('jsnb', '-js')
     async def go(js):
-        await js.add_stream(name='EV', subjects=['ev'], allow_direct=True)
+        await js.add_stream(name='EV', subjects=['ev'])
         for i in range(12): await js.publish('ev', str(i).encode())
     js_run(s.url, go)
     q = (spark.readStream.format('jetstream').option('url', s.url).option('stream', 'EV').option('start_seq', 5)

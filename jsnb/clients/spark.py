@@ -213,6 +213,82 @@ def _merged(c: _Conn, stream: str, subjects: list[str], lo: int, hi: int, batch:
     for m in heapq.merge(*(_scan(c, stream, s, lo, hi, batch) for s in subjects), key=lambda m: m.seq):
         if m.seq != last: yield m; last = m.seq
 
+# %% ../../nbs/3_clients/02_spark.ipynb #a597aa79
+def _within(a: str, b: str) -> bool:
+    "Whether every subject `a` matches is matched by `b` (both may hold wildcards)."
+    x, y = a.split('.'), b.split('.')
+    for i, t in enumerate(y):
+        if t == '>': return len(x) > i
+        if i >= len(x) or x[i] == '>' or (t != '*' and x[i] != t) : return False
+    return len(x) == len(y)
+
+def _cross(a: str, b: str) -> bool:
+    "Whether some subject matches both `a` and `b`."
+    x, y = a.split('.'), b.split('.')
+    for s, t in zip(x, y):
+        if s == '>' or t == '>': return True
+        if s != t and '*' not in (s, t): return False
+    return len(x) == len(y)
+
+def _disjoint(subjects: list[str]) -> list[str] | None:
+    "The filters without those another one covers; `None` when some still overlap (a consumer refuses those)."
+    keep = [s for i, s in enumerate(subjects)
+            if not any(_within(s, o) and (s != o or j < i) for j, o in enumerate(subjects) if j != i)]
+    return None if any(_cross(a, b) for i, a in enumerate(keep) for b in keep[i + 1:]) else keep
+
+def _ack_meta(reply: bytes) -> tuple[int, datetime, int]:
+    "Stream sequence, time and pending count from a delivery's ack subject (v1 or the v2 form with domain and account)."
+    t = reply.decode().split('.')
+    i = 5 if len(t) == 9 else 7
+    ns = int(t[i + 2])
+    return int(t[i]), datetime.fromtimestamp(ns // 10**9, timezone.utc).replace(microsecond=ns // 1000 % 10**6), int(t[i + 3])
+
+def _consume(c: _Conn, stream: str, subjects: list[str], lo: int | None, hi: int | None, batch: int = 256,
+             start_time: datetime | None = None, first: bool = False):
+    "The messages on `subjects` in `[lo, hi]` (or from `start_time`), through an ephemeral pull consumer."
+    name = 'jsnb_spark_' + secrets.token_hex(8)
+    cfg = dict(name=name, ack_policy='none', mem_storage=True, num_replicas=1, inactive_threshold=30 * 10**9)
+    if start_time is not None: cfg.update(deliver_policy='by_start_time', opt_start_time=_rfc3339(start_time))
+    else: cfg.update(deliver_policy='by_start_sequence', opt_start_seq=lo)
+    filters = _disjoint(subjects)
+    if filters is None: filters, local = ['>'], subjects      # filters that cross: read all, keep what matches
+    else: local = None
+    if filters != ['>']:
+        if len(filters) == 1: cfg['filter_subject'] = filters[0]
+        else: cfg['filter_subjects'] = filters
+    _api(c, f'CONSUMER.CREATE.{stream}.{name}', {'stream_name': stream, 'config': cfg})
+    try:
+        while True:
+            c.send(f'$JS.API.CONSUMER.MSG.NEXT.{stream}.{name}', json.dumps({'batch': batch, 'no_wait': True}).encode())
+            n, pending = 0, 1
+            for op in _deliveries(c, batch):
+                seq, t, pending = _ack_meta(op.reply)
+                if hi is not None and seq > hi: return
+                n += 1
+                subject = op.subject.decode()
+                if local and not any(_within(subject, f) for f in local): continue
+                h = _headers(op.data[:op.hdr_len]) if op.hdr_len else {}
+                yield Msg(stream, subject, seq, t, h, op.data[op.hdr_len:])
+                if first: return
+            if n < batch or pending == 0: return
+    finally:
+        try: _api(c, f'CONSUMER.DELETE.{stream}.{name}')
+        except (NatsError, OSError, ConnectionError): pass    # the server drops it after `inactive_threshold` anyway
+
+def _deliveries(c: _Conn, n: int):
+    "Up to `n` messages a pull request delivers, until its status (`404`/`408`: no more)."
+    c.flush()
+    for _ in range(n):
+        while True:
+            op = c._op()
+            if type(op) is wire.Msg: break
+            if op is wire.PING: c.sock.sendall(wire.PONG_B)
+            elif type(op) is wire.Err: raise NatsError(op.error)
+        if op.reply.startswith(b'$JS.ACK.'): yield op; continue
+        code, desc = wire.header_status(op.data[:op.hdr_len])
+        if code in (404, 408): return
+        if code is not None and code != 100: raise NatsError(f'pull from the stream failed: {desc}', code)
+
 # %% ../../nbs/3_clients/02_spark.ipynb #0eebe046
 def _split(v) -> list[str]: return [x.strip() for x in str(v).split(',') if x.strip()]
 
@@ -264,44 +340,47 @@ class _Options:
     def connect(self) -> _Conn: return _Conn(self.url, self.user, self.password, self.token, self.timeout)
 
 # %% ../../nbs/3_clients/02_spark.ipynb #2891c04c
-def _stream_info(c: _Conn, stream: str) -> dict:
-    "The stream's info, checked for Direct Get."
-    info = _api(c, f'STREAM.INFO.{stream}')
-    if not info['config'].get('allow_direct'):
-        raise NatsError(f"stream {stream!r} does not allow direct access (allow_direct is false), which the jetstream "
-                        "data source reads with: update the stream with allow_direct=True")
-    return info
+def _stream_info(c: _Conn, stream: str) -> dict: return _api(c, f'STREAM.INFO.{stream}')
 
-def _seq_at(c: _Conn, stream: str, t: datetime) -> int | None:
+def _direct_ok(info: dict) -> bool: return bool(info['config'].get('allow_direct'))
+
+def _seq_at(c: _Conn, stream: str, t: datetime, direct: bool = True) -> int | None:
     "The sequence of the first message at or after `t` (None: there is none)."
-    msgs, _ = _direct(c, stream, {'start_time': _rfc3339(t)})
+    if direct: msgs, _ = _direct(c, stream, {'start_time': _rfc3339(t)})
+    else: msgs = list(_consume(c, stream, ['>'], None, None, 1, start_time=t, first=True))
     return msgs[0].seq if msgs and msgs[0].time >= t else None     # (checked: see below)
 
-def _snapshot(c: _Conn, o: _Options) -> tuple[int, int]:
-    "The sequence range `[lo, hi]` a read covers (empty when `lo > hi`)."
-    st = _stream_info(c, o.stream)['state']
+def _snapshot(c: _Conn, o: _Options) -> tuple[int, int, bool]:
+    "The sequence range `[lo, hi]` a read covers (empty when `lo > hi`), and whether Direct Get reads it."
+    info = _stream_info(c, o.stream)
+    st, direct = info['state'], _direct_ok(info)
     lo, hi = max(o.start_seq or 1, st['first_seq'], 1), st['last_seq']
     if o.start_time is not None:
-        s = _seq_at(c, o.stream, o.start_time)
+        s = _seq_at(c, o.stream, o.start_time, direct)
         lo = max(lo, s if s is not None else hi + 1)
     if o.up_to_seq is not None: hi = min(hi, o.up_to_seq)
     if o.up_to_time is not None:
-        s = _seq_at(c, o.stream, o.up_to_time)
+        s = _seq_at(c, o.stream, o.up_to_time, direct)
         if s is not None: hi = min(hi, s - 1)
-    return lo, hi
+    return lo, hi, direct
 
 # %% ../../nbs/3_clients/02_spark.ipynb #496d2be1
 class _Range(InputPartition):
-    "Sequences `lo..hi` of a stream: one task's share of a read."
-    def __init__(self, lo: int, hi: int): self.lo, self.hi = lo, hi
+    "Sequences `lo..hi` of a stream: one task's share of a read (`direct`: read with Direct Get, else a consumer)."
+    def __init__(self, lo: int, hi: int, direct: bool = True): self.lo, self.hi, self.direct = lo, hi, direct
     def __repr__(self): return f'_Range({self.lo}, {self.hi})'
 
-def _ranges(lo: int, hi: int, n: int) -> list[_Range]:
+def _ranges(lo: int, hi: int, n: int, direct: bool = True) -> list[_Range]:
     "`[lo, hi]` in at most `n` contiguous, nearly equal, non-empty ranges."
     if hi < lo: return []
     size = hi - lo + 1; n = min(n, size)
     cuts = [lo + size * i // n for i in range(n + 1)]
-    return [_Range(a, b - 1) for a, b in zip(cuts, cuts[1:])]
+    return [_Range(a, b - 1, direct) for a, b in zip(cuts, cuts[1:])]
+
+def _read(c: _Conn, o: _Options, lo: int, hi: int, direct: bool):
+    "The messages of `[lo, hi]` on the read's filters, by Direct Get or through a consumer."
+    if direct: return _merged(c, o.stream, o.subjects, lo, hi, o.batch_size)
+    return _consume(c, o.stream, o.subjects, lo, hi, o.batch_size)
 
 # %% ../../nbs/3_clients/02_spark.ipynb #d11f0b4c
 SCHEMA = 'stream string, subject string, seq long, time timestamp, headers map<string,string>, data binary'
@@ -325,13 +404,14 @@ class _Reader(DataSourceReader):
         self.o = o
 
     def partitions(self):
-        with self.o.connect() as c: lo, hi = _snapshot(c, self.o)
-        return _ranges(lo, hi, self.o.partitions)
+        with self.o.connect() as c: lo, hi, direct = _snapshot(c, self.o)
+        log.info('reading stream %r, sequences %d-%d, with %s', self.o.stream, lo, hi, 'Direct Get' if direct else 'a consumer')
+        return _ranges(lo, hi, self.o.partitions, direct)
 
     def read(self, part: _Range):
         if not isinstance(part, _Range): return           # Spark's stand-in for "no partitions"
         with self.o.connect() as c:
-            for m in _merged(c, self.o.stream, self.o.subjects, part.lo, part.hi, self.o.batch_size): yield tuple(m)
+            for m in _read(c, self.o, part.lo, part.hi, part.direct): yield tuple(m)
 
 @patch
 def reader(self: JetStreamDataSource, schema: StructType):
@@ -340,12 +420,12 @@ def reader(self: JetStreamDataSource, schema: StructType):
     return _KVReader(o) if o.bucket else _Reader(o)
 
 # %% ../../nbs/3_clients/02_spark.ipynb #7da08380
-def _kv_last(c: _Conn, o: _Options, up_to: int) -> list[Msg]:
+def _kv_last(c: _Conn, o: _Options, up_to: int, direct: bool = True) -> list[Msg]:
     "The last message of each key in `o.keys` as of sequence `up_to`, in sequence order."
     subjects = [f'$KV.{o.bucket}.{k}' for k in o.keys]
     out, seq = [], 0
     try:
-        while True:
+        while direct:
             req = {'multi_last': subjects, 'up_to_seq': up_to, **({'seq': seq} if seq else {})}
             msgs, eob = _direct(c, o.stream, req)
             out += msgs
@@ -353,7 +433,8 @@ def _kv_last(c: _Conn, o: _Options, up_to: int) -> list[Msg]:
             seq = msgs[-1].seq + 1
     except NatsError as e:
         if e.code != 413: raise
-    last = {m.subject: m for m in _merged(c, o.stream, subjects, 1, up_to, o.batch_size)}
+    scan = _merged(c, o.stream, subjects, 1, up_to, o.batch_size) if direct else _consume(c, o.stream, subjects, 1, up_to, o.batch_size)
+    last = {m.subject: m for m in scan}
     return sorted(last.values(), key=lambda m: m.seq)
 
 def _kv_rows(msgs: list[Msg], bucket: str):
@@ -369,18 +450,18 @@ class _KVReader(DataSourceReader):
     def __init__(self, o: _Options): self.o = o
 
     def partitions(self):
-        with self.o.connect() as c: lo, hi = _snapshot(c, self.o)
-        return [_Range(1, hi)] if hi >= 1 else []
+        with self.o.connect() as c: lo, hi, direct = _snapshot(c, self.o)
+        return [_Range(1, hi, direct)] if hi >= 1 else []
 
     def read(self, part: _Range):
         if not isinstance(part, _Range): return
-        with self.o.connect() as c: yield from _kv_rows(_kv_last(c, self.o, part.hi), self.o.bucket)
+        with self.o.connect() as c: yield from _kv_rows(_kv_last(c, self.o, part.hi, part.direct), self.o.bucket)
 
 # %% ../../nbs/3_clients/02_spark.ipynb #073aeb28
 class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     "Streaming reads of a stream: sequence offsets, read limits, Direct Get ranges."
     def __init__(self, o: _Options):
-        self.o, self.target, self._c = o, None, None
+        self.o, self.target, self._c, self.direct = o, None, None, True
         self._refusal = ("the jetstream source needs option 'stream'" if not o.stream else
                          'KV mode (option bucket) reads batches only; stream the bucket with stream=KV_<bucket>' if o.bucket else None)
 
@@ -392,9 +473,11 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _state(self) -> dict:
         if self._refusal: raise ValueError(self._refusal)
-        try: return _stream_info(self._conn(), self.o.stream)['state']
+        try: info = _stream_info(self._conn(), self.o.stream)
         except (OSError, ConnectionError):                  # the server went away: one new connection
-            self._c = None; return _stream_info(self._conn(), self.o.stream)['state']
+            self._c = None; info = _stream_info(self._conn(), self.o.stream)
+        self.direct = _direct_ok(info)
+        return info['state']
 
     def _last(self) -> int: return self._state()['last_seq']
 
@@ -409,7 +492,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, part: _Range):
         if not isinstance(part, _Range): return           # Spark's stand-in for "no partitions"
         with self.o.connect() as c:
-            for m in _merged(c, self.o.stream, self.o.subjects, part.lo, part.hi, self.o.batch_size): yield tuple(m)
+            for m in _read(c, self.o, part.lo, part.hi, part.direct): yield tuple(m)
 
 # %% ../../nbs/3_clients/02_spark.ipynb #60fad235
 @patch
@@ -434,7 +517,7 @@ def _lost(self: _StreamReader, lo: int, hi: int):
 
 @patch
 def partitions(self: _StreamReader, start: dict, end: dict):
-    return _ranges(start['seq'] + 1, end['seq'], self.o.partitions)
+    return _ranges(start['seq'] + 1, end['seq'], self.o.partitions, self.direct)
 
 @patch
 def stop(self: _StreamReader):
