@@ -52,9 +52,13 @@ class NatsError(Exception):
         codes = ', '.join(f'{k} {v}' for k, v in (('code', code), ('err_code', err_code)) if v is not None)
         super().__init__(f'{description} ({codes})' if codes else description)
 
-def _headers(hdr: bytes) -> dict[str, str]:
-    "The headers of a block as the `headers` column holds them: a string per key, repeated keys joined with `, `."
-    return {k: ', '.join(v) for k, v in wire.parse_headers(hdr)[2].items()}
+def _headers(hdr: bytes) -> dict[str, list[str]]:
+    "The headers of a block as the `headers` column holds them: every value of each key, in order."
+    return wire.parse_headers(hdr)[2] if hdr else {}
+
+def _first(h: dict[str, list[str]]) -> dict[str, str]:
+    "The first value of each header: for the server's own headers, which it never repeats."
+    return {k: v[0] for k, v in h.items() if v}
 
 # %% ../../nbs/3_clients/02_spark.ipynb #4145ba57
 class _Conn:
@@ -176,7 +180,7 @@ _DIRECT_HEADERS = ('Nats-Stream', 'Nats-Subject', 'Nats-Sequence', 'Nats-Time-St
 
 def _msg(hdr: bytes, data: bytes) -> Msg:
     h = _headers(hdr)
-    meta = [h.pop(k, None) for k in _DIRECT_HEADERS]
+    meta = [(h.pop(k, None) or [None])[0] for k in _DIRECT_HEADERS]
     return Msg(meta[0], meta[1], int(meta[2]), _parse_time(meta[3]), h, data)
 
 def _direct(c: _Conn, stream: str, req: dict) -> tuple[list[Msg], dict | None]:
@@ -188,7 +192,7 @@ def _direct(c: _Conn, stream: str, req: dict) -> tuple[list[Msg], dict | None]:
         if code is None:
             msgs.append(_msg(hdr, data))
             if not many: return msgs, None
-        elif code == 204: return msgs, _headers(hdr)
+        elif code == 204: return msgs, _first(_headers(hdr))
         elif code == 404: return msgs, None
         elif code == 503: raise NatsError(f'no Direct Get responder for stream {stream!r}: it does not exist or does not allow direct access', 503)
         else: raise NatsError(f'Direct Get on {stream!r} failed: {desc}', code)
@@ -383,7 +387,7 @@ def _read(c: _Conn, o: _Options, lo: int, hi: int, direct: bool):
     return _consume(c, o.stream, o.subjects, lo, hi, o.batch_size)
 
 # %% ../../nbs/3_clients/02_spark.ipynb #d11f0b4c
-SCHEMA = 'stream string, subject string, seq long, time timestamp, headers map<string,string>, data binary'
+SCHEMA = 'stream string, subject string, seq long, time timestamp, headers map<string,array<string>>, data binary'
 KV_SCHEMA = 'key string, value binary, revision long, time timestamp'
 
 class JetStreamDataSource(DataSource):
@@ -441,7 +445,7 @@ def _kv_rows(msgs: list[Msg], bucket: str):
     "KV rows `(key, value, revision, time)` for the messages that hold a value."
     pre = len(f'$KV.{bucket}.')
     for m in msgs:
-        if m.headers.get('KV-Operation') in ('DEL', 'PURGE') or 'Nats-Marker-Reason' in m.headers: continue
+        if _first(m.headers).get('KV-Operation') in ('DEL', 'PURGE') or 'Nats-Marker-Reason' in m.headers: continue
         yield m.subject[pre:], m.data, m.seq, m.time
 
 # %% ../../nbs/3_clients/02_spark.ipynb #4b137497
@@ -539,7 +543,7 @@ def _encode_row(row, o: _Options, position: str | None = None) -> tuple[str, byt
     "A row as `(subject, header block, payload)`; `position` names the row's place in the write (the default id)."
     d = row.asDict()
     subject, data = d['subject'], d['data']
-    headers = {k: v for k, v in (d.get('headers') or {}).items() if v is not None}
+    headers = {k: v for k, v in (d.get('headers') or {}).items() if v is not None}      # a string or a list per key
     if not subject: raise ValueError(f'a row without a subject cannot be published: {d}')
     data = data.encode() if isinstance(data, str) else bytes(data or b'')
     if 'Nats-Msg-Id' not in headers:
@@ -547,7 +551,8 @@ def _encode_row(row, o: _Options, position: str | None = None) -> tuple[str, byt
         elif o.msg_id == 'hash': headers['Nats-Msg-Id'] = _msg_id(subject, data, headers)
         elif o.msg_id == 'position' and position: headers['Nats-Msg-Id'] = position
     if o.stream: headers['Nats-Expected-Stream'] = o.stream
-    if any(c in f'{k}{v}' for k, v in headers.items() for c in '\r\n'): raise ValueError(f'a header cannot hold a line break: {headers}')
+    if any(c in k + ''.join(v if isinstance(v, list) else [v]) for k, v in headers.items() for c in '\r\n'):
+        raise ValueError(f'a header cannot hold a line break: {headers}')
     hdr = wire.make_headers(headers) if headers else b''
     return subject, hdr, data
 
@@ -604,12 +609,15 @@ def _publish(c: _Conn, rows, o: _Options, window: int = 256, write_id: str = '')
     return stats
 
 # %% ../../nbs/3_clients/02_spark.ipynb #2d7dd93d
+_HEADER_TYPES = ('map<string,array<string>>', 'map<string,string>')     # what reads give, and single values
+
 def _check_columns(schema: StructType, o: _Options):
     "Raise unless `schema` has what a write needs."
     t = {f.name: f.dataType.simpleString() for f in schema.fields}
     if t.get('subject') != 'string': raise ValueError(f"writing to jetstream needs a string column 'subject' (columns: {t})")
     if t.get('data') not in ('binary', 'string'): raise ValueError(f"writing to jetstream needs a binary or string column 'data' (columns: {t})")
-    if 'headers' in t and t['headers'] != 'map<string,string>': raise ValueError(f"column 'headers' must be map<string,string>, not {t['headers']}")
+    if 'headers' in t and t['headers'] not in _HEADER_TYPES:
+        raise ValueError(f"column 'headers' must be {' or '.join(_HEADER_TYPES)}, not {t['headers']}")
     if o.msg_id_column and o.msg_id_column not in t: raise ValueError(f'no column {o.msg_id_column!r} for msg_id_column')
 
 class _Writer(DataSourceWriter):
