@@ -1,0 +1,149 @@
+"""Core NATS under odd or hostile clients, each scenario against jsnb and the reference nats-server.
+
+- CONNECT and INFO documents that are odd JSON (Go's decoding rules decide what the reference accepts),
+  and control lines at and past the control-line limit: the same bytes back, the same close or not.
+"""
+import socket, time
+import pytest
+from conftest import ServerProc
+from rawclient import Raw
+
+pytestmark = pytest.mark.reference
+C = b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"no_responders":true}\r\n'
+
+
+def connect_case(body: bytes, then: bytes = b'PING\r\n') -> tuple[bytes, bytes]:
+    return b'', b'CONNECT ' + body + b'\r\n' + then
+
+
+CASES = {
+    # CONNECT: protocol numbers
+    'protocol -5': connect_case(b'{"verbose":false,"protocol":-5}'),
+    'protocol 2^31': connect_case(b'{"verbose":false,"protocol":2147483648}'),
+    'protocol 2': connect_case(b'{"verbose":false,"protocol":2}'),
+    'protocol 2^63': connect_case(b'{"verbose":false,"protocol":9223372036854775808}'),
+    'protocol 1.0': connect_case(b'{"verbose":false,"protocol":1.0}'),
+    'protocol "1"': connect_case(b'{"verbose":false,"protocol":"1"}'),
+    'protocol null': connect_case(b'{"verbose":false,"protocol":null}'),
+    'protocol -0': connect_case(b'{"verbose":false,"protocol":-0}'),
+    'second CONNECT, bad protocol': connect_case(b'{"verbose":true,"protocol":1}', b'CONNECT {"protocol":-1}\r\nPING\r\n'),
+    # CONNECT: documents that are not objects, and null
+    'null': connect_case(b'null'),
+    'null with spaces': connect_case(b'  null  '),
+    'empty object': connect_case(b'{}'),
+    'array': connect_case(b'[]'),
+    'string': connect_case(b'"x"'),
+    'two objects': connect_case(b'{} {}'),
+    'trailing garbage': connect_case(b'{"verbose":false}x'),
+    # CONNECT: field names and values
+    'field null': connect_case(b'{"verbose":null,"pedantic":false}'),
+    'field upper case': connect_case(b'{"VERBOSE":false}'),
+    'field mixed case': connect_case(b'{"Verbose":false,"Pedantic":false}'),
+    'field folded long s': connect_case(b'{"verbo\xc5\xbfe":false,"pedantic":false}'),
+    'field not folded dotless i': connect_case(b'{"verbose":false,"pedant\xc4\xb1c":false}', b'PUB foo.* 1\r\nx\r\nPING\r\n'),
+    'field repeated': connect_case(b'{"verbose":false,"Verbose":true,"verbose":false}'),
+    'name a number': connect_case(b'{"verbose":false,"name":5}'),
+    'name null': connect_case(b'{"verbose":false,"name":null}'),
+    'name not UTF-8': connect_case(b'{"verbose":false,"name":"\xff\xfe"}'),
+    'name lone surrogate': connect_case(b'{"verbose":false,"name":"\\ud800x"}'),
+    'verbose a string': connect_case(b'{"verbose":"true"}'),
+    'echo a number': connect_case(b'{"verbose":false,"echo":0}'),
+    'unknown field object': connect_case(b'{"verbose":false,"zzz":{"a":[1,2]}}'),
+    'unknown field 1e400': connect_case(b'{"verbose":false,"zzz":1e400}'),
+    'unknown field 30 digits': connect_case(b'{"verbose":false,"zzz":123456789012345678901234567890}'),
+    'unknown field NaN': connect_case(b'{"verbose":false,"zzz":NaN}'),
+    'unknown field nested 2000': connect_case(b'{"verbose":false,"zzz":' + b'[' * 2000 + b']' * 2000 + b'}'),
+    'account': connect_case(b'{"verbose":false,"account":"A"}'),
+    'account empty': connect_case(b'{"verbose":false,"account":""}'),
+    'account a number': connect_case(b'{"verbose":false,"account":1}'),
+    'new_account': connect_case(b'{"verbose":false,"new_account":true}'),
+    'no_responders without headers': connect_case(b'{"verbose":false,"no_responders":true}'),
+    'import wrong type': connect_case(b'{"verbose":false,"import":{"allow":5}}'),
+    'import ALLOW wrong type': connect_case(b'{"verbose":false,"import":{"ALLOW":5}}'),
+    'import an object': connect_case(b'{"verbose":false,"import":{"allow":["a"]}}'),
+    'proxy_sig a number': connect_case(b'{"verbose":false,"proxy_sig":5}'),
+    'second CONNECT keeps verbose': connect_case(b'{"verbose":false}', b'CONNECT {"verbose":true}\r\nPING\r\n'),
+    # how the CONNECT line itself is read
+    'CONNECT without space': (b'', b'CONNECT{"verbose":false}\r\nPING\r\n'),
+    'CONNECTX': (b'', b'CONNECTX {"verbose":false}\r\nPING\r\n'),
+    'CONNECT 5000 spaces': (b'', b'CONNECT' + b' ' * 5000 + b'{"verbose":false}\r\nPING\r\n'),
+    'CONNECT argument 4093 bytes': connect_case(b'{"verbose":false,"name":"' + b'n' * 4066 + b'"}'),
+    'CONNECT argument 5000 bytes': connect_case(b'{"verbose":false,"name":"' + b'n' * 5000 + b'"}'),
+    # INFO from a client
+    'INFO fine': (C, b'INFO {"server_id":"x","port":5}\r\nPING\r\n'),
+    'INFO null': (C, b'INFO null\r\nPING\r\n'),
+    'INFO empty': (C, b'INFO\r\nPING\r\n'),
+    'INFO not JSON': (C, b'INFO xx\r\nPING\r\n'),
+    'INFO port a string': (C, b'INFO {"port":"5"}\r\nPING\r\n'),
+    'INFO max_payload 2^31': (C, b'INFO {"max_payload":2147483648}\r\nPING\r\n'),
+    'INFO client_id -1': (C, b'INFO {"client_id":-1}\r\nPING\r\n'),
+    'INFO urls with null': (C, b'INFO {"connect_urls":[null,"a"]}\r\nPING\r\n'),
+    'INFO bad base64': (C, b'INFO {"gateway_cmd_payload":"!!"}\r\nPING\r\n'),
+    # control lines and the control-line limit
+    'PING + 5000 spaces': (C, b'PING' + b' ' * 5000 + b'\r\nPING\r\n'),
+    'PING + 100 KB garbage': (C, b'PING' + b'\x01z' * 50000 + b'\r\n'),
+    'PONG + 5000 bytes': (C, b'PONG' + b'x' * 5000 + b'\r\nPING\r\n'),
+    '+OK + 5000 bytes': (C, b'+OK' + b'x' * 5000 + b'\r\nPING\r\n'),
+    'PINGPONG': (C, b'PINGPONG\r\n'),
+    'SUB 5000 spaces': (C, b'SUB' + b' ' * 5000 + b'foo 1\r\nPING\r\n'),
+    'PUB 5000 spaces': (C, b'SUB foo 1\r\nPUB' + b' ' * 5000 + b'foo 2\r\nhi\r\nPING\r\n'),
+    'SUB arguments 4096': (C, b'SUB ' + b'a' * 4094 + b' 1\r\nPING\r\n'),
+    'SUB arguments 4097': (C, b'SUB ' + b'a' * 4095 + b' 1\r\nPING\r\n'),
+    'PUB arguments 4096': (C, b'PUB ' + b'a' * 4094 + b' 2\r\nhi\r\nPING\r\n'),
+    'PUB arguments 4097': (C, b'PUB ' + b'a' * 4095 + b' 2\r\nhi\r\nPING\r\n'),
+    'HPUB arguments 4096': (C, b'HPUB ' + b'a' * 4092 + b' 0 2\r\nhi\r\nPING\r\n'),
+    'UNSUB arguments 4097': (C, b'UNSUB ' + b'1' * 4097 + b'\r\nPING\r\n'),
+    'unfinished: unknown name': (C, b'XYZ'),
+    'unfinished: PZ': (C, b'PZ'),
+    'unfinished: SUBX': (C, b'SUBX'),
+    'unfinished: MSG': (C, b'MSG foo'),
+    'unfinished: HMSG': (C, b'HMSG foo'),
+    'unfinished: PING + 6000 bytes': (C, b'PING' + b'x' * 6000),
+    'unfinished: SUB + 6000 spaces': (C, b'SUB' + b' ' * 6000),
+    'unfinished: CONNECT + 6000 spaces': (b'', b'CONNECT' + b' ' * 6000),
+    'unfinished: CONNECT argument 6000': (b'', b'CONNECT {' + b' ' * 6000),
+    'HMSG': (C, b'HMSG foo 1 0 2\r\nhi\r\nPING\r\n'),
+    '-ERR without space': (C, b'-ERRx\r\n'),
+    '-ERR alone': (C, b'-ERR\r\n'),
+    'UNSUB and a tab': (C, b'UNSUB\t\r\n'),
+    'PUB and a space': (C, b'PUB \r\n'),
+    '+OK with text': (C, b'+OK x\r\nPING\r\n'),
+    'PING, CR, PING': (C, b'PING\rPING\r\n'),
+}
+
+
+def answer(port: int, connect: bytes, data: bytes) -> tuple[bytes, bool]:
+    "What the server sends back and whether it closes (read until it closes, or a quiet spell after the last PONG)."
+    r = Raw(port, connect)
+    r.send(data)
+    out, closed = b'', False
+    end = time.time() + 5
+    r.s.settimeout(0.3)
+    while time.time() < end:
+        try: d = r.s.recv(1 << 16)
+        except socket.timeout: break
+        except ConnectionResetError: closed = True; break
+        if not d: closed = True; break
+        out += d
+        if out.endswith(b'PONG\r\n') and data.endswith(b'PING\r\n'): r.s.settimeout(0.05)
+    r.close()
+    return out, closed
+
+
+@pytest.fixture(scope='module')
+def pair():
+    servers = [ServerProc('nats-server').start(), ServerProc('jsnb').start()]
+    yield servers
+    for s in servers: s.stop()
+
+
+@pytest.mark.parametrize('case', list(CASES))
+def test_connect_and_control_lines(pair, case):
+    ref, ours = [answer(s.port, *CASES[case]) for s in pair]
+    assert ours == ref, f'{case}: jsnb {ours!r:.300} != reference {ref!r:.300}'
+
+
+def test_still_serving_after_the_cases(pair):
+    "Every case above touched only its own connection."
+    for s in pair:
+        assert answer(s.port, C, b'PING\r\n') == (b'PONG\r\n', False)
