@@ -147,3 +147,47 @@ def test_still_serving_after_the_cases(pair):
     "Every case above touched only its own connection."
     for s in pair:
         assert answer(s.port, C, b'PING\r\n') == (b'PONG\r\n', False)
+
+
+# ---------------------------------------------------------------------------------------------- monitoring port
+
+def http_get(port: int, path: str, timeout: float = 3) -> bytes:
+    s = socket.create_connection(('127.0.0.1', port), timeout=timeout)
+    s.sendall(f'GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'.encode())
+    out = b''
+    try:
+        while b'\r\n\r\n' not in out or not out.rstrip().endswith(b'}'):
+            d = s.recv(65536)
+            if not d: break
+            out += d
+    finally: s.close()
+    return out
+
+
+def test_monitor_port_closes_half_sent_requests(start_server):
+    """300 connections each send half a request head and stop: the reference closes them when its 5 s header
+    timeout runs out, and so does jsnb; meanwhile /varz is answered at once."""
+    servers = {kind: start_server(kind, '-m', '-1') for kind in ('nats-server', 'jsnb')}
+    ports = {}
+    for kind, s in servers.items():
+        m = __import__('re').search(r'Starting http monitor on \S+:(\d+)', s.log_text())
+        ports[kind] = int(m.group(1))
+    slow = {kind: [] for kind in servers}
+    for kind, port in ports.items():
+        for _ in range(300):
+            c = socket.create_connection(('127.0.0.1', port)); c.sendall(b'GET /varz HTTP/1.1\r\nHost: x\r\n')
+            slow[kind].append(c)
+    t0 = time.time()
+    for kind, port in ports.items():
+        t = time.time(); body = http_get(port, '/varz')
+        assert body.startswith(b'HTTP/1.1 200 OK') and b'"server_id"' in body and time.time() - t < 2, kind
+    closed_at = {}
+    for kind, conns in slow.items():
+        for c in conns:
+            c.settimeout(max(0.1, t0 + 12 - time.time()))
+            try: assert c.recv(100) == b''                 # closed without an answer
+            except socket.timeout: pytest.fail(f'{kind} kept a half-sent request open for 12 s')
+            except ConnectionResetError: pass
+            c.close()
+        closed_at[kind] = time.time() - t0
+    assert all(3 < t < 9 for t in closed_at.values()), closed_at   # about 5 s after the connections were made
