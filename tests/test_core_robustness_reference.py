@@ -191,3 +191,47 @@ def test_monitor_port_closes_half_sent_requests(start_server):
             c.close()
         closed_at[kind] = time.time() - t0
     assert all(3 < t < 9 for t in closed_at.values()), closed_at   # about 5 s after the connections were made
+
+
+# ---------------------------------------------------------------------------------------------- a client that floods
+
+def ping_flood(port: int, seconds: float) -> dict:
+    """One client sends PINGs as fast as it can and never reads a PONG; another measures its own PING round trip
+    every 50 ms. Returns the other client's worst round trip and when the flooder was cut off (None: never)."""
+    import threading
+    f = socket.create_connection(('127.0.0.1', port)); f.recv(4096)
+    f.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    f.sendall(b'CONNECT {"verbose":false,"pedantic":false}\r\n')
+    stop, cut, t0 = threading.Event(), [None], time.time()
+    def flood():
+        chunk = b'PING\r\n' * 20000
+        f.settimeout(0.5)
+        while not stop.is_set():
+            try: f.sendall(chunk)
+            except socket.timeout: continue
+            except OSError: cut[0] = time.time() - t0; return
+    th = threading.Thread(target=flood, daemon=True); th.start()
+    other = Raw(port)
+    worst = 0.0
+    try:
+        while time.time() - t0 < seconds:
+            t = time.time(); other.send(b'PING\r\n')
+            assert other.until(b'PONG\r\n', timeout=10).endswith(b'PONG\r\n'), 'no PONG within 10 s'
+            worst = max(worst, time.time() - t)
+            time.sleep(0.05)
+    finally:
+        stop.set(); th.join(5); f.close(); other.close()
+    return dict(worst_rtt=worst, flooder_cut_at=cut[0])
+
+
+@pytest.mark.parametrize('kind', ['nats-server', 'jsnb'])
+def test_ping_flood_does_not_starve_others(kind, start_server):
+    """A PING flood from a client that never reads: everyone else keeps a quick round trip (the reference: about
+    1 ms; jsnb: tens of ms at worst), and the flooder is cut off as a slow consumer once its writes have been
+    stuck for `write_deadline` (here 2 s)."""
+    s = start_server(kind, config='write_deadline: "2s"\n')
+    r = ping_flood(s.port, 6)
+    assert r['worst_rtt'] < 0.5, r
+    assert r['flooder_cut_at'] is not None and r['flooder_cut_at'] < 6, r
+    assert 'Slow Consumer Detected' in s.log_text()
+    assert answer(s.port, C, b'PING\r\n') == (b'PONG\r\n', False)

@@ -10,6 +10,7 @@ from .protocol import *
 from .protocol import E_UNKNOWN, E_MAX_PAYLOAD
 from .subjects import Sublist, Subscription, valid_subject, valid_literal_subject
 from .config import ServerOptions, DEFAULT_STORE_DIR
+from .times import go_duration
 from fastcore.basics import patch
 
 log = logging.getLogger('jsnb')
@@ -493,6 +494,15 @@ def slow_consumer(self: Core, c: ClientConn):
     log.info('%s:%s - cid:%d - Slow Consumer Detected: MaxPending of %d Exceeded', c.host, c.port, c.cid, self.opts.max_pending)
     c.out = []; c.out_bytes = 0
     c.close('Slow Consumer (Pending Bytes)', E_SLOW_CONSUMER)
+
+@patch
+def write_deadline_exceeded(self: Core, c: ClientConn, pending: int):
+    "Close a client that has not taken its output for `write_deadline`."
+    self.slow_consumers += 1
+    log.info('%s:%s - cid:%d - Slow Consumer Detected: WriteDeadline of %s exceeded with %d total bytes.', c.host, c.port,
+             c.cid, go_duration(int(self.opts.write_deadline * 1e9)), pending)
+    c.out = []; c.out_bytes = 0
+    c.close('Slow Consumer (Write Deadline)')
 
 @patch
 def auth_timeout(self: Core, c: ClientConn):

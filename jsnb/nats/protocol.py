@@ -278,6 +278,7 @@ def _pending(line: bytes, mcl: int) -> bytes | str:
 _FAST_PUB = re.compile(rb'PUB ([^ \t\r\n]+) (?:([^ \t\r\n]+) )?(\d{1,10})\r\n').match
 _FAST_HPUB = re.compile(rb'HPUB ([^ \t\r\n]+) (?:([^ \t\r\n]+) )?(\d{1,10}) (\d{1,10})\r\n').match
 _new = tuple.__new__
+_PINGPONG = {b'PING\r\n': PING, b'PONG\r\n': PONG}
 
 @patch
 def feed(self: Parser, data: bytes) -> list:
@@ -292,6 +293,9 @@ def feed(self: Parser, data: bytes) -> list:
             if stop + 2 <= n and data[stop:stop+2] == b'\r\n' and stop - start <= mp and start - pos <= mcl + 2:
                 ops.append(new(Pub, (subj, rep, 0, data[start:stop]))); pos = stop + 2
                 continue
+        elif c == 80 and data[pos:pos+6] in _PINGPONG:                   # keepalives, as fast (a flood of them is cheap)
+            ops.append(_PINGPONG[data[pos:pos+6]]); pos += 6
+            continue
         elif c == 72 and (m := fasth(data, pos)) is not None:           # 'H': the same for HPUB
             subj, rep, hl, size = m.groups(b''); hl = int(hl); start = m.end(); stop = start + int(size)
             if stop + 2 <= n and data[stop:stop+2] == b'\r\n' and hl <= stop - start <= mp and start - pos <= mcl + 2:

@@ -8,9 +8,10 @@ import asyncio, dataclasses, logging, os, socket
 from .config import ServerOptions
 from .core import Core
 from .protocol import encode_err
+from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['log', 'TRACE', 'RefFormatter', 'Server', 'StartupError', 'serve']
+__all__ = ['log', 'TRACE', 'READ_BUDGET', 'WRITE_HIGH', 'WRITE_LOW', 'RefFormatter', 'Server', 'StartupError', 'serve']
 
 # %% ../../nbs/1_nats/05_server.ipynb #c53903b4
 log = logging.getLogger('jsnb')
@@ -27,15 +28,23 @@ class RefFormatter(logging.Formatter):
         return line
 
 # %% ../../nbs/1_nats/05_server.ipynb #724517a3
+READ_BUDGET = 64 * 1024                    # bytes of one connection processed per turn of the event loop
+WRITE_HIGH, WRITE_LOW = 4 << 20, 1 << 20   # unsent output that stops reading from a client, and lets it read again
+_TURN, _BACKLOG = 1, 2                     # why reading is paused
+
 class _ClientProtocol(asyncio.Protocol):
-    def __init__(self, server: Server): self.server, self.conn = server, None
+    def __init__(self, server: Server):
+        self.server, self.conn, self.t = server, None, None
+        self.budget, self.held, self.deadline, self.rest = READ_BUDGET, 0, None, None
 
     def connection_made(self, transport):
+        self.t = transport
         peer = transport.get_extra_info('peername') or ('', 0)
         sock = transport.get_extra_info('socket')
         if sock is not None:
             try: sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError: pass
+        transport.set_write_buffer_limits(WRITE_HIGH, WRITE_LOW)
         c = self.conn = self.server.core.new_client(peer[0], peer[1])
         c.transport = transport
         log.debug('%s:%s - cid:%d - Client connection created', peer[0], peer[1], c.cid)
@@ -43,15 +52,68 @@ class _ClientProtocol(asyncio.Protocol):
             asyncio.get_running_loop().call_later(self.server.core.opts.auth_timeout, self.server.core.auth_timeout, c)
 
     def data_received(self, data: bytes):
+        if self.rest is not None: self.rest = memoryview(bytes(self.rest) + data); return    # already waiting its turn
+        self._take(data)
+        if self.budget <= 0 and not self.held & _TURN:
+            self._hold(_TURN); asyncio.get_running_loop().call_soon(self._next_turn)
+
+    def _take(self, data):
+        "Process as much of `data` as this turn's budget allows; keep the rest for the next turn."
+        if len(data) > self.budget: mv = memoryview(data); self.rest, data = mv[self.budget:], mv[:self.budget]
+        data = bytes(data)
         if self.server.trace: self.server._trace(self.conn, data)
         self.conn.receive(data)
         if self.server.core.dirty: self.server._flush()     # replies leave with the read that caused them
+        self.budget -= len(data)
 
     def connection_lost(self, exc):
         c = self.conn
         c.transport = None
+        if self.deadline is not None: self.deadline.cancel()
         self.server.core.remove_client(c)
         log.debug('%s:%s - cid:%d - Client connection closed: %s', c.host, c.port, c.cid, c.close_reason or 'Client Closed')
+
+# %% ../../nbs/1_nats/05_server.ipynb #54448aa7
+@patch
+def _hold(self: _ClientProtocol, why: int):
+    "Stop reading from this connection (for reason `why`)."
+    if not self.held and not self.t.is_closing(): self.t.pause_reading()
+    self.held |= why
+
+@patch
+def _release(self: _ClientProtocol, why: int):
+    "Drop reason `why`; read again when no reason is left."
+    self.held &= ~why
+    if not self.held and not self.t.is_closing(): self.t.resume_reading()
+
+@patch
+def _next_turn(self: _ClientProtocol):
+    "A new turn of the loop: a new budget, spent first on what the last turn left."
+    self.budget = READ_BUDGET
+    if self.rest is not None:
+        rest, self.rest = self.rest, None
+        if self.conn.transport is not None and not self.conn.closing: self._take(rest)
+        if self.budget <= 0: asyncio.get_running_loop().call_soon(self._next_turn); return
+    self._release(_TURN)
+
+@patch
+def pause_writing(self: _ClientProtocol):
+    "The client is not reading: read nothing more from it, and close it if it still is not reading at the deadline."
+    self._hold(_BACKLOG)
+    if self.deadline is None:
+        self.deadline = asyncio.get_running_loop().call_later(self.server.opts.write_deadline, self._write_deadline)
+
+@patch
+def resume_writing(self: _ClientProtocol):
+    if self.deadline is not None: self.deadline.cancel(); self.deadline = None
+    self._release(_BACKLOG)
+
+@patch
+def _write_deadline(self: _ClientProtocol):
+    self.deadline = None
+    if self.t.is_closing(): return
+    self.server.core.write_deadline_exceeded(self.conn, self.t.get_write_buffer_size())
+    self.t.abort()
 
 # %% ../../nbs/1_nats/05_server.ipynb #dd2fc16a
 class Server:
@@ -76,8 +138,6 @@ class Server:
         return f'nats://{host}:{self.port}'
 
 # %% ../../nbs/1_nats/05_server.ipynb #c12ae705
-from fastcore.basics import patch
-
 @patch
 def _schedule_flush(self: Server):
     if not self._flush_pending:
