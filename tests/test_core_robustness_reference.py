@@ -3,7 +3,7 @@
 - CONNECT and INFO documents that are odd JSON (Go's decoding rules decide what the reference accepts),
   and control lines at and past the control-line limit: the same bytes back, the same close or not.
 """
-import socket, time
+import re, socket, time
 import pytest
 from conftest import ServerProc
 from rawclient import Raw
@@ -235,3 +235,63 @@ def test_ping_flood_does_not_starve_others(kind, start_server):
     assert r['flooder_cut_at'] is not None and r['flooder_cut_at'] < 6, r
     assert 'Slow Consumer Detected' in s.log_text()
     assert answer(s.port, C, b'PING\r\n') == (b'PONG\r\n', False)
+
+
+# ---------------------------------------------------------------------------------------------- what test launchers use
+
+class ScriptProc(ServerProc):
+    "jsnb started through its `jsnb-server` program, as a launcher starts it (the ports file is named after the program)."
+    def cmd(self, port_args):
+        c = super().cmd(port_args)
+        if self.kind == 'jsnb': c = [__import__('shutil').which('jsnb-server')] + c[3:]
+        return c
+
+
+def ports_file(s: ServerProc, d) -> tuple[str, dict]:
+    import glob, json, os
+    for _ in range(100):
+        found = glob.glob(os.path.join(d, f'*_{s.proc.pid}.ports'))
+        if found: return os.path.basename(found[0]), json.loads(open(found[0]).read())
+        time.sleep(0.05)
+    return '', {}
+
+
+@pytest.mark.parametrize('how', ['flag', 'config'])
+def test_ports_file_and_server_tags(how, tmp_path):
+    """`ports_file_dir` (flag or config key) gets `<program>_<pid>.ports` with the client and monitoring URLs
+    (every interface address for 0.0.0.0, loopback first), removed on shutdown; `server_tags` shows in /varz
+    lower-cased, trimmed and without repeats. jsnb writes what the reference writes."""
+    import json, os, re, urllib.request
+    got = {}
+    for kind in ('nats-server', 'jsnb'):
+        d = tmp_path / kind; d.mkdir()
+        conf = 'server_tags: ["Region:East", " az:1 ", "", "REGION:east"]\n'
+        args = ['-m', '-1']
+        if how == 'flag': args += ['--ports_file_dir', str(d)]
+        else: conf += f'ports_file_dir: "{d}"\n'
+        s = ScriptProc(kind, args, conf).start()
+        try:
+            name, ports = ports_file(s, d)
+            mport = int(re.search(r'Starting http monitor on \S+:(\d+)', s.log_text()).group(1))
+            with urllib.request.urlopen(f'http://127.0.0.1:{mport}/varz', timeout=5) as r: tags = json.loads(r.read()).get('tags')
+            prog = 'nats-server' if kind == 'nats-server' else 'jsnb-server'
+            assert name == f'{prog}_{s.proc.pid}.ports', name
+            assert ports['nats'][0] == f'nats://127.0.0.1:{s.port}' and ports['monitoring'][0] == f'http://127.0.0.1:{mport}'
+            got[kind] = ([u.replace(f':{s.port}', ':P') for u in ports['nats']],
+                         [u.replace(f':{mport}', ':M') for u in ports['monitoring']], sorted(ports), tags)
+        finally: s.stop()
+        assert os.listdir(d) == [], f'{kind} left {os.listdir(d)}'
+    assert got['jsnb'] == got['nats-server']
+    assert got['jsnb'][3] == ['region:east', 'az:1']
+
+
+def test_ports_file_dir_that_does_not_exist(tmp_path):
+    "Both servers log the error and run on."
+    for kind in ('nats-server', 'jsnb'):
+        s = ScriptProc(kind, ['--ports_file_dir', str(tmp_path / 'missing')]).start()
+        try:
+            time.sleep(0.3)
+            assert re.search(r'\[ERR\] Error writing ports file \(\S+_%d\.ports\): open \S+: no such file or directory'
+                             % s.proc.pid, s.log_text()), s.log_text()
+            assert answer(s.port, C, b'PING\r\n') == (b'PONG\r\n', False)
+        finally: s.stop()

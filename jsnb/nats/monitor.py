@@ -67,7 +67,9 @@ def varz(core: Core, query: dict | None = None) -> dict:
              connections=len(core.clients), total_connections=core.total_connections,
              in_msgs=core.in_msgs, in_bytes=core.in_bytes, out_msgs=core.out_msgs, out_bytes=core.out_bytes,
              slow_consumers=core.slow_consumers, stale_connections=core.stale_connections,
-             subscriptions=core.sublist.count, jsnb_version=core.info()['jsnb_version'])
+             subscriptions=core.sublist.count)
+    if o.server_tags: d['tags'] = list(o.server_tags)
+    d['jsnb_version'] = core.info()['jsnb_version']
     return d
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #c8ce79f3

@@ -126,6 +126,7 @@ class Server:
         self.trace = self.opts.trace
         self._listener = self._monitor = self._ping = self.js = None
         self._flush_pending = False
+        self._ports_file = None
         self._stopped: asyncio.Event | None = None
 
     @property
@@ -214,6 +215,7 @@ async def start(self: Server) -> Server:
     except BaseException:
         self._close_parts(); raise
     self._ping = loop.call_later(o.ping_interval, self._ping_tick)
+    if o.ports_file_dir: self._write_ports_file()
     log.info('Listening for client connections on %s:%d', o.host, self.core.port)
     log.info('Server is ready')
     return self
@@ -263,6 +265,9 @@ async def stop(self: Server):
     await self._listener.wait_closed()
     if self._monitor is not None: await self._monitor.wait_closed()
     self._listener = None
+    if self._ports_file:
+        try: os.remove(self._ports_file)
+        except OSError as e: log.error('Error cleaning up ports file %s: %s', self._ports_file, _go_error('remove', self._ports_file, e))
     log.info('Server Exiting..')
     self._stopped.set()
 
@@ -275,6 +280,63 @@ async def wait_stopped(self: Server):
 async def __aenter__(self: Server): return await self.start()
 @patch
 async def __aexit__(self: Server, *exc): await self.stop()
+
+# %% ../../nbs/1_nats/05_server.ipynb #248be4ed
+import ctypes, ctypes.util, json, sys
+
+class _Ifaddrs(ctypes.Structure): pass
+_Ifaddrs._fields_ = [('next', ctypes.POINTER(_Ifaddrs)), ('name', ctypes.c_char_p), ('flags', ctypes.c_uint),
+                     ('addr', ctypes.c_void_p), ('netmask', ctypes.c_void_p), ('ifu', ctypes.c_void_p), ('data', ctypes.c_void_p)]
+
+def _sockaddr_ip(p: int) -> str | None:
+    "The IP address in a `struct sockaddr`, if it holds one."
+    b = ctypes.string_at(p, 16)
+    fam = b[1] if sys.platform == 'darwin' or 'bsd' in sys.platform else int.from_bytes(b[:2], sys.byteorder)
+    if fam == socket.AF_INET: return socket.inet_ntop(fam, b[4:8])
+    if fam == socket.AF_INET6: return socket.inet_ntop(fam, ctypes.string_at(p, 24)[8:24])
+    return None
+
+def _interface_addresses() -> list[str]:
+    "The addresses of this machine's network interfaces, in interface order (what the reference lists for `0.0.0.0`)."
+    try: libc = ctypes.CDLL(ctypes.util.find_library('c'))
+    except OSError: return ['127.0.0.1']
+    head, found = ctypes.POINTER(_Ifaddrs)(), []
+    if libc.getifaddrs(ctypes.byref(head)) != 0: return ['127.0.0.1']
+    try:
+        p = head
+        while p:
+            a = p.contents
+            if a.addr and (ip := _sockaddr_ip(a.addr)):
+                try: idx = socket.if_nametoindex(a.name.decode())
+                except OSError: idx = 1 << 30
+                found.append((idx, ip))
+            p = a.next
+    finally: libc.freeifaddrs(head)
+    return [ip for _, ip in sorted(found, key=lambda x: x[0])] or ['127.0.0.1']
+
+# %% ../../nbs/1_nats/05_server.ipynb #5bb169be
+def _urls(scheme: str, sock: socket.socket) -> list[str]:
+    "The URLs a listening socket is reached at."
+    host, port = sock.getsockname()[:2]
+    hosts = _interface_addresses() if host in ('0.0.0.0', '::') else [host]
+    return [f'{scheme}://[{h}]:{port}' if ':' in h else f'{scheme}://{h}:{port}' for h in hosts]
+
+def _go_error(op: str, path: str, e: OSError) -> str:
+    "An OS error in Go's words (`open /x: no such file or directory`)."
+    return f'{op} {path}: {(e.strerror or str(e)).lower()}'
+
+@patch
+def _write_ports_file(self: Server):
+    "Write `<ports_file_dir>/<program>_<pid>.ports` with the listening URLs, as the reference does."
+    d = {'nats': _urls('nats', self._listener.sockets[0])}
+    if self._monitor is not None: d['monitoring'] = _urls('http', self._monitor.sockets[0])
+    path = os.path.join(self.opts.ports_file_dir, f'{os.path.basename(sys.argv[0])}_{os.getpid()}.ports')
+    tmp = os.path.join(self.opts.ports_file_dir, f'.{os.path.basename(path)}.tmp')
+    try:
+        with open(tmp, 'w') as f: f.write(json.dumps(d, separators=(',', ':')))
+        os.replace(tmp, path)                   # a reader never sees half a file
+    except OSError as e: log.error('Error writing ports file (%s): %s', path, _go_error('open', path, e)); return
+    self._ports_file = path
 
 # %% ../../nbs/1_nats/05_server.ipynb #831f5eb8
 async def serve(opts: ServerOptions | None = None, **kw) -> Server:
