@@ -295,3 +295,33 @@ def test_ports_file_dir_that_does_not_exist(tmp_path):
                              % s.proc.pid, s.log_text()), s.log_text()
             assert answer(s.port, C, b'PING\r\n') == (b'PONG\r\n', False)
         finally: s.stop()
+
+
+# ---------------------------------------------------------------------------------------------- INFO
+
+def test_info_carries_the_jetstream_api_level(start_server):
+    """With JetStream on, INFO has `api_lvl` right after the client's fields, as the reference's; jsnb's value is
+    its own constant, the level `$JS.API.INFO` and /jsz report. (The reference sends it without JetStream too;
+    jsnb only where it serves JetStream.)"""
+    import json, nats
+    from jsnb.js.stream_config import JS_API_LEVEL
+    got = {}
+    for kind in ('nats-server', 'jsnb'):
+        for js in (True, False):
+            s = start_server(kind, *(['-js'] if js else []))
+            info = json.loads(Raw(s.port, None).info)
+            keys = [k for k in info if k not in ('git_commit', 'go', 'xkey', 'jsnb_version')]
+            got[kind, js] = keys, info.get('api_lvl')
+    assert got['jsnb', True] == (got['nats-server', True][0], JS_API_LEVEL)
+    assert got['nats-server', True][1] == 5
+    assert got['jsnb', False][1] is None
+
+
+async def test_api_level_is_the_same_everywhere(start_server):
+    import json, nats
+    s = start_server('jsnb', '-js')
+    nc = await nats.connect(s.url)
+    try:
+        level = (await nc.jetstream().account_info()).api.level
+        assert nc._server_info['api_lvl'] == level > 0
+    finally: await nc.close()

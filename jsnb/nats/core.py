@@ -282,6 +282,7 @@ class Core:
         self.http_req_stats: dict[str, int] = {}
         self._rand = random.Random()
         self.js = None                # the JetStream service, when one is attached (it reports to `/jsz`)
+        self.api_level = 0            # the JetStream API level, set by the JetStream layer (`api_lvl` in INFO)
         self.interest_watchers: list = []   # called with the subject of every new client subscription
 
     @property
@@ -300,6 +301,7 @@ def info(self: Core, client: ClientConn | None = None, **extra) -> dict:
     if self.jetstream: d['jetstream'] = True
     if client is not None: d.update(client_id=client.cid, client_ip=client.host)
     d.update(extra)
+    if self.jetstream and self.api_level: d['api_lvl'] = self.api_level
     d['jsnb_version'] = _jsnb_version
     return d
 
