@@ -325,3 +325,31 @@ async def test_api_level_is_the_same_everywhere(start_server):
         level = (await nc.jetstream().account_info()).api.level
         assert nc._server_info['api_lvl'] == level > 0
     finally: await nc.close()
+
+
+# ---------------------------------------------------------------------------------------------- failures inside the server
+
+async def test_failing_deferred_work_is_logged_with_its_traceback():
+    """Work an internal handler defers fails: the log (in the reference's format) has the error and its traceback,
+    the work queued after it runs, and the publishing client stays connected and served."""
+    import asyncio, io, logging, nats
+    from jsnb.nats.server import serve, RefFormatter, log
+    out = io.StringIO(); h = logging.StreamHandler(out); h.setFormatter(RefFormatter())
+    log.addHandler(h); old = log.level; log.setLevel(logging.INFO)
+    server = await serve()
+    try:
+        core, done = server.core, []
+        def handler(subject, reply, hdr, data, src):
+            core.defer(lambda: {}['missing'])                    # a bug in deferred work
+            core.defer(lambda: done.append(data))
+        core.subscribe('work', handler, defers=True)
+        nc = await nats.connect(server.url)
+        await nc.publish('work', b'one'); await nc.flush(timeout=5)
+        await nc.publish('work', b'two'); await nc.flush(timeout=5)
+        assert done == [b'one', b'two'] and nc.is_connected
+        await nc.close()
+    finally:
+        await server.stop(); log.removeHandler(h); log.setLevel(old)
+    text = out.getvalue()
+    assert text.count('[ERR] deferred work failed') == 2, text
+    assert 'Traceback (most recent call last)' in text and "KeyError: 'missing'" in text and 'test_core_robustness_reference.py' in text
