@@ -8,13 +8,15 @@ import asyncio, threading
 from .nats.config import ServerOptions
 from .nats.server import Server as CoreServer
 from .js.api import JetStream
+from .js.stream_config import JS_API_LEVEL
 
 # %% auto #0
 __all__ = ['jetstream', 'Server', 'serve', 'ServerThread']
 
 # %% ../nbs/5_app/00_app.ipynb #248be098
 def jetstream(core, opts: ServerOptions) -> JetStream:
-    "The JetStream service for a server's core, with the server's storage options."
+    "The JetStream service for a server's core, with the server's storage options; the core reports its API level."
+    core.api_level = JS_API_LEVEL
     return JetStream(core, core.store_dir, opts.max_memory_store, opts.max_file_store, opts.sync_interval)
 
 class Server(CoreServer):

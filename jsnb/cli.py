@@ -26,6 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     a('-c', '--config', dest='config_file', help='configuration file')
     a('-t', dest='test_config', action='store_true', help='test the configuration and exit')
     a('-P', '--pid', dest='pid_file', help='file to store the PID')
+    a('--ports_file_dir', help='write the listening URLs to <dir>/<program>_<pid>.ports')
     a('-js', '--jetstream', action='store_true', default=None, help='enable JetStream')
     a('-sd', '--store_dir', help=f'storage directory (default: {DEFAULT_STORE_DIR})')
     a('--user', help='user required for connections')
@@ -40,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
 
 # %% ../nbs/5_app/01_cli.ipynb #8545395d
 _FLAG_FIELDS = ('host', 'port', 'server_name', 'http_port', 'jetstream', 'store_dir', 'user', 'password', 'token',
-                'logfile', 'debug', 'trace', 'pid_file', 'config_file')
+                'logfile', 'debug', 'trace', 'pid_file', 'config_file', 'ports_file_dir')
 _SWITCHES = {'js': ('jetstream',), 'jetstream': ('jetstream',), 'D': ('debug',), 'debug': ('debug',),
              'V': ('trace',), 'trace': ('trace',), 'DV': ('debug', 'trace')}
 _GO_TRUE, _GO_FALSE = ('1', 't', 'T', 'TRUE', 'true', 'True'), ('0', 'f', 'F', 'FALSE', 'false', 'False')

@@ -229,7 +229,7 @@ def test_value_errors_agree(tmp_path, text):
 # The differences documented in the notebook: (text, reference accepts, what jsnb does).
 DIFFERENCES = [
     ("port: 4222\nserver_tags: [1, 2]\n", False, "refused"),  # the reference needs a space before ']'; jsnb
-                                                            # reads it, then refuses an option it does not implement
+                                                            # reads it, then refuses tags that are not strings
     ("port\n4222\n", True, "error"),                       # a value on the next line
     ("jetstream {\n  max_mem:\n  1G\n}\n", True, "error"),
     ("port: 4222 }\n", True, "error"),                      # unbalanced braces

@@ -44,6 +44,8 @@ class ServerOptions:
     trace: bool = False
     logfile: str = ""             # empty: log to standard error
     pid_file: str = ""
+    ports_file_dir: str = ""      # write <dir>/<program>_<pid>.ports with the listening URLs; empty: none
+    server_tags: tuple = ()       # tags describing the server (shown in /varz): lower case, trimmed, no repeats
     config_file: str = ""         # the file these options were read from
 
     @property
@@ -404,6 +406,16 @@ def _name(v):
     if " " in (v := _str(v)): raise ValueError(f"server names cannot contain spaces, got {v!r}")
     return v
 
+def _tags(v) -> tuple:
+    "`server_tags`: a string or a list of strings, kept as the reference keeps them (lower case, trimmed, once each)."
+    if isinstance(v, str): v = [v]
+    if not isinstance(v, list): raise ValueError(f"error parsing tags: expected a string or a list of strings, got {_show(v)}")
+    out = []
+    for t in v:
+        if not isinstance(t, str): raise ValueError(f"error parsing tags: expected a string, got {_show(t)}")
+        if (t := t.strip().lower()) and t not in out: out.append(t)
+    return tuple(out)
+
 def _maxconn(v):
     "Maximum connections; 0 means none, stored as -1 (nats-server does the same)."
     return -1 if (v := _int(v)) == 0 else v
@@ -476,15 +488,16 @@ _TOP_KEYS = {
     "ping_max": ("ping_max", _int), "max_pings_outstanding": ("ping_max", _int),
     "write_deadline": ("write_deadline", parse_duration), "debug": ("debug", _bool), "trace": ("trace", _bool),
     "logfile": ("logfile", _str), "log_file": ("logfile", _str), "pid_file": ("pid_file", _str), "pidfile": ("pid_file", _str),
+    "ports_file_dir": ("ports_file_dir", _str), "server_tags": ("server_tags", _tags),
     **_unsupported("client_advertise trace_verbose trace_headers logtime logtime_utc mappings maps disable_sublist_cache "
                    "no_sublist_cache accounts default_sentinel https https_port http_base_path cluster gateway leaf "
                    "leafnodes logfile_size_limit log_size_limit logfile_max_num log_max_num syslog remote_syslog "
-                   "ports_file_dir prof_port prof_block_rate proxy_protocol max_traced_msg_len max_subscriptions max_subs "
+                   "prof_port prof_block_rate proxy_protocol max_traced_msg_len max_subscriptions max_subs "
                    "max_sub_tokens max_subscription_tokens tls ocsp allow_non_tls write_timeout lame_duck_duration "
                    "lame_duck_grace_period operator operators roots root root_operators root_operator resolver "
                    "account_resolver accounts_resolver resolver_tls resolver_preload resolver_pinned_accounts no_auth_user "
                    "system_account system no_system_account no_system no_sys_acc no_header_support trusted trusted_keys "
-                   "connect_error_reports reconnect_error_reports websocket ws mqtt server_tags server_metadata "
+                   "connect_error_reports reconnect_error_reports websocket ws mqtt server_metadata "
                    "feature_flags default_js_domain ocsp_cache no_fast_producer_stall max_closed_clients proxies")}
 
 # %% ../../nbs/1_nats/02_config.ipynb #eed7e508

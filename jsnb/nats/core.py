@@ -10,13 +10,14 @@ from .protocol import *
 from .protocol import E_UNKNOWN, E_MAX_PAYLOAD
 from .subjects import Sublist, Subscription, valid_subject, valid_literal_subject
 from .config import ServerOptions, DEFAULT_STORE_DIR
+from .times import go_duration
 from fastcore.basics import patch
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
 __all__ = ['log', 'VERSION', 'E_AUTH', 'E_AUTH_TIMEOUT', 'E_INVALID_SUBJECT', 'E_INVALID_PUB_SUBJECT', 'E_SLOW_CONSUMER',
-           'E_STALE', 'E_MAX_CONN', 'new_server_id', 'ClientConn', 'Core']
+           'E_STALE', 'E_MAX_CONN', 'E_BAD_PROTOCOL', 'E_NO_RESPONDERS', 'new_server_id', 'ClientConn', 'Core']
 
 # %% ../../nbs/1_nats/03_core.ipynb #b5be2ca5
 VERSION = "2.15.1"
@@ -34,22 +35,72 @@ E_INVALID_PUB_SUBJECT = "Invalid Publish Subject"
 E_SLOW_CONSUMER = "Slow Consumer"
 E_STALE = "Stale Connection"
 E_MAX_CONN = "maximum connections exceeded"
+E_BAD_PROTOCOL = "invalid client protocol"
+E_NO_RESPONDERS = "no responders requires headers support"
 
 # %% ../../nbs/1_nats/03_core.ipynb #a03c1bb2
-_BOOL_OPTS = ('verbose', 'pedantic', 'tls_required', 'echo', 'headers', 'no_responders')
-_STR_OPTS = ('name', 'lang', 'version', 'user', 'pass', 'auth_token', 'sig', 'jwt', 'nkey')
+import base64, binascii, json, re
 
-def _connect_opts(raw: bytes) -> dict | None:
-    "Decode and type-check a CONNECT payload; `None` when the reference would reject it."
-    try: d = orjson.loads(raw)
-    except orjson.JSONDecodeError: return None
-    if not isinstance(d, dict): return None
-    for k in _BOOL_OPTS:
-        if k in d and not isinstance(d[k], bool): return None
-    for k in _STR_OPTS:
-        if k in d and not isinstance(d[k], str): return None
-    if 'protocol' in d and (not isinstance(d['protocol'], int) or isinstance(d['protocol'], bool)): return None
-    return d
+def _fields(spec: str) -> dict: return dict(f.split(':') for f in spec.split())
+
+# The fields the reference reads, with their Go types
+_CONNECT_FIELDS = _fields(
+    'echo:bool verbose:bool pedantic:bool tls_required:bool nkey:str jwt:str sig:str auth_token:str user:str pass:str '
+    'name:str lang:str version:str protocol:int account:str new_account:bool headers:bool no_responders:bool '
+    'import:perm export:perm remote_account:str proxy_sig:str')
+_INFO_FIELDS = _fields(
+    'server_id:str server_name:str version:str proto:int git_commit:str go:str host:str port:int headers:bool '
+    'auth_required:bool tls_required:bool tls_verify:bool tls_available:bool max_payload:i32 jetstream:bool ip:str '
+    'client_id:u64 client_ip:str nonce:str cluster:str cluster_dynamic:bool domain:str connect_urls:strs '
+    'ws_connect_urls:strs ldm:bool compression:str connect_info:bool remote_account:str acc_is_sys:bool api_lvl:int '
+    'import:perm export:perm lnoc:bool lnocu:bool info_on_connect:bool route_pool_size:int route_pool_idx:int '
+    'route_account:str route_acc_add_reqid:str gossip_mode:u8 gateway:str gateway_urls:strs gateway_url:str '
+    'gateway_cmd:u8 gateway_cmd_payload:bytes gateway_nrp:bool gateway_iom:bool leafnode_urls:strs xkey:str')
+_INTS = {'int': (-2**63, 2**63 - 1), 'i32': (-2**31, 2**31 - 1), 'u64': (0, 2**64 - 1), 'u8': (0, 255)}
+_FOLD = str.maketrans({'\u017f': 's', '\u212a': 'k'})      # the two letters Go folds onto ASCII ones
+
+# %% ../../nbs/1_nats/03_core.ipynb #3c7d5d29
+def _go_fits(kind: str, v) -> bool:
+    "Whether Go decodes JSON value `v` into a field of type `kind` without an error."
+    if v is None: return True
+    if kind == 'bool': return v is True or v is False
+    if kind == 'str': return type(v) is str
+    if kind in _INTS: lo, hi = _INTS[kind]; return type(v) is int and lo <= v <= hi
+    if kind == 'strs': return type(v) is list and all(x is None or type(x) is str for x in v)
+    if kind == 'perm': return type(v) is dict and all(_go_fits('strs', x) for k, x in v.items() if k.translate(_FOLD).lower() in ('allow', 'deny'))
+    if kind == 'bytes':
+        if type(v) is list: return all(type(x) is int and 0 <= x <= 255 for x in v)
+        try: return type(v) is str and base64.b64decode(v, validate=True) is not None
+        except binascii.Error: return False
+    return True
+
+def _refuse(c): raise ValueError(c)
+
+class _Pairs(dict):
+    "A JSON object that also keeps its fields in order, repeated names included."
+    def __init__(self, pairs): super().__init__(pairs); self.pairs = pairs
+_SURROGATE = re.compile('[\ud800-\udfff]').sub
+
+def _go_json(raw: bytes, fields: dict) -> dict | None:
+    "The known `fields` of a JSON object as the reference decodes them; `None` where it reports an error."
+    text = raw.decode('utf-8', 'replace')
+    try: v = orjson.loads(text)
+    except orjson.JSONDecodeError:                       # numbers past 64 bits and lone surrogates: valid JSON for Go
+        try: v = json.loads(text, parse_constant=_refuse)
+        except (ValueError, RecursionError): return None
+    if v is None: return {}
+    if type(v) is not dict: return None
+    items = v.items()
+    if len({k.translate(_FOLD).lower() for k in v}) < len(v):    # one field written several ways: the last one wins
+        try: items = json.loads(text, object_pairs_hook=_Pairs, parse_constant=_refuse).pairs
+        except RecursionError: pass
+    out = {}
+    for k, x in items:
+        f = k.translate(_FOLD).lower()
+        if f not in fields: continue
+        if not _go_fits(fields[f], x): return None
+        if x is not None: out[f] = _SURROGATE('\ufffd', x) if type(x) is str else x
+    return out
 
 # %% ../../nbs/1_nats/03_core.ipynb #bd3f2636
 class ClientConn:
@@ -66,6 +117,7 @@ class ClientConn:
         self.headers = self.no_responders = False
         self.name = self.lang = self.version = self.user = ''
         self.protocol = 0
+        self.options: dict = {}                    # CONNECT's fields so far (a second CONNECT changes only what it names)
         self.pings_out = 0
         self.rtt = 0.0
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes_total = 0
@@ -140,6 +192,7 @@ def _receive(self: ClientConn, data: bytes):
         elif op is PING: self._ping()
         elif op is PONG: self.pings_out = 0
         elif t is Connect: self._connect(op.options)
+        elif t is Info and _go_json(op.info, _INFO_FIELDS) is None: return self.close('Protocol Violation')
         elif t is Close: return self.close('Protocol Violation' if op.error != E_MAX_PAYLOAD else 'Maximum Payload Exceeded', op.error)
         if self.closing: return
 
@@ -181,14 +234,18 @@ def unsubscribe(self: ClientConn, sub: Subscription):
 # %% ../../nbs/1_nats/03_core.ipynb #bdd39e3a
 @patch
 def _connect(self: ClientConn, raw: bytes):
-    d = _connect_opts(raw)
+    d = _go_json(raw, _CONNECT_FIELDS)
     if d is None: return self.close('Protocol Violation')
+    o = self.options = {**self.options, **d}
     core = self.core
-    if core.auth_required and not core.check_auth(d): return self.close('Authentication Failure', E_AUTH)
+    if core.auth_required and not core.check_auth(o): return self.close('Authentication Failure', E_AUTH)
+    if o.get('account') or o.get('new_account'): return self.close('Authentication Failure', E_AUTH)
+    self.protocol = o.get('protocol', 0)
+    if not 0 <= self.protocol <= 1: return self.close('Bad Client Protocol Version', E_BAD_PROTOCOL)
     for k in ('verbose', 'pedantic', 'echo', 'headers', 'no_responders'):
-        if k in d: setattr(self, k, d[k])
-    self.name, self.lang, self.version = d.get('name', ''), d.get('lang', ''), d.get('version', '')
-    self.user, self.protocol = d.get('user', ''), d.get('protocol', 0)
+        if k in o: setattr(self, k, o[k])
+    if self.no_responders and not self.headers: return self.close('No Responders Requires Headers', E_NO_RESPONDERS)
+    self.name, self.lang, self.version, self.user = o.get('name', ''), o.get('lang', ''), o.get('version', ''), o.get('user', '')
     if not self.connected: self.rtt = time.time() - self.start    # INFO out to CONNECT in: an upper bound of the RTT
     self.connected = True
     if self.verbose: self.send(OK_B)
@@ -225,6 +282,7 @@ class Core:
         self.http_req_stats: dict[str, int] = {}
         self._rand = random.Random()
         self.js = None                # the JetStream service, when one is attached (it reports to `/jsz`)
+        self.api_level = 0            # the JetStream API level, set by the JetStream layer (`api_lvl` in INFO)
         self.interest_watchers: list = []   # called with the subject of every new client subscription
 
     @property
@@ -243,6 +301,7 @@ def info(self: Core, client: ClientConn | None = None, **extra) -> dict:
     if self.jetstream: d['jetstream'] = True
     if client is not None: d.update(client_id=client.cid, client_ip=client.host)
     d.update(extra)
+    if self.jetstream and self.api_level: d['api_lvl'] = self.api_level
     d['jsnb_version'] = _jsnb_version
     return d
 
@@ -437,6 +496,15 @@ def slow_consumer(self: Core, c: ClientConn):
     log.info('%s:%s - cid:%d - Slow Consumer Detected: MaxPending of %d Exceeded', c.host, c.port, c.cid, self.opts.max_pending)
     c.out = []; c.out_bytes = 0
     c.close('Slow Consumer (Pending Bytes)', E_SLOW_CONSUMER)
+
+@patch
+def write_deadline_exceeded(self: Core, c: ClientConn, pending: int):
+    "Close a client that has not taken its output for `write_deadline`."
+    self.slow_consumers += 1
+    log.info('%s:%s - cid:%d - Slow Consumer Detected: WriteDeadline of %s exceeded with %d total bytes.', c.host, c.port,
+             c.cid, go_duration(int(self.opts.write_deadline * 1e9)), pending)
+    c.out = []; c.out_bytes = 0
+    c.close('Slow Consumer (Write Deadline)')
 
 @patch
 def auth_timeout(self: Core, c: ClientConn):

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #a9d77296
 from __future__ import annotations
-import asyncio, datetime, os, resource, time
+import asyncio, datetime, os, re, resource, time
 from urllib.parse import urlsplit, parse_qs
 import orjson
 from .core import Core, VERSION
@@ -12,7 +12,8 @@ from .subjects import subject_matches
 from .times import NS, rfc3339_micro
 
 # %% auto #0
-__all__ = ['ENDPOINTS', 'uptime', 'jsz', 'varz', 'connz', 'subsz', 'healthz', 'handle_http', 'start_monitor']
+__all__ = ['ENDPOINTS', 'HEADER_TIMEOUT', 'MAX_HEADER_BYTES', 'uptime', 'jsz', 'varz', 'connz', 'subsz', 'healthz', 'handle_http',
+           'start_monitor']
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #fb9a2e26
 def uptime(secs: float) -> str:
@@ -66,7 +67,9 @@ def varz(core: Core, query: dict | None = None) -> dict:
              connections=len(core.clients), total_connections=core.total_connections,
              in_msgs=core.in_msgs, in_bytes=core.in_bytes, out_msgs=core.out_msgs, out_bytes=core.out_bytes,
              slow_consumers=core.slow_consumers, stale_connections=core.stale_connections,
-             subscriptions=core.sublist.count, jsnb_version=core.info()['jsnb_version'])
+             subscriptions=core.sublist.count)
+    if o.server_tags: d['tags'] = list(o.server_tags)
+    d['jsnb_version'] = core.info()['jsnb_version']
     return d
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #c8ce79f3
@@ -134,7 +137,7 @@ def _response(status: str, body: bytes, ctype: str = 'application/json') -> byte
 def handle_http(core: Core, head: bytes) -> bytes:
     "Answer one HTTP request (its head, up to the blank line)."
     try:
-        method, target, _ = head.split(b'\r\n', 1)[0].decode('latin-1').split(' ')
+        method, target, _ = head.split(b'\n', 1)[0].rstrip(b'\r').decode('latin-1').split(' ')
     except ValueError: return _response('400 Bad Request', b'bad request\n', 'text/plain')
     if method not in ('GET', 'HEAD'): return _response('405 Method Not Allowed', b'method not allowed\n', 'text/plain')
     url = urlsplit(target)
@@ -149,17 +152,29 @@ def handle_http(core: Core, head: bytes) -> bytes:
     return _response('200 OK', body)
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #6cb76b6f
-class _HTTPProtocol(asyncio.Protocol):
-    def __init__(self, core: Core): self.core, self.buf, self.t = core, b'', None
-    def connection_made(self, t): self.t = t
-    def data_received(self, data: bytes):
-        self.buf += data
-        if b'\r\n\r\n' in self.buf or len(self.buf) > 16384:
-            self.t.write(handle_http(self.core, self.buf)); self.t.close()
+HEADER_TIMEOUT = 5.0                       # seconds to send the whole request head
+MAX_HEADER_BYTES = (1 << 20) + 4096
+_HEAD_END = re.compile(rb'\r?\n\r?\n')
+_TOO_LARGE = (b'HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n'
+              b'Connection: close\r\n\r\n431 Request Header Fields Too Large')
 
-async def start_monitor(core: Core, host: str, port: int) -> asyncio.base_events.Server:
+class _HTTPProtocol(asyncio.Protocol):
+    def __init__(self, core: Core, timeout: float): self.core, self.buf, self.t, self.timeout = core, bytearray(), None, timeout
+    def connection_made(self, t):
+        self.t = t
+        self.timer = asyncio.get_running_loop().call_later(self.timeout, t.abort)   # head not complete in time
+    def connection_lost(self, exc): self.timer.cancel()
+    def data_received(self, data: bytes):
+        if self.t.is_closing(): return
+        start = max(0, len(self.buf) - 3); self.buf += data
+        if _HEAD_END.search(self.buf, start): answer = handle_http(self.core, bytes(self.buf))
+        elif len(self.buf) > MAX_HEADER_BYTES: answer = _TOO_LARGE
+        else: return
+        self.timer.cancel(); self.t.write(answer); self.t.close()
+
+async def start_monitor(core: Core, host: str, port: int, header_timeout: float = HEADER_TIMEOUT) -> asyncio.base_events.Server:
     "Serve the monitoring endpoints on `host:port` (port 0 or -1 picks a free one)."
     loop = asyncio.get_running_loop()
-    srv = await loop.create_server(lambda: _HTTPProtocol(core), host, port if port > 0 else 0, reuse_address=True)
+    srv = await loop.create_server(lambda: _HTTPProtocol(core, header_timeout), host, port if port > 0 else 0, reuse_address=True)
     core.http_port = srv.sockets[0].getsockname()[1]
     return srv

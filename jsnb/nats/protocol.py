@@ -215,40 +215,70 @@ def _hpub_args(args: list[bytes]):
     return None, None, -1, -1
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #24517088
-_WS = re.compile(rb'[ \t]+')
+# 0: the rest of the line is ignored; 1: a space or tab, then the arguments; 2: the arguments may follow at once
+_VERBS = ((b'PUB', 1), (b'PING', 0), (b'PONG', 0), (b'HPUB', 1), (b'HMSG', 1), (b'SUB', 1), (b'UNSUB', 1),
+          (b'CONNECT', 2), (b'INFO', 2), (b'+OK', 0), (b'-ERR', 1))
+_FREE = (b'PING', b'PONG', b'+OK')
 
-def _verb(line: bytes) -> tuple[bytes, bytes]:
-    "Upper-cased verb and the rest of a control line (verb ends at the first space or tab)."
-    m = _WS.search(line)
-    if m is None: return line.upper(), b''
-    return line[:m.start()].upper(), line[m.end():]
+def _head(line: bytes) -> tuple[bytes | None, int]:
+    "The operation `line` starts with and where its arguments start: `(b'', 0)` while the name is incomplete, `(None, 0)` for none."
+    u = line[:7].upper()
+    for verb, kind in _VERBS:
+        k = len(verb)
+        if u[:k] != verb:
+            if len(u) < k and verb.startswith(u): return b'', 0
+            continue
+        if kind == 0: return verb, len(line)
+        if kind == 1:
+            if len(line) == k: return b'', 0
+            if line[k] not in b' \t': return None, 0
+        return verb, len(line) - len(line[k:].lstrip(b' \t'))
+    return None, 0
 
+# %% ../../nbs/1_nats/00_protocol.ipynb #20039fd1
 def _control(line: bytes):
-    "Operation for a control line without payload (everything except PUB/HPUB)."
-    verb, rest = _verb(line)
-    v4 = verb[:4]
-    if v4 == b'PING': return PING
-    if v4 == b'PONG': return PONG
-    if verb[:3] == b'+OK': return OK
-    if v4 == b'-ERR': return Close(None)
-    if verb == b'SUB' and rest:
-        args = rest.split()
+    "Operation for a complete control line without payload (everything except PUB/HPUB)."
+    verb, a = _head(line)
+    if verb == b'PING': return PING
+    if verb == b'PONG': return PONG
+    if verb == b'+OK': return OK
+    if verb == b'-ERR': return Close(None)
+    if verb == b'SUB':
+        args = line[a:].split()
         if len(args) == 2: return Sub(args[0], b'', args[1])
         if len(args) == 3: return Sub(*args)
         return Close(None)
-    if verb == b'UNSUB' and rest:
-        args = rest.split()
+    if verb == b'UNSUB':
+        args = line[a:].split()
         if len(args) == 1: return Unsub(args[0], 0)
         if len(args) == 2: return Unsub(args[0], max(_size(args[1]), 0))
         return Close(None)
-    if verb == b'CONNECT': return Connect(rest.strip())
-    if verb == b'INFO' and rest: return Info(rest.strip())
+    if verb == b'CONNECT': return Connect(line[a:])
+    if verb == b'INFO': return Info(line[a:])
     return Close(E_UNKNOWN)
+
+# %% ../../nbs/1_nats/00_protocol.ipynb #67e45291
+def _too_long(line: bytes, mcl: int) -> bool:
+    "Whether a complete line's arguments are over the control-line limit `mcl`."
+    verb, a = _head(line)
+    return bool(verb) and verb not in _FREE and len(line) - a > mcl
+
+def _pending(line: bytes, mcl: int) -> bytes | str:
+    "What to keep of a line whose end has not arrived yet, or the error text the reference sends before its end."
+    verb, a = _head(line)
+    if verb is None: return E_UNKNOWN
+    if not verb: return line
+    if verb in _FREE: return verb
+    arg = line[a:]
+    if len(arg) - (arg[-1:] == b'\r') > mcl: return E_CONTROL_LINE
+    k = len(verb) + 1
+    return line if a <= k else line[:k] + arg
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #b4473192
 _FAST_PUB = re.compile(rb'PUB ([^ \t\r\n]+) (?:([^ \t\r\n]+) )?(\d{1,10})\r\n').match
 _FAST_HPUB = re.compile(rb'HPUB ([^ \t\r\n]+) (?:([^ \t\r\n]+) )?(\d{1,10}) (\d{1,10})\r\n').match
 _new = tuple.__new__
+_PINGPONG = {b'PING\r\n': PING, b'PONG\r\n': PONG}
 
 @patch
 def feed(self: Parser, data: bytes) -> list:
@@ -263,17 +293,22 @@ def feed(self: Parser, data: bytes) -> list:
             if stop + 2 <= n and data[stop:stop+2] == b'\r\n' and stop - start <= mp and start - pos <= mcl + 2:
                 ops.append(new(Pub, (subj, rep, 0, data[start:stop]))); pos = stop + 2
                 continue
+        elif c == 80 and data[pos:pos+6] in _PINGPONG:                   # keepalives, as fast (a flood of them is cheap)
+            ops.append(_PINGPONG[data[pos:pos+6]]); pos += 6
+            continue
         elif c == 72 and (m := fasth(data, pos)) is not None:           # 'H': the same for HPUB
             subj, rep, hl, size = m.groups(b''); hl = int(hl); start = m.end(); stop = start + int(size)
             if stop + 2 <= n and data[stop:stop+2] == b'\r\n' and hl <= stop - start <= mp and start - pos <= mcl + 2:
                 ops.append(new(HPub, (subj, rep, hl, data[start:stop]))); pos = stop + 2
                 continue
         nl = find(b'\n', pos)
-        if nl < 0:
-            if n - pos > mcl: return self._fatal(ops, E_CONTROL_LINE)
+        if nl < 0:                                       # a line whose end has not arrived
+            keep = _pending(data[pos:], mcl)
+            if type(keep) is str: return self._fatal(ops, keep)
+            data, pos = keep, 0
             break
         end = nl - 1 if nl > pos and data[nl-1] == 13 else nl
-        if end - pos > mcl: return self._fatal(ops, E_CONTROL_LINE)
+        if end - pos > mcl and _too_long(data[pos:end], mcl): return self._fatal(ops, E_CONTROL_LINE)
         c = data[pos] | 0x20                             # lower-case the first byte
         if c == 0x70 and (data[pos+1] | 0x20) == 0x75:   # 'pu': PUB
             r = self._payload(data, pos, end, nl, ops, False)
@@ -292,14 +327,13 @@ def feed(self: Parser, data: bytes) -> list:
 # %% ../../nbs/1_nats/00_protocol.ipynb #35f7bfc6
 @patch
 def _payload(self: Parser, data: bytes, pos: int, end: int, nl: int, ops: list, hdr: bool) -> int:
-    verb, rest = _verb(data[pos:end])
-    args = rest.split()
+    verb, a = _head(data[pos:end])
+    if verb != (b'HPUB' if hdr else b'PUB'): return self._stop(ops, E_UNKNOWN)
+    args = data[pos + a:end].split()
     if hdr:
-        if verb != b'HPUB' or not rest: return self._stop(ops, E_UNKNOWN)
         subj, reply, hl, size = _hpub_args(args)
         if hl < 0 or size < 0 or hl > size: return self._stop(ops, None)
     else:
-        if verb != b'PUB' or not rest: return self._stop(ops, E_UNKNOWN)
         subj, reply, size = _pub_args(args); hl = 0
         if size < 0: return self._stop(ops, None)
     if size > self.max_payload: return self._stop(ops, E_MAX_PAYLOAD)
@@ -347,6 +381,14 @@ def _msg_line(line: bytes):
     else: return None
     if not (hl.isdigit() and size.isdigit()) or int(hl) > int(size): return None
     return a[1], a[2], reply, int(hl), int(size)
+
+_WS = re.compile(rb'[ \t]+')
+
+def _verb(line: bytes) -> tuple[bytes, bytes]:
+    "Upper-cased verb and the rest of a control line (verb ends at the first space or tab)."
+    m = _WS.search(line)
+    if m is None: return line.upper(), b''
+    return line[:m.start()].upper(), line[m.end():]
 
 def _unquote(text: bytes) -> str:
     "An `-ERR` argument without the quotes around it."

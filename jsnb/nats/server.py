@@ -8,9 +8,10 @@ import asyncio, dataclasses, logging, os, socket
 from .config import ServerOptions
 from .core import Core
 from .protocol import encode_err
+from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['log', 'TRACE', 'RefFormatter', 'Server', 'StartupError', 'serve']
+__all__ = ['log', 'TRACE', 'READ_BUDGET', 'WRITE_HIGH', 'WRITE_LOW', 'RefFormatter', 'Server', 'StartupError', 'serve']
 
 # %% ../../nbs/1_nats/05_server.ipynb #c53903b4
 log = logging.getLogger('jsnb')
@@ -27,15 +28,23 @@ class RefFormatter(logging.Formatter):
         return line
 
 # %% ../../nbs/1_nats/05_server.ipynb #724517a3
+READ_BUDGET = 64 * 1024                    # bytes of one connection processed per turn of the event loop
+WRITE_HIGH, WRITE_LOW = 4 << 20, 1 << 20   # unsent output that stops reading from a client, and lets it read again
+_TURN, _BACKLOG = 1, 2                     # why reading is paused
+
 class _ClientProtocol(asyncio.Protocol):
-    def __init__(self, server: Server): self.server, self.conn = server, None
+    def __init__(self, server: Server):
+        self.server, self.conn, self.t = server, None, None
+        self.budget, self.held, self.deadline, self.rest = READ_BUDGET, 0, None, None
 
     def connection_made(self, transport):
+        self.t = transport
         peer = transport.get_extra_info('peername') or ('', 0)
         sock = transport.get_extra_info('socket')
         if sock is not None:
             try: sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError: pass
+        transport.set_write_buffer_limits(WRITE_HIGH, WRITE_LOW)
         c = self.conn = self.server.core.new_client(peer[0], peer[1])
         c.transport = transport
         log.debug('%s:%s - cid:%d - Client connection created', peer[0], peer[1], c.cid)
@@ -43,15 +52,68 @@ class _ClientProtocol(asyncio.Protocol):
             asyncio.get_running_loop().call_later(self.server.core.opts.auth_timeout, self.server.core.auth_timeout, c)
 
     def data_received(self, data: bytes):
+        if self.rest is not None: self.rest = memoryview(bytes(self.rest) + data); return    # already waiting its turn
+        self._take(data)
+        if self.budget <= 0 and not self.held & _TURN:
+            self._hold(_TURN); asyncio.get_running_loop().call_soon(self._next_turn)
+
+    def _take(self, data):
+        "Process as much of `data` as this turn's budget allows; keep the rest for the next turn."
+        if len(data) > self.budget: mv = memoryview(data); self.rest, data = mv[self.budget:], mv[:self.budget]
+        data = bytes(data)
         if self.server.trace: self.server._trace(self.conn, data)
         self.conn.receive(data)
         if self.server.core.dirty: self.server._flush()     # replies leave with the read that caused them
+        self.budget -= len(data)
 
     def connection_lost(self, exc):
         c = self.conn
         c.transport = None
+        if self.deadline is not None: self.deadline.cancel()
         self.server.core.remove_client(c)
         log.debug('%s:%s - cid:%d - Client connection closed: %s', c.host, c.port, c.cid, c.close_reason or 'Client Closed')
+
+# %% ../../nbs/1_nats/05_server.ipynb #54448aa7
+@patch
+def _hold(self: _ClientProtocol, why: int):
+    "Stop reading from this connection (for reason `why`)."
+    if not self.held and not self.t.is_closing(): self.t.pause_reading()
+    self.held |= why
+
+@patch
+def _release(self: _ClientProtocol, why: int):
+    "Drop reason `why`; read again when no reason is left."
+    self.held &= ~why
+    if not self.held and not self.t.is_closing(): self.t.resume_reading()
+
+@patch
+def _next_turn(self: _ClientProtocol):
+    "A new turn of the loop: a new budget, spent first on what the last turn left."
+    self.budget = READ_BUDGET
+    if self.rest is not None:
+        rest, self.rest = self.rest, None
+        if self.conn.transport is not None and not self.conn.closing: self._take(rest)
+        if self.budget <= 0: asyncio.get_running_loop().call_soon(self._next_turn); return
+    self._release(_TURN)
+
+@patch
+def pause_writing(self: _ClientProtocol):
+    "The client is not reading: read nothing more from it, and close it if it still is not reading at the deadline."
+    self._hold(_BACKLOG)
+    if self.deadline is None:
+        self.deadline = asyncio.get_running_loop().call_later(self.server.opts.write_deadline, self._write_deadline)
+
+@patch
+def resume_writing(self: _ClientProtocol):
+    if self.deadline is not None: self.deadline.cancel(); self.deadline = None
+    self._release(_BACKLOG)
+
+@patch
+def _write_deadline(self: _ClientProtocol):
+    self.deadline = None
+    if self.t.is_closing(): return
+    self.server.core.write_deadline_exceeded(self.conn, self.t.get_write_buffer_size())
+    self.t.abort()
 
 # %% ../../nbs/1_nats/05_server.ipynb #dd2fc16a
 class Server:
@@ -64,6 +126,7 @@ class Server:
         self.trace = self.opts.trace
         self._listener = self._monitor = self._ping = self.js = None
         self._flush_pending = False
+        self._ports_file = None
         self._stopped: asyncio.Event | None = None
 
     @property
@@ -76,8 +139,6 @@ class Server:
         return f'nats://{host}:{self.port}'
 
 # %% ../../nbs/1_nats/05_server.ipynb #c12ae705
-from fastcore.basics import patch
-
 @patch
 def _schedule_flush(self: Server):
     if not self._flush_pending:
@@ -154,6 +215,7 @@ async def start(self: Server) -> Server:
     except BaseException:
         self._close_parts(); raise
     self._ping = loop.call_later(o.ping_interval, self._ping_tick)
+    if o.ports_file_dir: self._write_ports_file()
     log.info('Listening for client connections on %s:%d', o.host, self.core.port)
     log.info('Server is ready')
     return self
@@ -203,6 +265,9 @@ async def stop(self: Server):
     await self._listener.wait_closed()
     if self._monitor is not None: await self._monitor.wait_closed()
     self._listener = None
+    if self._ports_file:
+        try: os.remove(self._ports_file)
+        except OSError as e: log.error('Error cleaning up ports file %s: %s', self._ports_file, _go_error('remove', self._ports_file, e))
     log.info('Server Exiting..')
     self._stopped.set()
 
@@ -215,6 +280,63 @@ async def wait_stopped(self: Server):
 async def __aenter__(self: Server): return await self.start()
 @patch
 async def __aexit__(self: Server, *exc): await self.stop()
+
+# %% ../../nbs/1_nats/05_server.ipynb #248be4ed
+import ctypes, ctypes.util, json, sys
+
+class _Ifaddrs(ctypes.Structure): pass
+_Ifaddrs._fields_ = [('next', ctypes.POINTER(_Ifaddrs)), ('name', ctypes.c_char_p), ('flags', ctypes.c_uint),
+                     ('addr', ctypes.c_void_p), ('netmask', ctypes.c_void_p), ('ifu', ctypes.c_void_p), ('data', ctypes.c_void_p)]
+
+def _sockaddr_ip(p: int) -> str | None:
+    "The IP address in a `struct sockaddr`, if it holds one."
+    b = ctypes.string_at(p, 16)
+    fam = b[1] if sys.platform == 'darwin' or 'bsd' in sys.platform else int.from_bytes(b[:2], sys.byteorder)
+    if fam == socket.AF_INET: return socket.inet_ntop(fam, b[4:8])
+    if fam == socket.AF_INET6: return socket.inet_ntop(fam, ctypes.string_at(p, 24)[8:24])
+    return None
+
+def _interface_addresses() -> list[str]:
+    "The addresses of this machine's network interfaces, in interface order (what the reference lists for `0.0.0.0`)."
+    try: libc = ctypes.CDLL(ctypes.util.find_library('c'))
+    except OSError: return ['127.0.0.1']
+    head, found = ctypes.POINTER(_Ifaddrs)(), []
+    if libc.getifaddrs(ctypes.byref(head)) != 0: return ['127.0.0.1']
+    try:
+        p = head
+        while p:
+            a = p.contents
+            if a.addr and (ip := _sockaddr_ip(a.addr)):
+                try: idx = socket.if_nametoindex(a.name.decode())
+                except OSError: idx = 1 << 30
+                found.append((idx, ip))
+            p = a.next
+    finally: libc.freeifaddrs(head)
+    return [ip for _, ip in sorted(found, key=lambda x: x[0])] or ['127.0.0.1']
+
+# %% ../../nbs/1_nats/05_server.ipynb #5bb169be
+def _urls(scheme: str, sock: socket.socket) -> list[str]:
+    "The URLs a listening socket is reached at."
+    host, port = sock.getsockname()[:2]
+    hosts = _interface_addresses() if host in ('0.0.0.0', '::') else [host]
+    return [f'{scheme}://[{h}]:{port}' if ':' in h else f'{scheme}://{h}:{port}' for h in hosts]
+
+def _go_error(op: str, path: str, e: OSError) -> str:
+    "An OS error in Go's words (`open /x: no such file or directory`)."
+    return f'{op} {path}: {(e.strerror or str(e)).lower()}'
+
+@patch
+def _write_ports_file(self: Server):
+    "Write `<ports_file_dir>/<program>_<pid>.ports` with the listening URLs, as the reference does."
+    d = {'nats': _urls('nats', self._listener.sockets[0])}
+    if self._monitor is not None: d['monitoring'] = _urls('http', self._monitor.sockets[0])
+    path = os.path.join(self.opts.ports_file_dir, f'{os.path.basename(sys.argv[0])}_{os.getpid()}.ports')
+    tmp = os.path.join(self.opts.ports_file_dir, f'.{os.path.basename(path)}.tmp')
+    try:
+        with open(tmp, 'w') as f: f.write(json.dumps(d, separators=(',', ':')))
+        os.replace(tmp, path)                   # a reader never sees half a file
+    except OSError as e: log.error('Error writing ports file (%s): %s', path, _go_error('open', path, e)); return
+    self._ports_file = path
 
 # %% ../../nbs/1_nats/05_server.ipynb #831f5eb8
 async def serve(opts: ServerOptions | None = None, **kw) -> Server:
