@@ -362,3 +362,51 @@ async def test_restart_keeps_schedules(start_server):
         await nc.close()
         return out
     same(await both(start_server, scenario))
+
+
+async def test_schedules_in_atomic_batches(start_server):
+    "A schedule inside an atomic batch is checked like a single publish (an invalid one fails the batch) and fires after the commit."
+    async def scenario(s):
+        nc = await nats.connect(s.url); out = []
+        await api(nc, '$JS.API.STREAM.CREATE.A', {'name': 'A', 'subjects': ['a.>'], 'allow_atomic': True, 'allow_msg_schedules': True})
+        b = lambda bid, n, commit=False: {'Nats-Batch-Id': bid, 'Nats-Batch-Sequence': str(n), **({'Nats-Batch-Commit': '1'} if commit else {})}
+        sched = {'Nats-Schedule': '@at 2000-01-01T00:00:00Z', 'Nats-Schedule-Target': 'a.out'}
+        async def send(subject, data=b'', **h):
+            r = await nc.request(subject, data, headers=h, timeout=5)
+            return json.loads(r.data) if r.data else ''
+        out.append(await send('a.x', b'1', **b('bad', 1)))
+        out.append(await send('a.s', b'', **b('bad', 2, True), **dict(sched, **{'Nats-Schedule-Target': 'a.s'})))
+        out.append(await send('a.x', b'1', **b('good', 1)))
+        out.append(await send('a.s', b'fired', **b('good', 2, True), **sched))
+        out.append(await get(nc, 'A', seq=2))
+        out.append(bool(await until(lambda: last(nc, 'A', 'a.out'), 5)))
+        await asyncio.sleep(0.3)
+        out.append(await state(nc, 'A'))
+        out.append(await get(nc, 'A', last_by_subj='a.out'))
+        await nc.close()
+        return out
+    same(await both(start_server, scenario))
+
+
+async def test_limits_and_transforms_apply_to_copies(start_server):
+    "The copy goes through the stream's publish path: a subject transform maps the target, `max_msgs_per_subject` keeps one."
+    async def scenario(s):
+        nc = await nats.connect(s.url); out = []
+        out.append((await api(nc, '$JS.API.STREAM.CREATE.S', {
+            'name': 'S', 'subjects': ['in.>'], 'allow_msg_schedules': True, 'max_msgs_per_subject': 1,
+            'subject_transform': {'src': 'in.>', 'dest': 'out.>'}})).get('error'))
+        out.append(await pub(nc, 'in.s', b'', **{'Nats-Schedule': '@at 2000-01-01T00:00:00Z', 'Nats-Schedule-Target': 'in.t'}))
+        out.append(await pub(nc, 'in.s', b'', **{'Nats-Schedule': '@at 2000-01-01T00:00:00Z', 'Nats-Schedule-Target': 'out.t'}))
+        out.append(await pub(nc, 'in.r', b'r', **{'Nats-Schedule': '@every 1s', 'Nats-Schedule-Target': 'out.r'}))
+        out.append(await pub(nc, 'in.r', b'r', **{'Nats-Schedule': '@every 1s', 'Nats-Schedule-Target': 'in.rep'}))
+        async def two():
+            st = await state(nc, 'S')
+            return st['last_seq'] >= 5
+        out.append(await until(two, 5))
+        await pub(nc, 'in.r', b'stop')
+        st = await state(nc, 'S')
+        out.append((sorted(st['subjects'].items()), st['messages']))
+        out.append(await get(nc, 'S', last_by_subj='out.t'))
+        await nc.close()
+        return out
+    same(await both(start_server, scenario))
