@@ -410,3 +410,49 @@ async def test_limits_and_transforms_apply_to_copies(start_server):
         await nc.close()
         return out
     same(await both(start_server, scenario))
+
+
+async def test_schedule_gone_before_due(start_server):
+    "A schedule message that expires (its own `Nats-TTL`), is purged, or is pushed out by `max_msgs` never fires; Direct Get reads copies."
+    async def scenario(s):
+        nc = await nats.connect(s.url); js = nc.jetstream(); out = []
+        await api(nc, '$JS.API.STREAM.CREATE.S', {'name': 'S', 'subjects': ['foo.>'], 'allow_msg_schedules': True,
+                                                  'allow_msg_ttl': True, 'allow_direct': True, 'max_msgs': 6})
+        at = '@at ' + time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(time.time() + 2))
+        out.append(await pub(nc, 'foo.ttl', b'', **{'Nats-Schedule': at, 'Nats-Schedule-Target': 'foo.t1', 'Nats-TTL': '1s'}))
+        out.append(await pub(nc, 'foo.purged', b'', **{'Nats-Schedule': at, 'Nats-Schedule-Target': 'foo.t2'}))
+        out.append(await pub(nc, 'foo.evicted', b'', **{'Nats-Schedule': at, 'Nats-Schedule-Target': 'foo.t3'}))
+        out.append(await pub(nc, 'foo.kept', b'kept', Tag='x', **{'Nats-Schedule': at, 'Nats-Schedule-Target': 'foo.t4'}))
+        out.append((await api(nc, '$JS.API.STREAM.PURGE.S', {'filter': 'foo.purged'})).get('purged'))
+        for i in range(3): out.append(await pub(nc, f'foo.fill{i}', b''))    # 7 messages stored: the oldest live one goes
+        m = await until(lambda: last(nc, 'S', 'foo.t4'), 6)
+        out.append(m[1:])
+        await asyncio.sleep(0.5)
+        out.append(await state(nc, 'S'))
+        dm = await js.get_last_msg('S', 'foo.t4', direct=True)
+        out.append((dm.subject, dm.data, {k: v for k, v in (dm.headers or {}).items() if k != 'Nats-Time-Stamp'}))
+        await nc.close()
+        return out
+    same(await both(start_server, scenario))
+
+
+async def test_many_far_schedules_do_not_delay_a_near_one(start_server):
+    "Schedules stored every 100 ms for an hour ahead do not push back one due in a second."
+    async def scenario(s):
+        nc = await nats.connect(s.url)
+        await api(nc, '$JS.API.STREAM.CREATE.S', {'name': 'S', 'subjects': ['foo.>'], 'allow_msg_schedules': True})
+        far = '@at ' + time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(time.time() + 3600))
+        await pub(nc, 'foo.first', b'', **{'Nats-Schedule': far, 'Nats-Schedule-Target': 'foo.msg'})
+        due = time.time() + 1
+        await pub(nc, 'foo.near', b'', **{'Nats-Schedule': '@at ' + time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(due))
+                                        + f'.{int(due % 1 * 1e9):09d}Z', 'Nats-Schedule-Target': 'foo.msg'})
+        i, fired = 0, None
+        while time.time() < due + 2:
+            i += 1
+            await pub(nc, f'foo.far{i}', b'', **{'Nats-Schedule': far, 'Nats-Schedule-Target': 'foo.msg'})
+            if fired is None and await last(nc, 'S', 'foo.msg'): fired = time.time() - due
+            await asyncio.sleep(0.1)
+        await nc.close()
+        return fired
+    res = await both(start_server, scenario)
+    for kind, lag in res.items(): assert lag is not None and -0.05 < lag < 0.5, (kind, lag)

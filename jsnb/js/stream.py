@@ -357,8 +357,12 @@ def expire(self: Stream, now: int | None = None) -> int:
 @patch
 def tick(self: Stream, now: int) -> list:
     "The stream's timer: expire what is due at `now`, publish what its schedules have due, then wait for the next deadline (a stream sends no frames)."
-    self.expire(now)
-    if self.schedules: schedules.fire(self, now)
+    try:
+        self.expire(now)
+        if self.schedules: schedules.fire(self, now)
+    except StoreError as e:
+        if e.kind == 'closed': return []             # deleted while its timer was set
+        raise
     self._rewake()
     return []
 
