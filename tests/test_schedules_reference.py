@@ -456,3 +456,25 @@ async def test_many_far_schedules_do_not_delay_a_near_one(start_server):
         return fired
     res = await both(start_server, scenario)
     for kind, lag in res.items(): assert lag is not None and -0.05 < lag < 0.5, (kind, lag)
+
+
+async def test_mirrors_and_sources_of_a_scheduling_stream(start_server):
+    "A mirror and a sourcing stream copy schedules and their copies, and fire nothing themselves."
+    async def scenario(s):
+        nc = await nats.connect(s.url); out = []
+        await api(nc, '$JS.API.STREAM.CREATE.O', {'name': 'O', 'subjects': ['o.>'], 'allow_msg_schedules': True})
+        out.append((await api(nc, '$JS.API.STREAM.CREATE.M', {'name': 'M', 'mirror': {'name': 'O'}})).get('error'))
+        out.append((await api(nc, '$JS.API.STREAM.CREATE.R', {'name': 'R', 'sources': [{'name': 'O'}],
+                                                               'allow_rollup_hdrs': True})).get('error'))
+        out.append((await api(nc, '$JS.API.STREAM.CREATE.P', {'name': 'P', 'sources': [{'name': 'O'}]})).get('error'))
+        out.append(await pub(nc, 'o.keep', b'', **{'Nats-Schedule': FAR, 'Nats-Schedule-Target': 'o.t'}))
+        out.append(await pub(nc, 'o.s', b'once', **{'Nats-Schedule': '@at 2000-01-01T00:00:00Z', 'Nats-Schedule-Target': 'o.t'}))
+        out.append(bool(await until(lambda: last(nc, 'O', 'o.t'), 5)))
+        async def copied():
+            return all([(await state(nc, n))['last_seq'] >= 3 for n in ('M', 'R', 'P')])
+        out.append(await until(copied, 10))
+        await asyncio.sleep(1.5)
+        for n in ('O', 'M', 'R', 'P'): out.append((n, await state(nc, n)))
+        await nc.close()
+        return out
+    same(await both(start_server, scenario))

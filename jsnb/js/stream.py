@@ -301,10 +301,11 @@ def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool 
             return self._nak(JSStreamWrongLastMsgIDErrF(id=self.last_msg_id))
         rollup = (get_header(hdr, b'Nats-Rollup') or b'').lower()
         if rollup:
-            if not cfg.get('allow_rollup_hdrs') or cfg.get('deny_purge'):
-                return self._nak(JSStreamRollupFailedF(err='rollup not permitted'))
+            permitted = cfg.get('allow_rollup_hdrs') and not cfg.get('deny_purge')
+            if not permitted and not sourced: return self._nak(JSStreamRollupFailedF(err='rollup not permitted'))
             if rollup not in (b'sub', b'all'):
                 return self._nak(JSStreamRollupFailedF(err=f'rollup value invalid: "{text(rollup)}"'))
+            if not permitted: rollup = b''               # a copied message is stored as it is, without rolling up
     if self.too_big(hdr, data): return self._nak(JSStreamMessageExceedsMaximumErr())
     if len(hdr) > 65535: return self._nak(JSStreamHeaderExceedsMaximumErr())
     if self.host.limits_exceeded(cfg.get('storage', 'file')): return self._nak(JSInsufficientResourcesErr())
