@@ -478,3 +478,31 @@ async def test_mirrors_and_sources_of_a_scheduling_stream(start_server):
         await nc.close()
         return out
     same(await both(start_server, scenario))
+
+
+@pytest.mark.xfail(strict=True, reason='jsnb copies a source without consuming it: a work-queue origin keeps what was copied '
+                                       '(the reference removes it); not specific to schedules')
+async def test_work_queue_of_schedules_sourced_elsewhere(start_server):
+    "Copies in a work-queue stream sourced (filtered on the target) by another stream leave the pending schedules alone."
+    async def scenario(s):
+        nc = await nats.connect(s.url); out = []
+        await api(nc, '$JS.API.STREAM.CREATE.SCHEDULES', {'name': 'SCHEDULES', 'subjects': ['x.>'], 'retention': 'workqueue',
+                                                          'allow_msg_schedules': True})
+        async def sched(subject, delay):
+            at = '@at ' + time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(time.time() + delay))
+            out.append(await pub(nc, subject, b'', **{'Nats-Schedule': at, 'Nats-Schedule-Target': 'x.target'}))
+        async def last_seq(n):
+            async def ok(): return (await state(nc, 'SCHEDULES'))['last_seq'] == n
+            out.append(await until(ok, 5))
+        await sched('x.fire-1', 1); await last_seq(2)
+        await sched('x.keep-1', 3600); await sched('x.keep-2', 3600)
+        await sched('x.fire-2', 1); await last_seq(6)
+        out.append((await api(nc, '$JS.API.STREAM.CREATE.TARGET', {
+            'name': 'TARGET', 'sources': [{'name': 'SCHEDULES', 'filter_subject': 'x.target'}]})).get('error'))
+        async def two(): return (await state(nc, 'TARGET'))['messages'] == 2
+        out.append(await until(two, 5))
+        await asyncio.sleep(1)
+        out.append(await state(nc, 'SCHEDULES'))
+        await nc.close()
+        return out
+    same(await both(start_server, scenario))
