@@ -97,6 +97,9 @@ CASES = [
     {'Nats-Schedule': '0 0 9 * * *', 'Nats-Schedule-Target': 'foo.t', 'Nats-Schedule-Time-Zone': '../etc/passwd'},
     {'Nats-Schedule': FAR, 'Nats-Schedule-Target': 'foo.t', 'Nats-Schedule-Time-Zone': 'UTC'},
     {'Nats-Schedule': '@every 1h', 'Nats-Schedule-Target': 'foo.t', 'Nats-Schedule-Time-Zone': 'Europe/Paris'},
+    {'Nats-Schedule': '@hourly', 'Nats-Schedule-Target': 'foo.t', 'Nats-Schedule-Time-Zone': 'Local'},
+    {'Nats-Schedule': '@daily', 'Nats-Schedule-Target': 'foo.t', 'Nats-Schedule-Time-Zone': 'America/New_York'},
+    {'Nats-Schedule': '@daily', 'Nats-Schedule-Target': 'foo.t', 'Nats-Schedule-Time-Zone': 'europe/paris'},
     {'Nats-Schedule-Time-Zone': 'Mars/Olympus'}, {'Nats-Schedule-Time-Zone': 'Europe/Paris'},
     # targets, sources, TTLs, rollups
     {'Nats-Schedule': FAR}, {'Nats-Schedule': FAR, 'Nats-Schedule-Target': 'foo.s'},
