@@ -163,7 +163,7 @@ def parse_cron(pattern: str) -> tuple[int, ...]:
     if not all(bits[i] for i in (0, 1, 2, 4)): raise ValueError('pattern exceeds maximum range')
     return tuple(bits)
 
-# %% ../../nbs/2_js/09a_schedules.ipynb #8f450e88
+# %% ../../nbs/2_js/09a_schedules.ipynb #34e9d5b1
 def _day_ok(dom: int, dow: int, day: int, weekday: int) -> bool:
     a, b = dom >> day & 1, dow >> weekday & 1
     return bool(a and b) if (dom | dow) & _STAR else bool(a or b)
@@ -173,29 +173,35 @@ def next_cron(bits: tuple, zone, ts: int) -> int:
     sec_b, min_b, hour_b, dom_b, mon_b, dow_b = bits
     t = (ts // NS + 1) * NS
     limit, reset = _fields(zone, t)[0] + 5, False        # `reset`: a field moved, so the smaller ones start from zero
-    while True:
+    while True:                                          # (re)start from the month
         y, mo, d, h, mi, s, wd = _fields(zone, t)
         if y > limit: raise ValueError('pattern exceeds maximum range')
-        if not mon_b >> mo & 1:
+        wrapped = False
+        while not mon_b >> mo & 1:
             if not reset: reset = True; t = _date(zone, y, mo, 1); y, mo, d, h, mi, s, wd = _fields(zone, t)
-            t = _date(zone, y, mo + 1, d, h, mi, s)
-            continue                                      # the month is checked again, and the year limit
-        if not _day_ok(dom_b, dow_b, d, wd):
+            t = _date(zone, y, mo + 1, d, h, mi, s); y, mo, d, h, mi, s, wd = _fields(zone, t)
+            if mo == 1: wrapped = True; break
+        if wrapped: continue
+        while not _day_ok(dom_b, dow_b, d, wd):
             if not reset: reset = True; t = _date(zone, y, mo, d); y, mo, d, h, mi, s, wd = _fields(zone, t)
-            t = _date(zone, y, mo, d + 1, h, mi, s)
-            continue
-        if not hour_b >> h & 1:
+            t = _date(zone, y, mo, d + 1, h, mi, s); y, mo, d, h, mi, s, wd = _fields(zone, t)
+            if d == 1: wrapped = True; break
+        if wrapped: continue
+        while not hour_b >> h & 1:
             if not reset: reset = True; t = _date(zone, y, mo, d, h)
-            t += 3600 * NS
-            continue
-        if not min_b >> mi & 1:
+            t += 3600 * NS; y, mo, d, h, mi, s, wd = _fields(zone, t)
+            if h == 0: wrapped = True; break
+        if wrapped: continue
+        while not min_b >> mi & 1:
             if not reset: reset = True; t -= t % (60 * NS)
-            t += 60 * NS
-            continue
-        if not sec_b >> s & 1:
+            t += 60 * NS; y, mo, d, h, mi, s, wd = _fields(zone, t)
+            if mi == 0: wrapped = True; break
+        if wrapped: continue
+        while not sec_b >> s & 1:
             if not reset: reset = True; t -= t % NS
-            t += NS
-            continue
+            t += NS; y, mo, d, h, mi, s, wd = _fields(zone, t)
+            if s == 0: wrapped = True; break
+        if wrapped: continue
         return t
 
 # %% ../../nbs/2_js/09a_schedules.ipynb #d1cf9ecb
