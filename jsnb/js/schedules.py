@@ -65,7 +65,7 @@ def parse_time(s: str) -> int:
     frac = int((m[7] or '0')[:9].ljust(9, '0'))
     return ((_days(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec) - off) * NS + frac
 
-# %% ../../nbs/2_js/09a_schedules.ipynb #054a3cd6
+# %% ../../nbs/2_js/09a_schedules.ipynb #37025ced
 _UTC = ZoneInfo('UTC')
 
 def _local_zone():
@@ -91,6 +91,7 @@ def load_zone(v: bytes | None):
     try: return ZoneInfo(name)
     except Exception: raise ValueError(f'unknown time zone {name!r}') from None
 
+# %% ../../nbs/2_js/09a_schedules.ipynb #b28ab21c
 def _offset(zone, sec: int) -> int:
     "Seconds east of UTC on the clocks of `zone` at the instant `sec`."
     if zone is None or zone is _UTC: return 0
