@@ -91,11 +91,12 @@ def load_zone(v: bytes | None):
     try: return ZoneInfo(name)
     except Exception: raise ValueError(f'unknown time zone {name!r}') from None
 
-# %% ../../nbs/2_js/09a_schedules.ipynb #b28ab21c
+# %% ../../nbs/2_js/09a_schedules.ipynb #c77efd7d
 def _offset(zone, sec: int) -> int:
     "Seconds east of UTC on the clocks of `zone` at the instant `sec`."
     if zone is None or zone is _UTC: return 0
-    return int(datetime.fromtimestamp(sec, zone).utcoffset().total_seconds())
+    try: return int(datetime.fromtimestamp(sec, zone).utcoffset().total_seconds())
+    except (OverflowError, OSError) as e: raise ValueError(f'time out of range: {sec}') from e
 
 def _fields(zone, ns: int) -> tuple:
     "(year, month, day, hour, minute, second, weekday) of the instant `ns` on the clocks of `zone` (Sunday is 0)."
