@@ -18,6 +18,7 @@ from .errors import (JSAtomicPublishContainsDuplicateMessageErr, JSAtomicPublish
                            JSStreamWrongLastSequenceConstantErr, JSStreamWrongLastSequenceErrF)
 from .host import advise
 from .ttl import parse_ttl
+from . import schedules
 from ..nats.times import NS
 if TYPE_CHECKING: from jsnb.js.stream import Stream      # the stream calls this module; it is only named here
 
@@ -109,6 +110,11 @@ def _check_all(s: Stream, b: AtomicBatch):
         exp_seq = get_header(hdr, b'Nats-Expected-Last-Sequence')       # against the stream before the batch
         if exp_seq is not None and (not exp_seq.isdigit() or int(exp_seq) != s.last_seq):
             return JSStreamWrongLastSequenceErrF(seq=s.last_seq) if i == 0 else JSStreamWrongLastSequenceConstantErr()
+        if b'Nats-Sched' in hdr:                                        # schedules: checked, and stored with their rollup
+            err = schedules.check(s, subject, hdr)
+            if err is not None: return err
+            if s.cfg.get('allow_msg_schedules') and b'Nats-Schedule:' in hdr:
+                hdr = schedules.with_rollup(hdr); b.msgs[i] = (subject, hdr, data)
         if s.too_big(hdr, data): return JSStreamMessageExceedsMaximumErr()
         last += 1; last_by_subj[subject] = last
     return None

@@ -20,7 +20,7 @@ from .errors import (JSApiError, JSInsufficientResourcesErr, JSMessageSourceHdrN
                            JSStreamStoreFailedF, JSStreamWrongLastMsgIDErrF, JSStreamWrongLastSequenceErrF)
 from .store import MsgStore, StoreLimits, StoreError
 from .host import StreamHost, json_bytes, MAX_SEQ, StoreMsg, StoreRun, SkipMsg, CopyMsg, DeleteMsg, Purge, Expire, Remove, Configure
-from . import ttl, batch, direct_get, mirrors
+from . import ttl, batch, direct_get, mirrors, schedules
 
 log = logging.getLogger('jsnb')
 
@@ -55,6 +55,7 @@ class Stream:
         self.fast: dict[str, batch.FastBatch] = {}        # fast-ingest batches in flight, by id
         self.upstreams: list[mirrors.Upstream] = []       # what a mirror or sourcing stream copies from
         self.direct_subs: list = []                       # Direct Get responders
+        self.schedules: schedules.Schedules | None = None  # live message schedules, when they are allowed
         self._rebuild_dedup()
 
 # %% ../../nbs/2_js/06_stream.ipynb #f5b7a0e6
@@ -108,10 +109,14 @@ def apply(self: Stream, op):
         if op.msg_id: self._remember(op.msg_id, seq, ts)
         if op.rollup == b'sub': store.purge(subject=op.subject, keep=1)
         elif op.rollup == b'all': store.purge(keep=1)
+        if self.schedules is not None or (op.hdr and b'Nats-Schedule-Next' in op.hdr):
+            schedules.on_store(self, op.subject, op.hdr, seq, ts)
         return seq, ts
     if t is StoreRun:
         first, _ = store.store_batch(op.subjects, op.datas)
         self.last_seq, self.last_msg_id = first + len(op.subjects) - 1, ''
+        if self.schedules:
+            for subject in op.subjects: self.schedules.remove(text(subject))     # a plain message cancels a schedule
         return first
     if t is SkipMsg:
         seq = self.last_seq = store.skip_msg(); self.last_msg_id = op.msg_id
@@ -129,7 +134,7 @@ def apply(self: Stream, op):
     if t is Expire: return store.expire(op.now)
     if t is Remove: return sum(bool(store.remove_msg(s)) for s in op.seqs)
     if t is Configure:
-        self.cfg = op.cfg; self._bulk = self._bulk_ok()
+        self.cfg = op.cfg; self._bulk = self._bulk_ok(); schedules.sync(self)
         store.update_limits(limits_of(op.cfg))
         return None
     raise TypeError(f'not a stream operation: {op!r}')
@@ -137,8 +142,11 @@ def apply(self: Stream, op):
 # %% ../../nbs/2_js/06_stream.ipynb #ca902129
 @patch
 def _rewake(self: Stream):
-    "Ask the host to tick the stream when its next message may expire (see expiry, below)."
+    "Ask the host to tick the stream when its next message may expire or its next schedule is due (see expiry, below)."
     when = self.store.next_expiry()
+    if self.schedules:
+        due = schedules.next_wake(self)
+        if due is not None: when = due if when is None else min(when, due)
     if when is not None: self.host.wake(self, when)
 
 @patch
@@ -147,6 +155,7 @@ def start(self: Stream):
     self._bulk = self._bulk_ok()
     for s in self.cfg.get('subjects') or []: self.subs.append(self.host.subscribe(s, self._on_msg, defers=True))
     direct_get.sync(self)
+    schedules.sync(self)
     self._rewake()
 
 @patch
@@ -260,6 +269,9 @@ def _check(self: Stream, subject: str, hdr: bytes, size: int, sourced: bool = Fa
     if last_seq is not None:
         want = int(last_seq) if last_seq.isdigit() else -1
         if want != self.last_seq: return JSStreamWrongLastSequenceErrF(seq=self.last_seq)
+    if not sourced and b'Nats-Sched' in hdr:
+        err = schedules.check(self, subject, hdr)
+        if err is not None: return err
     if not sourced and get_header(hdr, b'Nats-Stream-Source') is not None: return JSMessageSourceHdrNotAllowedErr()
     return None
 
@@ -274,9 +286,10 @@ def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool 
     msg_id = get_header(hdr, b'Nats-Msg-Id') if hdr else None
     msg_id = text(msg_id) if msg_id else ''
     now = time.time_ns()
-    if checked: return self._store(subject, hdr, data, msg_id, get_header(hdr, b'Nats-Rollup') or b'', now)
+    if checked: return self._store(subject, hdr, data, msg_id, (get_header(hdr, b'Nats-Rollup') or b'').lower(), now)
     err = self._check(subject, hdr, len(hdr) + len(data), sourced)
     if err is not None: return self._nak(err)
+    if not sourced and cfg.get('allow_msg_schedules') and b'Nats-Schedule:' in hdr: hdr = schedules.with_rollup(hdr)
     if msg_id:
         self._trim_dedup(now)
         d = self.dedup.get(msg_id)
@@ -286,12 +299,13 @@ def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool 
         lmid = get_header(hdr, b'Nats-Expected-Last-Msg-Id')
         if lmid is not None and text(lmid) != self.last_msg_id:
             return self._nak(JSStreamWrongLastMsgIDErrF(id=self.last_msg_id))
-        rollup = get_header(hdr, b'Nats-Rollup') or b''
+        rollup = (get_header(hdr, b'Nats-Rollup') or b'').lower()
         if rollup:
-            if not cfg.get('allow_rollup_hdrs') or cfg.get('deny_purge'):
-                return self._nak(JSStreamRollupFailedF(err='rollup not permitted'))
+            permitted = cfg.get('allow_rollup_hdrs') and not cfg.get('deny_purge')
+            if not permitted and not sourced: return self._nak(JSStreamRollupFailedF(err='rollup not permitted'))
             if rollup not in (b'sub', b'all'):
                 return self._nak(JSStreamRollupFailedF(err=f'rollup value invalid: "{text(rollup)}"'))
+            if not permitted: rollup = b''               # a copied message is stored as it is, without rolling up
     if self.too_big(hdr, data): return self._nak(JSStreamMessageExceedsMaximumErr())
     if len(hdr) > 65535: return self._nak(JSStreamHeaderExceedsMaximumErr())
     if self.host.limits_exceeded(cfg.get('storage', 'file')): return self._nak(JSInsufficientResourcesErr())
@@ -343,8 +357,13 @@ def expire(self: Stream, now: int | None = None) -> int:
 
 @patch
 def tick(self: Stream, now: int) -> list:
-    "The stream's timer: expire what is due at `now`, then wait for the next expiry (a stream sends no frames)."
-    self.expire(now)
+    "The stream's timer: expire what is due at `now`, publish what its schedules have due, then wait for the next deadline (a stream sends no frames)."
+    try:
+        self.expire(now)
+        if self.schedules: schedules.fire(self, now)
+    except StoreError as e:
+        if e.kind == 'closed': return []             # deleted while its timer was set
+        raise
     self._rewake()
     return []
 
