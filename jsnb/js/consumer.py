@@ -12,14 +12,14 @@ from ..nats.protocol import get_header
 from ..nats.times import NS, rfc3339, parse_rfc3339, go_duration
 from .host import Frame, advise
 from .stream_config import stored_cfg
-from .errors import JSApiError
-from .gojson import GoBool, GoInt, GoStr, GoStruct, go_decode
+from .errors import JSApiError, JSInvalidJSONErr
+from .gojson import GoBool, GoInt, GoStr, GoStruct, go_decode, _scan, _skip, _bad, _SyntaxErr
 from . import priority
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'PullRequest', 'parse_pull', 'status', 'Consumer', 'from_snapshot']
+__all__ = ['log', 'PullRequest', 'go_unmarshal', 'parse_pull', 'status', 'Consumer', 'from_snapshot']
 
 # %% ../../nbs/2_js/12_consumer.ipynb #626681b3
 class PullRequest:
@@ -39,6 +39,17 @@ _PULL = GoStruct('', {'expires': GoInt('time.Duration'), 'batch': _INT, 'max_byt
                       'min_ack_pending': GoInt('int64'), 'id': GoStr(), 'priority': _INT}, strict=False)
 _ATOI = re.compile(rb'[+-]?[0-9]+')
 
+def go_unmarshal(body: bytes, typ: GoStruct) -> dict:
+    "Decode `body` as Go's `json.Unmarshal` does (one value, its syntax checked first, errors without an offset), or raise 10025."
+    b = bytes(body); i = _skip(b, 0)
+    try:
+        if i >= len(b): raise _SyntaxErr('unexpected EOF')
+        _, end = _scan(b, i)
+        if (j := _skip(b, end)) < len(b): _bad(b, j, 'after top-level value')
+    except _SyntaxErr as e: raise JSInvalidJSONErr(err='unexpected end of JSON input' if e.msg == 'unexpected EOF' else e.msg) from None
+    except RecursionError: raise JSInvalidJSONErr(err='exceeded max depth') from None
+    return go_decode(b[i:end], typ)
+
 def parse_pull(body: bytes) -> tuple[dict | None, str]:
     "Decode a `MSG.NEXT` body into request fields, or an error description (Go's own words, as the reference sends them)."
     body = body.strip()
@@ -46,7 +57,7 @@ def parse_pull(body: bytes) -> tuple[dict | None, str]:
     if body[:1] != b'{':                             # a bare number; anything else asks for one message
         n = int(body) if _ATOI.fullmatch(body) else 1
         return dict(batch=n if -2**63 <= n < 2**63 else 1), ''
-    try: d = go_decode(body, _PULL)
+    try: d = go_unmarshal(body, _PULL)
     except JSApiError as e: return None, 'Bad Request - ' + e.description.removeprefix('invalid JSON: ')
     batch = d.get('batch') or 1
     if batch < 0 or (d.get('expires') or 0) < 0: return None, 'Bad Request - invalid request'
@@ -407,8 +418,13 @@ def pull(self: Consumer, reply: str, body: bytes):
         return self._emit(reply, status(409, f"Exceeded MaxRequestMaxBytes of {cfg['max_bytes']}"))
     why = priority.check_pull(self, req.get('pg'), time.time_ns())
     if why: return self._emit(reply, status(*why))
-    if req.get('no_wait') and not req.get('expires') and not self.rdq and self._next_new() is None:
-        return self._emit(reply, status(404, 'No Messages'))
+    if req.get('no_wait'):
+        more = bool(self.rdq) or self._next_new() is not None
+        if not more and not req.get('expires'): return self._emit(reply, status(404, 'No Messages'))
+        if more and self.waiting:                # what is left is already asked for by the requests waiting before it
+            self._expire_waiting(time.time_ns())
+            if len(self.rdq) + self.num_pending() < sum(wr.n for wr in self.waiting):
+                return self._emit(reply, status(408, 'Requests Pending'))
     if len(self.waiting) >= (cfg.get('max_waiting') or 512):
         self._expire_waiting(time.time_ns())
         if len(self.waiting) >= (cfg.get('max_waiting') or 512):

@@ -11,9 +11,9 @@ from ..nats.times import rfc3339, parse_rfc3339, MAX_DURATION
 from ..nats.protocol import text, get_header
 from .errors import (JSApiError, JSConsumerNotFoundErr, JSConsumerInvalidGroupNameErr, JSConsumerInvalidPriorityGroupErr,
                             JSConsumerInvalidResetErr, JSInvalidJSONErr, JSRequiredApiLevelErr)
-from .gojson import GoInt, GoStr, GoStruct, go_decode
+from .gojson import GoInt, GoStr, GoStruct
 from .host import json_bytes
-from .consumer import Consumer, status, _produces
+from .consumer import Consumer, status, go_unmarshal
 from .mirrors import identity
 from . import priority
 from .direct_get import level_ok
@@ -140,16 +140,14 @@ def consumer_pause(acct: Account, args, body, src) -> dict:
     c.set_config(cfg); acct.persist(c, force=True)
     now = time.time_ns()
     if c.paused_until > now: return dict(paused=True, pause_until=until, pause_remaining=min(c.paused_until - now, MAX_DURATION))
-    acct.send(c.deliver())
-    return dict(paused=False, pause_until=until or rfc3339(0))
+    return dict(paused=False, pause_until=until or rfc3339(0))     # delivery resumes with the next message, request or ack
 
 # %% ../../nbs/2_js/15_consumer_api.ipynb #8eb9fcc0
 _UNPIN = GoStruct('server.JSApiConsumerUnpinRequest', {'group': GoStr()}, strict=False)
 
 def consumer_unpin(acct: Account, args, body, src) -> dict:
     "`CONSUMER.UNPIN.<stream>.<consumer>`"
-    if not body.strip(): raise JSInvalidJSONErr(err='unexpected end of JSON input')
-    group = go_decode(body, _UNPIN)['group']
+    group = go_unmarshal(body, _UNPIN)['group']
     if not group: raise JSInvalidJSONErr(err='consumer group not specified')
     if not _GROUP.fullmatch(group): raise JSConsumerInvalidGroupNameErr()
     c = consumer_of(acct, args)
@@ -160,17 +158,15 @@ def consumer_unpin(acct: Account, args, body, src) -> dict:
 
 # %% ../../nbs/2_js/15_consumer_api.ipynb #efc447d7
 @patch
-@_produces
 def reset(self: Consumer, seq: int):
-    "Start over from stream sequence `seq`: nothing pending or to redeliver, consumer sequences from 1."
+    "Start over from stream sequence `seq`: nothing pending or to redeliver, consumer sequences from 1 (`deliver` then hands out)."
     was, sseq = list(self.pending), self.sseq
     self.pending, self.rdc, self._acks_due = {}, {}, []
-    self.rdq.clear()
+    self.rdq.clear(); self._ahead = None                # the look-ahead read was for where it stood before
     self.sseq, self.dseq = seq, 1
     self.adflr, self.asflr = 0, seq - 1
     self.last_delivered = self.last_acked = 0
     if self.stream.cfg.get('retention') == 'interest': self.stream.acked(self, self._skipped(was, sseq, seq))
-    self._deliver()
 
 @patch
 def _skipped(self: Consumer, was: list[int], sseq: int, seq: int) -> list[int]:
@@ -203,13 +199,12 @@ def on_reset(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes,
     head, body = (data[:hdr], data[hdr:]) if hdr else (b'', data)
     try:
         if not level_ok(head): raise JSRequiredApiLevelErr()
-        if body and not body.strip(): raise JSInvalidJSONErr(err='unexpected end of JSON input')
-        seq = reset_seq(c, go_decode(body, _RESET)['seq'] if body else 0)
+        seq = reset_seq(c, go_unmarshal(body, _RESET)['seq'] if body else 0)
     except JSApiError as e:
         return acct.publish(text(reply), json_bytes(dict(type=_RESET_TYPE, error=e.to_dict(), reset_seq=0)))
-    frames = c.reset(seq)
+    c.reset(seq)
     acct.persist(c, force=True)
     ident = get_header(head, b'Nats-Stream-Identity') is not None        # asked for: the reply says which stream this is
     rhdr = b'NATS/1.0\r\nNats-Stream-Identity: %s\r\n\r\n' % identity(c.stream).encode() if ident else b''
     acct.publish(text(reply), json_bytes(dict(type=_RESET_TYPE) | consumer_info_of(acct, c) | dict(reset_seq=seq)), hdr=rhdr)
-    acct.send(frames)
+    acct.send(c.deliver())                       # after the reply, which shows the consumer just reset, as the reference's does
