@@ -19,7 +19,7 @@ ZERO = '0001-01-01T00:00:00Z'
 class T:
     "One run's transcript: steps of (label, what was seen)."
     def __init__(self, nc):
-        self.nc, self.log, self.pins, self.boxes, self.events = nc, [], {}, {}, []
+        self.nc, self.log, self.pins, self.boxes, self.events, self.audits = nc, [], {}, {}, [], []
 
     def pin(self, v):
         "A pin id, renamed `<pinN>` in order of appearance (empty stays empty)."
@@ -38,7 +38,11 @@ class T:
 
     async def start(self, streams=()):
         async def ev(m): self.events.append((m.subject, json.loads(m.data)))
+        async def audit(m):
+            d = json.loads(m.data)
+            self.audits.append((d['subject'], (json.loads(d['response']).get('error') or {}).get('err_code')))
         await self.nc.subscribe('$JS.EVENT.ADVISORY.CONSUMER.>', cb=ev)
+        await self.nc.subscribe('$JS.EVENT.ADVISORY.API', cb=audit)
         for st in streams: await self.api('', f"$JS.API.STREAM.CREATE.{st['name']}", st, record=False)
         return self
 
@@ -90,6 +94,11 @@ class T:
         await asyncio.sleep(0.2)
         got = want(); self.events[:] = [e for e in self.events if e not in got]
         self.rec(label, [(s, self.norm(d)) for s, d in got])
+
+    async def audited(self, label, word):
+        "Record the API audit advisories (subject, err_code) of requests whose subject contains `word`."
+        await asyncio.sleep(0.3)
+        self.rec(label, [a for a in self.audits if word in a[0]])
 
     async def info(self, label, consumer, stream='S', keys=('delivered', 'ack_floor', 'num_ack_pending', 'num_redelivered',
                                                            'num_waiting', 'num_pending', 'priority_groups')):
@@ -272,6 +281,7 @@ async def test_unpin(start_server):
         await t.api('unpin', U + 'S.P', {'group': 'A'})
         await t.info('unpinned', 'P')
         await t.api('counters', '$JS.API.INFO')
+        await t.audited('audited', '.UNPIN.')
     await compare(start_server, scenario)
 
 
@@ -416,6 +426,7 @@ async def test_reset(start_server):
         await t.frames('delivered again from 3, consumer sequence 1', 'a', 3)
         await t.info('info', 'A')
         await t.api('counters: resets are not counted', '$JS.API.INFO')
+        await t.audited('nor audited', '.RESET.')
     await compare(start_server, scenario)
 
 
