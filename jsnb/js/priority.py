@@ -41,7 +41,7 @@ def check_pull(c: Consumer, pg: Group | None, now: int) -> tuple[int, str] | Non
     if pg.group not in (c.cfg.get('priority_groups') or ()): return 400, 'Bad Request - Invalid Priority Group'
     pin = c.pin
     if pin is not None:
-        if pg.id == pin.id: pin.due = now + c.cfg['priority_timeout']     # the pinned client is still there: its pin lasts
+        if pg.id == pin.id: pin.due = now + (c.cfg.get('priority_timeout') or 0)     # the pinned client is still there: its pin lasts
         elif pg.id: return 423, 'Nats-Pin-Id mismatch'
     return None
 
@@ -69,7 +69,7 @@ def _assign(c: Consumer, wr: PullRequest, now: int):
     "Pin the client behind `wr`: a new id, written into the request; a request without a group pins nobody."
     pg = wr.pg
     if pg is None or not pg.group: return
-    c.pin = Pin(event_id(), now, pg.group, now + c.cfg['priority_timeout'])
+    c.pin = Pin(event_id(), now, pg.group, now + (c.cfg.get('priority_timeout') or 0))
     pg.id = c.pin.id
     _advise(c, 'PINNED', pg.group, pinned_id=c.pin.id)
 
