@@ -188,7 +188,7 @@ async def test_pin_timeout(start_server):
     "A pinned client that stops pulling loses its pin after priority_timeout: UNPINNED (timeout), the standby is pinned."
     async def scenario(t):
         await t.start([S]); await t.box('a', 'b')
-        await consumer(t, 'P', **PIN, priority_timeout=1 * NS)
+        await consumer(t, 'P', **PIN, priority_timeout=2 * NS)
         await t.pub('s.1', n=3)
         await t.pull('P', 'a', {'batch': 1, 'group': 'A'})
         await t.frames('a pinned', 'a', 1)
@@ -207,17 +207,17 @@ async def test_pinned_request_renews_and_wrong_pin_after_timeout(start_server):
     "Requests with the pin id renew it; a waiting request with a lapsed pin gets 423 Nats-Wrong-Pin-Id when its turn comes."
     async def scenario(t):
         await t.start([S]); await t.box('a', 'b')
-        await consumer(t, 'P', **PIN, priority_timeout=1 * NS)
+        await consumer(t, 'P', **PIN, priority_timeout=2 * NS)
         await t.pub('s.1')
         await t.pull('P', 'a', {'batch': 1, 'group': 'A'})
-        await t.frames('a pinned', 'a', 1)
+        await t.frames('a pinned', 'a', 1, quiet=0)
         pin = next(iter(t.pins))
-        for _ in range(3):                                    # keeps the pin past its timeout by pulling
+        for _ in range(5):                                    # keeps the pin past its timeout by pulling
             await asyncio.sleep(0.5)
             await t.pull('P', 'a', {'batch': 1, 'expires': 20 * NS, 'group': 'A', 'id': pin})
         await t.frames('a waiting, nothing yet', 'a', quiet=0.1)
         await t.info('still pinned', 'P')
-        await asyncio.sleep(1.5)                             # now it lapses
+        await asyncio.sleep(2.5)                             # now it lapses
         await t.advisories('pinned, then unpinned', 2)
         await t.pull('P', 'b', {'batch': 2, 'expires': 20 * NS, 'group': 'A'})
         await burst(t, 'P', 's.2', 2)
