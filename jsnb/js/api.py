@@ -24,11 +24,12 @@ __all__ = ['log', 'ROUTES', 'API_SUBJECTS', 'Route', 'route', 'answer', 'audit',
 
 # %% ../../nbs/2_js/16_api.ipynb #97eba59a
 class Route(NamedTuple):
-    "One API verb: its handler, its response type, whether successes are quiet, and the fields sent with an error."
+    "One API verb: its handler, its response type, whether successes are quiet, the fields sent with an error, how many arguments."
     handler: Callable
     rtype: str
     quiet: bool = False
     error_extra: dict = {}
+    nargs: int = -1                  # when set, a subject with another number of arguments is not this verb (no answer)
 
 ROUTES: dict[str, Route] = {
     'INFO': Route(S.account_info, 'account_info_response'),
@@ -48,6 +49,7 @@ ROUTES: dict[str, Route] = {
     'CONSUMER.NAMES': Route(C.consumer_names, 'consumer_names_response'),
     'CONSUMER.LIST': Route(C.consumer_list, 'consumer_list_response'),
     'CONSUMER.PAUSE': Route(C.consumer_pause, 'consumer_pause_response', error_extra=dict(paused=False, pause_until=rfc3339(0))),
+    'CONSUMER.UNPIN': Route(C.consumer_unpin, 'consumer_unpin_response', nargs=2),
 }
 
 def route(subject: str) -> tuple[Route, list[str]] | None:
@@ -55,7 +57,7 @@ def route(subject: str) -> tuple[Route, list[str]] | None:
     toks = subject.split('.')[2:]
     for n in (3, 2, 1):
         r = ROUTES.get('.'.join(toks[:n]))
-        if r is not None: return r, toks[n:]
+        if r is not None: return (r, toks[n:]) if r.nargs < 0 or len(toks) - n == r.nargs else None
     return None
 
 # %% ../../nbs/2_js/16_api.ipynb #a44a990a
@@ -103,7 +105,7 @@ class JetStream:
         a.restore()
         self._subs = [sub(p, self.on_api) for p in API_SUBJECTS] + [
             sub('$JS.API.CONSUMER.MSG.NEXT.>', partial(C.on_next, a)), sub('$JS.ACK.>', partial(C.on_ack, a)),
-            sub('$JS.FC.>', partial(C.on_flow_control, a))]
+            sub('$JS.FC.>', partial(C.on_flow_control, a)), sub('$JS.API.CONSUMER.RESET.*.*', partial(C.on_reset, a))]
         self.core.interest_watchers.append(a.on_interest)
 
     def stop(self):

@@ -12,29 +12,43 @@ from ..nats.protocol import get_header
 from ..nats.times import NS, rfc3339, parse_rfc3339, go_duration
 from .host import Frame, advise
 from .stream_config import stored_cfg
-from .errors import JSApiError
-from .gojson import GoBool, GoInt, GoStr, GoStruct, go_decode
+from .errors import JSApiError, JSInvalidJSONErr
+from .gojson import GoBool, GoInt, GoStr, GoStruct, go_decode, _scan, _skip, _bad, _SyntaxErr
+from . import priority
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'PullRequest', 'parse_pull', 'status', 'Consumer', 'from_snapshot']
+__all__ = ['log', 'PullRequest', 'go_unmarshal', 'parse_pull', 'status', 'Consumer', 'from_snapshot']
 
 # %% ../../nbs/2_js/12_consumer.ipynb #626681b3
 class PullRequest:
     "One waiting `MSG.NEXT` request."
-    __slots__ = ('reply', 'n', 'b', 'd', 'no_wait', 'expires', 'hb', 'next_hb', 'received')
-    def __init__(self, reply: str, batch: int = 1, max_bytes: int = 0, no_wait: bool = False, expires: int = 0, hb: int = 0):
+    __slots__ = ('reply', 'n', 'b', 'd', 'no_wait', 'expires', 'hb', 'next_hb', 'received', 'pg', 'seen')
+    def __init__(self, reply: str, batch: int = 1, max_bytes: int = 0, no_wait: bool = False, expires: int = 0, hb: int = 0,
+                 pg: priority.Group | None = None):
         now = time.time_ns()
         self.reply, self.n, self.b, self.d, self.no_wait = reply, batch, max_bytes, 0, no_wait
         self.expires = now + expires if expires else 0
         self.hb, self.next_hb, self.received = hb, (now + hb if hb else 0), now
+        self.pg, self.seen = pg, -1                 # priority-group fields (JSON requests only); delivery round last seen alive
 
 _INT = GoInt('int')
 _PULL = GoStruct('', {'expires': GoInt('time.Duration'), 'batch': _INT, 'max_bytes': _INT, 'no_wait': GoBool(),
                       'idle_heartbeat': GoInt('time.Duration'), 'group': GoStr(), 'min_pending': GoInt('int64'),
                       'min_ack_pending': GoInt('int64'), 'id': GoStr(), 'priority': _INT}, strict=False)
 _ATOI = re.compile(rb'[+-]?[0-9]+')
+
+def go_unmarshal(body: bytes, typ: GoStruct) -> dict:
+    "Decode `body` as Go's `json.Unmarshal` does (one value, its syntax checked first, errors without an offset), or raise 10025."
+    b = bytes(body); i = _skip(b, 0)
+    try:
+        if i >= len(b): raise _SyntaxErr('unexpected EOF')
+        _, end = _scan(b, i)
+        if (j := _skip(b, end)) < len(b): _bad(b, j, 'after top-level value')
+    except _SyntaxErr as e: raise JSInvalidJSONErr(err='unexpected end of JSON input' if e.msg == 'unexpected EOF' else e.msg) from None
+    except RecursionError: raise JSInvalidJSONErr(err='exceeded max depth') from None
+    return go_decode(b[i:end], typ)
 
 def parse_pull(body: bytes) -> tuple[dict | None, str]:
     "Decode a `MSG.NEXT` body into request fields, or an error description (Go's own words, as the reference sends them)."
@@ -43,14 +57,15 @@ def parse_pull(body: bytes) -> tuple[dict | None, str]:
     if body[:1] != b'{':                             # a bare number; anything else asks for one message
         n = int(body) if _ATOI.fullmatch(body) else 1
         return dict(batch=n if -2**63 <= n < 2**63 else 1), ''
-    try: d = go_decode(body, _PULL)
+    try: d = go_unmarshal(body, _PULL)
     except JSApiError as e: return None, 'Bad Request - ' + e.description.removeprefix('invalid JSON: ')
     batch = d.get('batch') or 1
     if batch < 0 or (d.get('expires') or 0) < 0: return None, 'Bad Request - invalid request'
     hb = d.get('idle_heartbeat') or 0
     exp = d.get('expires') or 0
     if hb and (not exp or hb * 2 > exp): return None, 'Bad Request - heartbeat value too large'
-    return dict(batch=batch, max_bytes=d.get('max_bytes') or 0, no_wait=bool(d.get('no_wait')), expires=exp, hb=hb), ''
+    pg = priority.Group(d['group'] or '', d['min_pending'] or 0, d['min_ack_pending'] or 0, d['id'] or '', d['priority'] or 0)
+    return dict(batch=batch, max_bytes=d.get('max_bytes') or 0, no_wait=bool(d.get('no_wait')), expires=exp, hb=hb, pg=pg), ''
 
 # %% ../../nbs/2_js/12_consumer.ipynb #b983a709
 def status(code: int, desc: str, **headers) -> bytes:
@@ -86,6 +101,8 @@ class Consumer:
         self._pend = None
         self.next_hb = 0
         self.closed = False
+        self.pin: priority.Pin | None = None             # the pinned client (priority policy `pinned_client`)
+        self._round = 0                                    # delivery rounds, to check each waiting request once per round
 
     def set_config(self, cfg: dict):
         "Use `cfg` (validated) from now on."
@@ -118,6 +135,11 @@ def _produces(f):
 def _emit(self: Consumer, to: str, hdr: bytes, reply: str = ''):
     "Queue a header-only message (a status, an empty ack reply) on `to`."
     self.out.append((to, to, reply, hdr, b''))
+
+@patch
+def _end(self: Consumer, wr: PullRequest, code: int, desc: str):
+    "Answer a waiting request with a status that says what it still wanted (`Nats-Pending-Messages`, `Nats-Pending-Bytes`)."
+    self._emit(wr.reply, status(code, desc, Nats_Pending_Messages=wr.n, Nats_Pending_Bytes=wr.b))
 
 _EVENTS = {'TERMINATED': ('io.nats.jetstream.advisory.v1.terminated', 'ADVISORY.CONSUMER.MSG_TERMINATED'),
            'NAKED': ('io.nats.jetstream.advisory.v1.nak', 'ADVISORY.CONSUMER.MSG_NAKED'),
@@ -266,20 +288,23 @@ def num_pending(self: Consumer, start: int | None = None) -> int:
     return n
 
 @patch
-def _send(self: Consumer, m, redelivery: bool, to: str, budget: int = 0) -> int | None:
-    "Deliver `m` to `to`; returns its size as a pull request's `max_bytes` counts it, or `None` (nothing sent) past `budget`."
+def _prepare(self: Consumer, m, redelivery: bool) -> tuple:
+    "What delivering `m` sends: (ack reply, headers, payload, its size as `max_bytes` counts it, pending after it, delivery count)."
     dc = self.rdc.get(m.seq, 1) + 1 if redelivery else 1
-    dseq = self.dseq
     if redelivery or self._pend is None: pending = self.num_pending(None if redelivery else m.seq + 1)
     else: pending = max(self._pend - 1, 0)        # one fewer ahead: no need to count again
-    reply = f'$JS.ACK.{self.stream.name}.{self.name}.{dc}.{m.seq}.{dseq}.{m.ts}.{pending}'
+    reply = f'$JS.ACK.{self.stream.name}.{self.name}.{dc}.{m.seq}.{self.dseq}.{m.ts}.{pending}'
     hdr, data = m.hdr, m.data
     if self.cfg.get('headers_only'):
         base = hdr[:-2] if hdr else b'NATS/1.0\r\n'
         hdr, data = base + b'Nats-Msg-Size: %d\r\n\r\n' % len(m.data), b''
-    size = len(m.subject) + len(reply) + len(hdr) + len(data)      # the reference's count: subject, ack reply, message
-    if budget and size > budget: return None
-    now = time.time_ns()
+    return reply, hdr, data, len(m.subject) + len(reply) + len(hdr) + len(data), pending, dc   # the reference's count
+
+@patch
+def _send(self: Consumer, m, redelivery: bool, to: str, prep: tuple | None = None) -> int:
+    "Deliver `m` to `to` (as `prep`, from `_prepare`, says); returns its size as a pull request's `max_bytes` counts it."
+    reply, hdr, data, size, pending, dc = prep or self._prepare(m, redelivery)
+    dseq, now = self.dseq, time.time_ns()
     self.dseq += 1; self._pend = pending
     if redelivery:
         self.rdq.popleft(); self.rdc[m.seq] = dc
@@ -315,24 +340,17 @@ def _deliver(self: Consumer):
 
 @patch
 def _deliver_pull(self: Consumer):
-    now, checked = time.time_ns(), None
+    now, pinned = time.time_ns(), self.cfg.get('priority_policy') == 'pinned_client'
+    self._round += 1                             # each request's inbox is checked once per round, not once per message
     while self.waiting:
-        wr = self.waiting[0]
-        if wr is not checked:                    # each request is checked once per round, not once per message
-            if not self._live(wr, now): self.waiting.popleft(); continue
-            checked = wr
         m, redelivery = self._next()             # redeliveries first: already pending, max_ack_pending does not hold them
         if m is None or (not redelivery and not self._room()): break
-        n = self._send(m, redelivery, wr.reply, wr.b)
-        if n is None:                            # too big for what the request has left
-            self.waiting.popleft()
-            self._emit(wr.reply, status(409, 'Message Size Exceeds MaxBytes', Nats_Pending_Messages=wr.n, Nats_Pending_Bytes=wr.b))
-            continue
-        wr.n -= 1; wr.d += 1
-        if wr.b:
-            wr.b -= n
-            if wr.b == 0: wr.n = 0               # exactly used up: this one was the last
-        if wr.n <= 0: self.waiting.popleft()
+        prep = self._prepare(m, redelivery)
+        wr = priority.next_waiting(self, prep[3], prep[4], now)
+        if wr is None: break                     # no request may take it now
+        if pinned: prep = (prep[0], priority.pin_header(self, prep[1])) + prep[2:]
+        self._send(m, redelivery, wr.reply, prep)
+        if wr.n <= 0 and wr.b > 0: self._end(wr, 409, 'Batch Completed')
     self._end_no_wait()
 
 @patch
@@ -398,15 +416,22 @@ def pull(self: Consumer, reply: str, body: bytes):
         return self._emit(reply, status(409, f"Exceeded MaxRequestExpires of {go_duration(cfg['max_expires'])}"))
     if cfg.get('max_bytes') and req.get('max_bytes', 0) > cfg['max_bytes']:
         return self._emit(reply, status(409, f"Exceeded MaxRequestMaxBytes of {cfg['max_bytes']}"))
-    if req.get('no_wait') and not req.get('expires') and not self.rdq and self._next_new() is None:
-        return self._emit(reply, status(404, 'No Messages'))
+    why = priority.check_pull(self, req.get('pg'), time.time_ns())
+    if why: return self._emit(reply, status(*why))
+    if req.get('no_wait'):
+        more = bool(self.rdq) or self._next_new() is not None
+        if not more and not req.get('expires'): return self._emit(reply, status(404, 'No Messages'))
+        if more and self.waiting:                # what is left is already asked for by the requests waiting before it
+            self._expire_waiting(time.time_ns())
+            if len(self.rdq) + self.num_pending() < sum(wr.n for wr in self.waiting):
+                return self._emit(reply, status(408, 'Requests Pending'))
     if len(self.waiting) >= (cfg.get('max_waiting') or 512):
         self._expire_waiting(time.time_ns())
         if len(self.waiting) >= (cfg.get('max_waiting') or 512):
             if not req.get('hb'): self._emit(reply, status(409, 'Exceeded MaxWaiting'))
             return
-    self.waiting.append(PullRequest(reply, req['batch'], req.get('max_bytes', 0), req.get('no_wait', False),
-                                    req.get('expires', 0), req.get('hb', 0)))
+    priority.enqueue(self, PullRequest(reply, req['batch'], req.get('max_bytes', 0), req.get('no_wait', False),
+                                       req.get('expires', 0), req.get('hb', 0), req.get('pg')))
     self.active = time.time_ns()
     self._deliver()
 
@@ -520,6 +545,7 @@ def tick(self: Consumer, now: int | None = None):
         p = self.pending.get(sseq)
         if p is None or p[1] != at or sseq in self.rdq: continue      # acknowledged, or touched or redelivered since
         if not self._exhausted(sseq): self.rdq.append(sseq)
+    priority.expire_pin(self, now)
     self._expire_waiting(now)
     self._heartbeats(now)
     self._deliver()
@@ -536,6 +562,7 @@ def next_due(self: Consumer) -> int | None:
     if ihb and not self.is_pull: t.append(max(self.last_delivered, self.next_hb - ihb, self.created) + ihb)
     if self._held: t.append(self._held); self._held = 0
     if self.paused_until > time.time_ns(): t.append(self.paused_until)
+    if self.pin is not None: t.append(self.pin.due)
     return min(t) if t else None
 
 @patch
@@ -550,9 +577,7 @@ def _exhausted(self: Consumer, sseq: int) -> bool:
 @patch
 def _live(self: Consumer, wr: PullRequest, now: int) -> bool:
     "Whether a waiting request can still be served: not expired (it gets its 408 now) and its inbox still listened to."
-    if wr.expires and now >= wr.expires:
-        self._emit(wr.reply, status(408, 'Request Timeout', Nats_Pending_Messages=wr.n, Nats_Pending_Bytes=wr.b))
-        return False
+    if wr.expires and now >= wr.expires: self._end(wr, 408, 'Request Timeout'); return False
     return self.stream.host.has_interest(wr.reply)       # a client that went away: dropped without a word, as the reference
 
 @patch
@@ -605,7 +630,7 @@ def info(self: Consumer) -> dict:
 def close(self: Consumer, deleted: bool = True):
     "Stop; waiting pull requests are told the consumer is gone."
     for wr in self.waiting: self._emit(wr.reply, status(409, 'Consumer Deleted'))
-    self.waiting.clear(); self.closed = True
+    self.waiting.clear(); self.closed = True; self.pin = None
 
 # %% ../../nbs/2_js/12_consumer.ipynb #d3ea5e8d
 @patch

@@ -6,19 +6,26 @@
 from __future__ import annotations
 import time
 import orjson
+from fastcore.basics import patch
 from ..nats.times import rfc3339, parse_rfc3339, MAX_DURATION
-from ..nats.protocol import text
-from .errors import JSConsumerNotFoundErr
-from .consumer import Consumer, status
+from ..nats.protocol import text, get_header
+from .errors import (JSApiError, JSConsumerNotFoundErr, JSConsumerInvalidGroupNameErr, JSConsumerInvalidPriorityGroupErr,
+                            JSConsumerInvalidResetErr, JSInvalidJSONErr, JSRequiredApiLevelErr)
+from .gojson import GoInt, GoStr, GoStruct
+from .host import json_bytes
+from .consumer import Consumer, status, go_unmarshal
+from .mirrors import identity
+from . import priority
 from .direct_get import level_ok
-from .consumer_config import consumer_config_for_create, new_consumer_name
+from .consumer_config import consumer_config_for_create, new_consumer_name, _GROUP
 from .stream_config import stored_cfg
 from .account import Account
 from .stream_api import request, stream_of
 
 # %% auto #0
 __all__ = ['on_next', 'on_ack', 'on_flow_control', 'consumer_create', 'consumer_durable_create', 'consumer_info_of',
-           'consumer_of', 'consumer_info', 'consumer_delete', 'consumer_names', 'consumer_list', 'consumer_pause']
+           'consumer_of', 'consumer_info', 'consumer_delete', 'consumer_names', 'consumer_list', 'consumer_pause',
+           'consumer_unpin', 'reset_seq', 'on_reset']
 
 # %% ../../nbs/2_js/15_consumer_api.ipynb #a8e23d67
 def _consumer(acct: Account, stream: str, name: str) -> Consumer | None:
@@ -86,6 +93,7 @@ def consumer_info_of(acct: Account, c: Consumer, stored: bool = False) -> dict:
     now = time.time_ns()
     if c.paused_until > now: d['paused'] = True; d['pause_remaining'] = min(c.paused_until - now, MAX_DURATION)   # as the reference caps it
     d['ts'] = rfc3339(now)
+    if (groups := priority.groups_info(c)) is not None: d['priority_groups'] = groups
     return d
 
 def consumer_of(acct: Account, args) -> Consumer:
@@ -132,5 +140,71 @@ def consumer_pause(acct: Account, args, body, src) -> dict:
     c.set_config(cfg); acct.persist(c, force=True)
     now = time.time_ns()
     if c.paused_until > now: return dict(paused=True, pause_until=until, pause_remaining=min(c.paused_until - now, MAX_DURATION))
+    return dict(paused=False, pause_until=until or rfc3339(0))     # delivery resumes with the next message, request or ack
+
+# %% ../../nbs/2_js/15_consumer_api.ipynb #8eb9fcc0
+_UNPIN = GoStruct('server.JSApiConsumerUnpinRequest', {'group': GoStr()}, strict=False)
+
+def consumer_unpin(acct: Account, args, body, src) -> dict:
+    "`CONSUMER.UNPIN.<stream>.<consumer>`"
+    group = go_unmarshal(body, _UNPIN)['group']
+    if not group: raise JSInvalidJSONErr(err='consumer group not specified')
+    if not _GROUP.fullmatch(group): raise JSConsumerInvalidGroupNameErr()
+    c = consumer_of(acct, args)
+    if group not in (c.cfg.get('priority_groups') or ()): raise JSConsumerInvalidPriorityGroupErr()
+    priority.unpin(c, group, 'admin')
     acct.send(c.deliver())
-    return dict(paused=False, pause_until=until or rfc3339(0))
+    return {}
+
+# %% ../../nbs/2_js/15_consumer_api.ipynb #efc447d7
+@patch
+def reset(self: Consumer, seq: int):
+    "Start over from stream sequence `seq`: nothing pending or to redeliver, consumer sequences from 1 (`deliver` then hands out)."
+    was, sseq = list(self.pending), self.sseq
+    self.pending, self.rdc, self._acks_due = {}, {}, []
+    self.rdq.clear(); self._ahead = None                # the look-ahead read was for where it stood before
+    self.sseq, self.dseq = seq, 1
+    self.adflr, self.asflr = 0, seq - 1
+    self.last_delivered = self.last_acked = 0
+    if self.stream.cfg.get('retention') == 'interest': self.stream.acked(self, self._skipped(was, sseq, seq))
+
+@patch
+def _skipped(self: Consumer, was: list[int], sseq: int, seq: int) -> list[int]:
+    "What this consumer needed before a reset to `seq` and no longer does: what it had pending below `seq`, what it had not reached."
+    out, store, f = [s for s in was if s < seq], self.stream.store, self._filter or '>'
+    while sseq < seq:
+        m = store.load_next_msg(f, sseq)
+        if m is None or m.seq >= seq: break
+        out.append(m.seq); sseq = m.seq + 1
+    return out
+
+def reset_seq(c: Consumer, seq: int) -> int:
+    "Where a reset of `c` to `seq` starts (0: just past its ack floor), or the reference's refusal."
+    if seq == 0: return c.asflr + 1
+    pol = c.cfg.get('deliver_policy', 'all')
+    if pol == 'by_start_sequence' and seq < (c.cfg.get('opt_start_seq') or 0): raise JSConsumerInvalidResetErr(err='below start seq')
+    if pol == 'by_start_time' and seq < c._start_seq(): raise JSConsumerInvalidResetErr(err='below start time')
+    if pol not in ('all', 'by_start_sequence', 'by_start_time'): raise JSConsumerInvalidResetErr(err='not allowed')
+    return seq
+
+# %% ../../nbs/2_js/15_consumer_api.ipynb #9be3b157
+_RESET = GoStruct('server.JSApiConsumerResetRequest', {'seq': GoInt('uint64')}, strict=False)
+_RESET_TYPE = 'io.nats.jetstream.api.v1.consumer_reset_response'
+
+def on_reset(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+    "A `CONSUMER.RESET` request, answered by the consumer as in the reference: nothing answers for one that does not exist."
+    toks = text(subject).split('.')
+    c = _consumer(acct, toks[4], toks[5]) if len(toks) == 6 else None
+    if c is None or not reply: return
+    head, body = (data[:hdr], data[hdr:]) if hdr else (b'', data)
+    try:
+        if not level_ok(head): raise JSRequiredApiLevelErr()
+        seq = reset_seq(c, go_unmarshal(body, _RESET)['seq'] if body else 0)
+    except JSApiError as e:
+        return acct.publish(text(reply), json_bytes(dict(type=_RESET_TYPE, error=e.to_dict(), reset_seq=0)))
+    c.reset(seq)
+    acct.persist(c, force=True)
+    ident = get_header(head, b'Nats-Stream-Identity') is not None        # asked for: the reply says which stream this is
+    rhdr = b'NATS/1.0\r\nNats-Stream-Identity: %s\r\n\r\n' % identity(c.stream).encode() if ident else b''
+    acct.publish(text(reply), json_bytes(dict(type=_RESET_TYPE) | consumer_info_of(acct, c) | dict(reset_seq=seq)), hdr=rhdr)
+    acct.send(c.deliver())                       # after the reply, which shows the consumer just reset, as the reference's does
