@@ -184,10 +184,23 @@ S2_HEADER = b'\xff\x06\x00\x00S2sTwO'
 
 class S2Reader:
     "Decodes an S2 (or Snappy) framed stream given in pieces: `feed` returns the bytes of the frames it completed."
-    def __init__(self): self._buf, self._started, self.seen = bytearray(), False, 0
+    def __init__(self): self._buf, self._started, self.seen, self.error = bytearray(), False, 0, None
 
     def feed(self, data: bytes) -> bytes:
-        buf, out, pos = self._buf, [], 0
+        "The bytes of the frames `data` completes; at a damaged frame, those before it, with the error kept in `error` (and raised by `check`)."
+        if self.error: return b''
+        out = []
+        try: self._frames(data, out)
+        except SnapshotError as e: self.error = e
+        d = b''.join(out); self.seen += len(d)
+        return d
+
+    def check(self) -> S2Reader:
+        if self.error: raise self.error
+        return self
+
+    def _frames(self, data: bytes, out: list):
+        buf, pos = self._buf, 0
         buf += data
         while len(buf) - pos >= 4:
             kind, n = buf[pos], int.from_bytes(buf[pos + 1:pos + 4], 'little')
@@ -205,9 +218,8 @@ class S2Reader:
                 if len(d) > _MAX_BLOCK: raise SnapshotError(_CORRUPT)
                 if masked_crc(d) != int.from_bytes(body[:4], 'little'): raise SnapshotError(_CRC_BAD)
                 out.append(d)
+            del buf[:pos]; pos = 0
         del buf[:pos]
-        d = b''.join(out); self.seen += len(d)
-        return d
 
     @property
     def pending(self) -> int: return len(self._buf)
@@ -234,7 +246,7 @@ _INVALID = 'archive: invalid archive stream'
 class ArchiveReader:
     "Reads archive entries from pieces of any size: `feed` returns the `(name, ts, seq, hdr_size, payload_size, body)` completed, or hands each to `on_entry` at once."
     def __init__(self, check=None, on_entry=None):
-        self._buf, self.magic, self.head, self.check, self.on_entry = bytearray(), False, None, check, on_entry
+        self._buf, self.magic, self.head, self.name, self.check, self.on_entry = bytearray(), False, None, b'', check, on_entry
 
     def feed(self, data: bytes) -> list[tuple]:
         buf, out, pos = self._buf, [], 0
@@ -254,12 +266,14 @@ class ArchiveReader:
                 if len(vals) < 5: break
                 nl, zts, seq, hs, ps = vals
                 if nl > 1 << 20 or hs >= 1 << 63 or ps >= 1 << 63 or hs + ps >= 1 << 63: raise SnapshotError(_INVALID)
-                self.head, pos = (nl, (zts >> 1) ^ -(zts & 1), seq, hs, ps), p
-                if self.check: self.check(self.head, bytes(buf[pos:pos + nl]) if len(buf) - pos >= nl else None)
-            nl, ts, seq, hs, ps = self.head
-            if len(buf) - pos < nl + hs + ps: break
-            e = (bytes(buf[pos:pos + nl]), ts, seq, hs, ps, bytes(buf[pos + nl:pos + nl + hs + ps]))
-            pos += nl + hs + ps; self.head = None
+                if len(buf) - p < nl: break
+                self.name = bytes(buf[p:p + nl])
+                self.head, pos = ((zts >> 1) ^ -(zts & 1), seq, hs, ps), p + nl
+                if self.check: self.check(self.name, *self.head)
+            ts, seq, hs, ps = self.head
+            if len(buf) - pos < hs + ps: break
+            e = (self.name, ts, seq, hs, ps, bytes(buf[pos:pos + hs + ps]))
+            pos += hs + ps; self.head = None
             if self.on_entry: self.on_entry(*e)
             else: out.append(e)
         del buf[:pos]
@@ -267,6 +281,9 @@ class ArchiveReader:
 
     @property
     def partial(self) -> bool: return bool(self._buf) or self.head is not None
+
+    @property
+    def in_payload(self) -> bool: return self.head is not None
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #28ee5480
 def consumer_entry(c: Consumer, last: int) -> dict:
@@ -497,20 +514,41 @@ def _watch(self: Restore):
 # %% ../../nbs/2_js/18_snapshot.ipynb #c0a1ad91
 @patch
 def _feed(self: Restore, body: bytes):
-    "Decode a chunk and apply the entries it completes."
+    "Decode a chunk and apply the entries it completes; a damaged frame fails where the archive stands."
     data = self.s2.feed(body)
-    if not self.arc.magic:
+    if not self.arc.magic:                                    # the first 8 bytes tell the format
         head = (bytes(self.arc._buf) + data)[:8]
+        if len(head) < 8 and self.s2.error: raise self.s2.error
         if len(head) == 8 and head != ARCHIVE_MAGIC:
             raise SnapshotError("this snapshot is in the older format, a tar of the reference's file store directory "
                                 "(nats-server before 2.15), which jsnb does not restore")
     self.arc.feed(data)
+    if self.s2.error and not self.eob: raise self._cut(_INVALID)
 
 @patch
-def _check(self: Restore, head: tuple, name: bytes | None):
-    "A message entry's header, checked before its bytes are awaited: the largest message the server and the stream take."
-    nl, ts, seq, hs, ps = head
-    if self.state is None or len(self.consumers) < self._ncons or seq == 0: return
+def _cut(self: Restore, boundary: str) -> SnapshotError:
+    "The reference's error for an archive whose good bytes end here (`boundary`: the error when that is between two entries)."
+    a = self.arc
+    if a.in_payload:
+        if self.state is None: return SnapshotError('expected state.json contents')
+        if len(self.consumers) < self._ncons:
+            return SnapshotError(f'failed to read consumer {go_quote(a.name[len(b"consumers/"):].decode("utf-8", "replace"))} state: {_INVALID}')
+        return SnapshotError(f'failed to read message sequence {a.head[1]}: {_INVALID}')
+    return SnapshotError(_INVALID if a._buf else boundary)
+
+@patch
+def _check(self: Restore, name: bytes, ts: int, seq: int, hs: int, ps: int):
+    "An entry's header and name, checked before its bytes are awaited, as the reference checks them."
+    if self.eob: return
+    if self.state is None:
+        if name != b'state.json': raise SnapshotError('expected state.json first')
+        return
+    if len(self.consumers) < self._ncons:
+        if not name.startswith(b'consumers/'): raise SnapshotError(f'expected consumer, found {go_quote(name.decode("utf-8", "replace"))}')
+        return
+    if seq == 0:
+        if ts == 0 and hs == 0 and ps == 0: return
+        raise SnapshotError('expected message sequence')
     mp = self.acct.max_payload
     if hs > mp or ps > mp - hs: raise SnapshotError(f'message sequence {seq} exceeds maximum payload size')
     mms = self.cfg.get('max_msg_size', -1)
@@ -522,14 +560,11 @@ def _check(self: Restore, head: tuple, name: bytes | None):
 def _entry(self: Restore, name: bytes, ts: int, seq: int, hs: int, ps: int, body: bytes):
     if self.eob: return                                       # after the end entry nothing counts
     if self.state is None:
-        if name != b'state.json': raise SnapshotError('expected state.json first')
         try: st = go_decode(body, _STATE_JSON)
         except JSApiError as e: raise SnapshotError(f'error in state.json: {e.description.removeprefix("invalid JSON: ")}') from None
         return self._begin(st)
     if len(self.consumers) < self._ncons: return self._consumer(name, body)
-    if seq == 0:
-        if ts == 0 and hs == 0 and ps == 0: return self._end_of_backup()
-        raise SnapshotError('expected message sequence')
+    if seq == 0: return self._end_of_backup()
     self._message(name, ts, seq, body[:hs], body[hs:])
 
 @patch
@@ -550,8 +585,9 @@ def _begin(self: Restore, st: dict):
     try: stream_api._no_overlap(acct, cfg)
     except JSApiError as e: raise SnapshotError(f'error adding stream: {e}') from None
     self.store = self._open_store()
-    if st['first_seq'] > 1: self.store.compact(st['first_seq'])
-    self.lseq = st['first_seq'] - 1 if st['first_seq'] > 0 else 0
+    if st['first_seq'] > 0: self.store.compact(st['first_seq'])
+    acct.advise_stream(self.name, 'create')                  # the reference announces the stream here (not its consumers)
+    self.lseq = max(st['first_seq'] - 1, 0)
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #2072ba0f
 @patch
@@ -566,20 +602,22 @@ def _open_store(self: Restore):
 def _place(self: Restore, store):
     "Move a staged file store to its place among the streams; the store as opened there."
     if not self.staging: return store
+    first = store.state()['first_seq']
     store.stop()
     final = os.path.join(self.acct.streams_dir, self.name)
     if os.path.exists(final): shutil.rmtree(final)          # left over by a stream that is gone
     os.makedirs(self.acct.streams_dir, exist_ok=True)
     os.replace(self.staging, final)
     self.staging = ''
-    return self.acct.open_store(self.cfg)
+    store = self.acct.open_store(self.cfg)
+    st = store.state()
+    if not st['messages'] and st['first_seq'] < first: store.compact(first)   # an empty store starts where the snapshot did
+    return store
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #a8d23e56
 @patch
 def _consumer(self: Restore, name: bytes, body: bytes):
-    cname = name.decode('utf-8', 'surrogateescape')
-    if not cname.startswith('consumers/'): raise SnapshotError(f'expected consumer, found {go_quote(cname)}')
-    cname = cname[len('consumers/'):]
+    cname = name.decode('utf-8', 'surrogateescape')[len('consumers/'):]
     q = go_quote(cname)
     try: doc = orjson.loads(body)
     except orjson.JSONDecodeError as e: raise SnapshotError(f'failed to decode consumer {q} state: {e}') from None
@@ -592,6 +630,7 @@ def _consumer(self: Restore, name: bytes, body: bytes):
     except JSApiError as e: raise SnapshotError(f'failed to add consumer {q}: {e}') from None
     try: st = _consumer_state(doc['state'])
     except (TypeError, ValueError, KeyError, AttributeError) as e:
+        self.consumers.append((cname, cfg, None))            # the reference keeps the consumer, with a fresh state
         raise SnapshotError(f'failed to set consumer {q} state: {e}') from None
     self.consumers.append((cname, cfg, st))
 
@@ -643,9 +682,10 @@ def _end_of_backup(self: Restore):
 def _close_input(self: Restore):
     "The input is complete: anything short of the end entry is an error."
     if self.eob: return
-    if self.state is None and not self.arc.magic:
-        raise SnapshotError('EOF' if self.s2.seen == 0 and not self.s2.pending else 'unexpected EOF')
-    raise SnapshotError(_INVALID if self.arc.partial or self.s2.pending else 'EOF')
+    if not self.arc.magic:                                    # the first 8 bytes were not there
+        if self.s2.pending: raise SnapshotError(_CORRUPT)
+        raise SnapshotError('EOF' if self.s2.seen == 0 else 'unexpected EOF')
+    raise self._cut(_INVALID if self.s2.pending else 'EOF')
 
 @patch
 def _activate(self: Restore):
@@ -658,12 +698,14 @@ def _activate(self: Restore):
     now = time.time_ns()
     for name, cfg, st in self.consumers:
         c = Consumer(s, name, cfg)
+        s.consumers[name] = c
+        acct.persist(c, force=True)
+        if st is None: continue
         (dc, ds), (fc, fs) = st['delivered'], st['ack_floor']
         c.sseq, c.dseq, c.adflr, c.asflr = ds + 1, dc + 1, fc, fs
         c.pending, c.rdc = st['pending'], st['rdc']
         c._acks_due = [(t + c._ack_wait(q), q, t) for q, (_, t) in c.pending.items()]
         heapq.heapify(c._acks_due)
-        s.consumers[name] = c
         acct.persist(c, force=True)
     for c in s.consumers.values(): acct.send(c.tick(now))
     if s.cfg.get('mirror') or s.cfg.get('sources'): mirrors.sync(s, copy=False); acct.later(0, lambda: mirrors.catch_up(s))
