@@ -14,12 +14,12 @@ from ..nats.times import rfc3339
 from .errors import JSApiError
 from .host import advise, json_bytes
 from .account import Account
-from . import kernels, stream_api as S, consumer_api as C, snapshot as SN
+from . import kernels, stream_api as S, consumer_api as C, snapshot as SN, restore as RS
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'ROUTES', 'API_SUBJECTS', 'Route', 'route', 'answer', 'client_info', 'audit', 'JetStream']
+__all__ = ['log', 'ROUTES', 'API_SUBJECTS', 'Route', 'route', 'answer', 'audit', 'JetStream']
 
 # %% ../../nbs/2_js/16_api.ipynb #97eba59a
 class Route(NamedTuple):
@@ -41,7 +41,7 @@ ROUTES: dict[str, Route] = {
     'STREAM.MSG.GET': Route(S.msg_get, 'stream_msg_get_response', quiet=True),
     'STREAM.MSG.DELETE': Route(S.msg_delete, 'stream_msg_delete_response'),
     'STREAM.SNAPSHOT': Route(SN.stream_snapshot, 'stream_snapshot_response'),
-    'STREAM.RESTORE': Route(SN.stream_restore, 'stream_restore_response', error_extra=dict(deliver_subject='')),
+    'STREAM.RESTORE': Route(RS.stream_restore, 'stream_restore_response', error_extra=dict(deliver_subject='')),
     'CONSUMER.CREATE': Route(C.consumer_create, 'consumer_create_response'),
     'CONSUMER.DURABLE.CREATE': Route(C.consumer_durable_create, 'consumer_create_response'),
     'CONSUMER.INFO': Route(C.consumer_info, 'consumer_info_response'),
@@ -73,19 +73,14 @@ def answer(acct: Account, r: Route, args: list[str], body: bytes, src, subject: 
     return dict(type=_RT + r.rtype, error=err.to_dict(), **r.error_extra), err.delay
 
 # %% ../../nbs/2_js/16_api.ipynb #85c1ea74
-def client_info(acct: Account, src) -> dict:
-    "The `client` object of an advisory about a request from `src`."
+def audit(acct: Account, src, subject: str, request: bytes, response: bytes):
+    "Send the API audit advisory for one request."
     client = {}
     if isinstance(src, ClientConn):
         client = dict(start=rfc3339(int(src.start * 1e9)), host=src.host, id=src.cid, acc='$G', lang=src.lang,
                       ver=src.version, rtt=int(src.rtt * 1e9), server=acct.server_name, kind='Client', client_type='nats')
         if src.name: client['name'] = src.name
         if src.user: client['user'] = src.user
-    return client
-
-def audit(acct: Account, src, subject: str, request: bytes, response: bytes):
-    "Send the API audit advisory for one request."
-    client = client_info(acct, src)
     extra = dict(request=request.decode('utf-8', 'replace')) if request else {}
     advise(acct, '$JS.EVENT.ADVISORY.API', 'io.nats.jetstream.advisory.v1.api_audit', server=acct.server_name, client=client,
            subject=subject, **extra, response=response.decode('utf-8', 'replace'))

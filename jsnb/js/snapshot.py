@@ -4,34 +4,28 @@
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #9567097f
 from __future__ import annotations
-import heapq, logging, os, shutil, time
+import logging, time
 import numpy as np
 import orjson
 from fastcore.basics import patch
-from ..nats.protocol import get_header, wire
+from ..nats.core import ClientConn
+from ..nats.protocol import wire
 from ..nats.subjects import valid_literal_subject
-from ..nats.times import NS, rfc3339
-from .errors import (JSApiError, JSBadRequestErr, JSMemoryResourcesExceededErr, JSSnapshotDeliverSubjectInvalidErr,
-                           JSStorageResourcesExceededErr, JSStreamMismatchErr, JSStreamNameContainsPathSeparatorsErr,
-                           JSStreamNameExistRestoreFailedErr, JSStreamNotFoundErr, JSStreamRestoreErrF)
-from .gojson import go_decode, go_quote, GoStruct, GoInt, GoStr, GoBool, GoTime, GoSlice, GoMap
-from .host import advise, event_id, json_bytes
-from .stream_config import STREAM_CONFIG_REQUEST, stream_config_for_create, stored_cfg
-from .consumer_config import consumer_config_for_create
+from ..nats.times import rfc3339
+from .errors import JSBadRequestErr, JSSnapshotDeliverSubjectInvalidErr
+from .gojson import go_decode, GoStruct, GoInt, GoStr, GoBool
+from .host import advise, event_id
+from .stream_config import stored_cfg
 from .consumer import Consumer
 from .account import Account
-from .filestore import FileStore
-from .stream import limits_of
-from .ttl import parse_ttl
-from . import kernels, mirrors, stream_api
+from . import kernels, stream_api
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'S2_HEADER', 'ARCHIVE_MAGIC', 'ACK_TIMEOUT', 'INTEREST_WAIT', 'STALL_TIMEOUT', 'SNAPSHOT_REQUEST',
-           'RESTORE_REQUEST', 'crc32c', 'masked_crc', 'SnapshotError', 's2_block', 'S2Reader', 's2_frames',
-           'archive_entry', 'ArchiveReader', 'consumer_entry', 'snapshot_bytes', 'Snapshot', 'is_empty_request',
-           'stream_snapshot', 'Restore', 'stream_restore']
+__all__ = ['log', 'S2_HEADER', 'ARCHIVE_MAGIC', 'ACK_TIMEOUT', 'INTEREST_WAIT', 'SNAPSHOT_REQUEST', 'crc32c', 'masked_crc',
+           'SnapshotError', 's2_block', 'S2Reader', 's2_frames', 'archive_entry', 'ArchiveReader', 'consumer_entry',
+           'snapshot_bytes', 'Snapshot', 'is_empty_request', 'stream_snapshot']
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #538cd0d4
 def _crc_tables() -> np.ndarray:
@@ -342,13 +336,16 @@ class _Packer:
 # %% ../../nbs/2_js/18_snapshot.ipynb #7dd918ce
 ACK_TIMEOUT = 5.0            # seconds without an acknowledgement while the window is full
 INTEREST_WAIT = 2.0          # seconds to wait for a subscriber to the deliver subject
-STALL_TIMEOUT = 5.0          # seconds a restore may receive nothing
 _WATCH = 0.1
 
 def _client(acct, src) -> dict:
-    "The `client` of an advisory: who asked."
-    from jsnb.js.api import client_info         # the API module registers this one: imported when used
-    return client_info(acct, src)
+    "The `client` of an advisory: who asked (as the API audit advisory describes a client)."
+    if not isinstance(src, ClientConn): return {}
+    c = dict(start=rfc3339(int(src.start * 1e9)), host=src.host, id=src.cid, acc='$G', lang=src.lang, ver=src.version,
+             rtt=int(src.rtt * 1e9), server=acct.server_name, kind='Client', client_type='nats')
+    if src.name: c['name'] = src.name
+    if src.user: c['user'] = src.user
+    return c
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #a9ac3e97
 class Snapshot:
@@ -450,304 +447,3 @@ def stream_snapshot(acct: Account, args, body, src) -> dict:
     snap = Snapshot(acct, s, req, src, state)
     acct.later(0, snap.begin)                      # after the answer
     return dict(config=stored_cfg(s.cfg), state=state)
-
-# %% ../../nbs/2_js/18_snapshot.ipynb #ae6c65bf
-_CONFIG = GoStruct('server.StreamConfig', {k: v for k, v in STREAM_CONFIG_REQUEST.fields.items() if k != 'pedantic'})
-_STATE_FIELDS = {'messages': GoInt('uint64'), 'bytes': GoInt('uint64'), 'first_seq': GoInt('uint64'), 'first_ts': GoTime(),
-                 'last_seq': GoInt('uint64'), 'last_ts': GoTime(), 'num_subjects': GoInt(),
-                 'subjects': GoMap(GoInt('uint64'), 'map[string]uint64'), 'num_deleted': GoInt(),
-                 'deleted': GoSlice(GoInt('uint64'), '[]uint64'),
-                 'lost': GoStruct('server.LostStreamData', {'msgs': GoSlice(GoInt('uint64'), '[]uint64'), 'bytes': GoInt('uint64')}, ptr=True),
-                 'consumer_count': GoInt()}
-_STATE = GoStruct('server.StreamState', _STATE_FIELDS)
-RESTORE_REQUEST = GoStruct('server.JSApiStreamRestoreRequest', {'config': _CONFIG, 'state': _STATE})
-_STATE_JSON = GoStruct('server.StreamState', _STATE_FIELDS, strict=False)      # read as `json.Unmarshal` reads it
-
-# %% ../../nbs/2_js/18_snapshot.ipynb #2350705d
-class Restore:
-    "One restore in progress: chunks in, a stream and its consumers out."
-    def __init__(self, acct: Account, cfg: dict, src):
-        self.acct, self.cfg, self.src, self.name = acct, cfg, src, cfg['name']
-        self.subject = f'$JS.SNAPSHOT.RESTORE.{self.name}.{event_id()}'
-        self.s2, self.arc = S2Reader(), ArchiveReader(self._check, self._entry)
-        self.start_ns, self.total, self.last = time.time_ns(), 0, time.monotonic()
-        self.err: Exception | None = None
-        self.finished = self.eob = False
-        self.state = self.store = None
-        self.consumers: list[tuple[str, dict, dict]] = []
-        self.lseq = self.used0 = self.stored = self._ncons = 0
-        self.staging = ''                                   # where a file stream is restored before it goes live
-        advise(acct, f'$JS.EVENT.ADVISORY.STREAM.RESTORE_CREATE.{self.name}', 'io.nats.jetstream.advisory.v1.restore_create',
-               stream=self.name, client=_client(acct, src))
-        self.sub = acct.subscribe(self.subject, self.on_chunk)
-        acct.later(STALL_TIMEOUT, self._watch)
-
-# %% ../../nbs/2_js/18_snapshot.ipynb #1b50a865
-@patch
-def on_chunk(self: Restore, subject, reply, hdr, data, src):
-    "One message on the restore subject: a chunk, or (empty) the end."
-    if self.finished: return
-    if not reply:
-        self.err = SnapshotError(f"restore for stream '$G > {self.name}' requires reply subject for each chunk")
-        return self._finish(b'')
-    body = data[hdr:] if hdr else data
-    if not body: return self._finish(reply)
-    self.last = time.monotonic(); self.total += len(body)
-    if self.err is None and not self.eob:
-        try: self._feed(body)
-        except Exception as e:
-            if not isinstance(e, (SnapshotError, JSApiError)): log.exception("restore of stream '$G > %s' failed", self.name)
-            self.err = e
-    self.acct.reply(reply, b'')
-
-@patch
-def _watch(self: Restore):
-    "A restore that received nothing for 5 seconds is abandoned: no answer, the subscription goes."
-    if self.finished: return
-    idle = time.monotonic() - self.last
-    if idle < STALL_TIMEOUT: return self.acct.later(STALL_TIMEOUT - idle, self._watch)
-    log.warning("restore for stream '$G > %s' is stalled", self.name)
-    self.finished = True; self.acct.unsubscribe(self.sub)
-    try: self._activate()
-    except Exception as e: log.warning("restore for stream '$G > %s': %s", self.name, e)
-
-# %% ../../nbs/2_js/18_snapshot.ipynb #c0a1ad91
-@patch
-def _feed(self: Restore, body: bytes):
-    "Decode a chunk and apply the entries it completes; a damaged frame fails where the archive stands."
-    data = self.s2.feed(body)
-    if not self.arc.magic:                                    # the first 8 bytes tell the format
-        head = (bytes(self.arc._buf) + data)[:8]
-        if len(head) < 8 and self.s2.error: raise self.s2.error
-        if len(head) == 8 and head != ARCHIVE_MAGIC:
-            raise SnapshotError("this snapshot is in the older format, a tar of the reference's file store directory "
-                                "(nats-server before 2.15), which jsnb does not restore")
-    self.arc.feed(data)
-    if self.s2.error and not self.eob: raise self._cut(_INVALID)
-
-@patch
-def _cut(self: Restore, boundary: str) -> SnapshotError:
-    "The reference's error for an archive whose good bytes end here (`boundary`: the error when that is between two entries)."
-    a = self.arc
-    if a.in_payload:
-        if self.state is None: return SnapshotError('expected state.json contents')
-        if len(self.consumers) < self._ncons:
-            return SnapshotError(f'failed to read consumer {go_quote(a.name[len(b"consumers/"):].decode("utf-8", "replace"))} state: {_INVALID}')
-        return SnapshotError(f'failed to read message sequence {a.head[1]}: {_INVALID}')
-    return SnapshotError(_INVALID if a._buf else boundary)
-
-@patch
-def _check(self: Restore, name: bytes, ts: int, seq: int, hs: int, ps: int):
-    "An entry's header and name, checked before its bytes are awaited, as the reference checks them."
-    if self.eob: return
-    if self.state is None:
-        if name != b'state.json': raise SnapshotError('expected state.json first')
-        return
-    if len(self.consumers) < self._ncons:
-        if not name.startswith(b'consumers/'): raise SnapshotError(f'expected consumer, found {go_quote(name.decode("utf-8", "replace"))}')
-        return
-    if seq == 0:
-        if ts == 0 and hs == 0 and ps == 0: return
-        raise SnapshotError('expected message sequence')
-    mp = self.acct.max_payload
-    if hs > mp or ps > mp - hs: raise SnapshotError(f'message sequence {seq} exceeds maximum payload size')
-    mms = self.cfg.get('max_msg_size', -1)
-    if mms is not None and mms >= 0 and (hs > mms or ps > mms - hs):
-        raise SnapshotError(f'message sequence {seq} exceeds maximum message size')
-
-# %% ../../nbs/2_js/18_snapshot.ipynb #4d6fcef6
-@patch
-def _entry(self: Restore, name: bytes, ts: int, seq: int, hs: int, ps: int, body: bytes):
-    if self.eob: return                                       # after the end entry nothing counts
-    if self.state is None:
-        try: st = go_decode(body, _STATE_JSON)
-        except JSApiError as e: raise SnapshotError(f'error in state.json: {e.description.removeprefix("invalid JSON: ")}') from None
-        return self._begin(st)
-    if len(self.consumers) < self._ncons: return self._consumer(name, body)
-    if seq == 0: return self._end_of_backup()
-    self._message(name, ts, seq, body[:hs], body[hs:])
-
-@patch
-def _begin(self: Restore, st: dict):
-    "`state.json` is in: check the account's room, create the store at the first sequence."
-    acct, cfg = self.acct, self.cfg
-    if self.name in acct.streams: raise JSStreamNameExistRestoreFailedErr()
-    self.state, self._ncons = st, st['consumer_count']
-    mem = cfg['storage'] == 'memory'
-    limit = acct.storage_limit(cfg['storage'])
-    full = JSMemoryResourcesExceededErr if mem else JSStorageResourcesExceededErr
-    if st['bytes'] >= 1 << 63: raise full()
-    if limit >= 0:
-        rm, rf = acct.reserved(); mu, su = acct.usage()
-        self.used0 = mu if mem else su
-        need = max(cfg.get('max_bytes') or 0, st['bytes'], 1)
-        if (rm if mem else rf) + need > limit or self.used0 + st['bytes'] > limit: raise full()
-    try: stream_api._no_overlap(acct, cfg)
-    except JSApiError as e: raise SnapshotError(f'error adding stream: {e}') from None
-    self.store = self._open_store()
-    if st['first_seq'] > 0: self.store.compact(st['first_seq'])
-    acct.advise_stream(self.name, 'create')                  # the reference announces the stream here (not its consumers)
-    self.lseq = max(st['first_seq'] - 1, 0)
-
-# %% ../../nbs/2_js/18_snapshot.ipynb #2072ba0f
-@patch
-def _open_store(self: Restore):
-    "The store the messages are restored into: in memory, or a file store in the staging directory."
-    acct, cfg = self.acct, self.cfg
-    if cfg['storage'] == 'memory': return acct.open_store(cfg)
-    self.staging = os.path.join(acct.store_dir, '$G', '__restores__', f'{self.name}.{event_id()}')
-    return FileStore(self.staging, limits_of(cfg), sync_always=acct.sync_interval <= 0, sync_interval=acct.sync_interval)
-
-@patch
-def _place(self: Restore, store):
-    "Move a staged file store to its place among the streams; the store as opened there."
-    if not self.staging: return store
-    first = store.state()['first_seq']
-    store.stop()
-    final = os.path.join(self.acct.streams_dir, self.name)
-    if os.path.exists(final): shutil.rmtree(final)          # left over by a stream that is gone
-    os.makedirs(self.acct.streams_dir, exist_ok=True)
-    os.replace(self.staging, final)
-    self.staging = ''
-    store = self.acct.open_store(self.cfg)
-    st = store.state()
-    if not st['messages'] and st['first_seq'] < first: store.compact(first)   # an empty store starts where the snapshot did
-    return store
-
-# %% ../../nbs/2_js/18_snapshot.ipynb #a8d23e56
-@patch
-def _consumer(self: Restore, name: bytes, body: bytes):
-    cname = name.decode('utf-8', 'surrogateescape')[len('consumers/'):]
-    q = go_quote(cname)
-    try: doc = orjson.loads(body)
-    except orjson.JSONDecodeError as e: raise SnapshotError(f'failed to decode consumer {q} state: {e}') from None
-    if not isinstance(doc, dict) or not isinstance(doc.get('config'), dict): raise SnapshotError(f'consumer {q} is missing config')
-    if not isinstance(doc.get('state'), dict): raise SnapshotError(f'consumer {q} is missing state')
-    try:
-        cfg = consumer_config_for_create(dict(stream_name=self.name, config=doc['config']), self.cfg, subject_stream=self.name,
-                                         subject_consumer=cname, subject_filter=None, durable_api=False, action='',
-                                         consumers={n: c for n, c, _ in self.consumers})
-    except JSApiError as e: raise SnapshotError(f'failed to add consumer {q}: {e}') from None
-    try: st = _consumer_state(doc['state'])
-    except (TypeError, ValueError, KeyError, AttributeError) as e:
-        self.consumers.append((cname, cfg, None))            # the reference keeps the consumer, with a fresh state
-        raise SnapshotError(f'failed to set consumer {q} state: {e}') from None
-    self.consumers.append((cname, cfg, st))
-
-def _consumer_state(d: dict) -> dict:
-    "A consumer's state from a snapshot, checked as the reference's consumer store checks an update."
-    def pair(k):
-        p = d.get(k) or {}
-        return int(p.get('consumer_seq') or 0), int(p.get('stream_seq') or 0)
-    (dc, ds), (fc, fs) = pair('delivered'), pair('ack_floor')
-    if fc > dc: raise ValueError('bad ack floor for consumer')
-    if fs > ds: raise ValueError('bad ack floor for stream')
-    pending = {}
-    for k, p in (d.get('pending') or {}).items():
-        seq = int(k)
-        if seq <= fs or seq > ds: raise ValueError(f'bad pending entry, sequence [{seq}] out of range')
-        pending[seq] = [int(p.get('Sequence') or 0), int(p.get('Timestamp') or 0)]
-    rdc = {int(k): int(v) + 1 for k, v in (d.get('redelivered') or {}).items()}
-    return dict(delivered=(dc, ds), ack_floor=(fc, fs), pending=dict(sorted(pending.items())), rdc=rdc)
-
-# %% ../../nbs/2_js/18_snapshot.ipynb #b6362e3f
-@patch
-def _message(self: Restore, subject: bytes, ts: int, seq: int, hdr: bytes, data: bytes):
-    store, cfg = self.store, self.cfg
-    if seq <= self.lseq: raise SnapshotError(f'message sequence {seq} out of order')
-    while store.state()['last_seq'] < seq - 1: store.skip_msg()          # deleted messages stay deleted
-    self.lseq = seq
-    try: ttl = parse_ttl(get_header(hdr, b'Nats-TTL')) if hdr and get_header(hdr, b'Nats-TTL') is not None else 0
-    except ValueError: raise SnapshotError('failed to parse message TTL: invalid per-message TTL') from None
-    if ttl > 0 and time.time_ns() > ts + ttl * NS:                        # expired while it was away: keep only its sequence
-        store.skip_msg(); return
-    size = store.msg_size(subject.decode('utf-8', 'surrogateescape'), hdr, data)
-    limit = self.acct.storage_limit(cfg['storage'])
-    self.stored += size
-    if limit >= 0 and self.used0 + max(self.state['bytes'], self.stored) > limit:
-        raise (JSMemoryResourcesExceededErr if cfg['storage'] == 'memory' else JSStorageResourcesExceededErr)()
-    keep = ttl * NS if ttl > 0 and cfg.get('allow_msg_ttl') else (-1 if ttl < 0 and cfg.get('allow_msg_ttl') else 0)
-    got, _ = store.store_msg(subject.decode('utf-8', 'surrogateescape'), hdr, data, ts=ts, ttl=keep)
-    if got != seq: raise SnapshotError(f'failed to store message sequence {seq}: stored at {got}')
-
-@patch
-def _end_of_backup(self: Restore):
-    "The end entry: pad up to the last sequence, so that no sequence of the snapshot is used again."
-    last = self.state['last_seq']
-    while self.store.state()['last_seq'] < last: self.store.skip_msg()
-    self.eob = True
-
-# %% ../../nbs/2_js/18_snapshot.ipynb #6ab3c3c8
-@patch
-def _close_input(self: Restore):
-    "The input is complete: anything short of the end entry is an error."
-    if self.eob: return
-    if not self.arc.magic:                                    # the first 8 bytes were not there
-        if self.s2.pending: raise SnapshotError(_CORRUPT)
-        raise SnapshotError('EOF' if self.s2.seen == 0 else 'unexpected EOF')
-    raise self._cut(_INVALID if self.s2.pending else 'EOF')
-
-@patch
-def _activate(self: Restore):
-    "Make the restored stream live with its consumers (also after a failure: what was restored stays, as with the reference)."
-    if self.store is None: return None
-    acct, store, self.store = self.acct, self.store, None
-    if self.name in acct.streams: store.delete(); raise JSStreamNameExistRestoreFailedErr()
-    s = acct.add_stream(self.cfg, self._place(store))
-    acct.write_meta(s)
-    now = time.time_ns()
-    for name, cfg, st in self.consumers:
-        c = Consumer(s, name, cfg)
-        s.consumers[name] = c
-        acct.persist(c, force=True)
-        if st is None: continue
-        (dc, ds), (fc, fs) = st['delivered'], st['ack_floor']
-        c.sseq, c.dseq, c.adflr, c.asflr = ds + 1, dc + 1, fc, fs
-        c.pending, c.rdc = st['pending'], st['rdc']
-        c._acks_due = [(t + c._ack_wait(q), q, t) for q, (_, t) in c.pending.items()]
-        heapq.heapify(c._acks_due)
-        acct.persist(c, force=True)
-    for c in s.consumers.values(): acct.send(c.tick(now))
-    if s.cfg.get('mirror') or s.cfg.get('sources'): mirrors.sync(s, copy=False); acct.later(0, lambda: mirrors.catch_up(s))
-    return s
-
-@patch
-def _finish(self: Restore, reply: bytes):
-    "The input is over: start the stream, announce the end, answer."
-    self.finished = True
-    self.acct.unsubscribe(self.sub)
-    err, s = self.err, None
-    if err is None:
-        try: self._close_input()
-        except Exception as e: err = e
-    try: s = self._activate()
-    except Exception as e: err = err or e
-    end = time.time_ns()
-    advise(self.acct, f'$JS.EVENT.ADVISORY.STREAM.RESTORE_COMPLETE.{self.name}', 'io.nats.jetstream.advisory.v1.restore_complete',
-           stream=self.name, start=rfc3339(self.start_ns), end=rfc3339(end), bytes=self.total, client=_client(self.acct, self.src))
-    resp = dict(type='io.nats.jetstream.api.v1.stream_create_response')
-    if err is None and s is None: err = SnapshotError(f"restore for stream '$G > {self.name}' did not create a stream")
-    if err is not None:
-        e = err if isinstance(err, JSApiError) else JSStreamRestoreErrF(err=str(err))
-        resp['error'] = e.to_dict()
-        log.warning("Restore failed for %d bytes for stream '$G > %s': %s", self.total, self.name, e.description)
-    else:
-        info = s.info(cluster=False)
-        resp.update(config=info['config'], created=info['created'], state=info['state'], ts=info['ts'])
-        log.info("Completed restore of %d bytes for stream '$G > %s'", self.total, self.name)
-    if reply: self.acct.reply(reply, json_bytes(resp))
-
-# %% ../../nbs/2_js/18_snapshot.ipynb #ba9a6723
-def stream_restore(acct: Account, args, body, src) -> dict:
-    "`STREAM.RESTORE.<stream>`: check the configuration; the answer names the subject the snapshot is sent to."
-    if is_empty_request(body): raise JSBadRequestErr()
-    req = go_decode(body, RESTORE_REQUEST)
-    cfg, name = req['config'], args[0] if args else ''
-    if name != cfg['name'] and not cfg['name']: cfg['name'] = name
-    if name != cfg['name']: raise JSStreamMismatchErr()
-    if '\\' in name or '/' in name: raise JSStreamNameContainsPathSeparatorsErr()
-    fm, ff = acct.free()
-    cfg = stream_config_for_create(dict(cfg, pedantic=False), name, max_memory=fm, max_file=ff)
-    if name in acct.streams: raise JSStreamNameExistRestoreFailedErr()
-    r = Restore(acct, cfg, src)
-    return dict(deliver_subject=r.subject)
