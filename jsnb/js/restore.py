@@ -55,6 +55,7 @@ class Restore:
         self.finished = self.eob = False
         self.state = self.store = None
         self.consumers: list[tuple[str, dict, dict]] = []
+        self._batch: list = []                              # messages read, to be stored together
         self.lseq = self.used0 = self.stored = self._ncons = 0
         self.staging = ''                                   # where a file stream is restored before it goes live
         advise(acct, f'$JS.EVENT.ADVISORY.STREAM.RESTORE_CREATE.{self.name}', 'io.nats.jetstream.advisory.v1.restore_create',
@@ -102,7 +103,9 @@ def _feed(self: Restore, body: bytes):
         if len(head) == 8 and head != ARCHIVE_MAGIC:
             raise SnapshotError("this snapshot is in the older format, a tar of the reference's file store directory "
                                 "(nats-server before 2.15), which jsnb does not restore")
-    self.arc.feed(data)
+    try: self.arc.feed(data)
+    finally:
+        if self.store is not None: self._flush()                # what was read before a failure is kept
     if self.s2.error and not self.eob: raise self._cut(_INVALID)
 
 @patch
@@ -235,26 +238,40 @@ def _consumer_state(d: dict) -> dict:
 def _message(self: Restore, subject: bytes, ts: int, seq: int, hdr: bytes, data: bytes):
     store, cfg = self.store, self.cfg
     if seq <= self.lseq: raise SnapshotError(f'message sequence {seq} out of order')
-    while store.state()['last_seq'] < seq - 1: store.skip_msg()          # deleted messages stay deleted
+    if seq > self.lseq + 1:                                               # deleted messages stay deleted
+        self._flush()
+        for _ in range(seq - self.lseq - 1): store.skip_msg()
     self.lseq = seq
     try: ttl = parse_ttl(get_header(hdr, b'Nats-TTL')) if hdr and get_header(hdr, b'Nats-TTL') is not None else 0
     except ValueError: raise SnapshotError('failed to parse message TTL: invalid per-message TTL') from None
     if ttl > 0 and time.time_ns() > ts + ttl * NS:                        # expired while it was away: keep only its sequence
-        store.skip_msg(); return
+        self._flush(); store.skip_msg(); return
     size = store.msg_size(subject.decode('utf-8', 'surrogateescape'), hdr, data)
     limit = self.acct.storage_limit(cfg['storage'])
     self.stored += size
     if limit >= 0 and self.used0 + max(self.state['bytes'], self.stored) > limit:
         raise (JSMemoryResourcesExceededErr if cfg['storage'] == 'memory' else JSStorageResourcesExceededErr)()
     keep = ttl * NS if ttl > 0 and cfg.get('allow_msg_ttl') else (-1 if ttl < 0 and cfg.get('allow_msg_ttl') else 0)
-    got, _ = store.store_msg(subject.decode('utf-8', 'surrogateescape'), hdr, data, ts=ts, ttl=keep)
-    if got != seq: raise SnapshotError(f'failed to store message sequence {seq}: stored at {got}')
+    self._batch.append((subject.decode('utf-8', 'surrogateescape'), hdr, data, ts, keep, seq))
+
+@patch
+def _flush(self: Restore):
+    "Store the messages read so far, with one commit (the store's own path for a read's worth of messages)."
+    batch, self._batch = self._batch, []
+    if not batch: return
+    store = self.store
+    store._check()
+    try:
+        for subject, hdr, data, ts, ttl, seq in batch:
+            got, _ = store._store(subject, hdr, data, ts, ttl)
+            if got != seq: raise SnapshotError(f'failed to store message sequence {seq}: stored at {got}')
+    finally: store._finish()
 
 @patch
 def _end_of_backup(self: Restore):
     "The end entry: pad up to the last sequence, so that no sequence of the snapshot is used again."
-    last = self.state['last_seq']
-    while self.store.state()['last_seq'] < last: self.store.skip_msg()
+    self._flush()
+    for _ in range(self.state['last_seq'] - self.lseq): self.store.skip_msg()
     self.eob = True
 
 # %% ../../nbs/2_js/18a_restore.ipynb #36e2a8c3

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #9567097f
 from __future__ import annotations
-import logging, time
+import logging, threading, time
 import numpy as np
 import orjson
 from fastcore.basics import patch
@@ -23,9 +23,9 @@ from . import kernels, stream_api
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'S2_HEADER', 'ARCHIVE_MAGIC', 'ACK_TIMEOUT', 'INTEREST_WAIT', 'SNAPSHOT_REQUEST', 'crc32c', 'masked_crc',
-           'SnapshotError', 's2_block', 'S2Reader', 's2_frames', 'archive_entry', 'ArchiveReader', 'consumer_entry',
-           'snapshot_bytes', 'Snapshot', 'is_empty_request', 'stream_snapshot']
+__all__ = ['log', 'S2_HEADER', 'ARCHIVE_MAGIC', 'ACK_TIMEOUT', 'INTEREST_WAIT', 'SNAPSHOT_REQUEST', 'warm', 'crc32c',
+           'masked_crc', 'SnapshotError', 's2_block', 'S2Reader', 's2_frames', 'archive_entry', 'ArchiveReader',
+           'consumer_entry', 'snapshot_bytes', 'Snapshot', 'is_empty_request', 'stream_snapshot']
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #538cd0d4
 def _crc_tables() -> np.ndarray:
@@ -61,14 +61,28 @@ def _crc_py(data: bytes, crc: int) -> int:
     return crc
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #d25d8803
-_JIT_MIN = 64 * 1024
+_JIT_MIN, _JIT_SMALL = 64 * 1024, 1024
 _JITTED: dict = {}
+_warming = None
+
+def warm() -> dict:
+    "Compile (or load from the cache) the snapshot kernels now."
+    global _warming
+    if kernels.WANTED and not _JITTED:
+        with kernels._lock:
+            if not _JITTED:
+                done = {n: kernels.compile_cached(globals()[n]) for n in ('_crc_loop', '_s2_loop')}
+                done['_crc_loop'](np.zeros(8, np.uint8), 0, _CRC_T); done['_s2_loop'](np.zeros(2, np.uint8), 0, np.zeros(1, np.uint8))
+                _JITTED.update(done)
+    return _JITTED
 
 def _jit(name: str, size: int):
     "The compiled kernel `name` for an input of `size` bytes, or None when the plain twin should answer."
-    if size < _JIT_MIN or not kernels.WANTED: return None
+    global _warming
+    if size < _JIT_SMALL or not kernels.WANTED: return None
     f = _JITTED.get(name)
-    if f is None: f = _JITTED[name] = kernels.compile_cached(globals()[name])
+    if f is None and size >= _JIT_MIN and _warming is None:
+        _warming = threading.Thread(target=warm, name='jsnb-snapshot-warm', daemon=True); _warming.start()
     return f
 
 def crc32c(data: bytes, crc: int = 0) -> int:
@@ -143,6 +157,7 @@ class SnapshotError(Exception):
 
 def _uvarint(b, i: int) -> tuple[int, int]:
     "The unsigned varint at `b[i:]` and the offset after it; (-1, i) when it is incomplete, (-2, i) when too long."
+    if i < len(b) and b[i] < 0x80: return b[i], i + 1          # the common case: one byte
     x = shift = 0
     for j in range(i, min(len(b), i + 10)):
         c = b[j]
@@ -151,8 +166,12 @@ def _uvarint(b, i: int) -> tuple[int, int]:
         shift += 7
     return (-1, i) if len(b) - i < 10 else (-2, i)
 
+_UV1 = [bytes([i]) for i in range(128)]
+
 def _uv(v: int) -> bytes:
     "`v` as an unsigned varint."
+    if v < 128: return _UV1[v]
+    if v < 16384: return bytes(((v & 0x7f) | 0x80, v >> 7))
     out = bytearray()
     while v >= 0x80: out.append((v & 0x7f) | 0x80); v >>= 7
     out.append(v)
