@@ -92,7 +92,7 @@ def _watch(self: Restore):
     try: self._activate()
     except Exception as e: log.warning("restore for stream '$G > %s': %s", self.name, e)
 
-# %% ../../nbs/2_js/18a_restore.ipynb #e44bb37f
+# %% ../../nbs/2_js/18a_restore.ipynb #79755a2c
 @patch
 def _feed(self: Restore, body: bytes):
     "Decode a chunk and apply the entries it completes; a damaged frame fails where the archive stands."
@@ -138,7 +138,7 @@ def _check(self: Restore, name: bytes, ts: int, seq: int, hs: int, ps: int):
     if mms is not None and mms >= 0 and (hs > mms or ps > mms - hs):
         raise SnapshotError(f'message sequence {seq} exceeds maximum message size')
 
-# %% ../../nbs/2_js/18a_restore.ipynb #a10ea860
+# %% ../../nbs/2_js/18a_restore.ipynb #998c6364
 @patch
 def _entry(self: Restore, name: bytes, ts: int, seq: int, hs: int, ps: int, body: bytes):
     if self.eob: return                                       # after the end entry nothing counts
@@ -172,7 +172,7 @@ def _begin(self: Restore, st: dict):
     acct.advise_stream(self.name, 'create')                  # the reference announces the stream here (not its consumers)
     self.lseq = max(st['first_seq'] - 1, 0)
 
-# %% ../../nbs/2_js/18a_restore.ipynb #ccb73cff
+# %% ../../nbs/2_js/18a_restore.ipynb #422d2195
 @patch
 def _open_store(self: Restore):
     "The store the messages are restored into: in memory, or a file store in the staging directory."
@@ -197,7 +197,7 @@ def _place(self: Restore, store):
     if not st['messages'] and st['first_seq'] < first: store.compact(first)   # an empty store starts where the snapshot did
     return store
 
-# %% ../../nbs/2_js/18a_restore.ipynb #1e02e8e3
+# %% ../../nbs/2_js/18a_restore.ipynb #3db19a48
 @patch
 def _consumer(self: Restore, name: bytes, body: bytes):
     cname = name.decode('utf-8', 'surrogateescape')[len('consumers/'):]
@@ -233,7 +233,7 @@ def _consumer_state(d: dict) -> dict:
     rdc = {int(k): int(v) + 1 for k, v in (d.get('redelivered') or {}).items()}
     return dict(delivered=(dc, ds), ack_floor=(fc, fs), pending=dict(sorted(pending.items())), rdc=rdc)
 
-# %% ../../nbs/2_js/18a_restore.ipynb #4e835160
+# %% ../../nbs/2_js/18a_restore.ipynb #ad9a8967
 @patch
 def _message(self: Restore, subject: bytes, ts: int, seq: int, hdr: bytes, data: bytes):
     store, cfg = self.store, self.cfg
@@ -274,7 +274,7 @@ def _end_of_backup(self: Restore):
     for _ in range(self.state['last_seq'] - self.lseq): self.store.skip_msg()
     self.eob = True
 
-# %% ../../nbs/2_js/18a_restore.ipynb #36e2a8c3
+# %% ../../nbs/2_js/18a_restore.ipynb #643bffce
 @patch
 def _close_input(self: Restore):
     "The input is complete: anything short of the end entry is an error."
@@ -334,7 +334,7 @@ def _finish(self: Restore, reply: bytes):
         log.info("Completed restore of %d bytes for stream '$G > %s'", self.total, self.name)
     if reply: self.acct.reply(reply, json_bytes(resp))
 
-# %% ../../nbs/2_js/18a_restore.ipynb #723c72ef
+# %% ../../nbs/2_js/18a_restore.ipynb #92452b48
 def stream_restore(acct: Account, args, body, src) -> dict:
     "`STREAM.RESTORE.<stream>`: check the configuration; the answer names the subject the snapshot is sent to."
     if is_empty_request(body): raise JSBadRequestErr()

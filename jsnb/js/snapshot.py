@@ -24,8 +24,8 @@ log = logging.getLogger('jsnb')
 
 # %% auto #0
 __all__ = ['log', 'S2_HEADER', 'ARCHIVE_MAGIC', 'ACK_TIMEOUT', 'INTEREST_WAIT', 'SNAPSHOT_REQUEST', 'warm', 'crc32c',
-           'masked_crc', 'SnapshotError', 's2_block', 'S2Reader', 's2_frames', 'archive_entry', 'ArchiveReader',
-           'consumer_entry', 'snapshot_bytes', 'Snapshot', 'is_empty_request', 'stream_snapshot']
+           'masked_crc', 'SnapshotError', 's2_block', 'S2Reader', 's2_compress', 's2_frames', 'archive_entry',
+           'ArchiveReader', 'consumer_entry', 'snapshot_bytes', 'Snapshot', 'is_empty_request', 'stream_snapshot']
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #538cd0d4
 def _crc_tables() -> np.ndarray:
@@ -71,8 +71,9 @@ def warm() -> dict:
     if kernels.WANTED and not _JITTED:
         with kernels._lock:
             if not _JITTED:
-                done = {n: kernels.compile_cached(globals()[n]) for n in ('_crc_loop', '_s2_loop')}
+                done = {n: kernels.compile_cached(globals()[n]) for n in ('_crc_loop', '_s2_loop', '_compress_loop')}
                 done['_crc_loop'](np.zeros(8, np.uint8), 0, _CRC_T); done['_s2_loop'](np.zeros(2, np.uint8), 0, np.zeros(1, np.uint8))
+                done['_compress_loop'](np.zeros(8, np.uint8), np.zeros(64, np.uint8), np.zeros(1 << 14, np.int64))
                 _JITTED.update(done)
     return _JITTED
 
@@ -237,15 +238,78 @@ class S2Reader:
     @property
     def pending(self) -> int: return len(self._buf)
 
-def s2_frames(data: bytes, block: int = 1 << 16, header: bool = True) -> bytes:
-    "`data` as S2 frames (uncompressed frames of `block` bytes), with the stream identifier first when `header`."
+# %% ../../nbs/2_js/18_snapshot.ipynb #007eb0f0
+def _compress_loop(src, dst, table):
+    "Kernel: compress `src` into `dst` as Snappy block tags (after the length varint); the bytes written."
+    n, d, s, lit = len(src), 0, 0, 0
+    for i in range(len(table)): table[i] = -1
+    limit = n - 4
+    while s < limit:
+        v = (src[s] & 0xff) | ((src[s + 1] & 0xff) << 8) | ((src[s + 2] & 0xff) << 16) | ((src[s + 3] & 0xff) << 24)
+        h = ((v * 0x1e35a7bd) & 0xffffffff) >> 18
+        cand = table[h]
+        table[h] = s
+        if cand < 0 or s - cand >= 65536 or v != ((src[cand] & 0xff) | ((src[cand + 1] & 0xff) << 8) | ((src[cand + 2] & 0xff) << 16) | ((src[cand + 3] & 0xff) << 24)):
+            s += 1
+            continue
+        # the literal before the match
+        ln = s - lit
+        if ln > 0:
+            x = ln - 1
+            if x < 60:
+                dst[d] = x << 2; d += 1
+            elif x < 256:
+                dst[d] = 60 << 2; dst[d + 1] = x; d += 2
+            elif x < 65536:
+                dst[d] = 61 << 2; dst[d + 1] = x & 0xff; dst[d + 2] = x >> 8; d += 3
+            else:
+                dst[d] = 62 << 2; dst[d + 1] = x & 0xff; dst[d + 2] = (x >> 8) & 0xff; dst[d + 3] = x >> 16; d += 4
+            dst[d:d + ln] = src[lit:s]; d += ln
+        m = 4
+        while s + m < n and src[cand + m] == src[s + m]: m += 1
+        off = s - cand
+        s += m; lit = s
+        while m >= 68:
+            dst[d] = (63 << 2) | 2; dst[d + 1] = off & 0xff; dst[d + 2] = off >> 8; d += 3; m -= 64
+        if m > 64:
+            dst[d] = (59 << 2) | 2; dst[d + 1] = off & 0xff; dst[d + 2] = off >> 8; d += 3; m -= 60
+        if m >= 12 or off >= 2048:
+            dst[d] = ((m - 1) << 2) | 2; dst[d + 1] = off & 0xff; dst[d + 2] = off >> 8; d += 3
+        else:
+            dst[d] = ((off >> 8) << 5) | ((m - 4) << 2) | 1; dst[d + 1] = off & 0xff; d += 2
+    ln = n - lit
+    if ln > 0:
+        x = ln - 1
+        if x < 60:
+            dst[d] = x << 2; d += 1
+        elif x < 256:
+            dst[d] = 60 << 2; dst[d + 1] = x; d += 2
+        elif x < 65536:
+            dst[d] = 61 << 2; dst[d + 1] = x & 0xff; dst[d + 2] = x >> 8; d += 3
+        else:
+            dst[d] = 62 << 2; dst[d + 1] = x & 0xff; dst[d + 2] = (x >> 8) & 0xff; dst[d + 3] = x >> 16; d += 4
+        dst[d:d + ln] = src[lit:n]; d += ln
+    return d
+
+def s2_compress(data: bytes) -> bytes | None:
+    "`data` as one Snappy/S2 block, or None when the compiled kernel is not there (yet)."
+    k = _jit('_compress_loop', max(len(data), _JIT_SMALL))
+    if k is None: return None
+    dst = np.zeros(32 + len(data) + len(data) // 6, np.uint8)
+    n = k(np.frombuffer(data, np.uint8), dst, np.zeros(1 << 14, np.int64))
+    return _uv(len(data)) + dst[:n].tobytes()
+
+def s2_frames(data: bytes, block: int = 1 << 16, header: bool = True, compress: bool = True) -> bytes:
+    "`data` as S2 frames of `block` bytes (compressed where that helps), with the stream identifier first when `header`."
     out = [S2_HEADER] if header else []
     for i in range(0, len(data), block):
         p = data[i:i + block]
-        out.append(b'\x01' + (len(p) + 4).to_bytes(3, 'little') + masked_crc(p).to_bytes(4, 'little') + p)
+        c = s2_compress(p) if compress and len(p) > 64 else None
+        kind, body = (b'\x00', c) if c is not None and len(c) < len(p) else (b'\x01', p)
+        out.append(kind + (len(body) + 4).to_bytes(3, 'little') + masked_crc(p).to_bytes(4, 'little') + body)
     return b''.join(out)
 
-# %% ../../nbs/2_js/18_snapshot.ipynb #51423d89
+# %% ../../nbs/2_js/18_snapshot.ipynb #2076c347
 ARCHIVE_MAGIC = b'NATSARC1'
 
 def archive_entry(name: bytes, ts: int = 0, seq: int = 0, hdr: bytes = b'', data: bytes = b'') -> bytes:
@@ -253,7 +317,7 @@ def archive_entry(name: bytes, ts: int = 0, seq: int = 0, hdr: bytes = b'', data
     return b''.join((_uv(len(name)), _uv(((ts << 1) ^ (ts >> 63)) & 0xffffffffffffffff), _uv(seq), _uv(len(hdr)),
                      _uv(len(data)), name, hdr, data))
 
-# %% ../../nbs/2_js/18_snapshot.ipynb #1f026391
+# %% ../../nbs/2_js/18_snapshot.ipynb #28ee5480
 _INVALID = 'archive: invalid archive stream'
 
 class ArchiveReader:
@@ -298,7 +362,7 @@ class ArchiveReader:
     @property
     def in_payload(self) -> bool: return self.head is not None
 
-# %% ../../nbs/2_js/18_snapshot.ipynb #28ee5480
+# %% ../../nbs/2_js/18_snapshot.ipynb #db5a5dca
 def consumer_entry(c: Consumer, last: int) -> dict:
     "Consumer `c` as a snapshot holds it: its configuration and its state, bounded by the stream's `last` sequence."
     st = dict(delivered=dict(consumer_seq=c.dseq - 1, stream_seq=min(c.sseq - 1, last)),
@@ -317,7 +381,7 @@ def _state_doc(state: dict, consumers: int) -> dict:
     "The `state.json` document: the state as the reply has it, with the number of consumer entries."
     return {k: (consumers if k == 'consumer_count' else v) for k, v in state.items()}
 
-# %% ../../nbs/2_js/18_snapshot.ipynb #2aade626
+# %% ../../nbs/2_js/18_snapshot.ipynb #a9ac3e97
 def snapshot_bytes(stream, state: dict, consumers: list[tuple[str, dict]], now: int | None = None):
     "The archive of `stream` as of `state`, in pieces: `state.json`, the `consumers`, the messages up to `state['last_seq']`, the end."
     now = now or time.time_ns()
@@ -352,7 +416,7 @@ class _Packer:
         out = bytes(self._out[:n]); del self._out[:n]
         return out
 
-# %% ../../nbs/2_js/18_snapshot.ipynb #7dd918ce
+# %% ../../nbs/2_js/18_snapshot.ipynb #a3f254bc
 ACK_TIMEOUT = 5.0            # seconds without an acknowledgement while the window is full
 INTEREST_WAIT = 2.0          # seconds to wait for a subscriber to the deliver subject
 _WATCH = 0.1
@@ -366,7 +430,7 @@ def _client(acct, src) -> dict:
     if src.user: c['user'] = src.user
     return c
 
-# %% ../../nbs/2_js/18_snapshot.ipynb #a9ac3e97
+# %% ../../nbs/2_js/18_snapshot.ipynb #3e59d4ef
 class Snapshot:
     "One snapshot on its way to a deliver subject, with the reference's flow control."
     def __init__(self, acct: Account, stream, req: dict, src, state: dict):
@@ -394,7 +458,7 @@ class Snapshot:
         self.started = time.monotonic()
         self._watch()
 
-# %% ../../nbs/2_js/18_snapshot.ipynb #a3f254bc
+# %% ../../nbs/2_js/18_snapshot.ipynb #74a508e2
 @patch
 def _pump(self: Snapshot):
     "Send chunks while the window has room."
@@ -445,7 +509,7 @@ def _end(self: Snapshot, hdr: bytes, error: str):
     if error: log.warning("Snapshot for stream '$G > %s' failed: %s", self.stream.name, error)
     else: log.info("Completed snapshot of %d bytes for stream '$G > %s'", self.state['bytes'], self.stream.name)
 
-# %% ../../nbs/2_js/18_snapshot.ipynb #a667da25
+# %% ../../nbs/2_js/18_snapshot.ipynb #2350705d
 SNAPSHOT_REQUEST = GoStruct('server.JSApiStreamSnapshotRequest', {
     'deliver_subject': GoStr(), 'no_consumers': GoBool(), 'chunk_size': GoInt(), 'window_size': GoInt(), 'jsck': GoBool()})
 
