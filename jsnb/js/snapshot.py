@@ -65,16 +65,19 @@ _JIT_MIN, _JIT_SMALL = 64 * 1024, 1024
 _JITTED: dict = {}
 _warming = None
 
+def _trials():
+    "Each kernel with arguments to compile it on."
+    z = lambda n, t=np.uint8: np.zeros(n, t)
+    return {'_crc_loop': (z(8), 0, _CRC_T), '_s2_loop': (z(2), 0, z(1)), '_compress_loop': (z(8), z(64), z(1 << 14, np.int64))}
+
 def warm() -> dict:
     "Compile (or load from the cache) the snapshot kernels now."
-    global _warming
-    if kernels.WANTED and not _JITTED:
+    if kernels.WANTED:
         with kernels._lock:
-            if not _JITTED:
-                done = {n: kernels.compile_cached(globals()[n]) for n in ('_crc_loop', '_s2_loop', '_compress_loop')}
-                done['_crc_loop'](np.zeros(8, np.uint8), 0, _CRC_T); done['_s2_loop'](np.zeros(2, np.uint8), 0, np.zeros(1, np.uint8))
-                done['_compress_loop'](np.zeros(8, np.uint8), np.zeros(64, np.uint8), np.zeros(1 << 14, np.int64))
-                _JITTED.update(done)
+            for name, args in _trials().items():
+                if name in globals() and name not in _JITTED:
+                    f = kernels.compile_cached(globals()[name]); f(*args)
+                    _JITTED[name] = f
     return _JITTED
 
 def _jit(name: str, size: int):
