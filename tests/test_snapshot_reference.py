@@ -374,6 +374,35 @@ async def test_snapshot_receiver_leaves(start_server):
     assert out['jsnb'] == out['nats-server'] == (1024, 'no interest')
 
 
+async def test_snapshot_of_a_deleted_stream(start_server):
+    "The stream is deleted during its snapshot: nothing more arrives, not even the end marker; the advisory says `no flow response`."
+    out = {}
+    for kind in ('nats-server', 'jsnb'):
+        s = start_server(kind, '-js')
+        nc = await connect(s)
+        js = nc.jetstream()
+        await js.add_stream(name='S', subjects=['s.>'])
+        for i in range(100): await js.publish('s.x', os.urandom(1000))
+        advs = await nc.subscribe('$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_COMPLETE.S')
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(inbox)
+        await api(nc, '$JS.API.STREAM.SNAPSHOT.S', dict(deliver_subject=inbox, chunk_size=1024, window_size=2048))
+        first = await sub.next_msg(timeout=5)
+        await sub.next_msg(timeout=5)
+        await js.delete_stream('S')
+        t0 = time.monotonic()
+        await nc.publish(first.reply, b'')
+        adv = json.loads((await advs.next_msg(timeout=9)).data)
+        took = time.monotonic() - t0
+        rest = []
+        try:
+            while True: rest.append((await sub.next_msg(timeout=0.5)).headers)
+        except nats.errors.TimeoutError: pass
+        out[kind] = (adv.get('error'), rest, 4 < took < 7)
+        await nc.close()
+    assert out['jsnb'] == out['nats-server'] == ('no flow response', [], True)
+
+
 async def test_snapshot_waits_for_receiver(start_server):
     "Nobody subscribed yet: the server waits (up to 2 s) for the deliver subject to have a subscriber."
     for kind in ('nats-server', 'jsnb'):

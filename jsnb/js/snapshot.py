@@ -464,8 +464,8 @@ class Snapshot:
 # %% ../../nbs/2_js/18_snapshot.ipynb #74a508e2
 @patch
 def _pump(self: Snapshot):
-    "Send chunks while the window has room."
-    while not self.finished and self.slots > 0:
+    "Send chunks while the window has room (and the stream is still there)."
+    while not self.finished and self.slots > 0 and not self.gone:
         try: chunk = self.packer.read(self.chunk)
         except Exception as e:
             log.exception("snapshot of stream '$G > %s' failed", self.stream.name)
@@ -476,6 +476,11 @@ def _pump(self: Snapshot):
         self.acct.publish(self.deliver, chunk, reply=f'{self.ack}.{len(chunk)}.{self.index}')
         self.index += 1; self.slots -= 1
         self.hdr, self.sent_at = b'NATS/1.0 204\r\n\r\n', time.monotonic()
+
+@patch(as_prop=True)
+def gone(self: Snapshot) -> bool:
+    "Whether the stream was deleted meanwhile: then, as with the reference, nothing more is sent, the end marker neither."
+    return self.acct.streams.get(self.stream.name) is not self.stream
 
 @patch
 def on_ack(self: Snapshot, subject, reply, hdr, data, src):
@@ -495,7 +500,7 @@ def _watch(self: Snapshot):
             self._pump()
     elif interest: self.had_interest = True
     elif self.had_interest: return self._end(b'NATS/1.0 408 No Interest\r\n\r\n', 'no interest')
-    if not self.finished and self.sending and self.slots <= 0 and now - self.sent_at >= ACK_TIMEOUT:
+    if not self.finished and self.sending and (self.slots <= 0 or self.gone) and now - self.sent_at >= ACK_TIMEOUT:
         return self._end(b'NATS/1.0 408 No Flow Response\r\n\r\n', 'no flow response')
     if not self.finished: self.acct.later(_WATCH, self._watch)
 
@@ -503,7 +508,7 @@ def _watch(self: Snapshot):
 def _end(self: Snapshot, hdr: bytes, error: str):
     "The end marker, then the completion advisory."
     self.finished, self.error, self.end_ns = True, error, time.time_ns()
-    self.acct.publish(self.deliver, b'', hdr)
+    if not self.gone: self.acct.publish(self.deliver, b'', hdr)
     if self.sub is not None: self.acct.unsubscribe(self.sub); self.sub = None
     extra = dict(error=error) if error else {}
     advise(self.acct, f'$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_COMPLETE.{self.stream.name}',
