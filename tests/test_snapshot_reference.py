@@ -329,6 +329,40 @@ async def test_cross_restore_memory_and_ttl(start_server):
         await rc.close(); await oc.close()
 
 
+async def test_restore_mirror_sources_sealed_ephemeral(start_server):
+    "A mirror, a stream with a source, a sealed stream with an ephemeral push consumer: each snapshotted and restored."
+    out = {}
+    for kind in ('nats-server', 'jsnb'):
+        s = start_server(kind, '-js')
+        nc = await connect(s)
+        js = nc.jetstream()
+        rec = []
+        await js.add_stream(name='O', subjects=['o.>'])
+        for i in range(5): await js.publish('o.x', b'%d' % i)
+        await api(nc, '$JS.API.STREAM.CREATE.M', dict(name='M', mirror=dict(name='O')))
+        await api(nc, '$JS.API.STREAM.CREATE.SRC', dict(name='SRC', subjects=['src.>'], sources=[dict(name='O')]))
+        await asyncio.sleep(1.5)
+        await api(nc, '$JS.API.STREAM.CREATE.Z', dict(name='Z', subjects=['z.>']))
+        await js.publish('z.1', b'1')
+        cfg = (await api(nc, '$JS.API.STREAM.INFO.Z'))['config']
+        rec.append(('seal', blank(await api(nc, '$JS.API.STREAM.UPDATE.Z', dict(cfg, sealed=True))).get('error')))
+        await api(nc, '$JS.API.CONSUMER.CREATE.Z.E', dict(stream_name='Z', config=dict(name='E', deliver_subject='dz', ack_policy='explicit')))
+        for name in ('M', 'SRC', 'Z'):
+            reply, got = await backup(nc, name)
+            await js.delete_stream(name)
+            r, final = await restore(nc, reply['config'], reply['state'], got.data)
+            rec.append((name, r.get('error'), blank(final)))
+            await js.publish('o.x', b'more')
+            await asyncio.sleep(1.0)
+            rec.append((name, 'after', blank((await api(nc, f'$JS.API.STREAM.INFO.{name}')).get('state'))))
+        consumers = (await api(nc, '$JS.API.CONSUMER.LIST.Z'))['consumers']
+        rec.append(('consumers of Z', [blank(c['config']) for c in consumers]))
+        rec.append(('publish to sealed Z', (await api(nc, 'z.2', b'x')).get('error')))
+        out[kind] = rec
+        await nc.close()
+    assert out['jsnb'] == out['nats-server']
+
+
 # ---------------------------------------------------------------- flow control
 
 async def test_snapshot_no_flow_response(start_server):

@@ -344,7 +344,9 @@ def stream_restore(acct: Account, args, body, src) -> dict:
     if name != cfg['name']: raise JSStreamMismatchErr()
     if '\\' in name or '/' in name: raise JSStreamNameContainsPathSeparatorsErr()
     fm, ff = acct.free()
-    cfg = stream_config_for_create(dict(cfg, pedantic=False), name, max_memory=fm, max_file=ff)
+    sealed = cfg['sealed']                                  # a sealed stream can be restored, not created
+    cfg = stream_config_for_create(dict(cfg, pedantic=False, sealed=False), name, max_memory=fm, max_file=ff)
+    if sealed: cfg['sealed'] = True
     if name in acct.streams: raise JSStreamNameExistRestoreFailedErr()
     r = Restore(acct, cfg, src)
     return dict(deliver_subject=r.subject)
