@@ -252,13 +252,38 @@ async def test_snapshot_contents_and_restore(start_server):
         after = await stream_view(nc, 'ORDERS')
         cons_after = {n: await consumer_view(js, 'ORDERS', n) for n in ('PAID', 'ALL', 'IDLE')}
         ack = await js.publish('orders.new', b'next')
+        dup = json.loads((await nc.request('orders.new', b'again', headers={'Nats-Msg-Id': 'id-35'}, timeout=5)).data)
         out[kind] = dict(reply=blank(reply), entries=es, exists=final_exists, final=blank(final), before=before, after=after,
-                         cons_before=cons_before, cons_after=cons_after, next_seq=ack.seq)
+                         cons_before=cons_before, cons_after=cons_after, next_seq=ack.seq, duplicate=dup)
         await nc.close()
     ref, ours = out['nats-server'], out['jsnb']
     for k in ref: assert ours[k] == ref[k], k
     assert ref['after'] == ref['before']
     assert ref['next_seq'] == 41
+
+
+async def test_restored_stream_survives_a_restart(start_server):
+    "A restored file stream and its consumers are kept on disk: the same after a restart as before it."
+    out = {}
+    for kind in ('nats-server', 'jsnb'):
+        s = start_server(kind, '-js')
+        nc = await connect(s)
+        js = await populate(nc)
+        reply, got = await backup(nc, 'ORDERS')
+        await js.delete_stream('ORDERS')
+        await restore(nc, reply['config'], reply['state'], got.data)
+        views = [await stream_view(nc, 'ORDERS')]
+        cons = [{n: await consumer_view(js, 'ORDERS', n) for n in ('PAID', 'IDLE')}]
+        await nc.close()
+        s.restart()
+        nc = await connect(s)
+        js = nc.jetstream()
+        views.append(await stream_view(nc, 'ORDERS'))
+        cons.append({n: await consumer_view(js, 'ORDERS', n) for n in ('PAID', 'IDLE')})
+        assert views[0] == views[1] and cons[0] == cons[1], kind
+        out[kind] = (views[1], cons[1], (await js.publish('orders.new', b'x')).seq)
+        await nc.close()
+    assert out['jsnb'] == out['nats-server']
 
 
 async def test_snapshot_without_consumers(start_server):

@@ -173,12 +173,19 @@ def _begin(self: Restore, st: dict):
     self.lseq = max(st['first_seq'] - 1, 0)
 
 # %% ../../nbs/2_js/18a_restore.ipynb #422d2195
+_STAGING: set[str] = set()                                  # the staging directories of restores in progress
+
 @patch
 def _open_store(self: Restore):
     "The store the messages are restored into: in memory, or a file store in the staging directory."
     acct, cfg = self.acct, self.cfg
     if cfg['storage'] == 'memory': return acct.open_store(cfg)
-    self.staging = os.path.join(acct.store_dir, '$G', '__restores__', f'{self.name}.{event_id()}')
+    top = os.path.join(acct.store_dir, '$G', '__restores__')
+    if os.path.isdir(top):                                  # left behind by a server that stopped during a restore
+        for d in os.listdir(top):
+            if os.path.join(top, d) not in _STAGING: shutil.rmtree(os.path.join(top, d), ignore_errors=True)
+    self.staging = os.path.join(top, f'{self.name}.{event_id()}')
+    _STAGING.add(self.staging)
     return FileStore(self.staging, limits_of(cfg), sync_always=acct.sync_interval <= 0, sync_interval=acct.sync_interval)
 
 @patch
@@ -191,7 +198,7 @@ def _place(self: Restore, store):
     if os.path.exists(final): shutil.rmtree(final)          # left over by a stream that is gone
     os.makedirs(self.acct.streams_dir, exist_ok=True)
     os.replace(self.staging, final)
-    self.staging = ''
+    _STAGING.discard(self.staging); self.staging = ''
     store = self.acct.open_store(self.cfg)
     st = store.state()
     if not st['messages'] and st['first_seq'] < first: store.compact(first)   # an empty store starts where the snapshot did
@@ -292,6 +299,7 @@ def _activate(self: Restore):
     if self.name in acct.streams: store.delete(); raise JSStreamNameExistRestoreFailedErr()
     s = acct.add_stream(self.cfg, self._place(store))
     acct.write_meta(s)
+    s.dedup.clear(); s._dedup_order.clear(); s.last_msg_id = ''   # as with the reference, restored ids do not de-duplicate
     now = time.time_ns()
     for name, cfg, st in self.consumers:
         c = Consumer(s, name, cfg)
