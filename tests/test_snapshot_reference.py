@@ -286,6 +286,24 @@ async def test_restored_stream_survives_a_restart(start_server):
     assert out['jsnb'] == out['nats-server']
 
 
+async def test_restore_in_tiny_chunks(start_server):
+    "A restore takes chunks of any size: 7 bytes at a time cuts every frame and every entry somewhere."
+    out = {}
+    for kind in ('nats-server', 'jsnb'):
+        s = start_server(kind, '-js')
+        nc = await connect(s)
+        js = await populate(nc)
+        before = await stream_view(nc, 'ORDERS')
+        reply, got = await backup(nc, 'ORDERS', chunk_size=1024)
+        await js.delete_stream('ORDERS')
+        _, final = await restore(nc, reply['config'], reply['state'], got.data, chunk=7)
+        assert 'error' not in final, (kind, final)
+        assert await stream_view(nc, 'ORDERS') == before, kind
+        out[kind] = {n: await consumer_view(js, 'ORDERS', n) for n in ('PAID', 'IDLE')}
+        await nc.close()
+    assert out['jsnb'] == out['nats-server']
+
+
 async def test_snapshot_without_consumers(start_server):
     out = {}
     for kind in ('nats-server', 'jsnb'):
