@@ -15,7 +15,7 @@ from .errors import JSApiError, JSRequiredApiLevelErr
 from .direct_get import level_ok
 from .host import advise, json_bytes
 from .account import Account
-from . import kernels, stream_api as S, consumer_api as C
+from . import kernels, stream_api as S, consumer_api as C, snapshot as SN, restore as RS
 
 log = logging.getLogger('jsnb')
 
@@ -42,6 +42,8 @@ ROUTES: dict[str, Route] = {
     'STREAM.PURGE': Route(S.stream_purge, 'stream_purge_response', error_extra=dict(purged=0)),
     'STREAM.MSG.GET': Route(S.msg_get, 'stream_msg_get_response', quiet=True),
     'STREAM.MSG.DELETE': Route(S.msg_delete, 'stream_msg_delete_response'),
+    'STREAM.SNAPSHOT': Route(SN.stream_snapshot, 'stream_snapshot_response'),
+    'STREAM.RESTORE': Route(RS.stream_restore, 'stream_restore_response', error_extra=dict(deliver_subject='')),
     'CONSUMER.CREATE': Route(C.consumer_create, 'consumer_create_response'),
     'CONSUMER.DURABLE.CREATE': Route(C.consumer_durable_create, 'consumer_create_response'),
     'CONSUMER.INFO': Route(C.consumer_info, 'consumer_info_response'),
