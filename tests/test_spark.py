@@ -386,3 +386,41 @@ def test_repeated_headers_round_trip(spark, start_server, kind):
     df.selectExpr("'h.out' as subject", 'data', 'headers').write.format('jetstream').mode('append').option('url', s.url).save()
     back = read(spark, s.url, stream='H', subjects='h.out').orderBy('data').collect()
     assert [{k: v for k, v in r.headers.items() if k != 'Nats-Msg-Id'} for r in back] == [{'One': ['a']}, {}, {'Tag': ['a', 'b, c', 'd']}]
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_streaming_row_limits(spark, start_server, kind, tmp_path):
+    "max_rows_per_trigger counts rows on the filters; min_rows_per_trigger waits for rows, up to max_trigger_delay."
+    s = start_server(kind, '-js')
+    def pub(subjects):
+        async def go(js):
+            for i, subj in enumerate(subjects): await js.publish(subj, str(i).encode())
+        js_run(s.url, go)
+    js_run(s.url, lambda js: js.add_stream(name='RL', subjects=['rl.*']))
+    pub(['rl.a' if i % 5 == 0 else 'rl.b' for i in range(40)])                # 8 rows on rl.a, far apart
+    q = (spark.readStream.format('jetstream').option('url', s.url).option('stream', 'RL').option('subjects', 'rl.a')
+         .option('max_rows_per_trigger', 3).load().writeStream.format('noop')
+         .option('checkpointLocation', str(tmp_path / 'a')).trigger(availableNow=True).start())
+    assert q.awaitTermination(120) is not False and q.exception() is None
+    assert [p['numInputRows'] for p in q.recentProgress if p['numInputRows']] == [3, 3, 2]
+    assert json.loads(q.recentProgress[0]['sources'][0]['latestOffset']) == {'seq': 40}      # the lag, reported
+    # a running query that waits for 4 rows, at most 3 s
+    out = str(tmp_path / 'out')
+    q = (spark.readStream.format('jetstream').option('url', s.url).option('stream', 'RL').option('subjects', 'rl.a')
+         .option('start_seq', 41).option('min_rows_per_trigger', 4).option('max_trigger_delay', '3s').load()
+         .select('seq').writeStream.format('parquet').option('path', out).option('checkpointLocation', str(tmp_path / 'b'))
+         .trigger(processingTime='200 milliseconds').start())
+    try:
+        def rows_seen(): return sum(p['numInputRows'] for p in q.recentProgress)
+        time.sleep(1.0); pub(['rl.a', 'rl.b', 'rl.a'])                        # 2 rows: fewer than 4
+        time.sleep(1.0)
+        assert rows_seen() == 0                                                # waiting for more
+        for _ in range(100):                                                   # until the delay runs out
+            if rows_seen() == 2: break
+            time.sleep(0.1)
+        assert rows_seen() == 2
+        pub(['rl.a'] * 4); t0 = time.time()                                   # enough: read without waiting out the delay
+        while rows_seen() < 6 and time.time() - t0 < 10: time.sleep(0.1)
+        assert rows_seen() == 6 and time.time() - t0 < 2.9
+    finally: q.stop()
+    assert q.exception() is None

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/3_clients/02_spark.ipynb #1f20970b
 from __future__ import annotations
-import asyncio, difflib, hashlib, heapq, json, logging, re, secrets, socket, threading, uuid
+import asyncio, difflib, hashlib, heapq, json, logging, re, secrets, socket, threading, time, uuid
 from collections import deque
 from datetime import datetime, timezone
 from typing import NamedTuple
@@ -20,11 +20,13 @@ except ModuleNotFoundError as e:
 from fastcore.basics import patch
 from .. import __version__
 from ..nats import protocol as wire
+from ..nats.times import parse_go_duration
 
 log = logging.getLogger('jsnb.spark')
 
 # %% auto #0
-__all__ = ['log', 'OPTIONS', 'SCHEMA', 'KV_SCHEMA', 'NatsError', 'Msg', 'JetStreamDataSource', 'register', 'WriteStats']
+__all__ = ['log', 'OPTIONS', 'SCHEMA', 'KV_SCHEMA', 'NatsError', 'Msg', 'JetStreamDataSource', 'register', 'local_session',
+           'WriteStats']
 
 # %% ../../nbs/3_clients/02_spark.ipynb #3ed17683
 def _servers(url: str, user=None, password=None, token=None) -> list[dict]:
@@ -299,7 +301,7 @@ def _split(v) -> list[str]: return [x.strip() for x in str(v).split(',') if x.st
 _MSG_IDS = ('position', 'hash', 'none')
 OPTIONS = ('url', 'user', 'password', 'token', 'stream', 'bucket', 'subjects', 'keys', 'start_seq', 'up_to_seq', 'start_time',
            'up_to_time', 'partitions', 'batch_size', 'max_messages_per_trigger', 'timeout', 'msg_id', 'msg_id_column',
-           'fail_on_data_loss')
+           'fail_on_data_loss', 'max_rows_per_trigger', 'min_rows_per_trigger', 'max_trigger_delay')
 _SPARKS = ('path', 'checkpointlocation')          # options Spark itself adds
 
 def _check_known(o: dict):
@@ -336,6 +338,12 @@ class _Options:
         self.up_to_time = _parse_time(o['up_to_time']) if o.get('up_to_time') else None
         self.partitions, self.batch_size = num('partitions', 1, 1), num('batch_size', 256, 1)
         self.max_per_trigger = num('max_messages_per_trigger', None, 1)
+        self.max_rows, self.min_rows = num('max_rows_per_trigger', None, 1), num('min_rows_per_trigger', None, 1)
+        if self.max_rows and self.max_per_trigger: raise ValueError('give max_rows_per_trigger or max_messages_per_trigger, not both')
+        if self.max_rows and self.min_rows and self.min_rows > self.max_rows:
+            raise ValueError('min_rows_per_trigger cannot be more than max_rows_per_trigger')
+        try: self.max_delay = parse_go_duration(o.get('max_trigger_delay', '15m')) / 1e9
+        except ValueError: raise ValueError(f"option 'max_trigger_delay' is a duration such as 30s or 15m, not {o['max_trigger_delay']!r}") from None
         self.timeout = float(o.get('timeout', 10))
         self.msg_id_column, self.msg_id = o.get('msg_id_column'), o.get('msg_id', 'position').lower()
         if self.msg_id not in _MSG_IDS: raise ValueError(f"option 'msg_id' is one of {', '.join(_MSG_IDS)}, not {self.msg_id!r}")
@@ -423,6 +431,20 @@ def reader(self: JetStreamDataSource, schema: StructType):
     o = _Options(self.options)
     return _KVReader(o) if o.bucket else _Reader(o)
 
+# %% ../../nbs/3_clients/02_spark.ipynb #49ca202d
+def local_session(app: str = 'jsnb', cores: int = 2, **conf):
+    "A local SparkSession whose workers run this interpreter, with the `jetstream` source registered."
+    import os, sys
+    from pyspark.sql import SparkSession
+    for k in ('PYSPARK_PYTHON', 'PYSPARK_DRIVER_PYTHON'): os.environ.setdefault(k, sys.executable)
+    b = (SparkSession.builder.master(f'local[{cores}]').appName(app).config('spark.ui.enabled', 'false')
+         .config('spark.ui.showConsoleProgress', 'false').config('spark.sql.shuffle.partitions', str(cores)))
+    for k, v in conf.items(): b = b.config(k, v)
+    s = b.getOrCreate()
+    s.sparkContext.setLogLevel('ERROR')
+    register(s)
+    return s
+
 # %% ../../nbs/3_clients/02_spark.ipynb #7da08380
 def _kv_last(c: _Conn, o: _Options, up_to: int, direct: bool = True) -> list[Msg]:
     "The last message of each key in `o.keys` as of sequence `up_to`, in sequence order."
@@ -466,6 +488,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     "Streaming reads of a stream: sequence offsets, read limits, Direct Get ranges."
     def __init__(self, o: _Options):
         self.o, self.target, self._c, self.direct = o, None, None, True
+        self._since = time.monotonic()                      # when the last micro-batch was planned (min_rows_per_trigger)
         self._refusal = ("the jetstream source needs option 'stream'" if not o.stream else
                          'KV mode (option bucket) reads batches only; stream the bucket with stream=KV_<bucket>' if o.bucket else None)
 
@@ -489,7 +512,11 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._refusal: raise ValueError(self._refusal)
         return {'seq': _snapshot(self._conn(), self.o)[0] - 1}
 
-    def getDefaultReadLimit(self): return ReadMaxRows(self.o.max_per_trigger) if self.o.max_per_trigger else ReadAllAvailable()
+    def getDefaultReadLimit(self):
+        n = self.o.max_rows or self.o.max_per_trigger
+        return ReadMaxRows(n) if n else ReadAllAvailable()
+
+    def reportLatestOffset(self) -> dict: return {'seq': self._last()}     # the query's progress shows how far behind it is
 
     def prepareForTriggerAvailableNow(self): self.target = self._last()
 
@@ -507,8 +534,26 @@ def latestOffset(self: _StreamReader, start: dict, limit=None) -> dict:
         self._lost(done + 1, st['first_seq'] - 1)
         done = st['first_seq'] - 1
     if self.target is not None: end = min(end, self.target)
-    if isinstance(limit, ReadMaxRows): end = min(end, done + limit.max_rows)
+    rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+    if rows and self.o.max_per_trigger: end = min(end, done + rows)       # a cap on sequences
+    elif rows or (self.o.min_rows and self.target is None):
+        n, nth = self._rows_after(done, end, max(rows or 0, self.o.min_rows or 0))
+        if rows and n >= rows: end = min(end, nth)        # min_rows <= rows: `nth` is the rows-th row
+        if self.o.min_rows and self.target is None and n < self.o.min_rows and time.monotonic() - self._since < self.o.max_delay:
+            return {'seq': start['seq']}                  # too few rows yet: wait (at most max_trigger_delay)
+    if end > start['seq']: self._since = time.monotonic()
     return {'seq': max(end, start['seq'])}
+
+@patch
+def _rows_after(self: _StreamReader, done: int, end: int, want: int) -> tuple[int, int]:
+    "How many rows (messages on the filters) follow `done`, counting up to `want`, and the sequence of the last one counted."
+    n = last = 0
+    if end <= done or want <= 0: return 0, done
+    for m in _read(self._conn(), self.o, done + 1, end, self.direct):
+        n, last = n + 1, m.seq
+        if n >= want: break
+    return n, last
+
 
 @patch
 def _lost(self: _StreamReader, lo: int, hi: int):
