@@ -696,3 +696,32 @@ async def test_pause_until_in_the_create_config(start_server, kind):
     ci = await info(nc, 'PU', 'C')
     assert ci['paused'] is True and counters(ci)['num_pending'] == 1
     await nc.close()
+
+
+async def test_ack_policy_flow_control(start_server):
+    "`ack_policy: flow_control`: flow control asked when full or idle, and the answer's Nats-Last-* headers ack up to there."
+    async def run(kind):
+        s, nc = await boot(start_server, kind, {'name': 'FCA', 'subjects': ['fca']})
+        for _ in range(5): await publish(nc, 'fca', b'x')
+        sub = await nc.subscribe('fca.dlv')
+        await add_consumer(nc, 'FCA', {'durable_name': 'C', 'deliver_subject': 'fca.dlv', 'ack_policy': 'flow_control', 'max_ack_pending': 3})
+        async def state():
+            ci = await info(nc, 'FCA', 'C')
+            return ci['ack_floor']['stream_seq'], ci['num_ack_pending'], ci['delivered']['stream_seq']
+        log, answers = [], iter([2, 3, 5])
+        t0 = time.time()
+        while time.time() - t0 < 8 and len([x for x in log if x[0] == 'after']) < 3:
+            m = await sub.next_msg(3)
+            st = (m.headers or {}).get('Status')
+            if st == '100' and m.reply:
+                upto = next(answers)
+                log.append(('flow control', await state()))
+                await nc.publish(m.reply, b'', headers={'Nats-Last-Stream': str(upto), 'Nats-Last-Consumer': str(upto)})
+                await nc.flush(); await asyncio.sleep(0.2)
+                log.append(('after', upto, await state()))
+            elif st is None: log.append(('msg', m.reply.split('.')[5]))
+        await nc.close()
+        return log
+    ref, ours = await run('nats-server'), await run('jsnb')
+    assert ours == ref
+    assert ref[-1] == ('after', 5, (5, 0, 5))

@@ -385,6 +385,8 @@ def _deliver_push(self: Consumer):
         if self.cfg.get('flow_control') and sent >= _FC_EVERY:
             self._flow_control(); sent = 0
     self._fc_bytes = sent
+    if self._acks_by_fc and self.pending and not self.fc_pending and not self._room():
+        self._flow_control()                     # acked by flow control: full, so ask for the answer that acks
 
 @patch
 def _flow_control(self: Consumer):
@@ -394,11 +396,20 @@ def _flow_control(self: Consumer):
 # %% ../../nbs/2_js/12_consumer.ipynb #7641738a
 @patch
 @_produces
-def flow_control_reply(self: Consumer, subject: str):
-    "The client answered flow control on `subject`: if it is the request awaited, delivery goes on."
+def flow_control_reply(self: Consumer, subject: str, hdr: bytes = b''):
+    "The client answered flow control on `subject`: if it is the request awaited, delivery goes on (and with `ack_policy: flow_control` the answer acks)."
     if self.fc_pending != subject: return
     self.fc_pending = ''
+    if self._acks_by_fc and hdr:
+        def last(k):
+            v = (get_header(hdr, k) or b'').strip()
+            return int(v) if v.lstrip(b'-').isdigit() else 0
+        sseq, dseq = last(b'Nats-Last-Stream'), last(b'Nats-Last-Consumer')
+        if sseq > 0: self._ack(sseq, max(dseq, 0))
     self._deliver()
+
+@patch(as_prop=True)
+def _acks_by_fc(self: Consumer) -> bool: return self.cfg.get('ack_policy') == 'flow_control'
 
 # %% ../../nbs/2_js/12_consumer.ipynb #9d2cdf67
 @patch
@@ -455,7 +466,7 @@ def ack(self: Consumer, sseq: int, dseq: int, dc: int, body: bytes, reply: str =
 def _ack(self: Consumer, sseq: int, dseq: int):
     if self.ack_none: return
     acked = []
-    if self.cfg.get('ack_policy') == 'all':
+    if self.cfg.get('ack_policy') in ('all', 'flow_control'):      # both ack everything up to the sequence
         if dseq <= self.adflr or sseq <= self.asflr: return
         for s in [s for s in self.pending if s <= sseq]: del self.pending[s]; self.rdc.pop(s, None); acked.append(s)
         self.adflr, self.asflr = dseq, sseq
@@ -595,6 +606,7 @@ def _heartbeats(self: Consumer, now: int):
         if self.fc_pending: hb = hb[:-2] + b'Nats-Consumer-Stalled: %s\r\n\r\n' % self.fc_pending.encode()
         self._emit(self.cfg['deliver_subject'], hb)
         self.next_hb = now + ihb
+        if self._acks_by_fc and self.pending and not self.fc_pending: self._flow_control()   # idle: ask for the acks
 
 # %% ../../nbs/2_js/12_consumer.ipynb #12cf3963
 @patch

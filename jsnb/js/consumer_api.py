@@ -55,7 +55,7 @@ def on_flow_control(acct: Account, subject: bytes, reply: bytes, hdr: int, data:
     toks = text(subject).split('.')
     c = _consumer(acct, toks[2], toks[3]) if len(toks) >= 4 else None
     if c is None: acct.no_responders(src, subject, reply)
-    else: acct.send(c.flow_control_reply(text(subject)))
+    else: acct.send(c.flow_control_reply(text(subject), data[:hdr] if hdr else b''))
 
 # %% ../../nbs/2_js/15_consumer_api.ipynb #3f6125e9
 def _create(acct: Account, args: list[str], body: bytes, durable_api: bool) -> dict:
