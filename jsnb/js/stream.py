@@ -20,7 +20,7 @@ from .errors import (JSApiError, JSInsufficientResourcesErr, JSMessageSourceHdrN
                            JSStreamStoreFailedF, JSStreamWrongLastMsgIDErrF, JSStreamWrongLastSequenceErrF)
 from .store import MsgStore, StoreLimits, StoreError
 from .host import StreamHost, json_bytes, MAX_SEQ, StoreMsg, StoreRun, SkipMsg, CopyMsg, DeleteMsg, Purge, Expire, Remove, Configure
-from . import ttl, batch, direct_get, mirrors, schedules
+from . import ttl, batch, direct_get, mirrors, schedules, counters
 
 log = logging.getLogger('jsnb')
 
@@ -191,7 +191,7 @@ def _bulk_ok(self: Stream) -> bool:
     c = self.cfg
     return (not c.get('sealed') and not c.get('subject_transform') and not c.get('republish') and not c.get('mirror')
             and c.get('discard', 'old') == 'old' and c.get('retention', 'limits') != 'interest'
-            and c.get('max_msg_size', -1) in (-1, None))
+            and c.get('max_msg_size', -1) in (-1, None) and not c.get('allow_msg_counter'))
 
 @patch
 def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
@@ -236,8 +236,9 @@ def _stored(self: Stream):
 
 # %% ../../nbs/2_js/06_stream.ipynb #a222b72c
 @patch
-def _ack(self: Stream, seq: int, duplicate: bool = False) -> bytes:
+def _ack(self: Stream, seq: int, duplicate: bool = False, val: str | None = None) -> bytes:
     if duplicate: return b'{"stream":%s,"seq":%d,"duplicate": true}' % (self._qname, seq)
+    if val is not None: return b'{"stream":%s,"seq":%d,"val":"%s"}' % (self._qname, seq, val.encode())
     return b'{"stream":%s,"seq":%d}' % (self._qname, seq)
 
 @patch
@@ -246,10 +247,13 @@ def _nak(self: Stream, err: JSApiError) -> bytes:
 
 # %% ../../nbs/2_js/06_stream.ipynb #b2f8c176
 @patch
-def _check(self: Stream, subject: str, hdr: bytes, size: int, sourced: bool = False):
+def _check(self: Stream, subject: str, hdr: bytes, data: bytes, sourced: bool = False):
     cfg = self.cfg
     if cfg.get('sealed'): return JSStreamSealedErr()
     if not hdr: return None
+    if b'Nats-Incr:' in hdr:
+        err = counters.check(cfg, hdr, data, sourced)
+        if err is not None: return err
     exp = get_header(hdr, b'Nats-Expected-Stream')
     if exp and text(exp) != self.name: return JSStreamNotMatchErr()
     t = get_header(hdr, b'Nats-TTL')
@@ -287,7 +291,7 @@ def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool 
     msg_id = text(msg_id) if msg_id else ''
     now = time.time_ns()
     if checked: return self._store(subject, hdr, data, msg_id, (get_header(hdr, b'Nats-Rollup') or b'').lower(), now)
-    err = self._check(subject, hdr, len(hdr) + len(data), sourced)
+    err = self._check(subject, hdr, data, sourced)
     if err is not None: return self._nak(err)
     if not sourced and cfg.get('allow_msg_schedules') and b'Nats-Schedule:' in hdr: hdr = schedules.with_rollup(hdr)
     if msg_id:
@@ -306,10 +310,14 @@ def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool 
             if rollup not in (b'sub', b'all'):
                 return self._nak(JSStreamRollupFailedF(err=f'rollup value invalid: "{text(rollup)}"'))
             if not permitted: rollup = b''               # a copied message is stored as it is, without rolling up
+    val = None
+    if cfg.get('allow_msg_counter'):                     # the increment becomes the new total
+        try: hdr, data, val = counters.apply(self, subject, hdr, data)
+        except JSApiError as e: return self._nak(e)
     if self.too_big(hdr, data): return self._nak(JSStreamMessageExceedsMaximumErr())
     if len(hdr) > 65535: return self._nak(JSStreamHeaderExceedsMaximumErr())
     if self.host.limits_exceeded(cfg.get('storage', 'file')): return self._nak(JSInsufficientResourcesErr())
-    return self._store(subject, hdr, data, msg_id, rollup, now)
+    return self._store(subject, hdr, data, msg_id, rollup, now, val)
 
 # %% ../../nbs/2_js/06_stream.ipynb #f3ff3173
 @patch
@@ -323,7 +331,8 @@ _STORE_ERRORS = {'max_msgs': 'maximum messages exceeded', 'max_bytes': 'maximum 
                  'max_msgs_per_subject': 'maximum messages per subject exceeded', 'max_msg_size': 'message too large'}
 
 @patch
-def _store(self: Stream, subject: str, hdr: bytes, data: bytes, msg_id: str, rollup: bytes, now: int) -> bytes:
+def _store(self: Stream, subject: str, hdr: bytes, data: bytes, msg_id: str, rollup: bytes, now: int,
+           val: str | None = None) -> bytes:
     cfg = self.cfg
     if cfg.get('retention') == 'interest' and not self.consumers: return self._ack(self.propose(SkipMsg(msg_id, now)))
     try: ttl_ns, hdr = ttl.stored_ttl(cfg, hdr)
@@ -333,7 +342,7 @@ def _store(self: Stream, subject: str, hdr: bytes, data: bytes, msg_id: str, rol
     except StoreError as e: return self._nak(JSStreamStoreFailedF(err=_STORE_ERRORS.get(e.kind, str(e))))
     if cfg.get('republish'): self._republish(subject, hdr, data, seq, ts, last.seq if last else 0)
     self._stored()
-    return self._ack(seq)
+    return self._ack(seq, val=val)
 
 # %% ../../nbs/2_js/06_stream.ipynb #99ae2c47
 @patch
