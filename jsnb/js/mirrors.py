@@ -91,13 +91,21 @@ def pull(self: Stream, u: Upstream, upstream: Stream) -> int:
         if u.wants(m.subject):
             if u.mirror: _mirror_store(self, u, m)
             else:
-                hdr = add_header(remove_header(m.hdr, b'Nats-Stream-Source'), b'Nats-Stream-Source',
-                                 _source_header(u, m.seq, m.subject, ident))
-                self.process(u.subject(m.subject), hdr, m.data, sourced=True)
+                hdr = add_header(_without(remove_header(m.hdr, b'Nats-Stream-Source'), (b'Nats-Expected-', b'Nats-Batch-')),
+                                 b'Nats-Stream-Source', _source_header(u, m.seq, m.subject, ident))
+                ack = self.process(u.subject(m.subject), hdr, m.data, sourced=True)
+                if ack and ack.startswith(b'{"error"'): break           # refused: tried again at the next pull
             n += 1; u.copied = m.seq
         u.last = m.seq
     if n: u.active = time.time_ns()
     return n
+
+def _without(hdr: bytes, prefixes: tuple[bytes, ...]) -> bytes:
+    "`hdr` without the lines whose key starts with one of `prefixes`."
+    if not hdr or not any(b'\r\n' + p in hdr for p in prefixes): return hdr
+    lines = hdr.split(b'\r\n')
+    kept = [l for l in lines[1:-2] if not l.startswith(prefixes)]
+    return b'\r\n'.join([lines[0], *kept, b'', b'']) if kept else b''
 
 def _mirror_store(self: Stream, u: Upstream, m):
     "A mirror keeps the upstream's sequence (gaps become deleted sequences) and time."
