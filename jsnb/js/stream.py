@@ -56,6 +56,7 @@ class Stream:
         self.upstreams: list[mirrors.Upstream] = []       # what a mirror or sourcing stream copies from
         self.direct_subs: list = []                       # Direct Get responders
         self.schedules: schedules.Schedules | None = None  # live message schedules, when they are allowed
+        self.readers: dict = {}                           # (stream, upstream name) -> Upstream: who mirrors or sources this stream
         self._rebuild_dedup()
 
 # %% ../../nbs/2_js/06_stream.ipynb #f5b7a0e6
@@ -156,14 +157,16 @@ def start(self: Stream):
     for s in self.cfg.get('subjects') or []: self.subs.append(self.host.subscribe(s, self._on_msg, defers=True))
     direct_get.sync(self)
     schedules.sync(self)
+    mirrors.attach(self)
     self._rewake()
 
 @patch
 def stop(self: Stream):
-    "Stop receiving messages and answering Direct Get."
+    "Stop receiving messages and answering Direct Get, and no longer read the streams it copies."
     for sub in self.subs: self.host.unsubscribe(sub)
     self.subs = []
     direct_get.sync(self, on=False)
+    mirrors.detach(self)
 
 @patch
 def _on_one(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes):
@@ -334,7 +337,10 @@ _STORE_ERRORS = {'max_msgs': 'maximum messages exceeded', 'max_bytes': 'maximum 
 def _store(self: Stream, subject: str, hdr: bytes, data: bytes, msg_id: str, rollup: bytes, now: int,
            val: str | None = None) -> bytes:
     cfg = self.cfg
-    if cfg.get('retention') == 'interest' and not self.consumers: return self._ack(self.propose(SkipMsg(msg_id, now)))
+    if cfg.get('retention') == 'interest' and not self._interested(subject):
+        seq = self.propose(SkipMsg(msg_id, now))
+        if rollup: self.propose(Purge(subject if rollup == b'sub' else '', 0, 0))   # the rollup still clears what it replaces
+        return self._ack(seq)
     try: ttl_ns, hdr = ttl.stored_ttl(cfg, hdr)
     except ValueError: return self._nak(JSMessageTTLInvalidErr())
     last = self.store.load_last_msg(subject) if cfg.get('republish') else None
@@ -386,7 +392,8 @@ def state(self: Stream, deleted_details: bool = False, subjects_filter: str = ''
     if subjects_filter:
         subs = self.store.subjects(subjects_filter)
         if subs: st['subjects'] = subs
-    st['consumer_count'] = len(self.consumers)
+    readers = len(self.readers) if self.cfg.get('retention', 'limits') != 'limits' else 0   # their durable consumers count here
+    st['consumer_count'] = len(self.consumers) + readers
     return st
 
 @patch
@@ -428,14 +435,34 @@ def delete_msg(self: Stream, seq: int, erase: bool = True) -> bool:
 
 @patch
 def acked(self: Stream, c, seqs: list[int]):
-    "Retention: consumer `c` acknowledged `seqs`. A work queue lets them go; an interest stream those no other consumer still needs."
-    ret = self.cfg.get('retention', 'limits')
-    if ret == 'workqueue': gone = seqs
-    elif ret == 'interest':
+    "Retention: consumer `c` acknowledged `seqs`; those no other consumer (or copying stream) still needs go."
+    if self.cfg.get('retention', 'limits') == 'limits': return
+    if not self.readers and all(o is c for o in self.consumers.values()): gone = seqs     # the usual work queue
+    else:
         gone = []
         for seq in seqs:
             m = self.store.load_msg(seq)
-            if m is not None and not any(o is not c and o._matches(m.subject) and (seq in o.pending or seq >= o.sseq)
-                                         for o in self.consumers.values()): gone.append(seq)
-    else: return
+            if m is not None and not self._needed(m.subject, seq, c): gone.append(seq)
     if gone: self.propose(Remove(tuple(gone)))
+
+@patch
+def lost_interest(self: Stream, by):
+    "Interest retention: consumer (or copying stream) `by` is gone; what nobody else needs goes (everything, when nobody is left)."
+    if self.cfg.get('retention') != 'interest': return
+    if not self.consumers and not self.readers: self.propose(Purge('', 0, 0)); return
+    gone, seq = [], 0
+    while (m := self.store.load_next_msg('>', seq + 1)) is not None:
+        if not self._needed(m.subject, m.seq, by): gone.append(m.seq)
+        seq = m.seq
+    if gone: self.propose(Remove(tuple(gone)))
+
+@patch
+def _needed(self: Stream, subject: str, seq: int, by=None) -> bool:
+    "Interest retention: whether a consumer, or a stream copying this one, other than `by` still needs message `seq`."
+    return (any(o is not by and o._matches(subject) and (seq in o.pending or seq >= o.sseq) for o in self.consumers.values())
+            or any(u is not by and u.wants(subject) and seq > u.acked for u in self.readers.values()))
+
+@patch
+def _interested(self: Stream, subject: str) -> bool:
+    "Interest retention: whether a new message on `subject` is kept (a consumer's filter, or a copying stream, takes it)."
+    return any(c._matches(subject) for c in self.consumers.values()) or any(u.wants(subject) for u in self.readers.values())
