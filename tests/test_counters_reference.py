@@ -446,3 +446,49 @@ async def test_nats_py_api(start_server):
         await nc.close()
         return out
     same(await both(start_server, scenario))
+
+
+async def test_transform_republish_and_consumers(start_server):
+    "A counter stream with a subject transform counts per stored subject; republished copies and consumers see the totals."
+    async def scenario(s):
+        nc = await nats.connect(s.url); out = []
+        await api(nc, '$JS.API.STREAM.CREATE.C', counter('C', ['in.>'], subject_transform={'src': 'in.>', 'dest': 'out.>'},
+                                                          republish={'src': 'out.>', 'dest': 'rp.>'}))
+        seen = []
+        async def cb(m): seen.append((m.subject, m.data, {k: v for k, v in (m.headers or {}).items() if k != 'Nats-Time-Stamp'}))
+        await nc.subscribe('rp.>', cb=cb); await nc.flush()
+        for subj, n in [('in.a', 2), ('in.a', 3), ('in.b', -1)]: out.append(await pub(nc, subj, b'', **{'Nats-Incr': str(n)}))
+        out.append(await state(nc, 'C'))
+        out.append((await api(nc, '$JS.API.CONSUMER.CREATE.C.R', {'stream_name': 'C', 'config': {
+            'durable_name': 'R', 'ack_policy': 'none', 'filter_subject': 'out.a'}})).get('error'))
+        sub = await nc.subscribe('_PULL.>')
+        await nc.publish('$JS.API.CONSUMER.MSG.NEXT.C.R', b'{"batch":5,"expires":500000000}', reply='_PULL.1')
+        for _ in range(2):
+            m = await sub.next_msg(5); out.append((m.subject, m.data, m.headers))
+        await asyncio.sleep(0.3)
+        out.append(sorted(seen, key=lambda x: x[2].get('Nats-Sequence', '')))
+        await nc.close()
+        return out
+    same(await both(start_server, scenario))
+
+
+async def test_fast_ingest_batch_of_increments(start_server):
+    "Increments sent as a fast-ingest batch are counted one by one; a message without an increment is refused in its frame."
+    async def scenario(s):
+        nc = await nats.connect(s.url); out = []
+        await api(nc, '$JS.API.STREAM.CREATE.F', counter('F', ['f.>'], allow_batched=True))
+        got = []
+        async def cb(m): got.append(json.loads(m.data) if m.data else None)
+        await nc.subscribe('fi.>', cb=cb); await nc.flush()
+        for i, (incr, op) in enumerate([('1', 0), ('2', 1), (None, 1), ('5', 2)], 1):
+            await nc.publish('f.a', b'', reply=f'fi.b1.10.ok.{i}.{op}.$FI', headers={'Nats-Incr': incr} if incr else None)
+        for _ in range(60):
+            await nc.flush(); await asyncio.sleep(0.05)
+            if any(f and 'batch' in f for f in got): break
+        await asyncio.sleep(0.2)
+        out.append(got)
+        out.append(await state(nc, 'F'))
+        for seq in range(1, 4): out.append(await get(nc, 'F', seq=seq))
+        await nc.close()
+        return out
+    same(await both(start_server, scenario))
