@@ -483,8 +483,6 @@ async def test_mirrors_and_sources_of_a_scheduling_stream(start_server):
     same(await both(start_server, scenario))
 
 
-@pytest.mark.xfail(strict=True, reason='jsnb copies a source without consuming it: a work-queue origin keeps what was copied '
-                                       '(the reference removes it); not specific to schedules')
 async def test_work_queue_of_schedules_sourced_elsewhere(start_server):
     "Copies in a work-queue stream sourced (filtered on the target) by another stream leave the pending schedules alone."
     async def scenario(s):

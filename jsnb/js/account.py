@@ -167,6 +167,7 @@ def delete_consumer(self: Account, c: Consumer):
     "Remove a consumer: close it, forget its state, announce it."
     self.send(c.close())
     c.stream.consumers.pop(c.name, None)
+    c.stream.lost_interest(c)                    # an interest stream lets go of what only this consumer needed
     self._saved.pop((c.stream.name, c.name), None)
     p = self.state_path(c)
     if p and os.path.exists(p): os.remove(p)

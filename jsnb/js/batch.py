@@ -18,7 +18,9 @@ from .errors import (JSAtomicPublishContainsDuplicateMessageErr, JSAtomicPublish
                            JSStreamWrongLastSequenceConstantErr, JSStreamWrongLastSequenceErrF)
 from .host import advise
 from .ttl import parse_ttl
-from . import schedules
+from . import schedules, counters
+from .errors import JSApiError
+from ..nats.subjects import transform_subject
 from ..nats.times import NS
 if TYPE_CHECKING: from jsnb.js.stream import Stream      # the stream calls this module; it is only named here
 
@@ -85,10 +87,14 @@ def stage(s: Stream, subject: str, hdr: bytes, data: bytes) -> bytes:
 # %% ../../nbs/2_js/10_batch.ipynb #0228af04
 def _check_all(s: Stream, b: AtomicBatch):
     "The first error the batch would meet, or None."
-    last, last_by_subj, ids = s.last_seq, {}, set()
+    last, last_by_subj, ids, counted = s.last_seq, {}, set(), {}
+    tr = s.cfg.get('subject_transform')
     for i, (subject, hdr, data) in enumerate(b.msgs):
         if get_header(hdr, b'Nats-Expected-Last-Msg-Id') is not None:
             return JSAtomicPublishUnsupportedHeaderBatchErr(header='Nats-Expected-Last-Msg-Id')
+        if b'Nats-Incr:' in hdr:
+            err = counters.check(s.cfg, hdr, data)
+            if err is not None: return err
         exp = get_header(hdr, b'Nats-Expected-Stream')
         if exp and text(exp) != s.name: return JSStreamNotMatchErr()
         ttl = get_header(hdr, b'Nats-TTL')
@@ -100,6 +106,11 @@ def _check_all(s: Stream, b: AtomicBatch):
         if mid:
             if mid in ids or text(mid) in s.dedup: return JSAtomicPublishContainsDuplicateMessageErr()
             ids.add(mid)
+        if s.cfg.get('allow_msg_counter'):                               # counted on what the batch staged before
+            csubj = (transform_subject(subject, tr.get('src', ''), tr.get('dest', '')) or subject) if tr else subject
+            try: hdr, data, _ = counters.apply(s, csubj, hdr, data, counted.get(csubj))
+            except JSApiError as e: return e
+            counted[csubj] = (hdr, data); b.msgs[i] = (subject, hdr, data)
         subj_seq = get_header(hdr, b'Nats-Expected-Last-Subject-Sequence')
         if subj_seq is not None:
             sfor = text(get_header(hdr, b'Nats-Expected-Last-Subject-Sequence-Subject') or wire(subject))

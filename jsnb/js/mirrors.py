@@ -8,12 +8,12 @@ import hashlib, time
 from typing import TYPE_CHECKING
 from ..nats.protocol import get_header, remove_header, add_header, text, wire
 from ..nats.subjects import subject_matches, transform_subject
-from ..nats.times import parse_rfc3339, rfc3339
+from ..nats.times import NS, parse_rfc3339, rfc3339
 from .host import CopyMsg
 if TYPE_CHECKING: from jsnb.js.stream import Stream      # the stream calls this module; it is only named here
 
 # %% auto #0
-__all__ = ['Upstream', 'identity', 'resume', 'pull', 'upstream_info', 'info', 'sync', 'catch_up']
+__all__ = ['Upstream', 'identity', 'resume', 'pull', 'upstream_info', 'info', 'attach', 'detach', 'release', 'sync', 'catch_up']
 
 # %% ../../nbs/2_js/08_mirrors.ipynb #25eae963
 class Upstream:
@@ -29,6 +29,9 @@ class Upstream:
         self.last = 0                      # last upstream sequence looked at
         self.copied = 0                    # last upstream sequence copied
         self.active = 0                    # when a message last arrived (ns)
+        self.acked = 0                     # last upstream sequence acknowledged to a work-queue or interest upstream
+        self.ack_due = 0                   # when what was copied since is acknowledged (ns); 0: nothing waits
+        self.since = time.time_ns()        # when reading began: acknowledgements come at whole seconds after it
 
     def wants(self, subject: str) -> bool:
         "Whether an upstream message on `subject` is copied."
@@ -85,19 +88,30 @@ def resume(self: Stream, u: Upstream, upstream: Stream | None):
 def pull(self: Stream, u: Upstream, upstream: Stream) -> int:
     "Copy what `upstream` stored after `u.last`; returns how many messages were copied."
     n, store, ident = 0, upstream.store, identity(upstream)
+    upstream.readers[(self.name, u.iname)] = u
     while True:
         m = store.load_next_msg('>', u.last + 1)
         if m is None: break
         if u.wants(m.subject):
             if u.mirror: _mirror_store(self, u, m)
             else:
-                hdr = add_header(remove_header(m.hdr, b'Nats-Stream-Source'), b'Nats-Stream-Source',
-                                 _source_header(u, m.seq, m.subject, ident))
-                self.process(u.subject(m.subject), hdr, m.data, sourced=True)
+                hdr = add_header(_without(remove_header(m.hdr, b'Nats-Stream-Source'), (b'Nats-Expected-', b'Nats-Batch-')),
+                                 b'Nats-Stream-Source', _source_header(u, m.seq, m.subject, ident))
+                ack = self.process(u.subject(m.subject), hdr, m.data, sourced=True)
+                if ack and ack.startswith(b'{"error"'): break           # refused: tried again at the next pull
             n += 1; u.copied = m.seq
         u.last = m.seq
-    if n: u.active = time.time_ns()
+    if n:
+        u.active = time.time_ns()
+        if upstream.cfg.get('retention', 'limits') != 'limits' and not u.ack_due: _ack_later(self, u)
     return n
+
+def _without(hdr: bytes, prefixes: tuple[bytes, ...]) -> bytes:
+    "`hdr` without the lines whose key starts with one of `prefixes`."
+    if not hdr or not any(b'\r\n' + p in hdr for p in prefixes): return hdr
+    lines = hdr.split(b'\r\n')
+    kept = [l for l in lines[1:-2] if not l.startswith(prefixes)]
+    return b'\r\n'.join([lines[0], *kept, b'', b'']) if kept else b''
 
 def _mirror_store(self: Stream, u: Upstream, m):
     "A mirror keeps the upstream's sequence (gaps become deleted sequences) and time."
@@ -120,6 +134,40 @@ def info(s: Stream) -> dict:
     entries = [upstream_info(u, s.host.stream(u.name)) for u in s.upstreams]
     return {'mirror': entries[0]} if s.cfg.get('mirror') else {'sources': entries}
 
+# %% ../../nbs/2_js/08_mirrors.ipynb #98f65786
+def attach(s: Stream):
+    "Register `s`'s upstreams with the streams they read."
+    for u in s.upstreams:
+        up = s.host.stream(u.name)
+        if up is not None and up is not s: up.readers[(s.name, u.iname)] = u
+
+def detach(s: Stream, ups: list[Upstream] | None = None):
+    "`s` no longer reads `ups` (all its upstreams by default)."
+    for u in s.upstreams if ups is None else ups:
+        up = s.host.stream(u.name)
+        if up is not None and up.readers.get((s.name, u.iname)) is u: del up.readers[(s.name, u.iname)]
+        u.ack_due = 0
+
+def _ack_later(s: Stream, u: Upstream):
+    "Acknowledge what `u` copied at its next whole second since it began reading (the reference's heartbeat)."
+    now = time.time_ns()
+    u.ack_due = u.since + ((now - u.since) // NS + 1) * NS
+    def due():
+        up = s.host.stream(u.name)
+        if u.ack_due and u in s.upstreams and up is not None: release(up, u)
+        u.ack_due = 0
+    s.host.later((u.ack_due - now) / NS, due)
+
+def release(up: Stream, u: Upstream) -> int:
+    "Acknowledge to `up` what `u` copied since it last did: a work queue drops it, an interest stream once nobody needs it."
+    seqs, seq = [], u.acked
+    while (m := up.store.load_next_msg('>', seq + 1)) is not None and m.seq <= u.copied:
+        if u.wants(m.subject): seqs.append(m.seq)
+        seq = m.seq
+    u.acked = max(u.acked, u.copied)
+    if seqs: up.acked(u, seqs)
+    return len(seqs)
+
 # %% ../../nbs/2_js/08_mirrors.ipynb #9b832f06
 def sync(s: Stream, copy: bool = True) -> int:
     "Set up `s.upstreams` from its configuration; unless `copy` is false, copy what they have (returns how many)."
@@ -129,8 +177,10 @@ def sync(s: Stream, copy: bool = True) -> int:
     for spec, mirror in specs:
         u = Upstream(spec, mirror)
         if u.iname in old: ups.append(old[u.iname]); continue
-        resume(s, u, s.host.stream(u.name)); ups.append(u)
+        resume(s, u, s.host.stream(u.name)); u.acked = u.last; ups.append(u)
+    detach(s, [u for u in s.upstreams if u not in ups])
     s.upstreams = ups
+    attach(s)
     return catch_up(s) if copy else 0
 
 def catch_up(s: Stream) -> int:

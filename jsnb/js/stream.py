@@ -20,7 +20,7 @@ from .errors import (JSApiError, JSInsufficientResourcesErr, JSMessageSourceHdrN
                            JSStreamStoreFailedF, JSStreamWrongLastMsgIDErrF, JSStreamWrongLastSequenceErrF)
 from .store import MsgStore, StoreLimits, StoreError
 from .host import StreamHost, json_bytes, MAX_SEQ, StoreMsg, StoreRun, SkipMsg, CopyMsg, DeleteMsg, Purge, Expire, Remove, Configure
-from . import ttl, batch, direct_get, mirrors, schedules
+from . import ttl, batch, direct_get, mirrors, schedules, counters
 
 log = logging.getLogger('jsnb')
 
@@ -56,6 +56,7 @@ class Stream:
         self.upstreams: list[mirrors.Upstream] = []       # what a mirror or sourcing stream copies from
         self.direct_subs: list = []                       # Direct Get responders
         self.schedules: schedules.Schedules | None = None  # live message schedules, when they are allowed
+        self.readers: dict = {}                           # (stream, upstream name) -> Upstream: who mirrors or sources this stream
         self._rebuild_dedup()
 
 # %% ../../nbs/2_js/06_stream.ipynb #f5b7a0e6
@@ -156,14 +157,16 @@ def start(self: Stream):
     for s in self.cfg.get('subjects') or []: self.subs.append(self.host.subscribe(s, self._on_msg, defers=True))
     direct_get.sync(self)
     schedules.sync(self)
+    mirrors.attach(self)
     self._rewake()
 
 @patch
 def stop(self: Stream):
-    "Stop receiving messages and answering Direct Get."
+    "Stop receiving messages and answering Direct Get, and no longer read the streams it copies."
     for sub in self.subs: self.host.unsubscribe(sub)
     self.subs = []
     direct_get.sync(self, on=False)
+    mirrors.detach(self)
 
 @patch
 def _on_one(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes):
@@ -191,7 +194,7 @@ def _bulk_ok(self: Stream) -> bool:
     c = self.cfg
     return (not c.get('sealed') and not c.get('subject_transform') and not c.get('republish') and not c.get('mirror')
             and c.get('discard', 'old') == 'old' and c.get('retention', 'limits') != 'interest'
-            and c.get('max_msg_size', -1) in (-1, None))
+            and c.get('max_msg_size', -1) in (-1, None) and not c.get('allow_msg_counter'))
 
 @patch
 def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
@@ -236,8 +239,9 @@ def _stored(self: Stream):
 
 # %% ../../nbs/2_js/06_stream.ipynb #a222b72c
 @patch
-def _ack(self: Stream, seq: int, duplicate: bool = False) -> bytes:
+def _ack(self: Stream, seq: int, duplicate: bool = False, val: str | None = None) -> bytes:
     if duplicate: return b'{"stream":%s,"seq":%d,"duplicate": true}' % (self._qname, seq)
+    if val is not None: return b'{"stream":%s,"seq":%d,"val":"%s"}' % (self._qname, seq, val.encode())
     return b'{"stream":%s,"seq":%d}' % (self._qname, seq)
 
 @patch
@@ -246,10 +250,13 @@ def _nak(self: Stream, err: JSApiError) -> bytes:
 
 # %% ../../nbs/2_js/06_stream.ipynb #b2f8c176
 @patch
-def _check(self: Stream, subject: str, hdr: bytes, size: int, sourced: bool = False):
+def _check(self: Stream, subject: str, hdr: bytes, data: bytes, sourced: bool = False):
     cfg = self.cfg
     if cfg.get('sealed'): return JSStreamSealedErr()
     if not hdr: return None
+    if b'Nats-Incr:' in hdr:
+        err = counters.check(cfg, hdr, data, sourced)
+        if err is not None: return err
     exp = get_header(hdr, b'Nats-Expected-Stream')
     if exp and text(exp) != self.name: return JSStreamNotMatchErr()
     t = get_header(hdr, b'Nats-TTL')
@@ -287,7 +294,7 @@ def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool 
     msg_id = text(msg_id) if msg_id else ''
     now = time.time_ns()
     if checked: return self._store(subject, hdr, data, msg_id, (get_header(hdr, b'Nats-Rollup') or b'').lower(), now)
-    err = self._check(subject, hdr, len(hdr) + len(data), sourced)
+    err = self._check(subject, hdr, data, sourced)
     if err is not None: return self._nak(err)
     if not sourced and cfg.get('allow_msg_schedules') and b'Nats-Schedule:' in hdr: hdr = schedules.with_rollup(hdr)
     if msg_id:
@@ -306,10 +313,14 @@ def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool 
             if rollup not in (b'sub', b'all'):
                 return self._nak(JSStreamRollupFailedF(err=f'rollup value invalid: "{text(rollup)}"'))
             if not permitted: rollup = b''               # a copied message is stored as it is, without rolling up
+    val = None
+    if cfg.get('allow_msg_counter'):                     # the increment becomes the new total
+        try: hdr, data, val = counters.apply(self, subject, hdr, data)
+        except JSApiError as e: return self._nak(e)
     if self.too_big(hdr, data): return self._nak(JSStreamMessageExceedsMaximumErr())
     if len(hdr) > 65535: return self._nak(JSStreamHeaderExceedsMaximumErr())
     if self.host.limits_exceeded(cfg.get('storage', 'file')): return self._nak(JSInsufficientResourcesErr())
-    return self._store(subject, hdr, data, msg_id, rollup, now)
+    return self._store(subject, hdr, data, msg_id, rollup, now, val)
 
 # %% ../../nbs/2_js/06_stream.ipynb #f3ff3173
 @patch
@@ -323,9 +334,13 @@ _STORE_ERRORS = {'max_msgs': 'maximum messages exceeded', 'max_bytes': 'maximum 
                  'max_msgs_per_subject': 'maximum messages per subject exceeded', 'max_msg_size': 'message too large'}
 
 @patch
-def _store(self: Stream, subject: str, hdr: bytes, data: bytes, msg_id: str, rollup: bytes, now: int) -> bytes:
+def _store(self: Stream, subject: str, hdr: bytes, data: bytes, msg_id: str, rollup: bytes, now: int,
+           val: str | None = None) -> bytes:
     cfg = self.cfg
-    if cfg.get('retention') == 'interest' and not self.consumers: return self._ack(self.propose(SkipMsg(msg_id, now)))
+    if cfg.get('retention') == 'interest' and not self._interested(subject):
+        seq = self.propose(SkipMsg(msg_id, now))
+        if rollup: self.propose(Purge(subject if rollup == b'sub' else '', 0, 0))   # the rollup still clears what it replaces
+        return self._ack(seq)
     try: ttl_ns, hdr = ttl.stored_ttl(cfg, hdr)
     except ValueError: return self._nak(JSMessageTTLInvalidErr())
     last = self.store.load_last_msg(subject) if cfg.get('republish') else None
@@ -333,7 +348,7 @@ def _store(self: Stream, subject: str, hdr: bytes, data: bytes, msg_id: str, rol
     except StoreError as e: return self._nak(JSStreamStoreFailedF(err=_STORE_ERRORS.get(e.kind, str(e))))
     if cfg.get('republish'): self._republish(subject, hdr, data, seq, ts, last.seq if last else 0)
     self._stored()
-    return self._ack(seq)
+    return self._ack(seq, val=val)
 
 # %% ../../nbs/2_js/06_stream.ipynb #99ae2c47
 @patch
@@ -377,7 +392,8 @@ def state(self: Stream, deleted_details: bool = False, subjects_filter: str = ''
     if subjects_filter:
         subs = self.store.subjects(subjects_filter)
         if subs: st['subjects'] = subs
-    st['consumer_count'] = len(self.consumers)
+    readers = len(self.readers) if self.cfg.get('retention', 'limits') != 'limits' else 0   # their durable consumers count here
+    st['consumer_count'] = len(self.consumers) + readers
     return st
 
 @patch
@@ -419,14 +435,34 @@ def delete_msg(self: Stream, seq: int, erase: bool = True) -> bool:
 
 @patch
 def acked(self: Stream, c, seqs: list[int]):
-    "Retention: consumer `c` acknowledged `seqs`. A work queue lets them go; an interest stream those no other consumer still needs."
-    ret = self.cfg.get('retention', 'limits')
-    if ret == 'workqueue': gone = seqs
-    elif ret == 'interest':
+    "Retention: consumer `c` acknowledged `seqs`; those no other consumer (or copying stream) still needs go."
+    if self.cfg.get('retention', 'limits') == 'limits': return
+    if not self.readers and all(o is c for o in self.consumers.values()): gone = seqs     # the usual work queue
+    else:
         gone = []
         for seq in seqs:
             m = self.store.load_msg(seq)
-            if m is not None and not any(o is not c and o._matches(m.subject) and (seq in o.pending or seq >= o.sseq)
-                                         for o in self.consumers.values()): gone.append(seq)
-    else: return
+            if m is not None and not self._needed(m.subject, seq, c): gone.append(seq)
     if gone: self.propose(Remove(tuple(gone)))
+
+@patch
+def lost_interest(self: Stream, by):
+    "Interest retention: consumer (or copying stream) `by` is gone; what nobody else needs goes (everything, when nobody is left)."
+    if self.cfg.get('retention') != 'interest': return
+    if not self.consumers and not self.readers: self.propose(Purge('', 0, 0)); return
+    gone, seq = [], 0
+    while (m := self.store.load_next_msg('>', seq + 1)) is not None:
+        if not self._needed(m.subject, m.seq, by): gone.append(m.seq)
+        seq = m.seq
+    if gone: self.propose(Remove(tuple(gone)))
+
+@patch
+def _needed(self: Stream, subject: str, seq: int, by=None) -> bool:
+    "Interest retention: whether a consumer, or a stream copying this one, other than `by` still needs message `seq`."
+    return (any(o is not by and o._matches(subject) and (seq in o.pending or seq >= o.sseq) for o in self.consumers.values())
+            or any(u is not by and u.wants(subject) and seq > u.acked for u in self.readers.values()))
+
+@patch
+def _interested(self: Stream, subject: str) -> bool:
+    "Interest retention: whether a new message on `subject` is kept (a consumer's filter, or a copying stream, takes it)."
+    return any(c._matches(subject) for c in self.consumers.values()) or any(u.wants(subject) for u in self.readers.values())
