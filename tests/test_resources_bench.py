@@ -122,3 +122,82 @@ def test_hot_key_resources(tmp_path):
     assert j['last'] == r['last'] == N + 1
     assert j['disk'] * 1e6 <= 2 * j['live'] + BLOCK + 64 * 1024            # state file and metadata besides
     assert j['rss'][N] - j['rss'][N // 4] < 32                             # flat in the number of overwrites
+
+
+# ---------------------------------------------------------------------------------------------- idle CPU
+
+IDLE_PENDING = int(os.environ.get('JSNB_BENCH_IDLE_PENDING', 100_000))
+IDLE_STREAMS = int(os.environ.get('JSNB_BENCH_IDLE_STREAMS', 1000))
+IDLE_SECONDS = float(os.environ.get('JSNB_BENCH_IDLE_SECONDS', 10))
+
+
+def cpu_seconds(pid: int) -> float:
+    "User plus system CPU time of a process so far."
+    f = open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf('SC_CLK_TCK')
+
+
+def idle_cpu(pid: int, seconds: float = IDLE_SECONDS) -> float:
+    "The share of one core a process uses while nobody asks it anything, in percent."
+    time.sleep(2.0)                                   # let the last replies and any background compile finish
+    c0, t0 = cpu_seconds(pid), time.monotonic()
+    time.sleep(seconds)
+    return 100 * (cpu_seconds(pid) - c0) / (time.monotonic() - t0)
+
+
+async def pending_setup(url: str, n: int):
+    "One stream of `n` messages and one push consumer that has delivered them all, none acknowledged."
+    import nats
+    nc = await nats.connect(url, pending_size=1 << 27)
+    js = nc.jetstream()
+    await js.add_stream(name='IDLE', subjects=['idle'])
+    acks = [await js.publish_async('idle', b'x' * 16, wait_stall=10) for _ in range(n)]
+    await asyncio.gather(*acks)
+    got = 0
+    async def cb(m):
+        nonlocal got; got += 1
+    await nc.subscribe('idle.dlv', cb=cb, pending_msgs_limit=n + 10)
+    cfg = {'durable_name': 'C', 'deliver_subject': 'idle.dlv', 'ack_policy': 'explicit', 'ack_wait': 3600 * 10**9,
+           'max_ack_pending': n + 10}
+    r = json.loads((await nc.request('$JS.API.CONSUMER.CREATE.IDLE.C', json.dumps({'stream_name': 'IDLE', 'config': cfg}).encode(), timeout=30)).data)
+    assert 'error' not in r, r
+    for _ in range(1200):
+        if got >= n: break
+        await asyncio.sleep(0.05)
+    info = json.loads((await nc.request('$JS.API.CONSUMER.INFO.IDLE.C', b'', timeout=10)).data)
+    assert info['num_ack_pending'] == n, info
+    return nc
+
+
+async def many_setup(url: str, n: int):
+    "`n` streams with one durable consumer each, all idle."
+    import nats
+    nc = await nats.connect(url)
+    for i in range(n):
+        r = json.loads((await nc.request(f'$JS.API.STREAM.CREATE.S{i}', json.dumps({'name': f'S{i}', 'subjects': [f's.{i}']}).encode(), timeout=10)).data)
+        assert 'error' not in r, r
+        r = json.loads((await nc.request(f'$JS.API.CONSUMER.CREATE.S{i}.C', json.dumps(
+            {'stream_name': f'S{i}', 'config': {'durable_name': 'C', 'ack_policy': 'explicit'}}).encode(), timeout=10)).data)
+        assert 'error' not in r, r
+    return nc
+
+
+@pytest.mark.parametrize('setup', ['pending', 'many'])
+def test_idle_cpu(tmp_path, setup):
+    "Idle CPU beside the reference: a consumer with many unacknowledged messages, and many idle streams and consumers."
+    out = {}
+    for kind in ('nats-server', 'jsnb'):
+        srv = ServerProc(kind, ['-js'], workdir=str(tmp_path / kind))
+        (tmp_path / kind).mkdir()
+        try:
+            srv.start()
+            async def go():
+                nc = await (pending_setup(srv.url, IDLE_PENDING) if setup == 'pending' else many_setup(srv.url, IDLE_STREAMS))
+                cpu = await asyncio.to_thread(idle_cpu, srv.proc.pid)
+                await nc.close()
+                return cpu
+            out[kind] = asyncio.run(go())
+        finally: srv.stop()
+    what = f'{IDLE_PENDING:,} unacknowledged messages' if setup == 'pending' else f'{IDLE_STREAMS:,} streams and consumers'
+    print(f'\nidle CPU with {what}: nats-server {out["nats-server"]:.1f}%  jsnb {out["jsnb"]:.1f}%  (of one core, over {IDLE_SECONDS:g} s)')
+    assert out['jsnb'] < 10, out                      # before timers keyed by deadline: 39% and 5%

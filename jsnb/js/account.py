@@ -35,7 +35,7 @@ class Account(CoreHost):
         self.api_total = self.api_errors = 0
         self._copying = False                  # does any stream mirror or source another?
         self._last_expire = 0                  # when expiry last ran (ns)
-        self._saved: dict[tuple[str, str], bytes] = {}   # (stream, consumer) -> the state last written
+        self._saved: dict[tuple[str, str], tuple] = {}   # (stream, consumer) -> (state mark, the state last written)
 
     @property
     def streams_dir(self) -> str: return os.path.join(self.store_dir, '$G', 'streams')
@@ -192,13 +192,14 @@ def persist(self: Account, c: Consumer, force: bool = False):
     "Write the consumer's state if it changed since the last write (atomically)."
     p = self.state_path(c)
     if p is None: return
+    key, mark = (c.stream.name, c.name), c.state_mark()
+    if not force and self._saved.get(key, (None,))[0] == mark: return      # unchanged: no snapshot to build
     blob = orjson.dumps(dict(c.snapshot(), name=c.name))
-    key = (c.stream.name, c.name)
-    if not force and blob == self._saved.get(key): return
+    if not force and blob == self._saved.get(key, (None, None))[1]: self._saved[key] = (mark, blob); return
     os.makedirs(os.path.dirname(p), exist_ok=True)
     with open(p + '.tmp', 'wb') as f: f.write(blob)
     os.replace(p + '.tmp', p)
-    self._saved[key] = blob
+    self._saved[key] = (mark, blob)
 
 @patch
 def restore_consumers(self: Account, s: Stream):

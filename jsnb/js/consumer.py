@@ -652,6 +652,12 @@ def snapshot(self: Consumer) -> dict:
                 asflr=self.asflr, pending={str(k): v for k, v in self.pending.items()},
                 rdc={str(k): v for k, v in self.rdc.items()}, last_delivered=self.last_delivered, last_acked=self.last_acked)
 
+@patch
+def state_mark(self: Consumer) -> tuple:
+    "A summary that changes whenever the durable state does (ack-wait timestamps aside), cheap whatever the pending count."
+    return (self.sseq, self.dseq, self.adflr, self.asflr, len(self.pending), len(self.rdc), sum(self.rdc.values()),
+            self.last_delivered, self.last_acked, orjson.dumps(stored_cfg(self.cfg)))
+
 def from_snapshot(stream, name: str, snap: dict) -> Consumer:
     "A consumer of `stream` as `snapshot` described it."
     c = Consumer(stream, name, snap['config'], snap['created'])
