@@ -125,6 +125,7 @@ class Server:
         self.core.on_dirty = self._schedule_flush
         self.trace = self.opts.trace
         self._listener = self._monitor = self._ping = self.js = None
+        self._route_listener = None         # the cluster port, when the options set one (see jsnb.nats.cluster_io)
         self._flush_pending = False
         self._ports_file = None
         self._stopped: asyncio.Event | None = None
@@ -197,6 +198,10 @@ async def start(self: Server) -> Server:
     loop = asyncio.get_running_loop()
     o = self.opts
     self._stopped = asyncio.Event()
+    if o.routes and not o.clustered: raise StartupError('solicited routes require cluster capabilities, e.g. --cluster')
+    if o.jetstream and o.clustered:
+        raise StartupError("JetStream clustering is not implemented yet: jsnb runs JetStream on a single server; "
+                           "remove the cluster block (or --cluster) or disable JetStream")
     try:
         if o.jetstream:
             if why := _store_problem(self.core.store_dir): raise StartupError(f"Can't start JetStream: {why}")
@@ -212,6 +217,9 @@ async def start(self: Server) -> Server:
                 raise StartupError(f"Can't start monitoring: can't listen to the monitor port: "
                                    f"{o.http_host}:{o.http_port}: {_reason(e)}") from e
             log.info('Starting http monitor on %s:%d', o.http_host, self.core.http_port)
+        if o.clustered:
+            from jsnb.nats.cluster_io import start_routes
+            await start_routes(self)
     except BaseException:
         self._close_parts(); raise
     self._ping = loop.call_later(o.ping_interval, self._ping_tick)
@@ -225,6 +233,9 @@ def _close_parts(self: Server):
     "Close whatever `start` had opened before a part failed."
     if self._listener is not None: self._listener.close(); self._listener = None
     if self._monitor is not None: self._monitor.close(); self._monitor = None
+    if self._route_listener is not None:
+        from jsnb.nats.cluster_io import stop_routes
+        stop_routes(self)
     if self.js is not None: self._js_tick.cancel(); self.js.stop(); self.js = self.core.js = None
 
 @patch
@@ -258,6 +269,9 @@ async def stop(self: Server):
     if self._monitor is not None: self._monitor.close()
     if self._ping is not None: self._ping.cancel()
     if self.js is not None: self._js_tick.cancel(); self.js.stop()
+    if self._route_listener is not None:
+        from jsnb.nats.cluster_io import stop_routes
+        stop_routes(self)
     self._flush()
     for c in list(self.core.clients.values()):
         if c.transport is not None: c.transport.close()
@@ -330,6 +344,7 @@ def _write_ports_file(self: Server):
     "Write `<ports_file_dir>/<program>_<pid>.ports` with the listening URLs, as the reference does."
     d = {'nats': _urls('nats', self._listener.sockets[0])}
     if self._monitor is not None: d['monitoring'] = _urls('http', self._monitor.sockets[0])
+    if self._route_listener is not None: d['cluster'] = _urls('nats', self._route_listener.sockets[0])
     path = os.path.join(self.opts.ports_file_dir, f'{os.path.basename(sys.argv[0])}_{os.getpid()}.ports')
     tmp = os.path.join(self.opts.ports_file_dir, f'.{os.path.basename(path)}.tmp')
     try:
