@@ -5,8 +5,9 @@
 # %% ../nbs/5_app/01_cli.ipynb #57713fb3
 from __future__ import annotations
 import argparse, asyncio, logging, os, signal, sys
+from urllib.parse import urlsplit, unquote
 from . import __version__
-from .nats.config import ServerOptions, ConfigError, load_config, options_from_config, DEFAULT_STORE_DIR
+from .nats.config import ServerOptions, ConfigError, load_config, options_from_config, DEFAULT_STORE_DIR, _route_url
 from .nats.core import VERSION
 from .nats.server import StartupError, RefFormatter, TRACE, log
 from .app import Server
@@ -32,6 +33,12 @@ def _parser() -> argparse.ArgumentParser:
     a('--user', help='user required for connections')
     a('--pass', dest='password', help='password required for connections')
     a('--auth', dest='token', help='authorization token required for connections')
+    a('--cluster', '--cluster_listen', dest='cluster_listen', metavar='URL',
+      help='cluster URL other servers dial for routes: nats://[user:pass@]host:port (port -1 picks a free one)')
+    a('--cluster_name', help='cluster name (default: generated, then taken from the first peer)')
+    a('--routes', metavar='URLS', help='comma-separated routes to dial: nats-route://[user:pass@]host:port,...')
+    a('--no_advertise', action='store_true', default=None, help="do not tell clients the other servers' URLs")
+    a('--connect_retries', type=int, help='reconnect attempts for routes learnt from other servers')
     a('-l', '--log', dest='logfile', help='file to redirect log output')
     a('-D', '--debug', action='store_true', default=None, help='enable debug output')
     a('-V', '--trace', action='store_true', default=None, help='trace the raw protocol')
@@ -41,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
 
 # %% ../nbs/5_app/01_cli.ipynb #8545395d
 _FLAG_FIELDS = ('host', 'port', 'server_name', 'http_port', 'jetstream', 'store_dir', 'user', 'password', 'token',
-                'logfile', 'debug', 'trace', 'pid_file', 'config_file', 'ports_file_dir')
+                'logfile', 'debug', 'trace', 'pid_file', 'config_file', 'ports_file_dir', 'cluster_name')
 _SWITCHES = {'js': ('jetstream',), 'jetstream': ('jetstream',), 'D': ('debug',), 'debug': ('debug',),
              'V': ('trace',), 'trace': ('trace',), 'DV': ('debug', 'trace')}
 _GO_TRUE, _GO_FALSE = ('1', 't', 'T', 'TRUE', 'true', 'True'), ('0', 'f', 'F', 'FALSE', 'false', 'False')
@@ -67,8 +74,36 @@ def options(argv: list[str] | None = None) -> tuple[ServerOptions, list[str], ar
         v = getattr(ns, f)
         if v is not None: setattr(opts, f, v)
     if ns.debug_trace: opts.debug = opts.trace = True
+    _cluster_flags(opts, ns)
     for f in off: setattr(opts, f, False)
     return opts, warnings, ns
+
+# %% ../nbs/5_app/01_cli.ipynb #21bebc56
+def _cluster_listen(opts: ServerOptions, text: str):
+    "Apply `--cluster nats://[user:pass@]host:port`: the route port and, when given, the route credentials."
+    u = urlsplit(text.strip())
+    try: port = u.port
+    except ValueError: port = None
+    if port is None and u.netloc.endswith(':-1'): port = -1
+    if not u.hostname or port is None: raise ConfigError(f'--cluster: expected nats://host:port, got {text!r}')
+    opts.cluster_host, opts.cluster_port = u.hostname, port
+    if u.username is not None and u.password is None: raise ConfigError('--cluster: expected cluster password to be set')
+    opts.cluster_user, opts.cluster_password = unquote(u.username or ''), unquote(u.password or '')
+
+def _cluster_flags(opts: ServerOptions, ns: argparse.Namespace):
+    "Apply the cluster flags over the config file, as the reference does."
+    if ns.cluster_listen is not None:
+        if ns.cluster_listen: _cluster_listen(opts, ns.cluster_listen)
+        else: opts.cluster_port = 0
+    if ns.routes is not None:
+        routes = [r.strip() for r in ns.routes.split(',') if r.strip()]
+        for r in routes:
+            try: _route_url(r)
+            except ValueError as e: raise ConfigError(f'--routes: {e}') from None
+        opts.routes = tuple(routes)
+        if routes and not opts.clustered: raise ConfigError('solicited routes require cluster capabilities, e.g. --cluster')
+    if ns.no_advertise: opts.cluster_no_advertise = True
+    if ns.connect_retries is not None: opts.cluster_connect_retries = ns.connect_retries
 
 # %% ../nbs/5_app/01_cli.ipynb #d99f3080
 def setup_logging(opts: ServerOptions) -> logging.Handler:
@@ -84,6 +119,7 @@ def _banner(server: Server, warnings: list[str]):
     o, core = server.opts, server.core
     log.info('Starting jsnb-server')
     log.info('  Version:  %s (nats-server %s compatible)', __version__, VERSION)
+    if o.clustered and o.cluster_name: log.info('  Cluster:  %s', o.cluster_name)
     log.info('  Name:     %s', core.server_name)
     log.info('  ID:       %s', core.server_id)
     if o.config_file: log.info('Using configuration file: %s', o.config_file)

@@ -131,7 +131,8 @@ def _receive(self: RouteConn, data: bytes):
         elif t is Info: cl.process_info(self, op.info)
         elif t is Connect: cl.process_connect(self, op.options)
         elif t is Err:
-            log.error("%s - Route Error '%s'", self.tag, op.error)
+            expected = op.error.startswith('Not possible to have a dedicated route')   # the answer to a refused account route
+            (log.debug if expected else log.error)("%s - Route Error '%s'", self.tag, op.error)
             return self.close('Parse Error')
         elif t is Close: return self.close('Parse Error', op.error)
         if self.closing: return
