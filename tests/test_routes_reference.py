@@ -354,3 +354,54 @@ async def test_mixed_interest_follows_clients(nodes):
         await wait_interest(pub_node, 'gone.x', present=False)
         with pytest.raises(NoRespondersError): await pub.request('gone.x', b'', timeout=5)
         await pub.close()
+
+
+@pytest.mark.parametrize('kind', ['jsnb', 'nats-server'])
+async def test_queue_member_choice_like_reference(nodes, kind):
+    "A message published on a server goes to a member drawn across the cluster, not always to the local one (as the reference draws)."
+    a = nodes(kind, 'a')
+    b = nodes(kind, 'b', routes=[a.route_url])
+    wait_mesh([a, b])
+    na, nb = await connect(a.url), await connect(b.url)
+    got = [0, 0]
+    async def local(m): got[0] += 1
+    async def remote(m): got[1] += 1
+    await na.subscribe('pick', queue='g', cb=local); await nb.subscribe('pick', queue='g', cb=remote)
+    await settle(na, nb)
+    for i in range(1000): await na.publish('pick', b'')
+    await na.flush(); await asyncio.sleep(1)
+    assert sum(got) == 1000 and min(got) > 300, got
+    await na.close(); await nb.close()
+
+
+async def test_ports_file_lists_the_cluster_port(nodes, tmp_path):
+    s = nodes('jsnb', 's1', extra=['--ports_file_dir', str(tmp_path)])
+    deadline = time.time() + 5
+    while time.time() < deadline and not list(tmp_path.glob('*.ports')): time.sleep(0.05)
+    ports = json.loads(next(tmp_path.glob('*.ports')).read_text())
+    assert ports['cluster'] == [f'nats://127.0.0.1:{s.cluster_port}']
+
+
+async def test_a_route_that_stops_reading_is_cut_off(nodes):
+    "A peer that takes nothing is cut off like a slow consumer once max_pending is passed; clients are not held up."
+    s = nodes('jsnb', 's1', config='max_pending: 1MB\ncluster { name: c1, listen: 127.0.0.1:-1 }\nhttp: 127.0.0.1:-1\n')
+    import socket
+    peer = socket.create_connection(('127.0.0.1', s.cluster_port))
+    peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    peer.sendall(b'CONNECT {"echo":true,"verbose":false,"pedantic":false,"headers":true,"name":"NSTALL","cluster":"c1"}\r\n'
+                 b'INFO {"server_id":"NSTALL","server_name":"stall","version":"2.15.1","proto":2,"host":"127.0.0.1","port":1,'
+                 b'"headers":true,"max_payload":1048576,"cluster":"c1"}\r\nRS+ $G flood\r\n')
+    deadline = time.time() + 5
+    while time.time() < deadline and s.peers() != {'stall'}: time.sleep(0.05)
+    pub = await connect(s.url)
+    for i in range(10000): await pub.publish('flood', b'x' * 2048)
+    await pub.flush()
+    deadline = time.time() + 15
+    while time.time() < deadline and s.peers(): time.sleep(0.1)
+    assert s.peers() == set()
+    assert 'Slow Consumer Detected' in s.proc.log_text()
+    other = await connect(s.url)                                              # the server itself carries on
+    sub = await other.subscribe('after'); await other.flush()
+    await pub.publish('after', b'ok'); await pub.flush()
+    assert (await sub.next_msg(timeout=5)).data == b'ok'
+    peer.close(); await pub.close(); await other.close()
