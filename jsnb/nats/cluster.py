@@ -9,7 +9,7 @@ from typing import NamedTuple
 from urllib.parse import urlsplit, unquote
 import orjson
 from fastcore.basics import patch
-from .protocol import Info, Connect, Err, Close, PING, PONG, OK, PING_B, PONG_B, encode_info, encode_err
+from .protocol import Info, Connect, Err, Close, PING, PONG, OK, PING_B, PONG_B, encode_info, encode_err, encode_msg, encode_hmsg
 from .routes import RouteParser, RSub, RUnsub, RMsg, encode_rsub, encode_runsub, encode_rmsg
 from .subjects import Sublist, Subscription
 from .core import Core, VERSION, E_AUTH, E_STALE, E_AUTH_TIMEOUT, log
@@ -115,13 +115,21 @@ def receive(self: RouteConn, data: bytes):
 @patch
 def _receive(self: RouteConn, data: bytes):
     cl = self.cluster
-    for op in self.parser.feed(data):
+    ops = self.parser.feed(data)
+    i, n = 0, len(ops)
+    while i < n:
+        op = ops[i]; i += 1
         t = type(op)
         if not self.connected and not self.solicited and t is not Connect:
             return self.close('Authentication Failure', E_AUTH)
         if t is RMsg:
-            self.in_msgs += 1; self.in_bytes += len(op.data)
-            cl.inbound(self, op)
+            j = i                                    # a run of plain messages to one subject: delivered together
+            while j < n and type(ops[j]) is RMsg and ops[j].subject == op.subject and not ops[j].queues: j += 1
+            if j > i and not op.queues: run, i = ops[i - 1:j], j
+            else: run = (op,)
+            self.in_msgs += len(run); self.in_bytes += sum([len(o.data) for o in run])
+            if len(run) > 1: cl.inbound_run(self, op.subject, run)
+            else: cl.inbound(self, op)
         elif t is RSub: cl.remote_sub(self, op)
         elif t is RUnsub: cl.remote_unsub(self, op)
         elif op is PING: self.send(PONG_B)
@@ -473,7 +481,52 @@ def inbound(self: Cluster, rc: RouteConn, op: RMsg):
         for group in qgroups:
             if group[0].queue in op.queues: core.deliver(group[core._rand.randrange(len(group))], subject, reply, hdr, data, rc)
 
-# %% ../../nbs/1_nats/06a_cluster.ipynb #6b6b8cdc
+# %% ../../nbs/1_nats/06a_cluster.ipynb #48750eab
+@patch
+def route_run(self: Cluster, src, subject: bytes, run: list):
+    "Route consecutive `Pub` operations of one client for one subject."
+    core = self.core
+    psubs, qgroups = core.sublist.match(subject)
+    rp, rq = self.rsl.match(subject) if self.rsl.count else _NONE
+    if not (psubs or rp) or qgroups or rq or not all([s.client is not None and not s.max for s in psubs]):
+        for op in run: self.route(src, subject, op.reply, 0, op.data)
+        return
+    k, nb = len(run), sum([len(op.data) for op in run])
+    core.in_msgs += k; core.in_bytes += nb
+    for sub in psubs:
+        if sub.client is src and not src.echo: continue
+        sid = sub.sid
+        core._queue_frames(sub, [encode_msg(subject, sid, op.reply, op.data) for op in run], k, nb)
+    if rp:
+        frames = b''.join([encode_rmsg(GLOBAL_ACCOUNT, subject, op.reply, (), 0, op.data) for op in run])
+        for rc in dict.fromkeys([s.client for s in rp]):
+            if not rc.closing: rc.send_frames(frames, k, nb)
+
+@patch
+def send_frames(self: RouteConn, frames: bytes, k: int, nb: int):
+    "Queue `k` encoded messages (`nb` payload bytes) for the other server."
+    self.out.append(frames); ob = self.out_bytes = self.out_bytes + len(frames)
+    if not self.dirty: self.dirty = True; self.core._mark_dirty(self)
+    self.out_msgs += k; self.out_bytes_total += nb
+    core = self.core; core.out_msgs += k; core.out_bytes += nb
+    if ob + self.io_pending > core.max_pending: self.cluster.slow_route(self)
+
+@patch
+def inbound_run(self: Cluster, rc: RouteConn, subject: bytes, run: list):
+    "Deliver consecutive routed messages for one subject, none naming a queue group."
+    core = self.core
+    psubs, _ = core.sublist.match(subject)
+    if run[0].account != GLOBAL_ACCOUNT or not psubs or not all([s.client is not None and not s.max for s in psubs]):
+        for op in run: self.inbound(rc, op)
+        return
+    k, nb = len(run), sum([len(op.data) for op in run])
+    core.in_msgs += k; core.in_bytes += nb
+    for sub in psubs:
+        sid, hd = sub.sid, sub.client.headers
+        core._queue_frames(sub, [encode_hmsg(subject, sid, o.reply, o.hdr_len, o.data) if o.hdr_len and hd else
+                                 encode_msg(subject, sid, o.reply, o.data[o.hdr_len:] if o.hdr_len else o.data) for o in run], k, nb)
+
+# %% ../../nbs/1_nats/06a_cluster.ipynb #62e127c0
 @patch
 def ping_tick(self: Cluster):
     "Send keepalive PINGs on every route; close those that stopped answering."
@@ -501,7 +554,7 @@ def auth_timeout(self: Cluster, rc: RouteConn):
     "Close an accepted route that has not sent `CONNECT` in time."
     if not rc.connected and not rc.solicited and not rc.closing: rc.close('Authentication Timeout', E_AUTH_TIMEOUT)
 
-# %% ../../nbs/1_nats/06a_cluster.ipynb #02f1e067
+# %% ../../nbs/1_nats/06a_cluster.ipynb #cf686585
 @patch
 def client_info(self: Cluster) -> dict:
     "The cluster's fields in the `INFO` to clients."

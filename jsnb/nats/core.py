@@ -441,8 +441,9 @@ def _queue_frames(self: Core, sub: Subscription, frames: list, k: int, nb: int):
 @patch
 def route_run(self: Core, src: ClientConn, subject: bytes, run: list[Pub]):
     "Route consecutive `Pub` operations of one client for one subject."
+    if self.cluster is not None: return self.cluster.route_run(src, subject, run)
     psubs, qgroups = self.sublist.match(subject)
-    if not _plain(psubs, qgroups) or self.cluster is not None:
+    if not _plain(psubs, qgroups):
         for op in run: self.route(src, subject, op.reply, 0, op.data)
         return
     k, nb = len(run), sum([len(op.data) for op in run])

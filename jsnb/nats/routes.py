@@ -88,16 +88,23 @@ def _route_control(line: bytes):
     if verb == b'CONNECT' and rest: return Connect(rest.strip())
     return Close(E_UNKNOWN)
 
-# %% ../../nbs/1_nats/06_routes.ipynb #17391607
+# %% ../../nbs/1_nats/06_routes.ipynb #998dbd51
+import re
 _new = tuple.__new__
+_FAST_RMSG = re.compile(rb'RMSG ([^ \t\r\n]+) ([^ \t\r\n]+) (?:([^ \t\r\n]+) )?(\d{1,10})\r\n').match
 
 @patch
 def feed(self: RouteParser, data: bytes) -> list:
     "Parse `data` (plus any leftover) and return every complete operation."
     if (data := self._take(data)) is None: return []
     ops, pos, n = [], 0, len(data)
-    find, mcl = data.find, self.max_control_line
+    find, mcl, fast = data.find, self.max_control_line, _FAST_RMSG
     while pos < n:
+        if data[pos] == 82 and (m := fast(data, pos)) is not None:     # 'R': the common RMSG form, in one match
+            acc, subject, reply, size = m.groups(b''); start = m.end(); stop = start + int(size)
+            if stop + 2 <= n and data[stop:stop+2] == b'\r\n' and reply not in (b'+', b'|'):
+                ops.append(_new(RMsg, (acc, subject, reply, (), 0, data[start:stop]))); pos = stop + 2
+                continue
         nl = find(b'\n', pos)
         if nl < 0:
             if n - pos > mcl: return self._fatal(ops, E_CONTROL_LINE)
