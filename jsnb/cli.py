@@ -13,7 +13,7 @@ from .nats.server import StartupError, RefFormatter, TRACE, log
 from .app import Server
 
 # %% auto #0
-__all__ = ['options', 'setup_logging', 'main', 'jsnb_main']
+__all__ = ['options', 'setup_logging', 'main', 'jsnb_main', 'cluster_commands', 'cluster_main']
 
 # %% ../nbs/5_app/01_cli.ipynb #75916e9e
 def _parser() -> argparse.ArgumentParser:
@@ -168,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 # %% ../nbs/5_app/01_cli.ipynb #b37dae23
-_COMMANDS = {'serve': 'run a server (the flags of jsnb-server)', 'bench': 'benchmark a server, or jsnb against nats-server'}
+_COMMANDS = {'serve': 'run a server (the flags of jsnb-server)', 'cluster': 'run a local cluster of servers',
+             'bench': 'benchmark a server, or jsnb against nats-server'}
 
 def jsnb_main(argv: list[str] | None = None) -> int:
     "Entry point of `jsnb`: `jsnb serve ...`, `jsnb bench ...`."
@@ -176,8 +177,73 @@ def jsnb_main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ('-h', '--help') or argv[0] not in _COMMANDS:
         out = sys.stdout if argv and argv[0] in ('-h', '--help') else sys.stderr
         if argv and argv[0] not in ('-h', '--help'): print(f'jsnb: unknown command {argv[0]!r}', file=out)
-        print('usage: jsnb {serve,bench} ...\n' + '\n'.join(f'  {k:<7}{v}' for k, v in _COMMANDS.items()), file=out)
+        print('usage: jsnb {serve,cluster,bench} ...\n' + '\n'.join(f'  {k:<8}{v}' for k, v in _COMMANDS.items()), file=out)
         return 0 if out is sys.stdout else 2
     if argv[0] == 'serve': return main(argv[1:])
+    if argv[0] == 'cluster': return cluster_main(argv[1:])
     from jsnb.bench.compare import main as bench_main
     return bench_main(argv[1:])
+
+# %% ../nbs/5_app/01_cli.ipynb #6703b8d8
+import socket, subprocess, threading, time
+
+def _free_ports(n: int) -> list[int]:
+    "`n` free TCP ports on 127.0.0.1 (bound together, then released)."
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks: s.bind(('127.0.0.1', 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks: s.close()
+
+def cluster_commands(size: int, name: str, ports: list[int], flags=(), log_dir: str | None = None) -> dict[str, list[str]]:
+    "The command line of each server of a local cluster (`ports`: client, monitoring and route port of each)."
+    seed, out = f'nats-route://127.0.0.1:{ports[2]}', {}
+    for i in range(size):
+        node, (p, m, c) = f'{name}-{i + 1}', ports[3 * i:3 * i + 3]
+        cmd = [sys.executable, '-c', 'import sys; from jsnb.cli import main; sys.exit(main())', '-a', '127.0.0.1', '-p', str(p),
+               '-m', str(m), '-n', node, '--cluster', f'nats://127.0.0.1:{c}', '--cluster_name', name]
+        if i: cmd += ['--routes', seed]
+        if log_dir: cmd += ['-l', os.path.join(log_dir, f'{node}.log')]
+        out[node] = cmd + list(flags)
+    return out
+
+# %% ../nbs/5_app/01_cli.ipynb #1935849e
+def _cluster_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog='jsnb cluster', description='Run a local cluster of jsnb servers; Ctrl-C stops them all.')
+    p.add_argument('--size', type=int, default=3, help='number of servers (default: 3)')
+    p.add_argument('--name', default='jsnb', help='cluster name; the servers are <name>-1, <name>-2, ... (default: jsnb)')
+    p.add_argument('--dir', help="write each server's log to <dir>/<server>.log instead of this terminal")
+    p.add_argument('flags', nargs=argparse.REMAINDER, help='after --: flags for every server')
+    return p
+
+def _relay(node: str, stream):
+    "Print a server's log lines, prefixed by its name."
+    for line in stream: print(f'[{node}] {line}', end='', flush=True)
+
+def cluster_main(argv: list[str] | None = None) -> int:
+    "Entry point of `jsnb cluster`."
+    ns = _cluster_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if ns.size < 1: print('jsnb cluster: --size must be at least 1', file=sys.stderr); return 2
+    flags = ns.flags[1:] if ns.flags[:1] == ['--'] else ns.flags
+    if ns.dir: os.makedirs(ns.dir, exist_ok=True)
+    ports = _free_ports(3 * ns.size)
+    procs = {}
+    def stop(*_): raise KeyboardInterrupt
+    old = signal.signal(signal.SIGTERM, stop)
+    try:
+        for i, (node, cmd) in enumerate(cluster_commands(ns.size, ns.name, ports, flags, ns.dir).items()):
+            procs[node] = p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+            threading.Thread(target=_relay, args=(node, p.stderr), daemon=True).start()
+            print(f'{node}: nats://127.0.0.1:{ports[3 * i]}  monitoring http://127.0.0.1:{ports[3 * i + 1]}  '
+                  f'routes nats-route://127.0.0.1:{ports[3 * i + 2]}', flush=True)
+        while all(p.poll() is None for p in procs.values()): time.sleep(0.2)
+        return max(p.returncode or 0 for p in procs.values())
+    except KeyboardInterrupt: return 0
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        for p in procs.values():
+            if p.poll() is None: p.terminate()
+        for p in procs.values():
+            try: p.wait(10)
+            except subprocess.TimeoutExpired: p.kill(); p.wait()

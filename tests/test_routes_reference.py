@@ -405,3 +405,33 @@ async def test_a_route_that_stops_reading_is_cut_off(nodes):
     await pub.publish('after', b'ok'); await pub.flush()
     assert (await sub.next_msg(timeout=5)).data == b'ok'
     peer.close(); await pub.close(); await other.close()
+
+
+async def test_jsnb_cluster_command(tmp_path):
+    "`jsnb cluster --size 3`: three servers in a mesh, logs prefixed by server name, all stopped together."
+    import subprocess, sys, signal, socket
+    p = subprocess.Popen([sys.executable, '-c', 'import sys; from jsnb.cli import jsnb_main; sys.exit(jsnb_main())',
+                          'cluster', '--size', '3', '--name', 'dev'], stdout=subprocess.PIPE, text=True)
+    try:
+        urls = [p.stdout.readline().split()[1] for _ in range(3)]
+        lines, deadline = [], time.time() + 20
+        while time.time() < deadline and sum('Server is ready' in l for l in lines) < 3: lines.append(p.stdout.readline())
+        assert {l.split()[0] for l in lines if 'Server is ready' in l} == {'[dev-1]', '[dev-2]', '[dev-3]'}
+        ncs = [await connect(u) for u in urls]
+        sub = await ncs[2].subscribe('hello')
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            await ncs[2].flush()
+            try: await ncs[0].request('hello', b'', timeout=0.3)
+            except NoRespondersError: await asyncio.sleep(0.1); continue
+            except NatsTimeout: break                          # interest arrived: someone got it, nobody answered
+        await ncs[0].publish('hello', b'world'); await ncs[0].flush()
+        msgs = [await sub.next_msg(timeout=5) for _ in range(2)]
+        assert msgs[-1].data == b'world'
+        for nc in ncs: await nc.close()
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(20) == 0
+        p.stdout.close()
+    for u in urls:                                             # every server is gone
+        with pytest.raises(OSError): socket.create_connection(('127.0.0.1', int(u.rsplit(':', 1)[1])), timeout=1).close()

@@ -251,7 +251,7 @@ def process_info(self: Cluster, rc: RouteConn, raw: bytes):
     "Handle an `INFO` received on a route."
     if (info := _json(raw)) is None: return rc.close('Protocol Violation')
     sid, core = info.get('server_id') or '', self.core
-    if sid == core.server_id:
+    if sid == core.server_id and not rc.info_received:
         rc.remote_id, rc.no_reconnect = sid, True
         if rc.url is not None: self.self_addrs.add(rc.url.hostport)
         return rc.close('Duplicate Route')
