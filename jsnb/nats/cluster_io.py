@@ -6,13 +6,11 @@
 from __future__ import annotations
 import asyncio, ipaddress, os, socket
 from .cluster import Cluster, RouteURL, IMPLICIT, EXPLICIT, GOSSIP_DEFAULT
-from .config import ServerOptions
 from .core import log
-from .server import Server, StartupError, WRITE_HIGH, WRITE_LOW, _interface_addresses
 
 # %% auto #0
-__all__ = ['ROUTE_CONNECT', 'ROUTE_CONNECT_MAX', 'ROUTE_DIAL', 'ROUTE_MAX_PING', 'CONNECT_ERROR_REPORTS', 'client_urls',
-           'self_addresses', 'start_routes', 'stop_routes', 'serve_cluster', 'wait_for_mesh']
+__all__ = ['ROUTE_WRITE_HIGH', 'ROUTE_WRITE_LOW', 'ROUTE_CONNECT', 'ROUTE_CONNECT_MAX', 'ROUTE_DIAL', 'ROUTE_MAX_PING',
+           'CONNECT_ERROR_REPORTS', 'client_urls', 'self_addresses', 'start_routes', 'stop_routes']
 
 # %% ../../nbs/1_nats/06b_cluster_io.ipynb #6ef5b9c2
 def _hostport(host: str, port: int) -> str: return f'[{host}]:{port}' if ':' in host else f'{host}:{port}'
@@ -22,21 +20,23 @@ def _global_unicast(ip: str) -> bool:
     a = ipaddress.ip_address(ip.split('%')[0])
     return not (a.is_loopback or a.is_link_local or a.is_multicast or a.is_unspecified)
 
-def client_urls(host: str, port: int) -> list[str]:
-    "The client URLs of a server whose client port is bound to `host`."
+def client_urls(host: str, port: int, addresses: list[str]) -> list[str]:
+    "The client URLs of a server whose client port is bound to `host` (`addresses`: the machine's interface addresses)."
     if host in ('0.0.0.0', '::', ''):
-        ips = [ip for ip in _interface_addresses() if _global_unicast(ip)]
+        ips = [ip for ip in addresses if _global_unicast(ip)]
         if ips: return [_hostport(ip, port) for ip in dict.fromkeys(ips)]
     return [_hostport(host, port)]
 
-def self_addresses(host: str, port: int) -> set[str]:
+def self_addresses(host: str, port: int, addresses: list[str]) -> set[str]:
     "Every `host:port` that reaches a route port bound to `host`."
-    hosts = {host, 'localhost', '127.0.0.1', '::1', *_interface_addresses()}
+    hosts = {host, 'localhost', '127.0.0.1', '::1', *addresses}
     return {_hostport(h, port).lower() for h in hosts if h}
 
-# %% ../../nbs/1_nats/06b_cluster_io.ipynb #063f2382
+# %% ../../nbs/1_nats/06b_cluster_io.ipynb #4c70c4fd
+ROUTE_WRITE_HIGH, ROUTE_WRITE_LOW = 4 << 20, 1 << 20   # unsent output that starts, and ends, the write deadline
+
 class _RouteProtocol(asyncio.Protocol):
-    def __init__(self, server: Server, url: RouteURL | None = None, rtype: int = IMPLICIT, gossip_mode: int = GOSSIP_DEFAULT):
+    def __init__(self, server, url: RouteURL | None = None, rtype: int = IMPLICIT, gossip_mode: int = GOSSIP_DEFAULT):
         self.server, self.url, self.rtype, self.gossip_mode = server, url, rtype, gossip_mode
         self.rc = self.t = self.deadline = None
 
@@ -47,7 +47,7 @@ class _RouteProtocol(asyncio.Protocol):
         if sock is not None:
             try: sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError: pass
-        t.set_write_buffer_limits(WRITE_HIGH, WRITE_LOW)
+        t.set_write_buffer_limits(ROUTE_WRITE_HIGH, ROUTE_WRITE_LOW)
         cl = self.server.core.cluster
         self.rc = cl.new_route(peer[0], peer[1], self.url, self.rtype, self.gossip_mode)
         self.rc.transport = t
@@ -91,12 +91,12 @@ def _dial_error(url: RouteURL, e: BaseException) -> str:
           f'connect: {(os.strerror(e.errno) if getattr(e, "errno", None) else str(e)).lower()}'
     return f'dial tcp {_hostport(url.host, url.port)}: {why}'
 
-def _dial(server: Server, url: RouteURL, rtype: int, gossip_mode: int, delay: float, first: bool):
+def _dial(server, url: RouteURL, rtype: int, gossip_mode: int, delay: float, first: bool):
     "The cluster's `dial`: connect to `url` in the background."
     t = asyncio.get_running_loop().create_task(_connect(server, url, rtype, gossip_mode, delay, first))
     server._route_tasks.add(t); t.add_done_callback(server._route_tasks.discard)
 
-async def _connect(server: Server, url: RouteURL, rtype: int, gossip_mode: int, delay: float, first: bool):
+async def _connect(server, url: RouteURL, rtype: int, gossip_mode: int, delay: float, first: bool):
     "Try to connect a route until it connects, or until an implicit route has used its retries."
     cl, o, loop = server.core.cluster, server.opts, asyncio.get_running_loop()
     try:
@@ -117,32 +117,29 @@ async def _connect(server: Server, url: RouteURL, rtype: int, gossip_mode: int, 
             if o.cluster_connect_backoff: pause = min(pause * 2, ROUTE_CONNECT_MAX)
     finally: cl.dialing.discard(url.hostport)
 
-# %% ../../nbs/1_nats/06b_cluster_io.ipynb #844ce317
-async def start_routes(server: Server):
+# %% ../../nbs/1_nats/06b_cluster_io.ipynb #5eda025d
+async def start_routes(server, addresses: list[str]):
     "Listen for routes and dial the configured ones (`Server.start` calls this when a cluster port is set)."
     o, core, loop = server.opts, server.core, asyncio.get_running_loop()
-    cl = Cluster(core, o.cluster_host or '0.0.0.0', 0, client_urls(o.host, core.port))
+    cl = Cluster(core, o.cluster_host or '0.0.0.0', 0, client_urls(o.host, core.port, addresses))
     cl.dial = lambda *a: _dial(server, *a)
     server._route_tasks = set()
     log.info('Cluster name is %s', cl.name)
     if cl.dynamic: log.warning('Cluster name was dynamically generated, consider setting one')
     host, port = o.cluster_host or '0.0.0.0', o.cluster_port if o.cluster_port > 0 else 0
     try: server._route_listener = await loop.create_server(lambda: _RouteProtocol(server), host, port, reuse_address=True, backlog=1024)
-    except OSError as e:
-        core.cluster = None
-        raise StartupError(f'Error listening on router port: {o.cluster_port} - listen tcp {_hostport(host, port)}: '
-                           f'bind: {(e.strerror or str(e)).lower()}') from e
+    except OSError: core.cluster = None; raise
     cl.port = server._route_listener.sockets[0].getsockname()[1]
-    cl.self_addrs = self_addresses(host, cl.port)
+    cl.self_addrs = self_addresses(host, cl.port, addresses)
     log.info('Listening for route connections on %s', _hostport(host, cl.port))
     server._route_ping = loop.call_later(min(o.ping_interval, ROUTE_MAX_PING), _ping_tick, server)
     for u in cl.configured: cl.request_dial(u, EXPLICIT)
 
-def _ping_tick(server: Server):
+def _ping_tick(server):
     server.core.cluster.ping_tick()
     server._route_ping = asyncio.get_running_loop().call_later(min(server.opts.ping_interval, ROUTE_MAX_PING), _ping_tick, server)
 
-def stop_routes(server: Server):
+def stop_routes(server):
     "Close every route and the route port."
     cl = server.core.cluster
     if cl is not None: cl.stop()
@@ -150,18 +147,3 @@ def stop_routes(server: Server):
     for t in list(server._route_tasks): t.cancel()
     server._route_listener.close(); server._route_listener = None
     server._flush()
-
-# %% ../../nbs/1_nats/06b_cluster_io.ipynb #e4f67239
-async def serve_cluster(n: int = 3, name: str = 'jsnb', server=Server, **kw) -> list:
-    "Start `n` clustered servers on 127.0.0.1 (free ports), all dialling the first; returns them."
-    kw = dict(host='127.0.0.1', port=0, cluster_host='127.0.0.1', cluster_port=-1, cluster_name=name, **kw)
-    seed = await server(ServerOptions(server_name=f'{name}-1', **kw)).start()
-    url = f'nats-route://127.0.0.1:{seed.core.cluster.port}'
-    rest = [await server(ServerOptions(server_name=f'{name}-{i}', routes=(url,), **kw)).start() for i in range(2, n + 1)]
-    return [seed] + rest
-
-async def wait_for_mesh(servers: list, timeout: float = 10.0):
-    "Wait until every server has a route to every other one."
-    async def meshed():
-        while any(len(s.core.cluster.routes) < len(servers) - 1 for s in servers): await asyncio.sleep(0.02)
-    await asyncio.wait_for(meshed(), timeout)
