@@ -124,7 +124,7 @@ def _receive(self: RouteConn, data: bytes):
             return self.close('Authentication Failure', E_AUTH)
         if t is RMsg:
             j = i                                    # a run of plain messages to one subject: delivered together
-            while j < n and type(ops[j]) is RMsg and ops[j].subject == op.subject and not ops[j].queues: j += 1
+            while j < n and type(o := ops[j]) is RMsg and o.subject == op.subject and o.account == op.account and not o.queues: j += 1
             if j > i and not op.queues: run, i = ops[i - 1:j], j
             else: run = (op,)
             self.in_msgs += len(run); self.in_bytes += sum([len(o.data) for o in run])

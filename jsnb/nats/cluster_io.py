@@ -49,6 +49,7 @@ class _RouteProtocol(asyncio.Protocol):
             except OSError: pass
         t.set_write_buffer_limits(ROUTE_WRITE_HIGH, ROUTE_WRITE_LOW)
         cl = self.server.core.cluster
+        if cl is None or cl.stopping: t.abort(); return       # the server is shutting down
         self.rc = cl.new_route(peer[0], peer[1], self.url, self.rtype, self.gossip_mode)
         self.rc.transport = t
         if self.url is None and cl.opts.cluster_user:
@@ -56,12 +57,14 @@ class _RouteProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes):
         rc, server = self.rc, self.server
+        if rc is None: return
         if server.trace: server._trace(rc, data)
         rc.receive(data)
         if server.core.dirty: server._flush()
 
     def connection_lost(self, exc):
         rc = self.rc
+        if rc is None: return
         rc.transport = None
         if self.deadline is not None: self.deadline.cancel()
         rc.cluster.route_closed(rc)
