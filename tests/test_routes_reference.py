@@ -297,6 +297,15 @@ async def test_mixed_pair(nodes, dialler):
     acceptor = nodes('nats-server' if dialler == 'jsnb' else 'jsnb', 'acc')
     dial = nodes(dialler, 'dial', routes=[acceptor.route_url])
     wait_mesh([acceptor, dial])
+    js, ref = (dial, acceptor) if dialler == 'jsnb' else (acceptor, dial)
+    ours, theirs = js.get('/routez')['routes'][0], ref.get('/routez')['routes'][0]
+    assert list(ours) == list(theirs)                                # the reference's fields, in its order
+    assert (ours['did_solicit'], theirs['did_solicit']) == ((True, False) if dialler == 'jsnb' else (False, True))
+    assert (ours['remote_name'], theirs['remote_name']) == (ref.name, js.name)
+    vj, vr = js.get('/varz'), ref.get('/varz')
+    assert set(vj['cluster']) - {'urls'} <= set(vr['cluster']) and vj['cluster']['name'] == vr['cluster']['name'] == 'c1'
+    assert ('urls' in vj['cluster'], 'urls' in vr['cluster']) == ((True, False) if dialler == 'jsnb' else (False, True))
+    assert (vj['routes'], vr['remotes']) == (1, 1)
     for x, y in ((acceptor, dial), (dial, acceptor)):
         a, b = await connect(x.url), await connect(y.url)
         sub = await b.subscribe('mix.>')
