@@ -6,12 +6,12 @@
 from __future__ import annotations
 import asyncio, threading
 from .nats.config import ServerOptions
-from .nats.server import Server as CoreServer
+from .nats.server import Server as CoreServer, serve_cluster as _serve_cluster
 from .js.api import JetStream
 from .js.stream_config import JS_API_LEVEL
 
 # %% auto #0
-__all__ = ['jetstream', 'Server', 'serve', 'ServerThread']
+__all__ = ['jetstream', 'Server', 'serve', 'serve_cluster', 'ServerThread']
 
 # %% ../nbs/5_app/00_app.ipynb #248be098
 def jetstream(core, opts: ServerOptions) -> JetStream:
@@ -27,6 +27,10 @@ async def serve(opts: ServerOptions | None = None, **kw) -> Server:
     "Start a jsnb server in the running event loop (on 127.0.0.1 and a free port unless told otherwise)."
     kw.setdefault('host', '127.0.0.1'); kw.setdefault('port', 0)
     return await Server(opts, **kw).start()
+
+async def serve_cluster(n: int = 3, name: str = 'jsnb', **kw) -> list[Server]:
+    "Start `n` jsnb servers routed to each other in the running event loop (127.0.0.1, free ports, each dialling the first)."
+    return await _serve_cluster(n, name, server=Server, **kw)
 
 # %% ../nbs/5_app/00_app.ipynb #2d324c55
 class ServerThread:

@@ -5,14 +5,15 @@
 # %% ../nbs/5_app/01_cli.ipynb #57713fb3
 from __future__ import annotations
 import argparse, asyncio, logging, os, signal, sys
+from urllib.parse import urlsplit, unquote
 from . import __version__
-from .nats.config import ServerOptions, ConfigError, load_config, options_from_config, DEFAULT_STORE_DIR
+from .nats.config import ServerOptions, ConfigError, load_config, options_from_config, DEFAULT_STORE_DIR, _route_url
 from .nats.core import VERSION
 from .nats.server import StartupError, RefFormatter, TRACE, log
 from .app import Server
 
 # %% auto #0
-__all__ = ['options', 'setup_logging', 'main', 'jsnb_main']
+__all__ = ['options', 'setup_logging', 'main', 'jsnb_main', 'cluster_commands', 'cluster_main']
 
 # %% ../nbs/5_app/01_cli.ipynb #75916e9e
 def _parser() -> argparse.ArgumentParser:
@@ -32,6 +33,12 @@ def _parser() -> argparse.ArgumentParser:
     a('--user', help='user required for connections')
     a('--pass', dest='password', help='password required for connections')
     a('--auth', dest='token', help='authorization token required for connections')
+    a('--cluster', '--cluster_listen', dest='cluster_listen', metavar='URL',
+      help='cluster URL other servers dial for routes: nats://[user:pass@]host:port (port -1 picks a free one)')
+    a('--cluster_name', help='cluster name (default: generated, then taken from the first peer)')
+    a('--routes', metavar='URLS', help='comma-separated routes to dial: nats-route://[user:pass@]host:port,...')
+    a('--no_advertise', action='store_true', default=None, help="do not tell clients the other servers' URLs")
+    a('--connect_retries', type=int, help='reconnect attempts for routes learnt from other servers')
     a('-l', '--log', dest='logfile', help='file to redirect log output')
     a('-D', '--debug', action='store_true', default=None, help='enable debug output')
     a('-V', '--trace', action='store_true', default=None, help='trace the raw protocol')
@@ -41,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
 
 # %% ../nbs/5_app/01_cli.ipynb #8545395d
 _FLAG_FIELDS = ('host', 'port', 'server_name', 'http_port', 'jetstream', 'store_dir', 'user', 'password', 'token',
-                'logfile', 'debug', 'trace', 'pid_file', 'config_file', 'ports_file_dir')
+                'logfile', 'debug', 'trace', 'pid_file', 'config_file', 'ports_file_dir', 'cluster_name')
 _SWITCHES = {'js': ('jetstream',), 'jetstream': ('jetstream',), 'D': ('debug',), 'debug': ('debug',),
              'V': ('trace',), 'trace': ('trace',), 'DV': ('debug', 'trace')}
 _GO_TRUE, _GO_FALSE = ('1', 't', 'T', 'TRUE', 'true', 'True'), ('0', 'f', 'F', 'FALSE', 'false', 'False')
@@ -67,8 +74,36 @@ def options(argv: list[str] | None = None) -> tuple[ServerOptions, list[str], ar
         v = getattr(ns, f)
         if v is not None: setattr(opts, f, v)
     if ns.debug_trace: opts.debug = opts.trace = True
+    _cluster_flags(opts, ns)
     for f in off: setattr(opts, f, False)
     return opts, warnings, ns
+
+# %% ../nbs/5_app/01_cli.ipynb #21bebc56
+def _cluster_listen(opts: ServerOptions, text: str):
+    "Apply `--cluster nats://[user:pass@]host:port`: the route port and, when given, the route credentials."
+    u = urlsplit(text.strip())
+    try: port = u.port
+    except ValueError: port = None
+    if port is None and u.netloc.endswith(':-1'): port = -1
+    if not u.hostname or port is None: raise ConfigError(f'--cluster: expected nats://host:port, got {text!r}')
+    opts.cluster_host, opts.cluster_port = u.hostname, port
+    if u.username is not None and u.password is None: raise ConfigError('--cluster: expected cluster password to be set')
+    opts.cluster_user, opts.cluster_password = unquote(u.username or ''), unquote(u.password or '')
+
+def _cluster_flags(opts: ServerOptions, ns: argparse.Namespace):
+    "Apply the cluster flags over the config file, as the reference does."
+    if ns.cluster_listen is not None:
+        if ns.cluster_listen: _cluster_listen(opts, ns.cluster_listen)
+        else: opts.cluster_port = 0
+    if ns.routes is not None:
+        routes = [r.strip() for r in ns.routes.split(',') if r.strip()]
+        for r in routes:
+            try: _route_url(r)
+            except ValueError as e: raise ConfigError(f'--routes: {e}') from None
+        opts.routes = tuple(routes)
+        if routes and not opts.clustered: raise ConfigError('solicited routes require cluster capabilities, e.g. --cluster')
+    if ns.no_advertise: opts.cluster_no_advertise = True
+    if ns.connect_retries is not None: opts.cluster_connect_retries = ns.connect_retries
 
 # %% ../nbs/5_app/01_cli.ipynb #d99f3080
 def setup_logging(opts: ServerOptions) -> logging.Handler:
@@ -84,6 +119,7 @@ def _banner(server: Server, warnings: list[str]):
     o, core = server.opts, server.core
     log.info('Starting jsnb-server')
     log.info('  Version:  %s (nats-server %s compatible)', __version__, VERSION)
+    if o.clustered and o.cluster_name: log.info('  Cluster:  %s', o.cluster_name)
     log.info('  Name:     %s', core.server_name)
     log.info('  ID:       %s', core.server_id)
     if o.config_file: log.info('Using configuration file: %s', o.config_file)
@@ -132,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 # %% ../nbs/5_app/01_cli.ipynb #b37dae23
-_COMMANDS = {'serve': 'run a server (the flags of jsnb-server)', 'bench': 'benchmark a server, or jsnb against nats-server'}
+_COMMANDS = {'serve': 'run a server (the flags of jsnb-server)', 'cluster': 'run a local cluster of servers',
+             'bench': 'benchmark a server, or jsnb against nats-server'}
 
 def jsnb_main(argv: list[str] | None = None) -> int:
     "Entry point of `jsnb`: `jsnb serve ...`, `jsnb bench ...`."
@@ -140,8 +177,73 @@ def jsnb_main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ('-h', '--help') or argv[0] not in _COMMANDS:
         out = sys.stdout if argv and argv[0] in ('-h', '--help') else sys.stderr
         if argv and argv[0] not in ('-h', '--help'): print(f'jsnb: unknown command {argv[0]!r}', file=out)
-        print('usage: jsnb {serve,bench} ...\n' + '\n'.join(f'  {k:<7}{v}' for k, v in _COMMANDS.items()), file=out)
+        print('usage: jsnb {serve,cluster,bench} ...\n' + '\n'.join(f'  {k:<8}{v}' for k, v in _COMMANDS.items()), file=out)
         return 0 if out is sys.stdout else 2
     if argv[0] == 'serve': return main(argv[1:])
+    if argv[0] == 'cluster': return cluster_main(argv[1:])
     from jsnb.bench.compare import main as bench_main
     return bench_main(argv[1:])
+
+# %% ../nbs/5_app/01_cli.ipynb #6703b8d8
+import socket, subprocess, threading, time
+
+def _free_ports(n: int) -> list[int]:
+    "`n` free TCP ports on 127.0.0.1 (bound together, then released)."
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks: s.bind(('127.0.0.1', 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks: s.close()
+
+def cluster_commands(size: int, name: str, ports: list[int], flags=(), log_dir: str | None = None) -> dict[str, list[str]]:
+    "The command line of each server of a local cluster (`ports`: client, monitoring and route port of each)."
+    seed, out = f'nats-route://127.0.0.1:{ports[2]}', {}
+    for i in range(size):
+        node, (p, m, c) = f'{name}-{i + 1}', ports[3 * i:3 * i + 3]
+        cmd = [sys.executable, '-c', 'import sys; from jsnb.cli import main; sys.exit(main())', '-a', '127.0.0.1', '-p', str(p),
+               '-m', str(m), '-n', node, '--cluster', f'nats://127.0.0.1:{c}', '--cluster_name', name]
+        if i: cmd += ['--routes', seed]
+        if log_dir: cmd += ['-l', os.path.join(log_dir, f'{node}.log')]
+        out[node] = cmd + list(flags)
+    return out
+
+# %% ../nbs/5_app/01_cli.ipynb #1935849e
+def _cluster_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog='jsnb cluster', description='Run a local cluster of jsnb servers; Ctrl-C stops them all.')
+    p.add_argument('--size', type=int, default=3, help='number of servers (default: 3)')
+    p.add_argument('--name', default='jsnb', help='cluster name; the servers are <name>-1, <name>-2, ... (default: jsnb)')
+    p.add_argument('--dir', help="write each server's log to <dir>/<server>.log instead of this terminal")
+    p.add_argument('flags', nargs=argparse.REMAINDER, help='after --: flags for every server')
+    return p
+
+def _relay(node: str, stream):
+    "Print a server's log lines, prefixed by its name."
+    for line in stream: print(f'[{node}] {line}', end='', flush=True)
+
+def cluster_main(argv: list[str] | None = None) -> int:
+    "Entry point of `jsnb cluster`."
+    ns = _cluster_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if ns.size < 1: print('jsnb cluster: --size must be at least 1', file=sys.stderr); return 2
+    flags = ns.flags[1:] if ns.flags[:1] == ['--'] else ns.flags
+    if ns.dir: os.makedirs(ns.dir, exist_ok=True)
+    ports = _free_ports(3 * ns.size)
+    procs = {}
+    def stop(*_): raise KeyboardInterrupt
+    old = signal.signal(signal.SIGTERM, stop)
+    try:
+        for i, (node, cmd) in enumerate(cluster_commands(ns.size, ns.name, ports, flags, ns.dir).items()):
+            procs[node] = p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+            threading.Thread(target=_relay, args=(node, p.stderr), daemon=True).start()
+            print(f'{node}: nats://127.0.0.1:{ports[3 * i]}  monitoring http://127.0.0.1:{ports[3 * i + 1]}  '
+                  f'routes nats-route://127.0.0.1:{ports[3 * i + 2]}', flush=True)
+        while all(p.poll() is None for p in procs.values()): time.sleep(0.2)
+        return max(p.returncode or 0 for p in procs.values())
+    except KeyboardInterrupt: return 0
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        for p in procs.values():
+            if p.poll() is None: p.terminate()
+        for p in procs.values():
+            try: p.wait(10)
+            except subprocess.TimeoutExpired: p.kill(); p.wait()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os, re, tempfile
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from urllib.parse import urlsplit
 from .times import NS, parse_go_duration
 
 # %% auto #0
@@ -46,12 +47,27 @@ class ServerOptions:
     pid_file: str = ""
     ports_file_dir: str = ""      # write <dir>/<program>_<pid>.ports with the listening URLs; empty: none
     server_tags: tuple = ()       # tags describing the server (shown in /varz): lower case, trimmed, no repeats
+    cluster_name: str = ""        # empty: one is generated, and the first peer's configured name is taken
+    cluster_host: str = "0.0.0.0" # address for route connections (other servers of the cluster)
+    cluster_port: int = 0         # route port; 0: not clustered; -1 picks a free port
+    routes: tuple = ()            # route URLs to dial: `nats-route://[user:password@]host:port`
+    cluster_user: str = ""        # credentials other servers must present on the route port
+    cluster_password: str = ""
+    cluster_auth_timeout: float = 2.0  # seconds a route has to send CONNECT
+    cluster_no_advertise: bool = False # do not tell clients the other servers' client URLs
+    cluster_connect_retries: int = 0   # reconnect attempts for a route learnt from a peer (configured ones: forever)
+    cluster_connect_backoff: bool = False  # double the pause between route connect attempts, up to 30s
     config_file: str = ""         # the file these options were read from
 
     @property
     def auth_required(self) -> bool:
         "Whether clients must authenticate (a user or a token is set)."
         return bool(self.user or self.token)
+
+    @property
+    def clustered(self) -> bool:
+        "Whether this server listens for routes (a cluster port is set)."
+        return self.cluster_port != 0
 
 # %% ../../nbs/1_nats/02_config.ipynb #a30d3b08
 class ConfigError(ValueError):
@@ -455,6 +471,51 @@ def _authorization(d, k, v, opts, warns, seen):
     _apply(v, _AUTH_KEYS, opts, warns, seen, k + ".")
     if opts.token and (opts.user or opts.password): raise ConfigError(f"'{k}': cannot have both a user/password and a token", *_loc(d, k))
 
+# %% ../../nbs/1_nats/02_config.ipynb #4111068a
+def _cluster_name(v):
+    "A cluster name: a string without spaces."
+    if " " in (v := _str(v)): raise ValueError("cluster name cannot contain spaces")
+    return v
+
+def _route_url(v) -> str:
+    "A route URL with a host and a port, such as `nats-route://user:pass@10.0.0.2:6222`."
+    s = _str(v).strip()
+    u = urlsplit(s)
+    try: port = u.port
+    except ValueError: port = None
+    if not u.hostname or port is None: raise ValueError(f"error parsing route url [{s!r}]: expected nats-route://host:port")
+    return s
+
+def _routes(d, k, v, opts, warns, seen):
+    "Apply `routes`: an array of route URLs."
+    if not isinstance(v, list): raise ConfigError(f"'{k}': expected an array of route URLs, got {_show(v)}", *_loc(d, k))
+    out = []
+    for u in v:
+        s = _conv(d, k, u, _route_url)
+        if s in out: warns.append(f'"{k}"{_at(d, k)}: Duplicate route entry detected: {s}'); continue
+        out.append(s)
+    opts.routes = tuple(out)
+
+def _cluster(d, k, v, opts, warns, seen):
+    "Apply a `cluster` block."
+    if not isinstance(v, dict): raise ConfigError(f"'{k}': expected a block {{ name, listen, routes, ... }}, got {_show(v)}", *_loc(d, k))
+    _apply(v, _CLUSTER_KEYS, opts, warns, seen, k + ".")
+
+def _cluster_auth(d, k, v, opts, warns, seen):
+    "Apply the `authorization` block of `cluster`: one user and password."
+    if not isinstance(v, dict): raise ConfigError(f"'{k}': expected a block {{ user, password, timeout }}, got {_show(v)}", *_loc(d, k))
+    _apply(v, _CLUSTER_AUTH_KEYS, opts, warns, seen, "cluster." + k + ".")
+
+def _pool_size(d, k, v, opts, warns, seen):
+    "`pool_size`: only -1, which is what jsnb does (one route per pair of servers)."
+    if _conv(d, k, v, _int) != -1:
+        raise ConfigError(f"'cluster.{k}': jsnb keeps one route per pair of servers; only pool_size: -1 is supported", *_loc(d, k))
+
+def _no_compression(d, k, v, opts, warns, seen):
+    "`compression`: only off, which is what jsnb does."
+    if v is not False and not (isinstance(v, str) and v.strip().lower() in ("off", "disabled")):
+        raise ConfigError(f"'cluster.{k}': jsnb does not compress routes; only compression: off is supported", *_loc(d, k))
+
 # %% ../../nbs/1_nats/02_config.ipynb #d7e670d3
 def _unsupported(names): return dict.fromkeys(names.split())
 
@@ -477,6 +538,19 @@ _AUTH_KEYS = {
     "token": ("token", _str), "timeout": ("auth_timeout", parse_duration),
     **_unsupported("users default_permission default_permissions permissions auth_callout auth_hook proxy_required")}
 
+_CLUSTER_AUTH_KEYS = {
+    "user": ("cluster_user", _str), "username": ("cluster_user", _str), "password": ("cluster_password", _str),
+    "pass": ("cluster_password", _str), "timeout": ("cluster_auth_timeout", parse_duration),
+    **_unsupported("token users default_permission default_permissions permissions auth_callout auth_hook proxy_required")}
+
+_CLUSTER_KEYS = {
+    "name": ("cluster_name", _cluster_name), "listen": _listen("cluster_host", "cluster_port"),
+    "port": ("cluster_port", _port), "host": ("cluster_host", _str), "net": ("cluster_host", _str),
+    "routes": _routes, "authorization": _cluster_auth, "no_advertise": ("cluster_no_advertise", _bool),
+    "connect_retries": ("cluster_connect_retries", _int), "connect_backoff": ("cluster_connect_backoff", _bool),
+    "pool_size": _pool_size, "compression": _no_compression,
+    **_unsupported("tls advertise cluster_advertise permissions accounts ping_interval ping_max write_deadline write_timeout")}
+
 _TOP_KEYS = {
     "listen": _listen("host", "port"), "port": ("port", _port), "host": ("host", _str), "net": ("host", _str),
     "server_name": ("server_name", _name), "jetstream": _jetstream, "store_dir": ("store_dir", _str),
@@ -488,9 +562,9 @@ _TOP_KEYS = {
     "ping_max": ("ping_max", _int), "max_pings_outstanding": ("ping_max", _int),
     "write_deadline": ("write_deadline", parse_duration), "debug": ("debug", _bool), "trace": ("trace", _bool),
     "logfile": ("logfile", _str), "log_file": ("logfile", _str), "pid_file": ("pid_file", _str), "pidfile": ("pid_file", _str),
-    "ports_file_dir": ("ports_file_dir", _str), "server_tags": ("server_tags", _tags),
+    "ports_file_dir": ("ports_file_dir", _str), "server_tags": ("server_tags", _tags), "cluster": _cluster,
     **_unsupported("client_advertise trace_verbose trace_headers logtime logtime_utc mappings maps disable_sublist_cache "
-                   "no_sublist_cache accounts default_sentinel https https_port http_base_path cluster gateway leaf "
+                   "no_sublist_cache accounts default_sentinel https https_port http_base_path gateway leaf "
                    "leafnodes logfile_size_limit log_size_limit logfile_max_num log_max_num syslog remote_syslog "
                    "prof_port prof_block_rate proxy_protocol max_traced_msg_len max_subscriptions max_subs "
                    "max_sub_tokens max_subscription_tokens tls ocsp allow_non_tls write_timeout lame_duck_duration "
@@ -513,7 +587,7 @@ def _apply(d, table, opts, warns, seen, path=""):
             field, conv = entry
             if field == "store_dir" and field in seen: raise ConfigError(f"'{name}': store_dir is given twice", *_loc(d, k))
             setattr(opts, field, val := _conv(d, k, v, conv, name)); seen.add(field)
-            if conv is parse_duration and isinstance(v, (int, float)) and (field != "auth_timeout" or val > 60):
+            if conv is parse_duration and isinstance(v, (int, float)) and (not field.endswith("auth_timeout") or val > 60):
                 warns.append(f'"{name}"{_at(d, k)} is the number {v}, read as {val:.10g} seconds; '
                              f'write a quoted duration such as "30s" (an unquoted 2m is the number 2000000)')
 

@@ -215,6 +215,7 @@ def _sub(self: ClientConn, op: Sub):
         self.subs[sid] = sub
         self.core.sublist.insert(sub)
         for watch in self.core.interest_watchers: watch(subject)
+        if self.core.cluster is not None: self.core.cluster.local_interest(sub, 1)
     if self.verbose: self.send(OK_B)
 
 @patch
@@ -229,7 +230,9 @@ def _unsub(self: ClientConn, op: Unsub):
 @patch
 def unsubscribe(self: ClientConn, sub: Subscription):
     "Remove one of this client's subscriptions."
-    if self.subs.pop(sub.sid, None) is not None: self.core.sublist.remove(sub)
+    if self.subs.pop(sub.sid, None) is not None:
+        self.core.sublist.remove(sub)
+        if self.core.cluster is not None: self.core.cluster.local_interest(sub, -1)
 
 # %% ../../nbs/1_nats/03_core.ipynb #bdd39e3a
 @patch
@@ -284,6 +287,7 @@ class Core:
         self.js = None                # the JetStream service, when one is attached (it reports to `/jsz`)
         self.api_level = 0            # the JetStream API level, set by the JetStream layer (`api_lvl` in INFO)
         self.interest_watchers: list = []   # called with the subject of every new client subscription
+        self.cluster = None           # the cluster layer, when this server has routes to others (it then routes every message)
 
     @property
     def auth_required(self) -> bool: return self.opts.auth_required
@@ -300,6 +304,7 @@ def info(self: Core, client: ClientConn | None = None, **extra) -> dict:
     d['max_payload'] = self.opts.max_payload
     if self.jetstream: d['jetstream'] = True
     if client is not None: d.update(client_id=client.cid, client_ip=client.host)
+    if self.cluster is not None: d.update(self.cluster.client_info())
     d.update(extra)
     if self.jetstream and self.api_level: d['api_lvl'] = self.api_level
     d['jsnb_version'] = _jsnb_version
@@ -333,7 +338,9 @@ def new_client(self: Core, host: str = '127.0.0.1', port: int = 0) -> ClientConn
 def remove_client(self: Core, c: ClientConn):
     "Forget a connection and all its subscriptions."
     if self.clients.pop(c.cid, None) is None: return
-    for sub in c.subs.values(): self.sublist.remove(sub)
+    for sub in c.subs.values():
+        self.sublist.remove(sub)
+        if self.cluster is not None: self.cluster.local_interest(sub, -1)
     c.subs.clear()
 
 @patch
@@ -377,6 +384,7 @@ _NO_RESP = b'NATS/1.0 503\r\nNats-Subject: %s\r\n\r\n'
 @patch
 def route(self: Core, src, subject: bytes, reply: bytes, hdr: int, data: bytes, to: bytes | None = None) -> int:
     "Route one message to every subscription matching `to` (default: `subject`); returns how many got it."
+    if self.cluster is not None: return self.cluster.route(src, subject, reply, hdr, data, to)
     self.in_msgs += 1; self.in_bytes += len(data)
     psubs, qgroups = self.sublist.match(to or subject)
     n = 0
@@ -433,6 +441,7 @@ def _queue_frames(self: Core, sub: Subscription, frames: list, k: int, nb: int):
 @patch
 def route_run(self: Core, src: ClientConn, subject: bytes, run: list[Pub]):
     "Route consecutive `Pub` operations of one client for one subject."
+    if self.cluster is not None: return self.cluster.route_run(src, subject, run)
     psubs, qgroups = self.sublist.match(subject)
     if not _plain(psubs, qgroups):
         for op in run: self.route(src, subject, op.reply, 0, op.data)
@@ -449,7 +458,7 @@ def route_run(self: Core, src: ClientConn, subject: bytes, run: list[Pub]):
 def route_batch(self: Core, src, to: bytes, msgs: list):
     "Route `(subject, reply, hdr_len, data)` messages that all go to subject `to`."
     psubs, qgroups = self.sublist.match(to)
-    if not _plain(psubs, qgroups):
+    if not _plain(psubs, qgroups) or self.cluster is not None:
         for subject, reply, hdr, data in msgs: self.route(src, subject, reply, hdr, data, to)
         return
     k, nb = len(msgs), sum([len(m[3]) for m in msgs])

@@ -8,10 +8,12 @@ import asyncio, dataclasses, logging, os, socket
 from .config import ServerOptions
 from .core import Core
 from .protocol import encode_err
+from .cluster_io import start_routes, stop_routes
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['log', 'TRACE', 'READ_BUDGET', 'WRITE_HIGH', 'WRITE_LOW', 'RefFormatter', 'Server', 'StartupError', 'serve']
+__all__ = ['log', 'TRACE', 'READ_BUDGET', 'WRITE_HIGH', 'WRITE_LOW', 'RefFormatter', 'Server', 'StartupError', 'serve',
+           'serve_cluster', 'wait_for_mesh']
 
 # %% ../../nbs/1_nats/05_server.ipynb #c53903b4
 log = logging.getLogger('jsnb')
@@ -125,6 +127,7 @@ class Server:
         self.core.on_dirty = self._schedule_flush
         self.trace = self.opts.trace
         self._listener = self._monitor = self._ping = self.js = None
+        self._route_listener = None         # the cluster port, when the options set one (see jsnb.nats.cluster_io)
         self._flush_pending = False
         self._ports_file = None
         self._stopped: asyncio.Event | None = None
@@ -197,6 +200,10 @@ async def start(self: Server) -> Server:
     loop = asyncio.get_running_loop()
     o = self.opts
     self._stopped = asyncio.Event()
+    if o.routes and not o.clustered: raise StartupError('solicited routes require cluster capabilities, e.g. --cluster')
+    if o.jetstream and o.clustered:
+        raise StartupError("JetStream clustering is not implemented yet: jsnb runs JetStream on a single server; "
+                           "remove the cluster block (or --cluster) or disable JetStream")
     try:
         if o.jetstream:
             if why := _store_problem(self.core.store_dir): raise StartupError(f"Can't start JetStream: {why}")
@@ -212,6 +219,11 @@ async def start(self: Server) -> Server:
                 raise StartupError(f"Can't start monitoring: can't listen to the monitor port: "
                                    f"{o.http_host}:{o.http_port}: {_reason(e)}") from e
             log.info('Starting http monitor on %s:%d', o.http_host, self.core.http_port)
+        if o.clustered:
+            try: await start_routes(self, _interface_addresses())
+            except OSError as e:
+                raise StartupError(f'Error listening on router port: {o.cluster_port} - listen tcp '
+                                   f'{o.cluster_host}:{max(o.cluster_port, 0)}: bind: {_reason(e).lower()}') from e
     except BaseException:
         self._close_parts(); raise
     self._ping = loop.call_later(o.ping_interval, self._ping_tick)
@@ -225,6 +237,7 @@ def _close_parts(self: Server):
     "Close whatever `start` had opened before a part failed."
     if self._listener is not None: self._listener.close(); self._listener = None
     if self._monitor is not None: self._monitor.close(); self._monitor = None
+    if self._route_listener is not None: stop_routes(self)
     if self.js is not None: self._js_tick.cancel(); self.js.stop(); self.js = self.core.js = None
 
 @patch
@@ -258,6 +271,7 @@ async def stop(self: Server):
     if self._monitor is not None: self._monitor.close()
     if self._ping is not None: self._ping.cancel()
     if self.js is not None: self._js_tick.cancel(); self.js.stop()
+    if self._route_listener is not None: stop_routes(self)
     self._flush()
     for c in list(self.core.clients.values()):
         if c.transport is not None: c.transport.close()
@@ -330,6 +344,7 @@ def _write_ports_file(self: Server):
     "Write `<ports_file_dir>/<program>_<pid>.ports` with the listening URLs, as the reference does."
     d = {'nats': _urls('nats', self._listener.sockets[0])}
     if self._monitor is not None: d['monitoring'] = _urls('http', self._monitor.sockets[0])
+    if self._route_listener is not None: d['cluster'] = _urls('nats', self._route_listener.sockets[0])
     path = os.path.join(self.opts.ports_file_dir, f'{os.path.basename(sys.argv[0])}_{os.getpid()}.ports')
     tmp = os.path.join(self.opts.ports_file_dir, f'.{os.path.basename(path)}.tmp')
     try:
@@ -343,3 +358,17 @@ async def serve(opts: ServerOptions | None = None, **kw) -> Server:
     "Start a jsnb server in the running event loop (port 0 picks a free port)."
     kw.setdefault('host', '127.0.0.1'); kw.setdefault('port', 0)
     return await Server(opts, **kw).start()
+
+async def serve_cluster(n: int = 3, name: str = 'jsnb', server=None, **kw) -> list[Server]:
+    "Start `n` clustered servers on 127.0.0.1 (free ports), all dialling the first; `server` is the class (default `Server`)."
+    server = server or Server
+    kw = dict(host='127.0.0.1', port=0, cluster_host='127.0.0.1', cluster_port=-1, cluster_name=name, **kw)
+    seed = await server(ServerOptions(server_name=f'{name}-1', **kw)).start()
+    url = f'nats-route://127.0.0.1:{seed.core.cluster.port}'
+    return [seed] + [await server(ServerOptions(server_name=f'{name}-{i}', routes=(url,), **kw)).start() for i in range(2, n + 1)]
+
+async def wait_for_mesh(servers: list[Server], timeout: float = 10.0):
+    "Wait until every server has a route to every other one."
+    async def meshed():
+        while any(len(s.core.cluster.routes) < len(servers) - 1 for s in servers): await asyncio.sleep(0.02)
+    await asyncio.wait_for(meshed(), timeout)
