@@ -169,3 +169,56 @@ async def test_sequences_jsnb_cannot_store_are_refused(start_server):
     assert [(await js.publish('g', b'x')).seq for _ in range(2)] == [2**63 - 2, 2**63 - 1]
     with pytest.raises(nats.js.errors.ServiceUnavailableError, match='maximum sequence reached'): await js.publish('g', b'x')
     await alive(nc, js); await nc.close()
+
+
+async def _worst_round_trip(url: str, work) -> tuple[float, object]:
+    "Run `work()` on one connection while another pings every 20 ms; the worst round trip seen, and what `work` returned."
+    other = await nats.connect(url)
+    worst, done = 0.0, asyncio.Event()
+    async def ping():
+        nonlocal worst
+        while not done.is_set():
+            t0 = time.perf_counter(); await other.flush(timeout=30); worst = max(worst, time.perf_counter() - t0)
+            await asyncio.sleep(0.02)
+    pinger = asyncio.create_task(ping())
+    await asyncio.sleep(0.1)
+    try: out = await work()
+    finally: done.set(); await pinger; await other.close()
+    return worst, out
+
+
+async def test_big_requests_do_not_stall_other_clients(start_server):
+    "A 6,000-subject stream and a 4,000-filter consumer are checked without making other clients wait (issue: 8 s stalls)."
+    async def scenario(nc, js):
+        subjects = [f'big.{i}.x' for i in range(6000)]
+        filters = [f'big.{i}.x' for i in range(4000)]
+        async def work():
+            a = await api(nc, '$JS.API.STREAM.CREATE.BIG', {'name': 'BIG', 'subjects': subjects, 'storage': 'memory'})
+            b = await api(nc, '$JS.API.CONSUMER.CREATE.BIG.C', {'stream_name': 'BIG', 'config': {'durable_name': 'C', 'filter_subjects': filters}})
+            c = await api(nc, '$JS.API.STREAM.CREATE.BIG2', {'name': 'BIG2', 'subjects': subjects[-2:] + ['other']})   # overlaps
+            return a, b, c.get('err_code') if isinstance(c, dict) else c
+        worst, out = await _worst_round_trip(nc.connected_url.geturl(), work)
+        return out, worst
+    out = await both(start_server, scenario)
+    print('worst round trip while checking (s):', {k: round(v[1], 3) for k, v in out.items()})
+    assert out['jsnb'][0] == out['nats-server'][0] == ('ok', 'ok', 10065)
+    assert out['jsnb'][1] < 1.0, out                 # the reference: about 1 s for the whole, other clients unaffected
+
+
+async def test_message_ids_do_not_stall_the_server(start_server):
+    "Many publishes with Nats-Msg-Id whose duplicate window expires: other clients keep their round trip (issue: 32 s)."
+    async def scenario(nc, js):
+        await api(nc, '$JS.API.STREAM.CREATE.IDS', {'name': 'IDS', 'subjects': ['ids'], 'storage': 'memory', 'duplicate_window': 1_000_000_000})
+        async def work():
+            for start in range(0, 60_000, 2000):
+                futs = [await js.publish_async('ids', b'x', headers={'Nats-Msg-Id': str(i)}, wait_stall=10) for i in range(start, start + 2000)]
+                await asyncio.gather(*futs)
+            await asyncio.sleep(1.5)                  # the window expires: every id is dropped
+            ack = await js.publish('ids', b'y', headers={'Nats-Msg-Id': '0'})
+            return ack.duplicate
+        worst, dup = await _worst_round_trip(nc.connected_url.geturl(), work)
+        return dup, worst
+    out = await both(start_server, scenario)
+    print('worst round trip with message ids (s):', {k: round(v[1], 3) for k, v in out.items()})
+    assert out['jsnb'][0] == out['nats-server'][0] in (False, None)
+    assert out['jsnb'][1] < 2.0, out
