@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio, dataclasses, logging, os, socket
 from .config import ServerOptions
 from .core import Core
+from .auth import tls_accept, startup_checks
 from .protocol import encode_err
 from fastcore.basics import patch
 
@@ -48,8 +49,15 @@ class _ClientProtocol(asyncio.Protocol):
         c = self.conn = self.server.core.new_client(peer[0], peer[1])
         c.transport = transport
         log.debug('%s:%s - cid:%d - Client connection created', peer[0], peer[1], c.cid)
-        if self.server.core.auth_required and not c.closing:
-            asyncio.get_running_loop().call_later(self.server.core.opts.auth_timeout, self.server.core.auth_timeout, c)
+        if self.server.opts.tls is not None and not c.closing: asyncio.ensure_future(tls_accept(self, self.server.opts.tls)); return
+        self.authenticating()
+
+    def authenticating(self):
+        "Give the client `auth_timeout` to send CONNECT, when authentication is required (after TLS, if any)."
+        core, o = self.server.core, self.server.opts
+        if core.auth_required and not self.conn.closing:
+            wait = o.auth_timeout if o.auth_timeout > 0 else o.tls.timeout + 1 if o.tls is not None else 2.0
+            asyncio.get_running_loop().call_later(wait, core.auth_timeout, self.conn)
 
     def data_received(self, data: bytes):
         if self.rest is not None: self.rest = memoryview(bytes(self.rest) + data); return    # already waiting its turn
@@ -198,6 +206,9 @@ async def start(self: Server) -> Server:
     o = self.opts
     self._stopped = asyncio.Event()
     try:
+        try: warnings = startup_checks(o)       # users, no_auth_user
+        except ValueError as e: raise StartupError(str(e)) from None
+        for w in warnings: log.warning('%s', w)
         if o.jetstream:
             if why := _store_problem(self.core.store_dir): raise StartupError(f"Can't start JetStream: {why}")
             self._start_jetstream()
