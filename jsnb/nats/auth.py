@@ -5,6 +5,7 @@
 # %% ../../nbs/1_nats/07_auth.ipynb #8b722e75
 from __future__ import annotations
 import asyncio, base64, binascii, hashlib, hmac, json, logging, os, re, secrets, ssl, time
+from asyncio import sslproto
 from dataclasses import dataclass, field, replace
 from .subjects import Sublist, Subscription, valid_subject, has_wildcard, subject_matches
 from .times import NS, parse_go_duration
@@ -578,7 +579,7 @@ def too_many_subs(self: Auth, c):
     if time.monotonic() - _last_limit_log[0] >= 2: _last_limit_log[0] = time.monotonic(); log.error('%s - maximum subscriptions exceeded', who(c))
     c.send_err('maximum subscriptions exceeded')
 
-# %% ../../nbs/1_nats/07_auth.ipynb #300211eb
+# %% ../../nbs/1_nats/07_auth.ipynb #ba349448
 def startup_checks(opts) -> list[str]:
     "Warnings to log when a server starts with `opts`; raises ValueError for settings it cannot start with."
     n = opts.no_auth_user
@@ -587,7 +588,10 @@ def startup_checks(opts) -> list[str]:
         if not any(n in (u.name, u.nkey) for u in opts.users if (u.nkey or u.name)):
             raise ValueError(f'no_auth_user: {_goq(n)} not present as user or nkey in authorization block or account configuration')
     plain = (opts.password and not is_bcrypt(opts.password)) or any(not u.nkey and not is_bcrypt(u.password) for u in opts.users or ())
-    return ['Plaintext passwords detected, use nkeys or bcrypt'] if plain else []
+    warns = ['Plaintext passwords detected, use nkeys or bcrypt'] if plain else []
+    if opts.tls is not None and opts.tls.handshake_first:
+        warns.append('Clients that are not using "TLS Handshake First" option will fail to connect')
+    return warns
 
 # %% ../../nbs/1_nats/07_auth.ipynb #8403e974
 _TLS_WORDS = {'WRONG_VERSION_NUMBER': 'tls: first record does not look like a TLS handshake',
@@ -597,26 +601,34 @@ _TLS_WORDS = {'WRONG_VERSION_NUMBER': 'tls: first record does not look like a TL
 
 def _tls_error(e: BaseException) -> str:
     "A failed handshake in the reference's words where they are known."
-    if isinstance(e, (TimeoutError, asyncio.TimeoutError)): return 'i/o timeout'
+    if isinstance(e, (TimeoutError, asyncio.TimeoutError)) or 'taking longer than' in str(e): return 'i/o timeout'
     return next((v for k, v in _TLS_WORDS.items() if k in str(e)), str(e) or type(e).__name__)
 
-async def tls_accept(proto, tls: TLSOptions):
-    "Upgrade the new client connection of `proto` to TLS, as the reference does, then start its authentication timer."
+def tls_accept(proto, tls: TLSOptions) -> asyncio.Future:
+    "Start TLS on the new client connection of `proto`, as the reference does; the handshake completes in a task."
     c, t = proto.conn, proto.t
-    core = c.core
-    info = c.data_to_send()
-    t.pause_reading()
+    info = c.data_to_send()                     # the INFO the core queued, before anything flushes it
     if not tls.handshake_first: t.write(info)
     c.transport = None                          # nothing more goes out in clear text
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    tp = sslproto.SSLProtocol(loop, proto, tls.context, done, server_side=True, call_connection_made=False,
+                              ssl_handshake_timeout=tls.timeout)
+    t.set_protocol(tp); tp.connection_made(t)   # from the first byte on, what the client sends goes to TLS
+    return asyncio.ensure_future(_handshake(proto, tls, info, done, tp))
+
+async def _handshake(proto, tls: TLSOptions, info: bytes, done: asyncio.Future, tp):
+    "Wait for the TLS handshake of a new client; then send its INFO (with `handshake_first`) and start its authentication timer."
+    c, t = proto.conn, proto.t
     limits = t.get_write_buffer_limits()
-    try: st = await asyncio.get_running_loop().start_tls(t, proto, tls.context, server_side=True, ssl_handshake_timeout=tls.timeout)
+    try: await done
     except Exception as e:
         log.error('%s - TLS handshake error: %s', who(c), _tls_error(e))
         t.abort()
         c.closing, c.close_reason = True, 'TLS Handshake Error'
-        core.remove_client(c)
+        c.core.remove_client(c)
         return
-    proto.t = c.transport = st
+    proto.t = c.transport = st = tp._app_transport
     st.set_write_buffer_limits(limits[1], limits[0])
     if tls.handshake_first: st.write(info)
     log.debug('%s - TLS handshake complete', who(c))

@@ -49,7 +49,7 @@ class _ClientProtocol(asyncio.Protocol):
         c = self.conn = self.server.core.new_client(peer[0], peer[1])
         c.transport = transport
         log.debug('%s:%s - cid:%d - Client connection created', peer[0], peer[1], c.cid)
-        if self.server.opts.tls is not None and not c.closing: asyncio.ensure_future(tls_accept(self, self.server.opts.tls)); return
+        if self.server.opts.tls is not None and not c.closing: tls_accept(self, self.server.opts.tls); return
         self.authenticating()
 
     def authenticating(self):
