@@ -179,7 +179,8 @@ def _receive(self: ClientConn, data: bytes):
         if t is Pub:
             subject = op.subject
             if self.perms is not None and not may_publish(self, subject): self.in_msgs += 1; continue
-            if i < n and type(ops[i]) is Pub and ops[i].subject == subject and not self.pedantic and not self.verbose:
+            if i < n and type(ops[i]) is Pub and ops[i].subject == subject and not self.pedantic and not self.verbose \
+                    and self.perms is None:                # (with permissions, each message is checked: responses are counted)
                 j = i + 1                                  # a run of PUBs to one subject: routed together
                 while j < n and type(ops[j]) is Pub and ops[j].subject == subject: j += 1
                 run, i = ops[i - 1:j], j
