@@ -50,7 +50,7 @@ async def nats_outcome(url, **kw) -> str:
     "Connect with nats-py and round-trip a PING: 'ok', or why it failed."
     async def quiet(e): pass
     try: nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=5, error_cb=quiet, **kw)
-    except Exception as e: return f'refused: {e or repr(e)}'
+    except Exception as e: return f'refused: {str(e) or repr(e)}'
     try: await nc.flush(2); return 'ok'
     except Exception as e: return f'failed: {type(e).__name__}'
     finally: await nc.close()
@@ -324,6 +324,16 @@ def test_jetstream_api_needs_publish_permission(start_server):
     assert servers['jsnb'].raw == servers['nats-server'].raw == (b"-ERR 'Permissions Violation for Publish to \"$JS.API.INFO\"'\r\nPONG\r\n", False)
 
 
+def test_second_connect_starts_afresh(start_server):
+    "A CONNECT on a connected client drops its subscriptions, so a new identity cannot keep what the old one could see."
+    servers = both(start_server, 'authorization { users = [ {user: a, password: a}, {user: b, password: b, permissions: {subscribe: "x"}} ] }\n')
+    session = (b'SUB foo 1\r\nPING\r\nCONNECT {"user":"b","pass":"b","verbose":false,"pedantic":false}\r\n'
+               b'PUB foo 1\r\nx\r\nSUB y 2\r\nSUB x 3\r\nPUB x 1\r\ny\r\nPING\r\n')
+    got = {k: attempt(s.port, {'user': 'a', 'pass': 'a'}, session) for k, s in servers.items()}
+    assert got['jsnb'] == got['nats-server'] == \
+        (b"PONG\r\n-ERR 'Permissions Violation for Subscription to \"y\"'\r\nMSG x 3 1\r\ny\r\nPONG\r\n", False)
+
+
 def test_max_subscriptions(start_server):
     servers = both(start_server, 'max_subscriptions: 2\n')
     session = b'SUB a 1\r\nSUB b 2\r\nSUB c 3\r\nSUB a 1\r\nUNSUB 1\r\nSUB d 4\r\nSUB e 5\r\nPUB d 1\r\nx\r\nPING\r\n'
@@ -409,6 +419,30 @@ def test_tls_handshake_first(start_server, certs):
         assert any('"TLS Handshake First"' in l for l in log_lines(s, 'WRN')), s.kind
     assert servers['jsnb'].results == servers['nats-server'].results == [True, False]
     assert servers['jsnb'].first == servers['nats-server'].first == b''
+
+
+@pytest.mark.parametrize('switch', ['--tls', '--tlsverify'])
+def test_tls_flags(start_server, certs, switch):
+    flags = [switch, '--tlscert', f'{certs}/server.pem', '--tlskey', f'{certs}/server-key.pem', '--tlscacert', f'{certs}/ca.pem']
+    servers = {k: start_server(k, *flags) for k in KINDS}
+    for s in servers.values():
+        info = json.loads(Raw(s.port, connect=None).info)
+        s.results = [info.get('tls_required'), info.get('tls_verify'),
+                     asyncio.run(nats_outcome(s.url, tls=client_tls(certs, 'client'))), asyncio.run(nats_outcome(s.url, tls=client_tls(certs))) == 'ok']
+    assert servers['jsnb'].results == servers['nats-server'].results == [True, switch == '--tlsverify' or None, 'ok', switch == '--tls']
+
+
+def test_tls_flags_need_files_and_can_turn_tls_off(start_server, certs, tmp_path):
+    for kind in KINDS:
+        exe = [REF_BIN] if kind == 'nats-server' else [sys.executable, '-c', 'import sys; from jsnb.cli import main; sys.exit(main())']
+        r = subprocess.run(exe + ['--tls', '-p', '-1'], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 1 and 'TLS Server certificate must be present and valid' in r.stderr, (kind, r.stderr)
+        r = subprocess.run(exe + ['--tlscert', f'{certs}/server.pem', '-p', '-1'], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 1 and 'TLS Server private key must be present and valid' in r.stderr, (kind, r.stderr)
+    servers = both(start_server, tls_conf(certs), '-tls=false')
+    for s in servers.values():
+        assert 'tls_required' not in json.loads(Raw(s.port, connect=None).info), s.kind
+        assert attempt(s.port, {}) == (b'PONG\r\n', False)
 
 
 # ---------------------------------------------------------------- configuration checks (-t) and refusals

@@ -8,7 +8,8 @@ import os, re, tempfile
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from .times import NS, parse_go_duration
-from .auth import AuthConfigError, parse_tls, users_from_block
+from .auth import AuthConfigError, users_from_block
+from .tls import parse_tls
 
 # %% auto #0
 __all__ = ['DEFAULT_STORE_DIR', 'ServerOptions', 'ConfigError', 'parse_duration', 'parse_size', 'parse_config', 'load_config',

@@ -245,6 +245,7 @@ def _connect(self: ClientConn, raw: bytes):
     if d is None: return self.close('Protocol Violation')
     o = self.options = {**self.options, **d}
     core = self.core
+    for sub in list(self.subs.values()) if self.connected else (): self.unsubscribe(sub)   # a second CONNECT starts afresh, as in the reference
     if core.auth_required and not core.check_auth(self, o): return violation(self)
     if o.get('account') or o.get('new_account'): return violation(self)
     self.protocol = o.get('protocol', 0)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio, dataclasses, logging, os, socket
 from .config import ServerOptions
 from .core import Core
-from .auth import tls_accept, startup_checks
+from .auth import startup_checks
+from .tls import tls_accept
 from .protocol import encode_err
 from fastcore.basics import patch
 
