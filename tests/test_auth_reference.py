@@ -159,6 +159,21 @@ def test_no_auth_user(start_server):
         info = json.loads(Raw(s.port, connect=None).info)
         assert 'auth_required' not in info, s.kind              # a client without credentials is welcome
         assert asyncio.run(nats_outcome(s.url)) == 'ok'
+        r = Raw(s.port, connect=b'CONNECT {"verbose":false,"protocol":1}\r\nPING\r\n')
+        line = r.until(b'}\r\n', 3)
+        assert b'"connect_info":true' in line and b'"auth_required":true' in line, (s.kind, line)   # the INFO answering CONNECT still says so
+        r.close()
+
+
+def test_allowed_connection_types(start_server):
+    config = '''authorization { users = [
+      {user: web, password: p, allowed_connection_types: ["WEBSOCKET", "MQTT"]}
+      {user: std, password: p, allowed_connection_types: "standard"}
+    ] }
+    '''
+    servers = both(start_server, config)
+    got = outcomes(servers, [{'user': 'web', 'pass': 'p'}, {'user': 'std', 'pass': 'p'}])
+    assert got['jsnb'] == got['nats-server'] == [(b"-ERR 'Authorization Violation'\r\n", True), (b'PONG\r\n', False)]
 
 
 def test_no_auth_user_with_bcrypt_password_never_logs_in(start_server):

@@ -382,11 +382,12 @@ class Auth:
         self.required = bool(opts.user or opts.token or users)
         m = opts.max_subscriptions
         self.max_subs = None if m in (0, -1) else m            # -1 and 0 mean no limit; other negatives, no subscription at all
-        self.info = {}                                         # what INFO says about security, in the reference's order
-        if self.required and not opts.no_auth_user: self.info['auth_required'] = True
+        self.server_info = {}                                  # what INFO says about security, in the reference's order
+        if self.required: self.server_info['auth_required'] = True
         if opts.tls is not None:
-            self.info['tls_required'] = True
-            if opts.tls.verify: self.info['tls_verify'] = True
+            self.server_info['tls_required'] = True
+            if opts.tls.verify: self.server_info['tls_verify'] = True
+        self.info = {k: v for k, v in self.server_info.items() if k != 'auth_required' or not opts.no_auth_user}   # a new client's INFO
 
     def nonce(self) -> str:
         "A nonce for a new client's INFO ('' when no nkey user is configured)."

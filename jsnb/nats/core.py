@@ -305,7 +305,7 @@ def info(self: Core, client: ClientConn | None = None, **extra) -> dict:
     "The INFO document, for one client when given."
     d = dict(server_id=self.server_id, server_name=self.server_name, version=VERSION, proto=1,
              host=self.opts.host, port=self.port, headers=True)
-    d.update(self.auth.info)                   # auth_required (unless there is a no_auth_user), tls_required, tls_verify
+    d.update(self.auth.server_info if extra.get('connect_info') else self.auth.info)   # auth_required, tls_required, tls_verify
     d['max_payload'] = self.opts.max_payload
     if self.jetstream: d['jetstream'] = True
     if client is not None: d.update(client_id=client.cid, client_ip=client.host)
