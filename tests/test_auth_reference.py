@@ -409,7 +409,9 @@ def test_tls_after_info(start_server, certs):
         assert asyncio.run(nats_outcome(s.url, user='u', password='p')) != 'ok'       # nats-py's default context does not know our CA
         s.plain = attempt(s.port, {'user': 'u', 'pass': 'p'})                         # a client that ignores tls_required
     assert servers['jsnb'].plain == servers['nats-server'].plain == (b'', True)
-    for s in servers.values(): assert any('TLS handshake error' in l for l in log_lines(s, 'TLS')), s.kind
+    for s in servers.values():
+        assert any('TLS handshake error' in l for l in log_lines(s, 'TLS')), s.kind
+        assert '[INF] TLS required for client connections' in log_lines(s, 'TLS required'), s.kind
 
 
 def test_tls_client_certificates(start_server, certs):
@@ -546,3 +548,26 @@ def test_monitoring_with_authentication(start_server, certs):
     assert connz['num_connections'] == 1 and connz['connections'][0]['subscriptions_list'] == ['a']
     assert urllib.request.urlopen(f'http://127.0.0.1:{port}/healthz', timeout=5).status == 200
     r.close()
+
+
+# ---------------------------------------------------------------- nothing security-related is read and ignored
+
+SECURITY_KEYS = ('accounts operator operators resolver account_resolver resolver_preload system_account trusted trusted_keys '
+                 'allow_non_tls ocsp https https_port auth_callout auth_hook proxy_required').split()
+
+
+def test_every_key_jsnb_does_not_implement_is_refused():
+    "Walk the configuration tables: a key jsnb knows but does not implement stops the server, never warns and runs."
+    from jsnb.nats import config
+    from jsnb.nats.tls import parse_tls, _TLS_LATER
+    refused = []
+    for table, block in ((config._TOP_KEYS, None), (config._AUTH_KEYS, 'authorization'), (config._JS_KEYS, 'jetstream')):
+        for key, entry in table.items():
+            if entry is not None: continue
+            text = f'{key}: 1\n' if block is None else f'{block} {{ {key}: 1 }}\n'
+            with pytest.raises(config.ConfigError, match='jsnb does not support') as e: config.options_from_config(config.parse_config(text))
+            if key in SECURITY_KEYS: assert 'refusing to start rather than run without it' in str(e.value), key
+            refused.append(key)
+    assert set(SECURITY_KEYS) <= set(refused)
+    for key in _TLS_LATER:
+        with pytest.raises(ValueError, match='does not support yet: refusing to start'): parse_tls({key: True})

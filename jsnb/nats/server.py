@@ -229,6 +229,7 @@ async def start(self: Server) -> Server:
     self._ping = loop.call_later(o.ping_interval, self._ping_tick)
     if o.ports_file_dir: self._write_ports_file()
     log.info('Listening for client connections on %s:%d', o.host, self.core.port)
+    if o.tls is not None: log.info('TLS required for client connections')
     log.info('Server is ready')
     return self
 
