@@ -106,6 +106,25 @@ def test_users_plain_and_bcrypt(start_server):
         assert 'Authorization Violation' in asyncio.run(nats_outcome(s.url, user='alice', password='nope'))
 
 
+def test_a_bcrypt_login_does_not_stall_other_clients(start_server):
+    "jsnb checks a bcrypt password on a worker thread: a connected client is answered while a login is being checked."
+    slow = bcrypt.hashpw(b'slowpw', bcrypt.gensalt(13, prefix=b'2a')).decode()
+    s = start_server('jsnb', config=f'authorization {{ users = [ {{user: fast, password: f}}, {{user: slow, password: "{slow}"}} ] }}\n')
+    other = Raw(s.port, connect=b'CONNECT {"verbose":false,"user":"fast","pass":"f"}\r\nPING\r\n')
+    assert other.until(b'PONG') == b'PONG\r\n'
+    login = Raw(s.port, connect=b'CONNECT {"verbose":false,"user":"slow","pass":"slowpw"}\r\nPING\r\n')
+    time.sleep(0.05)
+    t0 = time.monotonic()
+    other.send(b'PING\r\n')
+    assert other.until(b'PONG', 5) == b'PONG\r\n'
+    answered = time.monotonic() - t0
+    assert login.until(b'PONG', 30) == b'PONG\r\n'
+    assert answered < (time.monotonic() - t0) / 2, answered
+    wrong = Raw(s.port, connect=b'CONNECT {"verbose":false,"user":"slow","pass":"nope"}\r\nPING\r\n')
+    assert wrong.until(b'Violation', 30) == b"-ERR 'Authorization Violation'\r\n"
+    for r in (other, login, wrong): r.close()
+
+
 SINGLE = [('authorization { user: u, password: p }\n', ()),
           ('authorization { token: t0k }\n', ()),
           (f'authorization {{ token: "{TOKEN}" }}\n', ()),

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/1_nats/07_auth.ipynb #8b722e75
 from __future__ import annotations
-import base64, binascii, hashlib, hmac, json, logging, os, re, secrets, time
+import asyncio, base64, binascii, hashlib, hmac, json, logging, os, re, secrets, time
 from dataclasses import dataclass, field, replace
 from .subjects import Sublist, Subscription, valid_subject, has_wildcard, subject_matches
 from .times import NS, parse_go_duration
@@ -15,7 +15,8 @@ log = logging.getLogger('jsnb')
 # %% auto #0
 __all__ = ['log', 'PREFIX_USER', 'AuthConfigError', 'is_bcrypt', 'check_password', 'decode_nkey', 'verify_nonce', 'new_nonce',
            'SubjectPermission', 'Permissions', 'parse_permissions', 'User', 'parse_users', 'users_from_block',
-           'ClientPermissions', 'grant', 'Auth', 'who', 'violation', 'may_publish', 'startup_checks']
+           'ClientPermissions', 'grant', 'Auth', 'who', 'violation', 'may_publish', 'check_in_background',
+           'startup_checks']
 
 # %% ../../nbs/1_nats/07_auth.ipynb #6898bd05
 class AuthConfigError(ValueError):
@@ -55,15 +56,21 @@ def is_bcrypt(password: str) -> bool:
     return bool(_BCRYPT.match(password))
 
 _verified: dict = {}          # (hash, sha256(password)) -> True for checks bcrypt has passed
+_prechecked: dict = {}        # (hash, sha256(password)) -> result of a check made off the event loop, used once
+
+def _bcrypt(configured: str, given: str) -> bool:
+    "The bcrypt check itself (slow on purpose; it releases the GIL)."
+    import bcrypt
+    try: return bcrypt.checkpw(given.encode()[:72], b'$2b$' + configured.encode()[4:])
+    except ValueError: return False
 
 def check_password(configured: str, given: str) -> bool:
     "Whether the client's `given` password matches the `configured` one (plain or bcrypt)."
     if not is_bcrypt(configured): return hmac.compare_digest(configured.encode(), given.encode())
     key = (configured, hashlib.sha256(given.encode()).digest())
     if key in _verified: return True
-    import bcrypt
-    try: ok = bcrypt.checkpw(given.encode()[:72], b'$2b$' + configured.encode()[4:])
-    except ValueError: return False
+    ok = _prechecked.pop(key, None)
+    if ok is None: ok = _bcrypt(configured, given)
     if ok:
         if len(_verified) >= 4096: _verified.clear()
         _verified[key] = True
@@ -380,6 +387,7 @@ class Auth:
         self.users = {u.name: u for u in users if not u.nkey}
         self.nkeys = {u.nkey: u for u in users if u.nkey}
         self.required = bool(opts.user or opts.token or users)
+        self.slow = any(is_bcrypt(p) for p in (opts.password, opts.token, *(u.password for u in users)))   # bcrypt to check
         m = opts.max_subscriptions
         self.max_subs = None if m in (0, -1) else m            # -1 and 0 mean no limit; other negatives, no subscription at all
         self.server_info = {}                                  # what INFO says about security, in the reference's order
@@ -483,6 +491,49 @@ def too_many_subs(self: Auth, c):
     "Refuse a subscription over `max_subscriptions` (logged at most every two seconds, like the reference)."
     if time.monotonic() - _last_limit_log[0] >= 2: _last_limit_log[0] = time.monotonic(); log.error('%s - maximum subscriptions exceeded', who(c))
     c.send_err('maximum subscriptions exceeded')
+
+# %% ../../nbs/1_nats/07_auth.ipynb #ee859f89
+@patch
+def _secret(self: Auth, o: dict) -> tuple | None:
+    "The configured secret and the client's value that `check` would compare for CONNECT options `o`, if a password or token."
+    noauth = self.opts.no_auth_user
+    bare = not (o.get('user') or o.get('pass') or o.get('auth_token'))
+    if self.nkeys and (o.get('nkey') or (noauth and bare and noauth in self.nkeys)): return None
+    if self.users:
+        if noauth and bare and noauth in self.users: return self.users[noauth].password, self.users[noauth].password
+        if o.get('user'): u = self.users.get(o['user']); return (u.password, o.get('pass') or '') if u is not None else None
+    if self.opts.token: return self.opts.token, o.get('auth_token') or ''
+    if self.opts.user: return self.opts.password, o.get('pass') or ''
+    return None
+
+_AUTH_HOLD = 4          # why reading is paused (beside the server's own reasons 1 and 2): a password is being checked
+
+# %% ../../nbs/1_nats/07_auth.ipynb #847d8dd6
+def check_in_background(proto, data: bytes) -> bool:
+    "If `data` holds a CONNECT whose password needs bcrypt, check it on a worker thread and hold the connection's input meanwhile."
+    i = data.find(b'CONNECT ')
+    j = data.find(b'\n', i) if i >= 0 else -1
+    if j < 0: return False
+    try: o = json.loads(data[i + 8:j])
+    except ValueError: return False
+    s = proto.conn.core.auth._secret(o) if isinstance(o, dict) else None
+    if s is None or not all(isinstance(x, str) for x in s) or not is_bcrypt(s[0]): return False
+    key = (s[0], hashlib.sha256(s[1].encode()).digest())
+    if key in _verified or key in _prechecked: return False
+    proto.waiting = [data]; proto._hold(_AUTH_HOLD)
+    if proto.auth_timer is not None: proto.auth_timer.cancel()      # CONNECT is here: no more timeout (as in the reference)
+    asyncio.get_running_loop().run_in_executor(None, _bcrypt, *s).add_done_callback(lambda f: _checked(proto, key, f))
+    return True
+
+def _checked(proto, key, f):
+    "A background check is done: remember the answer, read again and feed the held input to the core."
+    if len(_prechecked) >= 1024: _prechecked.clear()
+    _prechecked[key] = not f.cancelled() and f.exception() is None and bool(f.result())
+    data, proto.waiting = b''.join(proto.waiting), None
+    c = proto.conn
+    if c.transport is None or c.closing: return
+    proto._release(_AUTH_HOLD)
+    proto.data_received(data)
 
 # %% ../../nbs/1_nats/07_auth.ipynb #ba349448
 def startup_checks(opts) -> list[str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio, dataclasses, logging, os, socket
 from .config import ServerOptions
 from .core import Core
-from .auth import startup_checks
+from .auth import startup_checks, check_in_background
 from .tls import tls_accept
 from .protocol import encode_err
 from fastcore.basics import patch
@@ -38,6 +38,7 @@ class _ClientProtocol(asyncio.Protocol):
     def __init__(self, server: Server):
         self.server, self.conn, self.t = server, None, None
         self.budget, self.held, self.deadline, self.rest = READ_BUDGET, 0, None, None
+        self.waiting = self.auth_timer = None   # input held while a password is checked off the loop (jsnb.nats.auth)
 
     def connection_made(self, transport):
         self.t = transport
@@ -58,9 +59,11 @@ class _ClientProtocol(asyncio.Protocol):
         core, o = self.server.core, self.server.opts
         if core.auth_required and not self.conn.closing:
             wait = o.auth_timeout if o.auth_timeout > 0 else o.tls.timeout + 1 if o.tls is not None else 2.0
-            asyncio.get_running_loop().call_later(wait, core.auth_timeout, self.conn)
+            self.auth_timer = asyncio.get_running_loop().call_later(wait, core.auth_timeout, self.conn)
 
     def data_received(self, data: bytes):
+        if self.waiting is not None: self.waiting.append(data); return
+        if self.server.core.auth.slow and not self.conn.connected and check_in_background(self, data): return
         if self.rest is not None: self.rest = memoryview(bytes(self.rest) + data); return    # already waiting its turn
         self._take(data)
         if self.budget <= 0 and not self.held & _TURN:
