@@ -9,6 +9,8 @@ from urllib.parse import urlsplit, unquote
 from . import __version__
 from .nats.config import ServerOptions, ConfigError, load_config, options_from_config, DEFAULT_STORE_DIR, _route_url
 from .nats.core import VERSION
+from .nats.auth import AuthConfigError
+from .nats.tls import tls_from_flags
 from .nats.server import StartupError, RefFormatter, TRACE, log
 from .app import Server
 
@@ -39,6 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     a('--routes', metavar='URLS', help='comma-separated routes to dial: nats-route://[user:pass@]host:port,...')
     a('--no_advertise', action='store_true', default=None, help="do not tell clients the other servers' URLs")
     a('--connect_retries', type=int, help='reconnect attempts for routes learnt from other servers')
+    a('-tls', '--tls', action='store_true', default=None, help='enable TLS for clients (with --tlscert and --tlskey)')
+    a('-tlscert', '--tlscert', help='server certificate file'); a('-tlskey', '--tlskey', help='private key of the server certificate')
+    a('-tlscacert', '--tlscacert', help='CA of the client certificates'); a('-tlsverify', '--tlsverify', action='store_true', default=None,
+                                                                            help='enable TLS and require client certificates')
     a('-l', '--log', dest='logfile', help='file to redirect log output')
     a('-D', '--debug', action='store_true', default=None, help='enable debug output')
     a('-V', '--trace', action='store_true', default=None, help='trace the raw protocol')
@@ -50,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
 _FLAG_FIELDS = ('host', 'port', 'server_name', 'http_port', 'jetstream', 'store_dir', 'user', 'password', 'token',
                 'logfile', 'debug', 'trace', 'pid_file', 'config_file', 'ports_file_dir', 'cluster_name')
 _SWITCHES = {'js': ('jetstream',), 'jetstream': ('jetstream',), 'D': ('debug',), 'debug': ('debug',),
-             'V': ('trace',), 'trace': ('trace',), 'DV': ('debug', 'trace')}
+             'V': ('trace',), 'trace': ('trace',), 'DV': ('debug', 'trace'), 'tls': ('tls',)}
 _GO_TRUE, _GO_FALSE = ('1', 't', 'T', 'TRUE', 'true', 'True'), ('0', 'f', 'F', 'FALSE', 'false', 'False')
 
 def _switches(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -76,6 +82,7 @@ def options(argv: list[str] | None = None) -> tuple[ServerOptions, list[str], ar
     if ns.debug_trace: opts.debug = opts.trace = True
     _cluster_flags(opts, ns)
     for f in off: setattr(opts, f, False)
+    opts.tls = tls_from_flags(opts.tls or None, ns.tls, ns.tlscert, ns.tlskey, ns.tlscacert, ns.tlsverify, 'tls' in off)
     return opts, warnings, ns
 
 # %% ../nbs/5_app/01_cli.ipynb #21bebc56
@@ -150,7 +157,7 @@ async def _run(opts: ServerOptions, warnings: list[str]):
 def main(argv: list[str] | None = None) -> int:
     "Entry point of `jsnb-server`."
     try: opts, warnings, ns = options(argv)
-    except (ConfigError, OSError) as e:
+    except (ConfigError, AuthConfigError, OSError) as e:
         print(f'jsnb-server: configuration error: {e}', file=sys.stderr); return 1
     if ns.test_config:
         for w in warnings: print(f'jsnb-server: warning: {w}', file=sys.stderr)

@@ -85,10 +85,11 @@ def test_config_unknown_key_stops_the_server(kind, tmp_path):
 
 def test_config_unsupported_option_stops_the_server(tmp_path):
     "A nats-server option jsnb does not implement is refused, never read and ignored."
-    conf = tmp_path / 'tls.conf'
-    conf.write_text('port: 4222\ntls { cert_file: "a.pem", key_file: "a.key" }\n')
+    conf = tmp_path / 'accounts.conf'
+    conf.write_text('port: 4222\naccounts { A: { users: [ {user: a, password: b} ] } }\n')
     rc, out = _run_server('jsnb', ['-c', str(conf), '-t'])
-    assert rc == 1 and '"tls" is a nats-server option that jsnb does not support' in out, out
+    assert rc == 1 and '"accounts" is a nats-server option that jsnb does not support yet' in out, out
+    assert 'refusing to start rather than run without it' in out, out
 
 
 @pytest.mark.parametrize('kind', ['jsnb', 'nats-server'])

@@ -9,6 +9,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from urllib.parse import urlsplit
 from .times import NS, parse_go_duration
+from .auth import AuthConfigError, users_from_block
+from .tls import parse_tls
 
 # %% auto #0
 __all__ = ['DEFAULT_STORE_DIR', 'ServerOptions', 'ConfigError', 'parse_duration', 'parse_size', 'parse_config', 'load_config',
@@ -34,6 +36,10 @@ class ServerOptions:
     password: str = ""
     token: str = ""               # or a single token
     auth_timeout: float = 2.0     # seconds a client has to send CONNECT
+    users: tuple | None = None    # `authorization { users [...] }`: jsnb.nats.auth.User entries (None: no such array)
+    no_auth_user: str = ""        # the user a client without credentials is taken for
+    max_subscriptions: int = 0    # subscriptions per connection; 0 or -1: no limit
+    tls: object = None            # jsnb.nats.auth.TLSOptions: clients must use TLS
     max_payload: int = 1048576    # largest message payload, bytes
     max_pending: int = 67108864   # bytes buffered for a slow client before it is disconnected
     max_control_line: int = 4096  # longest protocol line, bytes
@@ -61,8 +67,8 @@ class ServerOptions:
 
     @property
     def auth_required(self) -> bool:
-        "Whether clients must authenticate (a user or a token is set)."
-        return bool(self.user or self.token)
+        "Whether clients must authenticate (a user, a token or a users array is set)."
+        return bool(self.user or self.token or self.users)
 
     @property
     def clustered(self) -> bool:
@@ -470,6 +476,21 @@ def _authorization(d, k, v, opts, warns, seen):
     opts.user = opts.password = opts.token = ""
     _apply(v, _AUTH_KEYS, opts, warns, seen, k + ".")
     if opts.token and (opts.user or opts.password): raise ConfigError(f"'{k}': cannot have both a user/password and a token", *_loc(d, k))
+    opts.users = _secure(d, k, users_from_block, v, opts.user, opts.token, warns, _loc(d, k))
+
+# %% ../../nbs/1_nats/02_config.ipynb #5d7325f8
+def _secure(d, k, fn, *args):
+    "Call a reader of `jsnb.nats.auth`; its error is located in the file."
+    try: return fn(*args)
+    except AuthConfigError as e: raise ConfigError(e.msg, *(e.where or _loc(d, k))) from None
+
+def _read_by_block(d, k, v, opts, warns, seen):
+    "Keys of the `authorization` block that `users_from_block` reads."
+
+def _tls(d, k, v, opts, warns, seen):
+    "Apply a `tls` block: the client port uses TLS (the certificate files are loaded now)."
+    opts.tls = _secure(d, k, parse_tls, v, _loc(d, k))
+    if "auth_timeout" not in seen: opts.auth_timeout = opts.tls.timeout + 1     # the reference's default with TLS
 
 # %% ../../nbs/1_nats/02_config.ipynb #4111068a
 def _cluster_name(v):
@@ -536,7 +557,8 @@ _JS_KEYS = {
 _AUTH_KEYS = {
     "user": ("user", _str), "username": ("user", _str), "password": ("password", _str), "pass": ("password", _str),
     "token": ("token", _str), "timeout": ("auth_timeout", parse_duration),
-    **_unsupported("users default_permission default_permissions permissions auth_callout auth_hook proxy_required")}
+    **dict.fromkeys("users default_permission default_permissions permissions".split(), _read_by_block),
+    **_unsupported("auth_callout auth_hook proxy_required")}
 
 _CLUSTER_AUTH_KEYS = {
     "user": ("cluster_user", _str), "username": ("cluster_user", _str), "password": ("cluster_password", _str),
@@ -574,12 +596,24 @@ _TOP_KEYS = {
                    "connect_error_reports reconnect_error_reports websocket ws mqtt server_metadata "
                    "feature_flags default_js_domain ocsp_cache no_fast_producer_stall max_closed_clients proxies")}
 
+# %% ../../nbs/1_nats/02_config.ipynb #c0ef72d2
+_TOP_KEYS.update({"tls": _tls, "no_auth_user": ("no_auth_user", _str), "max_subscriptions": ("max_subscriptions", _int),
+                  "max_subs": ("max_subscriptions", _int)})
+
+_NOT_YET = " yet: refusing to start rather than run without it"
+_LATER = {**dict.fromkeys("accounts operator operators roots root root_operators root_operator resolver account_resolver "
+                          "accounts_resolver resolver_tls resolver_preload resolver_pinned_accounts system_account system "
+                          "trusted trusted_keys default_sentinel".split(),
+                          " yet (accounts, and JWT authentication with operators and resolvers, are planned): "
+                          "refusing to start rather than run without it"),
+          **dict.fromkeys("auth_callout auth_hook proxy_required allow_non_tls ocsp https https_port".split(), _NOT_YET)}
+
 # %% ../../nbs/1_nats/02_config.ipynb #eed7e508
 def _apply(d, table, opts, warns, seen, path=""):
     "Set fields of `opts` from block `d` using `table`; refuse keys jsnb does not know or does not implement."
     for k, v in d.items():
         name, entry = path + k, table.get(k.lower(), False)
-        if entry is None: raise ConfigError(f'"{name}" is a nats-server option that jsnb does not support', *_loc(d, k))
+        if entry is None: raise ConfigError(f'"{name}" is a nats-server option that jsnb does not support{_LATER.get(k.lower(), "")}', *_loc(d, k))
         elif entry is False:
             if k not in getattr(d, "used", ()): raise ConfigError(f'unknown field "{k}"', *_loc(d, k))
         elif callable(entry): entry(d, k, v, opts, warns, seen)

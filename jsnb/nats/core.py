@@ -10,6 +10,7 @@ from .protocol import *
 from .protocol import E_UNKNOWN, E_MAX_PAYLOAD
 from .subjects import Sublist, Subscription, valid_subject, valid_literal_subject
 from .config import ServerOptions, DEFAULT_STORE_DIR
+from .auth import Auth, may_publish, violation
 from .times import go_duration
 from fastcore.basics import patch
 
@@ -123,6 +124,8 @@ class ClientConn:
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes_total = 0
         self.start = self.last_activity = time.time()
         self.transport = None                      # set by the I/O layer
+        self.perms = self.gate = None              # permissions, and a check before each delivery (see jsnb.nats.auth)
+        self.nonce = ''                            # the nonce in this client's INFO, for nkey users
 
     def __repr__(self): return f'<ClientConn cid={self.cid} {self.host}:{self.port}>'
 
@@ -172,10 +175,12 @@ def _receive(self: ClientConn, data: bytes):
         op = ops[i]; i += 1
         t = type(op)
         if not self.connected and t is not Connect and core.auth_required:
-            return self.close('Authentication Failure', E_AUTH)
+            return violation(self)
         if t is Pub:
             subject = op.subject
-            if i < n and type(ops[i]) is Pub and ops[i].subject == subject and not self.pedantic and not self.verbose:
+            if self.perms is not None and not may_publish(self, subject): self.in_msgs += 1; continue
+            if i < n and type(ops[i]) is Pub and ops[i].subject == subject and not self.pedantic and not self.verbose \
+                    and self.perms is None:                # (with permissions, each message is checked: responses are counted)
                 j = i + 1                                  # a run of PUBs to one subject: routed together
                 while j < n and type(ops[j]) is Pub and ops[j].subject == subject: j += 1
                 run, i = ops[i - 1:j], j
@@ -201,6 +206,7 @@ def _receive(self: ClientConn, data: bytes):
 def _hpub(self: ClientConn, op: HPub):
     if not self.headers: return self.close('Protocol Violation')
     self.in_msgs += 1; self.in_bytes += len(op.data)
+    if self.perms is not None and not may_publish(self, op.subject): return
     if self.pedantic and not valid_literal_subject(op.subject): self.send_err(E_INVALID_PUB_SUBJECT)
     if self.verbose: self.send(OK_B)
     self.core.route(self, op.subject, op.reply, op.hdr_len, op.data)
@@ -210,6 +216,7 @@ def _hpub(self: ClientConn, op: HPub):
 def _sub(self: ClientConn, op: Sub):
     subject, queue, sid = op
     if not valid_subject(subject) or (queue and not valid_subject(queue)): return self.send_err(E_INVALID_SUBJECT)
+    if not self.core.auth.may_subscribe(self, subject, queue, sid): return       # permissions, max_subscriptions
     if sid not in self.subs:
         sub = Subscription(self, subject, queue, sid)
         self.subs[sid] = sub
@@ -241,8 +248,9 @@ def _connect(self: ClientConn, raw: bytes):
     if d is None: return self.close('Protocol Violation')
     o = self.options = {**self.options, **d}
     core = self.core
-    if core.auth_required and not core.check_auth(o): return self.close('Authentication Failure', E_AUTH)
-    if o.get('account') or o.get('new_account'): return self.close('Authentication Failure', E_AUTH)
+    for sub in list(self.subs.values()) if self.connected else (): self.unsubscribe(sub)   # a second CONNECT starts afresh, as in the reference
+    if core.auth_required and not core.check_auth(self, o): return violation(self)
+    if o.get('account') or o.get('new_account'): return violation(self)
     self.protocol = o.get('protocol', 0)
     if not 0 <= self.protocol <= 1: return self.close('Bad Client Protocol Version', E_BAD_PROTOCOL)
     for k in ('verbose', 'pedantic', 'echo', 'headers', 'no_responders'):
@@ -288,6 +296,7 @@ class Core:
         self.api_level = 0            # the JetStream API level, set by the JetStream layer (`api_lvl` in INFO)
         self.interest_watchers: list = []   # called with the subject of every new client subscription
         self.cluster = None           # the cluster layer, when this server has routes to others (it then routes every message)
+        self.auth = Auth(self.opts)   # users, nkeys, permissions, TLS: how clients are checked (jsnb.nats.auth)
 
     @property
     def auth_required(self) -> bool: return self.opts.auth_required
@@ -300,7 +309,7 @@ def info(self: Core, client: ClientConn | None = None, **extra) -> dict:
     "The INFO document, for one client when given."
     d = dict(server_id=self.server_id, server_name=self.server_name, version=VERSION, proto=1,
              host=self.opts.host, port=self.port, headers=True)
-    if self.auth_required: d['auth_required'] = True
+    d.update(self.auth.server_info if extra.get('connect_info') else self.auth.info)   # auth_required, tls_required, tls_verify
     d['max_payload'] = self.opts.max_payload
     if self.jetstream: d['jetstream'] = True
     if client is not None: d.update(client_id=client.cid, client_ip=client.host)
@@ -316,11 +325,9 @@ def send_connect_info(self: Core, c: ClientConn):
 
 # %% ../../nbs/1_nats/03_core.ipynb #44b083b7
 @patch
-def check_auth(self: Core, d: dict) -> bool:
-    "Whether CONNECT options `d` carry the configured credentials."
-    o = self.opts
-    if o.token: return d.get('auth_token') == o.token
-    return d.get('user') == o.user and d.get('pass') == o.password
+def check_auth(self: Core, c: ClientConn, d: dict) -> bool:
+    "Whether CONNECT options `d` authenticate `c`: users, nkeys, a token, plain or bcrypt passwords (see jsnb.nats.auth)."
+    return self.auth.check(c, d)
 
 # %% ../../nbs/1_nats/03_core.ipynb #5c8c4640
 @patch
@@ -331,7 +338,8 @@ def new_client(self: Core, host: str = '127.0.0.1', port: int = 0) -> ClientConn
     self.clients[c.cid] = c
     if len(self.clients) > self.opts.max_connections:
         c.close('Maximum Connections Exceeded', E_MAX_CONN); return c
-    c.send(encode_info(orjson.dumps(self.info(c))))
+    c.nonce = self.auth.nonce()
+    c.send(encode_info(orjson.dumps(self.info(c, **({'nonce': c.nonce} if c.nonce else {})))))
     return c
 
 @patch
@@ -365,7 +373,7 @@ def deliver(self: Core, sub: Subscription, subject: bytes, reply: bytes, hdr: in
         except Exception:                      # a failing handler must not take the publisher's connection down
             log.exception('internal subscription %s failed on %r', sub.subject.decode(), subject)
         return 1
-    if c is src and not c.echo: return 0
+    if (c is src and not c.echo) or (c.gate is not None and not c.gate(sub, subject, reply)): return 0
     if hdr and c.headers: frame = encode_hmsg(subject, sub.sid, reply, hdr, data)
     else: frame = encode_msg(subject, sub.sid, reply, data[hdr:] if hdr else data)
     c.out.append(frame); n = len(data)                    # `c.send(frame)`, inlined: this is the hot path
@@ -391,8 +399,11 @@ def route(self: Core, src, subject: bytes, reply: bytes, hdr: int, data: bytes, 
     for sub in psubs: n += self.deliver(sub, subject, reply, hdr, data, src)
     for group in qgroups:
         members = group if src is None or src.echo else [s for s in group if s.client is not src]
-        if members: n += self.deliver(members[self._rand.randrange(len(members))] if len(members) > 1 else members[0],
-                                      subject, reply, hdr, data, src)
+        if members:
+            k = self.deliver(members[self._rand.randrange(len(members))] if len(members) > 1 else members[0],
+                             subject, reply, hdr, data, src)
+            if not k: k = next((1 for s in members if self.deliver(s, subject, reply, hdr, data, src)), 0)   # refused by permissions: another member
+            n += k
     if n == 0 and reply and src is not None and src.no_responders: self._no_responders(src, subject, reply)
     return n
 
@@ -425,7 +436,7 @@ def publish(self: Core, subject: str | bytes, data: bytes = b'', reply: str | by
 # %% ../../nbs/1_nats/03_core.ipynb #db3731df
 def _plain(psubs, qgroups) -> bool:
     "Whether a match is only client subscriptions without delivery limits (so a batch can be queued at once)."
-    return bool(psubs) and not qgroups and all(s.client is not None and not s.max for s in psubs)
+    return bool(psubs) and not qgroups and all(s.client is not None and not s.max and s.client.gate is None for s in psubs)
 
 @patch
 def _queue_frames(self: Core, sub: Subscription, frames: list, k: int, nb: int):

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio, dataclasses, logging, os, socket
 from .config import ServerOptions
 from .core import Core
+from .auth import startup_checks, check_in_background
+from .tls import tls_accept
 from .protocol import encode_err
 from .cluster_io import start_routes, stop_routes
 from fastcore.basics import patch
@@ -38,6 +40,7 @@ class _ClientProtocol(asyncio.Protocol):
     def __init__(self, server: Server):
         self.server, self.conn, self.t = server, None, None
         self.budget, self.held, self.deadline, self.rest = READ_BUDGET, 0, None, None
+        self.waiting = self.auth_timer = None   # input held while a password is checked off the loop (jsnb.nats.auth)
 
     def connection_made(self, transport):
         self.t = transport
@@ -50,10 +53,19 @@ class _ClientProtocol(asyncio.Protocol):
         c = self.conn = self.server.core.new_client(peer[0], peer[1])
         c.transport = transport
         log.debug('%s:%s - cid:%d - Client connection created', peer[0], peer[1], c.cid)
-        if self.server.core.auth_required and not c.closing:
-            asyncio.get_running_loop().call_later(self.server.core.opts.auth_timeout, self.server.core.auth_timeout, c)
+        if self.server.opts.tls is not None and not c.closing: tls_accept(self, self.server.opts.tls); return
+        self.authenticating()
+
+    def authenticating(self):
+        "Give the client `auth_timeout` to send CONNECT, when authentication is required (after TLS, if any)."
+        core, o = self.server.core, self.server.opts
+        if core.auth_required and not self.conn.closing:
+            wait = o.auth_timeout if o.auth_timeout > 0 else o.tls.timeout + 1 if o.tls is not None else 2.0
+            self.auth_timer = asyncio.get_running_loop().call_later(wait, core.auth_timeout, self.conn)
 
     def data_received(self, data: bytes):
+        if self.waiting is not None: self.waiting.append(data); return
+        if self.server.core.auth.slow and not self.conn.connected and check_in_background(self, data): return
         if self.rest is not None: self.rest = memoryview(bytes(self.rest) + data); return    # already waiting its turn
         self._take(data)
         if self.budget <= 0 and not self.held & _TURN:
@@ -205,6 +217,9 @@ async def start(self: Server) -> Server:
         raise StartupError("JetStream clustering is not implemented yet: jsnb runs JetStream on a single server; "
                            "remove the cluster block (or --cluster) or disable JetStream")
     try:
+        try: warnings = startup_checks(o)       # users, no_auth_user
+        except ValueError as e: raise StartupError(str(e)) from None
+        for w in warnings: log.warning('%s', w)
         if o.jetstream:
             if why := _store_problem(self.core.store_dir): raise StartupError(f"Can't start JetStream: {why}")
             self._start_jetstream()
@@ -229,6 +244,7 @@ async def start(self: Server) -> Server:
     self._ping = loop.call_later(o.ping_interval, self._ping_tick)
     if o.ports_file_dir: self._write_ports_file()
     log.info('Listening for client connections on %s:%d', o.host, self.core.port)
+    if o.tls is not None: log.info('TLS required for client connections')
     log.info('Server is ready')
     return self
 
