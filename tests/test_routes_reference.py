@@ -228,7 +228,8 @@ async def test_cluster_name_mismatch_refused(nodes):
     s1 = nodes('jsnb', 's1', cluster='east')
     s2 = nodes('jsnb', 's2', cluster='west', routes=[s1.route_url])
     deadline = time.time() + 5
-    while time.time() < deadline and 'does not match' not in s1.proc.log_text(): time.sleep(0.1)
+    while time.time() < deadline and ('does not match' not in s1.proc.log_text()
+                                      or 'Cluster Name Conflict' not in s2.proc.log_text()): time.sleep(0.1)
     assert 'Rejecting connection, cluster name "west" does not match "east"' in s1.proc.log_text()
     assert 'Cluster Name Conflict' in s2.proc.log_text()
     assert (s1.peers(), s2.peers()) == (set(), set())
