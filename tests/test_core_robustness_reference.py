@@ -232,7 +232,7 @@ def test_ping_flood_does_not_starve_others(kind, start_server):
     stuck for `write_deadline` (here 2 s)."""
     s = start_server(kind, config='write_deadline: "2s"\n')
     r = ping_flood(s.port, 4, 20)
-    assert r['worst_rtt'] < 0.5, r
+    assert r['worst_rtt'] < (0.5 if kind == 'jsnb' else 2.0), r      # the reference's bound is loose: it is only the yardstick
     assert r['flooder_cut_at'] is not None, r
     assert 'Slow Consumer Detected' in s.log_text()
     assert answer(s.port, C, b'PING\r\n') == (b'PONG\r\n', False)
