@@ -63,7 +63,7 @@ def check_config(kind, path) -> tuple[int, str]:
     return r.returncode, r.stdout + r.stderr
 
 
-def run_briefly(kind, path, seconds=3) -> tuple[int | None, str]:
+def run_briefly(kind, path, seconds=20) -> tuple[int | None, str]:
     "Start a server on `path` (port -1) and see whether it refuses to start: its exit status (None: running) and output."
     exe = [REF_BIN] if kind == 'nats-server' else [sys.executable, '-c', 'import sys; from jsnb.cli import main; sys.exit(main())']
     p = subprocess.Popen(exe + ['-c', str(path), '-p', '-1'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

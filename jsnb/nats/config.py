@@ -39,7 +39,7 @@ class ServerOptions:
     users: tuple | None = None    # `authorization { users [...] }`: jsnb.nats.auth.User entries (None: no such array)
     no_auth_user: str = ""        # the user a client without credentials is taken for
     max_subscriptions: int = 0    # subscriptions per connection; 0 or -1: no limit
-    tls: object = None            # jsnb.nats.auth.TLSOptions: clients must use TLS
+    tls: object = None            # jsnb.nats.tls.TLSOptions: clients must use TLS
     max_payload: int = 1048576    # largest message payload, bytes
     max_pending: int = 67108864   # bytes buffered for a slow client before it is disconnected
     max_control_line: int = 4096  # longest protocol line, bytes

@@ -178,7 +178,7 @@ def _receive(self: ClientConn, data: bytes):
             return violation(self)
         if t is Pub:
             subject = op.subject
-            if self.perms is not None and not may_publish(self, subject): self.in_msgs += 1; continue
+            if self.perms is not None and not may_publish(self, subject): self.in_msgs += 1; self.in_bytes += len(op.data); continue
             if i < n and type(ops[i]) is Pub and ops[i].subject == subject and not self.pedantic and not self.verbose \
                     and self.perms is None:                # (with permissions, each message is checked: responses are counted)
                 j = i + 1                                  # a run of PUBs to one subject: routed together

@@ -147,7 +147,8 @@ def tls_accept(proto, tls: TLSOptions) -> asyncio.Future:
     st.set_write_buffer_limits(high, low)
     proto.t = c.transport = st
     if tls.handshake_first: st.write(info)
-    return asyncio.ensure_future(_handshake(proto, done, t))
+    proto.handshake = asyncio.ensure_future(_handshake(proto, done, t))     # kept: a task nobody holds may vanish
+    return proto.handshake
 
 async def _handshake(proto, done: asyncio.Future, raw):
     "Wait for the TLS handshake of a new client, then start its authentication timer; a failure closes the connection."
