@@ -85,6 +85,9 @@ def _expected_pages(): return list(_PAGES)
 
 _PAGE_FACTS = '''() => ({
   title: document.querySelector('h1.title')?.textContent || '',
+  summary: document.querySelector('.page-header .summary')?.textContent || '',
+  navTitles: Array.from(document.querySelectorAll('nav.sidebar .nav a, .pager a'), a => a.textContent),
+  width: document.documentElement.scrollWidth,
   sidebar: Array.from(document.querySelectorAll('nav.sidebar .nav a'), a => a.getAttribute('href')),
   current: Array.from(document.querySelectorAll('nav.sidebar a.current'), a => a.getAttribute('href')),
   links: Array.from(document.querySelectorAll('a[href]'), a => a.href),
@@ -102,7 +105,7 @@ _PAGE_FACTS = '''() => ({
 def pages(browser, site_dir, http_url):
     "Load every page over HTTP once; keep what each one showed."
     names = _expected_pages()
-    facts, page = {}, browser.new_page()
+    facts, page = {}, browser.new_page(viewport={'width': 1280, 'height': 800})
     problems = []
     page.on('pageerror', lambda e: problems.append(f'{page.url}: script error {e}'))
     page.on('console', lambda m: m.type == 'error' and problems.append(f'{page.url}: console error {m.text}'))
@@ -204,3 +207,56 @@ def test_index_screenshot(browser, site_dir, tmp_path):
     assert data[:8] == b'\x89PNG\r\n\x1a\n' and len(data) > 10_000
     width, height = struct.unpack('>II', data[16:24])
     assert width == 1280 and height >= 900
+
+
+def test_titles_and_summaries_are_markdown(pages):
+    "Titles and summaries are rendered as Markdown: no literal backtick is left in them, nor in the sidebar or the pager."
+    bad = [(name, t) for name, f in pages.items() for t in [f['title'], f['summary'], *f['navTitles']] if '`' in t]
+    assert not bad, bad
+    assert any(f['summary'] for f in pages.values())
+
+
+def _too_wide(browser, http_url, width):
+    page, wide = browser.new_page(viewport={'width': width, 'height': 800}), []
+    for name in _expected_pages():
+        page.goto(http_url + name)
+        w = page.evaluate('document.documentElement.scrollWidth')
+        if w > width:
+            culprits = page.evaluate('''(w) => Array.from(document.querySelectorAll('body *'))
+                .filter(e => e.getBoundingClientRect().right > w + 1).slice(0, 3)
+                .map(e => e.tagName.toLowerCase() + '.' + e.className)''', width)
+            wide.append(f'{name}: {w}px wide ({culprits})')
+    page.close()
+    return wide
+
+
+@pytest.mark.parametrize('width', [1280, 390])
+def test_no_page_is_wider_than_the_screen(browser, http_url, pages, width):
+    "On a laptop (1,280 px) and on a phone (390 px), no page scrolls sideways: wide plots, tables and code scroll in their own boxes."
+    assert not _too_wide(browser, http_url, width)
+
+
+def _hidden_code(nb_path):
+    "The code of the cells of a notebook that the page must not show (`#| hide`, `include: false`, `echo: false`)."
+    import json
+    from jsnb.tools.docs import _directives, _keys
+    out = []
+    for c in json.loads(nb_path.read_text())['cells']:
+        if c['cell_type'] != 'code': continue
+        dirs, code = _directives(''.join(c['source']))
+        k = _keys(dirs)
+        if code.strip() and ('hide' in k or k.get('include') == 'false' or k.get('echo') == 'false'): out.append(code.strip())
+    return out
+
+
+def test_no_hidden_cell_appears(pages):
+    "The code of cells marked `#| hide` (or `include: false`, `echo: false`) is on no page."
+    from jsnb.tools.docs import page_names, site_pages
+    nbs = ROOT / 'nbs'
+    names, shown, n = page_names((p for _, p in site_pages(nbs)), nbs), [], 0
+    for key, page in names.items():
+        code = {' '.join(c.split()) for c in pages[page]['code']}
+        for hidden in _hidden_code(nbs / f'{key}.ipynb'):
+            n += 1
+            if ' '.join(hidden.split()) in code: shown.append(f'{page}: {hidden[:80]!r}')
+    assert n > 0 and not shown, shown

@@ -149,7 +149,7 @@ def prepare(nb, pages: dict[str, str] | None = None, here: str = ''):
             k = _keys(dirs)
             if 'hide' in k or k.get('include') == 'false': continue
             c.source = code
-            if k.get('output') == 'false': c.outputs = []
+            if k.get('output') == 'false' or k.get('eval') == 'false': c.outputs = []
             if k.get('echo') == 'false': c.source = ''
             if not c.source and not c.outputs: continue
         else: continue
@@ -163,6 +163,20 @@ def prepare(nb, pages: dict[str, str] | None = None, here: str = ''):
 def _slug(s: str) -> str:
     "A heading id as Quarto makes them: lowercase, spaces to dashes, punctuation dropped."
     return re.sub(r'[^\w\-.]', '', html.unescape(s).strip().lower().replace(' ', '-'))
+
+def _inline_md(s: str) -> str:
+    "Markdown of one line (a title, a summary) as inline HTML: `x` becomes <code>x</code>."
+    import mistune
+    out = mistune.create_markdown(escape=False)(s).strip()
+    return out[3:-4] if out.startswith('<p>') and out.endswith('</p>') and out.count('<p>') == 1 else out
+
+def _text(h: str) -> str:
+    "The plain text of an HTML fragment."
+    return html.unescape(re.sub(r'<[^>]+>', '', h))
+
+def _wrap_tables(body: str) -> str:
+    "Put every table in a box of its own that scrolls sideways when the table is wider than the page."
+    return re.sub(r'</table>', '</table></div>', re.sub(r'<table\b', '<div class="table-wrap"><table', body))
 
 def _quarto_ids(body: str) -> str:
     "Rewrite nbconvert's heading ids (and their anchor links) to Quarto's slugs."
@@ -211,19 +225,22 @@ def _sidebar_html(pages: list[tuple[str, str, str]], current: str) -> str:
             if sec: out.append(f'<li class="nav-section"><span>{html.escape(sec)}</span><ul>')
             section = sec
         cur = ' class="current" aria-current="page"' if f == current else ''
-        out.append(f'<li><a href="{f}"{cur}>{html.escape(t)}</a></li>')
+        out.append(f'<li><a href="{f}"{cur}>{_inline_md(t)}</a></li>')
     if section: out.append('</ul></li>')
     return '\n'.join(out + ['</ul>'])
 
 def page_html(body: str, title: str, summary: str, pages: list[tuple[str, str, str]], i: int, site: str = 'jsnb') -> str:
     "Page `i` of `pages` ((section, file, title) triples) around a rendered notebook `body`."
     prev, nxt = (pages[i - 1] if i > 0 else None), (pages[i + 1] if i + 1 < len(pages) else None)
-    pager = ''.join([f'<a class="prev" rel="prev" href="{prev[1]}">← {html.escape(prev[2])}</a>' if prev else '<span></span>',
-                     f'<a class="next" rel="next" href="{nxt[1]}">{html.escape(nxt[2])} →</a>' if nxt else '<span></span>'])
-    return _PAGE.format(doc_title=html.escape(title if title == site else f'{title} – {site}'), summary=html.escape(summary, quote=True),
-                        site=html.escape(site), sidebar=_sidebar_html(pages, pages[i][1]), title=html.escape(title),
-                        summary_html=f'<p class="summary">{html.escape(summary)}</p>' if summary else '',
-                        body=body, pager=pager)
+    pager = ''.join([f'<a class="prev" rel="prev" href="{prev[1]}">← {_inline_md(prev[2])}</a>' if prev else '<span></span>',
+                     f'<a class="next" rel="next" href="{nxt[1]}">{_inline_md(nxt[2])} →</a>' if nxt else '<span></span>'])
+    title_h, summary_h = _inline_md(title), _inline_md(summary)
+    plain = _text(title_h)
+    return _PAGE.format(doc_title=html.escape(plain if plain == site else f'{plain} – {site}'),
+                        summary=html.escape(_text(summary_h), quote=True), site=html.escape(site),
+                        sidebar=_sidebar_html(pages, pages[i][1]), title=title_h,
+                        summary_html=f'<p class="summary">{summary_h}</p>' if summary else '',
+                        body=_wrap_tables(body), pager=pager)
 
 # %% ../../nbs/6_tools/00_docs.ipynb #6e055d6b
 _CSS = '''
@@ -240,7 +257,10 @@ a { color: var(--accent); text-decoration: none; } a:hover { text-decoration: un
                       font-size: .75rem; letter-spacing: .04em; }
 .nav a { display: block; padding: .15rem .5rem; border-radius: 4px; color: var(--fg); }
 .nav a.current { background: #e7f0fa; color: var(--accent); font-weight: 600; }
-.page { margin-left: var(--side); padding: 1.5rem 2.5rem 3rem; max-width: calc(var(--side) + 60rem); }
+.page { margin-left: var(--side); padding: 1.5rem 2.5rem 3rem; max-width: calc(var(--side) + 60rem); min-width: 0; overflow-wrap: break-word; }
+.notebook img, .notebook svg, .notebook video, .notebook iframe { max-width: 100%; height: auto; }
+.table-wrap { max-width: 100%; overflow-x: auto; margin: .8rem 0; }
+.table-wrap > table { margin: 0; }
 .page-header .title { margin: .2rem 0 .3rem; font-size: 2.1rem; }
 .page-header .summary { margin: 0 0 1.5rem; font-size: 1.15rem; color: var(--muted); }
 h2, h3, h4 { margin: 1.8rem 0 .6rem; } h2 { border-bottom: 1px solid var(--line); padding-bottom: .2rem; }
