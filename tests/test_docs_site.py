@@ -88,6 +88,10 @@ _PAGE_FACTS = '''() => ({
   summary: document.querySelector('.page-header .summary')?.textContent || '',
   navTitles: Array.from(document.querySelectorAll('nav.sidebar .nav a, .pager a'), a => a.textContent),
   width: document.documentElement.scrollWidth,
+  toc: Array.from(document.querySelectorAll('.toc a'), a => a.getAttribute('href')),
+  headings: Array.from(document.querySelectorAll('.notebook h2[id], .notebook h3[id]'), h => '#' + h.id),
+  topnav: Array.from(document.querySelectorAll('.topbar .topnav a'), a => a.textContent),
+  topnavCurrent: Array.from(document.querySelectorAll('.topbar .topnav a.current'), a => a.textContent),
   sidebar: Array.from(document.querySelectorAll('nav.sidebar .nav a'), a => a.getAttribute('href')),
   current: Array.from(document.querySelectorAll('nav.sidebar a.current'), a => a.getAttribute('href')),
   links: Array.from(document.querySelectorAll('a[href]'), a => a.href),
@@ -260,3 +264,51 @@ def test_no_hidden_cell_appears(pages):
             n += 1
             if ' '.join(hidden.split()) in code: shown.append(f'{page}: {hidden[:80]!r}')
     assert n > 0 and not shown, shown
+
+
+def test_top_bar_and_table_of_contents(pages):
+    "Every page has the top bar with one link per layer, its own layer marked, and an 'On this page' list of its headings."
+    from jsnb.tools.docs import site_pages
+    sections = list(dict.fromkeys(s for s, _ in site_pages(ROOT / 'nbs') if s))
+    for name, f in pages.items():
+        assert f['topnav'] == sections, f'{name}: the top bar shows {f["topnav"]}'
+        assert len(f['topnavCurrent']) == (name != 'index.html'), f'{name}: {f["topnavCurrent"]} marked as the current section'
+        assert f['toc'] == f['headings'], f'{name}: the table of contents does not list the headings'
+    assert sum(bool(f['toc']) for f in pages.values()) > len(pages) // 2
+
+
+def _search(page, words):
+    page.fill('#search', words)
+    page.wait_for_selector('#search-results:not([hidden])')
+    return [a.get_attribute('href') for a in page.query_selector_all('#search-results a')]
+
+
+def test_search_finds_a_known_term(browser, http_url, site_dir):
+    "The search box finds `multi_last` on the Direct Get page, over HTTP and from `file://`; Enter opens the first result."
+    for url in (http_url + 'stream.html', (site_dir / 'stream.html').as_uri()):
+        page = browser.new_page()
+        errors = []
+        page.on('pageerror', lambda e: errors.append(str(e)))
+        page.goto(url)
+        hits = _search(page, 'multi_last up_to_seq')
+        assert hits and hits[0].startswith('direct_get.html'), hits
+        assert _search(page, 'zzzz-no-such-word') == []
+        assert 'Nothing found' in page.inner_text('#search-results')
+        _search(page, 'multi_last up_to_seq')
+        with page.expect_navigation(): page.press('#search', 'Enter')
+        assert page.url.rsplit('/', 1)[1].startswith('direct_get.html'), page.url
+        assert not errors, errors
+        page.close()
+
+
+def test_dark_mode(browser, site_dir):
+    "A reader whose system asks for a dark theme gets light text on a dark page, code included."
+    colours = {}
+    for scheme in ('light', 'dark'):
+        page = browser.new_page(color_scheme=scheme)
+        page.goto((site_dir / 'direct_get.html').as_uri())
+        colours[scheme] = page.evaluate('''() => [getComputedStyle(document.body).backgroundColor,
+                                                   getComputedStyle(document.querySelector('.highlight .kn, .highlight .k')).color]''')
+        page.close()
+    assert colours['light'][0] == 'rgb(255, 255, 255)' and colours['dark'][0] == 'rgb(13, 17, 23)', colours
+    assert colours['light'][1] != colours['dark'][1], colours
