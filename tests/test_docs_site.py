@@ -98,7 +98,8 @@ _PAGE_FACTS = '''() => ({
   ids: Array.from(document.querySelectorAll('[id]'), e => e.id),
   errors: document.querySelectorAll('.output_error').length,
   text: document.body.innerText,
-  code: Array.from(document.querySelectorAll('.input_area'), e => e.innerText),
+  code: Array.from(document.querySelectorAll('.input_area'), e => e.textContent),
+  cards: Array.from(document.querySelectorAll('.api-card > .api-title[id]'), e => e.id),
   brokenImages: Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0).length,
   images: document.images.length,
   stylesheet: getComputedStyle(document.querySelector('nav.sidebar')).position,
@@ -162,22 +163,29 @@ def test_no_cell_error_in_any_output(pages):
 
 
 def test_directives_are_applied(pages):
-    "No `#|` line is shown; the code of `#| export` cells is."
+    "No `#|` line is shown; the code of `#| export` cells is there (folded)."
     for name, f in pages.items():
         for code in f['code']:
             assert not any(l.startswith('#|') for l in code.splitlines()), f'{name}: a directive is shown:\n{code}'
     assert any('def site(' in c for c in pages['docs.html']['code'])     # an `#| export` cell, shown as code
 
 
-def test_every_link_resolves(pages, http_url):
-    "Every link to the site points at a page that exists and, with an anchor, at an element of it."
-    bad = []
+def test_every_link_resolves(pages, http_url, site_dir):
+    "Every link to the site points at a page that exists and, with an anchor, at an element of it (source pages included)."
+    import re
+    bad, sources = [], {}
     for name, f in pages.items():
         for link in f['links']:
             if not link.startswith(http_url): continue       # external sites are not checked (no network here)
             target, _, frag = link[len(http_url):].partition('#')
             target = target or name
-            if target not in pages: bad.append(f'{name} -> {link}: no such page')
+            if target.startswith('src/'):
+                if target not in sources:
+                    p = site_dir / target
+                    sources[target] = set(re.findall(r'id="([^"]+)"', p.read_text())) if p.is_file() else None
+                if sources[target] is None: bad.append(f'{name} -> {link}: no such source page')
+                elif frag and frag not in sources[target]: bad.append(f'{name} -> {link}: no line #{frag}')
+            elif target not in pages: bad.append(f'{name} -> {link}: no such page')
             elif frag and frag not in pages[target]['ids']: bad.append(f'{name} -> {link}: no element #{frag}')
     assert not bad, '\n'.join(bad)
 
@@ -284,19 +292,20 @@ def _search(page, words):
 
 
 def test_search_finds_a_known_term(browser, http_url, site_dir):
-    "The search box finds `multi_last` on the Direct Get page, over HTTP and from `file://`; Enter opens the first result."
+    "The search box finds `up_to_seq` on the Direct Get page and `ClientConn`'s card, over HTTP and from `file://`; Enter opens the first result."
     for url in (http_url + 'stream.html', (site_dir / 'stream.html').as_uri()):
         page = browser.new_page()
         errors = []
         page.on('pageerror', lambda e: errors.append(str(e)))
         page.goto(url)
         hits = _search(page, 'multi_last up_to_seq')
-        assert hits and hits[0].startswith('direct_get.html'), hits
+        assert any(h.startswith('direct_get.html') for h in hits), hits
+        assert _search(page, 'ClientConn')[0] == 'core.html#clientconn'
         assert _search(page, 'zzzz-no-such-word') == []
         assert 'Nothing found' in page.inner_text('#search-results')
-        _search(page, 'multi_last up_to_seq')
+        first = _search(page, 'Direct Get')[0]
         with page.expect_navigation(): page.press('#search', 'Enter')
-        assert page.url.rsplit('/', 1)[1].startswith('direct_get.html'), page.url
+        assert page.url.endswith('/' + first), (page.url, first)
         assert not errors, errors
         page.close()
 
@@ -312,3 +321,30 @@ def test_dark_mode(browser, site_dir):
         page.close()
     assert colours['light'][0] == 'rgb(255, 255, 255)' and colours['dark'][0] == 'rgb(13, 17, 23)', colours
     assert colours['light'][1] != colours['dark'][1], colours
+
+
+def _public_api():
+    "(module, name, notebook key) of every function and class in the `__all__` of every module of the package, imported."
+    import importlib, inspect, re
+    out = []
+    for path in sorted((ROOT / 'jsnb').rglob('*.py')):
+        if path.name == '_modidx.py': continue
+        module = '.'.join(path.relative_to(ROOT).with_suffix('').parts).removesuffix('.__init__')
+        m = re.search(r'File to edit: (\S+)\.ipynb\.', path.read_text())
+        if not m: continue
+        key = (path.parent / m[1]).resolve().relative_to(ROOT / 'nbs').as_posix()
+        mod = importlib.import_module(module)
+        for name in getattr(mod, '__all__', []):
+            obj = getattr(mod, name)
+            if inspect.isfunction(obj) or inspect.isclass(obj): out.append((module, name, key))
+    return out
+
+
+def test_every_public_name_has_an_api_card(pages):
+    "Each function and class a module exports (its `__all__`) has a card on the page of the notebook that defines it."
+    from jsnb.tools.docs import page_names, site_pages
+    nbs = ROOT / 'nbs'
+    names = page_names((p for _, p in site_pages(nbs)), nbs)
+    api = _public_api()
+    missing = [f'{module}.{name} on {names[key]}' for module, name, key in api if name.lower() not in pages[names[key]]['cards']]
+    assert len(api) > 200 and not missing, missing

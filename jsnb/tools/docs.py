@@ -123,6 +123,38 @@ def _keys(dirs: set[str]) -> dict[str, str]:
         out[k.strip()] = v.strip()
     return out
 
+# %% ../../nbs/6_tools/00_docs.ipynb #5e9d2a71
+_SHOW_DOC = re.compile(r'^show_doc\(\s*([A-Za-z_][\w.]*)', re.M)
+
+def _show_doc_names(code: str) -> list[str]:
+    "The names a `show_doc` cell documents (`show_doc(Stream.start)` -> `['Stream.start']`); [] for any other cell."
+    lines = [l for l in code.splitlines() if l.strip() and not l.startswith('#')]
+    return [m[1] for l in lines if (m := _SHOW_DOC.match(l))] if lines and all(_SHOW_DOC.match(l) for l in lines) else []
+
+def _defined(code: str) -> list[str]:
+    "The names a cell defines at its top level, in order ('imports' for a cell of imports only)."
+    import ast
+    try: tree = ast.parse(code)
+    except SyntaxError: return []
+    out = []
+    for n in tree.body:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)): out.append(n.name)
+        elif isinstance(n, (ast.Assign, ast.AnnAssign)):
+            out += [t.id for tg in (n.targets if isinstance(n, ast.Assign) else [n.target]) for t in ast.walk(tg) if isinstance(t, ast.Name)]
+    imports = lambda n: isinstance(n, (ast.Import, ast.ImportFrom)) or isinstance(n, ast.If) and all(map(imports, n.body + n.orelse))
+    if not out and tree.body and all(map(imports, tree.body)): return ['imports']
+    return list(dict.fromkeys(out))
+
+def _folded(code: str, open_: bool = False) -> str:
+    "A cell's code, highlighted as nbconvert does, folded under a line naming what it defines."
+    from pygments import highlight
+    from pygments.lexers import PythonLexer
+    from pygments.formatters import HtmlFormatter
+    names = _defined(code)
+    label = ', '.join(f'<code>{html.escape(n)}</code>' if n != 'imports' else n for n in names[:6]) + (', …' if len(names) > 6 else '')
+    return (f'<details class="cell source-fold"{" open" if open_ else ""}><summary>source{": " + label if label else ""}</summary>\n'
+            f'<div class="input_area">{highlight(code, PythonLexer(), HtmlFormatter(cssclass="highlight hl-ipython3"))}</div>\n</details>')
+
 # %% ../../nbs/6_tools/00_docs.ipynb #b383dd2f
 def _title(cells: list) -> tuple[str, str]:
     "Take `# Title` and `> summary` out of the first markdown cell; returns (title, summary)."
@@ -137,23 +169,32 @@ def _title(cells: list) -> tuple[str, str]:
         return title, summary
     return '', ''
 
-def prepare(nb, pages: dict[str, str] | None = None, here: str = ''):
-    "Apply nbdev's directives to a notebook in folder `here` (a copy is returned) and take out its title: (nb, title, summary)."
-    import copy
-    nb = copy.deepcopy(nb)
+def prepare(nb, pages: dict[str, str] | None = None, here: str = '', cards: dict[str, list[tuple[str, str]]] | None = None):
+    """Apply nbdev's directives to a notebook in folder `here` (a copy is returned) and take out its title: (nb, title, summary).
+    `cards` maps a cell id to the (name, HTML) API cards of what that cell exports."""
+    import copy, nbformat
+    nb, cards = copy.deepcopy(nb), cards or {}
+    by_name = {n: h for cs in cards.values() for n, h in cs}
+    shown = {n for c in nb.cells if c.cell_type == 'code' for n in _show_doc_names(_directives(c.source)[1])}
     cells = []
     for c in nb.cells:
-        if c.cell_type == 'markdown': c.source = _rewrite_links(c.source, pages, here)
+        after = [h for n, h in cards.get(c.get('id'), []) if n not in shown]
+        if c.cell_type == 'markdown':
+            c.source = _rewrite_links(c.source, pages, here); cells.append(c)
         elif c.cell_type == 'code':
             dirs, code = _directives(c.source)
             k = _keys(dirs)
-            if 'hide' in k or k.get('include') == 'false': continue
-            c.source = code
-            if k.get('output') == 'false' or k.get('eval') == 'false': c.outputs = []
-            if k.get('echo') == 'false': c.source = ''
-            if not c.source and not c.outputs: continue
-        else: continue
-        cells.append(c)
+            if names := _show_doc_names(code): after = [by_name[n] for n in names if n in by_name] + after
+            elif 'hide' in k or k.get('include') == 'false': pass
+            elif ({'export', 'exporti'} & k.keys() and k.get('code-fold', 'true') != 'false' and not c.outputs
+                  and k.get('echo') != 'false'):
+                cells.append(nbformat.v4.new_raw_cell(_folded(code, k.get('code-fold') == 'show')))
+            else:
+                c.source = code
+                if k.get('output') == 'false' or k.get('eval') == 'false': c.outputs = []
+                if k.get('echo') == 'false': c.source = ''
+                if c.source or c.outputs: cells.append(c)
+        cells += [nbformat.v4.new_raw_cell(h) for h in after]
     nb.cells = cells
     title, summary = _title(nb.cells)
     nb.cells = [c for c in nb.cells if c.source or c.cell_type == 'code']
@@ -164,10 +205,15 @@ def _slug(s: str) -> str:
     "A heading id as Quarto makes them: lowercase, spaces to dashes, punctuation dropped."
     return re.sub(r'[^\w\-.]', '', html.unescape(s).strip().lower().replace(' ', '-'))
 
+def _markdown():
+    import mistune
+    global _MD
+    if '_MD' not in globals(): _MD = mistune.create_markdown(escape=False)
+    return _MD
+
 def _inline_md(s: str) -> str:
     "Markdown of one line (a title, a summary) as inline HTML: `x` becomes <code>x</code>."
-    import mistune
-    out = mistune.create_markdown(escape=False)(s).strip()
+    out = _markdown()(s).strip()
     return out[3:-4] if out.startswith('<p>') and out.endswith('</p>') and out.count('<p>') == 1 else out
 
 def _text(h: str) -> str:
@@ -357,6 +403,29 @@ thead th { background: var(--code-bg); }
 .output_html table.dataframe { font-variant-numeric: tabular-nums; }
 .output_png img, .output_jpeg img, .output_svg svg { max-width: 100%; height: auto; }
 .pager { display: flex; justify-content: space-between; gap: 1rem; margin-top: 3rem; padding-top: 1rem; border-top: 1px solid var(--line); }
+.source-fold { margin: 0 0 .6rem; }
+.source-fold > summary { cursor: pointer; color: var(--muted); font-size: .85rem; padding: .1rem 0; }
+.source-fold > summary code { font-size: .8rem; }
+.source-fold .input_area { background: var(--code-bg); border: 1px solid var(--line); border-radius: 6px; margin-top: .3rem; }
+.api-card { border: 1px solid var(--line); border-left: 4px solid var(--accent); border-radius: 6px; padding: .6rem .9rem;
+            margin: 0 0 1.2rem; min-width: 0; }
+.api-title { display: flex; flex-wrap: wrap; align-items: baseline; gap: .2rem .5rem; margin: 0 0 .4rem; font-size: 1rem; }
+.api-title > code { font-size: 1rem; font-weight: 700; background: none; padding: 0; overflow-wrap: anywhere; }
+.api-kind { font-size: .72rem; font-weight: 600; text-transform: uppercase; letter-spacing: .04em; color: var(--muted); }
+.api-bases { font-weight: 400; font-size: .88rem; color: var(--muted); overflow-wrap: anywhere; }
+.api-source { margin-left: auto; font-size: .8rem; font-weight: 400; }
+.api-sig { background: var(--code-bg); border-radius: 4px; margin: .2rem 0 .5rem; padding: .45rem .7rem; }
+.api-doc p { margin: .3rem 0; }
+.api-card table { font-size: .86rem; }
+.api-members { margin: .6rem 0 0; font-size: .9rem; }
+.api-members dt { display: flex; gap: .6rem; align-items: baseline; margin-top: .45rem; }
+.api-members dt code { overflow-wrap: anywhere; min-width: 0; }
+.api-members dd { margin: .1rem 0 0 1.2rem; color: var(--muted); } .api-members dd p { margin: 0; }
+.source-page .source { padding: 1rem 1.5rem 3rem; max-width: 70rem; }
+.source-page .title { font-size: 1.4rem; } .source-page .summary { color: var(--muted); }
+.source .highlight pre { background: var(--code-bg); border: 1px solid var(--line); border-radius: 6px; }
+.source .linenos { display: inline-block; width: 4.5ch; margin-right: 1ch; text-align: right; color: var(--muted); user-select: none; }
+.source span[id^="L-"]:target { background: var(--mark); }
 @media (max-width: 900px) {
   .topbar { height: auto; flex-wrap: wrap; row-gap: .2rem; padding: .4rem .6rem; }
   .menu { display: block; }
@@ -382,7 +451,7 @@ from html.parser import HTMLParser
 
 class _Sections(HTMLParser):
     "Collects the prose of a rendered page, cut at its headings: [(id, heading, text)]."
-    _SKIP = ('input_area', 'output_wrapper', 'anchor-link')
+    _SKIP = ('input_area', 'output_wrapper', 'anchor-link', 'api-source')
     def __init__(self):
         super().__init__(convert_charrefs=True)
         self.out, self.stack, self.skip, self.head = [['', '', []]], [], 0, None
@@ -402,9 +471,11 @@ class _Sections(HTMLParser):
         if self.head: self.out[-1][1] += data
         else: self.out[-1][2].append(data)
 
+_CODE = re.compile(r'<div class="highlight[^"]*"><pre>.*?</pre></div>|(?<=src=")data:[^"]*', re.S)
+
 def _sections(body: str) -> list[tuple[str, str, str]]:
     "The (heading id, heading, prose) pieces of a rendered page; the first has no heading."
-    p = _Sections(); p.feed(body); p.close()
+    p = _Sections(); p.feed(_CODE.sub('', body)); p.close()     # highlighted code and embedded images cut first: faster
     return [(i, ' '.join(h.split()), ' '.join(' '.join(t).split())) for i, h, t in p.out if h.strip() or ''.join(t).strip()]
 
 def search_index(pages: list[tuple[str, str, str]]) -> list[dict]:
@@ -496,23 +567,43 @@ def _trusted(html: str | bytes) -> str:
     "The project's own notebooks need no sanitizing (nbconvert's sanitizer is for notebooks from strangers, and slow)."
     return html.decode() if isinstance(html, bytes) else str(html)
 
+def _exporter():
+    "nbconvert's HTML exporter with the `basic` template, without its last pass through BeautifulSoup."
+    from nbconvert import HTMLExporter
+    from nbconvert.exporters.templateexporter import TemplateExporter
+    from nbconvert.filters.highlight import Highlight2HTML
+    from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+    class Exporter(HTMLExporter):
+        # HTMLExporter re-parses every page it makes with BeautifulSoup, to give images an alt text and JupyterLab's
+        # cells (which the basic template does not make) a tab stop; that took more than half the time of a site.
+        def from_notebook_node(self, nb, resources=None, **kw):
+            info = nb.metadata.get('language_info', {})
+            resources = self._init_resources(resources)
+            self.register_filter('highlight_code', self.filters.get(
+                'highlight_code', Highlight2HTML(pygments_lexer=info.get('pygments_lexer', info.get('name')), parent=self)))
+            self.register_filter('filter_data_type', WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata, parent=self, resources=resources))
+            body, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
+            return re.sub(r'<img (?![^>]*\balt=)', '<img alt="An output of the notebook" ', body), resources
+    return Exporter(template_name='basic', exclude_input_prompt=True, exclude_output_prompt=True, filters={'clean_html': _trusted})
+
 def site(root: str | pathlib.Path = '.', out: str | pathlib.Path | None = None) -> list[pathlib.Path]:
     "Render the notebooks of `root/nbs` into a static HTML site in `out` (default `root/_docs`)."
     import nbformat
-    from nbconvert import HTMLExporter
     root = pathlib.Path(root)
     nbs, out = root / 'nbs', pathlib.Path(out) if out else root / '_docs'
     if not (nbs / 'index.ipynb').is_file(): raise FileNotFoundError(f'no nbdev project at {root.resolve()}: {nbs / "index.ipynb"} is missing')
     out.mkdir(parents=True, exist_ok=True)
-    exporter = HTMLExporter(template_name='basic', exclude_input_prompt=True, exclude_output_prompt=True,
-                            filters={'clean_html': _trusted})
+    exporter = _exporter()
+    from jsnb.tools.apicards import package_api, card_html, source_page
+    apis, cards = package_api(root), {}
+    for a in apis: cards.setdefault(a.where[0], {}).setdefault(a.where[1], []).append((a.name, card_html(a, f'src/{a.module}.html')))
     found = site_pages(nbs)
     names, prepared = page_names((p for _, p in found), nbs), []
     for section, path in found:
         rel = path.relative_to(nbs)
-        here = '' if len(rel.parts) == 1 else rel.parent.as_posix()
-        nb, title, summary = prepare(nbformat.read(path, as_version=4), names, here)
-        prepared.append((section, names[rel.with_suffix('').as_posix()], title or path.stem, summary, nb, here))
+        here, key = ('' if len(rel.parts) == 1 else rel.parent.as_posix()), rel.with_suffix('').as_posix()
+        nb, title, summary = prepare(nbformat.read(path, as_version=4), names, here, cards.get(key))
+        prepared.append((section, names[key], title or path.stem, summary, nb, here))
     pages = [(s, f, t) for s, f, t, _, _, _ in prepared]
     written, searched = [], []
     for i, (_, fname, title, summary, nb, here) in enumerate(prepared):
@@ -525,6 +616,12 @@ def site(root: str | pathlib.Path = '.', out: str | pathlib.Path | None = None) 
     (out / 'jsnb.css').write_text(stylesheet(nbs), encoding='utf-8')
     (out / 'jsnb.js').write_text(_SCRIPT, encoding='utf-8')
     (out / 'search-index.js').write_text(search_script(search_index(searched)), encoding='utf-8')
+    titles = {f: _text(_inline_md(t)) for _, f, t in pages}
+    modules = {a.module: (a.path, names.get(a.where[0])) for a in reversed(apis)}
+    if modules: (out / 'src').mkdir(exist_ok=True)
+    for module, (path, page) in modules.items():
+        (out / 'src' / f'{module}.html').write_text(source_page(root / path, path, module, (page, titles[page]) if page else None),
+                                                    encoding='utf-8')
     return written
 
 # %% ../../nbs/6_tools/00_docs.ipynb #0a71e504
