@@ -144,6 +144,16 @@ def test_console_script(tmp_path):
     assert r.stdout.startswith('wrote 1 page to') and (tmp_path / 'out' / 'index.html').exists()
 
 
+@pytest.mark.parametrize('what', ['site', 'readme', 'sidebar'])
+def test_console_script_outside_a_project(tmp_path, what):
+    "`jsnb-docs` run where there is no project says so on stderr, exits with status 1 and writes nothing."
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get('PYTHONPATH', '')]).rstrip(os.pathsep))
+    r = subprocess.run([sys.executable, '-c', 'import sys; from jsnb.tools.docs import main; sys.exit(main())', what],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and 'no nbdev project' in r.stderr and r.stdout == '', (r.returncode, r.stdout, r.stderr)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_every_page_loads(pages):
     "Each page loads without a script error, a console error or a missing file, and shows the whole sidebar."
     assert not _PROBLEMS, '\n'.join(_PROBLEMS)

@@ -509,10 +509,11 @@ _SCRIPT = r"""(() => {
     const words = q.toLowerCase().split(/\s+/).filter(Boolean), hits = [];
     if (!words.length) return [words, hits];
     for (const e of index) {
-      const head = (e.p + ' ' + e.s).toLowerCase(), text = e.t.toLowerCase();
+      const head = (e.p + ' ' + e.s).toLowerCase(), text = e.t.toLowerCase(), names = head.split(/\s+/);
       let score = 0;
       for (const w of words) {
-        if (head.includes(w)) score += 10; else if (text.includes(w)) score += 1; else { score = 0; break; }
+        if (names.includes(w)) score += 20; else if (head.includes(w)) score += 10; else if (text.includes(w)) score += 1;
+        else { score = 0; break; }
       }
       if (score) hits.push([score, e]);
     }
