@@ -85,13 +85,21 @@ def _expected_pages(): return list(_PAGES)
 
 _PAGE_FACTS = '''() => ({
   title: document.querySelector('h1.title')?.textContent || '',
+  summary: document.querySelector('.page-header .summary')?.textContent || '',
+  navTitles: Array.from(document.querySelectorAll('nav.sidebar .nav a, .pager a'), a => a.textContent),
+  width: document.documentElement.scrollWidth,
+  toc: Array.from(document.querySelectorAll('.toc a'), a => a.getAttribute('href')),
+  headings: Array.from(document.querySelectorAll('.notebook h2[id], .notebook h3[id]'), h => '#' + h.id),
+  topnav: Array.from(document.querySelectorAll('.topbar .topnav a'), a => a.textContent),
+  topnavCurrent: Array.from(document.querySelectorAll('.topbar .topnav a.current'), a => a.textContent),
   sidebar: Array.from(document.querySelectorAll('nav.sidebar .nav a'), a => a.getAttribute('href')),
   current: Array.from(document.querySelectorAll('nav.sidebar a.current'), a => a.getAttribute('href')),
   links: Array.from(document.querySelectorAll('a[href]'), a => a.href),
   ids: Array.from(document.querySelectorAll('[id]'), e => e.id),
   errors: document.querySelectorAll('.output_error').length,
   text: document.body.innerText,
-  code: Array.from(document.querySelectorAll('.input_area'), e => e.innerText),
+  code: Array.from(document.querySelectorAll('.input_area'), e => e.textContent),
+  cards: Array.from(document.querySelectorAll('.api-card > .api-title[id]'), e => e.id),
   brokenImages: Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0).length,
   images: document.images.length,
   stylesheet: getComputedStyle(document.querySelector('nav.sidebar')).position,
@@ -102,7 +110,7 @@ _PAGE_FACTS = '''() => ({
 def pages(browser, site_dir, http_url):
     "Load every page over HTTP once; keep what each one showed."
     names = _expected_pages()
-    facts, page = {}, browser.new_page()
+    facts, page = {}, browser.new_page(viewport={'width': 1280, 'height': 800})
     problems = []
     page.on('pageerror', lambda e: problems.append(f'{page.url}: script error {e}'))
     page.on('console', lambda m: m.type == 'error' and problems.append(f'{page.url}: console error {m.text}'))
@@ -136,6 +144,16 @@ def test_console_script(tmp_path):
     assert r.stdout.startswith('wrote 1 page to') and (tmp_path / 'out' / 'index.html').exists()
 
 
+@pytest.mark.parametrize('what', ['site', 'readme', 'sidebar'])
+def test_console_script_outside_a_project(tmp_path, what):
+    "`jsnb-docs` run where there is no project says so on stderr, exits with status 1 and writes nothing."
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get('PYTHONPATH', '')]).rstrip(os.pathsep))
+    r = subprocess.run([sys.executable, '-c', 'import sys; from jsnb.tools.docs import main; sys.exit(main())', what],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and 'no nbdev project' in r.stderr and r.stdout == '', (r.returncode, r.stdout, r.stderr)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_every_page_loads(pages):
     "Each page loads without a script error, a console error or a missing file, and shows the whole sidebar."
     assert not _PROBLEMS, '\n'.join(_PROBLEMS)
@@ -155,22 +173,29 @@ def test_no_cell_error_in_any_output(pages):
 
 
 def test_directives_are_applied(pages):
-    "No `#|` line is shown; the code of `#| export` cells is."
+    "No `#|` line is shown; the code of `#| export` cells is there (folded)."
     for name, f in pages.items():
         for code in f['code']:
             assert not any(l.startswith('#|') for l in code.splitlines()), f'{name}: a directive is shown:\n{code}'
     assert any('def site(' in c for c in pages['docs.html']['code'])     # an `#| export` cell, shown as code
 
 
-def test_every_link_resolves(pages, http_url):
-    "Every link to the site points at a page that exists and, with an anchor, at an element of it."
-    bad = []
+def test_every_link_resolves(pages, http_url, site_dir):
+    "Every link to the site points at a page that exists and, with an anchor, at an element of it (source pages included)."
+    import re
+    bad, sources = [], {}
     for name, f in pages.items():
         for link in f['links']:
             if not link.startswith(http_url): continue       # external sites are not checked (no network here)
             target, _, frag = link[len(http_url):].partition('#')
             target = target or name
-            if target not in pages: bad.append(f'{name} -> {link}: no such page')
+            if target.startswith('src/'):
+                if target not in sources:
+                    p = site_dir / target
+                    sources[target] = set(re.findall(r'id="([^"]+)"', p.read_text())) if p.is_file() else None
+                if sources[target] is None: bad.append(f'{name} -> {link}: no such source page')
+                elif frag and frag not in sources[target]: bad.append(f'{name} -> {link}: no line #{frag}')
+            elif target not in pages: bad.append(f'{name} -> {link}: no such page')
             elif frag and frag not in pages[target]['ids']: bad.append(f'{name} -> {link}: no element #{frag}')
     assert not bad, '\n'.join(bad)
 
@@ -204,3 +229,132 @@ def test_index_screenshot(browser, site_dir, tmp_path):
     assert data[:8] == b'\x89PNG\r\n\x1a\n' and len(data) > 10_000
     width, height = struct.unpack('>II', data[16:24])
     assert width == 1280 and height >= 900
+
+
+def test_titles_and_summaries_are_markdown(pages):
+    "Titles and summaries are rendered as Markdown: no literal backtick is left in them, nor in the sidebar or the pager."
+    bad = [(name, t) for name, f in pages.items() for t in [f['title'], f['summary'], *f['navTitles']] if '`' in t]
+    assert not bad, bad
+    assert any(f['summary'] for f in pages.values())
+
+
+def _too_wide(browser, http_url, width):
+    page, wide = browser.new_page(viewport={'width': width, 'height': 800}), []
+    for name in _expected_pages():
+        page.goto(http_url + name)
+        w = page.evaluate('document.documentElement.scrollWidth')
+        if w > width:
+            culprits = page.evaluate('''(w) => Array.from(document.querySelectorAll('body *'))
+                .filter(e => e.getBoundingClientRect().right > w + 1).slice(0, 3)
+                .map(e => e.tagName.toLowerCase() + '.' + e.className)''', width)
+            wide.append(f'{name}: {w}px wide ({culprits})')
+    page.close()
+    return wide
+
+
+@pytest.mark.parametrize('width', [1280, 390])
+def test_no_page_is_wider_than_the_screen(browser, http_url, pages, width):
+    "On a laptop (1,280 px) and on a phone (390 px), no page scrolls sideways: wide plots, tables and code scroll in their own boxes."
+    assert not _too_wide(browser, http_url, width)
+
+
+def _hidden_code(nb_path):
+    "The code of the cells of a notebook that the page must not show (`#| hide`, `include: false`, `echo: false`)."
+    import json
+    from jsnb.tools.docs import _directives, _keys
+    out = []
+    for c in json.loads(nb_path.read_text())['cells']:
+        if c['cell_type'] != 'code': continue
+        dirs, code = _directives(''.join(c['source']))
+        k = _keys(dirs)
+        if code.strip() and ('hide' in k or k.get('include') == 'false' or k.get('echo') == 'false'): out.append(code.strip())
+    return out
+
+
+def test_no_hidden_cell_appears(pages):
+    "The code of cells marked `#| hide` (or `include: false`, `echo: false`) is on no page."
+    from jsnb.tools.docs import page_names, site_pages
+    nbs = ROOT / 'nbs'
+    names, shown, n = page_names((p for _, p in site_pages(nbs)), nbs), [], 0
+    for key, page in names.items():
+        code = {' '.join(c.split()) for c in pages[page]['code']}
+        for hidden in _hidden_code(nbs / f'{key}.ipynb'):
+            n += 1
+            if ' '.join(hidden.split()) in code: shown.append(f'{page}: {hidden[:80]!r}')
+    assert n > 0 and not shown, shown
+
+
+def test_top_bar_and_table_of_contents(pages):
+    "Every page has the top bar with one link per layer, its own layer marked, and an 'On this page' list of its headings."
+    from jsnb.tools.docs import site_pages
+    sections = list(dict.fromkeys(s for s, _ in site_pages(ROOT / 'nbs') if s))
+    for name, f in pages.items():
+        assert f['topnav'] == sections, f'{name}: the top bar shows {f["topnav"]}'
+        assert len(f['topnavCurrent']) == (name != 'index.html'), f'{name}: {f["topnavCurrent"]} marked as the current section'
+        assert f['toc'] == f['headings'], f'{name}: the table of contents does not list the headings'
+    assert sum(bool(f['toc']) for f in pages.values()) > len(pages) // 2
+
+
+def _search(page, words):
+    page.fill('#search', words)
+    page.wait_for_selector('#search-results:not([hidden])')
+    return [a.get_attribute('href') for a in page.query_selector_all('#search-results a')]
+
+
+def test_search_finds_a_known_term(browser, http_url, site_dir):
+    "The search box finds `up_to_seq` on the Direct Get page and `ClientConn`'s card, over HTTP and from `file://`; Enter opens the first result."
+    for url in (http_url + 'stream.html', (site_dir / 'stream.html').as_uri()):
+        page = browser.new_page()
+        errors = []
+        page.on('pageerror', lambda e: errors.append(str(e)))
+        page.goto(url)
+        hits = _search(page, 'multi_last up_to_seq')
+        assert any(h.startswith('direct_get.html') for h in hits), hits
+        assert _search(page, 'ClientConn')[0] == 'core.html#clientconn'
+        assert _search(page, 'zzzz-no-such-word') == []
+        assert 'Nothing found' in page.inner_text('#search-results')
+        first = _search(page, 'Direct Get')[0]
+        with page.expect_navigation(): page.press('#search', 'Enter')
+        assert page.url.endswith('/' + first), (page.url, first)
+        assert not errors, errors
+        page.close()
+
+
+def test_dark_mode(browser, site_dir):
+    "A reader whose system asks for a dark theme gets light text on a dark page, code included."
+    colours = {}
+    for scheme in ('light', 'dark'):
+        page = browser.new_page(color_scheme=scheme)
+        page.goto((site_dir / 'direct_get.html').as_uri())
+        colours[scheme] = page.evaluate('''() => [getComputedStyle(document.body).backgroundColor,
+                                                   getComputedStyle(document.querySelector('.highlight .kn, .highlight .k')).color]''')
+        page.close()
+    assert colours['light'][0] == 'rgb(255, 255, 255)' and colours['dark'][0] == 'rgb(13, 17, 23)', colours
+    assert colours['light'][1] != colours['dark'][1], colours
+
+
+def _public_api():
+    "(module, name, notebook key) of every function and class in the `__all__` of every module of the package, imported."
+    import importlib, inspect, re
+    out = []
+    for path in sorted((ROOT / 'jsnb').rglob('*.py')):
+        if path.name == '_modidx.py': continue
+        module = '.'.join(path.relative_to(ROOT).with_suffix('').parts).removesuffix('.__init__')
+        m = re.search(r'File to edit: (\S+)\.ipynb\.', path.read_text())
+        if not m: continue
+        key = (path.parent / m[1]).resolve().relative_to(ROOT / 'nbs').as_posix()
+        mod = importlib.import_module(module)
+        for name in getattr(mod, '__all__', []):
+            obj = getattr(mod, name)
+            if inspect.isfunction(obj) or inspect.isclass(obj): out.append((module, name, key))
+    return out
+
+
+def test_every_public_name_has_an_api_card(pages):
+    "Each function and class a module exports (its `__all__`) has a card on the page of the notebook that defines it."
+    from jsnb.tools.docs import page_names, site_pages
+    nbs = ROOT / 'nbs'
+    names = page_names((p for _, p in site_pages(nbs)), nbs)
+    api = _public_api()
+    missing = [f'{module}.{name} on {names[key]}' for module, name, key in api if name.lower() not in pages[names[key]]['cards']]
+    assert len(api) > 200 and not missing, missing

@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse, html, json, os, pathlib, re, shutil, sys
 
 # %% auto #0
-__all__ = ['notebook_markdown', 'readme', 'site_pages', 'sidebar_yml', 'page_name', 'page_names', 'prepare', 'page_html',
-           'stylesheet', 'copy_resources', 'site', 'main']
+__all__ = ['notebook_markdown', 'readme', 'site_pages', 'sidebar_yml', 'page_name', 'page_names', 'prepare', 'toc_html',
+           'page_html', 'stylesheet', 'search_index', 'search_script', 'copy_resources', 'site', 'main']
 
 # %% ../../nbs/6_tools/00_docs.ipynb #9ef2a8e0
 def _directives(src: str) -> tuple[set[str], str]:
@@ -123,6 +123,38 @@ def _keys(dirs: set[str]) -> dict[str, str]:
         out[k.strip()] = v.strip()
     return out
 
+# %% ../../nbs/6_tools/00_docs.ipynb #5e9d2a71
+_SHOW_DOC = re.compile(r'^show_doc\(\s*([A-Za-z_][\w.]*)', re.M)
+
+def _show_doc_names(code: str) -> list[str]:
+    "The names a `show_doc` cell documents (`show_doc(Stream.start)` -> `['Stream.start']`); [] for any other cell."
+    lines = [l for l in code.splitlines() if l.strip() and not l.startswith('#')]
+    return [m[1] for l in lines if (m := _SHOW_DOC.match(l))] if lines and all(_SHOW_DOC.match(l) for l in lines) else []
+
+def _defined(code: str) -> list[str]:
+    "The names a cell defines at its top level, in order ('imports' for a cell of imports only)."
+    import ast
+    try: tree = ast.parse(code)
+    except SyntaxError: return []
+    out = []
+    for n in tree.body:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)): out.append(n.name)
+        elif isinstance(n, (ast.Assign, ast.AnnAssign)):
+            out += [t.id for tg in (n.targets if isinstance(n, ast.Assign) else [n.target]) for t in ast.walk(tg) if isinstance(t, ast.Name)]
+    imports = lambda n: isinstance(n, (ast.Import, ast.ImportFrom)) or isinstance(n, ast.If) and all(map(imports, n.body + n.orelse))
+    if not out and tree.body and all(map(imports, tree.body)): return ['imports']
+    return list(dict.fromkeys(out))
+
+def _folded(code: str, open_: bool = False) -> str:
+    "A cell's code, highlighted as nbconvert does, folded under a line naming what it defines."
+    from pygments import highlight
+    from pygments.lexers import PythonLexer
+    from pygments.formatters import HtmlFormatter
+    names = _defined(code)
+    label = ', '.join(f'<code>{html.escape(n)}</code>' if n != 'imports' else n for n in names[:6]) + (', …' if len(names) > 6 else '')
+    return (f'<details class="cell source-fold"{" open" if open_ else ""}><summary>source{": " + label if label else ""}</summary>\n'
+            f'<div class="input_area">{highlight(code, PythonLexer(), HtmlFormatter(cssclass="highlight hl-ipython3"))}</div>\n</details>')
+
 # %% ../../nbs/6_tools/00_docs.ipynb #b383dd2f
 def _title(cells: list) -> tuple[str, str]:
     "Take `# Title` and `> summary` out of the first markdown cell; returns (title, summary)."
@@ -137,23 +169,32 @@ def _title(cells: list) -> tuple[str, str]:
         return title, summary
     return '', ''
 
-def prepare(nb, pages: dict[str, str] | None = None, here: str = ''):
-    "Apply nbdev's directives to a notebook in folder `here` (a copy is returned) and take out its title: (nb, title, summary)."
-    import copy
-    nb = copy.deepcopy(nb)
+def prepare(nb, pages: dict[str, str] | None = None, here: str = '', cards: dict[str, list[tuple[str, str]]] | None = None):
+    """Apply nbdev's directives to a notebook in folder `here` (a copy is returned) and take out its title: (nb, title, summary).
+    `cards` maps a cell id to the (name, HTML) API cards of what that cell exports."""
+    import copy, nbformat
+    nb, cards = copy.deepcopy(nb), cards or {}
+    by_name = {n: h for cs in cards.values() for n, h in cs}
+    shown = {n for c in nb.cells if c.cell_type == 'code' for n in _show_doc_names(_directives(c.source)[1])}
     cells = []
     for c in nb.cells:
-        if c.cell_type == 'markdown': c.source = _rewrite_links(c.source, pages, here)
+        after = [h for n, h in cards.get(c.get('id'), []) if n not in shown]
+        if c.cell_type == 'markdown':
+            c.source = _rewrite_links(c.source, pages, here); cells.append(c)
         elif c.cell_type == 'code':
             dirs, code = _directives(c.source)
             k = _keys(dirs)
-            if 'hide' in k or k.get('include') == 'false': continue
-            c.source = code
-            if k.get('output') == 'false': c.outputs = []
-            if k.get('echo') == 'false': c.source = ''
-            if not c.source and not c.outputs: continue
-        else: continue
-        cells.append(c)
+            if names := _show_doc_names(code): after = [by_name[n] for n in names if n in by_name] + after
+            elif 'hide' in k or k.get('include') == 'false': pass
+            elif ({'export', 'exporti'} & k.keys() and k.get('code-fold', 'true') != 'false' and not c.outputs
+                  and k.get('echo') != 'false'):
+                cells.append(nbformat.v4.new_raw_cell(_folded(code, k.get('code-fold') == 'show')))
+            else:
+                c.source = code
+                if k.get('output') == 'false' or k.get('eval') == 'false': c.outputs = []
+                if k.get('echo') == 'false': c.source = ''
+                if c.source or c.outputs: cells.append(c)
+        cells += [nbformat.v4.new_raw_cell(h) for h in after]
     nb.cells = cells
     title, summary = _title(nb.cells)
     nb.cells = [c for c in nb.cells if c.source or c.cell_type == 'code']
@@ -164,6 +205,25 @@ def _slug(s: str) -> str:
     "A heading id as Quarto makes them: lowercase, spaces to dashes, punctuation dropped."
     return re.sub(r'[^\w\-.]', '', html.unescape(s).strip().lower().replace(' ', '-'))
 
+def _markdown():
+    import mistune
+    global _MD
+    if '_MD' not in globals(): _MD = mistune.create_markdown(escape=False)
+    return _MD
+
+def _inline_md(s: str) -> str:
+    "Markdown of one line (a title, a summary) as inline HTML: `x` becomes <code>x</code>."
+    out = _markdown()(s).strip()
+    return out[3:-4] if out.startswith('<p>') and out.endswith('</p>') and out.count('<p>') == 1 else out
+
+def _text(h: str) -> str:
+    "The plain text of an HTML fragment."
+    return html.unescape(re.sub(r'<[^>]+>', '', h))
+
+def _wrap_tables(body: str) -> str:
+    "Put every table in a box of its own that scrolls sideways when the table is wider than the page."
+    return re.sub(r'</table>', '</table></div>', re.sub(r'<table\b', '<div class="table-wrap"><table', body))
+
 def _quarto_ids(body: str) -> str:
     "Rewrite nbconvert's heading ids (and their anchor links) to Quarto's slugs."
     ids = {m[1]: _slug(m[1]) for m in re.finditer(r'<h[1-6] id="([^"]+)"', body)}
@@ -171,19 +231,31 @@ def _quarto_ids(body: str) -> str:
     return re.sub(r'(class="anchor-link" href="#)([^"]+)(")', lambda m: m[1] + ids.get(m[2], m[2]) + m[3], body)
 
 # %% ../../nbs/6_tools/00_docs.ipynb #b5ece807
-_PAGE = '''<!doctype html>
+_PAGE = """<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark">
 <title>{doc_title}</title>
 <meta name="description" content="{summary}">
 <link rel="stylesheet" href="jsnb.css">
 <link rel="icon" href="data:,">
+<script src="jsnb.js" defer></script>
 </head>
 <body>
-<nav class="sidebar" aria-label="Pages">
+<header class="topbar">
+<button class="menu" type="button" aria-label="Show the pages" aria-controls="sidebar" aria-expanded="false">☰</button>
 <a class="site-title" href="index.html">{site}</a>
+<nav class="topnav" aria-label="Sections">
+{topnav}
+</nav>
+<div class="search" role="search">
+<input id="search" type="search" placeholder="Search" aria-label="Search the documentation" autocomplete="off" spellcheck="false">
+<div id="search-results" class="search-results" hidden></div>
+</div>
+</header>
+<nav class="sidebar" id="sidebar" aria-label="Pages">
 {sidebar}
 </nav>
 <main class="page">
@@ -191,6 +263,7 @@ _PAGE = '''<!doctype html>
 <h1 class="title">{title}</h1>
 {summary_html}
 </header>
+{toc}
 <div class="notebook">
 {body}
 </div>
@@ -200,7 +273,7 @@ _PAGE = '''<!doctype html>
 </main>
 </body>
 </html>
-'''
+"""
 
 def _sidebar_html(pages: list[tuple[str, str, str]], current: str) -> str:
     "The sidebar: (section, file, title) entries grouped by section, the current page marked."
@@ -211,39 +284,103 @@ def _sidebar_html(pages: list[tuple[str, str, str]], current: str) -> str:
             if sec: out.append(f'<li class="nav-section"><span>{html.escape(sec)}</span><ul>')
             section = sec
         cur = ' class="current" aria-current="page"' if f == current else ''
-        out.append(f'<li><a href="{f}"{cur}>{html.escape(t)}</a></li>')
+        out.append(f'<li><a href="{f}"{cur}>{_inline_md(t)}</a></li>')
     if section: out.append('</ul></li>')
     return '\n'.join(out + ['</ul>'])
 
+def _topnav_html(pages: list[tuple[str, str, str]], current: str) -> str:
+    "The top bar's links: one per section (a layer of the package), to its first page; the current page's section marked."
+    here = next((sec for sec, f, _ in pages if f == current), None)
+    firsts = {}
+    for sec, f, _ in pages:
+        if sec: firsts.setdefault(sec, f)
+    cur = ' class="current"'
+    return '\n'.join(f'<a href="{f}"{cur if sec == here else ""}>{html.escape(sec)}</a>' for sec, f in firsts.items())
+
+# %% ../../nbs/6_tools/00_docs.ipynb #7d3e52a0
+_HEADING = re.compile(r'<h([23]) id="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
+
+def toc_html(body: str) -> str:
+    "The 'On this page' table of contents of a rendered page: its h2 and h3 headings ('' if it has none)."
+    items = []
+    for m in _HEADING.finditer(body):
+        inner = re.sub(r'<a class="anchor-link".*?</a>', '', m[3], flags=re.S).strip()
+        items.append(f'<li class="toc-h{m[1]}"><a href="#{m[2]}">{inner}</a></li>')
+    if not items: return ''
+    return ('<details class="toc" open>\n<summary>On this page</summary>\n<nav aria-label="On this page"><ul>\n'
+            + '\n'.join(items) + '\n</ul></nav>\n</details>')
+
+# %% ../../nbs/6_tools/00_docs.ipynb #e8c4f2d7
 def page_html(body: str, title: str, summary: str, pages: list[tuple[str, str, str]], i: int, site: str = 'jsnb') -> str:
     "Page `i` of `pages` ((section, file, title) triples) around a rendered notebook `body`."
     prev, nxt = (pages[i - 1] if i > 0 else None), (pages[i + 1] if i + 1 < len(pages) else None)
-    pager = ''.join([f'<a class="prev" rel="prev" href="{prev[1]}">← {html.escape(prev[2])}</a>' if prev else '<span></span>',
-                     f'<a class="next" rel="next" href="{nxt[1]}">{html.escape(nxt[2])} →</a>' if nxt else '<span></span>'])
-    return _PAGE.format(doc_title=html.escape(title if title == site else f'{title} – {site}'), summary=html.escape(summary, quote=True),
-                        site=html.escape(site), sidebar=_sidebar_html(pages, pages[i][1]), title=html.escape(title),
-                        summary_html=f'<p class="summary">{html.escape(summary)}</p>' if summary else '',
-                        body=body, pager=pager)
+    pager = ''.join([f'<a class="prev" rel="prev" href="{prev[1]}">← {_inline_md(prev[2])}</a>' if prev else '<span></span>',
+                     f'<a class="next" rel="next" href="{nxt[1]}">{_inline_md(nxt[2])} →</a>' if nxt else '<span></span>'])
+    title_h, summary_h = _inline_md(title), _inline_md(summary)
+    plain = _text(title_h)
+    return _PAGE.format(doc_title=html.escape(plain if plain == site else f'{plain} – {site}'),
+                        summary=html.escape(_text(summary_h), quote=True), site=html.escape(site),
+                        topnav=_topnav_html(pages, pages[i][1]), sidebar=_sidebar_html(pages, pages[i][1]), title=title_h,
+                        summary_html=f'<p class="summary">{summary_h}</p>' if summary else '', toc=toc_html(body),
+                        body=_wrap_tables(body), pager=pager)
 
 # %% ../../nbs/6_tools/00_docs.ipynb #6e055d6b
 _CSS = '''
-:root { --fg: #1f2328; --muted: #59636e; --line: #d1d9e0; --code-bg: #f6f8fa; --accent: #0b5cad; --side: 17rem; }
+:root { --bg: #fff; --fg: #1f2328; --muted: #59636e; --line: #d1d9e0; --code-bg: #f6f8fa; --accent: #0b5cad;
+        --side-bg: #fbfcfd; --current-bg: #e7f0fa; --stderr-bg: #fff8e6; --error-bg: #ffebe9; --mark: #fff1a8;
+        --side: 16rem; --toc: 13rem; --top: 3.25rem; color-scheme: light; }
+@media (prefers-color-scheme: dark) {
+  :root { --bg: #0d1117; --fg: #e6edf3; --muted: #9198a1; --line: #30363d; --code-bg: #161b22; --accent: #58a6ff;
+          --side-bg: #010409; --current-bg: #15273d; --stderr-bg: #2a2212; --error-bg: #3a1618; --mark: #5c4b00; color-scheme: dark; }
+}
 * { box-sizing: border-box; }
-html { font-size: 16px; }
-body { margin: 0; color: var(--fg); font: 1rem/1.55 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
+html { font-size: 16px; scroll-padding-top: calc(var(--top) + .5rem); }
+body { margin: 0; color: var(--fg); background: var(--bg); font: 1rem/1.55 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
 a { color: var(--accent); text-decoration: none; } a:hover { text-decoration: underline; }
-.sidebar { position: fixed; top: 0; bottom: 0; left: 0; width: var(--side); overflow-y: auto; padding: 1.2rem 1rem;
-           border-right: 1px solid var(--line); background: #fbfcfd; font-size: .9rem; }
-.site-title { display: block; font-size: 1.4rem; font-weight: 700; margin-bottom: .8rem; color: var(--fg); }
+.topbar { position: sticky; top: 0; z-index: 20; display: flex; align-items: center; gap: 1rem; height: var(--top);
+          padding: 0 1rem; background: var(--bg); border-bottom: 1px solid var(--line); }
+.site-title { font-size: 1.3rem; font-weight: 700; color: var(--fg); }
+.topnav { display: flex; gap: .2rem; flex: 1; min-width: 0; overflow-x: auto; white-space: nowrap; scrollbar-width: none; }
+.topnav a { padding: .3rem .55rem; border-radius: 4px; color: var(--muted); font-size: .92rem; }
+.topnav a.current { color: var(--accent); background: var(--current-bg); }
+.menu { display: none; font-size: 1.3rem; background: none; border: 0; color: var(--fg); cursor: pointer; padding: .2rem .4rem; }
+.search { position: relative; flex: 0 1 16rem; min-width: 6rem; }
+.search input { width: 100%; padding: .35rem .6rem; font: inherit; font-size: .92rem; color: var(--fg); background: var(--code-bg);
+                border: 1px solid var(--line); border-radius: 6px; }
+.search-results { position: absolute; right: 0; top: calc(100% + .3rem); width: min(30rem, calc(100vw - 1rem)); max-height: 70vh;
+                  overflow-y: auto; background: var(--bg); border: 1px solid var(--line); border-radius: 6px;
+                  box-shadow: 0 8px 24px rgba(0,0,0,.18); font-size: .9rem; }
+.search-results a { display: block; padding: .45rem .7rem; color: var(--fg); border-bottom: 1px solid var(--line); }
+.search-results a:hover, .search-results a:focus { background: var(--current-bg); text-decoration: none; }
+.search-results .where { display: block; font-weight: 600; color: var(--accent); }
+.search-results .snippet { display: block; color: var(--muted); overflow-wrap: anywhere; }
+.search-results p { margin: 0; padding: .6rem .7rem; color: var(--muted); }
+mark { background: var(--mark); color: inherit; }
+.sidebar { position: fixed; top: var(--top); bottom: 0; left: 0; width: var(--side); overflow-y: auto; padding: 1rem;
+           border-right: 1px solid var(--line); background: var(--side-bg); font-size: .9rem; z-index: 10; }
 .nav, .nav ul { list-style: none; margin: 0; padding: 0; }
 .nav-section > span { display: block; margin: .9rem 0 .2rem; font-weight: 600; color: var(--muted); text-transform: uppercase;
                       font-size: .75rem; letter-spacing: .04em; }
 .nav a { display: block; padding: .15rem .5rem; border-radius: 4px; color: var(--fg); }
-.nav a.current { background: #e7f0fa; color: var(--accent); font-weight: 600; }
-.page { margin-left: var(--side); padding: 1.5rem 2.5rem 3rem; max-width: calc(var(--side) + 60rem); }
-.page-header .title { margin: .2rem 0 .3rem; font-size: 2.1rem; }
+.nav a.current { background: var(--current-bg); color: var(--accent); font-weight: 600; }
+.page { margin-left: var(--side); padding: 1.5rem 2rem 3rem; max-width: calc(var(--side) + 58rem); min-width: 0; overflow-wrap: break-word; }
+.notebook img, .notebook svg, .notebook video, .notebook iframe { max-width: 100%; height: auto; }
+.table-wrap { max-width: 100%; overflow-x: auto; margin: .8rem 0; }
+.table-wrap > table { margin: 0; }
+.page-header .title { margin: .2rem 0 .3rem; font-size: 2.1rem; line-height: 1.25; }
 .page-header .summary { margin: 0 0 1.5rem; font-size: 1.15rem; color: var(--muted); }
-h2, h3, h4 { margin: 1.8rem 0 .6rem; } h2 { border-bottom: 1px solid var(--line); padding-bottom: .2rem; }
+.toc { font-size: .88rem; margin: 0 0 1.5rem; border: 1px solid var(--line); border-radius: 6px; padding: .5rem .8rem; }
+.toc summary { cursor: pointer; font-weight: 600; color: var(--muted); }
+.toc ul { list-style: none; margin: .4rem 0 0; padding: 0; }
+.toc li { margin: .15rem 0; } .toc .toc-h3 { padding-left: .9rem; }
+.toc a { color: var(--fg); } .toc a:hover { color: var(--accent); }
+@media (min-width: 1200px) {
+  .page { margin-right: var(--toc); }
+  .toc { position: fixed; top: calc(var(--top) + 1.5rem); right: 0; width: var(--toc); max-height: calc(100vh - var(--top) - 3rem);
+         overflow-y: auto; border: 0; border-left: 1px solid var(--line); border-radius: 0; padding: 0 .8rem; margin: 0; }
+  .toc summary { pointer-events: none; list-style: none; } .toc summary::-webkit-details-marker { display: none; }
+}
+h2, h3, h4 { margin: 1.8rem 0 .6rem; line-height: 1.3; } h2 { border-bottom: 1px solid var(--line); padding-bottom: .2rem; }
 .anchor-link { visibility: hidden; margin-left: .3rem; font-size: .8em; }
 h1:hover .anchor-link, h2:hover .anchor-link, h3:hover .anchor-link, h4:hover .anchor-link { visibility: visible; }
 code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .86rem; }
@@ -255,28 +392,159 @@ th, td { border: 1px solid var(--line); padding: .3rem .6rem; text-align: left; 
 thead th { background: var(--code-bg); }
 .cell { margin: 0 0 1rem; }
 .code_cell .input_area { background: var(--code-bg); border: 1px solid var(--line); border-radius: 6px; }
+.highlight { background: transparent; }
 .text_cell_render pre { background: var(--code-bg); border: 1px solid var(--line); border-radius: 6px; margin: .8rem 0; }
 .output_wrapper { margin-top: .25rem; }
 .output_area { border-left: 3px solid var(--line); margin: .25rem 0 0 .2rem; }
 .output_area pre { padding: .4rem .8rem; white-space: pre-wrap; word-break: break-word; }
-.output_stderr pre { background: #fff8e6; }
-.output_error pre { background: #ffebe9; }
+.output_stderr pre { background: var(--stderr-bg); }
+.output_error pre { background: var(--error-bg); }
 .output_html { padding: .3rem .8rem; overflow-x: auto; }
 .output_html table.dataframe { font-variant-numeric: tabular-nums; }
 .output_png img, .output_jpeg img, .output_svg svg { max-width: 100%; height: auto; }
 .pager { display: flex; justify-content: space-between; gap: 1rem; margin-top: 3rem; padding-top: 1rem; border-top: 1px solid var(--line); }
+.source-fold { margin: 0 0 .6rem; }
+.source-fold > summary { cursor: pointer; color: var(--muted); font-size: .85rem; padding: .1rem 0; }
+.source-fold > summary code { font-size: .8rem; }
+.source-fold .input_area { background: var(--code-bg); border: 1px solid var(--line); border-radius: 6px; margin-top: .3rem; }
+.api-card { border: 1px solid var(--line); border-left: 4px solid var(--accent); border-radius: 6px; padding: .6rem .9rem;
+            margin: 0 0 1.2rem; min-width: 0; }
+.api-title { display: flex; flex-wrap: wrap; align-items: baseline; gap: .2rem .5rem; margin: 0 0 .4rem; font-size: 1rem; }
+.api-title > code { font-size: 1rem; font-weight: 700; background: none; padding: 0; overflow-wrap: anywhere; }
+.api-kind { font-size: .72rem; font-weight: 600; text-transform: uppercase; letter-spacing: .04em; color: var(--muted); }
+.api-bases { font-weight: 400; font-size: .88rem; color: var(--muted); overflow-wrap: anywhere; }
+.api-source { margin-left: auto; font-size: .8rem; font-weight: 400; }
+.api-sig { background: var(--code-bg); border-radius: 4px; margin: .2rem 0 .5rem; padding: .45rem .7rem; }
+.api-doc p { margin: .3rem 0; }
+.api-card table { font-size: .86rem; }
+.api-members { margin: .6rem 0 0; font-size: .9rem; }
+.api-members dt { display: flex; gap: .6rem; align-items: baseline; margin-top: .45rem; }
+.api-members dt code { overflow-wrap: anywhere; min-width: 0; }
+.api-members dd { margin: .1rem 0 0 1.2rem; color: var(--muted); } .api-members dd p { margin: 0; }
+.source-page .source { padding: 1rem 1.5rem 3rem; max-width: 70rem; }
+.source-page .title { font-size: 1.4rem; } .source-page .summary { color: var(--muted); }
+.source .highlight pre { background: var(--code-bg); border: 1px solid var(--line); border-radius: 6px; }
+.source .linenos { display: inline-block; width: 4.5ch; margin-right: 1ch; text-align: right; color: var(--muted); user-select: none; }
+.source span[id^="L-"]:target { background: var(--mark); }
 @media (max-width: 900px) {
-  .sidebar { position: static; width: auto; border-right: 0; border-bottom: 1px solid var(--line); }
+  .topbar { height: auto; flex-wrap: wrap; row-gap: .2rem; padding: .4rem .6rem; }
+  .menu { display: block; }
+  .site-title { flex: 1; }
+  .topnav { order: 3; flex: 0 0 100%; }
+  .sidebar { display: none; top: 0; width: min(20rem, 85vw); box-shadow: 0 0 24px rgba(0,0,0,.25); z-index: 30; }
+  body.nav-open .sidebar { display: block; }
   .page { margin-left: 0; padding: 1rem; }
 }
 '''
 
 def stylesheet(nbs: str | pathlib.Path) -> str:
-    "The site's stylesheet: layout, Pygments colours, then `nbs/styles.css`."
+    "The site's stylesheet: layout, Pygments colours (light, and dark where the reader asks for it), then `nbs/styles.css`."
     from pygments.formatters import HtmlFormatter
     extra = pathlib.Path(nbs) / 'styles.css'
-    return '\n'.join([_CSS.strip(), HtmlFormatter(style='default').get_style_defs('.highlight'),
+    dark = HtmlFormatter(style='github-dark').get_style_defs('.highlight')
+    return '\n'.join([HtmlFormatter(style='default').get_style_defs('.highlight'),
+                      '@media (prefers-color-scheme: dark) {\n' + dark + '\n}', _CSS.strip(),
                       extra.read_text() if extra.exists() else ''])
+
+# %% ../../nbs/6_tools/00_docs.ipynb #2c5e8a4b
+from html.parser import HTMLParser
+
+class _Sections(HTMLParser):
+    "Collects the prose of a rendered page, cut at its headings: [(id, heading, text)]."
+    _SKIP = ('input_area', 'output_wrapper', 'anchor-link', 'api-source')
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.out, self.stack, self.skip, self.head = [['', '', []]], [], 0, None
+    def handle_starttag(self, tag, attrs):
+        if tag in ('br', 'img', 'hr', 'input', 'meta', 'link', 'source', 'wbr'): return
+        a = dict(attrs)
+        skip = tag in ('script', 'style') or any(c in (a.get('class') or '').split() for c in self._SKIP)
+        self.stack.append((tag, skip)); self.skip += skip
+        if re.fullmatch(r'h[1-4]', tag) and a.get('id') and not self.skip: self.out.append([a['id'], '', []]); self.head = tag
+    def handle_endtag(self, tag):
+        while self.stack:
+            t, skip = self.stack.pop(); self.skip -= skip
+            if t == tag: break
+        if tag == self.head: self.head = None
+    def handle_data(self, data):
+        if self.skip: return
+        if self.head: self.out[-1][1] += data
+        else: self.out[-1][2].append(data)
+
+_CODE = re.compile(r'<div class="highlight[^"]*"><pre>.*?</pre></div>|(?<=src=")data:[^"]*', re.S)
+
+def _sections(body: str) -> list[tuple[str, str, str]]:
+    "The (heading id, heading, prose) pieces of a rendered page; the first has no heading."
+    p = _Sections(); p.feed(_CODE.sub('', body)); p.close()     # highlighted code and embedded images cut first: faster
+    return [(i, ' '.join(h.split()), ' '.join(' '.join(t).split())) for i, h, t in p.out if h.strip() or ''.join(t).strip()]
+
+def search_index(pages: list[tuple[str, str, str]]) -> list[dict]:
+    "Entries to search for (file, title, rendered body) pages: `u` where to go, `p` page title, `s` section heading, `t` its prose."
+    return [{'u': f + (f'#{i}' if i else ''), 'p': title, 's': head, 't': text}
+            for f, title, body in pages for i, head, text in _sections(body)]
+
+# %% ../../nbs/6_tools/00_docs.ipynb #4b8f1a2d
+_SCRIPT = r"""(() => {
+  const $ = s => document.querySelector(s);
+  const menu = $('.topbar .menu');
+  menu?.addEventListener('click', () => menu.setAttribute('aria-expanded', document.body.classList.toggle('nav-open')));
+  const toc = $('details.toc');
+  if (toc && matchMedia('(max-width: 1199px)').matches) toc.open = false;
+  const box = $('#search'), out = $('#search-results');
+  if (!box) return;
+  let loading = null;
+  const load = () => loading ||= new Promise((ok, fail) => {
+    const s = document.createElement('script');
+    s.src = 'search-index.js'; s.onload = () => ok(window.JSNB_SEARCH || []); s.onerror = fail;
+    document.head.append(s);
+  });
+  const esc = s => s.replace(/[&<>"]/g, c => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'}[c]));
+  const snippet = (t, words) => {
+    const low = t.toLowerCase(), i = Math.max(0, low.indexOf(words[0]));
+    let s = esc((i > 60 ? '…' : '') + t.slice(Math.max(0, i - 60), i + 140) + (i + 140 < t.length ? '…' : ''));
+    for (const w of words) s = s.replace(new RegExp(esc(w).replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), 'gi'), m => `<mark>${m}</mark>`);
+    return s;
+  };
+  const find = (index, q) => {
+    const words = q.toLowerCase().split(/\s+/).filter(Boolean), hits = [];
+    if (!words.length) return [words, hits];
+    for (const e of index) {
+      const head = (e.p + ' ' + e.s).toLowerCase(), text = e.t.toLowerCase(), names = head.split(/\s+/);
+      let score = 0;
+      for (const w of words) {
+        if (names.includes(w)) score += 20; else if (head.includes(w)) score += 10; else if (text.includes(w)) score += 1;
+        else { score = 0; break; }
+      }
+      if (score) hits.push([score, e]);
+    }
+    return [words, hits.sort((a, b) => b[0] - a[0]).slice(0, 25).map(h => h[1])];
+  };
+  const show = async () => {
+    const q = box.value.trim();
+    if (!q) { out.hidden = true; out.innerHTML = ''; return; }
+    const [words, hits] = find(await load(), q);
+    if (box.value.trim() !== q) return;
+    out.innerHTML = hits.length ? hits.map(e => `<a href="${esc(e.u)}"><span class="where">${esc(e.p)}${e.s ? ' › ' + esc(e.s) : ''}</span>`
+                                       + `<span class="snippet">${snippet(e.t, words)}</span></a>`).join('')
+                                : `<p>Nothing found for “${esc(q)}”.</p>`;
+    out.hidden = false;
+  };
+  box.addEventListener('focus', load);
+  box.addEventListener('input', show);
+  box.addEventListener('keydown', e => {
+    if (e.key === 'Enter') { const a = out.querySelector('a'); if (a) location.href = a.href; }
+    if (e.key === 'Escape') { out.hidden = true; box.blur(); }
+  });
+  document.addEventListener('keydown', e => {
+    if (e.key === '/' && !/^(INPUT|TEXTAREA)$/.test(document.activeElement.tagName)) { e.preventDefault(); box.focus(); }
+  });
+  document.addEventListener('click', e => { if (!e.target.closest('.search')) out.hidden = true; });
+})();
+"""
+
+def search_script(entries: list[dict]) -> str:
+    "`search-index.js`: the index as one JSON array, assigned to `window.JSNB_SEARCH`."
+    return 'window.JSNB_SEARCH = ' + json.dumps(entries, ensure_ascii=False, separators=(',', ':')) + ';\n'
 
 # %% ../../nbs/6_tools/00_docs.ipynb #bde332fa
 _LOCAL_REF = re.compile(r'''((?:src|href)=["'])(?![a-z][a-z0-9+.-]*:|/|#)([^"'#?]+)(?=["'#?])''', re.I)
@@ -300,31 +568,61 @@ def _trusted(html: str | bytes) -> str:
     "The project's own notebooks need no sanitizing (nbconvert's sanitizer is for notebooks from strangers, and slow)."
     return html.decode() if isinstance(html, bytes) else str(html)
 
+def _exporter():
+    "nbconvert's HTML exporter with the `basic` template, without its last pass through BeautifulSoup."
+    from nbconvert import HTMLExporter
+    from nbconvert.exporters.templateexporter import TemplateExporter
+    from nbconvert.filters.highlight import Highlight2HTML
+    from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+    class Exporter(HTMLExporter):
+        # HTMLExporter re-parses every page it makes with BeautifulSoup, to give images an alt text and JupyterLab's
+        # cells (which the basic template does not make) a tab stop; that took more than half the time of a site.
+        def from_notebook_node(self, nb, resources=None, **kw):
+            info = nb.metadata.get('language_info', {})
+            resources = self._init_resources(resources)
+            self.register_filter('highlight_code', self.filters.get(
+                'highlight_code', Highlight2HTML(pygments_lexer=info.get('pygments_lexer', info.get('name')), parent=self)))
+            self.register_filter('filter_data_type', WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata, parent=self, resources=resources))
+            body, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
+            return re.sub(r'<img (?![^>]*\balt=)', '<img alt="An output of the notebook" ', body), resources
+    return Exporter(template_name='basic', exclude_input_prompt=True, exclude_output_prompt=True, filters={'clean_html': _trusted})
+
 def site(root: str | pathlib.Path = '.', out: str | pathlib.Path | None = None) -> list[pathlib.Path]:
     "Render the notebooks of `root/nbs` into a static HTML site in `out` (default `root/_docs`)."
     import nbformat
-    from nbconvert import HTMLExporter
     root = pathlib.Path(root)
     nbs, out = root / 'nbs', pathlib.Path(out) if out else root / '_docs'
     if not (nbs / 'index.ipynb').is_file(): raise FileNotFoundError(f'no nbdev project at {root.resolve()}: {nbs / "index.ipynb"} is missing')
     out.mkdir(parents=True, exist_ok=True)
-    exporter = HTMLExporter(template_name='basic', exclude_input_prompt=True, exclude_output_prompt=True,
-                            filters={'clean_html': _trusted})
+    exporter = _exporter()
+    from jsnb.tools.apicards import package_api, card_html, source_page
+    apis, cards = package_api(root), {}
+    for a in apis: cards.setdefault(a.where[0], {}).setdefault(a.where[1], []).append((a.name, card_html(a, f'src/{a.module}.html')))
     found = site_pages(nbs)
     names, prepared = page_names((p for _, p in found), nbs), []
     for section, path in found:
         rel = path.relative_to(nbs)
-        here = '' if len(rel.parts) == 1 else rel.parent.as_posix()
-        nb, title, summary = prepare(nbformat.read(path, as_version=4), names, here)
-        prepared.append((section, names[rel.with_suffix('').as_posix()], title or path.stem, summary, nb, here))
+        here, key = ('' if len(rel.parts) == 1 else rel.parent.as_posix()), rel.with_suffix('').as_posix()
+        nb, title, summary = prepare(nbformat.read(path, as_version=4), names, here, cards.get(key))
+        prepared.append((section, names[key], title or path.stem, summary, nb, here))
     pages = [(s, f, t) for s, f, t, _, _, _ in prepared]
-    written = []
+    written, searched = [], []
     for i, (_, fname, title, summary, nb, here) in enumerate(prepared):
         body, _ = exporter.from_notebook_node(nb)
         body, _ = copy_resources(body, nbs, out, here)
-        (out / fname).write_text(page_html(_quarto_ids(body), title, summary, pages, i), encoding='utf-8')
+        body = _quarto_ids(body)
+        (out / fname).write_text(page_html(body, title, summary, pages, i), encoding='utf-8')
+        searched.append((fname, _text(_inline_md(title)), f'<p>{_inline_md(summary)}</p>{body}'))
         written.append(out / fname)
     (out / 'jsnb.css').write_text(stylesheet(nbs), encoding='utf-8')
+    (out / 'jsnb.js').write_text(_SCRIPT, encoding='utf-8')
+    (out / 'search-index.js').write_text(search_script(search_index(searched)), encoding='utf-8')
+    titles = {f: _text(_inline_md(t)) for _, f, t in pages}
+    modules = {a.module: (a.path, names.get(a.where[0])) for a in reversed(apis)}
+    if modules: (out / 'src').mkdir(exist_ok=True)
+    for module, (path, page) in modules.items():
+        (out / 'src' / f'{module}.html').write_text(source_page(root / path, path, module, (page, titles[page]) if page else None),
+                                                    encoding='utf-8')
     return written
 
 # %% ../../nbs/6_tools/00_docs.ipynb #0a71e504
