@@ -176,18 +176,24 @@ def main(argv: list[str] | None = None) -> int:
 
 # %% ../nbs/5_app/01_cli.ipynb #b37dae23
 _COMMANDS = {'serve': 'run a server (the flags of jsnb-server)', 'cluster': 'run a local cluster of servers',
-             'bench': 'benchmark a server, or jsnb against nats-server'}
+             'bench': 'benchmark a server, or jsnb against nats-server',
+             'stream': 'back up or restore one stream (stream backup STREAM DIR, stream restore DIR)',
+             'backup': 'back up every stream with its consumers (backup --all DIR)',
+             'restore': 'restore a backup --all directory (restore --all DIR)'}
 
 def jsnb_main(argv: list[str] | None = None) -> int:
-    "Entry point of `jsnb`: `jsnb serve ...`, `jsnb bench ...`."
+    "Entry point of `jsnb`: `jsnb serve ...`, `jsnb bench ...`, `jsnb stream backup ...`."
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ('-h', '--help') or argv[0] not in _COMMANDS:
         out = sys.stdout if argv and argv[0] in ('-h', '--help') else sys.stderr
         if argv and argv[0] not in ('-h', '--help'): print(f'jsnb: unknown command {argv[0]!r}', file=out)
-        print('usage: jsnb {serve,cluster,bench} ...\n' + '\n'.join(f'  {k:<8}{v}' for k, v in _COMMANDS.items()), file=out)
+        print('usage: jsnb {' + ','.join(_COMMANDS) + '} ...\n' + '\n'.join(f'  {k:<8}{v}' for k, v in _COMMANDS.items()), file=out)
         return 0 if out is sys.stdout else 2
     if argv[0] == 'serve': return main(argv[1:])
     if argv[0] == 'cluster': return cluster_main(argv[1:])
+    if argv[0] in ('stream', 'backup', 'restore'):
+        from jsnb.clients import backup
+        return {'stream': backup.stream_main, 'backup': backup.backup_main, 'restore': backup.restore_main}[argv[0]](argv[1:])
     from jsnb.bench.compare import main as bench_main
     return bench_main(argv[1:])
 
