@@ -328,7 +328,11 @@ async def test_chained_and_unfiltered_sources(start_server):
         await asyncio.sleep(0.5)
         for st in ('A', 'T'):
             stt = await state(nc, st); out.append(stt)
-            for subj in sorted(stt['subjects'] or {}): out.append(await get(nc, st, last_by_subj=subj))
+            for subj in sorted(stt['subjects'] or {}):
+                m = await get(nc, st, last_by_subj=subj)
+                # T's two sources copy independently: which one lands first (and so the sequence a subject's
+                # last message gets) is a race on both servers; the subject, total and headers are not.
+                out.append(m[1:] if st == 'T' and isinstance(m, tuple) else m)
         await nc.close()
         return out
     same(await both(start_server, scenario))
