@@ -362,6 +362,14 @@ def take_dirty(self: Core) -> list[ClientConn]:
     d, self.dirty = self.dirty, []
     return d
 
+# %% ../../nbs/1_nats/03_core.ipynb #626a095f
+@patch
+def send_async_info(self: Core, **extra):
+    "Send a fresh `INFO` (with `extra` fields) to the clients that take updates: protocol 1, past their first `PONG`."
+    for c in self.clients.values():
+        if c.protocol >= 1 and c.first_pong and not c.closing: c.send(encode_info(orjson.dumps(self.info(c, **extra))))
+
+
 # %% ../../nbs/1_nats/03_core.ipynb #9f215edd
 @patch
 def deliver(self: Core, sub: Subscription, subject: bytes, reply: bytes, hdr: int, data: bytes, src) -> int:
