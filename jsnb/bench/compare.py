@@ -34,8 +34,6 @@ _LISTEN = re.compile(r'Listening for client connections on \S+:(\d+)')
 _ROUTE_LISTEN = re.compile(r'Listening for route connections on \S+:(\d+)')
 _HTTP_LISTEN = re.compile(r'Starting http monitor on \S+:(\d+)')
 
-
-
 _SETTLE = 2.0     # seconds: jsnb loads its scan kernels in a background thread during its first second
 
 class BenchServer:
@@ -72,7 +70,6 @@ class BenchServer:
     def http_port(self) -> int:
         "The monitoring port (when started with `-m`)."
         return int(_HTTP_LISTEN.search(self.log_text).group(1))
-
     @property
     def pid(self) -> int: return self.proc.pid
 
@@ -388,7 +385,6 @@ GROUPS = {'core': ['pub', 'pubsub'], 'js': [n for n, (_, g) in SCENARIOS.items()
 GROUPS['all'] = GROUPS['core'] + GROUPS['js'] + GROUPS['direct'] + GROUPS['kv']
 EXTRA = ('memory', 'scaling', 'kernels', 'cluster')
 
-
 def _count(s: str) -> int:
     "`5000`, `500k`, `0.5M`, `5_000_000` as an int."
     s = s.strip().lower().replace('_', '').replace(',', '')
@@ -480,7 +476,6 @@ async def bench(args: argparse.Namespace) -> int:
                   f'{r.bytes_per_sec / 2**20:9.1f} MB/s  p50 {_fmt(r.p50_us, ".0f")} µs  p99 {_fmt(r.p99_us, ".0f")} µs')
         if 'cluster' in extra: print('cluster: needs --compare (it starts a cluster of each kind)')
         if 'memory' in extra and args.pid: mem.append(await memory_per_msg(args.server, args.pid, o, args.memory_msgs, label))
-
         elif 'memory' in extra and args.scenarios: print('memory: needs --pid (the server process) without --compare')
         if 'scaling' in extra:
             scale = await scaling(args.server, o, [_count(x) for x in args.scaling_sizes.split(',')], args.scaling_subjects, label=label)

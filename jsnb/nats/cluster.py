@@ -183,7 +183,6 @@ def route_info(self: Cluster, gossip_mode: int = GOSSIP_DEFAULT, ldm: bool = Fal
     if self.dynamic: d['cluster_dynamic'] = True
     if not o.cluster_no_advertise and self.own_urls: d['connect_urls'] = self.own_urls
     if ldm: d['ldm'] = True
-
     if gossip_mode: d['gossip_mode'] = gossip_mode
     return encode_info(orjson.dumps(d))
 
@@ -267,7 +266,6 @@ def process_info(self: Cluster, rc: RouteConn, raw: bytes):
             if not self.opts.cluster_no_advertise: self._update_urls(urls, False)
         elif rc.remote_id and sid != rc.remote_id: self.implicit_route(info)
         return
-
     if not rc.solicited and info.get('server_name') == core.server_name:
         log.error('%s - Remote server has a duplicate name: "%s"', rc.tag, core.server_name)
         return rc.close('Duplicate Server Name')
@@ -595,7 +593,6 @@ def lame_duck(self: Cluster):
     self.own_urls = []
     self.advertised = None if self.opts.cluster_no_advertise else list(self.remote_urls)
     self.core.send_async_info(ldm=True)
-
 
 @patch
 def stop(self: Cluster):

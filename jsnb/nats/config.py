@@ -9,7 +9,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from urllib.parse import urlsplit
 from .times import NS, go_duration, parse_go_duration
-
 from .auth import AuthConfigError, users_from_block
 from .tls import parse_tls
 
@@ -50,7 +49,6 @@ class ServerOptions:
     write_deadline: float = 10.0  # seconds a write to a client may take
     lame_duck_duration: float = 120.0    # lame duck mode: seconds over which clients are closed
     lame_duck_grace_period: float = 10.0 # lame duck mode: seconds before the first client is closed
-
     debug: bool = False
     trace: bool = False
     logfile: str = ""             # empty: log to standard error

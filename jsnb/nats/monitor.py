@@ -64,7 +64,6 @@ def varz(core: Core, query: dict | None = None) -> dict:
              max_control_line=o.max_control_line, max_payload=o.max_payload, max_pending=o.max_pending,
              cluster=_cluster_varz(core))
     if core.jetstream:
-
         j = jsz(core)
         d['jetstream'] = dict(config=j['config'], stats={k: j[k] for k in ('memory', 'storage', 'reserved_memory',
                                                    'reserved_storage', 'accounts', 'ha_assets', 'api')})

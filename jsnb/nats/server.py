@@ -8,7 +8,6 @@ import asyncio, dataclasses, logging, os, random, socket
 from .config import ServerOptions
 from .core import Core
 from .times import NS, go_duration
-
 from .auth import startup_checks, check_in_background
 from .tls import tls_accept
 from .protocol import encode_err
@@ -147,7 +146,6 @@ class Server:
         self._stopped: asyncio.Event | None = None
         self.ldm = False                    # in lame duck mode (see `lame_duck`)
 
-
     @property
     def port(self) -> int: return self.core.port
     @property
@@ -220,7 +218,6 @@ async def start(self: Server) -> Server:
     if 0 < o.lame_duck_duration <= o.lame_duck_grace_period:
         raise StartupError(f'lame duck grace period ({go_duration(int(o.lame_duck_grace_period * NS))}) should be strictly '
                            f'lower than lame duck duration ({go_duration(int(o.lame_duck_duration * NS))})')
-
     if o.jetstream and o.clustered:
         raise StartupError("JetStream clustering is not implemented yet: jsnb runs JetStream on a single server; "
                            "remove the cluster block (or --cluster) or disable JetStream")
@@ -298,7 +295,6 @@ async def stop(self: Server):
     if self._route_listener is not None: stop_routes(self)
     self._flush()
     for c in list(self.core.clients.values()): self._drop(c)
-
     await self._listener.wait_closed()
     if self._monitor is not None: await self._monitor.wait_closed()
     self._listener = None
