@@ -34,7 +34,7 @@ _LISTEN = re.compile(r'Listening for client connections on \S+:(\d+)')
 _ROUTE_LISTEN = re.compile(r'Listening for route connections on \S+:(\d+)')
 _HTTP_LISTEN = re.compile(r'Starting http monitor on \S+:(\d+)')
 
-_SETTLE = 2.0     # seconds: jsnb loads its scan kernels in a background thread during its first second
+_SETTLE = 2.0     # seconds: a freshly started jsnb finishes its start-up work before anything is timed
 
 class BenchServer:
     "`nats-server` or `jsnb` in a subprocess on a free port, with a temporary store; a context manager."
