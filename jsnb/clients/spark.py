@@ -4,11 +4,9 @@
 
 # %% ../../nbs/3_clients/02_spark.ipynb #1f20970b
 from __future__ import annotations
-import asyncio, difflib, hashlib, heapq, json, logging, re, secrets, socket, threading, time, uuid
-from collections import deque
+import difflib, hashlib, heapq, json, logging, re, secrets, time, uuid
 from datetime import datetime, timezone
 from typing import NamedTuple
-from urllib.parse import unquote, urlsplit
 try:
     from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter,
                                         DataSourceWriter, InputPartition, WriterCommitMessage)
@@ -18,144 +16,14 @@ except ModuleNotFoundError as e:
     raise ModuleNotFoundError(f"jsnb.clients.spark needs PySpark ({e.name} is missing): pip install 'jsnb[spark]' "
                               "(PySpark also needs Java 17 or newer)", name=e.name) from e
 from fastcore.basics import patch
-from .. import __version__
+from .blocking import NatsError, _Conn, _api, _first, _headers
 from ..nats import protocol as wire
 from ..nats.times import parse_go_duration
 
 log = logging.getLogger('jsnb.spark')
 
 # %% auto #0
-__all__ = ['log', 'OPTIONS', 'SCHEMA', 'KV_SCHEMA', 'NatsError', 'Msg', 'JetStreamDataSource', 'register', 'local_session',
-           'WriteStats']
-
-# %% ../../nbs/3_clients/02_spark.ipynb #3ed17683
-def _servers(url: str, user=None, password=None, token=None) -> list[dict]:
-    "The servers in a comma separated URL list, each with its host, port and credentials."
-    out = []
-    for u in (x.strip() for x in url.split(',') if x.strip()):
-        if '://' not in u: u = 'nats://' + u
-        p = urlsplit(u)
-        if p.scheme not in ('nats', 'tls'): raise ValueError(f'not a NATS URL: {u!r}')
-        s = dict(host=p.hostname or '127.0.0.1', port=p.port or 4222, tls=p.scheme == 'tls',
-                 user=unquote(p.username) if p.username and p.password is not None else None,
-                 password=unquote(p.password) if p.password is not None else None,
-                 token=unquote(p.username) if p.username and p.password is None else None)
-        if user: s.update(user=user, password=password, token=None)
-        if token: s.update(token=token, user=None, password=None)
-        out.append(s)
-    if not out: raise ValueError('no server URL given')
-    return out
-
-# %% ../../nbs/3_clients/02_spark.ipynb #ae09698d
-class NatsError(Exception):
-    "An error from the NATS server: its description, and `code`/`err_code` when it sent them."
-    def __init__(self, description: str, code: int | None = None, err_code: int | None = None):
-        self.description, self.code, self.err_code = description, code, err_code
-        codes = ', '.join(f'{k} {v}' for k, v in (('code', code), ('err_code', err_code)) if v is not None)
-        super().__init__(f'{description} ({codes})' if codes else description)
-
-def _headers(hdr: bytes) -> dict[str, list[str]]:
-    "The headers of a block as the `headers` column holds them: every value of each key, in order."
-    return wire.parse_headers(hdr)[2] if hdr else {}
-
-def _first(h: dict[str, list[str]]) -> dict[str, str]:
-    "The first value of each header: for the server's own headers, which it never repeats."
-    return {k: v[0] for k, v in h.items() if v}
-
-# %% ../../nbs/3_clients/02_spark.ipynb #4145ba57
-class _Conn:
-    "A small blocking NATS client: requests, publishes with replies, and nothing more."
-    def __init__(self, url: str = 'nats://127.0.0.1:4222', user=None, password=None, token=None, timeout: float = 10):
-        self.timeout, self.inbox, self._n, self._out = timeout, f'_INBOX.{secrets.token_hex(10)}', 0, []
-        errors = []
-        for s in _servers(url, user, password, token):
-            if s['tls']: raise NatsError('TLS connections are not supported by the jetstream data source')
-            try: self._open(s); return
-            except OSError as e: errors.append(f"{s['host']}:{s['port']}: {e}")
-        raise ConnectionError('cannot reach a NATS server: ' + '; '.join(errors))
-
-    def _open(self, s: dict):
-        self.sock = socket.create_connection((s['host'], s['port']), timeout=self.timeout)
-        self._parser, self._ops = wire.ClientParser(), deque()
-        try: self._handshake(s)
-        except BaseException: self.sock.close(); raise
-
-    def _handshake(self, s: dict):
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        op = self._op()
-        if type(op) is not wire.Info: raise NatsError(f'not a NATS server: it sent {op!r} first')
-        self.info = json.loads(op.info)
-        if self.info.get('tls_required'): raise NatsError('the server requires TLS, which the jetstream data source does not speak')
-        c = dict(verbose=False, pedantic=False, headers=True, no_responders=True, protocol=1, lang='python-jsnb-spark',
-                 version=__version__, name='jsnb-spark')
-        if s['user']: c.update(user=s['user'], **{'pass': s['password'] or ''})
-        if s['token']: c['auth_token'] = s['token']
-        self.sock.sendall(wire.encode_connect(c) + wire.PING_B)
-        while (op := self._op()) is not wire.PONG:
-            if type(op) is wire.Err: raise NatsError(op.error)
-        self.sock.sendall(wire.encode_sub(f'{self.inbox}.*'.encode(), b'1'))
-
-    def close(self):
-        "Close the socket."
-        self.sock.close()
-    def __enter__(self): return self
-    def __exit__(self, *exc): self.close()
-
-# %% ../../nbs/3_clients/02_spark.ipynb #3c33fbfb
-@patch
-def _op(self: _Conn):
-    "The next operation the server sent, reading the socket when none is waiting."
-    while not self._ops:
-        try: data = self.sock.recv(1 << 16)
-        except TimeoutError: raise TimeoutError(f'no answer from the NATS server in {self.timeout} s') from None
-        if not data: raise ConnectionError('the NATS server closed the connection')
-        self._ops.extend(self._parser.feed(data))
-    op = self._ops.popleft()
-    if type(op) is wire.Close: raise ConnectionError(f'the NATS server broke the protocol: {op.error}')
-    return op
-
-@patch
-def next(self: _Conn) -> tuple[str, bytes, bytes]:
-    "The next message on the inbox: `(subject, headers, payload)`."
-    while True:
-        op = self._op()
-        if type(op) is wire.Msg: return op.subject.decode(), op.hdr, op.payload
-        if op is wire.PING: self.sock.sendall(wire.PONG_B)
-        elif type(op) is wire.Err: raise NatsError(op.error)
-
-@patch
-def send(self: _Conn, subject: str, payload: bytes = b'', hdr: bytes = b'') -> str:
-    "Queue a message whose reply comes to a fresh inbox subject (returned); `flush` sends it."
-    self._n += 1; reply = f'{self.inbox}.{self._n}'
-    self._out.append(wire.encode_pub(subject.encode(), reply.encode(), payload, hdr))
-    return reply
-
-@patch
-def flush(self: _Conn):
-    "Send what `send` queued."
-    if self._out: self.sock.sendall(b''.join(self._out)); self._out = []
-
-@patch
-def replies(self: _Conn, reply: str):
-    "The messages sent to `reply` (others, late answers to earlier requests, are dropped)."
-    self.flush()
-    while True:
-        subject, hdr, data = self.next()
-        if subject == reply: yield hdr, data
-
-@patch
-def request(self: _Conn, subject: str, payload: bytes = b'', hdr: bytes = b'') -> tuple[bytes, bytes]:
-    "Send a request and wait for its first reply."
-    return next(self.replies(self.send(subject, payload, hdr)))
-
-# %% ../../nbs/3_clients/02_spark.ipynb #1c4d84c7
-def _api(c: _Conn, subject: str, req: dict | None = None) -> dict:
-    "Call the JetStream API (`$JS.API.<subject>`); raise its error as `NatsError`."
-    hdr, data = c.request(f'$JS.API.{subject}', json.dumps(req).encode() if req is not None else b'')
-    if wire.header_status(hdr)[0] == 503: raise NatsError('JetStream is not enabled on this server (no responders)', 503)
-    d = json.loads(data)
-    if 'error' in d: e = d['error']; raise NatsError(e.get('description', 'error'), e.get('code'), e.get('err_code'))
-    return d
+__all__ = ['log', 'OPTIONS', 'SCHEMA', 'KV_SCHEMA', 'Msg', 'JetStreamDataSource', 'register', 'local_session', 'WriteStats']
 
 # %% ../../nbs/3_clients/02_spark.ipynb #1f2b7561
 def _parse_time(s) -> datetime:
@@ -285,11 +153,7 @@ def _deliveries(c: _Conn, n: int):
     "Up to `n` messages a pull request delivers, until its status (`404`/`408`: no more)."
     c.flush()
     for _ in range(n):
-        while True:
-            op = c._op()
-            if type(op) is wire.Msg: break
-            if op is wire.PING: c.sock.sendall(wire.PONG_B)
-            elif type(op) is wire.Err: raise NatsError(op.error)
+        op = c.next()
         if op.reply.startswith(b'$JS.ACK.'): yield op; continue
         code, desc = wire.header_status(op.data[:op.hdr_len])
         if code in (404, 408): return
@@ -299,8 +163,8 @@ def _deliveries(c: _Conn, n: int):
 def _split(v) -> list[str]: return [x.strip() for x in str(v).split(',') if x.strip()]
 
 _MSG_IDS = ('position', 'hash', 'none')
-OPTIONS = ('url', 'user', 'password', 'token', 'stream', 'bucket', 'subjects', 'keys', 'start_seq', 'up_to_seq', 'start_time',
-           'up_to_time', 'partitions', 'batch_size', 'max_messages_per_trigger', 'timeout', 'msg_id', 'msg_id_column',
+OPTIONS = ('url', 'user', 'password', 'token', 'tls_ca', 'tls_cert', 'tls_key', 'nkeys_seed', 'creds', 'stream', 'bucket',
+           'subjects', 'keys', 'start_seq', 'up_to_seq', 'start_time', 'up_to_time', 'partitions', 'batch_size', 'max_messages_per_trigger', 'timeout', 'msg_id', 'msg_id_column',
            'fail_on_data_loss', 'max_rows_per_trigger', 'min_rows_per_trigger', 'max_trigger_delay')
 _SPARKS = ('path', 'checkpointlocation')          # options Spark itself adds
 
@@ -330,6 +194,7 @@ class _Options:
             return n
         self.url = o.get('url', 'nats://127.0.0.1:4222')
         self.user, self.password, self.token = o.get('user'), o.get('password'), o.get('token')
+        self.secure = {k: o[k] for k in ('tls_ca', 'tls_cert', 'tls_key', 'nkeys_seed', 'creds') if o.get(k)}
         self.bucket = o.get('bucket')
         self.stream = o.get('stream') or (f'KV_{self.bucket}' if self.bucket else None)
         self.subjects, self.keys = _split(o.get('subjects', '>')) or ['>'], _split(o.get('keys', '>')) or ['>']
@@ -349,7 +214,7 @@ class _Options:
         if self.msg_id not in _MSG_IDS: raise ValueError(f"option 'msg_id' is one of {', '.join(_MSG_IDS)}, not {self.msg_id!r}")
         self.fail_on_data_loss = _flag(o, 'fail_on_data_loss', True)
 
-    def connect(self) -> _Conn: return _Conn(self.url, self.user, self.password, self.token, self.timeout)
+    def connect(self) -> _Conn: return _Conn(self.url, self.user, self.password, self.token, self.timeout, **self.secure)
 
 # %% ../../nbs/3_clients/02_spark.ipynb #2891c04c
 def _stream_info(c: _Conn, stream: str) -> dict: return _api(c, f'STREAM.INFO.{stream}')
@@ -640,9 +505,9 @@ def _publish(c: _Conn, rows, o: _Options, window: int = 256, write_id: str = '')
     def drain(left: int):
         c.flush()
         while len(waiting) > left:
-            reply, hdr, data = c.next()
-            if reply not in waiting: continue
-            ack = _ack(waiting.pop(reply), hdr, data)
+            m = c.next()
+            if m.subject not in waiting: continue
+            ack = _ack(waiting.pop(m.subject), m.hdr, m.payload)
             if ack.get('duplicate'): stats.duplicates += 1
             else: stats.stored += 1
     prefix = f'{write_id or uuid.uuid4().hex[:16]}.{_position()}.'
