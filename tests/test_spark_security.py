@@ -143,7 +143,7 @@ def test_nkey_seed(spark, start_server, tmp_path, kind):
     with pytest.raises(Exception, match='Authorization Violation'):
         spark.read.format('jetstream').option('url', s.url).option('stream', 'S').option('nkeys_seed', str(tmp_path / 'other.nk')).load().count()
     with pytest.raises(Exception, match="unknown option 'nkey_seed'.*did you mean 'nkeys_seed'"):
-        spark.read.format('jetstream').option('url', s.url).option('stream', 'S').option('nkey_seed', 'x').load()
+        spark.read.format('jetstream').option('url', s.url).option('stream', 'S').option('nkey_seed', 'x').load().count()
 
 
 def test_nkey_and_tls_together(spark, start_server, certs, tmp_path):

@@ -4,7 +4,8 @@
 
 # %% ../../nbs/3_clients/01a_blocking_client.ipynb #bf4673ac
 from __future__ import annotations
-import base64, binascii, json, re, secrets, socket, ssl
+import base64, binascii, json, os, re, secrets, socket, ssl
+import numpy as np
 from collections import deque
 from urllib.parse import unquote, urlsplit
 from fastcore.basics import patch
@@ -217,3 +218,218 @@ def _api(c: _Conn, subject: str, req: dict | None = None) -> dict:
     d = json.loads(data)
     if 'error' in d: e = d['error']; raise NatsError(e.get('description', 'error'), e.get('code'), e.get('err_code'))
     return d
+
+# %% ../../nbs/3_clients/01a_blocking_client.ipynb #141f0739
+_KIND, _SUBJ, _SUBJ_N, _HDR, _HDR_N, _DATA, _DATA_N, _STATUS, _NSUBJ, _NSUBJ_N, _SEQ, _TIME, _PENDING, _LAST, _FLAGS = range(15)
+_NCOLS = 15
+_BAD, _MSG, _PING, _PONG, _OK, _ERR, _INFO = range(7)
+_OTHERS, _BADTIME, _NOTOURS = 1, 2, 4           # flags: headers besides Direct Get's, a time it cannot read, another subject
+_KEYS = (b'Nats-Subject', b'Nats-Sequence', b'Nats-Time-Stamp', b'Nats-Num-Pending', b'Nats-Last-Sequence',
+         b'Nats-Stream', b'Nats-UpTo-Sequence')
+_KEY_BYTES = np.frombuffer(b''.join(_KEYS), np.uint8)
+_KEY_OFFS = np.cumsum([0] + [len(k) for k in _KEYS]).astype(np.int64)
+
+# %% ../../nbs/3_clients/01a_blocking_client.ipynb #1527e2e9
+def _digits(a, s, e):
+    "The number in a[s:e] (-1 when it is not all digits or empty)."
+    if s >= e: return -1
+    n = 0
+    for k in range(s, e):
+        d = int(a[k]) - 48
+        if d < 0 or d > 9: return -1
+        n = n * 10 + d
+    return n
+
+def _rfc3339_ns(a, s, e):
+    "Nanoseconds since 1970 of an RFC 3339 time in a[s:e]; (value, ok)."
+    if e - s < 20 or a[s + 4] != 45 or a[s + 7] != 45 or (a[s + 10] | 32) != 116 or a[s + 13] != 58 or a[s + 16] != 58:
+        return 0, False
+    y, mo, d = _digits(a, s, s + 4), _digits(a, s + 5, s + 7), _digits(a, s + 8, s + 10)
+    h, mi, sec = _digits(a, s + 11, s + 13), _digits(a, s + 14, s + 16), _digits(a, s + 17, s + 19)
+    if y < 0 or mo < 1 or mo > 12 or d < 1 or d > 31 or h < 0 or h > 23 or mi < 0 or mi > 59 or sec < 0 or sec > 60: return 0, False
+    i, frac = s + 19, 0
+    if i < e and a[i] == 46:
+        i += 1; k = 0
+        while i < e and 48 <= a[i] <= 57:
+            if k < 9: frac = frac * 10 + (int(a[i]) - 48)
+            k += 1; i += 1
+        if k == 0: return 0, False
+        while k < 9: frac *= 10; k += 1
+    off = 0
+    if i < e and (a[i] | 32) == 122: i += 1
+    elif i + 6 == e and (a[i] == 43 or a[i] == 45) and a[i + 3] == 58:
+        oh, om = _digits(a, i + 1, i + 3), _digits(a, i + 4, i + 6)
+        if oh < 0 or om < 0: return 0, False
+        off = (oh * 60 + om) * 60 * (1 if a[i] == 43 else -1); i += 6
+    if i != e: return 0, False
+    yy = y - 1 if mo <= 2 else y                        # days from 1970-01-01 (the proleptic Gregorian calendar)
+    era = (yy if yy >= 0 else yy - 399) // 400
+    yoe = yy - era * 400
+    doy = (153 * (mo + (-3 if mo > 2 else 9)) + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    days = era * 146097 + doe - 719468
+    return ((days * 86400 + h * 3600 + mi * 60 + sec - off) * 1_000_000_000 + frac), True
+
+# %% ../../nbs/3_clients/01a_blocking_client.ipynb #bf23e279
+def _key(a, s, e, keys, offs):
+    "Which of the Direct Get header names a[s:e] is (-1: none)."
+    n = e - s
+    for k in range(offs.shape[0] - 1):
+        ks, ke = offs[k], offs[k + 1]
+        if ke - ks != n: continue
+        same = True
+        for j in range(n):
+            if a[s + j] != keys[ks + j]: same = False; break
+        if same: return k
+    return -1
+
+def _headers_into(a, hs, he, row, keys, offs):
+    "Status, Direct Get headers and the flag for other headers of the header block a[hs:he], into `row`."
+    row[_SEQ] = row[_PENDING] = row[_LAST] = -1
+    i = hs
+    while i < he and a[i] != 10: i += 1
+    if hs + 12 <= i and a[hs + 8] == 32: row[_STATUS] = _digits(a, hs + 9, hs + 12)
+    i += 1
+    while i < he:
+        ls = i
+        while i < he and a[i] != 10: i += 1
+        le = i - 1 if i > ls and a[i - 1] == 13 else i
+        i += 1
+        if le == ls: continue
+        c = ls
+        while c < le and a[c] != 58: c += 1
+        if c == le: row[_FLAGS] |= _OTHERS; continue
+        v = c + 1
+        while v < le and (a[v] == 32 or a[v] == 9): v += 1
+        k = _key(a, ls, c, keys, offs)
+        if k == 0: row[_NSUBJ] = v; row[_NSUBJ_N] = le - v
+        elif k == 1: row[_SEQ] = _digits(a, v, le)
+        elif k == 2:
+            t, ok = _rfc3339_ns(a, v, le)
+            if ok: row[_TIME] = t
+            else: row[_FLAGS] |= _BADTIME
+        elif k == 3: row[_PENDING] = _digits(a, v, le)
+        elif k == 4: row[_LAST] = _digits(a, v, le)
+        elif k < 0: row[_FLAGS] |= _OTHERS
+
+def _scan_replies(a, pos, want, out, keys, offs):
+    "Cut the complete frames of a[pos:] into rows of `out`: (rows filled, where the next frame starts)."
+    end, n, cap = a.shape[0], 0, out.shape[0]
+    tok = np.zeros(6, np.int64); tend = np.zeros(6, np.int64)
+    while n < cap and pos < end:
+        i = pos
+        while i < end and a[i] != 10: i += 1
+        if i >= end: break
+        le = i - 1 if i > pos and a[i - 1] == 13 else i
+        row = out[n]
+        for col in range(_NCOLS): row[col] = 0
+        c = a[pos] | 32
+        if (c == 109 or c == 104) and le - pos > 4 and ((a[pos + 1] | 32) == 115 or (a[pos + 1] | 32) == 109):   # MSG / HMSG
+            hm = c == 104
+            j, nt = pos + (4 if hm else 3), 0
+            while j < le and nt < 6:
+                while j < le and (a[j] == 32 or a[j] == 9): j += 1
+                if j >= le: break
+                tok[nt] = j
+                while j < le and a[j] != 32 and a[j] != 9: j += 1
+                tend[nt] = j; nt += 1
+            base = 4 if hm else 3
+            total = _digits(a, tok[nt - 1], tend[nt - 1]) if nt > 0 else -1
+            hdr = _digits(a, tok[nt - 2], tend[nt - 2]) if hm and nt > 1 else 0
+            if (nt != base and nt != base + 1) or total < 0 or hdr < 0 or hdr > total:
+                row[_KIND] = _BAD; row[_SUBJ] = pos; row[_SUBJ_N] = le - pos; n += 1; break
+            if i + 1 + total + 2 > end: break
+            row[_KIND] = _MSG; row[_SUBJ] = tok[0]; row[_SUBJ_N] = tend[0] - tok[0]
+            row[_HDR] = i + 1; row[_HDR_N] = hdr; row[_DATA] = i + 1 + hdr; row[_DATA_N] = total - hdr
+            ours = tend[0] - tok[0] == want.shape[0]
+            if ours:
+                for k in range(want.shape[0]):
+                    if a[tok[0] + k] != want[k]: ours = False; break
+            if not ours: row[_FLAGS] |= _NOTOURS
+            if hdr: _headers_into(a, i + 1, i + 1 + hdr, row, keys, offs)
+            else: row[_SEQ] = row[_PENDING] = row[_LAST] = -1
+            pos = i + 1 + total + 2
+            if ours and row[_STATUS] != 0: n += 1; break          # the request's last frame
+        else:
+            k = _BAD
+            if c == 112 and le - pos >= 4: k = _PING if (a[pos + 1] | 32) == 105 else _PONG
+            elif c == 43: k = _OK
+            elif c == 45: k = _ERR
+            elif c == 105: k = _INFO
+            s = pos
+            while s < le and a[s] != 32 and a[s] != 9: s += 1
+            while s < le and (a[s] == 32 or a[s] == 9): s += 1
+            row[_KIND] = k; row[_SUBJ] = s; row[_SUBJ_N] = le - s
+            pos = i + 1
+            if k == _BAD: n += 1; break
+        n += 1
+    return n, pos
+
+def _gather(a, offs, lens, out, out_offs):
+    "a[offs[r]:offs[r] + lens[r]] for every r, one after the other in `out`; where each starts in `out_offs`."
+    p = 0
+    for r in range(offs.shape[0]):
+        out_offs[r] = p
+        s, n = offs[r], lens[r]
+        for k in range(n): out[p + k] = a[s + k]
+        p += n
+    out_offs[offs.shape[0]] = p
+
+# %% ../../nbs/3_clients/01a_blocking_client.ipynb #e7cb1f6b
+_JIT: bool | None = None            # None: not tried yet
+
+def _jit() -> bool:
+    "Compile the scanning kernels, once; False when numba is missing or `JSNB_NO_JIT=1`."
+    global _JIT, _digits, _rfc3339_ns, _key, _headers_into, _scan_replies, _gather
+    if _JIT is None:
+        try:
+            from jsnb.js.kernels import WANTED, compile_cached
+            if not WANTED: raise ImportError('JSNB_NO_JIT')
+            _digits, _rfc3339_ns, _key = compile_cached(_digits), compile_cached(_rfc3339_ns), compile_cached(_key)
+            _headers_into, _scan_replies, _gather = compile_cached(_headers_into), compile_cached(_scan_replies), compile_cached(_gather)
+            _JIT = True
+        except ImportError: _JIT = False
+    return _JIT
+
+
+# %% ../../nbs/3_clients/01a_blocking_client.ipynb #eac472db
+_CAP = 1 << 14                      # rows per scan
+
+@patch
+def scan_request(self: _Conn, subject: str, payload: bytes = b'') -> tuple[list, bytes]:
+    "Send a request; its replies up to the status frame that ends them, scanned: `([(buffer, rows)], status header block)`."
+    reply = self.send(subject, payload); self.flush()
+    while self._ops:                                  # what the parser already has: control lines, late replies (dropped)
+        op = self._ops.popleft()
+        if op is wire.PING: self.sock.sendall(wire.PONG_B)
+        elif type(op) is wire.Err: raise NatsError(op.error)
+    rest = b''.join(self._parser._chunks); self._parser = wire.ClientParser()      # a frame it had begun: scanned here
+    want, out, segs = np.frombuffer(reply, np.uint8), np.empty((_CAP, _NCOLS), np.int64), []
+    while True:
+        try: data = self.sock.recv(1 << 20)
+        except TimeoutError: raise TimeoutError(f'no answer from the NATS server in {self.timeout} s') from None
+        if not data: raise ConnectionError('the NATS server closed the connection')
+        buf = rest + data if rest else data
+        a, pos = np.frombuffer(buf, np.uint8), 0
+        while True:
+            n, pos = _scan_replies(a, pos, want, out, _KEY_BYTES, _KEY_OFFS)
+            if n == 0: break
+            rows = out[:n]
+            if (rows[:, _KIND] != _MSG).any(): self._control(buf, rows)
+            ours = (rows[:, _KIND] == _MSG) & (rows[:, _FLAGS] & _NOTOURS == 0)
+            keep = ours & (rows[:, _STATUS] == 0)
+            if keep.any(): segs.append((buf, rows[keep]))
+            if ours[-1] and rows[-1, _STATUS] != 0:
+                h = rows[-1, _HDR]
+                if pos < len(buf): self._ops.extend(self._parser.feed(buf[pos:]))
+                return segs, buf[h:h + rows[-1, _HDR_N]]
+        rest = buf[pos:]
+
+@patch
+def _control(self: _Conn, buf: bytes, rows: np.ndarray):
+    "Answer the PINGs among scanned `rows`, raise an `-ERR` or a broken frame."
+    for r in rows[rows[:, _KIND] != _MSG]:
+        if r[_KIND] == _PING: self.sock.sendall(wire.PONG_B)
+        elif r[_KIND] == _ERR: raise NatsError(buf[r[_SUBJ]:r[_SUBJ] + r[_SUBJ_N]].strip().strip(b"'").decode())
+        elif r[_KIND] == _BAD: raise ConnectionError('the NATS server broke the protocol')
+
