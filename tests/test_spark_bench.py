@@ -2,10 +2,9 @@
 (run on demand: `pytest -m bench -s tests/test_spark_bench.py`). A batch read of a stream of 1M small
 messages in two partitions, counted by subject, and a batch write of 100k rows in two tasks.
 `JSNB_SPARK_BENCH_READ` / `JSNB_SPARK_BENCH_WRITE` change the sizes."""
-import asyncio, json, os, socket, time
+import os, time
 import pytest
 pytest.importorskip('pyspark')
-import nats
 from pyspark.sql import SparkSession
 from conftest import KINDS
 from jsnb.clients.blocking import _Conn, _api
@@ -28,17 +27,16 @@ def spark():
     s.stop()
 
 
-def load(url: str, n: int, payload: bytes = b'0123456789abcdef'):
-    "Stream BENCH (subjects bench.*, Direct Get on) with `n` messages, published without acks, then waited for."
+def load(url: str, n: int, payload: bytes = b'0123456789abcdef', window: int = 2000):
+    "Stream BENCH (subjects bench.*, Direct Get on) with `n` messages, published with acks, `window` at a time."
     with _Conn(url, timeout=60) as c:
         _api(c, 'STREAM.CREATE.BENCH', {'name': 'BENCH', 'subjects': ['bench.*'], 'allow_direct': True, 'storage': 'file'})
-        frames = [b'PUB bench.%d %d\r\n%s\r\n' % (i, len(payload), payload) for i in range(SUBJECTS)]
-        chunk = b''.join(frames * 1000)                  # 10k messages a write
-        for _ in range(n // (SUBJECTS * 1000)): c.sock.sendall(chunk)
-        c.sock.sendall(b''.join(frames[i % SUBJECTS] for i in range(n % (SUBJECTS * 1000))))
-        deadline = time.monotonic() + 600
-        while (got := _api(c, 'STREAM.INFO.BENCH')['state']['messages']) < n and time.monotonic() < deadline: time.sleep(0.2)
-        assert got == n
+        for lo in range(0, n, window):
+            k = min(window, n - lo)
+            for i in range(lo, lo + k): c.send(f'bench.{i % SUBJECTS}', payload)
+            c.flush()
+            for _ in range(k): c.next()
+        assert _api(c, 'STREAM.INFO.BENCH')['state']['messages'] == n
 
 
 def best(fn, runs=2):

@@ -396,34 +396,30 @@ def _jit() -> bool:
 _CAP = 1 << 14                      # rows per scan
 
 @patch
-def scan_request(self: _Conn, subject: str, payload: bytes = b'') -> tuple[list, bytes]:
-    "Send a request; its replies up to the status frame that ends them, scanned: `([(buffer, rows)], status header block)`."
-    reply = self.send(subject, payload); self.flush()
+def _scans(self: _Conn, want: bytes = b''):
+    "What arrives, scanned: `(buffer, rows)` at a time (a view: copy what you keep). Closing it hands a begun frame back to the parser."
     while self._ops:                                  # what the parser already has: control lines, late replies (dropped)
         op = self._ops.popleft()
         if op is wire.PING: self.sock.sendall(wire.PONG_B)
         elif type(op) is wire.Err: raise NatsError(op.error)
-    rest = b''.join(self._parser._chunks); self._parser = wire.ClientParser()      # a frame it had begun: scanned here
-    want, out, segs = np.frombuffer(reply, np.uint8), np.empty((_CAP, _NCOLS), np.int64), []
-    while True:
-        try: data = self.sock.recv(1 << 20)
-        except TimeoutError: raise TimeoutError(f'no answer from the NATS server in {self.timeout} s') from None
-        if not data: raise ConnectionError('the NATS server closed the connection')
-        buf = rest + data if rest else data
-        a, pos = np.frombuffer(buf, np.uint8), 0
+    left = b''.join(self._parser._chunks); self._parser = wire.ClientParser()     # a frame it had begun: scanned here
+    w, out = np.frombuffer(want, np.uint8), np.empty((_CAP, _NCOLS), np.int64)
+    try:
         while True:
-            n, pos = _scan_replies(a, pos, want, out, _KEY_BYTES, _KEY_OFFS)
-            if n == 0: break
-            rows = out[:n]
-            if (rows[:, _KIND] != _MSG).any(): self._control(buf, rows)
-            ours = (rows[:, _KIND] == _MSG) & (rows[:, _FLAGS] & _NOTOURS == 0)
-            keep = ours & (rows[:, _STATUS] == 0)
-            if keep.any(): segs.append((buf, rows[keep]))
-            if ours[-1] and rows[-1, _STATUS] != 0:
-                h = rows[-1, _HDR]
-                if pos < len(buf): self._ops.extend(self._parser.feed(buf[pos:]))
-                return segs, buf[h:h + rows[-1, _HDR_N]]
-        rest = buf[pos:]
+            try: data = self.sock.recv(1 << 20)
+            except TimeoutError: raise TimeoutError(f'no answer from the NATS server in {self.timeout} s') from None
+            if not data: raise ConnectionError('the NATS server closed the connection')
+            buf = left + data if left else data
+            a, pos, left = np.frombuffer(buf, np.uint8), 0, buf
+            while True:
+                n, pos = _scan_replies(a, pos, w, out, _KEY_BYTES, _KEY_OFFS)
+                left = buf[pos:]
+                if n == 0: break
+                rows = out[:n]
+                if (rows[:, _KIND] != _MSG).any(): self._control(buf, rows)
+                yield buf, rows
+    finally:
+        if left: self._ops.extend(self._parser.feed(left))
 
 @patch
 def _control(self: _Conn, buf: bytes, rows: np.ndarray):
@@ -433,3 +429,26 @@ def _control(self: _Conn, buf: bytes, rows: np.ndarray):
         elif r[_KIND] == _ERR: raise NatsError(buf[r[_SUBJ]:r[_SUBJ] + r[_SUBJ_N]].strip().strip(b"'").decode())
         elif r[_KIND] == _BAD: raise ConnectionError('the NATS server broke the protocol')
 
+@patch
+def scan_request(self: _Conn, subject: str, payload: bytes = b'') -> tuple[list, bytes]:
+    "Send a request; its replies up to the status frame that ends them, scanned: `([(buffer, rows)], status header block)`."
+    reply = self.send(subject, payload); self.flush()
+    segs, scans = [], self._scans(reply)
+    try:
+        for buf, rows in scans:
+            ours = (rows[:, _KIND] == _MSG) & (rows[:, _FLAGS] & _NOTOURS == 0)
+            keep = ours & (rows[:, _STATUS] == 0)
+            if keep.any(): segs.append((buf, rows[keep]))
+            if ours[-1] and rows[-1, _STATUS] != 0: return segs, buf[rows[-1, _HDR]:rows[-1, _HDR] + rows[-1, _HDR_N]]
+    finally: scans.close()
+
+@patch
+def scan_messages(self: _Conn, n: int) -> list:
+    "At least `n` messages (replies to earlier requests: acks, say), scanned: `[(buffer, rows)]`."
+    segs, got, scans = [], 0, self._scans()
+    try:
+        for buf, rows in scans:
+            m = rows[rows[:, _KIND] == _MSG]
+            if len(m): segs.append((buf, m)); got += len(m)
+            if got >= n: return segs
+    finally: scans.close()

@@ -4,19 +4,25 @@
 
 # %% ../../nbs/3_clients/02_spark.ipynb #1f20970b
 from __future__ import annotations
+from collections import deque
 import difflib, hashlib, heapq, json, logging, re, secrets, time, uuid
 from datetime import datetime, timezone
 from typing import NamedTuple
 try:
-    from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter,
-                                        DataSourceWriter, InputPartition, WriterCommitMessage)
+    from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader, DataSourceStreamReader,
+                                        DataSourceStreamWriter, InputPartition, WriterCommitMessage)
+    try: from pyspark.sql.datasource import DataSourceStreamArrowWriter     # Spark 4.1 and later
+    except ImportError: DataSourceStreamArrowWriter = None
+    from pyspark.sql import Row
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
     from pyspark.sql.types import StructType
 except ModuleNotFoundError as e:
     raise ModuleNotFoundError(f"jsnb.clients.spark needs PySpark ({e.name} is missing): pip install 'jsnb[spark]' "
                               "(PySpark also needs Java 17 or newer)", name=e.name) from e
 from fastcore.basics import patch
-from .blocking import NatsError, _Conn, _api, _first, _headers
+import numpy as np
+from .blocking import NatsError, _Conn, _api, _first, _headers, _jit
+from . import blocking as _bc
 from ..nats import protocol as wire
 from ..nats.times import parse_go_duration
 
@@ -68,11 +74,13 @@ def _direct(c: _Conn, stream: str, req: dict) -> tuple[list[Msg], dict | None]:
         else: raise NatsError(f'Direct Get on {stream!r} failed: {desc}', code)
 
 # %% ../../nbs/3_clients/02_spark.ipynb #65c2c35e
+_MAX_BYTES = 4 << 20                # at most this much in one Direct Get batch (the server's own cap is 64 MiB)
+
 def _scan(c: _Conn, stream: str, subject: str, lo: int, hi: int, batch: int = 256):
     "The messages on `subject` with sequences in `[lo, hi]`, in order."
     seq = lo
     while seq <= hi:
-        req = {'seq': seq, 'batch': min(batch, hi - seq + 1)}
+        req = {'seq': seq, 'batch': min(batch, hi - seq + 1), 'max_bytes': _MAX_BYTES}
         if subject != '>': req['next_by_subj'] = subject
         msgs, eob = _direct(c, stream, req)
         for m in msgs:
@@ -164,8 +172,8 @@ def _split(v) -> list[str]: return [x.strip() for x in str(v).split(',') if x.st
 
 _MSG_IDS = ('position', 'hash', 'none')
 OPTIONS = ('url', 'user', 'password', 'token', 'tls_ca', 'tls_cert', 'tls_key', 'nkeys_seed', 'creds', 'stream', 'bucket',
-           'subjects', 'keys', 'start_seq', 'up_to_seq', 'start_time', 'up_to_time', 'partitions', 'batch_size', 'max_messages_per_trigger', 'timeout', 'msg_id', 'msg_id_column',
-           'fail_on_data_loss', 'max_rows_per_trigger', 'min_rows_per_trigger', 'max_trigger_delay')
+           'subjects', 'keys', 'start_seq', 'up_to_seq', 'start_time', 'up_to_time', 'partitions', 'batch_size',
+           'max_messages_per_trigger', 'timeout', 'msg_id', 'msg_id_column', 'fail_on_data_loss', 'max_rows_per_trigger', 'min_rows_per_trigger', 'max_trigger_delay')
 _SPARKS = ('path', 'checkpointlocation')          # options Spark itself adds
 
 def _check_known(o: dict):
@@ -201,7 +209,7 @@ class _Options:
         self.start_seq, self.up_to_seq = num('start_seq', least=1), num('up_to_seq', least=1)
         self.start_time = _parse_time(o['start_time']) if o.get('start_time') else None
         self.up_to_time = _parse_time(o['up_to_time']) if o.get('up_to_time') else None
-        self.partitions, self.batch_size = num('partitions', 1, 1), num('batch_size', 256, 1)
+        self.partitions, self.batch_size = num('partitions', 1, 1), num('batch_size', 10000, 1)
         self.max_per_trigger = num('max_messages_per_trigger', None, 1)
         self.max_rows, self.min_rows = num('max_rows_per_trigger', None, 1), num('min_rows_per_trigger', None, 1)
         if self.max_rows and self.max_per_trigger: raise ValueError('give max_rows_per_trigger or max_messages_per_trigger, not both')
@@ -259,6 +267,67 @@ def _read(c: _Conn, o: _Options, lo: int, hi: int, direct: bool):
     if direct: return _merged(c, o.stream, o.subjects, lo, hi, o.batch_size)
     return _consume(c, o.stream, o.subjects, lo, hi, o.batch_size)
 
+# %% ../../nbs/3_clients/02_spark.ipynb #3ec02536
+_DIRECT_KEYS = frozenset(_DIRECT_HEADERS)
+
+def _arrow_schema(schema: StructType):
+    "The Arrow schema Spark expects record batches of `schema` in."
+    from pyspark.sql.pandas.types import to_arrow_schema
+    return to_arrow_schema(schema, timezone='UTC')
+
+def _binary(a: np.ndarray, offs: np.ndarray, lens: np.ndarray, t):
+    "An Arrow array of type `t` (binary or string) holding `a[offs[i]:offs[i] + lens[i]]` for each i."
+    import pyarrow as pa
+    out, where = np.empty(int(lens.sum()), np.uint8), np.empty(len(offs) + 1, np.int32)
+    _bc._gather(a, np.ascontiguousarray(offs), np.ascontiguousarray(lens), out, where)
+    return pa.Array.from_buffers(t, len(offs), [None, pa.py_buffer(where), pa.py_buffer(out)])
+
+def _record_batch(stream: str, buf: bytes, rows: np.ndarray, schema):
+    "The rows of the `jetstream` schema for Direct Get replies scanned from `buf`, as one Arrow record batch."
+    import pyarrow as pa
+    s = _bc
+    a, n = np.frombuffer(buf, np.uint8), len(rows)
+    if (rows[:, s._SEQ] < 0).any() or (rows[:, s._NSUBJ_N] == 0).any():
+        raise NatsError(f'a Direct Get reply from {stream!r} without Nats-Sequence or Nats-Subject')
+    if (rows[:, s._FLAGS] & s._BADTIME).any(): raise ValueError(f'a Direct Get reply from {stream!r} with a time that is not RFC 3339')
+    hdrs = [[]] * n
+    for i in np.flatnonzero(rows[:, s._FLAGS] & s._OTHERS):
+        h = _headers(buf[rows[i, s._HDR]:rows[i, s._HDR] + rows[i, s._HDR_N]])
+        hdrs[i] = [(k, v) for k, v in h.items() if k not in _DIRECT_KEYS]
+    cols = [pa.array([stream] * n, pa.string()), _binary(a, rows[:, s._NSUBJ], rows[:, s._NSUBJ_N], pa.string()),
+            pa.array(rows[:, s._SEQ]), pa.array(rows[:, s._TIME] // 1000, pa.timestamp('us', tz='UTC')),
+            pa.array(hdrs, schema.field('headers').type), _binary(a, rows[:, s._DATA], rows[:, s._DATA_N], pa.binary())]
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+def _arrow_scan(c: _Conn, stream: str, subject: str, lo: int, hi: int, batch: int, schema):
+    "Record batches of the messages on `subject` with sequences in `[lo, hi]`, in order."
+    seq = lo
+    while seq <= hi:
+        req = {'seq': seq, 'batch': min(batch, hi - seq + 1), 'max_bytes': _MAX_BYTES}
+        if subject != '>': req['next_by_subj'] = subject
+        segs, end = c.scan_request(f'$JS.API.DIRECT.GET.{stream}', json.dumps(req).encode())
+        code, desc = wire.header_status(end)
+        if code == 503: raise NatsError(f'no Direct Get responder for stream {stream!r}: it does not exist or does not allow direct access', 503)
+        if code not in (204, 404): raise NatsError(f'Direct Get on {stream!r} failed: {desc}', code)
+        last = None
+        for buf, rows in segs:
+            past = rows[:, _bc._SEQ] > hi
+            if past.any(): rows = rows[~past]
+            if len(rows): yield _record_batch(stream, buf, rows, schema); last = int(rows[-1, _bc._SEQ])
+            if past.any(): return
+        eob = _first(_headers(end)) if code == 204 else None
+        if last is None or eob is None or eob.get('Nats-Num-Pending') == '0': return
+        seq = last + 1
+
+def _task_rows(o: _Options, part: _Range, schema: StructType):
+    "What a read task yields for `part`: Arrow record batches when the kernel can read it, else tuples."
+    with o.connect() as c:
+        if part.direct and len(o.subjects) == 1 and _jit():
+            yield from _arrow_scan(c, o.stream, o.subjects[0], part.lo, part.hi, o.batch_size, _arrow_schema(schema))
+        else:
+            for m in _read(c, o, part.lo, part.hi, part.direct): yield tuple(m)
+
+
 # %% ../../nbs/3_clients/02_spark.ipynb #d11f0b4c
 SCHEMA = 'stream string, subject string, seq long, time timestamp, headers map<string,array<string>>, data binary'
 KV_SCHEMA = 'key string, value binary, revision long, time timestamp'
@@ -276,9 +345,9 @@ def register(spark):
 # %% ../../nbs/3_clients/02_spark.ipynb #cc6f56ad
 class _Reader(DataSourceReader):
     "Batch reads of a stream: a snapshot of sequences read in parallel ranges."
-    def __init__(self, o: _Options):
+    def __init__(self, o: _Options, schema: StructType):
         if not o.stream: raise ValueError("the jetstream source needs option 'stream' (or 'bucket')")
-        self.o = o
+        self.o, self.schema = o, schema
 
     def partitions(self):
         with self.o.connect() as c: lo, hi, direct = _snapshot(c, self.o)
@@ -287,14 +356,13 @@ class _Reader(DataSourceReader):
 
     def read(self, part: _Range):
         if not isinstance(part, _Range): return           # Spark's stand-in for "no partitions"
-        with self.o.connect() as c:
-            for m in _read(c, self.o, part.lo, part.hi, part.direct): yield tuple(m)
+        yield from _task_rows(self.o, part, self.schema)
 
 @patch
 def reader(self: JetStreamDataSource, schema: StructType):
     "A batch reader: of the stream, or in KV mode of the bucket."
     o = _Options(self.options)
-    return _KVReader(o) if o.bucket else _Reader(o)
+    return _KVReader(o) if o.bucket else _Reader(o, schema)
 
 # %% ../../nbs/3_clients/02_spark.ipynb #49ca202d
 def local_session(app: str = 'jsnb', cores: int = 2, **conf):
@@ -351,8 +419,8 @@ class _KVReader(DataSourceReader):
 # %% ../../nbs/3_clients/02_spark.ipynb #073aeb28
 class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     "Streaming reads of a stream: sequence offsets, read limits, Direct Get ranges."
-    def __init__(self, o: _Options):
-        self.o, self.target, self._c, self.direct = o, None, None, True
+    def __init__(self, o: _Options, schema: StructType):
+        self.o, self.schema, self.target, self._c, self.direct = o, schema, None, None, True
         self._since = time.monotonic()                      # when the last micro-batch was planned (min_rows_per_trigger)
         self._refusal = ("the jetstream source needs option 'stream'" if not o.stream else
                          'KV mode (option bucket) reads batches only; stream the bucket with stream=KV_<bucket>' if o.bucket else None)
@@ -387,8 +455,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, part: _Range):
         if not isinstance(part, _Range): return           # Spark's stand-in for "no partitions"
-        with self.o.connect() as c:
-            for m in _read(c, self.o, part.lo, part.hi, part.direct): yield tuple(m)
+        yield from _task_rows(self.o, part, self.schema)
 
 # %% ../../nbs/3_clients/02_spark.ipynb #60fad235
 @patch
@@ -440,7 +507,7 @@ def stop(self: _StreamReader):
 @patch
 def streamReader(self: JetStreamDataSource, schema: StructType):
     "A streaming reader of the stream."
-    return _StreamReader(_Options(self.options))
+    return _StreamReader(_Options(self.options), schema)
 
 # %% ../../nbs/3_clients/02_spark.ipynb #81cad22d
 def _msg_id(subject: str, data: bytes, headers: dict) -> str:
@@ -449,11 +516,10 @@ def _msg_id(subject: str, data: bytes, headers: dict) -> str:
     for k, v in sorted(headers.items()): h.update(f'\0{k}\0{v}'.encode())
     return h.hexdigest()[:32]
 
-def _encode_row(row, o: _Options, position: str | None = None) -> tuple[str, bytes, bytes]:
-    "A row as `(subject, header block, payload)`; `position` names the row's place in the write (the default id)."
-    d = row.asDict()
-    subject, data = d['subject'], d['data']
-    headers = {k: v for k, v in (d.get('headers') or {}).items() if v is not None}      # a string or a list per key
+def _encode_row(d: dict, o: _Options, position: str | None = None) -> tuple[str, bytes, bytes]:
+    "A row (a dict) as `(subject, header block, payload)`; `position` names the row's place in the write (the default id)."
+    subject, data, h = d['subject'], d['data'], d.get('headers')
+    headers = {k: v for k, v in (h.items() if isinstance(h, dict) else h or ()) if v is not None}   # a string or a list per key
     if not subject: raise ValueError(f'a row without a subject cannot be published: {d}')
     data = data.encode() if isinstance(data, str) else bytes(data or b'')
     if 'Nats-Msg-Id' not in headers:
@@ -499,22 +565,46 @@ def _position() -> str:
     t = TaskContext.get()
     return str(t.partitionId()) if t is not None else '0'
 
-def _publish(c: _Conn, rows, o: _Options, window: int = 256, write_id: str = '') -> WriteStats:
-    "Publish `rows`, `window` acks in flight at most; raise the first refusal. Default ids: `<write_id>.<partition>.<row>`."
-    stats, waiting = WriteStats(), {}
+_DUPLICATE = re.compile(rb'"duplicate":\s*true')
+
+def _acks(buf: bytes, rows: np.ndarray, subject_of) -> int:
+    "How many of the scanned acks `rows` say duplicate; the first refusal raised (`subject_of(reply)`: what was published)."
+    s = _bc
+    out, where = np.empty(int(rows[:, s._DATA_N].sum()), np.uint8), np.empty(len(rows) + 1, np.int32)
+    s._gather(np.frombuffer(buf, np.uint8), np.ascontiguousarray(rows[:, s._DATA]), np.ascontiguousarray(rows[:, s._DATA_N]), out, where)
+    text = out.tobytes()
+    if rows[:, s._STATUS].any() or b'"error"' in text:
+        for r in rows: _ack(subject_of(buf[r[s._SUBJ]:r[s._SUBJ] + r[s._SUBJ_N]]), buf[r[s._HDR]:r[s._HDR] + r[s._HDR_N]],
+                            buf[r[s._DATA]:r[s._DATA] + r[s._DATA_N]])
+    return len(_DUPLICATE.findall(text))
+
+def _publish(c: _Conn, rows, o: _Options, window: int = 4096, write_id: str = '') -> WriteStats:
+    "Publish `rows` (dicts), `window` acks in flight at most; raise the first refusal. Default ids: `<write_id>.<partition>.<row>`."
+    stats, waiting, fast = WriteStats(), deque(), _jit()        # the subjects of publishes not acked yet, oldest first
+    first = c._n + 1                                            # the reply number of `waiting[0]`
+    def subject_of(reply: bytes) -> str: return waiting[int(reply.rsplit(b'.', 1)[1]) - first]
     def drain(left: int):
+        nonlocal first
         c.flush()
         while len(waiting) > left:
-            m = c.next()
-            if m.subject not in waiting: continue
-            ack = _ack(waiting.pop(m.subject), m.hdr, m.payload)
-            if ack.get('duplicate'): stats.duplicates += 1
-            else: stats.stored += 1
+            if fast:
+                for buf, acks in c.scan_messages(len(waiting) - left):
+                    dup = _acks(buf, acks, subject_of)
+                    stats.duplicates += dup; stats.stored += len(acks) - dup
+                    for _ in range(len(acks)): waiting.popleft()
+                    first += len(acks)
+            else:
+                m = c.next()
+                ack = _ack(subject_of(m.subject), m.hdr, m.payload)
+                if ack.get('duplicate'): stats.duplicates += 1
+                else: stats.stored += 1
+                waiting.popleft(); first += 1
     prefix = f'{write_id or uuid.uuid4().hex[:16]}.{_position()}.'
     for i, row in enumerate(rows):
         subject, hdr, data = _encode_row(row, o, prefix + str(i))
-        waiting[c.send(subject, data, hdr)] = subject
+        c.send(subject, data, hdr); waiting.append(subject)
         if len(waiting) >= window: drain(window // 2)
+        elif i & 255 == 255: c.flush()                          # publishes go out 256 at a time, acks are read later
     drain(0)
     return stats
 
@@ -530,13 +620,19 @@ def _check_columns(schema: StructType, o: _Options):
         raise ValueError(f"column 'headers' must be {' or '.join(_HEADER_TYPES)}, not {t['headers']}")
     if o.msg_id_column and o.msg_id_column not in t: raise ValueError(f'no column {o.msg_id_column!r} for msg_id_column')
 
-class _Writer(DataSourceWriter):
-    "Batch writes: each task publishes its rows with acks; the write's identity is made once, on the driver."
+def _dicts(batches):
+    "The rows of Spark's input to a write as dicts: from Arrow record batches, or from rows."
+    for b in batches:
+        if isinstance(b, Row): yield b.asDict()
+        else: yield from b.to_pylist()
+
+class _Writer(DataSourceArrowWriter):
+    "Batch writes: each task publishes its rows (Arrow batches) with acks; the write's identity is made once, on the driver."
     def __init__(self, o: _Options, schema: StructType, overwrite: bool):
         if overwrite: raise ValueError('a stream is append-only: write with mode("append")')
         _check_columns(schema, o); self.o, self.write_id = o, uuid.uuid4().hex[:16]
     def write(self, rows) -> WriteStats:
-        with self.o.connect() as c: return _publish(c, rows, self.o, write_id=self.write_id)
+        with self.o.connect() as c: return _publish(c, _dicts(rows), self.o, write_id=self.write_id)
     def commit(self, messages): _report(messages, 'jetstream write')
 
 def _batch_id() -> str:
@@ -547,11 +643,11 @@ def _batch_id() -> str:
     if not q or b is None: return uuid.uuid4().hex[:16]
     return f'{hashlib.sha256(q.encode()).hexdigest()[:16]}.{b}'      # ids stay short: they count against max_msg_size
 
-class _StreamWriter(DataSourceStreamWriter):
-    "Streaming writes: each micro-batch's tasks publish their rows with acks."
+class _StreamWriter(DataSourceStreamArrowWriter or DataSourceStreamWriter):
+    "Streaming writes: each micro-batch's tasks publish their rows (Arrow batches where Spark has them) with acks."
     def __init__(self, o: _Options, schema: StructType): _check_columns(schema, o); self.o = o
     def write(self, rows) -> WriteStats:
-        with self.o.connect() as c: return _publish(c, rows, self.o, write_id=_batch_id())
+        with self.o.connect() as c: return _publish(c, _dicts(rows), self.o, write_id=_batch_id())
     def commit(self, messages, batchId): _report(messages, f'jetstream micro-batch {batchId}')
     def abort(self, messages, batchId): pass      # nothing to undo: a retry's duplicates are dropped by msg id
 
