@@ -67,6 +67,6 @@ def test_spark_read_write_speed(spark, start_server):
         assert stored == 2 * N_WRITE
         results[kind] = (N_READ / t_read, N_WRITE / t_write)
         s.stop()
-    print(f'\n{"":34}' + ''.join(f'{k:>14}' for k in results))
-    print(f'{f"batch read, {N_READ} msgs, 2 partitions":34}' + ''.join(f'{r[0]:>10,.0f} r/s' for r in results.values()))
-    print(f'{f"batch write, {N_WRITE} rows, 2 tasks":34}' + ''.join(f'{r[1]:>10,.0f} r/s' for r in results.values()))
+    print(f'\n{"":40}' + ''.join(f'{k:>14}' for k in results))
+    print(f'{f"batch read, {N_READ} msgs, 2 partitions":40}' + ''.join(f'{r[0]:>10,.0f} r/s' for r in results.values()))
+    print(f'{f"batch write, {N_WRITE} rows, 2 tasks":40}' + ''.join(f'{r[1]:>10,.0f} r/s' for r in results.values()))

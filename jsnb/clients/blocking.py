@@ -433,6 +433,11 @@ def _control(self: _Conn, buf: bytes, rows: np.ndarray):
 def scan_request(self: _Conn, subject: str, payload: bytes = b'') -> tuple[list, bytes]:
     "Send a request; its replies up to the status frame that ends them, scanned: `([(buffer, rows)], status header block)`."
     reply = self.send(subject, payload); self.flush()
+    return self.scan_replies(reply)
+
+@patch
+def scan_replies(self: _Conn, reply: bytes) -> tuple[list, bytes]:
+    "The replies to a request sent earlier (to `reply`) up to the status frame that ends them, scanned, as `scan_request` returns them."
     segs, scans = [], self._scans(reply)
     try:
         for buf, rows in scans:

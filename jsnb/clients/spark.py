@@ -300,24 +300,25 @@ def _record_batch(stream: str, buf: bytes, rows: np.ndarray, schema):
     return pa.RecordBatch.from_arrays(cols, schema=schema)
 
 def _arrow_scan(c: _Conn, stream: str, subject: str, lo: int, hi: int, batch: int, schema):
-    "Record batches of the messages on `subject` with sequences in `[lo, hi]`, in order."
-    seq = lo
-    while seq <= hi:
+    "Record batches of the messages on `subject` with sequences in `[lo, hi]`, in order; the next request is out while one is converted."
+    def ask(seq: int) -> bytes:
         req = {'seq': seq, 'batch': min(batch, hi - seq + 1), 'max_bytes': _MAX_BYTES}
         if subject != '>': req['next_by_subj'] = subject
-        segs, end = c.scan_request(f'$JS.API.DIRECT.GET.{stream}', json.dumps(req).encode())
+        reply = c.send(f'$JS.API.DIRECT.GET.{stream}', json.dumps(req).encode()); c.flush()
+        return reply
+    reply = ask(lo) if lo <= hi else None
+    while reply:
+        segs, end = c.scan_replies(reply)
         code, desc = wire.header_status(end)
         if code == 503: raise NatsError(f'no Direct Get responder for stream {stream!r}: it does not exist or does not allow direct access', 503)
         if code not in (204, 404): raise NatsError(f'Direct Get on {stream!r} failed: {desc}', code)
-        last = None
-        for buf, rows in segs:
-            past = rows[:, _bc._SEQ] > hi
-            if past.any(): rows = rows[~past]
-            if len(rows): yield _record_batch(stream, buf, rows, schema); last = int(rows[-1, _bc._SEQ])
-            if past.any(): return
+        segs = [(buf, rows[rows[:, _bc._SEQ] <= hi]) for buf, rows in segs]
+        last = max((int(rows[-1, _bc._SEQ]) for _, rows in segs if len(rows)), default=None)
         eob = _first(_headers(end)) if code == 204 else None
-        if last is None or eob is None or eob.get('Nats-Num-Pending') == '0': return
-        seq = last + 1
+        more = last is not None and last < hi and eob is not None and eob.get('Nats-Num-Pending') != '0'
+        reply = ask(last + 1) if more else None
+        for buf, rows in segs:
+            if len(rows): yield _record_batch(stream, buf, rows, schema)
 
 def _task_rows(o: _Options, part: _Range, schema: StructType):
     "What a read task yields for `part`: Arrow record batches when the kernel can read it, else tuples."
@@ -521,15 +522,17 @@ def _encode_row(d: dict, o: _Options, position: str | None = None) -> tuple[str,
     subject, data, h = d['subject'], d['data'], d.get('headers')
     headers = {k: v for k, v in (h.items() if isinstance(h, dict) else h or ()) if v is not None}   # a string or a list per key
     if not subject: raise ValueError(f'a row without a subject cannot be published: {d}')
-    data = data.encode() if isinstance(data, str) else bytes(data or b'')
+    data = data if type(data) is bytes else data.encode() if isinstance(data, str) else bytes(data or b'')
     if 'Nats-Msg-Id' not in headers:
         if o.msg_id_column: headers['Nats-Msg-Id'] = str(d[o.msg_id_column])
         elif o.msg_id == 'hash': headers['Nats-Msg-Id'] = _msg_id(subject, data, headers)
         elif o.msg_id == 'position' and position: headers['Nats-Msg-Id'] = position
     if o.stream: headers['Nats-Expected-Stream'] = o.stream
-    if any(c in k + ''.join(v if isinstance(v, list) else [v]) for k, v in headers.items() for c in '\r\n'):
+    if not headers: return subject, b'', data
+    hdr = wire.make_headers(headers)
+    lines = sum(len(v) if isinstance(v, (list, tuple)) else 1 for v in headers.values())
+    if hdr.count(b'\n') != lines + 2 or hdr.count(b'\r') != lines + 2:     # a line break inside a key or a value
         raise ValueError(f'a header cannot hold a line break: {headers}')
-    hdr = wire.make_headers(headers) if headers else b''
     return subject, hdr, data
 
 # %% ../../nbs/3_clients/02_spark.ipynb #55895d59
