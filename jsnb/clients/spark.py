@@ -205,6 +205,7 @@ class _Options:
         self.secure = {k: o[k] for k in ('tls_ca', 'tls_cert', 'tls_key', 'nkeys_seed', 'creds') if o.get(k)}
         self.bucket = o.get('bucket')
         self.stream = o.get('stream') or (f'KV_{self.bucket}' if self.bucket else None)
+        if self.stream and re.search(r'[\s.*>]', self.stream): raise ValueError(f'not a stream name: {self.stream!r}')
         self.subjects, self.keys = _split(o.get('subjects', '>')) or ['>'], _split(o.get('keys', '>')) or ['>']
         self.start_seq, self.up_to_seq = num('start_seq', least=1), num('up_to_seq', least=1)
         self.start_time = _parse_time(o['start_time']) if o.get('start_time') else None
@@ -523,6 +524,10 @@ def _encode_row(d: dict, o: _Options, position: str | None = None) -> tuple[str,
     headers = {k: v for k, v in (h.items() if isinstance(h, dict) else h or ()) if v is not None}   # a string or a list per key
     if not subject: raise ValueError(f'a row without a subject cannot be published: {d}')
     data = data if type(data) is bytes else data.encode() if isinstance(data, str) else bytes(data or b'')
+    if not h and not o.msg_id_column and o.msg_id != 'hash':      # the usual row: no headers of its own, nothing to check
+        hdr = b'Nats-Msg-Id: %s\r\n' % position.encode() if o.msg_id == 'position' and position else b''
+        if o.stream: hdr += b'Nats-Expected-Stream: %s\r\n' % o.stream.encode()
+        return subject, b'NATS/1.0\r\n%s\r\n' % hdr if hdr else b'', data
     if 'Nats-Msg-Id' not in headers:
         if o.msg_id_column: headers['Nats-Msg-Id'] = str(d[o.msg_id_column])
         elif o.msg_id == 'hash': headers['Nats-Msg-Id'] = _msg_id(subject, data, headers)
