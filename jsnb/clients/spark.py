@@ -4,158 +4,32 @@
 
 # %% ../../nbs/3_clients/02_spark.ipynb #1f20970b
 from __future__ import annotations
-import asyncio, difflib, hashlib, heapq, json, logging, re, secrets, socket, threading, time, uuid
 from collections import deque
+import difflib, hashlib, heapq, json, logging, re, secrets, time, uuid
 from datetime import datetime, timezone
 from typing import NamedTuple
-from urllib.parse import unquote, urlsplit
 try:
-    from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter,
-                                        DataSourceWriter, InputPartition, WriterCommitMessage)
+    from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader, DataSourceStreamReader,
+                                        DataSourceStreamWriter, InputPartition, WriterCommitMessage)
+    try: from pyspark.sql.datasource import DataSourceStreamArrowWriter     # Spark 4.1 and later
+    except ImportError: DataSourceStreamArrowWriter = None
+    from pyspark.sql import Row
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
     from pyspark.sql.types import StructType
 except ModuleNotFoundError as e:
     raise ModuleNotFoundError(f"jsnb.clients.spark needs PySpark ({e.name} is missing): pip install 'jsnb[spark]' "
                               "(PySpark also needs Java 17 or newer)", name=e.name) from e
 from fastcore.basics import patch
-from .. import __version__
+import numpy as np
+from .blocking import NatsError, _Conn, _api, _first, _headers, _jit
+from . import blocking as _bc
 from ..nats import protocol as wire
 from ..nats.times import parse_go_duration
 
 log = logging.getLogger('jsnb.spark')
 
 # %% auto #0
-__all__ = ['log', 'OPTIONS', 'SCHEMA', 'KV_SCHEMA', 'NatsError', 'Msg', 'JetStreamDataSource', 'register', 'local_session',
-           'WriteStats']
-
-# %% ../../nbs/3_clients/02_spark.ipynb #3ed17683
-def _servers(url: str, user=None, password=None, token=None) -> list[dict]:
-    "The servers in a comma separated URL list, each with its host, port and credentials."
-    out = []
-    for u in (x.strip() for x in url.split(',') if x.strip()):
-        if '://' not in u: u = 'nats://' + u
-        p = urlsplit(u)
-        if p.scheme not in ('nats', 'tls'): raise ValueError(f'not a NATS URL: {u!r}')
-        s = dict(host=p.hostname or '127.0.0.1', port=p.port or 4222, tls=p.scheme == 'tls',
-                 user=unquote(p.username) if p.username and p.password is not None else None,
-                 password=unquote(p.password) if p.password is not None else None,
-                 token=unquote(p.username) if p.username and p.password is None else None)
-        if user: s.update(user=user, password=password, token=None)
-        if token: s.update(token=token, user=None, password=None)
-        out.append(s)
-    if not out: raise ValueError('no server URL given')
-    return out
-
-# %% ../../nbs/3_clients/02_spark.ipynb #ae09698d
-class NatsError(Exception):
-    "An error from the NATS server: its description, and `code`/`err_code` when it sent them."
-    def __init__(self, description: str, code: int | None = None, err_code: int | None = None):
-        self.description, self.code, self.err_code = description, code, err_code
-        codes = ', '.join(f'{k} {v}' for k, v in (('code', code), ('err_code', err_code)) if v is not None)
-        super().__init__(f'{description} ({codes})' if codes else description)
-
-def _headers(hdr: bytes) -> dict[str, list[str]]:
-    "The headers of a block as the `headers` column holds them: every value of each key, in order."
-    return wire.parse_headers(hdr)[2] if hdr else {}
-
-def _first(h: dict[str, list[str]]) -> dict[str, str]:
-    "The first value of each header: for the server's own headers, which it never repeats."
-    return {k: v[0] for k, v in h.items() if v}
-
-# %% ../../nbs/3_clients/02_spark.ipynb #4145ba57
-class _Conn:
-    "A small blocking NATS client: requests, publishes with replies, and nothing more."
-    def __init__(self, url: str = 'nats://127.0.0.1:4222', user=None, password=None, token=None, timeout: float = 10):
-        self.timeout, self.inbox, self._n, self._out = timeout, f'_INBOX.{secrets.token_hex(10)}', 0, []
-        errors = []
-        for s in _servers(url, user, password, token):
-            if s['tls']: raise NatsError('TLS connections are not supported by the jetstream data source')
-            try: self._open(s); return
-            except OSError as e: errors.append(f"{s['host']}:{s['port']}: {e}")
-        raise ConnectionError('cannot reach a NATS server: ' + '; '.join(errors))
-
-    def _open(self, s: dict):
-        self.sock = socket.create_connection((s['host'], s['port']), timeout=self.timeout)
-        self._parser, self._ops = wire.ClientParser(), deque()
-        try: self._handshake(s)
-        except BaseException: self.sock.close(); raise
-
-    def _handshake(self, s: dict):
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        op = self._op()
-        if type(op) is not wire.Info: raise NatsError(f'not a NATS server: it sent {op!r} first')
-        self.info = json.loads(op.info)
-        if self.info.get('tls_required'): raise NatsError('the server requires TLS, which the jetstream data source does not speak')
-        c = dict(verbose=False, pedantic=False, headers=True, no_responders=True, protocol=1, lang='python-jsnb-spark',
-                 version=__version__, name='jsnb-spark')
-        if s['user']: c.update(user=s['user'], **{'pass': s['password'] or ''})
-        if s['token']: c['auth_token'] = s['token']
-        self.sock.sendall(wire.encode_connect(c) + wire.PING_B)
-        while (op := self._op()) is not wire.PONG:
-            if type(op) is wire.Err: raise NatsError(op.error)
-        self.sock.sendall(wire.encode_sub(f'{self.inbox}.*'.encode(), b'1'))
-
-    def close(self):
-        "Close the socket."
-        self.sock.close()
-    def __enter__(self): return self
-    def __exit__(self, *exc): self.close()
-
-# %% ../../nbs/3_clients/02_spark.ipynb #3c33fbfb
-@patch
-def _op(self: _Conn):
-    "The next operation the server sent, reading the socket when none is waiting."
-    while not self._ops:
-        try: data = self.sock.recv(1 << 16)
-        except TimeoutError: raise TimeoutError(f'no answer from the NATS server in {self.timeout} s') from None
-        if not data: raise ConnectionError('the NATS server closed the connection')
-        self._ops.extend(self._parser.feed(data))
-    op = self._ops.popleft()
-    if type(op) is wire.Close: raise ConnectionError(f'the NATS server broke the protocol: {op.error}')
-    return op
-
-@patch
-def next(self: _Conn) -> tuple[str, bytes, bytes]:
-    "The next message on the inbox: `(subject, headers, payload)`."
-    while True:
-        op = self._op()
-        if type(op) is wire.Msg: return op.subject.decode(), op.hdr, op.payload
-        if op is wire.PING: self.sock.sendall(wire.PONG_B)
-        elif type(op) is wire.Err: raise NatsError(op.error)
-
-@patch
-def send(self: _Conn, subject: str, payload: bytes = b'', hdr: bytes = b'') -> str:
-    "Queue a message whose reply comes to a fresh inbox subject (returned); `flush` sends it."
-    self._n += 1; reply = f'{self.inbox}.{self._n}'
-    self._out.append(wire.encode_pub(subject.encode(), reply.encode(), payload, hdr))
-    return reply
-
-@patch
-def flush(self: _Conn):
-    "Send what `send` queued."
-    if self._out: self.sock.sendall(b''.join(self._out)); self._out = []
-
-@patch
-def replies(self: _Conn, reply: str):
-    "The messages sent to `reply` (others, late answers to earlier requests, are dropped)."
-    self.flush()
-    while True:
-        subject, hdr, data = self.next()
-        if subject == reply: yield hdr, data
-
-@patch
-def request(self: _Conn, subject: str, payload: bytes = b'', hdr: bytes = b'') -> tuple[bytes, bytes]:
-    "Send a request and wait for its first reply."
-    return next(self.replies(self.send(subject, payload, hdr)))
-
-# %% ../../nbs/3_clients/02_spark.ipynb #1c4d84c7
-def _api(c: _Conn, subject: str, req: dict | None = None) -> dict:
-    "Call the JetStream API (`$JS.API.<subject>`); raise its error as `NatsError`."
-    hdr, data = c.request(f'$JS.API.{subject}', json.dumps(req).encode() if req is not None else b'')
-    if wire.header_status(hdr)[0] == 503: raise NatsError('JetStream is not enabled on this server (no responders)', 503)
-    d = json.loads(data)
-    if 'error' in d: e = d['error']; raise NatsError(e.get('description', 'error'), e.get('code'), e.get('err_code'))
-    return d
+__all__ = ['log', 'OPTIONS', 'SCHEMA', 'KV_SCHEMA', 'Msg', 'JetStreamDataSource', 'register', 'local_session', 'WriteStats']
 
 # %% ../../nbs/3_clients/02_spark.ipynb #1f2b7561
 def _parse_time(s) -> datetime:
@@ -200,11 +74,13 @@ def _direct(c: _Conn, stream: str, req: dict) -> tuple[list[Msg], dict | None]:
         else: raise NatsError(f'Direct Get on {stream!r} failed: {desc}', code)
 
 # %% ../../nbs/3_clients/02_spark.ipynb #65c2c35e
+_MAX_BYTES = 4 << 20                # at most this much in one Direct Get batch (the server's own cap is 64 MiB)
+
 def _scan(c: _Conn, stream: str, subject: str, lo: int, hi: int, batch: int = 256):
     "The messages on `subject` with sequences in `[lo, hi]`, in order."
     seq = lo
     while seq <= hi:
-        req = {'seq': seq, 'batch': min(batch, hi - seq + 1)}
+        req = {'seq': seq, 'batch': min(batch, hi - seq + 1), 'max_bytes': _MAX_BYTES}
         if subject != '>': req['next_by_subj'] = subject
         msgs, eob = _direct(c, stream, req)
         for m in msgs:
@@ -285,11 +161,7 @@ def _deliveries(c: _Conn, n: int):
     "Up to `n` messages a pull request delivers, until its status (`404`/`408`: no more)."
     c.flush()
     for _ in range(n):
-        while True:
-            op = c._op()
-            if type(op) is wire.Msg: break
-            if op is wire.PING: c.sock.sendall(wire.PONG_B)
-            elif type(op) is wire.Err: raise NatsError(op.error)
+        op = c.next()
         if op.reply.startswith(b'$JS.ACK.'): yield op; continue
         code, desc = wire.header_status(op.data[:op.hdr_len])
         if code in (404, 408): return
@@ -299,9 +171,9 @@ def _deliveries(c: _Conn, n: int):
 def _split(v) -> list[str]: return [x.strip() for x in str(v).split(',') if x.strip()]
 
 _MSG_IDS = ('position', 'hash', 'none')
-OPTIONS = ('url', 'user', 'password', 'token', 'stream', 'bucket', 'subjects', 'keys', 'start_seq', 'up_to_seq', 'start_time',
-           'up_to_time', 'partitions', 'batch_size', 'max_messages_per_trigger', 'timeout', 'msg_id', 'msg_id_column',
-           'fail_on_data_loss', 'max_rows_per_trigger', 'min_rows_per_trigger', 'max_trigger_delay')
+OPTIONS = ('url', 'user', 'password', 'token', 'tls_ca', 'tls_cert', 'tls_key', 'nkeys_seed', 'creds', 'stream', 'bucket',
+           'subjects', 'keys', 'start_seq', 'up_to_seq', 'start_time', 'up_to_time', 'partitions', 'batch_size',
+           'max_messages_per_trigger', 'timeout', 'msg_id', 'msg_id_column', 'fail_on_data_loss', 'max_rows_per_trigger', 'min_rows_per_trigger', 'max_trigger_delay')
 _SPARKS = ('path', 'checkpointlocation')          # options Spark itself adds
 
 def _check_known(o: dict):
@@ -330,13 +202,15 @@ class _Options:
             return n
         self.url = o.get('url', 'nats://127.0.0.1:4222')
         self.user, self.password, self.token = o.get('user'), o.get('password'), o.get('token')
+        self.secure = {k: o[k] for k in ('tls_ca', 'tls_cert', 'tls_key', 'nkeys_seed', 'creds') if o.get(k)}
         self.bucket = o.get('bucket')
         self.stream = o.get('stream') or (f'KV_{self.bucket}' if self.bucket else None)
+        if self.stream and re.search(r'[\s.*>]', self.stream): raise ValueError(f'not a stream name: {self.stream!r}')
         self.subjects, self.keys = _split(o.get('subjects', '>')) or ['>'], _split(o.get('keys', '>')) or ['>']
         self.start_seq, self.up_to_seq = num('start_seq', least=1), num('up_to_seq', least=1)
         self.start_time = _parse_time(o['start_time']) if o.get('start_time') else None
         self.up_to_time = _parse_time(o['up_to_time']) if o.get('up_to_time') else None
-        self.partitions, self.batch_size = num('partitions', 1, 1), num('batch_size', 256, 1)
+        self.partitions, self.batch_size = num('partitions', 1, 1), num('batch_size', 10000, 1)
         self.max_per_trigger = num('max_messages_per_trigger', None, 1)
         self.max_rows, self.min_rows = num('max_rows_per_trigger', None, 1), num('min_rows_per_trigger', None, 1)
         if self.max_rows and self.max_per_trigger: raise ValueError('give max_rows_per_trigger or max_messages_per_trigger, not both')
@@ -349,7 +223,7 @@ class _Options:
         if self.msg_id not in _MSG_IDS: raise ValueError(f"option 'msg_id' is one of {', '.join(_MSG_IDS)}, not {self.msg_id!r}")
         self.fail_on_data_loss = _flag(o, 'fail_on_data_loss', True)
 
-    def connect(self) -> _Conn: return _Conn(self.url, self.user, self.password, self.token, self.timeout)
+    def connect(self) -> _Conn: return _Conn(self.url, self.user, self.password, self.token, self.timeout, **self.secure)
 
 # %% ../../nbs/3_clients/02_spark.ipynb #2891c04c
 def _stream_info(c: _Conn, stream: str) -> dict: return _api(c, f'STREAM.INFO.{stream}')
@@ -394,6 +268,68 @@ def _read(c: _Conn, o: _Options, lo: int, hi: int, direct: bool):
     if direct: return _merged(c, o.stream, o.subjects, lo, hi, o.batch_size)
     return _consume(c, o.stream, o.subjects, lo, hi, o.batch_size)
 
+# %% ../../nbs/3_clients/02_spark.ipynb #3ec02536
+_DIRECT_KEYS = frozenset(_DIRECT_HEADERS)
+
+def _arrow_schema(schema: StructType):
+    "The Arrow schema Spark expects record batches of `schema` in."
+    from pyspark.sql.pandas.types import to_arrow_schema
+    return to_arrow_schema(schema, timezone='UTC')
+
+def _binary(a: np.ndarray, offs: np.ndarray, lens: np.ndarray, t):
+    "An Arrow array of type `t` (binary or string) holding `a[offs[i]:offs[i] + lens[i]]` for each i."
+    import pyarrow as pa
+    out, where = np.empty(int(lens.sum()), np.uint8), np.empty(len(offs) + 1, np.int32)
+    _bc._gather(a, np.ascontiguousarray(offs), np.ascontiguousarray(lens), out, where)
+    return pa.Array.from_buffers(t, len(offs), [None, pa.py_buffer(where), pa.py_buffer(out)])
+
+def _record_batch(stream: str, buf: bytes, rows: np.ndarray, schema):
+    "The rows of the `jetstream` schema for Direct Get replies scanned from `buf`, as one Arrow record batch."
+    import pyarrow as pa
+    s = _bc
+    a, n = np.frombuffer(buf, np.uint8), len(rows)
+    if (rows[:, s._SEQ] < 0).any() or (rows[:, s._NSUBJ_N] == 0).any():
+        raise NatsError(f'a Direct Get reply from {stream!r} without Nats-Sequence or Nats-Subject')
+    if (rows[:, s._FLAGS] & s._BADTIME).any(): raise ValueError(f'a Direct Get reply from {stream!r} with a time that is not RFC 3339')
+    hdrs = [[]] * n
+    for i in np.flatnonzero(rows[:, s._FLAGS] & s._OTHERS):
+        h = _headers(buf[rows[i, s._HDR]:rows[i, s._HDR] + rows[i, s._HDR_N]])
+        hdrs[i] = [(k, v) for k, v in h.items() if k not in _DIRECT_KEYS]
+    cols = [pa.array([stream] * n, pa.string()), _binary(a, rows[:, s._NSUBJ], rows[:, s._NSUBJ_N], pa.string()),
+            pa.array(rows[:, s._SEQ]), pa.array(rows[:, s._TIME] // 1000, pa.timestamp('us', tz='UTC')),
+            pa.array(hdrs, schema.field('headers').type), _binary(a, rows[:, s._DATA], rows[:, s._DATA_N], pa.binary())]
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+def _arrow_scan(c: _Conn, stream: str, subject: str, lo: int, hi: int, batch: int, schema):
+    "Record batches of the messages on `subject` with sequences in `[lo, hi]`, in order; the next request is out while one is converted."
+    def ask(seq: int) -> bytes:
+        req = {'seq': seq, 'batch': min(batch, hi - seq + 1), 'max_bytes': _MAX_BYTES}
+        if subject != '>': req['next_by_subj'] = subject
+        reply = c.send(f'$JS.API.DIRECT.GET.{stream}', json.dumps(req).encode()); c.flush()
+        return reply
+    reply = ask(lo) if lo <= hi else None
+    while reply:
+        segs, end = c.scan_replies(reply)
+        code, desc = wire.header_status(end)
+        if code == 503: raise NatsError(f'no Direct Get responder for stream {stream!r}: it does not exist or does not allow direct access', 503)
+        if code not in (204, 404): raise NatsError(f'Direct Get on {stream!r} failed: {desc}', code)
+        segs = [(buf, rows[rows[:, _bc._SEQ] <= hi]) for buf, rows in segs]
+        last = max((int(rows[-1, _bc._SEQ]) for _, rows in segs if len(rows)), default=None)
+        eob = _first(_headers(end)) if code == 204 else None
+        more = last is not None and last < hi and eob is not None and eob.get('Nats-Num-Pending') != '0'
+        reply = ask(last + 1) if more else None
+        for buf, rows in segs:
+            if len(rows): yield _record_batch(stream, buf, rows, schema)
+
+def _task_rows(o: _Options, part: _Range, schema: StructType):
+    "What a read task yields for `part`: Arrow record batches when the kernel can read it, else tuples."
+    with o.connect() as c:
+        if part.direct and len(o.subjects) == 1 and _jit():
+            yield from _arrow_scan(c, o.stream, o.subjects[0], part.lo, part.hi, o.batch_size, _arrow_schema(schema))
+        else:
+            for m in _read(c, o, part.lo, part.hi, part.direct): yield tuple(m)
+
+
 # %% ../../nbs/3_clients/02_spark.ipynb #d11f0b4c
 SCHEMA = 'stream string, subject string, seq long, time timestamp, headers map<string,array<string>>, data binary'
 KV_SCHEMA = 'key string, value binary, revision long, time timestamp'
@@ -411,9 +347,9 @@ def register(spark):
 # %% ../../nbs/3_clients/02_spark.ipynb #cc6f56ad
 class _Reader(DataSourceReader):
     "Batch reads of a stream: a snapshot of sequences read in parallel ranges."
-    def __init__(self, o: _Options):
+    def __init__(self, o: _Options, schema: StructType):
         if not o.stream: raise ValueError("the jetstream source needs option 'stream' (or 'bucket')")
-        self.o = o
+        self.o, self.schema = o, schema
 
     def partitions(self):
         with self.o.connect() as c: lo, hi, direct = _snapshot(c, self.o)
@@ -422,14 +358,13 @@ class _Reader(DataSourceReader):
 
     def read(self, part: _Range):
         if not isinstance(part, _Range): return           # Spark's stand-in for "no partitions"
-        with self.o.connect() as c:
-            for m in _read(c, self.o, part.lo, part.hi, part.direct): yield tuple(m)
+        yield from _task_rows(self.o, part, self.schema)
 
 @patch
 def reader(self: JetStreamDataSource, schema: StructType):
     "A batch reader: of the stream, or in KV mode of the bucket."
     o = _Options(self.options)
-    return _KVReader(o) if o.bucket else _Reader(o)
+    return _KVReader(o) if o.bucket else _Reader(o, schema)
 
 # %% ../../nbs/3_clients/02_spark.ipynb #49ca202d
 def local_session(app: str = 'jsnb', cores: int = 2, **conf):
@@ -486,8 +421,8 @@ class _KVReader(DataSourceReader):
 # %% ../../nbs/3_clients/02_spark.ipynb #073aeb28
 class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     "Streaming reads of a stream: sequence offsets, read limits, Direct Get ranges."
-    def __init__(self, o: _Options):
-        self.o, self.target, self._c, self.direct = o, None, None, True
+    def __init__(self, o: _Options, schema: StructType):
+        self.o, self.schema, self.target, self._c, self.direct = o, schema, None, None, True
         self._since = time.monotonic()                      # when the last micro-batch was planned (min_rows_per_trigger)
         self._refusal = ("the jetstream source needs option 'stream'" if not o.stream else
                          'KV mode (option bucket) reads batches only; stream the bucket with stream=KV_<bucket>' if o.bucket else None)
@@ -522,8 +457,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, part: _Range):
         if not isinstance(part, _Range): return           # Spark's stand-in for "no partitions"
-        with self.o.connect() as c:
-            for m in _read(c, self.o, part.lo, part.hi, part.direct): yield tuple(m)
+        yield from _task_rows(self.o, part, self.schema)
 
 # %% ../../nbs/3_clients/02_spark.ipynb #60fad235
 @patch
@@ -575,7 +509,7 @@ def stop(self: _StreamReader):
 @patch
 def streamReader(self: JetStreamDataSource, schema: StructType):
     "A streaming reader of the stream."
-    return _StreamReader(_Options(self.options))
+    return _StreamReader(_Options(self.options), schema)
 
 # %% ../../nbs/3_clients/02_spark.ipynb #81cad22d
 def _msg_id(subject: str, data: bytes, headers: dict) -> str:
@@ -584,21 +518,26 @@ def _msg_id(subject: str, data: bytes, headers: dict) -> str:
     for k, v in sorted(headers.items()): h.update(f'\0{k}\0{v}'.encode())
     return h.hexdigest()[:32]
 
-def _encode_row(row, o: _Options, position: str | None = None) -> tuple[str, bytes, bytes]:
-    "A row as `(subject, header block, payload)`; `position` names the row's place in the write (the default id)."
-    d = row.asDict()
-    subject, data = d['subject'], d['data']
-    headers = {k: v for k, v in (d.get('headers') or {}).items() if v is not None}      # a string or a list per key
+def _encode_row(d: dict, o: _Options, position: str | None = None) -> tuple[str, bytes, bytes]:
+    "A row (a dict) as `(subject, header block, payload)`; `position` names the row's place in the write (the default id)."
+    subject, data, h = d['subject'], d['data'], d.get('headers')
+    headers = {k: v for k, v in (h.items() if isinstance(h, dict) else h or ()) if v is not None}   # a string or a list per key
     if not subject: raise ValueError(f'a row without a subject cannot be published: {d}')
-    data = data.encode() if isinstance(data, str) else bytes(data or b'')
+    data = data if type(data) is bytes else data.encode() if isinstance(data, str) else bytes(data or b'')
+    if not h and not o.msg_id_column and o.msg_id != 'hash':      # the usual row: no headers of its own, nothing to check
+        hdr = b'Nats-Msg-Id: %s\r\n' % position.encode() if o.msg_id == 'position' and position else b''
+        if o.stream: hdr += b'Nats-Expected-Stream: %s\r\n' % o.stream.encode()
+        return subject, b'NATS/1.0\r\n%s\r\n' % hdr if hdr else b'', data
     if 'Nats-Msg-Id' not in headers:
         if o.msg_id_column: headers['Nats-Msg-Id'] = str(d[o.msg_id_column])
         elif o.msg_id == 'hash': headers['Nats-Msg-Id'] = _msg_id(subject, data, headers)
         elif o.msg_id == 'position' and position: headers['Nats-Msg-Id'] = position
     if o.stream: headers['Nats-Expected-Stream'] = o.stream
-    if any(c in k + ''.join(v if isinstance(v, list) else [v]) for k, v in headers.items() for c in '\r\n'):
+    if not headers: return subject, b'', data
+    hdr = wire.make_headers(headers)
+    lines = sum(len(v) if isinstance(v, (list, tuple)) else 1 for v in headers.values())
+    if hdr.count(b'\n') != lines + 2 or hdr.count(b'\r') != lines + 2:     # a line break inside a key or a value
         raise ValueError(f'a header cannot hold a line break: {headers}')
-    hdr = wire.make_headers(headers) if headers else b''
     return subject, hdr, data
 
 # %% ../../nbs/3_clients/02_spark.ipynb #55895d59
@@ -634,22 +573,46 @@ def _position() -> str:
     t = TaskContext.get()
     return str(t.partitionId()) if t is not None else '0'
 
-def _publish(c: _Conn, rows, o: _Options, window: int = 256, write_id: str = '') -> WriteStats:
-    "Publish `rows`, `window` acks in flight at most; raise the first refusal. Default ids: `<write_id>.<partition>.<row>`."
-    stats, waiting = WriteStats(), {}
+_DUPLICATE = re.compile(rb'"duplicate":\s*true')
+
+def _acks(buf: bytes, rows: np.ndarray, subject_of) -> int:
+    "How many of the scanned acks `rows` say duplicate; the first refusal raised (`subject_of(reply)`: what was published)."
+    s = _bc
+    out, where = np.empty(int(rows[:, s._DATA_N].sum()), np.uint8), np.empty(len(rows) + 1, np.int32)
+    s._gather(np.frombuffer(buf, np.uint8), np.ascontiguousarray(rows[:, s._DATA]), np.ascontiguousarray(rows[:, s._DATA_N]), out, where)
+    text = out.tobytes()
+    if rows[:, s._STATUS].any() or b'"error"' in text:
+        for r in rows: _ack(subject_of(buf[r[s._SUBJ]:r[s._SUBJ] + r[s._SUBJ_N]]), buf[r[s._HDR]:r[s._HDR] + r[s._HDR_N]],
+                            buf[r[s._DATA]:r[s._DATA] + r[s._DATA_N]])
+    return len(_DUPLICATE.findall(text))
+
+def _publish(c: _Conn, rows, o: _Options, window: int = 4096, write_id: str = '') -> WriteStats:
+    "Publish `rows` (dicts), `window` acks in flight at most; raise the first refusal. Default ids: `<write_id>.<partition>.<row>`."
+    stats, waiting, fast = WriteStats(), deque(), _jit()        # the subjects of publishes not acked yet, oldest first
+    first = c._n + 1                                            # the reply number of `waiting[0]`
+    def subject_of(reply: bytes) -> str: return waiting[int(reply.rsplit(b'.', 1)[1]) - first]
     def drain(left: int):
+        nonlocal first
         c.flush()
         while len(waiting) > left:
-            reply, hdr, data = c.next()
-            if reply not in waiting: continue
-            ack = _ack(waiting.pop(reply), hdr, data)
-            if ack.get('duplicate'): stats.duplicates += 1
-            else: stats.stored += 1
+            if fast:
+                for buf, acks in c.scan_messages(len(waiting) - left):
+                    dup = _acks(buf, acks, subject_of)
+                    stats.duplicates += dup; stats.stored += len(acks) - dup
+                    for _ in range(len(acks)): waiting.popleft()
+                    first += len(acks)
+            else:
+                m = c.next()
+                ack = _ack(subject_of(m.subject), m.hdr, m.payload)
+                if ack.get('duplicate'): stats.duplicates += 1
+                else: stats.stored += 1
+                waiting.popleft(); first += 1
     prefix = f'{write_id or uuid.uuid4().hex[:16]}.{_position()}.'
     for i, row in enumerate(rows):
         subject, hdr, data = _encode_row(row, o, prefix + str(i))
-        waiting[c.send(subject, data, hdr)] = subject
+        c.send(subject, data, hdr); waiting.append(subject)
         if len(waiting) >= window: drain(window // 2)
+        elif i & 255 == 255: c.flush()                          # publishes go out 256 at a time, acks are read later
     drain(0)
     return stats
 
@@ -665,13 +628,19 @@ def _check_columns(schema: StructType, o: _Options):
         raise ValueError(f"column 'headers' must be {' or '.join(_HEADER_TYPES)}, not {t['headers']}")
     if o.msg_id_column and o.msg_id_column not in t: raise ValueError(f'no column {o.msg_id_column!r} for msg_id_column')
 
-class _Writer(DataSourceWriter):
-    "Batch writes: each task publishes its rows with acks; the write's identity is made once, on the driver."
+def _dicts(batches):
+    "The rows of Spark's input to a write as dicts: from Arrow record batches, or from rows."
+    for b in batches:
+        if isinstance(b, Row): yield b.asDict()
+        else: yield from b.to_pylist()
+
+class _Writer(DataSourceArrowWriter):
+    "Batch writes: each task publishes its rows (Arrow batches) with acks; the write's identity is made once, on the driver."
     def __init__(self, o: _Options, schema: StructType, overwrite: bool):
         if overwrite: raise ValueError('a stream is append-only: write with mode("append")')
         _check_columns(schema, o); self.o, self.write_id = o, uuid.uuid4().hex[:16]
     def write(self, rows) -> WriteStats:
-        with self.o.connect() as c: return _publish(c, rows, self.o, write_id=self.write_id)
+        with self.o.connect() as c: return _publish(c, _dicts(rows), self.o, write_id=self.write_id)
     def commit(self, messages): _report(messages, 'jetstream write')
 
 def _batch_id() -> str:
@@ -682,11 +651,11 @@ def _batch_id() -> str:
     if not q or b is None: return uuid.uuid4().hex[:16]
     return f'{hashlib.sha256(q.encode()).hexdigest()[:16]}.{b}'      # ids stay short: they count against max_msg_size
 
-class _StreamWriter(DataSourceStreamWriter):
-    "Streaming writes: each micro-batch's tasks publish their rows with acks."
+class _StreamWriter(DataSourceStreamArrowWriter or DataSourceStreamWriter):
+    "Streaming writes: each micro-batch's tasks publish their rows (Arrow batches where Spark has them) with acks."
     def __init__(self, o: _Options, schema: StructType): _check_columns(schema, o); self.o = o
     def write(self, rows) -> WriteStats:
-        with self.o.connect() as c: return _publish(c, rows, self.o, write_id=_batch_id())
+        with self.o.connect() as c: return _publish(c, _dicts(rows), self.o, write_id=_batch_id())
     def commit(self, messages, batchId): _report(messages, f'jetstream micro-batch {batchId}')
     def abort(self, messages, batchId): pass      # nothing to undo: a retry's duplicates are dropped by msg id
 
