@@ -70,7 +70,8 @@ def varz(core: Core, query: dict | None = None) -> dict:
              routes=len(core.cluster.routes) if core.cluster else 0, remotes=len(core.cluster.routes) if core.cluster else 0,
              in_msgs=core.in_msgs, in_bytes=core.in_bytes, out_msgs=core.out_msgs, out_bytes=core.out_bytes,
              slow_consumers=core.slow_consumers, stale_connections=core.stale_connections,
-             subscriptions=core.sublist.count + (core.cluster.rsl.count if core.cluster else 0))
+             subscriptions=sum(a.sublist.count for a in core.accounts.values())
+ + (core.cluster.rsl.count if core.cluster else 0))
     if o.server_tags: d['tags'] = list(o.server_tags)
     d['jsnb_version'] = core.info()['jsnb_version']
     return d
@@ -91,7 +92,11 @@ def connz(core: Core, query: dict | None = None) -> dict:
     q, now = query or {}, time.time()
     offset, limit = _int(q, 'offset', 0), _int(q, 'limit', 1024)
     subs = q.get('subs', [''])[0].lower()
-    clients = sorted(core.clients.values(), key=lambda c: c.cid)
+    auth = q.get('auth', [''])[0] in ('1', 't', 'T', 'true', 'TRUE', 'True')
+    acc = q.get('acc', [''])[0]
+    if acc and acc not in core.accounts:          # an unknown account: an empty answer, as from the reference
+        return dict(server_id='', now=rfc3339_micro(now), num_connections=0, total=0, offset=offset, limit=limit, connections=None)
+    clients = sorted((c for c in core.clients.values() if not acc or c.acc.name == acc), key=lambda c: c.cid)
     conns = []
     for c in clients[offset:offset + limit]:
         d = dict(cid=c.cid, kind='Client', type='nats', ip=c.host, port=c.port, start=rfc3339_micro(c.start),
@@ -101,9 +106,12 @@ def connz(core: Core, query: dict | None = None) -> dict:
                  subscriptions=len(c.subs))
         for k in ('name', 'lang', 'version'):
             if getattr(c, k): d[k] = getattr(c, k)
-        if c.user: d['authorized_user'] = c.user
+        if auth and c.user: d['authorized_user'] = c.user
+        if auth and c.acc.name != '$G': d['account'] = c.acc.name
         if subs in ('1', 'true') and c.subs: d['subscriptions_list'] = [s.subject.decode() for s in c.subs.values()]
         if subs == 'detail' and c.subs: d['subscriptions_list_detail'] = [_sub_detail(s, c.cid) for s in c.subs.values()]
+        if auth: d['name_tag'] = c.acc.name
+
         conns.append(d)
     return dict(server_id=core.server_id, now=rfc3339_micro(now), num_connections=len(conns), total=len(clients),
                 offset=offset, limit=limit, connections=conns)
@@ -145,13 +153,15 @@ def subsz(core: Core, query: dict | None = None) -> dict:
     q, sl = query or {}, core.sublist
     fanouts = [len(p) + len(g) for p, g in sl.cache.values()]
     remote = core.cluster.rsl.count if core.cluster else 0
-    d = dict(server_id=core.server_id, now=rfc3339_micro(time.time()), num_subscriptions=sl.count + remote, num_cache=len(sl.cache),
+    count = sum(a.sublist.count for a in core.accounts.values())
+    d = dict(server_id=core.server_id, now=rfc3339_micro(time.time()), num_subscriptions=count + remote, num_cache=len(sl.cache),
+
              num_inserts=sl.inserts, num_removes=sl.removes, num_matches=sl.matches,
              cache_hit_rate=sl.cache_hits / sl.matches if sl.matches else 0,
              max_fanout=max(fanouts, default=0), avg_fanout=sum(fanouts) / len(fanouts) if fanouts else 0)
     if q.get('subs', [''])[0].lower() in ('1', 'true', 'detail'):
         test = q.get('test', [''])[0]
-        found = [dict(account='$G', account_tag='$G', **_sub_detail(s, c.cid))
+        found = [dict(account=c.acc.name, account_tag=c.acc.name, **_sub_detail(s, c.cid))
                  for c in sorted(core.clients.values(), key=lambda c: c.cid) for s in c.subs.values()
                  if not test or subject_matches(test, s.subject)]
         if core.cluster:

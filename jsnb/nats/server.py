@@ -216,6 +216,13 @@ async def start(self: Server) -> Server:
     if o.jetstream and o.clustered:
         raise StartupError("JetStream clustering is not implemented yet: jsnb runs JetStream on a single server; "
                            "remove the cluster block (or --cluster) or disable JetStream")
+    if o.accounts and o.clustered:
+        raise StartupError("accounts are not carried over routes yet: jsnb runs accounts on a single server; "
+                           "remove the cluster block (or --cluster) or the accounts")
+    if o.accounts and o.jetstream:
+        raise StartupError("JetStream with accounts is not implemented yet: refusing to start rather than run JetStream "
+                           "in the wrong account; remove the accounts or disable JetStream")
+
     try:
         try: warnings = startup_checks(o)       # users, no_auth_user
         except ValueError as e: raise StartupError(str(e)) from None

@@ -1,0 +1,214 @@
+"""Accounts against the reference: the same `accounts` configuration run by jsnb and by nats-server 2.15.1 must
+accept and refuse the same clients, deliver the same messages to the same accounts (isolation, stream and service
+imports with their subject mappings and reply subjects), answer the same `/connz`, and refuse the same mistakes."""
+import asyncio, json, re, urllib.request
+
+import pytest
+import nats
+
+from conftest import KINDS, REF_BIN
+from test_auth_reference import attempt, check_config, log_lines, run_briefly
+
+pytestmark = [pytest.mark.reference, pytest.mark.skipif(REF_BIN is None, reason='reference nats-server not installed')]
+
+ACCOUNTS = '''
+http: "127.0.0.1:-1"
+accounts {
+  A: { users: [ {user: a, password: a} ], exports: [ {stream: "foo.>"}, {service: "req.>"} ] }
+  B: { users: [ {user: b, password: b} ],
+       imports: [ {stream: {account: A, subject: "foo.>"}, prefix: pre}, {service: {account: A, subject: "req.x"}, to: "bq"} ] }
+  C: { users: [ {user: c, password: c} ],
+       imports: [ {stream: {account: A, subject: "foo.bar"}, to: "x.y"}, {service: {account: A, subject: "req.y"}} ] }
+  D: { users: [ {user: d, password: d} ], exports: [ {stream: "only.c", accounts: [C]} ] }
+}
+authorization { users: [ {user: g, password: g} ] }
+'''
+
+
+def both(start_server, config):
+    return {k: start_server(k, config=config) for k in KINDS}
+
+
+def monitor_port(server) -> int:
+    return int(re.search(r'Starting http monitor on [\d.]+:(\d+)', server.log_text()).group(1))
+
+
+def reply_shape(r: str) -> str:
+    "A reply subject with its random parts replaced: `_R_.<6>.<6>` and nats-py's inboxes."
+    r = re.sub(r'^_R_\.[A-Za-z0-9]{6}\.[A-Za-z0-9]{6}$', '_R_.X.Y', r)
+    return re.sub(r'^_INBOX\..*', '_INBOX', r)
+
+
+async def deliveries(url) -> list:
+    "Who sees what: each user subscribes to `>`, A answers `req.>`; then publishes and requests across accounts."
+    conns = {u: await nats.connect(url.replace('nats://', f'nats://{u}:{u}@'), allow_reconnect=False) for u in 'abcdg'}
+    got = []
+    for u, nc in conns.items():
+        async def cb(m, u=u): got.append((u, reply_shape(m.subject), reply_shape(m.reply), m.data.decode()))
+        await nc.subscribe('>', cb=cb)
+    async def svc(m):
+        got.append(('svc', m.subject, reply_shape(m.reply), m.data.decode())); await m.respond(b'resp:' + m.data)
+    await conns['a'].subscribe('req.>', cb=svc)
+    for nc in conns.values(): await nc.flush()
+    await conns['a'].publish('foo.bar', b'1', reply='r.1')
+    await conns['a'].publish('foo.baz', b'2')
+    await conns['b'].publish('foo.bar', b'3')
+    await conns['g'].publish('foo.bar', b'4')
+    await conns['d'].publish('only.c', b'5')
+    for nc in conns.values(): await nc.flush()
+    await asyncio.sleep(0.3)
+    answers = []
+    for u, subject in (('b', 'bq'), ('c', 'req.y'), ('c', 'req.z'), ('b', 'req.x'), ('g', 'req.x')):
+        try: r = await conns[u].request(subject, b'hi' + u.encode(), timeout=1); answers.append((u, subject, r.data.decode()))
+        except Exception as e: answers.append((u, subject, type(e).__name__))
+    await asyncio.sleep(0.3)
+    for nc in conns.values(): await nc.close()
+    return sorted(got), answers
+
+
+def test_isolation_and_imports(start_server):
+    servers = both(start_server, ACCOUNTS)
+    out = {k: asyncio.run(deliveries(s.url)) for k, s in servers.items()}
+    assert out['jsnb'] == out['nats-server']
+    got, answers = out['jsnb']
+    assert ('b', 'pre.foo.bar', 'r.1', '1') in got and ('c', 'x.y', 'r.1', '1') in got
+    assert ('svc', 'req.x', '_R_.X.Y', 'hib') in got
+    assert answers[:2] == [('b', 'bq', 'resp:hib'), ('c', 'req.y', 'resp:hic')]
+
+
+async def no_responders(url) -> list:
+    "Requests through a service import with nobody answering in the exporting account."
+    nc = await nats.connect(url.replace('nats://', 'nats://c:c@'), allow_reconnect=False)
+    out = []
+    for subject in ('req.y', 'nothing'):
+        try: await nc.request(subject, b'x', timeout=1); out.append('answered')
+        except Exception as e: out.append(type(e).__name__)
+    await nc.close()
+    return out
+
+
+def test_service_import_no_responders(start_server):
+    servers = both(start_server, ACCOUNTS)
+    out = {k: asyncio.run(no_responders(s.url)) for k, s in servers.items()}
+    assert out['jsnb'] == out['nats-server'] == ['NoRespondersError', 'NoRespondersError']
+
+
+def test_logins_and_connect_info(start_server):
+    "Users of every account log in, wrong passwords are refused, and the INFO after CONNECT names the account."
+    servers = both(start_server, ACCOUNTS + 'no_auth_user: c\n')
+    out = {}
+    for k, s in servers.items():
+        res = []
+        for o in ({'user': 'a', 'pass': 'a'}, {'user': 'a', 'pass': 'b'}, {'user': 'g', 'pass': 'g'}, {}, {'user': 'zz', 'pass': 'a'}):
+            text, closed = attempt(s.port, {**o, 'protocol': 1}, wait=0.4)
+            m = re.search(rb'"remote_account":"([^"]*)"', text)
+            res.append((b'Authorization Violation' in text, closed, m and m.group(1).decode()))
+        out[k] = res
+    assert out['jsnb'] == out['nats-server']
+    assert [r[2] for r in out['jsnb']] == ['A', None, '$G', 'C', None]
+
+
+async def connz(url, port) -> list:
+    conns = [await nats.connect(url.replace('nats://', f'nats://{u}:{u}@'), name=u) for u in 'ag']
+    for nc in conns: await nc.flush()
+    out = []
+    for q in ('', 'auth=1', 'auth=true&acc=A', 'acc=A', 'acc=ZZ'):
+        d = json.load(urllib.request.urlopen(f'http://127.0.0.1:{port}/connz?{q}', timeout=5))
+        out.append((q, d['num_connections'], d['total'], d['connections'] and
+                    [{k: v for k, v in c.items() if k in ('name', 'account', 'authorized_user', 'name_tag')} for c in d['connections']]))
+    for nc in conns: await nc.close()
+    return out
+
+
+def test_connz_accounts(start_server):
+    servers = both(start_server, ACCOUNTS)
+    out = {k: asyncio.run(connz(s.url, monitor_port(s))) for k, s in servers.items()}
+    assert out['jsnb'] == out['nats-server']
+    assert out['jsnb'][1][3][0] == {'name': 'a', 'authorized_user': 'a', 'account': 'A', 'name_tag': 'A'}
+
+
+def test_authentication_error_logged_with_account(start_server):
+    "A publish violation of a user in an account is logged as `\"A/user:x\"`, like the reference."
+    conf = ACCOUNTS.replace('{user: a, password: a}', '{user: a, password: a, permissions: {publish: "ok"}}')
+    servers = both(start_server, conf)
+    for s in servers.values(): attempt(s.port, {'user': 'a', 'pass': 'a'}, then=b'PUB no 0\r\n\r\nPING\r\n')
+    lines = {k: log_lines(s, 'Publish Violation') for k, s in servers.items()}
+    assert lines['jsnb'] == lines['nats-server'] and '"A/user:a"' in lines['jsnb'][0]
+
+
+BAD = {
+    'duplicate user': 'accounts { A: { users: [ {user: a, password: a} ] }, B: { users: [ {user: a, password: b} ] } }',
+    'duplicate with authorization': 'accounts { A: { users: [ {user: a, password: a} ] } }\nauthorization { users: [ {user: a, password: b} ] }',
+    'undefined account': 'accounts { B: { imports: [ {stream: {account: Z, subject: "foo"}} ] } }',
+    'not exported': 'accounts { A: {}, B: { imports: [ {stream: {account: A, subject: "foo"}} ] } }',
+    'wrong kind': 'accounts { A: {exports: [{service: "foo"}]}, B: { imports: [ {stream: {account: A, subject: "foo"}} ] } }',
+    'not to this account': 'accounts { A: {exports: [{stream: "foo", accounts: [C]}]}, B: { imports: [ {stream: {account: A, subject: "foo"}} ] }, C: {} }',
+    'narrower export': 'accounts { A: {exports: [{stream: "foo.bar"}]}, B: { imports: [ {stream: {account: A, subject: "foo.>"}} ] } }',
+    'prefix and to': 'accounts { A: {exports: [{stream: "foo.>"}]}, B: { imports: [ {stream: {account: A, subject: "foo.x"}, prefix: p, to: q} ] } }',
+    'unknown import field': 'accounts { A: {exports: [{stream: "foo.>"}]}, B: { imports: [ {stream: {account: A, subject: "foo.x"}, foo: 1} ] } }',
+    'unknown account field': 'accounts { A: {bogus: 1} }',
+    'reserved': 'accounts { "$G": {} }',
+}
+
+MESSAGES = {
+    'duplicate user': 'Duplicate user "a" detected', 'duplicate with authorization': 'Duplicate user "a" detected',
+    'undefined account': '"Z" account not defined for stream import', 'not exported': 'Error adding stream import "foo": stream import not authorized',
+    'wrong kind': 'Error adding stream import "foo": stream import not authorized',
+    'not to this account': 'Error adding stream import "foo": stream import not authorized',
+    'narrower export': 'Error adding stream import "foo.>": stream import not authorized',
+    'prefix and to': "Stream import can not have a 'prefix' and a 'to' property", 'unknown import field': 'unknown field "foo"',
+    'unknown account field': 'unknown field "bogus"', 'reserved': '"$G" is a Reserved Account',
+}
+
+
+@pytest.mark.parametrize('case', list(BAD))
+def test_configuration_mistakes(tmp_path, case):
+    path = tmp_path / 'bad.conf'; path.write_text(BAD[case] + '\n')
+    out = {k: check_config(k, path) for k in KINDS}
+    assert out['jsnb'][0] != 0 and out['nats-server'][0] != 0
+    assert MESSAGES[case] in out['nats-server'][1] and MESSAGES[case] in out['jsnb'][1]
+
+
+GOOD = {
+    'names only': 'accounts [ A, B ]',
+    'no_auth_user in an account': 'accounts { A: {users: [{user: a, password: a}]} }\nno_auth_user: a',
+    'system account without users': 'accounts { A: {} }\nsystem_account: A',
+    'response threshold': 'accounts { A: {exports: [{service: "s", response_threshold: "5s", response_type: singleton}]} }',
+}
+
+
+@pytest.mark.parametrize('case', list(GOOD))
+def test_accepted_configurations(tmp_path, case):
+    path = tmp_path / 'ok.conf'; path.write_text(GOOD[case] + '\n')
+    out = {k: check_config(k, path)[0] for k in KINDS}
+    assert out == {'jsnb': 0, 'nats-server': 0}
+
+
+REFUSED = {
+    'stream responses': ('accounts { A: {exports: [{service: "s", response_type: stream}]} }', 'does not support yet'),
+    'chunked responses': ('accounts { A: {exports: [{service: "s", response_type: chunked}]} }', 'does not support yet'),
+    'latency': ('accounts { A: {exports: [{service: "s", latency: "lat.x"}]} }', 'does not support yet'),
+    'token position': ('accounts { A: {exports: [{service: "s.*", account_token_position: 2}]} }', 'does not support yet'),
+    'mappings': ('accounts { A: {mappings: {a: b}} }', 'does not support yet'),
+    'account nkey': ('accounts { A: {nkey: ABC} }', 'does not support yet'),
+    'limits': ('accounts { A: {limits: {max_connections: 1}} }', 'does not support yet'),
+    'share': ('accounts { A: {exports: [{service: "s"}]}, B: {imports: [{service: {account: A, subject: s}, share: true}]} }', 'does not support yet'),
+    'wildcard to': ('accounts { A: {exports: [{service: "s.>"}]}, B: {imports: [{service: {account: A, subject: "s.>"}, to: "t.>"}]} }',
+                    'does not map wildcard'),
+    'system account users': ('accounts { S: {users: [{user: s, password: s}]} }\nsystem_account: S', "system account's services"),
+}
+
+
+@pytest.mark.parametrize('case', list(REFUSED))
+def test_refused_by_jsnb(tmp_path, case):
+    "What jsnb does not implement is refused with a clear message (the reference accepts it)."
+    conf, msg = REFUSED[case]
+    path = tmp_path / 'x.conf'; path.write_text(conf + '\n')
+    rc, out = check_config('jsnb', path)
+    assert rc != 0 and msg in out
+
+
+def test_missing_system_account_refused_at_start(tmp_path):
+    path = tmp_path / 's.conf'; path.write_text('accounts { A: {} }\nsystem_account: Z\n')
+    out = {k: run_briefly(k, path, seconds=5) for k in KINDS}
+    assert all(rc not in (None, 0) and 'error resolving system account: account missing' in text for rc, text in out.values())
