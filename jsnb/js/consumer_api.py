@@ -69,7 +69,9 @@ def _create(acct: Account, args: list[str], body: bytes, durable_api: bool) -> d
     interest = guess is not None and not guess.is_pull and acct.has_interest(guess.cfg['deliver_subject'])
     cfg = consumer_config_for_create(body, s.cfg if s is not None else None, subject_stream=args[0] if args else '',
                                      subject_consumer=cname, subject_filter=filt, durable_api=durable_api,
-                                     consumers={n: c.cfg for n, c in existing.items()}, deliver_interest=interest)
+                                     consumers={n: c.cfg for n, c in existing.items()}, deliver_interest=interest,
+                                     account=acct.limits)
+
     name = cfg.get('name') or cfg.get('durable_name') or new_consumer_name(existing)
     old = existing.get(name)
     if old is None: return consumer_info_of(acct, acct.add_consumer(s, name, cfg))

@@ -56,9 +56,9 @@ def account_info(acct: Account, args, body, src) -> dict:
     rm, rs = acct.reserved()
     return dict(memory=mem, storage=sto, reserved_memory=rm, reserved_storage=rs, streams=len(acct.streams),
                 consumers=sum(len(s.consumers) for s in acct.streams.values()),
-                limits=dict(max_memory=-1, max_storage=-1, max_streams=-1, max_consumers=-1, max_ack_pending=-1,
-                            memory_max_stream_bytes=-1, storage_max_stream_bytes=-1, max_bytes_required=False),
+                limits=dict(acct.limits), **({'domain': acct.domain} if acct.domain else {}),
                 api=dict(level=API_LEVEL, total=acct.api_total, errors=acct.api_errors))
+
 
 # %% ../../nbs/2_js/14_stream_api.ipynb #f20d436b
 def _inherit_direct(acct: Account, cfg: dict):
@@ -92,7 +92,8 @@ def _no_cycle(acct: Account, cfg: dict):
 def stream_create(acct: Account, args, body, src) -> dict:
     "`STREAM.CREATE.<stream>`"
     fm, ff = acct.free()
-    cfg = stream_config_for_create(body, args[0] if args else '', max_memory=fm, max_file=ff)
+    cfg = stream_config_for_create(body, args[0] if args else '', max_memory=fm, max_file=ff, limits=acct.limits,
+                                   streams=len(acct.streams))
     _inherit_direct(acct, cfg)
     s = acct.streams.get(cfg['name'])
     if s is not None:
@@ -109,7 +110,8 @@ def stream_update(acct: Account, args, body, src) -> dict:
     "`STREAM.UPDATE.<stream>`"
     s = stream_of(acct, args)
     fm, ff = acct.free()                                  # the update checks the growth of max_bytes against this
-    cfg = stream_config_for_update(s.cfg, body, args[0], max_memory=fm, max_file=ff)
+    cfg = stream_config_for_update(s.cfg, body, args[0], max_memory=fm, max_file=ff, limits=acct.limits)
+
     _inherit_direct(acct, cfg)
     _no_overlap(acct, cfg, but=s)
     _no_cycle(acct, cfg)

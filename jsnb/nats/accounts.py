@@ -12,8 +12,9 @@ from .times import NS, parse_go_duration
 from .auth import AuthConfigError, parse_users, parse_permissions, _where, _used, _goq, _got, _subset
 
 # %% auto #0
-__all__ = ['GLOBAL', 'SYSTEM', 'RESPONSE_THRESHOLD', 'MAX_HOPS', 'Export', 'Import', 'AccountConfig', 'parse_export',
-           'parse_import', 'parse_accounts', 'NatsAccount', 'wire_imports']
+__all__ = ['GLOBAL', 'SYSTEM', 'RESPONSE_THRESHOLD', 'NO_JS_LIMITS', 'MAX_HOPS', 'Export', 'Import', 'AccountConfig',
+           'parse_export', 'parse_import', 'parse_account_jetstream', 'parse_accounts', 'NatsAccount', 'CoreView',
+           'wire_imports']
 
 # %% ../../nbs/1_nats/07b_accounts.ipynb #597c146c
 GLOBAL = '$G'            # the account of every client that no account claims
@@ -49,6 +50,7 @@ class AccountConfig:
     users: tuple = ()
     exports: tuple = ()
     imports: tuple = ()
+    jetstream: dict | None = None     # JetStream limits (the reference's `account_info` names, -1: none); None: no JetStream
 
 # %% ../../nbs/1_nats/07b_accounts.ipynb #f49ac6c1
 _NOT_YET = 'that jsnb does not support yet: refusing to start rather than run without it'
@@ -131,13 +133,48 @@ def parse_import(v, where=None) -> Import:
     if not valid_subject(imp.local.encode()): raise AuthConfigError(f'{kind} import local subject {_goq(imp.local)} is not a valid subject', where)
     return imp
 
-# %% ../../nbs/1_nats/07b_accounts.ipynb #c4a00446
-_ACCOUNT_LATER = ('nkey', 'mappings', 'maps', 'limits', 'msg_trace', 'trace_dest', 'jetstream')
+# %% ../../nbs/1_nats/07b_accounts.ipynb #58a372fb
+_JS_LIMITS = {**dict.fromkeys(('max_memory', 'max_mem', 'mem', 'memory'), 'max_memory'),
+              **dict.fromkeys(('max_store', 'max_file', 'max_disk', 'store', 'disk'), 'max_storage'),
+              **dict.fromkeys(('max_streams', 'streams'), 'max_streams'), **dict.fromkeys(('max_consumers', 'consumers'), 'max_consumers'),
+              'max_ack_pending': 'max_ack_pending',
+              **dict.fromkeys(('mem_max_stream_bytes', 'memory_max_stream_bytes'), 'memory_max_stream_bytes'),
+              **dict.fromkeys(('disk_max_stream_bytes', 'store_max_stream_bytes'), 'storage_max_stream_bytes'),
+              **dict.fromkeys(('max_bytes_required', 'max_stream_bytes', 'max_bytes'), 'max_bytes_required')}
+NO_JS_LIMITS = dict(max_memory=-1, max_storage=-1, max_streams=-1, max_consumers=-1, max_ack_pending=-1,
+                    memory_max_stream_bytes=-1, storage_max_stream_bytes=-1, max_bytes_required=False)
 
-def _account(name: str, v, where) -> AccountConfig:
-    "One account's block."
+def parse_account_jetstream(v, where=None, size=int) -> dict | None:
+    "An account's `jetstream` value: its limits, or None when it is disabled."
+    if isinstance(v, bool): return dict(NO_JS_LIMITS) if v else None
+    if isinstance(v, str):
+        if v.lower() in ('enabled', 'enable'): return dict(NO_JS_LIMITS)
+        if v.lower() in ('disabled', 'disable'): return None
+        raise AuthConfigError(f"Expected 'enabled' or 'disabled' for string value, got '{v}'", where)
+    if not isinstance(v, dict): raise AuthConfigError(f'Expected map, bool or string to define JetStream, got {_got(v)}', where)
+    out = dict(NO_JS_LIMITS)
+    for k, x in v.items():
+        w, field = _where(v, k, where), _JS_LIMITS.get(k.lower())
+        if field == 'max_bytes_required':
+            if not isinstance(x, bool): raise AuthConfigError(f'Expected a parseable bool for {_goq(k)}, got {_got(x)}', w)
+            out[field] = x
+        elif field is not None:
+            try:
+                if isinstance(x, bool): raise ValueError(x)
+                out[field] = size(x)
+            except (TypeError, ValueError): raise AuthConfigError(f'Expected a parseable size for {_goq(k)}, got {_got(x)}', w) from None
+        elif k.lower() == 'cluster_traffic':
+            if x not in ('system', ''): _refuse(_goq(f'jetstream.{k}: {x}'), w)
+        elif k not in _used(v): raise AuthConfigError(f'unknown field {_goq(k)}', w)
+    return out
+
+# %% ../../nbs/1_nats/07b_accounts.ipynb #98f34b97
+_ACCOUNT_LATER = ('nkey', 'mappings', 'maps', 'limits', 'msg_trace', 'trace_dest')
+
+def _account(name: str, v, where, size=int) -> AccountConfig:
+    "One account's block; `size` reads a byte size (the configuration reader's `parse_size`)."
     if not isinstance(v, dict): raise AuthConfigError(f'Expected map entry for account {_goq(name)}, got {_got(v)}', where)
-    users, exports, imports, default = (), [], [], None
+    users, exports, imports, default, js = (), [], [], None, None
     for k, x in v.items():
         w, kk = _where(v, k, where), k.lower()
         if kk == 'users': users = parse_users(x, w)
@@ -145,12 +182,13 @@ def _account(name: str, v, where) -> AccountConfig:
             if not isinstance(x, list): raise AuthConfigError(f'{_goq(k)}: expected an array, got {_got(x)}', w)
             (exports if kk == 'exports' else imports).extend(parse_export(e, w) if kk == 'exports' else parse_import(e, w) for e in x)
         elif kk == 'default_permissions': default = parse_permissions(x, w)
+        elif kk == 'jetstream': js = parse_account_jetstream(x, w, size)
         elif kk in _ACCOUNT_LATER: _refuse(_goq(f'accounts.{name}.{k}'), w)
         elif k not in _used(v): raise AuthConfigError(f'unknown field {_goq(k)}', w)
     users = tuple(replace(u, account=name, permissions=u.permissions if u.permissions is not None else default) for u in users)
-    return AccountConfig(name, users, tuple(exports), tuple(imports))
+    return AccountConfig(name, users, tuple(exports), tuple(imports), js)
 
-# %% ../../nbs/1_nats/07b_accounts.ipynb #d23557b4
+# %% ../../nbs/1_nats/07b_accounts.ipynb #01359df6
 def _check_imports(accounts: dict, where):
     "Refuse an import of an undefined account or of subjects not exported to the importer."
     for a in accounts.values():
@@ -161,8 +199,8 @@ def _check_imports(accounts: dict, where):
                        for e in src.exports):
                 raise AuthConfigError(f'Error adding {i.kind} import {_goq(i.subject)}: {i.kind} import not authorized', where)
 
-def parse_accounts(v, where=None) -> tuple:
-    "The `accounts` block (or array of names): `AccountConfig`s in order."
+def parse_accounts(v, where=None, size=int) -> tuple:
+    "The `accounts` block (or array of names): `AccountConfig`s in order; `size` reads byte sizes."
     out = {}
     if isinstance(v, list):
         for n in v:
@@ -174,7 +212,7 @@ def parse_accounts(v, where=None) -> tuple:
         for n, x in v.items():
             w = _where(v, n, where)
             if n == GLOBAL: raise AuthConfigError(f'{_goq(n)} is a Reserved Account', w)
-            out[n] = _account(n, x, w)
+            out[n] = _account(n, x, w, size)
     else: raise AuthConfigError(f'Expected an array or map of account entries, got {_got(v)}', where)
     _check_imports(out, where)
     seen = set()
@@ -183,7 +221,7 @@ def parse_accounts(v, where=None) -> tuple:
         seen.add(u.nkey or u.name)
     return tuple(out.values())
 
-# %% ../../nbs/1_nats/07b_accounts.ipynb #85a0ddd7
+# %% ../../nbs/1_nats/07b_accounts.ipynb #1985d8d7
 _B62 = string.ascii_letters + string.digits
 _rng = random.SystemRandom()
 
@@ -203,7 +241,24 @@ class NatsAccount:
 
     def __repr__(self): return f'<NatsAccount {self.name}>'
 
-# %% ../../nbs/1_nats/07b_accounts.ipynb #b0aee51c
+# %% ../../nbs/1_nats/07b_accounts.ipynb #7d90020e
+class CoreView:
+    "The server core seen from account `acc`: subscriptions, publishing and interest are the account's."
+    def __init__(self, core, acc: NatsAccount): self.core, self.acc = core, acc
+    def __getattr__(self, name): return getattr(self.core, name)
+    @property
+    def sublist(self): return self.acc.sublist
+    @property
+    def interest_watchers(self): return self.acc.interest_watchers
+    def subscribe(self, subject, cb, queue=b'', defers=False): return self.core.subscribe(subject, cb, queue, defers, acc=self.acc)
+    def unsubscribe(self, sub): self.core.unsubscribe(sub, acc=self.acc)
+    def route(self, src, subject, reply, hdr, data, to=None, acc=None):
+        return self.core.route(src, subject, reply, hdr, data, to, acc or self.acc)
+    def route_batch(self, src, to, msgs, acc=None): return self.core.route_batch(src, to, msgs, acc or self.acc)
+    def publish(self, subject, data=b'', reply=b'', headers=b'', acc=None):
+        return self.core.publish(subject, data, reply, headers, acc=acc or self.acc)
+
+# %% ../../nbs/1_nats/07b_accounts.ipynb #5bc059c3
 MAX_HOPS = 8
 _hops = [0]
 
@@ -228,7 +283,7 @@ def _stream_msg(core, dst, imp, subject: bytes, reply: bytes, hdr: int, data: by
     try: core.route(None, to, reply, hdr, data, acc=dst)
     finally: _hops[0] -= 1
 
-# %% ../../nbs/1_nats/07b_accounts.ipynb #2c038032
+# %% ../../nbs/1_nats/07b_accounts.ipynb #dbc46429
 def _service_msg(core, acc, svc, imp, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "A request on a service import's local subject: forwarded to the exporting account."
     if _hops[0] >= MAX_HOPS: return

@@ -32,6 +32,8 @@ class ServerOptions:
     max_memory_store: int = -1    # bytes for memory streams; -1: not set
     max_file_store: int = -1      # bytes for file streams; -1: not set
     sync_interval: float = 120.0  # seconds between file store syncs; 0 (`always`): sync before every ack
+    js_domain: str = ""           # the JetStream domain: its API also answers on `$JS.<domain>.API.>`
+
     http_host: str = "0.0.0.0"    # address for the monitoring endpoint
     http_port: int = 0            # monitoring port; 0: no monitoring
     user: str = ""                # single user (with `password`)
@@ -494,7 +496,8 @@ def _read_by_block(d, k, v, opts, warns, seen):
 
 def _accounts(d, k, v, opts, warns, seen):
     "Apply `accounts`: the accounts, their users, exports and imports (read by `jsnb.nats.accounts`)."
-    opts.accounts = _secure(d, k, parse_accounts, v, _loc(d, k))
+    opts.accounts = _secure(d, k, parse_accounts, v, _loc(d, k), parse_size)
+
 
 def _system_account(d, k, v, opts, warns, seen):
     "`system_account`: the name of the system account (checked by `_check_accounts` once every key is read)."
@@ -568,7 +571,16 @@ def _no_compression(d, k, v, opts, warns, seen):
 # %% ../../nbs/1_nats/02_config.ipynb #d7e670d3
 def _unsupported(names): return dict.fromkeys(names.split())
 
+def _domain(v) -> str:
+    "A JetStream domain: a name that makes `$JS.<domain>.API` a valid subject."
+    v = _str(v)
+    if not v: return v
+    if any(c in v for c in ' \t\r\n') or '..' in f'.{v}.': raise ValueError(f'invalid domain name: derived "$JS.{v}.API" is not a valid subject')
+    if any(c in v for c in '.*>'): raise ValueError('invalid domain name: may not contain ., * or >')
+    return v
+
 def _sync_interval(v) -> float:
+
     "`sync_interval`: a duration, or `always` (0: sync before every acknowledgement)."
     return 0.0 if isinstance(v, str) and v.strip().lower() == 'always' else parse_duration(v)
 
@@ -578,7 +590,8 @@ _JS_KEYS = {
     "max_mem": ("max_memory_store", parse_size), "max_file_store": ("max_file_store", parse_size),
     "max_file": ("max_file_store", parse_size), "enabled": ("jetstream", _bool), "enable": ("jetstream", _bool),
     "sync_interval": ("sync_interval", _sync_interval), "sync": ("sync_interval", _sync_interval),
-    **_unsupported("strict domain key ek encryption_key prev_key prev_ek prev_encryption_key cipher "
+    "domain": ("js_domain", _domain),
+    **_unsupported("strict key ek encryption_key prev_key prev_ek prev_encryption_key cipher "
                    "extension_hint limits tpm unique_tag max_outstanding_catchup max_buffered_size max_buffered_msgs "
                    "request_queue_limit info_queue_limit meta_compact meta_compact_size meta_compact_sync max_concurrent_io")}
 

@@ -327,7 +327,10 @@ def info(self: Core, client: ClientConn | None = None, **extra) -> dict:
     d['max_payload'] = self.opts.max_payload
     if self.jetstream: d['jetstream'] = True
     if client is not None: d.update(client_id=client.cid, client_ip=client.host)
+    if 'nonce' in extra: d['nonce'] = extra.pop('nonce')
     if self.cluster is not None: d.update(self.cluster.client_info())
+    if self.opts.js_domain and self.jetstream: d['domain'] = self.opts.js_domain
+
     d.update(extra)
     if self.jetstream and self.api_level: d['api_lvl'] = self.api_level
     d['jsnb_version'] = _jsnb_version

@@ -41,7 +41,7 @@ def jsz(core: Core, query: dict | None = None) -> dict:
     stats = js.stats() if js is not None else dict(memory=0, storage=0, streams=0, consumers=0, messages=0, bytes=0,
                                                    api_total=0, api_errors=0)
     return dict(memory=stats['memory'], storage=stats['storage'], reserved_memory=stats.get('reserved_memory', 0),
-                reserved_storage=stats.get('reserved_storage', 0), accounts=1,
+                reserved_storage=stats.get('reserved_storage', 0), accounts=stats.get('accounts', 1),
                 ha_assets=0, api=dict(level=stats.get('api_level', 0), total=stats['api_total'], errors=stats['api_errors']), **d,
                 config=dict(max_memory=o.max_memory_store, max_storage=o.max_file_store, store_dir=core.store_dir,
                             sync_interval=int(o.sync_interval * NS) if o.sync_interval > 0 else 120 * NS,
