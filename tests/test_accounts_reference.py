@@ -212,3 +212,173 @@ def test_missing_system_account_refused_at_start(tmp_path):
     path = tmp_path / 's.conf'; path.write_text('accounts { A: {} }\nsystem_account: Z\n')
     out = {k: run_briefly(k, path, seconds=5) for k in KINDS}
     assert all(rc not in (None, 0) and 'error resolving system account: account missing' in text for rc, text in out.values())
+
+
+# ---------------------------------------------------------------- JetStream in accounts
+
+JS_ACCOUNTS = '''
+accounts {
+  A: { users: [ {user: a, password: a} ], jetstream: enabled }
+  B: { users: [ {user: b, password: b} ] }
+  C: { users: [ {user: c, password: c} ],
+       jetstream: { max_mem: 1M, max_file: 10M, max_streams: 2, max_consumers: 2, max_ack_pending: 5,
+                    memory_max_stream_bytes: 2048, store_max_stream_bytes: 4096, max_bytes_required: true } }
+  D: { users: [ {user: d, password: d} ], jetstream: { max_mem: 400 } }
+}
+authorization { users: [ {user: g, password: g} ] }
+'''
+
+_VOLATILE = {'created', 'ts', 'first_ts', 'last_ts', 'leader', 'server_id', 'now', 'start'}
+
+
+def norm(x):
+    "A JSON answer without the parts that differ by run (times, ids, generated consumer names)."
+    if isinstance(x, dict):
+        return {k: norm(v) for k, v in x.items() if k not in _VOLATILE and not (k == 'name' and isinstance(v, str) and len(v) == 8 and 'stream_name' in x)}
+    if isinstance(x, list): return [norm(v) for v in x]
+    return x
+
+
+async def requests(url, user, reqs, timeout=1.0) -> list:
+    "Each `(subject, body)` as a request from `user`: the JSON answer (normalised), or what went wrong."
+    nc = await nats.connect(url.replace('nats://', f'nats://{user}:{user}@'), allow_reconnect=False)
+    out = []
+    for subject, body in reqs:
+        try: r = await nc.request(subject, body if isinstance(body, bytes) else json.dumps(body).encode(), timeout=timeout)
+        except Exception as e: out.append(type(e).__name__); continue
+        try: out.append(norm(json.loads(r.data)))
+        except ValueError: out.append(r.data.decode())
+    await nc.close()
+    return out
+
+
+def run_both(start_server, config, *flags, script):
+    servers = {k: start_server(k, *flags, config=config) for k in KINDS}
+    return servers, {k: asyncio.run(script(s.url)) for k, s in servers.items()}
+
+
+def test_accounts_without_jetstream_answer_10039(start_server):
+    reqs = [('$JS.API.INFO', b''), ('$JS.API.STREAM.CREATE.X', {'name': 'X'}), ('$JS.API.STREAM.NAMES', b''),
+            ('$JS.API.STREAM.LIST', b''), ('$JS.API.STREAM.INFO.X', b''), ('$JS.API.CONSUMER.INFO.X.Y', b''),
+            ('$JS.API.CONSUMER.INFO.X.Y', b'{"x":1}'), ('$JS.API.STREAM.MSG.GET.X', {'seq': 1}), ('$JS.API.FOO', b''),
+            ('$JS.API.DIRECT.GET.X', {'seq': 1}), ('$JS.API.CONSUMER.CREATE.X', {'stream_name': 'X', 'config': {}})]
+    async def script(url): return [await requests(url, u, reqs, timeout=0.5) for u in 'bg']
+    _, out = run_both(start_server, JS_ACCOUNTS, '-js', script=script)
+    assert out['jsnb'] == out['nats-server']
+    assert out['jsnb'][0][0]['error']['err_code'] == 10039 and out['jsnb'][1][0]['error']['err_code'] == 10039
+
+
+def test_account_info_and_isolated_streams(start_server):
+    "Each account with JetStream has its own streams (the same name in two accounts), its own limits in INFO."
+    stream = {'name': 'S', 'subjects': ['s.>'], 'storage': 'file', 'max_bytes': 1000}
+    async def script(url):
+        out = []
+        for u in 'ac':
+            out.append(await requests(url, u, [('$JS.API.STREAM.CREATE.S', stream), ('s.1', b'x' * (3 if u == 'a' else 5)),
+                                              ('$JS.API.STREAM.INFO.S', b''), ('$JS.API.INFO', b''), ('$JS.API.STREAM.NAMES', b'')]))
+        return out
+    servers, out = run_both(start_server, JS_ACCOUNTS, '-js', script=script)
+    assert out['jsnb'] == out['nats-server']
+    a, c = out['jsnb']
+    assert a[2]['state']['bytes'] != c[2]['state']['bytes'] and a[3]['limits']['max_streams'] == -1 and c[3]['limits']['max_streams'] == 2
+    for s in servers.values():
+        root = s.dir / 'store' / 'jetstream'
+        assert sorted(p.name for p in root.iterdir() if p.is_dir() and (p / 'streams').exists()) == ['A', 'C']
+        assert (root / 'A' / 'streams' / 'S').is_dir() and (root / 'C' / 'streams' / 'S').is_dir()
+
+
+def test_account_limits(start_server):
+    "Account C's limits, each refused with the reference's error."
+    async def script(url):
+        return await requests(url, 'c', [
+            ('$JS.API.STREAM.CREATE.S1', {'name': 'S1', 'subjects': ['a'], 'storage': 'file'}),                        # max_bytes required
+            ('$JS.API.STREAM.CREATE.S1', {'name': 'S1', 'subjects': ['a'], 'storage': 'file', 'max_bytes': 5000}),     # over 4096
+            ('$JS.API.STREAM.CREATE.S1', {'name': 'S1', 'subjects': ['a'], 'storage': 'memory', 'max_bytes': 3000}),   # over 2048
+            ('$JS.API.STREAM.CREATE.S1', {'name': 'S1', 'subjects': ['a'], 'storage': 'file', 'max_bytes': 4096, 'max_consumers': 3}),
+            ('$JS.API.STREAM.CREATE.S1', {'name': 'S1', 'subjects': ['a'], 'storage': 'file', 'max_bytes': 4096}),
+            ('$JS.API.STREAM.CREATE.S2', {'name': 'S2', 'subjects': ['b'], 'storage': 'memory', 'max_bytes': 2048}),
+            ('$JS.API.STREAM.CREATE.S3', {'name': 'S3', 'subjects': ['c'], 'storage': 'file', 'max_bytes': 100}),      # max_streams 2
+            ('$JS.API.STREAM.UPDATE.S1', {'name': 'S1', 'subjects': ['a'], 'storage': 'file', 'max_bytes': 8000}),
+            ('$JS.API.CONSUMER.CREATE.S1.d1', {'stream_name': 'S1', 'config': {'durable_name': 'd1', 'ack_policy': 'explicit'}}),
+            ('$JS.API.CONSUMER.CREATE.S1.d2', {'stream_name': 'S1', 'config': {'durable_name': 'd2', 'ack_policy': 'explicit', 'max_ack_pending': 9}}),
+            ('$JS.API.CONSUMER.CREATE.S1.d2', {'stream_name': 'S1', 'config': {'durable_name': 'd2', 'ack_policy': 'explicit', 'max_ack_pending': 4}}),
+            ('$JS.API.CONSUMER.CREATE.S1.d3', {'stream_name': 'S1', 'config': {'durable_name': 'd3', 'ack_policy': 'explicit'}}),   # max_consumers 2
+            ('$JS.API.INFO', b'')])
+    _, out = run_both(start_server, JS_ACCOUNTS, '-js', script=script)
+    assert out['jsnb'] == out['nats-server']
+    codes = [r.get('error', {}).get('err_code') for r in out['jsnb']]
+    assert codes[:4] == [10113, 10122, 10122, 10026] and codes[6] == 10027 and codes[9] == 10121 and codes[11] == 10026
+    assert out['jsnb'][8]['config']['max_ack_pending'] == 5
+
+
+def test_account_storage_limit_on_publish(start_server):
+    "Account D may keep 400 bytes in memory: the publish that would pass that is refused with 10002."
+    async def script(url):
+        return await requests(url, 'd', [('$JS.API.STREAM.CREATE.M', {'name': 'M', 'subjects': ['m'], 'storage': 'memory'})]
+                              + [('m', b'x' * 100)] * 5 + [('$JS.API.INFO', b'')])
+    _, out = run_both(start_server, JS_ACCOUNTS, '-js', script=script)
+    assert out['jsnb'] == out['nats-server']
+    assert [r.get('error', {}).get('err_code') for r in out['jsnb'][1:6]].count(10002) >= 1
+
+
+DOMAIN = JS_ACCOUNTS.replace('accounts {', 'jetstream { domain: hub }\naccounts {', 1)
+
+
+def test_domain(start_server):
+    "`$JS.hub.API` is answered as `$JS.API`, in accounts with and without JetStream; acks and stream info show the domain."
+    async def script(url):
+        a = await requests(url, 'a', [('$JS.hub.API.INFO', b''), ('$JS.hub.API.STREAM.CREATE.S', {'name': 'S', 'subjects': ['s']}),
+                                      ('s', b'1'), ('$JS.hub.API.STREAM.INFO.S', b''), ('$JS.API.STREAM.INFO.S', b''),
+                                      ('$JS.other.API.INFO', b''), ('$JS.hub.API.DIRECT.GET.S', {'seq': 1})])
+        b = await requests(url, 'b', [('$JS.hub.API.INFO', b''), ('$JS.API.INFO', b'')])
+        nc = await nats.connect(url.replace('nats://', 'nats://a:a@')); info = nc._server_info.get('domain'); await nc.close()
+        return a, b, info
+    _, out = run_both(start_server, DOMAIN, '-js', script=script)
+    assert out['jsnb'] == out['nats-server']
+    a, b, info = out['jsnb']
+    assert info == 'hub' and a[0]['domain'] == 'hub' and a[2] == {'stream': 'S', 'domain': 'hub', 'seq': 1} and a[3]['domain'] == 'hub'
+    assert b[0]['error']['err_code'] == 10039
+
+
+def test_domain_without_accounts(start_server):
+    async def script(url):
+        return await requests(url.replace('nats://', 'nats://x:x@'), 'x', [('$JS.hub.API.INFO', b''), ('$JS.API.STREAM.CREATE.S', {'name': 'S', 'subjects': ['s']}), ('s', b'1')])
+    _, out = run_both(start_server, 'jetstream { domain: hub }\n', '-js', script=script)
+    assert out['jsnb'] == out['nats-server'] and out['jsnb'][0]['domain'] == 'hub' and out['jsnb'][2]['domain'] == 'hub'
+
+
+NATS_PY_LIMITS = '''
+jetstream: { domain: "test-domain" }
+no_auth_user: "foo"
+accounts: {
+  A {
+    users: [{ user: "foo" }]
+    jetstream: { max_mem: 64MB, max_file: 32MB, max_streams: 10, max_consumers: 20, max_ack_pending: 100,
+                 memory_max_stream_bytes: 2048, store_max_stream_bytes: 4096, max_stream_bytes: true }
+  }
+}
+'''
+
+
+def test_nats_py_account_limits_scenario(start_server):
+    "The scenario of nats.py's `AccountLimitsTest.test_account_limits` (its configuration file, its steps), on both servers."
+    async def script(url):
+        nc = await nats.connect(url)
+        js, out = nc.jetstream(), []
+        for kw in ({}, {'max_bytes': 65536}):
+            try: await js.add_stream(name='limits', subjects=['limits'], **kw)
+            except nats.js.errors.BadRequestError as e: out.append((e.err_code, e.description))
+        out.append((await js.add_stream(name='limits', subjects=['limits'], max_bytes=128)).config.max_bytes)
+        await js.publish('limits', b'A' * 55)
+        out.append((await js.stream_info('limits')).state.messages)
+        for _ in range(5): await js.publish('limits', b'A')
+        info = await js.account_info()
+        out.append((info.memory, info.storage, info.streams, info.consumers, info.limits, info.api.total, info.api.errors, info.domain, info.tiers))
+        out.append((await nc.jetstream(domain='test-domain').stream_info('limits')).state.messages)
+        await nc.close()
+        return out
+    _, out = run_both(start_server, NATS_PY_LIMITS, '-js', script=script)
+    assert out['jsnb'] == out['nats-server']
+    assert out['jsnb'][:2] == [(10113, 'account requires a stream config to have max bytes set'),
+                               (10122, 'stream max bytes exceeds account limit max stream bytes')]
+    assert out['jsnb'][-1] == 3 and out['jsnb'][-2][7] == 'test-domain'

@@ -236,8 +236,8 @@ def restore_consumers(self: Account, s: Stream):
 @patch
 def restore(self: Account):
     "Bring back the file streams and durable consumers found on disk."
-    os.makedirs(self.streams_dir, exist_ok=True)
-    for name in sorted(os.listdir(self.streams_dir)):
+    found = os.listdir(self.streams_dir) if os.path.isdir(self.streams_dir) else []   # made with the first file stream, as by the reference
+    for name in sorted(found):
         try:
             store = FileStore(os.path.join(self.streams_dir, name), sync_always=self.sync_interval <= 0,
                               sync_interval=self.sync_interval)

@@ -9,7 +9,7 @@ from ..nats.accounts import CoreView
 from ..nats.protocol import text
 from .errors import JSApiError, JSNotEnabledForAccountErr
 from .host import json_bytes
-from .api import JetStream, API_SUBJECTS, route, map_domain, _RT
+from .api import JetStream, route, map_domain, _RT
 
 # %% auto #0
 __all__ = ['NoJetStream', 'JetStreamAccounts']
@@ -24,7 +24,7 @@ class NoJetStream:
     def __init__(self, core, domain: str = ''): self.core, self.domain, self._subs = core, domain, []
 
     def start(self):
-        self._subs = [self.core.subscribe(p, self.on_api) for p in API_SUBJECTS]
+        self._subs = [self.core.subscribe('$JS.API.>', self.on_api)]
         if self.domain: self._subs.append(map_domain(self.core, self.domain))
 
     def stop(self):
@@ -32,8 +32,11 @@ class NoJetStream:
         self._subs = []
 
     def on_api(self, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+        if subject.startswith(b'$JS.API.DIRECT.GET.'):          # not taken: no responders, as from the reference
+            if reply and src is not None and getattr(src, 'no_responders', False): self.core._no_responders(src, subject, reply)
+            return
         found = route(text(subject))
-        if found is None or not reply: return
+        if found is None or not reply: return                   # other subjects are taken and not answered
         r, args = found
         try: r.handler(_NotEnabled(), args, data[hdr:] if hdr else data, src); err = JSNotEnabledForAccountErr()
         except JSApiError as e: err = e

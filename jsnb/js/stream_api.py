@@ -18,8 +18,8 @@ from . import mirrors
 from .host import MAX_SEQ
 
 # %% auto #0
-__all__ = ['REQUESTS', 'request', 'stream_of', 'account_info', 'stream_create', 'stream_update', 'stream_delete', 'stream_info',
-           'stream_names', 'stream_list', 'stream_purge', 'msg_get', 'msg_delete']
+__all__ = ['REQUESTS', 'request', 'stream_of', 'account_info', 'require_empty', 'stream_create', 'stream_update', 'stream_delete',
+           'stream_info', 'stream_names', 'stream_list', 'stream_purge', 'msg_get', 'msg_delete']
 
 # %% ../../nbs/2_js/14_stream_api.ipynb #e119cf63
 _INT, _U64, _STR, _BOOL = GoInt(), GoInt('uint64'), GoStr(), GoBool()
@@ -61,6 +61,16 @@ def account_info(acct: Account, args, body, src) -> dict:
 
 
 # %% ../../nbs/2_js/14_stream_api.ipynb #f20d436b
+import json
+from .errors import JSNotEmptyRequestErr
+
+def require_empty(body: bytes):
+    "Refuse a payload where the request must have none (10038): empty means no bytes, or a JSON object without fields."
+    if not body or body == b'{}': return
+    try: v = json.loads(body)
+    except (ValueError, RecursionError): v = None
+    if not (isinstance(v, dict) and not v): raise JSNotEmptyRequestErr()
+
 def _inherit_direct(acct: Account, cfg: dict):
     "A mirror of a stream this account has serves Direct Get exactly when its origin does (`mirror_direct`)."
     m = cfg.get('mirror')
@@ -124,6 +134,8 @@ def stream_update(acct: Account, args, body, src) -> dict:
 
 def stream_delete(acct: Account, args, body, src) -> dict:
     "`STREAM.DELETE.<stream>`"
+    acct.streams                                          # the account first (10039 where it has no JetStream), then the payload
+    require_empty(body)
     acct.remove_stream(stream_of(acct, args))
     return dict(success=True)
 
