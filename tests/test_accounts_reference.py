@@ -382,3 +382,55 @@ def test_nats_py_account_limits_scenario(start_server):
     assert out['jsnb'][:2] == [(10113, 'account requires a stream config to have max bytes set'),
                                (10122, 'stream max bytes exceeds account limit max stream bytes')]
     assert out['jsnb'][-1] == 3 and out['jsnb'][-2][7] == 'test-domain'
+
+
+CROSS = '''
+accounts {
+  A: { users: [ {user: a, password: a} ], jetstream: enabled,
+       exports: [ {stream: "foo.>"}, {service: "$JS.API.INFO"}, {service: "$JS.API.STREAM.INFO.*"} ] }
+  B: { users: [ {user: b, password: b} ], jetstream: enabled,
+       imports: [ {stream: {account: A, subject: "foo.>"}, prefix: from_a},
+                  {service: {account: A, subject: "$JS.API.INFO"}, to: "a.info"},
+                  {service: {account: A, subject: "$JS.API.STREAM.INFO.*"}} ] }
+}
+'''
+
+
+def test_imports_with_jetstream(start_server):
+    """A stream in B stores what A publishes through a stream import; B asks A's JetStream API through a service import
+    (its own JetStream answers the subjects it has too)."""
+    async def script(url):
+        b = await requests(url, 'b', [('$JS.API.STREAM.CREATE.IN', {'name': 'IN', 'subjects': ['from_a.foo.>']})])
+        a = await requests(url, 'a', [('$JS.API.STREAM.CREATE.OWN', {'name': 'OWN', 'subjects': ['own']}), ('own', b'1')])
+        nc = await nats.connect(url.replace('nats://', 'nats://a:a@')); await nc.publish('foo.x', b'2'); await nc.flush(); await nc.close()
+        await asyncio.sleep(0.2)
+        b += await requests(url, 'b', [('$JS.API.STREAM.INFO.IN', b''), ('a.info', b''), ('$JS.API.STREAM.INFO.OWN', b''),
+                                       ('$JS.API.INFO', b'')])
+        return a + b
+    _, out = run_both(start_server, CROSS, '-js', script=script)
+    assert out['jsnb'] == out['nats-server']
+    r = out['jsnb']
+    assert r[3]['state']['messages'] == 1 and r[4]['streams'] == 1 and r[6]['streams'] == 1
+
+
+async def raw_no_responders(port) -> bytes:
+    "The 503 a requester gets through a service import mapped to another subject, with nobody answering."
+    from rawclient import Raw
+    r = Raw(port, connect=b'CONNECT {"verbose":false,"user":"b","pass":"b","headers":true,"no_responders":true}\r\n'
+                         b'SUB r 1\r\nPUB bq r 0\r\n\r\nPING\r\n')
+    try: return r.read(0.5)[0]
+    finally: r.close()
+
+
+def test_service_import_no_responders_status(start_server):
+    servers = both(start_server, ACCOUNTS)
+    out = {k: asyncio.run(raw_no_responders(s.port)) for k, s in servers.items()}
+    assert out['jsnb'] == out['nats-server'] and b'503' in out['jsnb']
+
+
+@pytest.mark.parametrize('extra,msg', [('cluster { listen: "127.0.0.1:-1", name: c }\n', 'accounts are not carried over routes yet'),
+                                       ('jetstream { max_mem: 1G }\n', 'server-wide JetStream limits')])
+def test_refused_at_start(tmp_path, extra, msg):
+    path = tmp_path / 'x.conf'; path.write_text('accounts { A: { jetstream: enabled } }\n' + extra)
+    rc, out = run_briefly('jsnb', path, seconds=10)
+    assert rc not in (None, 0) and msg in out
