@@ -434,3 +434,15 @@ def test_refused_at_start(tmp_path, extra, msg):
     path = tmp_path / 'x.conf'; path.write_text('accounts { A: { jetstream: enabled } }\n' + extra)
     rc, out = run_briefly('jsnb', path, seconds=10)
     assert rc not in (None, 0) and msg in out
+
+
+def test_accountz(start_server):
+    servers = both(start_server, ACCOUNTS)
+    out = {}
+    for k, s in servers.items():
+        port = monitor_port(s)
+        d = json.load(urllib.request.urlopen(f'http://127.0.0.1:{port}/accountz', timeout=5))
+        try: urllib.request.urlopen(f'http://127.0.0.1:{port}/accountz?acc=ZZ', timeout=5); bad = None
+        except urllib.error.HTTPError as e: bad = (e.code, e.read().decode())
+        out[k] = (d['system_account'], sorted(d['accounts']), bad)
+    assert out['jsnb'] == out['nats-server'] == ('$SYS', ['$G', '$SYS', 'A', 'B', 'C', 'D'], (400, 'Account ZZ does not exist'))

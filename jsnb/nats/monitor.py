@@ -13,8 +13,8 @@ from .cluster import EXPLICIT
 from .times import NS, rfc3339_micro, go_duration
 
 # %% auto #0
-__all__ = ['ENDPOINTS', 'HEADER_TIMEOUT', 'MAX_HEADER_BYTES', 'uptime', 'jsz', 'varz', 'connz', 'routez', 'subsz', 'healthz',
-           'handle_http', 'start_monitor']
+__all__ = ['ENDPOINTS', 'HEADER_TIMEOUT', 'MAX_HEADER_BYTES', 'uptime', 'jsz', 'varz', 'connz', 'routez', 'subsz', 'HTTPError',
+           'accountz', 'healthz', 'handle_http', 'start_monitor']
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #fb9a2e26
 def uptime(secs: float) -> str:
@@ -172,12 +172,25 @@ def subsz(core: Core, query: dict | None = None) -> dict:
         d.update(total=len(found), offset=offset, limit=limit, subscriptions_list=found[offset:offset + limit])
     return d
 
+class HTTPError(Exception):
+    "An endpoint's refusal: the HTTP status line's tail and a plain-text body."
+    def __init__(self, status: str, text: str): super().__init__(text); self.status, self.text = status, text
+
+def accountz(core: Core, query: dict | None = None) -> dict:
+    "The accounts and the system account's name (`/accountz`); the details of one account (`?acc=`) are not reported yet."
+    q, sys_acc = query or {}, core.opts.system_account
+    names = [*core.accounts, *([sys_acc] if sys_acc not in core.accounts else [])]
+    if acc := q.get('acc', [''])[0]:
+        if acc not in names: raise HTTPError('400 Bad Request', f'Account {acc} does not exist')
+        raise HTTPError('501 Not Implemented', 'jsnb does not report the details of an account (accountz?acc=) yet')
+    return dict(server_id=core.server_id, now=rfc3339_micro(time.time()), system_account=sys_acc, accounts=names)
+
 def healthz(core: Core, query: dict | None = None) -> dict:
     "Liveness (`/healthz`)."
     return {'status': 'ok'}
 
 ENDPOINTS = {'/varz': varz, '/connz': connz, '/routez': routez, '/subsz': subsz, '/subscriptionsz': subsz, '/jsz': jsz,
-             '/healthz': healthz}
+             '/healthz': healthz, '/accountz': accountz}
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #65b1f861
 def _response(status: str, body: bytes, ctype: str = 'application/json') -> bytes:
@@ -198,7 +211,8 @@ def handle_http(core: Core, head: bytes) -> bytes:
     fn = ENDPOINTS.get(path)
     if fn is None: return _response('404 Not Found', b'404 page not found\n', 'text/plain')
     core.http_req_stats[path] = core.http_req_stats.get(path, 0) + 1
-    body = orjson.dumps(fn(core, parse_qs(url.query)), option=orjson.OPT_INDENT_2)
+    try: body = orjson.dumps(fn(core, parse_qs(url.query)), option=orjson.OPT_INDENT_2)
+    except HTTPError as e: return _response(e.status, e.text.encode(), 'text/plain; charset=utf-8')
     return _response('200 OK', body)
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #6cb76b6f
