@@ -42,7 +42,7 @@ class NoJetStream:
         except JSApiError as e: err = e
         self.core.route(None, reply, b'', 0, json_bytes(dict(type=_RT + r.rtype, error=err.to_dict(), **r.error_extra)))
 
-# %% ../../nbs/2_js/16a_js_accounts.ipynb #f5ad370a
+# %% ../../nbs/2_js/16a_js_accounts.ipynb #e26c228c
 class JetStreamAccounts:
     "JetStream of a server with accounts: a `JetStream` per account that has it, `NoJetStream` in the others."
     def __init__(self, core, opts):
