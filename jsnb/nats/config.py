@@ -505,6 +505,8 @@ def _system_account(d, k, v, opts, warns, seen):
 
 def _check_accounts(d, opts):
     "Checks across keys: a user is in one place only; jsnb runs no system services, so no client may log in to the system account."
+    if any(a.users for a in opts.accounts) and (opts.token or opts.user):
+        raise ConfigError(f'Can not have a {"token" if opts.token else "single user/pass"} and a users array', *_loc(d, "authorization"))
     seen = set()
     for u in (*(opts.users or ()), *(u for a in opts.accounts for u in a.users)):
         if (key := u.nkey or u.name) in seen:
