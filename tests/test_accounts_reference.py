@@ -452,3 +452,20 @@ def test_accountz(start_server):
         except urllib.error.HTTPError as e: bad = (e.code, e.read().decode())
         out[k] = (d['system_account'], sorted(d['accounts']), bad)
     assert out['jsnb'] == out['nats-server'] == ('$SYS', ['$G', '$SYS', 'A', 'B', 'C', 'D'], (400, 'Account ZZ does not exist'))
+
+
+async def reply_through_stream_import(url) -> str:
+    "A request published in A reaches B through a stream import; B's answer stays in B."
+    a = await nats.connect(url.replace('nats://', 'nats://a:a@')); b = await nats.connect(url.replace('nats://', 'nats://b:b@'))
+    async def resp(m): await m.respond(b'from b')
+    await b.subscribe('pre.foo.>', cb=resp); await b.flush()
+    try: r = await a.request('foo.q', b'?', timeout=1); out = r.data.decode()
+    except Exception as e: out = type(e).__name__
+    await a.close(); await b.close()
+    return out
+
+
+def test_reply_through_stream_import(start_server):
+    servers = both(start_server, ACCOUNTS)
+    out = {k: asyncio.run(reply_through_stream_import(s.url)) for k, s in servers.items()}
+    assert out['jsnb'] == out['nats-server'] == 'TimeoutError'
