@@ -348,7 +348,7 @@ def test_domain(start_server):
 
 def test_domain_without_accounts(start_server):
     async def script(url):
-        return await requests(url.replace('nats://', 'nats://x:x@'), 'x', [('$JS.hub.API.INFO', b''), ('$JS.API.STREAM.CREATE.S', {'name': 'S', 'subjects': ['s']}), ('s', b'1')])
+        return await requests(url, 'x', [('$JS.hub.API.INFO', b''), ('$JS.API.STREAM.CREATE.S', {'name': 'S', 'subjects': ['s']}), ('s', b'1')])
     _, out = run_both(start_server, 'jetstream { domain: hub }\n', '-js', script=script)
     assert out['jsnb'] == out['nats-server'] and out['jsnb'][0]['domain'] == 'hub' and out['jsnb'][2]['domain'] == 'hub'
 
@@ -469,3 +469,15 @@ def test_reply_through_stream_import(start_server):
     servers = both(start_server, ACCOUNTS)
     out = {k: asyncio.run(reply_through_stream_import(s.url)) for k, s in servers.items()}
     assert out['jsnb'] == out['nats-server'] == 'TimeoutError'
+
+
+def test_unknown_api_subjects(start_server):
+    "Every `$JS.API` subject is taken (an unknown verb gets no answer); a Direct Get nobody serves gets the 503."
+    reqs = [('$JS.API.FOO', b''), ('$JS.API.STREAM.FOO', b''), ('$JS.API.DIRECT.GET.NOPE', {'seq': 1}), ('$JS.API.INFO', b'')]
+    async def script(url): return [await requests(url, u, reqs, timeout=0.5) for u in 'ab']
+    _, out = run_both(start_server, JS_ACCOUNTS, '-js', script=script)
+    assert out['jsnb'] == out['nats-server']
+    assert out['jsnb'][0][:3] == ['TimeoutError', 'TimeoutError', 'NoRespondersError']
+    async def plain(url): return await requests(url, 'x', reqs, timeout=0.5)       # no authentication: any user is let in
+    _, out = run_both(start_server, None, '-js', script=plain)
+    assert out['jsnb'] == out['nats-server'] and out['jsnb'][:3] == ['TimeoutError', 'TimeoutError', 'NoRespondersError']

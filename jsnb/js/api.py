@@ -90,7 +90,7 @@ def audit(acct: Account, src, subject: str, request: bytes, response: bytes):
            subject=subject, **extra, response=response.decode('utf-8', 'replace'))
 
 # %% ../../nbs/2_js/16_api.ipynb #32a97bd5
-API_SUBJECTS = ('$JS.API.INFO', '$JS.API.STREAM.>', '$JS.API.CONSUMER.>')   # Direct Get has its own responders
+API_SUBJECTS = ('$JS.API.>',)     # every API subject is taken, as in the reference; Direct Get also has its own responders
 
 def _above_level(*args): raise JSRequiredApiLevelErr()
 
@@ -138,7 +138,11 @@ class JetStream:
         "One `$JS.API` request: route it, answer it (once), count and audit it."
         subj = text(subject)
         found = route(subj)
-        if found is None: return                    # nobody handles this subject: no answer, as with the reference
+        if found is None:                           # nobody handles this subject: no answer, as with the reference,
+            if reply and subj.startswith('$JS.API.DIRECT.GET.'):     # but a Direct Get nobody serves is a no-responders
+                p, q = self.core.sublist.match(subject)
+                if len(p) + len(q) <= 1: self.account.no_responders(src, subject, reply)
+            return
         r, args = found
         body = data[hdr:] if hdr else data
         if hdr and not level_ok(data[:hdr]): r = r._replace(handler=_above_level)   # asks for a newer API than ours
