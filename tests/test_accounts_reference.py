@@ -481,3 +481,19 @@ def test_unknown_api_subjects(start_server):
     async def plain(url): return await requests(url, 'x', reqs, timeout=0.5)       # no authentication: any user is let in
     _, out = run_both(start_server, None, '-js', script=plain)
     assert out['jsnb'] == out['nats-server'] and out['jsnb'][:3] == ['TimeoutError', 'TimeoutError', 'NoRespondersError']
+
+
+def test_account_streams_survive_a_restart(start_server):
+    "A file stream of account A comes back in A after a restart, with its messages; C still does not see it."
+    async def before(url):
+        return await requests(url, 'a', [('$JS.API.STREAM.CREATE.P', {'name': 'P', 'subjects': ['p']}), ('p', b'1'), ('p', b'2')])
+    async def after(url):
+        return (await requests(url, 'a', [('$JS.API.STREAM.INFO.P', b'')]), await requests(url, 'c', [('$JS.API.STREAM.INFO.P', b'')]))
+    servers, _ = run_both(start_server, JS_ACCOUNTS, '-js', script=before)
+    out = {}
+    for k, s in servers.items():
+        s.restart()
+        out[k] = asyncio.run(after(s.url))
+    assert out['jsnb'] == out['nats-server']
+    a, c = out['jsnb']
+    assert a[0]['state']['messages'] == 2 and c[0]['error']['err_code'] == 10059

@@ -15,7 +15,7 @@ from ..nats.accounts import GLOBAL, NO_JS_LIMITS
 from .host import CoreHost, advise
 from .store import MemStore
 from .filestore import FileStore
-from .stream_config import JS_API_LEVEL as API_LEVEL, stored_cfg
+from .stream_config import JS_API_LEVEL as API_LEVEL, JS_SERVER_VERSION, stored_cfg
 from .stream import Stream, limits_of
 from .consumer import Consumer, from_snapshot
 from .errors import JSConsumerCreateErrF, JSStreamCreateErrF
@@ -243,8 +243,11 @@ def restore(self: Account):
                               sync_interval=self.sync_interval)
             meta = store.read_meta()
             if not meta: store.stop(); continue
-            store.update_limits(limits_of(meta['config']))
-            s = self.add_stream(meta['config'], store, meta.get('created'))
+            cfg = meta['config']
+            store.update_limits(limits_of(cfg))
+            md = {**(cfg.get('metadata') or {}), '_nats.ver': JS_SERVER_VERSION, '_nats.level': str(API_LEVEL)}
+            cfg['metadata'] = dict(sorted(md.items()))          # what replies show, as after a create (never stored)
+            s = self.add_stream(cfg, store, meta.get('created'))
             self.restore_consumers(s)
             log.info("  Restored %d messages for stream '%s > %s'", s.store.state()['messages'], self.name, s.name)
 
