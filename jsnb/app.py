@@ -8,16 +8,18 @@ import asyncio, threading
 from .nats.config import ServerOptions
 from .nats.server import Server as CoreServer, serve_cluster as _serve_cluster
 from .js.api import JetStream
+from .js.js_accounts import JetStreamAccounts
 from .js.stream_config import JS_API_LEVEL
 
 # %% auto #0
 __all__ = ['jetstream', 'Server', 'serve', 'serve_cluster', 'ServerThread']
 
 # %% ../nbs/5_app/00_app.ipynb #248be098
-def jetstream(core, opts: ServerOptions) -> JetStream:
+def jetstream(core, opts: ServerOptions) -> JetStream | JetStreamAccounts:
     "The JetStream service for a server's core, with the server's storage options; the core reports its API level."
     core.api_level = JS_API_LEVEL
-    return JetStream(core, core.store_dir, opts.max_memory_store, opts.max_file_store, opts.sync_interval)
+    if opts.accounts: return JetStreamAccounts(core, opts)       # JetStream in the accounts that have it, not in `$G`
+    return JetStream(core, core.store_dir, opts.max_memory_store, opts.max_file_store, opts.sync_interval, domain=opts.js_domain)
 
 class Server(CoreServer):
     "A jsnb server: core NATS, and JetStream when `jetstream` is set in the options."

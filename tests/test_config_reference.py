@@ -113,7 +113,7 @@ accounts {
   }
   B: { users = [ {user: e, password: f} ] }
 }
-"""}, {}, None),
+"""}, {}, dict(server_tags=("region:eu", "zone", "rack:1"))),
     ("strings and escapes", {"a.conf": "logfile: \"/tmp/a\\x41\\tb.log\"\npid_file: /tmp/x\\x42.pid\n"
                                        "server_name: 'lit\\n'\nlisten: 127.0.0.1:4333\nhttp: localhost:8333\n"},
      {}, dict(logfile="/tmp/aA\tb.log", pid_file="/tmp/xB.pid", server_name="lit\\n", host="127.0.0.1", port=4333,

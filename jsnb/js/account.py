@@ -10,10 +10,11 @@ from fastcore.basics import patch
 from ..nats.subjects import subject_matches
 from ..nats.protocol import text
 from ..nats.times import NS
+from ..nats.accounts import GLOBAL, NO_JS_LIMITS
 from .host import CoreHost, advise
 from .store import MemStore
 from .filestore import FileStore
-from .stream_config import JS_API_LEVEL as API_LEVEL, stored_cfg
+from .stream_config import JS_API_LEVEL as API_LEVEL, JS_SERVER_VERSION, stored_cfg
 from .stream import Stream, limits_of
 from .consumer import Consumer, from_snapshot
 from .errors import JSConsumerCreateErrF, JSStreamCreateErrF
@@ -27,9 +28,11 @@ __all__ = ['log', 'Account', 'state_file']
 # %% ../../nbs/2_js/13_account.ipynb #a193d6bc
 class Account(CoreHost):
     "The JetStream account: streams, consumers, usage and limits, persistence; the host of its streams."
-    def __init__(self, core, store_dir: str, max_memory: int = -1, max_file: int = -1, sync_interval: float = 120.0):
+    def __init__(self, core, store_dir: str, max_memory: int = -1, max_file: int = -1, sync_interval: float = 120.0,
+                 name: str = GLOBAL, limits: dict | None = None, domain: str = ''):
         super().__init__(core)
-        self.store_dir = store_dir
+        self.store_dir, self.name, self.domain = store_dir, name, domain
+        self.limits = dict(limits or NO_JS_LIMITS)   # the account's own JetStream limits (`accounts { X: { jetstream { ... } } }`)
         self.max_memory, self.max_file, self.sync_interval = max_memory, max_file, sync_interval
         self.streams: dict[str, Stream] = {}
         self.api_total = self.api_errors = 0
@@ -38,7 +41,7 @@ class Account(CoreHost):
         self._saved: dict[tuple[str, str], tuple] = {}   # (stream, consumer) -> (state mark, the state last written)
 
     @property
-    def streams_dir(self) -> str: return os.path.join(self.store_dir, '$G', 'streams')
+    def streams_dir(self) -> str: return os.path.join(self.store_dir, self.name, 'streams')
 
 # %% ../../nbs/2_js/13_account.ipynb #cd263970
 @patch
@@ -53,17 +56,26 @@ def usage(self: Account) -> tuple[int, int]:
 
 @patch
 def storage_limit(self: Account, storage: str) -> int:
-    "The server's limit for `memory` or `file` streams, in bytes (-1: none)."
-    limit = self.max_memory if storage == 'memory' else self.max_file
+    "The account's limit for `memory` or `file` streams in bytes, else the server's (-1: none)."
+    own = self.limits['max_memory' if storage == 'memory' else 'max_storage']
+    limit = own if own >= 0 else self.max_memory if storage == 'memory' else self.max_file
     return -1 if limit is None or limit < 0 else limit
 
 @patch
 def limits_exceeded(self: Account, storage: str) -> bool:
     "Whether usage of `storage` is already past the server's limit (the reference's check before storing)."
-    limit = self.storage_limit(storage)
-    if limit < 0: return False
+    limit = self.max_memory if storage == 'memory' else self.max_file
+    if limit is None or limit < 0: return False
     mem, sto = self.usage()
     return (mem if storage == 'memory' else sto) > limit
+
+@patch
+def account_exceeded(self: Account, storage: str, size: int) -> bool:
+    "Whether storing `size` more bytes in `storage` would pass the account's own limit (answered with 10002)."
+    limit = self.limits['max_memory' if storage == 'memory' else 'max_storage']
+    if limit < 0: return False
+    mem, sto = self.usage()
+    return (mem if storage == 'memory' else sto) + size > limit
 
 @patch
 def reserved(self: Account) -> tuple[int, int]:
@@ -119,7 +131,7 @@ def add_stream(self: Account, cfg: dict, store=None, created: int | None = None)
     if new:
         try: store = self.open_store(cfg)
         except (OSError, ValueError) as e:               # a name the file system refuses, a full disk
-            log.error("Error creating store for stream '$G > %s': %s", cfg['name'], e)
+            log.error("Error creating store for stream '%s > %s': %s", self.name, cfg['name'], e)
             raise JSStreamCreateErrF(err='error creating store for stream') from e
     s = Stream(self, cfg, store, created)
     if new and isinstance(s.store, FileStore): self.write_meta(s)
@@ -155,7 +167,7 @@ def add_consumer(self: Account, s: Stream, name: str, cfg: dict) -> Consumer:
     c = Consumer(s, name, cfg)
     try: self.persist(c, force=True)
     except (OSError, ValueError) as e:
-        log.error("Error creating store for consumer '$G > %s > %s': %s", s.name, name, e)
+        log.error("Error creating store for consumer '%s > %s > %s': %s", self.name, s.name, name, e)
         raise JSConsumerCreateErrF(err='error creating store for consumer') from e
     s.consumers[name] = c
     c.advise('CREATED', action='create')
@@ -218,17 +230,20 @@ def restore_consumers(self: Account, s: Stream):
 @patch
 def restore(self: Account):
     "Bring back the file streams and durable consumers found on disk."
-    os.makedirs(self.streams_dir, exist_ok=True)
-    for name in sorted(os.listdir(self.streams_dir)):
+    found = os.listdir(self.streams_dir) if os.path.isdir(self.streams_dir) else []   # made with the first file stream, as by the reference
+    for name in sorted(found):
         try:
             store = FileStore(os.path.join(self.streams_dir, name), sync_always=self.sync_interval <= 0,
                               sync_interval=self.sync_interval)
             meta = store.read_meta()
             if not meta: store.stop(); continue
-            store.update_limits(limits_of(meta['config']))
-            s = self.add_stream(meta['config'], store, meta.get('created'))
+            cfg = meta['config']
+            store.update_limits(limits_of(cfg))
+            md = {**(cfg.get('metadata') or {}), '_nats.ver': JS_SERVER_VERSION, '_nats.level': str(API_LEVEL)}
+            cfg['metadata'] = dict(sorted(md.items()))          # what replies show, as after a create (never stored)
+            s = self.add_stream(cfg, store, meta.get('created'))
             self.restore_consumers(s)
-            log.info("  Restored %d messages for stream '$G > %s'", s.store.state()['messages'], s.name)
+            log.info("  Restored %d messages for stream '%s > %s'", s.store.state()['messages'], self.name, s.name)
         except Exception as e: log.warning('Error restoring stream %r: %s', name, e)
     for s in list(self.streams.values()):
         if s.cfg.get('mirror') or s.cfg.get('sources'): mirrors.sync(s)
@@ -254,7 +269,7 @@ def tick(self: Account, now: int | None = None) -> list:
             s._trim_dedup(now)
             if s.upstreams: mirrors.catch_up(s)
             if isinstance(s.store, FileStore): s.store.sync_if_due()     # a stream that went quiet is synced on time too
-        except Exception: log.exception("stream '$G > %s' housekeeping failed", s.name)
+        except Exception: log.exception("stream '%s > %s' housekeeping failed", self.name, s.name)
     self.housekeeping(now)
     self.wake(self, now + NS)
     return []
@@ -268,7 +283,7 @@ def housekeeping(self: Account, now: int):
                 it = c.cfg.get('inactive_threshold') or 0
                 if it and self._idle_since(c, now) >= it: self.delete_consumer(c); continue
                 self.persist(c)
-            except Exception: log.exception("consumer '$G > %s > %s' housekeeping failed", s.name, c.name)
+            except Exception: log.exception("consumer '%s > %s > %s' housekeeping failed", self.name, s.name, c.name)
 
 @patch
 def _idle_since(self: Account, c: Consumer, now: int) -> int:

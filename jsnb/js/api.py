@@ -20,7 +20,7 @@ from . import stream_api as S, consumer_api as C, snapshot as SN, restore as RS
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'ROUTES', 'API_SUBJECTS', 'Route', 'route', 'answer', 'audit', 'JetStream']
+__all__ = ['log', 'ROUTES', 'API_SUBJECTS', 'Route', 'route', 'answer', 'audit', 'map_domain', 'JetStream']
 
 # %% ../../nbs/2_js/16_api.ipynb #97eba59a
 class Route(NamedTuple):
@@ -80,7 +80,8 @@ def audit(acct: Account, src, subject: str, request: bytes, response: bytes):
     "Send the API audit advisory for one request."
     client = {}
     if isinstance(src, ClientConn):
-        client = dict(start=rfc3339(int(src.start * 1e9)), host=src.host, id=src.cid, acc='$G', lang=src.lang,
+        client = dict(start=rfc3339(int(src.start * 1e9)), host=src.host, id=src.cid, acc=acct.name,
+ lang=src.lang,
                       ver=src.version, rtt=int(src.rtt * 1e9), server=acct.server_name, kind='Client', client_type='nats')
         if src.name: client['name'] = src.name
         if src.user: client['user'] = src.user
@@ -89,15 +90,23 @@ def audit(acct: Account, src, subject: str, request: bytes, response: bytes):
            subject=subject, **extra, response=response.decode('utf-8', 'replace'))
 
 # %% ../../nbs/2_js/16_api.ipynb #32a97bd5
-API_SUBJECTS = ('$JS.API.INFO', '$JS.API.STREAM.>', '$JS.API.CONSUMER.>')   # Direct Get has its own responders
+API_SUBJECTS = ('$JS.API.>',)     # every API subject is taken, as in the reference; Direct Get also has its own responders
 
 def _above_level(*args): raise JSRequiredApiLevelErr()
 
+def map_domain(core, domain: str):
+    "Answer `$JS.<domain>.API.>` as `$JS.API.>` in `core`'s account (the reference's domain mapping); returns the subscription."
+    prefix = f'$JS.{domain}.API.'.encode()
+    def remap(subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+        core.route(src, b'$JS.API.' + subject[len(prefix):], reply, hdr, data)
+    return core.subscribe(prefix + b'>', remap)
+
 class JetStream:
-    "JetStream in a server: its account, the API and wire subscriptions, the timers."
-    def __init__(self, core, store_dir: str, max_memory: int = -1, max_file: int = -1, sync_interval: float = 120.0):
+    "JetStream of one account of a server: the API and wire subscriptions, the timers (`core`: the core, or a view of it for one account)."
+    def __init__(self, core, store_dir: str, max_memory: int = -1, max_file: int = -1, sync_interval: float = 120.0,
+                 name: str = '$G', limits: dict | None = None, domain: str = ''):
         self.core = core
-        self.account = Account(core, store_dir, max_memory, max_file, sync_interval)
+        self.account = Account(core, store_dir, max_memory, max_file, sync_interval, name, limits, domain)
         self._subs: list = []
 
     def start(self):
@@ -107,6 +116,7 @@ class JetStream:
         self._subs = [sub(p, self.on_api) for p in API_SUBJECTS] + [
             sub('$JS.API.CONSUMER.MSG.NEXT.>', partial(C.on_next, a)), sub('$JS.ACK.>', partial(C.on_ack, a)),
             sub('$JS.FC.>', partial(C.on_flow_control, a)), sub('$JS.API.CONSUMER.RESET.*.*', partial(C.on_reset, a))]
+        if a.domain: self._subs.append(map_domain(self.core, a.domain))
         self.core.interest_watchers.append(a.on_interest)
 
     def stop(self):
@@ -125,7 +135,11 @@ class JetStream:
         "One `$JS.API` request: route it, answer it (once), count and audit it."
         subj = text(subject)
         found = route(subj)
-        if found is None: return                    # nobody handles this subject: no answer, as with the reference
+        if found is None:                           # nobody handles this subject: no answer, as with the reference,
+            if reply and subj.startswith('$JS.API.DIRECT.GET.'):     # but a Direct Get nobody serves is a no-responders
+                p, q = self.core.sublist.match(subject)
+                if len(p) + len(q) <= 1: self.account.no_responders(src, subject, reply)
+            return
         r, args = found
         body = data[hdr:] if hdr else data
         if hdr and not level_ok(data[:hdr]): r = r._replace(handler=_above_level)   # asks for a newer API than ours

@@ -140,7 +140,7 @@ def _commit(s: Stream, b: AtomicBatch, eob: bool) -> bytes:
         ack = s.process(subject, hdr, data, checked=True)
     d = orjson.loads(ack)
     if 'error' in d: return ack
-    return b'{"stream":%s,"seq":%d,"batch":%s,"count":%d}' % (orjson.dumps(s.name), d['seq'], orjson.dumps(b.id), len(b.msgs))
+    return b'{"stream":%s,"seq":%d,"batch":%s,"count":%d}' % (s._qname, d['seq'], orjson.dumps(b.id), len(b.msgs))
 
 # %% ../../nbs/2_js/10_batch.ipynb #4167586f
 def expire_batches(s: Stream, now: int):
@@ -187,7 +187,7 @@ def _check_flow(s: Stream, b: FastBatch, out: list) -> bool:
     return True
 
 def _final(s: Stream, bid: str, b: FastBatch) -> bytes:
-    return b'{"stream":%s,"seq":%d,"batch":%s,"count":%d}' % (orjson.dumps(s.name), b.sseq, orjson.dumps(bid), b.lseq)
+    return b'{"stream":%s,"seq":%d,"batch":%s,"count":%d}' % (s._qname, b.sseq, orjson.dumps(bid), b.lseq)
 
 def _try_commit(s: Stream, bid: str, b: FastBatch, out: list) -> bool:
     "Mark the batch committing; finish it (final ack) when everything received is stored."

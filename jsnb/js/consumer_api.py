@@ -20,7 +20,7 @@ from .direct_get import level_ok
 from .consumer_config import consumer_config_for_create, new_consumer_name, _GROUP
 from .stream_config import stored_cfg
 from .account import Account
-from .stream_api import request, stream_of
+from .stream_api import request, stream_of, require_empty
 
 # %% auto #0
 __all__ = ['on_next', 'on_ack', 'on_flow_control', 'consumer_create', 'consumer_durable_create', 'consumer_info_of',
@@ -69,7 +69,8 @@ def _create(acct: Account, args: list[str], body: bytes, durable_api: bool) -> d
     interest = guess is not None and not guess.is_pull and acct.has_interest(guess.cfg['deliver_subject'])
     cfg = consumer_config_for_create(body, s.cfg if s is not None else None, subject_stream=args[0] if args else '',
                                      subject_consumer=cname, subject_filter=filt, durable_api=durable_api,
-                                     consumers={n: c.cfg for n, c in existing.items()}, deliver_interest=interest)
+                                     consumers={n: c.cfg for n, c in existing.items()}, deliver_interest=interest,
+                                     account=acct.limits)
     name = cfg.get('name') or cfg.get('durable_name') or new_consumer_name(existing)
     old = existing.get(name)
     if old is None: return consumer_info_of(acct, acct.add_consumer(s, name, cfg))
@@ -105,11 +106,14 @@ def consumer_of(acct: Account, args) -> Consumer:
 
 def consumer_info(acct: Account, args, body, src) -> dict:
     "`CONSUMER.INFO.<stream>.<consumer>`"
+    require_empty(body)                                   # checked before anything else, as the reference does
     return consumer_info_of(acct, consumer_of(acct, args))
 
 # %% ../../nbs/2_js/15_consumer_api.ipynb #9bb44be7
 def consumer_delete(acct: Account, args, body, src) -> dict:
     "`CONSUMER.DELETE.<stream>.<consumer>`"
+    acct.streams                                          # the account first (10039 where it has no JetStream), then the payload
+    require_empty(body)
     acct.delete_consumer(consumer_of(acct, args))
     return dict(success=True)
 

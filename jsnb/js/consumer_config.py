@@ -127,8 +127,8 @@ def _static_metadata(c: dict):
 # %% ../../nbs/2_js/11_consumer_config.ipynb #6ee04ca5
 _S = 1_000_000_000  # one second, in nanoseconds
 
-def _defaults(c: dict, s: dict, pedantic: bool):
-    "Fill in the reference's defaults (or, in pedantic mode, refuse what it would have changed)."
+def _defaults(c: dict, s: dict, pedantic: bool, account: dict | None = None):
+    "Fill in the reference's defaults (or, in pedantic mode, refuse what it would have changed); `account`: the account's limits."
     def pedant(msg):
         if pedantic: raise JSPedanticErrF(err=msg)
     lim = s.get('consumer_limits') or {}
@@ -152,7 +152,8 @@ def _defaults(c: dict, s: dict, pedantic: bool):
     if c['inactive_threshold'] == 0:
         if lim.get('inactive_threshold', 0) > 0: pedant("inactive_threshold must be set if it's configured in stream limits")
         c['inactive_threshold'] = lim.get('inactive_threshold', 0)
-    if c['max_ack_pending'] == 0 and c['ack_policy'] != 'none': c['max_ack_pending'] = 1000
+    if c['max_ack_pending'] == 0 and c['ack_policy'] != 'none':
+        c['max_ack_pending'] = min(1000, account['max_ack_pending']) if account and account['max_ack_pending'] > 0 else 1000
     if c['priority_policy'] == 'pinned_client' and c['priority_timeout'] == 0: c['priority_timeout'] = 120 * _S
     if c['ack_policy'] == 'flow_control' and not pedantic: c['flow_control'], c['idle_heartbeat'] = True, _S
 
@@ -339,12 +340,14 @@ def _wq_clash(c: dict, consumers: dict, name: str) -> bool:
     return bool(mine) and any(filters_overlap(mine, _filters(o)) for n, o in consumers.items()
                               if n != name and not (o.get('direct') or o.get('sourcing')))
 
-def _create(c: dict, s: dict, action: str, consumers: dict | None) -> dict:
-    "Finish the configuration of a consumer that does not exist yet."
+def _create(c: dict, s: dict, action: str, consumers: dict | None, account: dict | None = None) -> dict:
+    "Finish the configuration of a consumer that does not exist yet (`account`: the account's limits)."
     if consumers is not None and action == 'update': raise JSConsumerDoesNotExist()
     consumers = consumers or {}
     counted = [n for n, o in consumers.items() if not o.get('sourcing')]
-    if 0 < s.get('max_consumers', -1) <= len(counted): raise JSMaximumConsumersLimitErr()
+    maxc, acc_max = s.get('max_consumers', -1), (account or {}).get('max_consumers', -1)
+    if maxc <= 0 or 0 < acc_max < maxc: maxc = acc_max       # the account's limit caps every stream's
+    if 0 < maxc <= len(counted): raise JSMaximumConsumersLimitErr()
     if s.get('retention') == 'workqueue' and not (c['direct'] or c['sourcing']):
         if c['ack_policy'] not in ('explicit', 'flow_control'): raise JSConsumerWQRequiresExplicitAckErr()
         if c['deliver_policy'] != 'all': raise JSConsumerWQConsumerNotDeliverAllErr()
@@ -360,8 +363,8 @@ def _create(c: dict, s: dict, action: str, consumers: dict | None) -> dict:
 def consumer_config_for_create(req: dict | bytes, stream_cfg: dict | None, *, subject_stream: str,
                                subject_consumer: str | None, subject_filter: str | None, durable_api: bool,
                                action: str | None = None, consumers: dict[str, dict] | None = None,
-                               deliver_interest: bool = False) -> dict:
-    "The configuration the reference reports for a consumer create request, or raise its error."
+                               deliver_interest: bool = False, account: dict | None = None) -> dict:
+    "The configuration the reference reports for a consumer create request, or raise its error (`account`: the account's limits)."
     d = go_decode(req, _REQUEST)
     c, action = d['config'], d['action'] if action is None else action
     for k in _LISTS: c[k] = c[k] or None
@@ -370,9 +373,11 @@ def consumer_config_for_create(req: dict | bytes, stream_cfg: dict | None, *, su
     old = (consumers or {}).get(name) if name else None
     if old is not None: c['pause_until'] = old.get('pause_until')
     _static_metadata(c)
-    _defaults(c, stream_cfg, d['pedantic'])
+    _defaults(c, stream_cfg, d['pedantic'], account)
     for checks in (_check_basics, _check_delivery, _check_filters, _check_start, _check_rest): checks(c, stream_cfg)
-    if old is None: return _create(c, stream_cfg, action, consumers)
+    if account and 0 < account['max_ack_pending'] < c['max_ack_pending']:
+        raise JSConsumerMaxPendingAckExcessErrF(limit=account['max_ack_pending'])
+    if old is None: return _create(c, stream_cfg, action, consumers, account)
     if action == 'create' and not consumer_configs_equal_for_create(old, c): raise JSConsumerAlreadyExists()
     if stream_cfg.get('retention') == 'workqueue' and _wq_clash(c, consumers, name):
         raise JSConsumerWQConsumerNotUniqueErr()

@@ -29,6 +29,7 @@ class StreamHost(Protocol):
     "The account, as its streams and consumers see it."
     server_name: str                   # shown as the leader in stream info
     max_payload: int                   # the largest message the server accepts
+    domain: str                        # the JetStream domain ('' for none), shown in pub acks and stream info
 
     def subscribe(self, subject: str, cb: Callable, queue: str = '', defers: bool = False) -> object:
         "Call `cb(subject, reply, hdr_len, data, src)` for every message on `subject`; returns a handle."
@@ -44,7 +45,9 @@ class StreamHost(Protocol):
     def wake(self, obj, when: int) -> None:
         "Call `obj.tick(now)` at `when` (UNIX ns) and send the frames it returns, unless it is already due sooner."
     def storage_limit(self, storage: str) -> int: "The server's limit in bytes for `memory` or `file` streams; -1 for none."
-    def limits_exceeded(self, storage: str) -> bool: "Whether that limit is already passed."
+    def limits_exceeded(self, storage: str) -> bool: "Whether the server's limit is already passed."
+    def account_exceeded(self, storage: str, size: int) -> bool: "Whether `size` more bytes would pass the account's own limit."
+
     def stream(self, name: str): "Another stream of the account, or `None`."
     def stored(self, stream) -> None: "`stream` stored messages: its mirrors and sourcing streams may copy them."
     def batches_inflight(self) -> int: "Atomic batches being staged in all the account's streams."
@@ -75,7 +78,7 @@ def advise(host: StreamHost, subject: str, type: str, /, **fields) -> bool:
 # %% ../../nbs/2_js/05a_host.ipynb #cfc3bbf6
 class NullHost:
     "A host without a network: what would be sent is kept in `sent`, timers wait for `run_timers()`."
-    server_name, max_payload = 'jsnb', 1024 * 1024
+    server_name, max_payload, domain = 'jsnb', 1024 * 1024, ''
 
     def __init__(self, interest: bool | Callable[[str], bool] = True, limit: int = -1):
         self.interest, self.limit = interest, limit
@@ -99,6 +102,8 @@ class NullHost:
     def wake(self, obj, when): self.wakes[obj] = min(when, self.wakes.get(obj, when))
     def storage_limit(self, storage): return self.limit
     def limits_exceeded(self, storage): return False
+    def account_exceeded(self, storage, size): return False
+
     def stream(self, name): return self.streams.get(name)
     def stored(self, stream): pass
     def batches_inflight(self): return sum(len(s.batches) for s in self.streams.values())

@@ -13,7 +13,8 @@ from ..nats.core import ClientConn
 from ..nats.protocol import get_header, text
 from ..nats.subjects import transform_subject
 from ..nats.times import NS, rfc3339
-from .errors import (JSApiError, JSInsufficientResourcesErr, JSMessageSourceHdrNotAllowedErr, JSMessageTTLDisabledErr,
+from .errors import (JSApiError, JSInsufficientResourcesErr, JSAccountResourcesExceededErr,
+ JSMessageSourceHdrNotAllowedErr, JSMessageTTLDisabledErr,
                            JSMessageTTLInvalidErr, JSSequenceNotFoundErrF, JSStreamExpectedLastSeqPerSubjectInvalid,
                            JSStreamHeaderExceedsMaximumErr, JSStreamMessageExceedsMaximumErr, JSStreamMsgDeleteFailedF,
                            JSStreamNotMatchErr, JSStreamPurgeFailedF, JSStreamRollupFailedF, JSStreamSealedErr,
@@ -42,7 +43,8 @@ class Stream:
     def __init__(self, host: StreamHost, cfg: dict, store: MsgStore, created: int | None = None):
         self.host, self.cfg, self.store = host, cfg, store
         self.name = cfg['name']
-        self._qname = orjson.dumps(self.name)        # the name as JSON, for pub acks
+        self._qname = orjson.dumps(self.name)        # the name as JSON, for pub acks (and the JetStream domain after it, if any)
+        if getattr(host, 'domain', ''): self._qname += b',"domain":' + orjson.dumps(host.domain)
         self.created = created or time.time_ns()
         self.subs: list = []                         # subscriptions to the stream's subjects
         self.consumers: dict = {}                    # name -> Consumer
@@ -321,6 +323,8 @@ def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool 
     if self.too_big(hdr, data): return self._nak(JSStreamMessageExceedsMaximumErr())
     if len(hdr) > 65535: return self._nak(JSStreamHeaderExceedsMaximumErr())
     if self.host.limits_exceeded(cfg.get('storage', 'file')): return self._nak(JSInsufficientResourcesErr())
+    if self.host.account_exceeded(cfg.get('storage', 'file'), self.store.msg_size(subject, hdr, data)):
+        return self._nak(JSAccountResourcesExceededErr())
     return self._store(subject, hdr, data, msg_id, rollup, now, val)
 
 # %% ../../nbs/2_js/06_stream.ipynb #f3ff3173
@@ -401,7 +405,9 @@ def state(self: Stream, deleted_details: bool = False, subjects_filter: str = ''
 def info(self: Stream, deleted_details: bool = False, subjects_filter: str = '', cluster: bool = True) -> dict:
     "`config`, `created`, `state`, (`cluster`), its `mirror` or `sources`, and `ts`: the body of stream API replies."
     d = dict(config=self.cfg, created=rfc3339(self.created), state=self.state(deleted_details, subjects_filter))
-    if cluster: d['cluster'] = {'leader': self.host.server_name}
+    if cluster:
+        if getattr(self.host, 'domain', ''): d['domain'] = self.host.domain
+        d['cluster'] = {'leader': self.host.server_name}
     d.update(mirrors.info(self))
     d['ts'] = rfc3339(time.time_ns())
     return d

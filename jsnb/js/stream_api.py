@@ -18,8 +18,8 @@ from . import mirrors
 from .host import MAX_SEQ
 
 # %% auto #0
-__all__ = ['REQUESTS', 'request', 'stream_of', 'account_info', 'stream_create', 'stream_update', 'stream_delete', 'stream_info',
-           'stream_names', 'stream_list', 'stream_purge', 'msg_get', 'msg_delete']
+__all__ = ['REQUESTS', 'request', 'stream_of', 'account_info', 'require_empty', 'stream_create', 'stream_update', 'stream_delete',
+           'stream_info', 'stream_names', 'stream_list', 'stream_purge', 'msg_get', 'msg_delete']
 
 # %% ../../nbs/2_js/14_stream_api.ipynb #e119cf63
 _INT, _U64, _STR, _BOOL = GoInt(), GoInt('uint64'), GoStr(), GoBool()
@@ -56,11 +56,20 @@ def account_info(acct: Account, args, body, src) -> dict:
     rm, rs = acct.reserved()
     return dict(memory=mem, storage=sto, reserved_memory=rm, reserved_storage=rs, streams=len(acct.streams),
                 consumers=sum(len(s.consumers) for s in acct.streams.values()),
-                limits=dict(max_memory=-1, max_storage=-1, max_streams=-1, max_consumers=-1, max_ack_pending=-1,
-                            memory_max_stream_bytes=-1, storage_max_stream_bytes=-1, max_bytes_required=False),
+                limits=dict(acct.limits), **({'domain': acct.domain} if acct.domain else {}),
                 api=dict(level=API_LEVEL, total=acct.api_total, errors=acct.api_errors))
 
 # %% ../../nbs/2_js/14_stream_api.ipynb #f20d436b
+import json
+from .errors import JSNotEmptyRequestErr
+
+def require_empty(body: bytes):
+    "Refuse a payload where the request must have none (10038): empty means no bytes, or a JSON object without fields."
+    if not body or body == b'{}': return
+    try: v = json.loads(body)
+    except (ValueError, RecursionError): v = None
+    if not (isinstance(v, dict) and not v): raise JSNotEmptyRequestErr()
+
 def _inherit_direct(acct: Account, cfg: dict):
     "A mirror of a stream this account has serves Direct Get exactly when its origin does (`mirror_direct`)."
     m = cfg.get('mirror')
@@ -92,7 +101,8 @@ def _no_cycle(acct: Account, cfg: dict):
 def stream_create(acct: Account, args, body, src) -> dict:
     "`STREAM.CREATE.<stream>`"
     fm, ff = acct.free()
-    cfg = stream_config_for_create(body, args[0] if args else '', max_memory=fm, max_file=ff)
+    cfg = stream_config_for_create(body, args[0] if args else '', max_memory=fm, max_file=ff, limits=acct.limits,
+                                   streams=len(acct.streams))
     _inherit_direct(acct, cfg)
     s = acct.streams.get(cfg['name'])
     if s is not None:
@@ -109,7 +119,7 @@ def stream_update(acct: Account, args, body, src) -> dict:
     "`STREAM.UPDATE.<stream>`"
     s = stream_of(acct, args)
     fm, ff = acct.free()                                  # the update checks the growth of max_bytes against this
-    cfg = stream_config_for_update(s.cfg, body, args[0], max_memory=fm, max_file=ff)
+    cfg = stream_config_for_update(s.cfg, body, args[0], max_memory=fm, max_file=ff, limits=acct.limits)
     _inherit_direct(acct, cfg)
     _no_overlap(acct, cfg, but=s)
     _no_cycle(acct, cfg)
@@ -122,6 +132,8 @@ def stream_update(acct: Account, args, body, src) -> dict:
 
 def stream_delete(acct: Account, args, body, src) -> dict:
     "`STREAM.DELETE.<stream>`"
+    acct.streams                                          # the account first (10039 where it has no JetStream), then the payload
+    require_empty(body)
     acct.remove_stream(stream_of(acct, args))
     return dict(success=True)
 

@@ -487,6 +487,21 @@ def _check_room(storage: str | None, need: int, max_memory: int, max_file: int):
     if storage == 'memory' and max_memory >= 0 and need > max_memory: raise JSMemoryResourcesExceededErr()
     if storage == 'file' and max_file >= 0 and need > max_file: raise JSStorageResourcesExceededErr()
 
+from .errors import JSMaximumStreamsLimitErr, JSMaximumConsumersLimitErr, JSStreamMaxBytesRequired, JSStreamMaxStreamBytesExceeded
+
+def _check_account(cfg: dict, limits: dict | None, streams: int):
+    "An account's own limits on a new stream (`limits` as `$JS.API.INFO` names them): how many streams, and consumers per stream."
+    if not limits: return
+    if 0 < limits['max_streams'] <= streams: raise JSMaximumStreamsLimitErr()
+    if cfg['max_consumers'] > 0 and 0 < limits['max_consumers'] < cfg['max_consumers']: raise JSMaximumConsumersLimitErr()
+
+def _check_stream_bytes(cfg: dict, limits: dict | None):
+    "An account's rules for `max_bytes`: required, and at most `memory_max_stream_bytes`/`storage_max_stream_bytes`."
+    if not limits: return
+    limit = limits['memory_max_stream_bytes' if cfg['storage'] == 'memory' else 'storage_max_stream_bytes']
+    if limits['max_bytes_required'] and cfg['max_bytes'] <= 0: raise JSStreamMaxBytesRequired()
+    if limit > 0 and cfg['max_bytes'] > limit: raise JSStreamMaxStreamBytesExceeded()
+
 # %% ../../nbs/2_js/02_stream_config.ipynb #53e2980d
 def _check_filters(cfg: dict):
     "Filters of mirrors and sources without transforms must be valid subjects (checked when creating)."
@@ -500,7 +515,8 @@ def _check_filters(cfg: dict):
         t = s and s['opt_start_time']
         if t and t[-1] != 'Z' and int(t[-5:-3]) >= 24: raise JSStreamCreateErrF(err='error creating store for stream')
 
-def stream_config_for_create(req: dict | bytes, subject_name: str, *, max_memory: int = -1, max_file: int = -1) -> dict:
+def stream_config_for_create(req: dict | bytes, subject_name: str, *, max_memory: int = -1, max_file: int = -1,
+                             limits: dict | None = None, streams: int = 0) -> dict:
     "The configuration a `STREAM.CREATE.<subject_name>` request makes, as the reference reports it; or raise `JSApiError`."
     cfg = go_decode(req, STREAM_CONFIG_REQUEST)
     pedantic = cfg.pop('pedantic')
@@ -509,8 +525,10 @@ def stream_config_for_create(req: dict | bytes, subject_name: str, *, max_memory
     if '\\' in subject_name or '/' in subject_name: raise JSStreamNameContainsPathSeparatorsErr()
     if cfg['sealed']: raise _invalid('stream configuration for create can not be sealed')
     if cfg['mirror_direct'] and cfg['mirror'] is None: raise _invalid('stream has no mirror but does have mirror direct')
+    _check_account(cfg, limits, streams)
     _check_room(cfg['storage'], cfg['max_bytes'], max_memory, max_file)
     cfg = _check(cfg, pedantic)
+    _check_stream_bytes(cfg, limits)
     if cfg['num_replicas'] > 1: raise JSStreamReplicasNotSupportedErr()
     _check_room(cfg['storage'], cfg['max_bytes'], max_memory, max_file)
     _check_filters(cfg)
@@ -542,7 +560,8 @@ def _current(old: dict) -> dict:
     return cfg
 
 # %% ../../nbs/2_js/02_stream_config.ipynb #a8f3dcf7
-def stream_config_for_update(old: dict, req: dict | bytes, subject_name: str, *, max_memory: int = -1, max_file: int = -1) -> dict:
+def stream_config_for_update(old: dict, req: dict | bytes, subject_name: str, *, max_memory: int = -1, max_file: int = -1,
+                             limits: dict | None = None) -> dict:
     "The configuration a `STREAM.UPDATE.<subject_name>` request makes of stream `old`, as the reference reports it; or raise."
     cur = _current(old)
     cfg = go_decode(req, STREAM_CONFIG_REQUEST)
@@ -551,6 +570,7 @@ def stream_config_for_update(old: dict, req: dict | bytes, subject_name: str, *,
     if subject_name != cfg['name']: raise JSStreamMismatchErr()
     _set_static_metadata(cfg)
     cfg = _check(cfg, pedantic)
+    _check_stream_bytes(cfg, limits)
     _check_changes(cur, cfg)
     if cfg['sealed']:
         cfg.update(max_age=0, discard='new', deny_delete=True, deny_purge=True, allow_rollup_hdrs=False)

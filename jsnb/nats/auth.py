@@ -15,7 +15,7 @@ log = logging.getLogger('jsnb')
 # %% auto #0
 __all__ = ['log', 'PREFIX_USER', 'AuthConfigError', 'is_bcrypt', 'check_password', 'decode_nkey', 'verify_nonce', 'new_nonce',
            'SubjectPermission', 'Permissions', 'parse_permissions', 'User', 'parse_users', 'users_from_block',
-           'ClientPermissions', 'grant', 'Auth', 'who', 'violation', 'may_publish', 'check_in_background',
+           'ClientPermissions', 'grant', 'all_users', 'Auth', 'who', 'violation', 'may_publish', 'check_in_background',
            'startup_checks']
 
 # %% ../../nbs/1_nats/07_auth.ipynb #6898bd05
@@ -196,6 +196,7 @@ class User:
     nkey: str = ''
     permissions: Permissions | None = None
     connection_types: frozenset | None = None      # allowed_connection_types; None: any
+    account: str = ''                              # the account the user belongs to ('': the global account, `$G`)
 
 _CONN_TYPES = frozenset('STANDARD WEBSOCKET LEAFNODE LEAFNODE_WS MQTT MQTT_WS IN_PROCESS'.split())
 
@@ -379,11 +380,15 @@ def grant(c, p: Permissions | None):
     c.gate = c.perms.gate if c.perms is not None and c.perms.responses is not None else None
 
 # %% ../../nbs/1_nats/07_auth.ipynb #0be90529
+def all_users(opts) -> tuple:
+    "The users of `authorization` followed by those of every account in `accounts`."
+    return (*(opts.users or ()), *(u for a in getattr(opts, 'accounts', ()) for u in a.users))
+
 class Auth:
     "A server's authentication settings, compiled for checking clients."
     def __init__(self, opts):
         self.opts = opts
-        users = opts.users or ()
+        users = all_users(opts)
         self.users = {u.name: u for u in users if not u.nkey}
         self.nkeys = {u.nkey: u for u in users if u.nkey}
         self.required = bool(opts.user or opts.token or users)
@@ -425,10 +430,10 @@ def check(self: Auth, c, o: dict) -> bool:
             if user is None or not _allowed_here(user): return False
     if nkey is not None:
         if nkey.nkey != noauth and not verify_nonce(nkey.nkey, c.nonce.encode(), o.get('sig') or ''): return False
-        grant(c, nkey.permissions); return True
+        grant(c, nkey.permissions); c.acc_name = nkey.account; return True
     if user is not None:
         if not check_password(user.password, o.get('pass') or ''): return False
-        grant(c, user.permissions); return True
+        grant(c, user.permissions); c.acc_name = user.account; return True
     if opts.token: return check_password(opts.token, o.get('auth_token') or '')
     if opts.user: return opts.user == (o.get('user') or '') and check_password(opts.password, o.get('pass') or '')
     return False
@@ -441,7 +446,8 @@ def who(c) -> str:
     o = c.options
     ncs = ':'.join(x for x in ((f"v{o['version']}" if o.get('version') else ''), o.get('lang') or '', o.get('name') or '') if x)
     user = f"nkey:{o['nkey']}" if o.get('nkey') else f"user:{o['user']}" if o.get('user') else 'token' if o.get('auth_token') else ''
-    return s + (f' - {_goq(ncs)}' if ncs else '') + (f' - "$G/{user}"' if user else '')
+    acc = getattr(getattr(c, 'acc', None), 'name', '$G')
+    return s + (f' - {_goq(ncs)}' if ncs else '') + (f' - "{acc}/{user}"' if user else '')
 
 def _auth_user(o: dict) -> str:
     "Who a client said it was, for the failure log line."
@@ -538,12 +544,16 @@ def _checked(proto, key, f):
 # %% ../../nbs/1_nats/07_auth.ipynb #ba349448
 def startup_checks(opts) -> list[str]:
     "Warnings to log when a server starts with `opts`; raises ValueError for settings it cannot start with."
-    n = opts.no_auth_user
+    n, users = opts.no_auth_user, all_users(opts)
     if n:
-        if not opts.users: raise ValueError(f'no_auth_user: {_goq(n)} present, but users/nkeys are not defined')
-        if not any(n in (u.name, u.nkey) for u in opts.users if (u.nkey or u.name)):
+        if not users: raise ValueError(f'no_auth_user: {_goq(n)} present, but users/nkeys are not defined')
+        if not any(n in (u.name, u.nkey) for u in users if (u.nkey or u.name)):
             raise ValueError(f'no_auth_user: {_goq(n)} not present as user or nkey in authorization block or account configuration')
-    plain = (opts.password and not is_bcrypt(opts.password)) or any(not u.nkey and not is_bcrypt(u.password) for u in opts.users or ())
+    sys_acc = getattr(opts, 'system_account', '$SYS')
+    if sys_acc != '$SYS' and not any(a.name == sys_acc for a in getattr(opts, 'accounts', ())):
+        raise ValueError('error resolving system account: account missing')
+    plain = (opts.password
+ and not is_bcrypt(opts.password)) or any(not u.nkey and not is_bcrypt(u.password) for u in users)
     warns = ['Plaintext passwords detected, use nkeys or bcrypt'] if plain else []
     if opts.tls is not None and opts.tls.handshake_first:
         warns.append('Clients that are not using "TLS Handshake First" option will fail to connect')

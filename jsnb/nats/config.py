@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from urllib.parse import urlsplit
 from .times import NS, go_duration, parse_go_duration
 from .auth import AuthConfigError, users_from_block
+from .accounts import parse_accounts
 from .tls import parse_tls
 
 # %% auto #0
@@ -30,6 +31,7 @@ class ServerOptions:
     max_memory_store: int = -1    # bytes for memory streams; -1: not set
     max_file_store: int = -1      # bytes for file streams; -1: not set
     sync_interval: float = 120.0  # seconds between file store syncs; 0 (`always`): sync before every ack
+    js_domain: str = ""           # the JetStream domain: its API also answers on `$JS.<domain>.API.>`
     http_host: str = "0.0.0.0"    # address for the monitoring endpoint
     http_port: int = 0            # monitoring port; 0: no monitoring
     user: str = ""                # single user (with `password`)
@@ -38,6 +40,8 @@ class ServerOptions:
     auth_timeout: float = 2.0     # seconds a client has to send CONNECT
     users: tuple | None = None    # `authorization { users [...] }`: jsnb.nats.auth.User entries (None: no such array)
     no_auth_user: str = ""        # the user a client without credentials is taken for
+    accounts: tuple = ()          # `accounts { ... }`: jsnb.nats.accounts.AccountConfig entries (users, exports, imports)
+    system_account: str = "$SYS"  # the account named as the system account (jsnb runs no system services in it)
     max_subscriptions: int = 0    # subscriptions per connection; 0 or -1: no limit
     tls: object = None            # jsnb.nats.tls.TLSOptions: clients must use TLS
     max_payload: int = 1048576    # largest message payload, bytes
@@ -69,8 +73,8 @@ class ServerOptions:
 
     @property
     def auth_required(self) -> bool:
-        "Whether clients must authenticate (a user, a token or a users array is set)."
-        return bool(self.user or self.token or self.users)
+        "Whether clients must authenticate (a user, a token, a users array or an account with users is set)."
+        return bool(self.user or self.token or self.users or any(a.users for a in self.accounts))
 
     @property
     def clustered(self) -> bool:
@@ -489,6 +493,28 @@ def _secure(d, k, fn, *args):
 def _read_by_block(d, k, v, opts, warns, seen):
     "Keys of the `authorization` block that `users_from_block` reads."
 
+def _accounts(d, k, v, opts, warns, seen):
+    "Apply `accounts`: the accounts, their users, exports and imports (read by `jsnb.nats.accounts`)."
+    opts.accounts = _secure(d, k, parse_accounts, v, _loc(d, k), parse_size)
+
+def _system_account(d, k, v, opts, warns, seen):
+    "`system_account`: the name of the system account (checked by `_check_accounts` once every key is read)."
+    opts.system_account = _conv(d, k, v, _str)
+
+def _check_accounts(d, opts):
+    "Checks across keys: a user is in one place only; jsnb runs no system services, so no client may log in to the system account."
+    if any(a.users for a in opts.accounts) and (opts.token or opts.user):
+        raise ConfigError(f'Can not have a {"token" if opts.token else "single user/pass"} and a users array', *_loc(d, "authorization"))
+    seen = set()
+    for u in (*(opts.users or ()), *(u for a in opts.accounts for u in a.users)):
+        if (key := u.nkey or u.name) in seen:
+            raise ConfigError(f'Duplicate {"nkey" if u.nkey else "user"} "{key}" detected', *_loc(d, "accounts"))
+        seen.add(key)
+    if any(a.name == opts.system_account and a.users for a in opts.accounts):
+        raise ConfigError(f"account {opts.system_account!r} is the system account and has users: the system account's services "
+                          "and events are a nats-server feature that jsnb does not support yet: refusing to start rather than "
+                          "run without it", *_loc(d, "accounts"))
+
 def _tls(d, k, v, opts, warns, seen):
     "Apply a `tls` block: the client port uses TLS (the certificate files are loaded now)."
     opts.tls = _secure(d, k, parse_tls, v, _loc(d, k))
@@ -542,6 +568,14 @@ def _no_compression(d, k, v, opts, warns, seen):
 # %% ../../nbs/1_nats/02_config.ipynb #d7e670d3
 def _unsupported(names): return dict.fromkeys(names.split())
 
+def _domain(v) -> str:
+    "A JetStream domain: a name that makes `$JS.<domain>.API` a valid subject."
+    v = _str(v)
+    if not v: return v
+    if any(c in v for c in ' \t\r\n') or '..' in f'.{v}.': raise ValueError(f'invalid domain name: derived "$JS.{v}.API" is not a valid subject')
+    if any(c in v for c in '.*>'): raise ValueError('invalid domain name: may not contain ., * or >')
+    return v
+
 def _sync_interval(v) -> float:
     "`sync_interval`: a duration, or `always` (0: sync before every acknowledgement)."
     return 0.0 if isinstance(v, str) and v.strip().lower() == 'always' else parse_duration(v)
@@ -552,7 +586,8 @@ _JS_KEYS = {
     "max_mem": ("max_memory_store", parse_size), "max_file_store": ("max_file_store", parse_size),
     "max_file": ("max_file_store", parse_size), "enabled": ("jetstream", _bool), "enable": ("jetstream", _bool),
     "sync_interval": ("sync_interval", _sync_interval), "sync": ("sync_interval", _sync_interval),
-    **_unsupported("strict domain key ek encryption_key prev_key prev_ek prev_encryption_key cipher "
+    "domain": ("js_domain", _domain),
+    **_unsupported("strict key ek encryption_key prev_key prev_ek prev_encryption_key cipher "
                    "extension_hint limits tpm unique_tag max_outstanding_catchup max_buffered_size max_buffered_msgs "
                    "request_queue_limit info_queue_limit meta_compact meta_compact_size meta_compact_sync max_concurrent_io")}
 
@@ -600,13 +635,14 @@ _TOP_KEYS = {
 
 # %% ../../nbs/1_nats/02_config.ipynb #c0ef72d2
 _TOP_KEYS.update({"tls": _tls, "no_auth_user": ("no_auth_user", _str), "max_subscriptions": ("max_subscriptions", _int),
-                  "max_subs": ("max_subscriptions", _int)})
+                  "max_subs": ("max_subscriptions", _int), "accounts": _accounts, "system_account": _system_account,
+                  "system": _system_account})
 
 _NOT_YET = " yet: refusing to start rather than run without it"
-_LATER = {**dict.fromkeys("accounts operator operators roots root root_operators root_operator resolver account_resolver "
-                          "accounts_resolver resolver_tls resolver_preload resolver_pinned_accounts system_account system "
+_LATER = {**dict.fromkeys("operator operators roots root root_operators root_operator resolver account_resolver "
+                          "accounts_resolver resolver_tls resolver_preload resolver_pinned_accounts "
                           "trusted trusted_keys default_sentinel".split(),
-                          " yet (accounts, and JWT authentication with operators and resolvers, are planned): "
+                          " yet (JWT authentication with operators and resolvers is planned): "
                           "refusing to start rather than run without it"),
           **dict.fromkeys("auth_callout auth_hook proxy_required allow_non_tls ocsp https https_port".split(), _NOT_YET)}
 
@@ -648,5 +684,6 @@ def options_from_config(d: dict, opts: ServerOptions | None = None) -> tuple[Ser
     "Options from parsed config `d` applied over a copy of `opts` (or the defaults), and the warnings."
     opts, warns = replace(opts) if opts is not None else ServerOptions(), []
     _apply(d, _TOP_KEYS, opts, warns, set())
+    _check_accounts(d, opts)
     if getattr(d, "fname", None): opts.config_file = d.fname
     return opts, warns

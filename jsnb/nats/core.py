@@ -11,6 +11,7 @@ from .protocol import E_UNKNOWN, E_MAX_PAYLOAD
 from .subjects import Sublist, Subscription, valid_subject, valid_literal_subject
 from .config import ServerOptions, DEFAULT_STORE_DIR
 from .auth import Auth, may_publish, violation
+from .accounts import NatsAccount, GLOBAL, wire_imports
 from .times import go_duration
 from . import trace
 from fastcore.basics import patch
@@ -127,6 +128,8 @@ class ClientConn:
         self.transport = None                      # set by the I/O layer
         self.perms = self.gate = None              # permissions, and a check before each delivery (see jsnb.nats.auth)
         self.nonce = ''                            # the nonce in this client's INFO, for nkey users
+        self.acc = core.gacc                       # the account this client is in (jsnb.nats.accounts): `$G` until CONNECT says otherwise
+        self.acc_name = ''                         # the account of the user it logged in as ('': `$G`)
 
     def __repr__(self): return f'<ClientConn cid={self.cid} {self.host}:{self.port}>'
 
@@ -222,8 +225,8 @@ def _sub(self: ClientConn, op: Sub):
     if sid not in self.subs:
         sub = Subscription(self, subject, queue, sid)
         self.subs[sid] = sub
-        self.core.sublist.insert(sub)
-        for watch in self.core.interest_watchers: watch(subject)
+        self.acc.sublist.insert(sub)
+        for watch in self.acc.interest_watchers: watch(subject)
         if self.core.cluster is not None: self.core.cluster.local_interest(sub, 1)
     if self.verbose: self.send(OK_B)
 
@@ -240,7 +243,7 @@ def _unsub(self: ClientConn, op: Unsub):
 def unsubscribe(self: ClientConn, sub: Subscription):
     "Remove one of this client's subscriptions."
     if self.subs.pop(sub.sid, None) is not None:
-        self.core.sublist.remove(sub)
+        self.acc.sublist.remove(sub)
         if self.core.cluster is not None: self.core.cluster.local_interest(sub, -1)
 
 # %% ../../nbs/1_nats/03_core.ipynb #bdd39e3a
@@ -251,8 +254,10 @@ def _connect(self: ClientConn, raw: bytes):
     o = self.options = {**self.options, **d}
     core = self.core
     for sub in list(self.subs.values()) if self.connected else (): self.unsubscribe(sub)   # a second CONNECT starts afresh, as in the reference
+    self.acc_name = ''
     if core.auth_required and not core.check_auth(self, o): return violation(self)
     if o.get('account') or o.get('new_account'): return violation(self)
+    self.acc = core.accounts.get(self.acc_name or GLOBAL, core.gacc)
     self.protocol = o.get('protocol', 0)
     if not 0 <= self.protocol <= 1: return self.close('Bad Client Protocol Version', E_BAD_PROTOCOL)
     for k in ('verbose', 'pedantic', 'echo', 'headers', 'no_responders'):
@@ -278,7 +283,9 @@ class Core:
         self.opts = opts or ServerOptions()
         self.server_id = server_id or new_server_id()
         self.server_name = self.opts.server_name or self.server_id
-        self.sublist = Sublist()
+        self.accounts = {GLOBAL: NatsAccount(GLOBAL), **{a.name: NatsAccount(a.name, a) for a in self.opts.accounts}}
+        self.gacc = self.accounts[GLOBAL]   # the global account: clients no account claims, and the default for internal work
+        self.sublist = self.gacc.sublist
         self.clients: dict[int, ClientConn] = {}
         self.next_cid = 1
         self.dirty: list[ClientConn] = []
@@ -296,9 +303,10 @@ class Core:
         self._rand = random.Random()
         self.js = None                # the JetStream service, when one is attached (it reports to `/jsz`)
         self.api_level = 0            # the JetStream API level, set by the JetStream layer (`api_lvl` in INFO)
-        self.interest_watchers: list = []   # called with the subject of every new client subscription
+        self.interest_watchers = self.gacc.interest_watchers   # called with the subject of every new client subscription in `$G`
         self.cluster = None           # the cluster layer, when this server has routes to others (it then routes every message)
         self.auth = Auth(self.opts)   # users, nkeys, permissions, TLS: how clients are checked (jsnb.nats.auth)
+        wire_imports(self)            # the subscriptions that carry exports into the accounts importing them
 
     @property
     def auth_required(self) -> bool: return self.opts.auth_required
@@ -315,7 +323,9 @@ def info(self: Core, client: ClientConn | None = None, **extra) -> dict:
     d['max_payload'] = self.opts.max_payload
     if self.jetstream: d['jetstream'] = True
     if client is not None: d.update(client_id=client.cid, client_ip=client.host)
+    if 'nonce' in extra: d['nonce'] = extra.pop('nonce')
     if self.cluster is not None: d.update(self.cluster.client_info())
+    if self.opts.js_domain and self.jetstream: d['domain'] = self.opts.js_domain
     d.update(extra)
     if self.jetstream and self.api_level: d['api_lvl'] = self.api_level
     d['jsnb_version'] = _jsnb_version
@@ -323,7 +333,8 @@ def info(self: Core, client: ClientConn | None = None, **extra) -> dict:
 
 @patch
 def send_connect_info(self: Core, c: ClientConn):
-    c.send(encode_info(orjson.dumps(self.info(c, connect_info=True, remote_account='$G'))))
+    c.send(encode_info(orjson.dumps(self.info(c, connect_info=True, remote_account=c.acc.name
+))))
 
 # %% ../../nbs/1_nats/03_core.ipynb #44b083b7
 @patch
@@ -349,7 +360,7 @@ def remove_client(self: Core, c: ClientConn):
     "Forget a connection and all its subscriptions."
     if self.clients.pop(c.cid, None) is None: return
     for sub in c.subs.values():
-        self.sublist.remove(sub)
+        c.acc.sublist.remove(sub)
         if self.cluster is not None: self.cluster.local_interest(sub, -1)
     c.subs.clear()
 
@@ -400,11 +411,11 @@ def deliver(self: Core, sub: Subscription, subject: bytes, reply: bytes, hdr: in
 _NO_RESP = b'NATS/1.0 503\r\nNats-Subject: %s\r\n\r\n'
 
 @patch
-def route(self: Core, src, subject: bytes, reply: bytes, hdr: int, data: bytes, to: bytes | None = None) -> int:
-    "Route one message to every subscription matching `to` (default: `subject`); returns how many got it."
+def route(self: Core, src, subject: bytes, reply: bytes, hdr: int, data: bytes, to: bytes | None = None, acc=None) -> int:
+    "Route one message to every subscription matching `to` (default: `subject`) in account `acc` (default: the sender's); returns how many got it."
     if self.cluster is not None: return self.cluster.route(src, subject, reply, hdr, data, to)
     self.in_msgs += 1; self.in_bytes += len(data)
-    psubs, qgroups = self.sublist.match(to or subject)
+    psubs, qgroups = (acc or getattr(src, 'acc', self.gacc)).sublist.match(to or subject)
     n = 0
     for sub in psubs: n += self.deliver(sub, subject, reply, hdr, data, src)
     for group in qgroups:
@@ -420,28 +431,28 @@ def route(self: Core, src, subject: bytes, reply: bytes, hdr: int, data: bytes, 
 @patch
 def _no_responders(self: Core, src: ClientConn, subject: bytes, reply: bytes):
     status = _NO_RESP % subject
-    for sub in self.sublist.match(reply)[0]:
+    for sub in src.acc.sublist.match(reply)[0]:
         if sub.client is src: src.send(encode_hmsg(reply, sub.sid, b'', len(status), status))
 
 # %% ../../nbs/1_nats/03_core.ipynb #2b80c83d
 @patch
-def subscribe(self: Core, subject: str | bytes, cb, queue: str | bytes = b'', defers: bool = False) -> Subscription:
-    "Add an internal subscription that calls `cb` for each message (`defers`: `cb` queues work with `defer`)."
+def subscribe(self: Core, subject: str | bytes, cb, queue: str | bytes = b'', defers: bool = False, acc=None) -> Subscription:
+    "Add an internal subscription in account `acc` (default `$G`) that calls `cb` for each message (`defers`: `cb` queues work with `defer`)."
     if isinstance(subject, str): subject = subject.encode()
     if isinstance(queue, str): queue = queue.encode()
     sub = Subscription(None, subject, queue, b'', cb, defers)
-    self.sublist.insert(sub)
+    (acc or self.gacc).sublist.insert(sub)
     return sub
 
 @patch
-def unsubscribe(self: Core, sub: Subscription): self.sublist.remove(sub)
+def unsubscribe(self: Core, sub: Subscription, acc=None): (acc or self.gacc).sublist.remove(sub)
 
 @patch
-def publish(self: Core, subject: str | bytes, data: bytes = b'', reply: str | bytes = b'', headers: bytes = b'') -> int:
-    "Publish from inside the server; `headers` is an encoded header block."
+def publish(self: Core, subject: str | bytes, data: bytes = b'', reply: str | bytes = b'', headers: bytes = b'', acc=None) -> int:
+    "Publish from inside the server, in account `acc` (default `$G`); `headers` is an encoded header block."
     if isinstance(subject, str): subject = subject.encode()
     if isinstance(reply, str): reply = reply.encode()
-    return self.route(None, subject, reply, len(headers), headers + data if headers else data)
+    return self.route(None, subject, reply, len(headers), headers + data if headers else data, acc=acc)
 
 # %% ../../nbs/1_nats/03_core.ipynb #db3731df
 def _plain(psubs, qgroups) -> bool:
@@ -463,7 +474,7 @@ def _queue_frames(self: Core, sub: Subscription, frames: list, k: int, nb: int):
 def route_run(self: Core, src: ClientConn, subject: bytes, run: list[Pub]):
     "Route consecutive `Pub` operations of one client for one subject."
     if self.cluster is not None: return self.cluster.route_run(src, subject, run)
-    psubs, qgroups = self.sublist.match(subject)
+    psubs, qgroups = src.acc.sublist.match(subject)
     if not _plain(psubs, qgroups):
         for op in run: self.route(src, subject, op.reply, 0, op.data)
         return
@@ -476,11 +487,12 @@ def route_run(self: Core, src: ClientConn, subject: bytes, run: list[Pub]):
 
 # %% ../../nbs/1_nats/03_core.ipynb #eebacc93
 @patch
-def route_batch(self: Core, src, to: bytes, msgs: list):
-    "Route `(subject, reply, hdr_len, data)` messages that all go to subject `to`."
-    psubs, qgroups = self.sublist.match(to)
+def route_batch(self: Core, src, to: bytes, msgs: list, acc=None):
+    "Route `(subject, reply, hdr_len, data)` messages that all go to subject `to` (in account `acc`, default the sender's)."
+    acc = acc or getattr(src, 'acc', self.gacc)
+    psubs, qgroups = acc.sublist.match(to)
     if not _plain(psubs, qgroups) or self.cluster is not None:
-        for subject, reply, hdr, data in msgs: self.route(src, subject, reply, hdr, data, to)
+        for subject, reply, hdr, data in msgs: self.route(src, subject, reply, hdr, data, to, acc)
         return
     k, nb = len(msgs), sum([len(m[3]) for m in msgs])
     self.in_msgs += k; self.in_bytes += nb

@@ -13,8 +13,8 @@ from .cluster import EXPLICIT
 from .times import NS, rfc3339_micro, go_duration
 
 # %% auto #0
-__all__ = ['ENDPOINTS', 'HEADER_TIMEOUT', 'MAX_HEADER_BYTES', 'uptime', 'jsz', 'varz', 'connz', 'routez', 'subsz', 'healthz',
-           'handle_http', 'start_monitor']
+__all__ = ['ENDPOINTS', 'HEADER_TIMEOUT', 'MAX_HEADER_BYTES', 'uptime', 'jsz', 'varz', 'connz', 'routez', 'subsz', 'HTTPError',
+           'accountz', 'healthz', 'handle_http', 'start_monitor']
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #fb9a2e26
 def uptime(secs: float) -> str:
@@ -41,7 +41,7 @@ def jsz(core: Core, query: dict | None = None) -> dict:
     stats = js.stats() if js is not None else dict(memory=0, storage=0, streams=0, consumers=0, messages=0, bytes=0,
                                                    api_total=0, api_errors=0)
     return dict(memory=stats['memory'], storage=stats['storage'], reserved_memory=stats.get('reserved_memory', 0),
-                reserved_storage=stats.get('reserved_storage', 0), accounts=1,
+                reserved_storage=stats.get('reserved_storage', 0), accounts=stats.get('accounts', 1),
                 ha_assets=0, api=dict(level=stats.get('api_level', 0), total=stats['api_total'], errors=stats['api_errors']), **d,
                 config=dict(max_memory=o.max_memory_store, max_storage=o.max_file_store, store_dir=core.store_dir,
                             sync_interval=int(o.sync_interval * NS) if o.sync_interval > 0 else 120 * NS,
@@ -73,7 +73,8 @@ def varz(core: Core, query: dict | None = None) -> dict:
              routes=len(core.cluster.routes) if core.cluster else 0, remotes=len(core.cluster.routes) if core.cluster else 0,
              in_msgs=core.in_msgs, in_bytes=core.in_bytes, out_msgs=core.out_msgs, out_bytes=core.out_bytes,
              slow_consumers=core.slow_consumers, stale_connections=core.stale_connections,
-             subscriptions=core.sublist.count + (core.cluster.rsl.count if core.cluster else 0))
+             subscriptions=sum(a.sublist.count for a in core.accounts.values())
+ + (core.cluster.rsl.count if core.cluster else 0))
     if o.server_tags: d['tags'] = list(o.server_tags)
     d['jsnb_version'] = core.info()['jsnb_version']
     return d
@@ -94,7 +95,11 @@ def connz(core: Core, query: dict | None = None) -> dict:
     q, now = query or {}, time.time()
     offset, limit = _int(q, 'offset', 0), _int(q, 'limit', 1024)
     subs = q.get('subs', [''])[0].lower()
-    clients = sorted(core.clients.values(), key=lambda c: c.cid)
+    auth = q.get('auth', [''])[0] in ('1', 't', 'T', 'true', 'TRUE', 'True')
+    acc = q.get('acc', [''])[0]
+    if acc and acc not in core.accounts:          # an unknown account: an empty answer, as from the reference
+        return dict(server_id='', now=rfc3339_micro(now), num_connections=0, total=0, offset=offset, limit=limit, connections=None)
+    clients = sorted((c for c in core.clients.values() if not acc or c.acc.name == acc), key=lambda c: c.cid)
     conns = []
     for c in clients[offset:offset + limit]:
         d = dict(cid=c.cid, kind='Client', type='nats', ip=c.host, port=c.port, start=rfc3339_micro(c.start),
@@ -104,9 +109,11 @@ def connz(core: Core, query: dict | None = None) -> dict:
                  subscriptions=len(c.subs))
         for k in ('name', 'lang', 'version'):
             if getattr(c, k): d[k] = getattr(c, k)
-        if c.user: d['authorized_user'] = c.user
+        if auth and c.user: d['authorized_user'] = c.user
+        if auth and c.acc.name != '$G': d['account'] = c.acc.name
         if subs in ('1', 'true') and c.subs: d['subscriptions_list'] = [s.subject.decode() for s in c.subs.values()]
         if subs == 'detail' and c.subs: d['subscriptions_list_detail'] = [_sub_detail(s, c.cid) for s in c.subs.values()]
+        if auth: d['name_tag'] = c.acc.name
         conns.append(d)
     return dict(server_id=core.server_id, now=rfc3339_micro(now), num_connections=len(conns), total=len(clients),
                 offset=offset, limit=limit, connections=conns)
@@ -148,13 +155,14 @@ def subsz(core: Core, query: dict | None = None) -> dict:
     q, sl = query or {}, core.sublist
     fanouts = [len(p) + len(g) for p, g in sl.cache.values()]
     remote = core.cluster.rsl.count if core.cluster else 0
-    d = dict(server_id=core.server_id, now=rfc3339_micro(time.time()), num_subscriptions=sl.count + remote, num_cache=len(sl.cache),
+    count = sum(a.sublist.count for a in core.accounts.values())
+    d = dict(server_id=core.server_id, now=rfc3339_micro(time.time()), num_subscriptions=count + remote, num_cache=len(sl.cache),
              num_inserts=sl.inserts, num_removes=sl.removes, num_matches=sl.matches,
              cache_hit_rate=sl.cache_hits / sl.matches if sl.matches else 0,
              max_fanout=max(fanouts, default=0), avg_fanout=sum(fanouts) / len(fanouts) if fanouts else 0)
     if q.get('subs', [''])[0].lower() in ('1', 'true', 'detail'):
         test = q.get('test', [''])[0]
-        found = [dict(account='$G', account_tag='$G', **_sub_detail(s, c.cid))
+        found = [dict(account=c.acc.name, account_tag=c.acc.name, **_sub_detail(s, c.cid))
                  for c in sorted(core.clients.values(), key=lambda c: c.cid) for s in c.subs.values()
                  if not test or subject_matches(test, s.subject)]
         if core.cluster:
@@ -165,12 +173,25 @@ def subsz(core: Core, query: dict | None = None) -> dict:
         d.update(total=len(found), offset=offset, limit=limit, subscriptions_list=found[offset:offset + limit])
     return d
 
+class HTTPError(Exception):
+    "An endpoint's refusal: the HTTP status line's tail and a plain-text body."
+    def __init__(self, status: str, text: str): super().__init__(text); self.status, self.text = status, text
+
+def accountz(core: Core, query: dict | None = None) -> dict:
+    "The accounts and the system account's name (`/accountz`); the details of one account (`?acc=`) are not reported yet."
+    q, sys_acc = query or {}, core.opts.system_account
+    names = [*core.accounts, *([sys_acc] if sys_acc not in core.accounts else [])]
+    if acc := q.get('acc', [''])[0]:
+        if acc not in names: raise HTTPError('400 Bad Request', f'Account {acc} does not exist')
+        raise HTTPError('501 Not Implemented', 'jsnb does not report the details of an account (accountz?acc=) yet')
+    return dict(server_id=core.server_id, now=rfc3339_micro(time.time()), system_account=sys_acc, accounts=names)
+
 def healthz(core: Core, query: dict | None = None) -> dict:
     "Liveness (`/healthz`)."
     return {'status': 'ok'}
 
 ENDPOINTS = {'/varz': varz, '/connz': connz, '/routez': routez, '/subsz': subsz, '/subscriptionsz': subsz, '/jsz': jsz,
-             '/healthz': healthz}
+             '/healthz': healthz, '/accountz': accountz}
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #65b1f861
 def _response(status: str, body: bytes, ctype: str = 'application/json') -> bytes:
@@ -191,7 +212,8 @@ def handle_http(core: Core, head: bytes) -> bytes:
     fn = ENDPOINTS.get(path)
     if fn is None: return _response('404 Not Found', b'404 page not found\n', 'text/plain')
     core.http_req_stats[path] = core.http_req_stats.get(path, 0) + 1
-    body = orjson.dumps(fn(core, parse_qs(url.query)), option=orjson.OPT_INDENT_2)
+    try: body = orjson.dumps(fn(core, parse_qs(url.query)), option=orjson.OPT_INDENT_2)
+    except HTTPError as e: return _response(e.status, e.text.encode(), 'text/plain; charset=utf-8')
     return _response('200 OK', body)
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #6cb76b6f

@@ -51,7 +51,7 @@ class Trace:
     def __init__(self, core, src, dest: str, only: bool, headers: dict, size: int, subject: bytes):
         self.core, self.src, self.dest, self.only = core, src, dest, only
         self.hops = 0
-        self.acc = getattr(src, 'account_name', '$G')
+        self.acc = src.acc.name
         ingress = dict(type='in', ts=_now(), kind=CLIENT, cid=src.cid)
         if src.name: ingress['name'] = src.name
         ingress.update(acc=self.acc, subj=subject.decode('utf-8', 'replace'))
@@ -80,7 +80,7 @@ def _who(c) -> str: return f'{c.host}:{c.port} - cid:{c.cid}'
 def _egress(self: Trace, c, sub, error: str = '') -> dict:
     e = dict(type='eg', ts=_now(), kind=CLIENT, cid=c.cid)
     if c.name: e['name'] = c.name
-    if (acc := getattr(c, 'account_name', '$G')) != self.acc: e['acc'] = acc
+    if c.acc.name != self.acc: e['acc'] = c.acc.name          # delivered into another account (an import)
     e['sub'] = sub.subject.decode('utf-8', 'replace')
     if sub.queue: e['queue'] = sub.queue.decode('utf-8', 'replace')
     if error: e['error'] = error
@@ -149,5 +149,5 @@ def route(c, subject: bytes, reply: bytes, hdr: int, data: bytes) -> int:
     finally:
         del core.deliver
         for rc in routes: rc.__dict__.pop('send_msg', None)
-    core.publish(t.dest, orjson.dumps(t.event()))
+    core.publish(t.dest, orjson.dumps(t.event()), acc=c.acc)      # in the publisher's account
     return n
