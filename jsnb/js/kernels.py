@@ -8,8 +8,8 @@ import os, time
 import numpy as np
 
 # %% auto #0
-__all__ = ['WANTED', 'JIT', 'next_row', 'prev_row', 'count_rows', 'select_rows', 'last_rows', 'expired_rows', 'cache_dir',
-           'compile_cached', 'warm', 'warm_in_background', 'speedups']
+__all__ = ['WANTED', 'JIT', 'WARM_TOO', 'next_row', 'prev_row', 'count_rows', 'select_rows', 'last_rows', 'expired_rows',
+           'cache_dir', 'compile_cached', 'warm', 'warm_in_background', 'speedups']
 
 # %% ../../nbs/2_js/03_kernels.ipynb #dffac007
 import importlib.util, threading
@@ -248,9 +248,15 @@ def warm() -> float:
             JIT = True
     return time.perf_counter() - t
 
+WARM_TOO: list = []                 # the `warm` of other modules' kernels (snapshots), run after these in the background
+
+def _warm_all():
+    warm()
+    for f in WARM_TOO: f()
+
 def warm_in_background() -> threading.Thread:
-    "Start `warm()` in a daemon thread (the twins answer until it is done)."
-    th = threading.Thread(target=warm, name='jsnb-jit-warm', daemon=True)
+    "Start `warm()`, then each of `WARM_TOO`, in a daemon thread (the twins answer until it is done)."
+    th = threading.Thread(target=_warm_all, name='jsnb-jit-warm', daemon=True)
     th.start()
     return th
 

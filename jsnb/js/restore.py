@@ -190,18 +190,13 @@ def _open_store(self: Restore):
 
 @patch
 def _place(self: Restore, store):
-    "Move a staged file store to its place among the streams; the store as opened there."
+    "Move a staged file store, still open, to its place among the streams; the store."
     if not self.staging: return store
-    first = store.state()['first_seq']
-    store.stop()
     final = os.path.join(self.acct.streams_dir, self.name)
     if os.path.exists(final): shutil.rmtree(final)          # left over by a stream that is gone
     os.makedirs(self.acct.streams_dir, exist_ok=True)
-    os.replace(self.staging, final)
+    store.move(final)
     _STAGING.discard(self.staging); self.staging = ''
-    store = self.acct.open_store(self.cfg)
-    st = store.state()
-    if not st['messages'] and st['first_seq'] < first: store.compact(first)   # an empty store starts where the snapshot did
     return store
 
 # %% ../../nbs/2_js/18a_restore.ipynb #3db19a48

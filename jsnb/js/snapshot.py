@@ -4,7 +4,7 @@
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #9567097f
 from __future__ import annotations
-import logging, threading, time
+import logging, threading, time, types
 import numpy as np
 import orjson
 from fastcore.basics import patch
@@ -23,8 +23,8 @@ from . import kernels, stream_api
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'S2_HEADER', 'ARCHIVE_MAGIC', 'ACK_TIMEOUT', 'INTEREST_WAIT', 'SNAPSHOT_REQUEST', 'warm', 'crc32c',
-           'masked_crc', 'SnapshotError', 's2_block', 'S2Reader', 's2_compress', 's2_frames', 'archive_entry',
+__all__ = ['log', 'S2_HEADER', 'ARCHIVE_MAGIC', 'BLOCK', 'ACK_TIMEOUT', 'INTEREST_WAIT', 'SNAPSHOT_REQUEST', 'warm', 'ready',
+           'crc32c', 'masked_crc', 'SnapshotError', 's2_block', 'S2Reader', 's2_compress', 's2_frames', 'archive_entry',
            'ArchiveReader', 'consumer_entry', 'snapshot_bytes', 'Snapshot', 'is_empty_request', 'stream_snapshot']
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #538cd0d4
@@ -70,23 +70,34 @@ def _trials():
     z = lambda n, t=np.uint8: np.zeros(n, t)
     return {'_crc_loop': (z(8), 0, _CRC_T), '_s2_loop': (z(2), 0, z(1)), '_compress_loop': (z(8), z(64), z(1 << 14, np.int64))}
 
+_HELPERS = ('_lit',)                  # plain functions that kernels call
+
 def warm() -> dict:
     "Compile (or load from the cache) the snapshot kernels now."
     if kernels.WANTED:
         with kernels._lock:
+            g = dict(globals())               # what the kernels see: the helpers compiled (the twins keep the plain ones)
+            for name in _HELPERS: g[name] = kernels.compile_cached(g[name])
             for name, args in _trials().items():
-                if name in globals() and name not in _JITTED:
-                    f = kernels.compile_cached(globals()[name]); f(*args)
+                if name in g and name not in _JITTED:
+                    f = kernels.compile_cached(types.FunctionType(g[name].__code__, g, name)); f(*args)
                     _JITTED[name] = f
     return _JITTED
 
+kernels.WARM_TOO.append(warm)         # compiled along with the scan kernels when a server starts
+
+def ready() -> bool:
+    "Whether the compiled kernels are in place (or never will be); if not, they start compiling in the background."
+    global _warming
+    if not kernels.WANTED or len(_JITTED) == len(_trials()): return True
+    if _warming is None: _warming = threading.Thread(target=warm, name='jsnb-snapshot-warm', daemon=True); _warming.start()
+    return not _warming.is_alive()                # a compile that failed leaves the twins to answer
+
 def _jit(name: str, size: int):
     "The compiled kernel `name` for an input of `size` bytes, or None when the plain twin should answer."
-    global _warming
     if size < _JIT_SMALL or not kernels.WANTED: return None
     f = _JITTED.get(name)
-    if f is None and size >= _JIT_MIN and _warming is None:
-        _warming = threading.Thread(target=warm, name='jsnb-snapshot-warm', daemon=True); _warming.start()
+    if f is None and size >= _JIT_MIN: ready()
     return f
 
 def crc32c(data: bytes, crc: int = 0) -> int:
@@ -242,9 +253,24 @@ class S2Reader:
     def pending(self) -> int: return len(self._buf)
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #007eb0f0
+def _lit(dst, d, src, a, b):
+    "Kernel helper: the literal `src[a:b]` (not empty) as a tag and its bytes at `dst[d:]`; the offset after it."
+    ln = b - a
+    x = ln - 1
+    if x < 60:
+        dst[d] = x << 2; d += 1
+    elif x < 256:
+        dst[d] = 60 << 2; dst[d + 1] = x; d += 2
+    elif x < 65536:
+        dst[d] = 61 << 2; dst[d + 1] = x & 0xff; dst[d + 2] = x >> 8; d += 3
+    else:
+        dst[d] = 62 << 2; dst[d + 1] = x & 0xff; dst[d + 2] = (x >> 8) & 0xff; dst[d + 3] = x >> 16; d += 4
+    dst[d:d + ln] = src[a:b]
+    return d + ln
+
 def _compress_loop(src, dst, table):
     "Kernel: compress `src` into `dst` as Snappy block tags (after the length varint); the bytes written."
-    n, d, s, lit = len(src), 0, 0, 0
+    n, d, s, lit, skip = len(src), 0, 0, 0, 32
     for i in range(len(table)): table[i] = -1
     limit = n - 4
     while s < limit:
@@ -253,25 +279,13 @@ def _compress_loop(src, dst, table):
         cand = table[h]
         table[h] = s
         if cand < 0 or s - cand >= 65536 or v != ((src[cand] & 0xff) | ((src[cand + 1] & 0xff) << 8) | ((src[cand + 2] & 0xff) << 16) | ((src[cand + 3] & 0xff) << 24)):
-            s += 1
+            s += skip >> 5; skip += skip >> 5             # the longer nothing matches, the further each step
             continue
-        # the literal before the match
-        ln = s - lit
-        if ln > 0:
-            x = ln - 1
-            if x < 60:
-                dst[d] = x << 2; d += 1
-            elif x < 256:
-                dst[d] = 60 << 2; dst[d + 1] = x; d += 2
-            elif x < 65536:
-                dst[d] = 61 << 2; dst[d + 1] = x & 0xff; dst[d + 2] = x >> 8; d += 3
-            else:
-                dst[d] = 62 << 2; dst[d + 1] = x & 0xff; dst[d + 2] = (x >> 8) & 0xff; dst[d + 3] = x >> 16; d += 4
-            dst[d:d + ln] = src[lit:s]; d += ln
+        if s > lit: d = _lit(dst, d, src, lit, s)          # the literal before the match
         m = 4
         while s + m < n and src[cand + m] == src[s + m]: m += 1
         off = s - cand
-        s += m; lit = s
+        s += m; lit = s; skip = 32
         while m >= 68:
             dst[d] = (63 << 2) | 2; dst[d + 1] = off & 0xff; dst[d + 2] = off >> 8; d += 3; m -= 64
         if m > 64:
@@ -280,18 +294,7 @@ def _compress_loop(src, dst, table):
             dst[d] = ((m - 1) << 2) | 2; dst[d + 1] = off & 0xff; dst[d + 2] = off >> 8; d += 3
         else:
             dst[d] = ((off >> 8) << 5) | ((m - 4) << 2) | 1; dst[d + 1] = off & 0xff; d += 2
-    ln = n - lit
-    if ln > 0:
-        x = ln - 1
-        if x < 60:
-            dst[d] = x << 2; d += 1
-        elif x < 256:
-            dst[d] = 60 << 2; dst[d + 1] = x; d += 2
-        elif x < 65536:
-            dst[d] = 61 << 2; dst[d + 1] = x & 0xff; dst[d + 2] = x >> 8; d += 3
-        else:
-            dst[d] = 62 << 2; dst[d + 1] = x & 0xff; dst[d + 2] = (x >> 8) & 0xff; dst[d + 3] = x >> 16; d += 4
-        dst[d:d + ln] = src[lit:n]; d += ln
+    if n > lit: d = _lit(dst, d, src, lit, n)
     return d
 
 def s2_compress(data: bytes) -> bytes | None:
@@ -401,21 +404,25 @@ def snapshot_bytes(stream, state: dict, consumers: list[tuple[str, dict]], now: 
         seq = batch[-1].seq + 1
     yield archive_entry(b'')
 
+BLOCK = 1 << 20                       # bytes of archive per S2 frame, the block size of the reference's S2 writer
+
 class _Packer:
-    "The snapshot's bytes as S2 frames, made as they are read."
-    def __init__(self, pieces, block: int = 1 << 16):
-        self._pieces, self._block, self._out, self._raw, self.done = pieces, block, bytearray(S2_HEADER), [], False
+    "The snapshot's bytes as S2 frames of `block` bytes (the last one shorter), made as they are read."
+    def __init__(self, pieces, block: int = BLOCK):
+        self._pieces, self._block, self._out, self._raw, self.done = pieces, block, bytearray(S2_HEADER), b'', False
 
     def read(self, n: int) -> bytes:
         "Up to `n` bytes; fewer only at the end."
         while len(self._out) < n and not self.done:
-            size = 0
+            raw, size = [self._raw], len(self._raw)
             while size < self._block:
                 p = next(self._pieces, None)
                 if p is None: self.done = True; break
-                self._raw.append(p); size += len(p)
-            raw, self._raw = b''.join(self._raw), []
-            self._out += s2_frames(raw, self._block, header=False)
+                raw.append(p); size += len(p)
+            raw = b''.join(raw)
+            whole = len(raw) if self.done else len(raw) - len(raw) % self._block   # a partial frame waits for more
+            self._out += s2_frames(raw[:whole], self._block, header=False)
+            self._raw = raw[whole:]
         out = bytes(self._out[:n]); del self._out[:n]
         return out
 
@@ -495,7 +502,7 @@ def _watch(self: Snapshot):
     if self.finished: return
     now, interest = time.monotonic(), self.acct.has_interest(self.deliver)
     if not self.sending:
-        if interest or now - self.started >= INTEREST_WAIT:
+        if (interest or now - self.started >= INTEREST_WAIT) and ready():
             self.sending, self.had_interest, self.sent_at = True, interest, now
             self._pump()
     elif interest: self.had_interest = True
