@@ -248,14 +248,14 @@ def warm() -> float:
             JIT = True
     return time.perf_counter() - t
 
-WARM_TOO: list = []                 # the `warm` of other modules' kernels (snapshots), run after these in the background
+WARM_TOO: list = []                 # the `warm` of other pages' kernels (the snapshot codecs)
 
 def _warm_all():
+    for f in WARM_TOO: f()          # first: their plain twins are far slower than the numpy twins of the scans
     warm()
-    for f in WARM_TOO: f()
 
 def warm_in_background() -> threading.Thread:
-    "Start `warm()`, then each of `WARM_TOO`, in a daemon thread (the twins answer until it is done)."
+    "Start each of `WARM_TOO`, then `warm()`, in a daemon thread (the twins answer until it is done)."
     th = threading.Thread(target=_warm_all, name='jsnb-jit-warm', daemon=True)
     th.start()
     return th
