@@ -21,7 +21,7 @@ from .account import Account
 from .filestore import FileStore
 from .stream import limits_of
 from .ttl import parse_ttl
-from .snapshot import (ARCHIVE_MAGIC, ArchiveReader, S2Reader, SnapshotError, is_empty_request, _client, _CORRUPT, _INVALID)
+from .snapshot import (ARCHIVE_MAGIC, ArchiveReader, S2Reader, SnapshotError, is_empty_request, ready, _client, _CORRUPT, _INVALID)
 from . import mirrors, stream_api
 
 log = logging.getLogger('jsnb')
@@ -56,6 +56,7 @@ class Restore:
         self.state = self.store = None
         self.consumers: list[tuple[str, dict, dict]] = []
         self._batch: list = []                              # messages read, to be stored together
+        self._held: list = []                               # chunks that wait for the kernels
         self.lseq = self.used0 = self.stored = self._ncons = 0
         self.staging = ''                                   # where a file stream is restored before it goes live
         advise(acct, f'$JS.EVENT.ADVISORY.STREAM.RESTORE_CREATE.{self.name}', 'io.nats.jetstream.advisory.v1.restore_create',
@@ -66,12 +67,25 @@ class Restore:
 # %% ../../nbs/2_js/18a_restore.ipynb #43097bb7
 @patch
 def on_chunk(self: Restore, subject, reply, hdr, data, src):
-    "One message on the restore subject: a chunk, or (empty) the end."
+    "One message on the restore subject: taken now, or held (in order) while the snapshot kernels are compiled."
     if self.finished: return
+    self.last = time.monotonic()
+    self._held.append((reply, data[hdr:] if hdr else data))
+    if len(self._held) == 1: self._release()
+
+@patch
+def _release(self: Restore):
+    "Take the held messages once the kernels are ready (decoding with the plain twins would take far longer)."
+    if not ready(): return self.acct.later(0.05, self._release)
+    while self._held and not self.finished: self._take(*self._held.pop(0))
+    self._held.clear()
+
+@patch
+def _take(self: Restore, reply, body):
+    "A chunk, or (empty) the end."
     if not reply:
         self.err = SnapshotError(f"restore for stream '$G > {self.name}' requires reply subject for each chunk")
         return self._finish(b'')
-    body = data[hdr:] if hdr else data
     if not body: return self._finish(reply)
     self.last = time.monotonic(); self.total += len(body)
     if self.err is None and not self.eob:
@@ -85,7 +99,7 @@ def on_chunk(self: Restore, subject, reply, hdr, data, src):
 def _watch(self: Restore):
     "A restore that received nothing for 5 seconds is abandoned: no answer, the subscription goes."
     if self.finished: return
-    idle = time.monotonic() - self.last
+    idle = 0 if self._held else time.monotonic() - self.last
     if idle < STALL_TIMEOUT: return self.acct.later(STALL_TIMEOUT - idle, self._watch)
     log.warning("restore for stream '$G > %s' is stalled", self.name)
     self.finished = True; self.acct.unsubscribe(self.sub)
