@@ -181,25 +181,57 @@ async def test_interrupted_restore(start_server, src, tmp_path):
         else: assert 0 < got[0][0][0] < 20000 and got[0][1]['C'][:2] == (5, 5)   # what arrived is a usable stream
 
 
+async def digest(nc, name):
+    "The stream's state, every message (sequence, subject, headers, payload hash) and every consumer's state."
+    import hashlib
+    js = nc.jetstream()
+    si = await js.stream_info(name)
+    msgs = []
+    for seq in range(si.state.first_seq, si.state.last_seq + 1):
+        try: m = await js.get_msg(name, seq)
+        except nats.js.errors.NotFoundError: msgs.append((seq, None)); continue
+        msgs.append((m.seq, m.subject, dict(m.headers or {}), hashlib.sha256(m.data).hexdigest()))
+    cons = {}
+    for c in await js.consumers_info(name):
+        cons[c.name] = (c.config.filter_subject, c.delivered.consumer_seq, c.delivered.stream_seq, c.ack_floor.consumer_seq,
+                        c.ack_floor.stream_seq, c.num_pending, c.num_ack_pending, c.num_redelivered)
+    return (si.state.messages, si.state.bytes, si.state.first_seq, si.state.last_seq, si.state.num_deleted), msgs, cons
+
+
 @pytest.mark.bench
 @pytest.mark.parametrize('kind', KINDS)
 async def test_backup_throughput(start_server, kind, tmp_path):
+    "A 100 MB stream (JSNB_BENCH_BACKUP_MB) with consumers, backed up and restored: the same messages and consumer states after; MB/s printed."
     mb = int(os.environ.get('JSNB_BENCH_BACKUP_MB', '100'))
     s = start_server(kind, '-js')
     nc = await connect(s)
     js = nc.jetstream()
-    await js.add_stream(name='BIG', subjects=['big'])
-    payload = os.urandom(16 * 1024)
+    await js.add_stream(name='BIG', subjects=['big.*'])
+    noise = os.urandom(1 << 20)
     n = mb * 64
-    for i in range(n):
-        await nc.publish('big', payload)
+    for i in range(n):                             # 16 KiB payloads: half random bytes, half repeated text
+        data = noise[(i * 8192) % len(noise):][:8192].ljust(8192, b'x') + b'order %8d ' % i * 512
+        await nc.publish(f'big.{"ab"[i % 2]}', data, headers={'Nats-Msg-Id': str(i)} if i % 100 == 0 else None)
         if i % 256 == 255: await nc.flush()
     await nc.flush()
     while (await js.stream_info('BIG')).state.messages < n: await asyncio.sleep(0.2)
+    for seq in (10, 11, n // 2): await js.delete_msg('BIG', seq)
+    await js.add_consumer('BIG', durable_name='ALL', ack_policy='explicit', max_ack_pending=1000, ack_wait=3600)
+    await js.add_consumer('BIG', durable_name='B', ack_policy='explicit', filter_subject='big.b')
+    sub = await js.pull_subscribe_bind('ALL', 'BIG')
+    got = await sub.fetch(40, timeout=10)
+    for m in got[:30]: await m.ack()               # 30 acknowledged, 10 pending
+    sub = await js.pull_subscribe_bind('B', 'BIG')
+    for m in await sub.fetch(5, timeout=10): await m.ack()
+    await nc.flush()
+    before = await digest(nc, 'BIG')
     t0 = time.perf_counter(); await snapshot(nc, 'BIG', tmp_path / 'b', timeout=60); t1 = time.perf_counter()
     await js.delete_stream('BIG')
     t2 = time.perf_counter(); info = await restore(nc, tmp_path / 'b', timeout=300); t3 = time.perf_counter()
-    assert info['state']['messages'] == n
-    size = n * len(payload) / 1e6
+    assert info['state']['messages'] == n - 3
+    after = await digest(nc, 'BIG')
+    assert after[0] == before[0] and after[2] == before[2]
+    assert after[1] == before[1]                   # every message, at its sequence
+    size = n * 16384 / 1e6
     print(f'\n{kind}: {size:.0f} MB stream, backup {size / (t1 - t0):.1f} MB/s, restore {size / (t3 - t2):.1f} MB/s')
     await nc.close()

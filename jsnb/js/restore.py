@@ -21,7 +21,7 @@ from .account import Account
 from .filestore import FileStore
 from .stream import limits_of
 from .ttl import parse_ttl
-from .snapshot import (ARCHIVE_MAGIC, ArchiveReader, S2Reader, SnapshotError, is_empty_request, ready, _client, _CORRUPT, _INVALID)
+from .snapshot import (ARCHIVE_MAGIC, ArchiveReader, S2Reader, SnapshotError, is_empty_request, ready, WAIT_FOR_KERNELS, _client, _CORRUPT, _INVALID)
 from . import mirrors, stream_api
 
 log = logging.getLogger('jsnb')
@@ -46,7 +46,7 @@ STALL_TIMEOUT = 5.0          # seconds a restore may receive nothing
 
 class Restore:
     "One restore in progress: chunks in, a stream and its consumers out."
-    def __init__(self, acct: Account, cfg: dict, src):
+    def __init__(self, acct: Account, cfg: dict, src, big: bool = False):
         self.acct, self.cfg, self.src, self.name = acct, cfg, src, cfg['name']
         self.subject = f'$JS.SNAPSHOT.RESTORE.{self.name}.{event_id()}'
         self.s2, self.arc = S2Reader(), ArchiveReader(self._check, self._entry)
@@ -57,6 +57,7 @@ class Restore:
         self.consumers: list[tuple[str, dict, dict]] = []
         self._batch: list = []                              # messages read, to be stored together
         self._held: list = []                               # chunks that wait for the kernels
+        self.big = big                                      # a large backup: worth waiting for the kernels
         self.lseq = self.used0 = self.stored = self._ncons = 0
         self.staging = ''                                   # where a file stream is restored before it goes live
         advise(acct, f'$JS.EVENT.ADVISORY.STREAM.RESTORE_CREATE.{self.name}', 'io.nats.jetstream.advisory.v1.restore_create',
@@ -76,7 +77,7 @@ def on_chunk(self: Restore, subject, reply, hdr, data, src):
 @patch
 def _release(self: Restore):
     "Take the held messages once the kernels are ready (decoding with the plain twins would take far longer)."
-    if not ready(): return self.acct.later(0.05, self._release)
+    if self.big and not ready(): return self.acct.later(0.05, self._release)
     while self._held and not self.finished: self._take(*self._held.pop(0))
     self._held.clear()
 
@@ -365,5 +366,5 @@ def stream_restore(acct: Account, args, body, src) -> dict:
     cfg = stream_config_for_create(dict(cfg, pedantic=False, sealed=False), name, max_memory=fm, max_file=ff)
     if sealed: cfg['sealed'] = True
     if name in acct.streams: raise JSStreamNameExistRestoreFailedErr()
-    r = Restore(acct, cfg, src)
+    r = Restore(acct, cfg, src, big=(req['state']['bytes'] or 0) >= WAIT_FOR_KERNELS)
     return dict(deliver_subject=r.subject)
