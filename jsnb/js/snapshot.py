@@ -67,9 +67,9 @@ _JITTED: dict = {}
 _warming = None
 
 def _trials():
-    "Each kernel with arguments to compile it on."
-    z = lambda n, t=np.uint8: np.zeros(n, t)
-    return {'_crc_loop': (z(8), 0, _CRC_T), '_s2_loop': (z(2), 0, z(1)), '_compress_loop': (z(8), z(64), z(1 << 14, np.int64))}
+    "Each kernel with arguments to compile it on: the input read-only, as `np.frombuffer` gives it from `bytes`."
+    z, ro = lambda n, t=np.uint8: np.zeros(n, t), lambda n: np.frombuffer(bytes(n), np.uint8)
+    return {'_crc_loop': (ro(8), 0, _CRC_T), '_s2_loop': (ro(2), 0, z(1)), '_compress_loop': (ro(8), z(64), z(1 << 14, np.int64))}
 
 _HELPERS = ('_lit',)                  # plain functions that kernels call
 
