@@ -501,13 +501,15 @@ def snapshot_bytes(stream, state: dict, consumers: list[tuple[str, dict]], now: 
     yield ARCHIVE_MAGIC + archive_entry(b'state.json', now, 0, b'', doc)
     for name, entry in consumers: yield archive_entry(b'consumers/' + wire(name), now, 0, b'', orjson.dumps(entry))
     seq, last, store = state['first_seq'], state['last_seq'], stream.store
+    per = max(16, min(1024, BLOCK * state['messages'] // max(1, state['bytes'])))     # about a frame's worth a batch
     while seq <= last:
-        batch = store.load_next_msgs('', seq, 1024)
+        batch = store.load_next_msgs('', seq, per)
         if not batch: break
-        if batch[-1].seq > last: batch = [m for m in batch if m.seq <= last]
+        top = batch[-1].seq
+        if top > last: batch = [m for m in batch if m.seq <= last]
         if batch: yield archive_entries(batch)
-        if batch[-1].seq >= last: break
-        seq = batch[-1].seq + 1
+        if top >= last: break
+        seq = top + 1
     yield archive_entry(b'')
 
 BLOCK = 1 << 20                       # bytes of archive per S2 frame, the block size of the reference's S2 writer
