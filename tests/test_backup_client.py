@@ -140,13 +140,17 @@ asyncio.run(main(*sys.argv[1:]))
 
 
 async def after_cut(s, path, cut):
-    "Restore the backup in `path` on server `s` from a client killed after `cut` bytes; what is there 7 s later."
+    "Restore the backup in `path` on server `s` from a client killed after `cut` bytes; what is there 7 s later, and the advisories."
     nc = await connect(s)
+    seen = []
+    async def adv(m): seen.append(m.subject)
+    sub = await nc.subscribe('$JS.EVENT.ADVISORY.STREAM.>', cb=adv)
     p = await asyncio.create_subprocess_exec(sys.executable, '-c', KILLER, s.url, str(path), str(cut), env=ENV)
     assert await asyncio.wait_for(p.wait(), 60) == -9
     await asyncio.sleep(7)                         # both servers give up after 5 s without chunks
+    await sub.unsubscribe()
     r = json.loads((await nc.request('$JS.API.STREAM.INFO.S', b'', timeout=5)).data)
-    if 'error' in r: await nc.close(); return r['error']['err_code']
+    if 'error' in r: await nc.close(); return r['error']['err_code'], seen
     js = nc.jetstream()
     st = r['state']
     last = await js.get_msg('S', st['last_seq']) if st['messages'] else None
@@ -156,7 +160,7 @@ async def after_cut(s, path, cut):
     info = await restore(nc, path)                 # and a full restore works afterwards
     assert info['state']['messages'] == 20000
     await nc.close()
-    return (st['messages'], st['first_seq'], st['last_seq'], last and last.data), cons
+    return (st['messages'], st['first_seq'], st['last_seq'], last and last.data), cons, seen
 
 
 @pytest.mark.parametrize('src', KINDS)
@@ -177,8 +181,11 @@ async def test_interrupted_restore(start_server, src, tmp_path):
     for cut in (600 << 10, size // 2 + 1000):
         got = await asyncio.gather(*(after_cut(s, tmp_path / 's', cut) for s in servers))
         assert got[0] == got[1], (cut, got)
-        if cut < 1 << 20: assert got[0] == 10059   # nothing decoded yet: no stream
-        else: assert 0 < got[0][0][0] < 20000 and got[0][1]['C'][:2] == (5, 5)   # what arrived is a usable stream
+        if cut < 1 << 20:                          # nothing decoded yet: no stream, no advisory but the first
+            assert got[0] == (10059, ['$JS.EVENT.ADVISORY.STREAM.RESTORE_CREATE.S'])
+        else:                                      # what arrived is a usable stream, announced when state.json came
+            assert 0 < got[0][0][0] < 20000 and got[0][1]['C'][:2] == (5, 5)
+            assert got[0][2] == ['$JS.EVENT.ADVISORY.STREAM.RESTORE_CREATE.S', '$JS.EVENT.ADVISORY.STREAM.CREATED.S']
 
 
 async def digest(nc, name):
