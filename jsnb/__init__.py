@@ -8,7 +8,7 @@ __all__ = []
 # %% ../nbs/index.ipynb #5a5ed57f
 __version__ = "0.1.0"
 
-_LAZY = {'serve': 'jsnb.app', 'Server': 'jsnb.app', 'ServerOptions': 'jsnb.nats.config',
+_LAZY = {'serve': 'jsnb.app', 'serve_cluster': 'jsnb.app', 'Server': 'jsnb.app', 'ServerOptions': 'jsnb.nats.config',
          'stream_frame': 'jsnb.clients.frames', 'messages_frame': 'jsnb.clients.frames'}
 
 def __getattr__(name: str):

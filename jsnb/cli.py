@@ -15,7 +15,7 @@ from .nats.server import StartupError, RefFormatter, TRACE, log
 from .app import Server
 
 # %% auto #0
-__all__ = ['options', 'setup_logging', 'main', 'jsnb_main', 'cluster_commands', 'cluster_main']
+__all__ = ['options', 'setup_logging', 'reopen_log', 'on_signal', 'main', 'jsnb_main', 'cluster_commands', 'cluster_main']
 
 # %% ../nbs/5_app/01_cli.ipynb #75916e9e
 def _parser() -> argparse.ArgumentParser:
@@ -121,6 +121,29 @@ def setup_logging(opts: ServerOptions) -> logging.Handler:
     log.setLevel(TRACE if opts.trace else logging.DEBUG if opts.debug else logging.INFO)
     return h
 
+# %% ../nbs/5_app/01_cli.ipynb #1a608f92
+_SIGNALS = {signal.SIGINT: 'interrupt', signal.SIGTERM: 'terminated', signal.SIGUSR1: 'user defined signal 1',
+            signal.SIGUSR2: 'user defined signal 2', signal.SIGHUP: 'hangup'}
+
+def reopen_log(opts: ServerOptions):
+    "Reopen the log file (after it was rotated away), as nats-server does on `SIGUSR1`."
+    if not opts.logfile: return log.info('File log re-open ignored, not a file logger')
+    for h in log.handlers:
+        if isinstance(h, logging.FileHandler): h.close()     # the next record opens the file afresh
+    log.info('File log re-opened')
+
+def on_signal(server: Server, sig: int):
+    "What a signal does to a running server."
+    log.info('Trapped "%s" signal', _SIGNALS[sig])
+    if sig == signal.SIGINT or (sig == signal.SIGTERM and not server.ldm): asyncio.ensure_future(server.stop())
+    elif sig == signal.SIGUSR2: asyncio.ensure_future(server.lame_duck())
+    elif sig == signal.SIGUSR1: reopen_log(server.opts)
+    elif sig == signal.SIGHUP:
+        why = ('jsnb does not reload its configuration while running; restart the server to apply changes'
+               if server.opts.config_file else 'can only reload config when a file is provided using -c or --config')
+        log.error('Failed to reload server configuration: %s', why)
+
+
 # %% ../nbs/5_app/01_cli.ipynb #0e8e0d17
 def _banner(server: Server, warnings: list[str]):
     o, core = server.opts, server.core
@@ -148,9 +171,8 @@ async def _run(opts: ServerOptions, warnings: list[str]):
     if opts.pid_file: _write_pid(opts.pid_file)
     await server.start()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try: loop.add_signal_handler(sig, lambda s=sig: (log.info('Trapped "%s" signal', signal.Signals(s).name.lower()[3:]),
-                                                         asyncio.ensure_future(server.stop())))
+    for sig in _SIGNALS:
+        try: loop.add_signal_handler(sig, on_signal, server, sig)
         except (NotImplementedError, RuntimeError): pass
     await server.wait_stopped()
 

@@ -1,7 +1,7 @@
 """The documentation site, rendered by `jsnb-docs site` and checked in headless Chromium: every
 page loads without errors, every link between pages resolves (anchors included), no saved output
-is an error, the previous/next chain visits every page from `file://`, and the index renders to
-a screenshot.
+is an error, the previous/next chain visits every page from `file://`, and three pages render to
+screenshots of three pages (kept in .screenshots/).
 
 The browser is driven with Playwright (the `playwright` package from PyPI) pointed at the
 machine's Chromium with `executable_path`: it gives response statuses, page errors, DOM queries
@@ -28,11 +28,23 @@ def _find_chromium():
     return None
 
 
+def _say(text: str):
+    "Print on the terminal even while pytest captures output."
+    print(text, file=sys.__stderr__, flush=True)
+
+
 @pytest.fixture(scope='session')
 def chromium_path():
-    "Chromium on this machine; installed from Debian's packages when missing and running as root."
+    """Chromium on this machine; installed from Debian's packages when missing and running as root (said on the
+    terminal first). `JSNB_SKIP_BROWSER=1` skips the browser checks instead, on a machine where installing is
+    not wanted."""
+    if os.environ.get('JSNB_SKIP_BROWSER', '') not in ('', '0'):
+        pytest.skip('JSNB_SKIP_BROWSER is set: the documentation site is not checked in a browser')
     path = _find_chromium()
     if path is None and shutil.which('apt-get') and os.geteuid() == 0:
+        _say('\ntests/test_docs_site.py: Chromium is not installed; installing it with `apt-get install chromium` '
+             '(Debian packages, about 120 of them, a few minutes) to check the documentation site in a real browser. '
+             'Set JSNB_SKIP_BROWSER=1 to skip these checks instead.')
         env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
         subprocess.run(['apt-get', 'update', '-qq'], env=env, capture_output=True, timeout=600)
         r = subprocess.run(['apt-get', 'install', '-y', '-qq', 'chromium'], env=env, capture_output=True, text=True, timeout=900)
@@ -218,11 +230,16 @@ def test_pager_walks_the_site_from_files(browser, site_dir):
     page.close()
 
 
-def test_index_screenshot(browser, site_dir, tmp_path):
-    "The index renders to a real picture."
+SCREENSHOTS = ROOT / '.screenshots'      # kept after the run for inspection (ignored by git)
+
+
+@pytest.mark.parametrize('name', ['index.html', 'direct_get.html', 'performance.html'])
+def test_screenshots(browser, site_dir, name):
+    "Three pages render to real pictures, saved under .screenshots/ for a person to look at."
     page = browser.new_page(viewport={'width': 1280, 'height': 900})
-    page.goto((site_dir / 'index.html').as_uri())
-    shot = tmp_path / 'index.png'
+    page.goto((site_dir / name).as_uri())
+    SCREENSHOTS.mkdir(exist_ok=True)
+    shot = SCREENSHOTS / name.replace('/', '__').replace('.html', '.png')
     page.screenshot(path=str(shot), full_page=True)
     page.close()
     data = shot.read_bytes()

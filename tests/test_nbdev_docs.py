@@ -19,16 +19,9 @@ NBS = sorted(p.relative_to(ROOT / 'nbs').as_posix() for p in (ROOT / 'nbs').rglo
 # (strictly: once fixed, the test says so and the entry must go).
 PENDING = {
     '1_nats/07_auth.ipynb': "nbdev's doc pass stops on a cell of this page (added after the doc-pass test): to be fixed like the others",
-    '2_js/09b_counters.ipynb': "nbdev's doc pass stops on a cell of this page (added after the doc-pass test): to be fixed like the others",
-    '1_nats/06a_cluster.ipynb': "nbdev's doc pass cannot resolve `Cluster` for a card (`from_callable`): import it in a `#| hide` cell before the cards",
-    '1_nats/06b_cluster_io.ipynb': "a cell reads `/routez` with `subs=1` under nbdev's doc pass and finds no `subscriptions_list`: wait for the routes' interest before reading it",
-    '2_js/01_errors.ipynb': 'the cell that renders the error table imports `Markdown` and runs code in one cell: move the import to a cell of its own',
-    '2_js/08_mirrors.ipynb': '`Stream` is imported only under `if TYPE_CHECKING:`: import it in a `#| hide` cell after the imports',
-    '2_js/09a_schedules.ipynb': 'a test cell imports `make_headers` and runs code in one cell: move the import to a cell of its own',
-    '2_js/10_batch.ipynb': '`Stream` is imported only under `if TYPE_CHECKING:`: import it in a `#| hide` cell after the imports',
     '2_js/12a_priority.ipynb': '`Consumer` is imported only under `if TYPE_CHECKING:`: import it in a `#| hide` cell after the imports',
 }
-RACY = {'1_nats/06b_cluster_io.ipynb', '1_nats/07_auth.ipynb', '2_js/09b_counters.ipynb'}     # fails on timing, so it may pass: not strict
+RACY = {'1_nats/07_auth.ipynb'}     # fails on timing, so it may pass: not strict
 
 _PROCESS = '''
 import sys, pathlib

@@ -307,6 +307,8 @@ async def test_mixed_pair(nodes, dialler):
     assert set(vj['cluster']) - {'urls'} <= set(vr['cluster']) and vj['cluster']['name'] == vr['cluster']['name'] == 'c1'
     assert ('urls' in vj['cluster'], 'urls' in vr['cluster']) == ((True, False) if dialler == 'jsnb' else (False, True))
     assert (vj['routes'], vr['remotes']) == (1, 1)
+    both_urls = sorted(f'127.0.0.1:{n.proc.port}' for n in (js, ref))         # each lists itself and its peer
+    assert (sorted(vj['connect_urls']), sorted(vr['connect_urls'])) == (both_urls, both_urls)
     for x, y in ((acceptor, dial), (dial, acceptor)):
         a, b = await connect(x.url), await connect(y.url)
         sub = await b.subscribe('mix.>')

@@ -5,18 +5,19 @@
 # %% ../../nbs/4_bench/02_compare.ipynb #a95a33b1
 from __future__ import annotations
 import argparse, asyncio, csv, dataclasses, math, os, pathlib, re, shutil, signal, statistics, subprocess, sys
-import tempfile, time
+import json, tempfile, time, urllib.request
 import numpy as np
 import orjson
 from .client import Conn, Frames, Sub, AckSub, ApiError, ServerError, pub_frame, scan_frames, statuses, NCOLS
 from .scenarios import (BenchOptions, Result, Progress, BenchError, SCENARIOS, COLUMNS, run_scenario,
-                                  _stream, _subjects, _pump, _fill, _check_stored, _next, _DirectSub)
+                                  _stream, _subjects, _pump, _fill, _check_stored, _next, _DirectSub, cluster_pubsub)
+
 
 # %% auto #0
 __all__ = ['MEMORY_COLUMNS', 'SCALING_OPS', 'SCALING_COLUMNS', 'SCALING_SIZES', 'TARGETS', 'GROUPS', 'EXTRA', 'BenchServer',
            'proc_memory', 'reset_peak', 'server_label', 'memory_per_msg', 'scaling', 'judge', 'plan', 'compare',
-           'pairs', 'table', 'write_csv', 'chart', 'scaling_chart', 'kernel_rows', 'kernel_table', 'select', 'bench',
-           'main']
+           'pairs', 'table', 'write_csv', 'chart', 'scaling_chart', 'start_cluster', 'compare_cluster', 'kernel_rows',
+           'kernel_table', 'select', 'bench', 'main']
 
 # %% ../../nbs/4_bench/02_compare.ipynb #5a1b2cf7
 def _server_cmd(kind: str) -> list[str]:
@@ -30,24 +31,28 @@ def _server_cmd(kind: str) -> list[str]:
     raise BenchError(f'unknown server kind {kind!r}')
 
 _LISTEN = re.compile(r'Listening for client connections on \S+:(\d+)')
+_ROUTE_LISTEN = re.compile(r'Listening for route connections on \S+:(\d+)')
+_HTTP_LISTEN = re.compile(r'Starting http monitor on \S+:(\d+)')
 
-_SETTLE = 2.0     # seconds: jsnb loads its scan kernels in a background thread during its first second
+_SETTLE = 2.0     # seconds: a freshly started jsnb finishes its start-up work before anything is timed
 
 class BenchServer:
     "`nats-server` or `jsnb` in a subprocess on a free port, with a temporary store; a context manager."
-    def __init__(self, kind: str, *args: str):
-        self.kind, self.args, self.proc, self.port, self._dir = kind, list(args), None, None, None
+    def __init__(self, kind: str, *args: str, js: bool = True):
+        self.kind, self.args, self.js, self.proc, self.port, self._dir = kind, list(args), js, None, None, None
+        self.log_text = ''
 
     def start(self, timeout: float = 60) -> BenchServer:
         "Start the server and wait until its log says it is ready."
         self._dir = tempfile.TemporaryDirectory(prefix=f'bench-{self.kind}-')
         d = pathlib.Path(self._dir.name); log = d / 'server.log'
-        self.proc = subprocess.Popen(_server_cmd(self.kind) + ['-js', '-sd', str(d / 'store'), '-p', '-1', '-l', str(log)]
-                                     + self.args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        js = ['-js', '-sd', str(d / 'store')] if self.js else []
+        self.proc = subprocess.Popen(_server_cmd(self.kind) + js + ['-p', '-1', '-l', str(log)] + self.args,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + timeout
         while time.time() < deadline:
-            text = log.read_text() if log.exists() else ''
-            if 'Server is ready' in text:
+            text = self.log_text = log.read_text() if log.exists() else ''
+            if 'Server is ready' in text and ('--cluster' not in self.args or _ROUTE_LISTEN.search(text)):
                 self.port = int(_LISTEN.search(text).group(1))
                 if self.kind == 'jsnb': time.sleep(_SETTLE)     # its compiled kernels load in the background first
                 return self
@@ -57,6 +62,14 @@ class BenchServer:
 
     @property
     def url(self) -> str: return f'nats://127.0.0.1:{self.port}'
+    @property
+    def route_url(self) -> str:
+        "Where other servers dial this one (when started with `--cluster`)."
+        return f'nats-route://127.0.0.1:{_ROUTE_LISTEN.search(self.log_text).group(1)}'
+    @property
+    def http_port(self) -> int:
+        "The monitoring port (when started with `-m`)."
+        return int(_HTTP_LISTEN.search(self.log_text).group(1))
     @property
     def pid(self) -> int: return self.proc.pid
 
@@ -321,6 +334,41 @@ def scaling_chart(rows: list[dict], path) -> pathlib.Path:
     fig.savefig(path, dpi=110); plt.close(fig)
     return path
 
+# %% ../../nbs/4_bench/02_compare.ipynb #655f0539
+def _routes(srv: BenchServer) -> int:
+    with urllib.request.urlopen(f'http://127.0.0.1:{srv.http_port}/routez', timeout=5) as r:
+        return len({x['remote_name'] for x in json.load(r)['routes']})
+
+def start_cluster(kind: str, size: int = 3, timeout: float = 30) -> list[BenchServer]:
+    "`size` servers of one kind routed into one cluster (without JetStream), once every route is up."
+    nodes = []
+    try:
+        for i in range(size):
+            args = ['-a', '127.0.0.1', '-m', '-1', '-n', f'{kind}-{i + 1}', '--cluster', 'nats://127.0.0.1:-1',
+                    '--cluster_name', 'bench'] + (['--routes', nodes[0].route_url] if nodes else [])
+            nodes.append(BenchServer(kind, *args, js=False).start())
+        deadline = time.time() + timeout
+        while any(_routes(n) < size - 1 for n in nodes):
+            if time.time() > deadline: raise BenchError(f'{kind}: the cluster did not form within {timeout} s')
+            time.sleep(0.1)
+        return nodes
+    except BaseException:
+        for n in nodes: n.stop()
+        raise
+
+async def compare_cluster(o: BenchOptions, kinds=('nats-server', 'jsnb'), size: int = 3) -> list[Result]:
+    "`cluster-pubsub` on a cluster of each kind."
+    results = []
+    for k in kinds:
+        nodes = start_cluster(k, size)
+        try:
+            r = await cluster_pubsub(nodes[0].url, nodes[1].url, o, k)
+            r.server = k; results.append(r)
+        finally:
+            for n in nodes: n.stop()
+    return results
+
+
 # %% ../../nbs/4_bench/02_compare.ipynb #b3aaf2cd
 def kernel_rows(n: int) -> list[dict] | None:
     "`jsnb.js.kernels.speedups(n)` rows, or None when the kernels module is not available."
@@ -339,7 +387,7 @@ def kernel_table(rows: list[dict]) -> str:
 GROUPS = {'core': ['pub', 'pubsub'], 'js': [n for n, (_, g) in SCENARIOS.items() if g == 'js'],
           'direct': ['direct-get', 'direct-batch'], 'kv': ['kv-put', 'kv-get'], 'backup': ['js-backup', 'js-restore']}
 GROUPS['all'] = GROUPS['core'] + GROUPS['js'] + GROUPS['direct'] + GROUPS['kv'] + GROUPS['backup']
-EXTRA = ('memory', 'scaling', 'kernels')
+EXTRA = ('memory', 'scaling', 'kernels', 'cluster')
 
 def _count(s: str) -> int:
     "`5000`, `500k`, `0.5M`, `5_000_000` as an int."
@@ -415,6 +463,7 @@ async def bench(args: argparse.Namespace) -> int:
         if names or 'memory' in extra:
             results, mem = await compare(names, o, storages, memory_msgs=args.memory_msgs if 'memory' in extra else 0,
                                          repeat=args.repeat)
+        if 'cluster' in extra: results += await compare_cluster(o)
         if 'scaling' in extra:
             for k in ('nats-server', 'jsnb'):
                 with BenchServer(k) as srv:
@@ -429,6 +478,7 @@ async def bench(args: argparse.Namespace) -> int:
             results.append(r)
             print(f'{r.scenario:<14}{r.storage or "-":<8}{r.msgs:>10,} msgs {r.seconds:9.3f} s {r.msgs_per_sec:>12,.0f} msgs/s '
                   f'{r.bytes_per_sec / 2**20:9.1f} MB/s  p50 {_fmt(r.p50_us, ".0f")} µs  p99 {_fmt(r.p99_us, ".0f")} µs')
+        if 'cluster' in extra: print('cluster: needs --compare (it starts a cluster of each kind)')
         if 'memory' in extra and args.pid: mem.append(await memory_per_msg(args.server, args.pid, o, args.memory_msgs, label))
         elif 'memory' in extra and args.scenarios: print('memory: needs --pid (the server process) without --compare')
         if 'scaling' in extra:

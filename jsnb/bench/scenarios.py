@@ -15,9 +15,9 @@ from ..clients.backup import snapshot as _snapshot, restore as _restore
 
 # %% auto #0
 __all__ = ['COLUMNS', 'SCENARIOS', 'CORE_WINDOW', 'BenchOptions', 'Result', 'BenchError', 'Progress', 'scenario', 'run_scenario',
-           'bench_pub', 'bench_pubsub', 'bench_js_pub_sync', 'bench_js_pub_async', 'bench_js_batch', 'bench_js_fast',
-           'bench_js_fetch', 'bench_js_consume', 'bench_js_ordered', 'bench_direct_get', 'bench_direct_batch',
-           'bench_kv_put', 'bench_kv_get', 'bench_js_backup', 'bench_js_restore']
+           'bench_pub', 'bench_pubsub', 'cluster_pubsub', 'bench_js_pub_sync', 'bench_js_pub_async', 'bench_js_batch',
+           'bench_js_fast', 'bench_js_fetch', 'bench_js_consume', 'bench_js_ordered', 'bench_direct_get',
+           'bench_direct_batch', 'bench_kv_put', 'bench_kv_get', 'bench_js_backup', 'bench_js_restore']
 
 # %% ../../nbs/4_bench/01_scenarios.ipynb #9cb4a465
 @dataclass
@@ -209,20 +209,43 @@ async def bench_pub(url: str, o: BenchOptions, p) -> Result:
     finally: await c.close()
 
 # %% ../../nbs/4_bench/01_scenarios.ipynb #73d49e9d
-@scenario('pubsub', 'core')
-async def bench_pubsub(url: str, o: BenchOptions, p) -> Result:
-    "Core publish/subscribe: timed until the subscriber has counted every message."
-    c, s = await Conn.connect(url), await Conn.connect(url)
+async def _interest(c: Conn, s: Conn, timeout: float = 10):
+    "Wait until the subscriptions of `s` are known at the server of `c` (in a cluster they travel over a route)."
+    probe = s.sub(f'bench.ready.{secrets.token_hex(4)}'); await s.flush()
+    deadline = time.monotonic() + timeout
+    while probe.count == 0:
+        if time.monotonic() > deadline: raise BenchError("the subscriber's interest never reached the publisher's server")
+        c.write(pub_frame(probe.subject, b'')); await c.flush(); await asyncio.sleep(0.02)
+    s.unsub(probe)
+
+async def _pubsub(name: str, pub_url: str, sub_url: str, o: BenchOptions, p) -> Result:
+    "Publish on `pub_url`, count on `sub_url` (the same server, or two servers of a cluster)."
+    c, s = await Conn.connect(pub_url), await Conn.connect(sub_url)
     try:
         sub = s.sub('bench.core.>'); await s.flush()
+        if pub_url != sub_url: await _interest(c, s)
         fr = Frames.cycle([pub_frame(x, o.payload()) for x in _subjects('bench.core', o.subjects)])
         p.start()
         await _pump(c, fr, o.msgs, p, sub, CORE_WINDOW)
         dt = p.stop()
         await c.flush(); await s.flush()
-        if sub.count != o.msgs: raise BenchError(f'pubsub: {sub.count} received, {o.msgs} sent')
-        return Result('pubsub', '', o.msgs, dt, o.size)
+        if sub.count != o.msgs: raise BenchError(f'{name}: {sub.count} received, {o.msgs} sent')
+        return Result(name, '', o.msgs, dt, o.size)
     finally: await c.close(); await s.close()
+
+@scenario('pubsub', 'core')
+async def bench_pubsub(url: str, o: BenchOptions, p) -> Result:
+    "Core publish/subscribe: timed until the subscriber has counted every message."
+    return await _pubsub('pubsub', url, url, o, p)
+
+async def cluster_pubsub(pub_url: str, sub_url: str, o: BenchOptions | None = None, label: str = '') -> Result:
+    "Publish/subscribe across a route: the publisher on one server of a cluster, the subscriber on another."
+    o = o or BenchOptions()
+    async with Progress(f'cluster-pubsub {label}'.strip(), o.msgs, o.progress, o.stall) as p:
+        r = await _pubsub('cluster-pubsub', pub_url, sub_url, o, p)
+    if p.cpu is not None and r.seconds > 0: r.client_cpu = p.cpu / r.seconds
+    return r
+
 
 # %% ../../nbs/4_bench/01_scenarios.ipynb #6ade85ba
 @scenario('js-pub-sync', 'js')

@@ -15,7 +15,7 @@ from .errors import JSApiError, JSRequiredApiLevelErr
 from .direct_get import level_ok
 from .host import advise, json_bytes
 from .account import Account
-from . import kernels, stream_api as S, consumer_api as C, snapshot as SN, restore as RS
+from . import stream_api as S, consumer_api as C, snapshot as SN, restore as RS
 
 log = logging.getLogger('jsnb')
 
@@ -102,7 +102,6 @@ class JetStream:
 
     def start(self):
         "Bring the account back from disk and subscribe."
-        kernels.warm_in_background()                # the numpy twins answer until the compiled scans are loaded
         a, sub = self.account, self.core.subscribe
         a.restore()
         self._subs = [sub(p, self.on_api) for p in API_SUBJECTS] + [

@@ -8,7 +8,7 @@ import os, time
 import numpy as np
 
 # %% auto #0
-__all__ = ['WANTED', 'JIT', 'WARM_TOO', 'next_row', 'prev_row', 'count_rows', 'select_rows', 'last_rows', 'expired_rows',
+__all__ = ['WANTED', 'JIT', 'JIT_MIN_ROWS', 'next_row', 'prev_row', 'count_rows', 'select_rows', 'last_rows', 'expired_rows',
            'cache_dir', 'compile_cached', 'warm', 'warm_in_background', 'speedups']
 
 # %% ../../nbs/2_js/03_kernels.ipynb #dffac007
@@ -16,7 +16,15 @@ import importlib.util, threading
 
 WANTED = importlib.util.find_spec('numba') is not None and os.environ.get('JSNB_NO_JIT', '') in ('', '0')
 JIT = False                         # set by `warm()` once the compiled kernels are in place
+JIT_MIN_ROWS = 65_536               # a scan this long starts loading the kernels
 _KERNELS: list[str] = []
+_warming: threading.Thread | None = None
+
+def _cold(n: int) -> bool:
+    "Whether the twins answer a scan of `n` rows; a long one starts loading the kernels in the background."
+    if JIT: return False
+    if n >= JIT_MIN_ROWS and WANTED and _warming is None: warm_in_background()
+    return True
 
 def _njit(f):
     "Record `f` as a kernel, to be compiled by `warm()`."
@@ -101,7 +109,7 @@ _NEAR = 4096          # rows a compiled scan for one subject covers before numpy
 
 def next_row(dead, sid, want, start: int, stop: int) -> int:
     "First live row in [start, stop) whose subject is wanted, or -1."
-    if not JIT: return _next_np(dead, sid, want, start, stop)
+    if _cold(stop - start): return _next_np(dead, sid, want, start, stop)
     mode, one = _split(want)
     if mode == 0: return int(_next0(dead, start, stop))
     if mode == 2: return int(_next2(dead, sid, want, start, stop))
@@ -110,7 +118,7 @@ def next_row(dead, sid, want, start: int, stop: int) -> int:
 
 def prev_row(dead, sid, want, start: int, stop: int) -> int:
     "Last live row in [start, stop) whose subject is wanted, or -1."
-    if not JIT: return _prev_np(dead, sid, want, start, stop)
+    if _cold(stop - start): return _prev_np(dead, sid, want, start, stop)
     mode, one = _split(want)
     if mode == 0: return int(_prev0(dead, start, stop))
     if mode == 2: return int(_prev2(dead, sid, want, start, stop))
@@ -141,13 +149,13 @@ def _select2(dead, sid, mask, start, stop, limit):
 def count_rows(dead, sid, want, start: int, stop: int) -> int:
     "How many live rows in [start, stop) have a wanted subject."
     if stop <= start: return 0
-    if JIT and _split(want)[0] == 2: return int(_count2(dead, sid, want, start, stop))
+    if _split(want)[0] == 2 and not _cold(stop - start): return int(_count2(dead, sid, want, start, stop))
     return int(np.count_nonzero(_mask(dead, sid, want, start, stop)))
 
 def select_rows(dead, sid, want, start: int, stop: int, limit: int = -1) -> np.ndarray:
     "The live rows in [start, stop) with a wanted subject, ascending (the first `limit` when given)."
     if stop <= start or limit == 0: return np.zeros(0, np.int64)
-    if JIT and _split(want)[0] == 2: return _select2(dead, sid, want, start, stop, limit)
+    if _split(want)[0] == 2 and not _cold(stop - start): return _select2(dead, sid, want, start, stop, limit)
     rows = np.flatnonzero(_mask(dead, sid, want, start, stop)) + start
     return rows if limit < 0 else rows[:limit]
 
@@ -168,7 +176,7 @@ def last_rows(dead, sid, want, start: int, stop: int, nsub: int, need: int = -1)
     "The last live row in [start, stop) of each wanted subject, ascending; stops after `need` subjects."
     if stop <= start or need == 0: return np.zeros(0, np.int64)
     mode, one = _split(want)
-    if JIT:
+    if not _cold(stop - start):
         if mode == 1:
             r = prev_row(dead, sid, one, start, stop)
             return np.array([r] if r >= 0 else [], np.int64)
@@ -204,7 +212,7 @@ def _age_end_np(dead, ts, start, stop, cutoff):
 def expired_rows(dead, ts, ttl, start: int, stop: int, cutoff: int) -> np.ndarray:
     "Live rows from `start` up to the first one stored after `cutoff`, except those that never expire."
     if stop <= start: return np.zeros(0, np.int64)
-    if JIT: return _expired_jit(dead, ts, ttl, start, stop, cutoff)
+    if not _cold(stop - start): return _expired_jit(dead, ts, ttl, start, stop, cutoff)
     end = _age_end_np(dead, ts, start, stop, cutoff)
     rows = np.flatnonzero(~dead[start:end]) + start
     return rows[ttl[rows] != -1]
@@ -248,17 +256,14 @@ def warm() -> float:
             JIT = True
     return time.perf_counter() - t
 
-WARM_TOO: list = []                 # the `warm` of other pages' kernels (the snapshot codecs)
-
-def _warm_all():
-    for f in WARM_TOO: f()          # first: their plain twins are far slower than the numpy twins of the scans
-    warm()
-
 def warm_in_background() -> threading.Thread:
-    "Start each of `WARM_TOO`, then `warm()`, in a daemon thread (the twins answer until it is done)."
-    th = threading.Thread(target=_warm_all, name='jsnb-jit-warm', daemon=True)
-    th.start()
-    return th
+    "Start `warm()` in a daemon thread, once (the twins answer until it is done)."
+    global _warming
+    with _lock:
+        if _warming is None:
+            _warming = threading.Thread(target=warm, name='jsnb-jit-warm', daemon=True)
+            _warming.start()
+    return _warming
 
 # %% ../../nbs/2_js/03_kernels.ipynb #03eacaea
 def _twins(dead, sid, ts, ttl, want, a, b, nsub, cutoff):

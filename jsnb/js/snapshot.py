@@ -88,8 +88,6 @@ def warm() -> dict:
                     _JITTED[name] = f
     return _JITTED
 
-kernels.WARM_TOO.append(warm)         # compiled along with the scan kernels when a server starts
-
 WAIT_FOR_KERNELS = 1 << 20             # a stream this large waits for the compiled kernels; a smaller one goes on with the twins
 
 def ready() -> bool:

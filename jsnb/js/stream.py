@@ -38,6 +38,7 @@ def limits_of(cfg: dict) -> StoreLimits:
 
 class Stream:
     "A stream: configuration, store, and the state of its publish path and of its features."
+    trace_kind = 'js'        # a traced message it takes shows as a `js` event (see jsnb.nats.trace)
     def __init__(self, host: StreamHost, cfg: dict, store: MsgStore, created: int | None = None):
         self.host, self.cfg, self.store = host, cfg, store
         self.name = cfg['name']

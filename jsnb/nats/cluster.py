@@ -172,7 +172,7 @@ class Cluster:
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #18d82c03
 @patch
-def route_info(self: Cluster, gossip_mode: int = GOSSIP_DEFAULT) -> bytes:
+def route_info(self: Cluster, gossip_mode: int = GOSSIP_DEFAULT, ldm: bool = False) -> bytes:
     "The `INFO` line this server sends on a new route."
     core, o = self.core, self.opts
     d = dict(server_id=core.server_id, server_name=core.server_name, version=VERSION, proto=ROUTE_PROTO,
@@ -182,6 +182,7 @@ def route_info(self: Cluster, gossip_mode: int = GOSSIP_DEFAULT) -> bytes:
     d['cluster'] = self.name
     if self.dynamic: d['cluster_dynamic'] = True
     if not o.cluster_no_advertise and self.own_urls: d['connect_urls'] = self.own_urls
+    if ldm: d['ldm'] = True
     if gossip_mode: d['gossip_mode'] = gossip_mode
     return encode_info(orjson.dumps(d))
 
@@ -260,7 +261,10 @@ def process_info(self: Cluster, rc: RouteConn, raw: bytes):
         if self.dynamic and (not info.get('cluster_dynamic') or self.name < name): self.take_name(name, False, sid)
         else: return rc.close('Cluster Name Conflict')
     if rc.info_received:
-        if rc.remote_id and sid != rc.remote_id: self.implicit_route(info)
+        if info.get('ldm') and sid == rc.remote_id and rc.registered:
+            urls, rc.connect_urls = rc.connect_urls, []      # the peer is going away: stop sending clients to it
+            if not self.opts.cluster_no_advertise: self._update_urls(urls, False)
+        elif rc.remote_id and sid != rc.remote_id: self.implicit_route(info)
         return
     if not rc.solicited and info.get('server_name') == core.server_name:
         log.error('%s - Remote server has a duplicate name: "%s"', rc.tag, core.server_name)
@@ -579,9 +583,16 @@ def _update_urls(self: Cluster, urls, add: bool):
 @patch
 def send_async_info(self: Cluster):
     "Send the current `INFO` to clients that take updates (protocol 1, past their first `PONG`)."
-    core = self.core
-    for c in core.clients.values():
-        if c.protocol >= 1 and c.first_pong and not c.closing: c.send(encode_info(orjson.dumps(core.info(c))))
+    self.core.send_async_info()
+
+@patch
+def lame_duck(self: Cluster):
+    """This server enters lame duck mode: the routes hear it (their servers stop advertising it), and clients get
+    an `INFO` with `ldm` that lists only the other servers."""
+    for rc in self.routes.values(): rc.send(self.route_info(ldm=True))
+    self.own_urls = []
+    self.advertised = None if self.opts.cluster_no_advertise else list(self.remote_urls)
+    self.core.send_async_info(ldm=True)
 
 @patch
 def stop(self: Cluster):

@@ -8,7 +8,7 @@ import os, re, tempfile
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from urllib.parse import urlsplit
-from .times import NS, parse_go_duration
+from .times import NS, go_duration, parse_go_duration
 from .auth import AuthConfigError, users_from_block
 from .tls import parse_tls
 
@@ -47,6 +47,8 @@ class ServerOptions:
     ping_interval: float = 120.0  # seconds between server PINGs
     ping_max: int = 2             # unanswered PINGs before a client is disconnected
     write_deadline: float = 10.0  # seconds a write to a client may take
+    lame_duck_duration: float = 120.0    # lame duck mode: seconds over which clients are closed
+    lame_duck_grace_period: float = 10.0 # lame duck mode: seconds before the first client is closed
     debug: bool = False
     trace: bool = False
     logfile: str = ""             # empty: log to standard error
@@ -607,6 +609,23 @@ _LATER = {**dict.fromkeys("accounts operator operators roots root root_operators
                           " yet (accounts, and JWT authentication with operators and resolvers, are planned): "
                           "refusing to start rather than run without it"),
           **dict.fromkeys("auth_callout auth_hook proxy_required allow_non_tls ocsp https https_port".split(), _NOT_YET)}
+
+# %% ../../nbs/1_nats/02_config.ipynb #6bf82b8f
+def _lame_duck(field, minimum):
+    "A lame duck setting: a Go duration string, at least `minimum` seconds, as the reference reads it."
+    def entry(d, k, v, opts, warns, seen):
+        try: secs = parse_go_duration(v) / NS if isinstance(v, str) else None
+        except ValueError: raise ConfigError(f'error parsing {k}: time: invalid duration "{v}"', *_loc(d, k)) from None
+        if secs is None: raise ConfigError(f'error parsing {k}: expected a duration string such as "30s"', *_loc(d, k))
+        if secs < minimum:
+            raise ConfigError(f'invalid lame_duck_duration of {go_duration(int(secs * NS))}, minimum is 30 seconds' if minimum
+                              else 'invalid lame_duck_grace_period, needs to be positive', *_loc(d, k))
+        setattr(opts, field, secs); seen.add(field)
+    return entry
+
+_TOP_KEYS.update({"lame_duck_duration": _lame_duck("lame_duck_duration", 30),
+                  "lame_duck_grace_period": _lame_duck("lame_duck_grace_period", 0)})
+
 
 # %% ../../nbs/1_nats/02_config.ipynb #eed7e508
 def _apply(d, table, opts, warns, seen, path=""):

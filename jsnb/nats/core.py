@@ -12,6 +12,7 @@ from .subjects import Sublist, Subscription, valid_subject, valid_literal_subjec
 from .config import ServerOptions, DEFAULT_STORE_DIR
 from .auth import Auth, may_publish, violation
 from .times import go_duration
+from . import trace
 from fastcore.basics import patch
 
 log = logging.getLogger('jsnb')
@@ -209,6 +210,7 @@ def _hpub(self: ClientConn, op: HPub):
     if self.perms is not None and not may_publish(self, op.subject): return
     if self.pedantic and not valid_literal_subject(op.subject): self.send_err(E_INVALID_PUB_SUBJECT)
     if self.verbose: self.send(OK_B)
+    if b'Nats-Trace-' in op.data[:op.hdr_len]: trace.route(self, op.subject, op.reply, op.hdr_len, op.data); return
     self.core.route(self, op.subject, op.reply, op.hdr_len, op.data)
 
 # %% ../../nbs/1_nats/03_core.ipynb #a7d22f02
@@ -361,6 +363,14 @@ def take_dirty(self: Core) -> list[ClientConn]:
     "Connections with output waiting (each once); the I/O layer writes them out."
     d, self.dirty = self.dirty, []
     return d
+
+# %% ../../nbs/1_nats/03_core.ipynb #626a095f
+@patch
+def send_async_info(self: Core, **extra):
+    "Send a fresh `INFO` (with `extra` fields) to the clients that take updates: protocol 1, past their first `PONG`."
+    for c in self.clients.values():
+        if c.protocol >= 1 and c.first_pong and not c.closing: c.send(encode_info(orjson.dumps(self.info(c, **extra))))
+
 
 # %% ../../nbs/1_nats/03_core.ipynb #9f215edd
 @patch

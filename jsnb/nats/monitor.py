@@ -54,12 +54,15 @@ def varz(core: Core, query: dict | None = None) -> dict:
     "General server information and statistics (`/varz`)."
     o, now = core.opts, time.time()
     d = dict(server_id=core.server_id, server_name=core.server_name, version=VERSION, proto=1,
-             host=o.host, port=core.port, max_connections=o.max_connections,
-             ping_interval=int(o.ping_interval * NS), ping_max=o.ping_max,
+             host=o.host, port=core.port)
+    d.update(core.auth.server_info)           # auth_required, tls_required, tls_verify: what INFO says
+    if core.cluster is not None and core.cluster.advertised: d['connect_urls'] = list(core.cluster.advertised)
+    d.update(max_connections=o.max_connections)
+    if o.max_subscriptions > 0: d['max_subscriptions'] = o.max_subscriptions
+    d.update(ping_interval=int(o.ping_interval * NS), ping_max=o.ping_max,
              http_host=o.http_host, http_port=core.http_port, auth_timeout=o.auth_timeout,
              max_control_line=o.max_control_line, max_payload=o.max_payload, max_pending=o.max_pending,
              cluster=_cluster_varz(core))
-    if o.auth_required: d['auth_required'] = True
     if core.jetstream:
         j = jsz(core)
         d['jetstream'] = dict(config=j['config'], stats={k: j[k] for k in ('memory', 'storage', 'reserved_memory',

@@ -4,9 +4,10 @@
 
 # %% ../../nbs/1_nats/05_server.ipynb #f91c83cf
 from __future__ import annotations
-import asyncio, dataclasses, logging, os, socket
+import asyncio, dataclasses, logging, os, random, socket
 from .config import ServerOptions
 from .core import Core
+from .times import NS, go_duration
 from .auth import startup_checks, check_in_background
 from .tls import tls_accept
 from .protocol import encode_err
@@ -143,6 +144,7 @@ class Server:
         self._flush_pending = False
         self._ports_file = None
         self._stopped: asyncio.Event | None = None
+        self.ldm = False                    # in lame duck mode (see `lame_duck`)
 
     @property
     def port(self) -> int: return self.core.port
@@ -213,6 +215,9 @@ async def start(self: Server) -> Server:
     o = self.opts
     self._stopped = asyncio.Event()
     if o.routes and not o.clustered: raise StartupError('solicited routes require cluster capabilities, e.g. --cluster')
+    if 0 < o.lame_duck_duration <= o.lame_duck_grace_period:
+        raise StartupError(f'lame duck grace period ({go_duration(int(o.lame_duck_grace_period * NS))}) should be strictly '
+                           f'lower than lame duck duration ({go_duration(int(o.lame_duck_duration * NS))})')
     if o.jetstream and o.clustered:
         raise StartupError("JetStream clustering is not implemented yet: jsnb runs JetStream on a single server; "
                            "remove the cluster block (or --cluster) or disable JetStream")
@@ -289,9 +294,7 @@ async def stop(self: Server):
     if self.js is not None: self._js_tick.cancel(); self.js.stop()
     if self._route_listener is not None: stop_routes(self)
     self._flush()
-    for c in list(self.core.clients.values()):
-        if c.transport is not None: c.transport.close()
-        self.core.remove_client(c)
+    for c in list(self.core.clients.values()): self._drop(c)
     await self._listener.wait_closed()
     if self._monitor is not None: await self._monitor.wait_closed()
     self._listener = None
@@ -310,6 +313,43 @@ async def wait_stopped(self: Server):
 async def __aenter__(self: Server): return await self.start()
 @patch
 async def __aexit__(self: Server, *exc): await self.stop()
+
+# %% ../../nbs/1_nats/05_server.ipynb #998d9edc
+@patch
+async def lame_duck(self: Server):
+    "Lame duck mode: stop accepting clients, tell them (`ldm`), close them gradually, then shut down."
+    if self._listener is None or self.ldm: return
+    o, core = self.opts, self.core
+    self.ldm = True
+    log.info('Entering lame duck mode, stop accepting new clients')
+    self._listener.close()
+    clients = list(core.clients.values())
+    if not clients: return await self.stop()
+    if core.cluster is not None: core.cluster.lame_duck()
+    else: core.send_async_info(ldm=True)
+    self._flush()
+    if await self._stopped_within(o.lame_duck_grace_period): return
+    log.info('Closing existing clients')
+    spread = max(o.lame_duck_duration - o.lame_duck_grace_period, 0) or 1.0
+    pause = min(spread / len(clients), 1.0)
+    for i, c in enumerate(clients):
+        if c.cid in core.clients: self._drop(c)
+        if i < len(clients) - 1 and await self._stopped_within(random.uniform(pause / 2, pause)): return
+    await self.stop()
+
+@patch
+async def _stopped_within(self: Server, seconds: float) -> bool:
+    "Wait `seconds`; whether `stop` ran meanwhile."
+    try: await asyncio.wait_for(self._stopped.wait(), seconds); return True
+    except asyncio.TimeoutError: return False
+
+@patch
+def _drop(self: Server, c):
+    "Close one client connection now (what is queued for it is written first)."
+    self._flush()
+    if c.transport is not None: c.transport.close()
+    self.core.remove_client(c)
+
 
 # %% ../../nbs/1_nats/05_server.ipynb #248be4ed
 import ctypes, ctypes.util, json, sys
