@@ -267,7 +267,7 @@ def table(results: list[Result], mem: list[dict] = ()) -> str:
                      f'{ratio:>6.2f}  {goal:<12}{"" if ok is None else "ok" if ok else "below":<6}{lat(50):>17} {lat(99):>17} {rss:>21} '
                      f'{_fmt(a.client_cpu, ".2f")}/{_fmt(b.client_cpu, ".2f"):<6}')
     for a, b in pairs(results):                  # a backup's rate reads best in MB/s
-        if SCENARIOS[a.scenario][1] == 'backup':
+        if SCENARIOS.get(a.scenario, (None, ''))[1] == 'backup':
             lines.append(f'{a.scenario}: {a.storage:<6} nats-server {a.bytes_per_sec / 1e6:8,.1f} MB/s   jsnb {b.bytes_per_sec / 1e6:8,.1f} MB/s'
                          f'   ({a.msgs:,} messages of {a.msg_size:,} bytes)')
     for m in mem:
