@@ -21,7 +21,7 @@ from .account import Account
 from .filestore import FileStore
 from .stream import limits_of
 from .ttl import parse_ttl
-from .snapshot import (ARCHIVE_MAGIC, ArchiveReader, S2Reader, SnapshotError, is_empty_request, ready, WAIT_FOR_KERNELS, _client, _CORRUPT, _INVALID)
+from .snapshot import (ARCHIVE_MAGIC, ArchiveReader, S2Reader, SnapshotError, is_empty_request, ready, WAIT_FOR_KERNELS, KERNEL_WAIT, _client, _CORRUPT, _INVALID)
 from . import mirrors, stream_api
 
 log = logging.getLogger('jsnb')
@@ -57,7 +57,7 @@ class Restore:
         self.consumers: list[tuple[str, dict, dict]] = []
         self._batch: list = []                              # messages read, to be stored together
         self._held: list = []                               # chunks that wait for the kernels
-        self.big = big                                      # a large backup: worth waiting for the kernels
+        self.big, self.opened = big, time.monotonic()       # a large backup: worth waiting (a little) for the kernels
         self.lseq = self.used0 = self.stored = self._ncons = 0
         self.staging = ''                                   # where a file stream is restored before it goes live
         advise(acct, f'$JS.EVENT.ADVISORY.STREAM.RESTORE_CREATE.{self.name}', 'io.nats.jetstream.advisory.v1.restore_create',
@@ -77,7 +77,7 @@ def on_chunk(self: Restore, subject, reply, hdr, data, src):
 @patch
 def _release(self: Restore):
     "Take the held messages once the kernels are ready (decoding with the plain twins would take far longer)."
-    if self.big and not ready(): return self.acct.later(0.05, self._release)
+    if self.big and not ready() and time.monotonic() - self.opened < KERNEL_WAIT: return self.acct.later(0.05, self._release)
     while self._held and not self.finished: self._take(*self._held.pop(0))
     self._held.clear()
 

@@ -23,10 +23,10 @@ from . import kernels, stream_api
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'WAIT_FOR_KERNELS', 'S2_HEADER', 'ARCHIVE_MAGIC', 'BLOCK', 'ACK_TIMEOUT', 'INTEREST_WAIT', 'SNAPSHOT_REQUEST',
-           'warm', 'ready', 'crc32c', 'masked_crc', 'SnapshotError', 's2_block', 'S2Reader', 's2_compress', 's2_frames',
-           'archive_entry', 'archive_entries', 'ArchiveReader', 'consumer_entry', 'snapshot_bytes', 'Snapshot',
-           'is_empty_request', 'stream_snapshot']
+__all__ = ['log', 'WAIT_FOR_KERNELS', 'KERNEL_WAIT', 'S2_HEADER', 'ARCHIVE_MAGIC', 'BLOCK', 'ACK_TIMEOUT', 'INTEREST_WAIT',
+           'SNAPSHOT_REQUEST', 'warm', 'ready', 'crc32c', 'masked_crc', 'SnapshotError', 's2_block', 'S2Reader',
+           's2_compress', 's2_frames', 'archive_entry', 'archive_entries', 'ArchiveReader', 'consumer_entry',
+           'snapshot_bytes', 'Snapshot', 'is_empty_request', 'stream_snapshot']
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #538cd0d4
 def _crc_tables() -> np.ndarray:
@@ -89,6 +89,7 @@ def warm() -> dict:
     return _JITTED
 
 WAIT_FOR_KERNELS = 1 << 20             # a stream this large waits for the compiled kernels; a smaller one goes on with the twins
+KERNEL_WAIT = 2.0                      # seconds it waits at most (a first compile, without a cache, takes longer)
 
 def ready() -> bool:
     "Whether the compiled kernels are in place (or never will be); if not, they start compiling in the background."
@@ -608,7 +609,7 @@ def _watch(self: Snapshot):
     if self.finished: return
     now, interest = time.monotonic(), self.acct.has_interest(self.deliver)
     if not self.sending:
-        if (interest or now - self.started >= INTEREST_WAIT) and (self.state['bytes'] < WAIT_FOR_KERNELS or ready()):
+        if (interest or now - self.started >= INTEREST_WAIT) and (self.state['bytes'] < WAIT_FOR_KERNELS or ready() or now - self.started >= KERNEL_WAIT):
             self.sending, self.had_interest, self.sent_at = True, interest, now
             self._pump()
     elif interest: self.had_interest = True
