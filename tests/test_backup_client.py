@@ -125,61 +125,120 @@ async def test_snapshot_while_publishing(start_server, kind, tmp_path):
     await nc.close()
 
 
-KILLER = r'''
+KILLER = r"""
 import asyncio, json, os, signal, sys, nats
-async def main(url, path):
+async def main(url, path, cut):
     nc = await nats.connect(url)
     meta = json.load(open(os.path.join(path, 'backup.json')))
     r = json.loads((await nc.request('$JS.API.STREAM.RESTORE.' + meta['config']['name'], json.dumps(meta).encode(), timeout=5)).data)
-    data = open(os.path.join(path, 'stream.tar.s2'), 'rb').read()
-    half = data[:len(data) // 2]
-    for i in range(0, len(half), 4096): await nc.request(r['deliver_subject'], half[i:i + 4096], timeout=5)
+    data = open(os.path.join(path, 'stream.tar.s2'), 'rb').read()[:int(cut)]
+    for i in range(0, len(data), 4096): await nc.request(r['deliver_subject'], data[i:i + 4096], timeout=5)
     await nc.flush()
     os.kill(os.getpid(), signal.SIGKILL)
 asyncio.run(main(*sys.argv[1:]))
-'''
+"""
 
 
-@pytest.mark.parametrize('kind', KINDS)
-async def test_interrupted_restore(start_server, kind, tmp_path):
-    s = start_server(kind, '-js')
+async def after_cut(s, path, cut):
+    "Restore the backup in `path` on server `s` from a client killed after `cut` bytes; what is there 7 s later, and the advisories."
     nc = await connect(s)
+    seen = []
+    async def adv(m): seen.append(m.subject)
+    sub = await nc.subscribe('$JS.EVENT.ADVISORY.STREAM.>', cb=adv)
+    p = await asyncio.create_subprocess_exec(sys.executable, '-c', KILLER, s.url, str(path), str(cut), env=ENV)
+    assert await asyncio.wait_for(p.wait(), 60) == -9
+    await asyncio.sleep(7)                         # both servers give up after 5 s without chunks
+    await sub.unsubscribe()
+    r = json.loads((await nc.request('$JS.API.STREAM.INFO.S', b'', timeout=5)).data)
+    if 'error' in r: await nc.close(); return r['error']['err_code'], seen
+    js = nc.jetstream()
+    st = r['state']
+    last = await js.get_msg('S', st['last_seq']) if st['messages'] else None
+    cons = {c.name: (c.delivered.stream_seq, c.ack_floor.stream_seq, c.num_pending, c.num_ack_pending)
+            for c in await js.consumers_info('S')}
+    await js.delete_stream('S')
+    info = await restore(nc, path)                 # and a full restore works afterwards
+    assert info['state']['messages'] == 20000
+    await nc.close()
+    return (st['messages'], st['first_seq'], st['last_seq'], last and last.data), cons, seen
+
+
+@pytest.mark.parametrize('src', KINDS)
+async def test_interrupted_restore(start_server, src, tmp_path):
+    "A restore whose client dies half-way: the same archive bytes, cut at the same place, leave the same on both servers."
+    a = start_server(src, '-js')
+    nc = await connect(a)
     js = nc.jetstream()
     await js.add_stream(name='S', subjects=['s.>'])
-    for i in range(2000): await js.publish('s.x', os.urandom(200))
+    for i in range(20000): await js.publish('s.x', os.urandom(200))
+    await js.add_consumer('S', durable_name='C', ack_policy='explicit')
+    for m in await (await js.pull_subscribe_bind('C', 'S')).fetch(5): await m.ack()
     await snapshot(nc, 'S', tmp_path / 's')
-    await js.delete_stream('S')
-    p = subprocess.run([sys.executable, '-c', KILLER, s.url, str(tmp_path / 's')], env=ENV, timeout=60)
-    assert p.returncode == -9
-    await asyncio.sleep(7)                     # the server gives up after 5 s without chunks
-    r = json.loads((await nc.request('$JS.API.STREAM.INFO.S', b'', timeout=5)).data)
-    if kind == 'jsnb' and 'error' not in r:
-        pytest.xfail(f"jsnb keeps a half-restored stream after the client is killed: {r['state']['messages']} messages")
-    assert r['error']['err_code'] == 10059, r
-    info = await restore(nc, tmp_path / 's')   # and a full restore works afterwards
-    assert info['state']['messages'] == 2000
     await nc.close()
+    size = (tmp_path / 's' / 'stream.tar.s2').stat().st_size
+    assert size > 3 << 20                          # S2 frames of 1 MiB: more than three of them
+    servers = [start_server(k, '-js') for k in KINDS]
+    for cut in (600 << 10, size // 2 + 1000):
+        got = await asyncio.gather(*(after_cut(s, tmp_path / 's', cut) for s in servers))
+        assert got[0] == got[1], (cut, got)
+        if cut < 1 << 20:                          # nothing decoded yet: no stream, no advisory but the first
+            assert got[0] == (10059, ['$JS.EVENT.ADVISORY.STREAM.RESTORE_CREATE.S'])
+        else:                                      # what arrived is a usable stream, announced when state.json came
+            assert 0 < got[0][0][0] < 20000 and got[0][1]['C'][:2] == (5, 5)
+            assert got[0][2] == ['$JS.EVENT.ADVISORY.STREAM.RESTORE_CREATE.S', '$JS.EVENT.ADVISORY.STREAM.CREATED.S']
+
+
+async def digest(nc, name):
+    "The stream's state, every message (sequence, subject, headers, payload hash) and every consumer's state."
+    import hashlib
+    js = nc.jetstream()
+    si = await js.stream_info(name)
+    msgs = []
+    for seq in range(si.state.first_seq, si.state.last_seq + 1):
+        try: m = await js.get_msg(name, seq)
+        except nats.js.errors.NotFoundError: msgs.append((seq, None)); continue
+        msgs.append((m.seq, m.subject, dict(m.headers or {}), hashlib.sha256(m.data).hexdigest()))
+    cons = {}
+    for c in await js.consumers_info(name):
+        cons[c.name] = (c.config.filter_subject, c.delivered.consumer_seq, c.delivered.stream_seq, c.ack_floor.consumer_seq,
+                        c.ack_floor.stream_seq, c.num_pending, c.num_ack_pending, c.num_redelivered)
+    return (si.state.messages, si.state.bytes, si.state.first_seq, si.state.last_seq, si.state.num_deleted), msgs, cons
 
 
 @pytest.mark.bench
 @pytest.mark.parametrize('kind', KINDS)
 async def test_backup_throughput(start_server, kind, tmp_path):
+    "A 100 MB stream (JSNB_BENCH_BACKUP_MB) with consumers, backed up and restored: the same messages and consumer states after; MB/s printed."
     mb = int(os.environ.get('JSNB_BENCH_BACKUP_MB', '100'))
     s = start_server(kind, '-js')
     nc = await connect(s)
     js = nc.jetstream()
-    await js.add_stream(name='BIG', subjects=['big'])
-    payload = os.urandom(16 * 1024)
+    await js.add_stream(name='BIG', subjects=['big.*'])
+    noise = os.urandom(1 << 20)
     n = mb * 64
-    for i in range(n):
-        await nc.publish('big', payload)
+    for i in range(n):                             # 16 KiB payloads: half random bytes, half repeated text
+        data = noise[(i * 8192) % len(noise):][:8192].ljust(8192, b'x') + b'order %8d ' % i * 512
+        await nc.publish(f'big.{"ab"[i % 2]}', data, headers={'Nats-Msg-Id': str(i)} if i % 100 == 0 else None)
         if i % 256 == 255: await nc.flush()
     await nc.flush()
     while (await js.stream_info('BIG')).state.messages < n: await asyncio.sleep(0.2)
+    for seq in (10, 11, n // 2): await js.delete_msg('BIG', seq)
+    await js.add_consumer('BIG', durable_name='ALL', ack_policy='explicit', max_ack_pending=1000, ack_wait=3600)
+    await js.add_consumer('BIG', durable_name='B', ack_policy='explicit', filter_subject='big.b')
+    sub = await js.pull_subscribe_bind('ALL', 'BIG')
+    got = await sub.fetch(40, timeout=10)
+    for m in got[:30]: await m.ack()               # 30 acknowledged, 10 pending
+    sub = await js.pull_subscribe_bind('B', 'BIG')
+    for m in await sub.fetch(5, timeout=10): await m.ack()
+    await nc.flush()
+    before = await digest(nc, 'BIG')
     t0 = time.perf_counter(); await snapshot(nc, 'BIG', tmp_path / 'b', timeout=60); t1 = time.perf_counter()
     await js.delete_stream('BIG')
     t2 = time.perf_counter(); info = await restore(nc, tmp_path / 'b', timeout=300); t3 = time.perf_counter()
-    assert info['state']['messages'] == n
-    size = n * len(payload) / 1e6
+    assert info['state']['messages'] == n - 3
+    after = await digest(nc, 'BIG')
+    assert after[0] == before[0] and after[2] == before[2]
+    assert after[1] == before[1]                   # every message, at its sequence
+    size = n * 16384 / 1e6
     print(f'\n{kind}: {size:.0f} MB stream, backup {size / (t1 - t0):.1f} MB/s, restore {size / (t3 - t2):.1f} MB/s')
     await nc.close()

@@ -4,19 +4,20 @@
 
 # %% ../../nbs/4_bench/01_scenarios.ipynb #092083b4
 from __future__ import annotations
-import asyncio, secrets, sys, time
+import asyncio, secrets, sys, tempfile, time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 import numpy as np
-import orjson
+import nats, orjson
 from .client import (Conn, Frames, Sub, AckSub, MsgSub, ApiError, ServerError, pub_frame, statuses, ack_frames,
                         REPLY, REPLY_N, KIND, HMSG)
+from ..clients.backup import snapshot as _snapshot, restore as _restore
 
 # %% auto #0
 __all__ = ['COLUMNS', 'SCENARIOS', 'CORE_WINDOW', 'BenchOptions', 'Result', 'BenchError', 'Progress', 'scenario', 'run_scenario',
            'bench_pub', 'bench_pubsub', 'cluster_pubsub', 'bench_js_pub_sync', 'bench_js_pub_async', 'bench_js_batch',
            'bench_js_fast', 'bench_js_fetch', 'bench_js_consume', 'bench_js_ordered', 'bench_direct_get',
-           'bench_direct_batch', 'bench_kv_put', 'bench_kv_get']
+           'bench_direct_batch', 'bench_kv_put', 'bench_kv_get', 'bench_js_backup', 'bench_js_restore']
 
 # %% ../../nbs/4_bench/01_scenarios.ipynb #9cb4a465
 @dataclass
@@ -536,3 +537,45 @@ async def bench_kv_get(url: str, o: BenchOptions, p) -> Result:
         dt, lat = await _sync_requests(c, sub, fr, n, p)
         if sub.other: raise BenchError(f'kv-get: statuses {sub.other}')
         return Result('kv-get', o.storage, n, dt, o.size, lat)
+
+# %% ../../nbs/4_bench/01_scenarios.ipynb #cacdc5d0
+def _in_msgs(p, n: int):
+    "A backup client progress callback that moves `p` in messages, from the bytes done of the total."
+    def cb(done, chunks, total): p.n = min(n, done * n // total) if total else 0
+    return cb
+
+async def _backed_up(url: str, o: BenchOptions, name: str, path: str, p=None) -> float:
+    "Fill stream `name`, back it up into `path`; the seconds the snapshot took."
+    async with _stream(url, o, name) as c:
+        await _fill(c, o, _subjects('bench.js', o.subjects), o.msgs)
+        nc = await nats.connect(url)
+        try:
+            t0 = p.start() if p else time.perf_counter()
+            await _snapshot(nc, name, path, progress=_in_msgs(p, o.msgs) if p else None, timeout=o.stall)
+            return p.stop() if p else time.perf_counter() - t0
+        finally: await nc.close()
+
+@scenario('js-backup', 'backup')
+async def bench_js_backup(url: str, o: BenchOptions, p) -> Result:
+    "Back up a stream of `msgs` messages (`$JS.API.STREAM.SNAPSHOT`, 1 MiB chunks) into a directory."
+    with tempfile.TemporaryDirectory() as d:
+        dt = await _backed_up(url, o, 'BENCH_BACKUP', d + '/b', p)
+    return Result('js-backup', o.storage, o.msgs, dt, o.size)
+
+@scenario('js-restore', 'backup')
+async def bench_js_restore(url: str, o: BenchOptions, p) -> Result:
+    "Restore a backup of a stream of `msgs` messages (`$JS.API.STREAM.RESTORE`, 1 MiB chunks)."
+    with tempfile.TemporaryDirectory() as d:
+        await _backed_up(url, o, 'BENCH_RESTORE', d + '/b')            # the stream is deleted again
+        nc = await nats.connect(url)
+        try:
+            p.start()
+            await _restore(nc, d + '/b', progress=_in_msgs(p, o.msgs), timeout=max(60, o.stall))
+            dt = p.stop()
+            c = await Conn.connect(url)
+            try: await _check_stored(c, 'BENCH_RESTORE', o.msgs)
+            finally:
+                await c.api('$JS.API.STREAM.DELETE.BENCH_RESTORE', timeout=60); await c.close()
+        finally: await nc.close()
+    return Result('js-restore', o.storage, o.msgs, dt, o.size)
+

@@ -13,7 +13,7 @@ __all__ = ['DATA_FILE', 'META_FILE', 'INDEX_FILE', 'DEFAULT_CHUNK', 'BackupError
 
 # %% ../../nbs/3_clients/04_backup.ipynb #b78acc5e
 DATA_FILE, META_FILE, INDEX_FILE = 'stream.tar.s2', 'backup.json', 'streams.json'
-DEFAULT_CHUNK = 128 * 1024          # the reference's default snapshot chunk size
+DEFAULT_CHUNK = 1 << 20             # the largest snapshot chunk servers send (a restore chunk is also kept under max_payload)
 
 class BackupError(Exception):
     "A snapshot or restore refused or broken off, with the server's description, code and err_code when it gave them."

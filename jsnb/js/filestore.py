@@ -556,3 +556,13 @@ def read_meta(self: FileStore) -> dict | None:
     "The stored stream configuration, or None."
     p = self.directory / 'meta.json'
     return json.loads(p.read_bytes()) if p.exists() else None
+
+# %% ../../nbs/2_js/05_filestore.ipynb #db3d29c5
+@patch
+def move(self: FileStore, directory) -> None:
+    "Move the store to `directory` (which must not exist yet) and carry on there."
+    self._commit()
+    directory = Path(directory)
+    os.replace(self.directory, directory); _fsync_dir(directory.parent)
+    self.directory, self.name, self._bdir = directory, directory.name, directory / 'msgs'
+

@@ -21,7 +21,7 @@ from .account import Account
 from .filestore import FileStore
 from .stream import limits_of
 from .ttl import parse_ttl
-from .snapshot import (ARCHIVE_MAGIC, ArchiveReader, S2Reader, SnapshotError, is_empty_request, _client, _CORRUPT, _INVALID)
+from .snapshot import (ARCHIVE_MAGIC, ArchiveReader, S2Reader, SnapshotError, is_empty_request, ready, WAIT_FOR_KERNELS, KERNEL_WAIT, _client, _CORRUPT, _INVALID)
 from . import mirrors, stream_api
 
 log = logging.getLogger('jsnb')
@@ -46,7 +46,7 @@ STALL_TIMEOUT = 5.0          # seconds a restore may receive nothing
 
 class Restore:
     "One restore in progress: chunks in, a stream and its consumers out."
-    def __init__(self, acct: Account, cfg: dict, src):
+    def __init__(self, acct: Account, cfg: dict, src, big: bool = False):
         self.acct, self.cfg, self.src, self.name = acct, cfg, src, cfg['name']
         self.subject = f'$JS.SNAPSHOT.RESTORE.{self.name}.{event_id()}'
         self.s2, self.arc = S2Reader(), ArchiveReader(self._check, self._entry)
@@ -56,6 +56,8 @@ class Restore:
         self.state = self.store = None
         self.consumers: list[tuple[str, dict, dict]] = []
         self._batch: list = []                              # messages read, to be stored together
+        self._held: list = []                               # chunks that wait for the kernels
+        self.big, self.opened = big, time.monotonic()       # a large backup: worth waiting (a little) for the kernels
         self.lseq = self.used0 = self.stored = self._ncons = 0
         self.staging = ''                                   # where a file stream is restored before it goes live
         advise(acct, f'$JS.EVENT.ADVISORY.STREAM.RESTORE_CREATE.{self.name}', 'io.nats.jetstream.advisory.v1.restore_create',
@@ -66,12 +68,25 @@ class Restore:
 # %% ../../nbs/2_js/18a_restore.ipynb #43097bb7
 @patch
 def on_chunk(self: Restore, subject, reply, hdr, data, src):
-    "One message on the restore subject: a chunk, or (empty) the end."
+    "One message on the restore subject: taken now, or held (in order) while the snapshot kernels are compiled."
     if self.finished: return
+    self.last = time.monotonic()
+    self._held.append((reply, data[hdr:] if hdr else data))
+    if len(self._held) == 1: self._release()
+
+@patch
+def _release(self: Restore):
+    "Take the held messages once the kernels are ready (decoding with the plain twins would take far longer)."
+    if self.big and not ready() and time.monotonic() - self.opened < KERNEL_WAIT: return self.acct.later(0.05, self._release)
+    while self._held and not self.finished: self._take(*self._held.pop(0))
+    self._held.clear()
+
+@patch
+def _take(self: Restore, reply, body):
+    "A chunk, or (empty) the end."
     if not reply:
         self.err = SnapshotError(f"restore for stream '$G > {self.name}' requires reply subject for each chunk")
         return self._finish(b'')
-    body = data[hdr:] if hdr else data
     if not body: return self._finish(reply)
     self.last = time.monotonic(); self.total += len(body)
     if self.err is None and not self.eob:
@@ -85,7 +100,7 @@ def on_chunk(self: Restore, subject, reply, hdr, data, src):
 def _watch(self: Restore):
     "A restore that received nothing for 5 seconds is abandoned: no answer, the subscription goes."
     if self.finished: return
-    idle = time.monotonic() - self.last
+    idle = 0 if self._held else time.monotonic() - self.last
     if idle < STALL_TIMEOUT: return self.acct.later(STALL_TIMEOUT - idle, self._watch)
     log.warning("restore for stream '$G > %s' is stalled", self.name)
     self.finished = True; self.acct.unsubscribe(self.sub)
@@ -190,18 +205,13 @@ def _open_store(self: Restore):
 
 @patch
 def _place(self: Restore, store):
-    "Move a staged file store to its place among the streams; the store as opened there."
+    "Move a staged file store, still open, to its place among the streams; the store."
     if not self.staging: return store
-    first = store.state()['first_seq']
-    store.stop()
     final = os.path.join(self.acct.streams_dir, self.name)
     if os.path.exists(final): shutil.rmtree(final)          # left over by a stream that is gone
     os.makedirs(self.acct.streams_dir, exist_ok=True)
-    os.replace(self.staging, final)
+    store.move(final)
     _STAGING.discard(self.staging); self.staging = ''
-    store = self.acct.open_store(self.cfg)
-    st = store.state()
-    if not st['messages'] and st['first_seq'] < first: store.compact(first)   # an empty store starts where the snapshot did
     return store
 
 # %% ../../nbs/2_js/18a_restore.ipynb #3db19a48
@@ -356,5 +366,5 @@ def stream_restore(acct: Account, args, body, src) -> dict:
     cfg = stream_config_for_create(dict(cfg, pedantic=False, sealed=False), name, max_memory=fm, max_file=ff)
     if sealed: cfg['sealed'] = True
     if name in acct.streams: raise JSStreamNameExistRestoreFailedErr()
-    r = Restore(acct, cfg, src)
+    r = Restore(acct, cfg, src, big=(req['state']['bytes'] or 0) >= WAIT_FOR_KERNELS)
     return dict(deliver_subject=r.subject)

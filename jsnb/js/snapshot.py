@@ -4,7 +4,7 @@
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #9567097f
 from __future__ import annotations
-import logging, threading, time
+import logging, threading, time, types
 import numpy as np
 import orjson
 from fastcore.basics import patch
@@ -23,9 +23,10 @@ from . import kernels, stream_api
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'S2_HEADER', 'ARCHIVE_MAGIC', 'ACK_TIMEOUT', 'INTEREST_WAIT', 'SNAPSHOT_REQUEST', 'warm', 'crc32c',
-           'masked_crc', 'SnapshotError', 's2_block', 'S2Reader', 's2_compress', 's2_frames', 'archive_entry',
-           'ArchiveReader', 'consumer_entry', 'snapshot_bytes', 'Snapshot', 'is_empty_request', 'stream_snapshot']
+__all__ = ['log', 'WAIT_FOR_KERNELS', 'KERNEL_WAIT', 'S2_HEADER', 'ARCHIVE_MAGIC', 'BLOCK', 'ACK_TIMEOUT', 'INTEREST_WAIT',
+           'SNAPSHOT_REQUEST', 'warm', 'ready', 'crc32c', 'masked_crc', 'SnapshotError', 's2_block', 'S2Reader',
+           's2_compress', 's2_frames', 'archive_entry', 'archive_entries', 'ArchiveReader', 'consumer_entry',
+           'snapshot_bytes', 'Snapshot', 'is_empty_request', 'stream_snapshot']
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #538cd0d4
 def _crc_tables() -> np.ndarray:
@@ -66,27 +67,42 @@ _JITTED: dict = {}
 _warming = None
 
 def _trials():
-    "Each kernel with arguments to compile it on."
-    z = lambda n, t=np.uint8: np.zeros(n, t)
-    return {'_crc_loop': (z(8), 0, _CRC_T), '_s2_loop': (z(2), 0, z(1)), '_compress_loop': (z(8), z(64), z(1 << 14, np.int64))}
+    "Each kernel with arguments to compile it on: the input read-only, as `np.frombuffer` gives it from `bytes`."
+    z, ro = lambda n, t=np.uint8: np.zeros(n, t), lambda n: np.frombuffer(bytes(n), np.uint8)
+    i = z(1, np.int64)
+    return {'_crc_loop': (ro(8), 0, _CRC_T), '_s2_loop': (ro(2), 0, z(1)), '_compress_loop': (ro(8), z(64), z(1 << 14, np.int64)),
+            '_entries_loop': (i, i, i, i, i, ro(1), i, ro(1), i, ro(1), i, z(64)), '_scan_loop': (z(16), 0, 16, z((2, 6), np.int64))}
+
+_HELPERS = ('_lit', '_put_uv', '_get_uv')     # plain functions that kernels call
 
 def warm() -> dict:
     "Compile (or load from the cache) the snapshot kernels now."
     if kernels.WANTED:
         with kernels._lock:
+            g = dict(globals())               # what the kernels see: the helpers compiled (the twins keep the plain ones)
+            for name in _HELPERS:
+                if name in g: g[name] = kernels.compile_cached(g[name])
             for name, args in _trials().items():
-                if name in globals() and name not in _JITTED:
-                    f = kernels.compile_cached(globals()[name]); f(*args)
+                if name in g and name not in _JITTED:
+                    f = kernels.compile_cached(types.FunctionType(g[name].__code__, g, name)); f(*args)
                     _JITTED[name] = f
     return _JITTED
 
+WAIT_FOR_KERNELS = 1 << 20             # a stream this large waits for the compiled kernels; a smaller one goes on with the twins
+KERNEL_WAIT = 2.0                      # seconds it waits at most (a first compile, without a cache, takes longer)
+
+def ready() -> bool:
+    "Whether the compiled kernels are in place (or never will be); if not, they start compiling in the background."
+    global _warming
+    if not kernels.WANTED or len(_JITTED) == len(_trials()): return True
+    if _warming is None: _warming = threading.Thread(target=warm, name='jsnb-snapshot-warm', daemon=True); _warming.start()
+    return not _warming.is_alive()                # a compile that failed leaves the twins to answer
+
 def _jit(name: str, size: int):
     "The compiled kernel `name` for an input of `size` bytes, or None when the plain twin should answer."
-    global _warming
     if size < _JIT_SMALL or not kernels.WANTED: return None
     f = _JITTED.get(name)
-    if f is None and size >= _JIT_MIN and _warming is None:
-        _warming = threading.Thread(target=warm, name='jsnb-snapshot-warm', daemon=True); _warming.start()
+    if f is None and size >= _JIT_MIN: ready()
     return f
 
 def crc32c(data: bytes, crc: int = 0) -> int:
@@ -242,9 +258,24 @@ class S2Reader:
     def pending(self) -> int: return len(self._buf)
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #007eb0f0
+def _lit(dst, d, src, a, b):
+    "Kernel helper: the literal `src[a:b]` (not empty) as a tag and its bytes at `dst[d:]`; the offset after it."
+    ln = b - a
+    x = ln - 1
+    if x < 60:
+        dst[d] = x << 2; d += 1
+    elif x < 256:
+        dst[d] = 60 << 2; dst[d + 1] = x; d += 2
+    elif x < 65536:
+        dst[d] = 61 << 2; dst[d + 1] = x & 0xff; dst[d + 2] = x >> 8; d += 3
+    else:
+        dst[d] = 62 << 2; dst[d + 1] = x & 0xff; dst[d + 2] = (x >> 8) & 0xff; dst[d + 3] = x >> 16; d += 4
+    dst[d:d + ln] = src[a:b]
+    return d + ln
+
 def _compress_loop(src, dst, table):
     "Kernel: compress `src` into `dst` as Snappy block tags (after the length varint); the bytes written."
-    n, d, s, lit = len(src), 0, 0, 0
+    n, d, s, lit, skip = len(src), 0, 0, 0, 32
     for i in range(len(table)): table[i] = -1
     limit = n - 4
     while s < limit:
@@ -253,25 +284,13 @@ def _compress_loop(src, dst, table):
         cand = table[h]
         table[h] = s
         if cand < 0 or s - cand >= 65536 or v != ((src[cand] & 0xff) | ((src[cand + 1] & 0xff) << 8) | ((src[cand + 2] & 0xff) << 16) | ((src[cand + 3] & 0xff) << 24)):
-            s += 1
+            s += skip >> 5; skip += skip >> 5             # the longer nothing matches, the further each step
             continue
-        # the literal before the match
-        ln = s - lit
-        if ln > 0:
-            x = ln - 1
-            if x < 60:
-                dst[d] = x << 2; d += 1
-            elif x < 256:
-                dst[d] = 60 << 2; dst[d + 1] = x; d += 2
-            elif x < 65536:
-                dst[d] = 61 << 2; dst[d + 1] = x & 0xff; dst[d + 2] = x >> 8; d += 3
-            else:
-                dst[d] = 62 << 2; dst[d + 1] = x & 0xff; dst[d + 2] = (x >> 8) & 0xff; dst[d + 3] = x >> 16; d += 4
-            dst[d:d + ln] = src[lit:s]; d += ln
+        if s > lit: d = _lit(dst, d, src, lit, s)          # the literal before the match
         m = 4
         while s + m < n and src[cand + m] == src[s + m]: m += 1
         off = s - cand
-        s += m; lit = s
+        s += m; lit = s; skip = 32
         while m >= 68:
             dst[d] = (63 << 2) | 2; dst[d + 1] = off & 0xff; dst[d + 2] = off >> 8; d += 3; m -= 64
         if m > 64:
@@ -280,18 +299,7 @@ def _compress_loop(src, dst, table):
             dst[d] = ((m - 1) << 2) | 2; dst[d + 1] = off & 0xff; dst[d + 2] = off >> 8; d += 3
         else:
             dst[d] = ((off >> 8) << 5) | ((m - 4) << 2) | 1; dst[d + 1] = off & 0xff; d += 2
-    ln = n - lit
-    if ln > 0:
-        x = ln - 1
-        if x < 60:
-            dst[d] = x << 2; d += 1
-        elif x < 256:
-            dst[d] = 60 << 2; dst[d + 1] = x; d += 2
-        elif x < 65536:
-            dst[d] = 61 << 2; dst[d + 1] = x & 0xff; dst[d + 2] = x >> 8; d += 3
-        else:
-            dst[d] = 62 << 2; dst[d + 1] = x & 0xff; dst[d + 2] = (x >> 8) & 0xff; dst[d + 3] = x >> 16; d += 4
-        dst[d:d + ln] = src[lit:n]; d += ln
+    if n > lit: d = _lit(dst, d, src, lit, n)
     return d
 
 def s2_compress(data: bytes) -> bytes | None:
@@ -320,23 +328,123 @@ def archive_entry(name: bytes, ts: int = 0, seq: int = 0, hdr: bytes = b'', data
     return b''.join((_uv(len(name)), _uv(((ts << 1) ^ (ts >> 63)) & 0xffffffffffffffff), _uv(seq), _uv(len(hdr)),
                      _uv(len(data)), name, hdr, data))
 
+# %% ../../nbs/2_js/18_snapshot.ipynb #0fb575da
+def _put_uv(dst, d, v):
+    "Kernel helper: the unsigned varint `v` (an unsigned 64-bit integer) at `dst[d:]`; the offset after it."
+    while v >= 0x80:
+        dst[d] = (v & 0x7f) | 0x80; d += 1; v >>= 7
+    dst[d] = v
+    return d + 1
+
+def _entries_loop(nl, ts, seq, hl, dl, names, name_at, hdrs, hdr_at, datas, data_at, dst):
+    "Kernel: an archive entry for each row of the columns, into `dst`; the bytes written."
+    d = 0
+    for i in range(len(seq)):
+        t = np.int64(ts[i])
+        d = _put_uv(dst, d, np.uint64(nl[i]))
+        d = _put_uv(dst, d, np.uint64(t << 1) ^ np.uint64(t >> 63))      # zig-zag, as Go writes a signed varint
+        d = _put_uv(dst, d, np.uint64(seq[i]))
+        d = _put_uv(dst, d, np.uint64(hl[i]))
+        d = _put_uv(dst, d, np.uint64(dl[i]))
+        a, n = name_at[i], nl[i]; dst[d:d + n] = names[a:a + n]; d += n
+        a, n = hdr_at[i], hl[i]; dst[d:d + n] = hdrs[a:a + n]; d += n
+        a, n = data_at[i], dl[i]; dst[d:d + n] = datas[a:a + n]; d += n
+    return d
+
+def _column(values, n: int) -> np.ndarray: return np.fromiter(values, np.int64, n)
+
+def _starts(lens: np.ndarray) -> np.ndarray:
+    "Where each piece starts when pieces of `lens` bytes are joined."
+    at = np.zeros(len(lens), np.int64); np.cumsum(lens[:-1], out=at[1:])
+    return at
+
+def _entry_columns(msgs: list) -> tuple:
+    "The arguments of `_entries_loop` for `msgs`, and a `dst` large enough."
+    n = len(msgs)
+    names = [wire(m.subject) for m in msgs]
+    nl, hl, dl = _column(map(len, names), n), _column((len(m.hdr) for m in msgs), n), _column((len(m.data) for m in msgs), n)
+    ts, seq = _column((m.ts for m in msgs), n), _column((m.seq for m in msgs), n)
+    u8 = lambda b: np.frombuffer(b, np.uint8)
+    return (nl, ts, seq, hl, dl, u8(b''.join(names)), _starts(nl), u8(b''.join([m.hdr for m in msgs])), _starts(hl),
+            u8(b''.join([m.data for m in msgs])), _starts(dl), np.empty(int(nl.sum() + hl.sum() + dl.sum()) + 50 * n, np.uint8))
+
+def archive_entries(msgs: list) -> bytes:
+    "The archive entries of stored messages `msgs` (`subject`, `ts`, `seq`, `hdr`, `data`), one after the other."
+    k = _jit('_entries_loop', len(msgs) * 64)
+    if k is None or not msgs: return b''.join([archive_entry(wire(m.subject), m.ts, m.seq, m.hdr, m.data) for m in msgs])
+    args = _entry_columns(msgs)
+    return args[-1][:k(*args)].tobytes()
+
+
 # %% ../../nbs/2_js/18_snapshot.ipynb #28ee5480
 _INVALID = 'archive: invalid archive stream'
+
+def _get_uv(buf, p, n):
+    "Kernel helper: (value, offset after) of the unsigned varint at `buf[p:n]`; value -1 when incomplete, -2 when not below 2**63."
+    x, shift = np.int64(0), 0
+    for j in range(p, min(n, p + 9)):
+        c = np.int64(buf[j])
+        x |= (c & 0x7f) << shift
+        if c < 0x80: return x, j + 1
+        shift += 7
+    return (np.int64(-1) if n - p < 9 else np.int64(-2)), p
+
+def _scan_loop(buf, pos, n, rows):
+    "Kernel: the entries complete in `buf[pos:n]`, a row each in `rows` (name offset, name length, time, sequence, header and payload sizes); (entries, offset after them, what stopped it: 0 more bytes needed, 1 `rows` full, 2 the next entry's bytes missing (its row is filled), 3 an entry for the plain reader)."
+    k, m = 0, len(rows)
+    while k < m:
+        p, v = pos, np.zeros(5, np.int64)
+        for f in range(5):
+            x, p = _get_uv(buf, p, n)
+            if x == -1: return k, pos, 0
+            if x < 0: return k, pos, 3                  # a value of 2**63 or more: the plain reader decides
+            v[f] = x
+        nl, hs, ps = v[0], v[3], v[4]
+        if nl > 1 << 20 or hs + ps >= 1 << 62: return k, pos, 3
+        if n - p < nl: return k, pos, 0
+        rows[k, 0], rows[k, 1] = p, nl
+        rows[k, 2] = (v[1] >> 1) ^ -(v[1] & 1)
+        rows[k, 3], rows[k, 4], rows[k, 5] = v[2], hs, ps
+        p += nl
+        if n - p < hs + ps: return k, p, 2
+        pos = p + hs + ps; k += 1
+    return k, pos, 1
 
 class ArchiveReader:
     "Reads archive entries from pieces of any size: `feed` returns the `(name, ts, seq, hdr_size, payload_size, body)` completed, or hands each to `on_entry` at once."
     def __init__(self, check=None, on_entry=None):
         self._buf, self.magic, self.head, self.name, self.check, self.on_entry = bytearray(), False, None, b'', check, on_entry
+        self._rows = np.zeros((1024, 6), np.int64)
 
     def feed(self, data: bytes) -> list[tuple]:
-        buf, out, pos = self._buf, [], 0
+        buf, out, pos, plain = self._buf, [], 0, False
         buf += data
         while True:
             if not self.magic:
                 if len(buf) < 8: break
                 if bytes(buf[:8]) != ARCHIVE_MAGIC: raise SnapshotError(_INVALID)
                 self.magic, pos = True, 8
+            if self.head is None and not plain:
+                k = _jit('_scan_loop', len(buf) - pos)
+                if k is not None:
+                    a = np.frombuffer(buf, np.uint8)
+                    try: got, pos2, why = k(a, pos, len(buf), self._rows)
+                    finally: del a                                  # before the buffer is resized
+                    for name_at, nl, ts, seq, hs, ps in self._rows[:got].tolist():
+                        e = (bytes(buf[name_at:name_at + nl]), ts, seq, hs, ps, bytes(buf[name_at + nl:name_at + nl + hs + ps]))
+                        pos = name_at + nl + hs + ps
+                        if self.check: self.check(*e[:5])
+                        if self.on_entry: self.on_entry(*e)
+                        else: out.append(e)
+                    pos = pos2 if why != 2 else pos
+                    if why == 0: break
+                    if why == 1: continue
+                    if why == 3: plain = True; continue
+                    name_at, nl, ts, seq, hs, ps = self._rows[got].tolist()           # the next entry's header is in
+                    self.name, self.head, pos = bytes(buf[name_at:name_at + nl]), (ts, seq, hs, ps), name_at + nl
+                    if self.check: self.check(self.name, *self.head)
             if self.head is None:
+                plain = False
                 vals, p = [], pos
                 for _ in range(5):
                     v, p = _uvarint(buf, p)
@@ -392,30 +500,36 @@ def snapshot_bytes(stream, state: dict, consumers: list[tuple[str, dict]], now: 
     yield ARCHIVE_MAGIC + archive_entry(b'state.json', now, 0, b'', doc)
     for name, entry in consumers: yield archive_entry(b'consumers/' + wire(name), now, 0, b'', orjson.dumps(entry))
     seq, last, store = state['first_seq'], state['last_seq'], stream.store
+    per = max(16, min(1024, BLOCK * state['messages'] // max(1, state['bytes'])))     # about a frame's worth a batch
     while seq <= last:
-        batch = store.load_next_msgs('', seq, 256)
+        batch = store.load_next_msgs('', seq, per)
         if not batch: break
-        out = [archive_entry(wire(m.subject), m.ts, m.seq, m.hdr, m.data) for m in batch if m.seq <= last]
-        if out: yield b''.join(out)
-        if batch[-1].seq >= last: break
-        seq = batch[-1].seq + 1
+        top = batch[-1].seq
+        if top > last: batch = [m for m in batch if m.seq <= last]
+        if batch: yield archive_entries(batch)
+        if top >= last: break
+        seq = top + 1
     yield archive_entry(b'')
 
+BLOCK = 1 << 20                       # bytes of archive per S2 frame, the block size of the reference's S2 writer
+
 class _Packer:
-    "The snapshot's bytes as S2 frames, made as they are read."
-    def __init__(self, pieces, block: int = 1 << 16):
-        self._pieces, self._block, self._out, self._raw, self.done = pieces, block, bytearray(S2_HEADER), [], False
+    "The snapshot's bytes as S2 frames of `block` bytes (the last one shorter), made as they are read."
+    def __init__(self, pieces, block: int = BLOCK):
+        self._pieces, self._block, self._out, self._raw, self.done = pieces, block, bytearray(S2_HEADER), b'', False
 
     def read(self, n: int) -> bytes:
         "Up to `n` bytes; fewer only at the end."
         while len(self._out) < n and not self.done:
-            size = 0
+            raw, size = [self._raw], len(self._raw)
             while size < self._block:
                 p = next(self._pieces, None)
                 if p is None: self.done = True; break
-                self._raw.append(p); size += len(p)
-            raw, self._raw = b''.join(self._raw), []
-            self._out += s2_frames(raw, self._block, header=False)
+                raw.append(p); size += len(p)
+            raw = b''.join(raw)
+            whole = len(raw) if self.done else len(raw) - len(raw) % self._block   # a partial frame waits for more
+            self._out += s2_frames(raw[:whole], self._block, header=False)
+            self._raw = raw[whole:]
         out = bytes(self._out[:n]); del self._out[:n]
         return out
 
@@ -495,7 +609,7 @@ def _watch(self: Snapshot):
     if self.finished: return
     now, interest = time.monotonic(), self.acct.has_interest(self.deliver)
     if not self.sending:
-        if interest or now - self.started >= INTEREST_WAIT:
+        if (interest or now - self.started >= INTEREST_WAIT) and (self.state['bytes'] < WAIT_FOR_KERNELS or ready() or now - self.started >= KERNEL_WAIT):
             self.sending, self.had_interest, self.sent_at = True, interest, now
             self._pump()
     elif interest: self.had_interest = True

@@ -83,17 +83,16 @@ def _rebuild_dedup(self: Stream):
     window = self.cfg.get('duplicate_window', 0)
     st = self.store.state()
     if not st['messages']: return
-    cutoff, seq, found = time.time_ns() - window, st['last_seq'], []
-    while seq >= st['first_seq']:
-        m = self.store.load_prev_msg(seq)
-        if m is None or m.ts < cutoff: break
-        mid = get_header(m.hdr, b'Nats-Msg-Id')
-        if mid:
-            found.append((text(mid), m.seq, m.ts))
-            if m.seq == st['last_seq']: self.last_msg_id = text(mid)
-        seq = m.seq - 1
-    for mid, s, ts in reversed(found):
-        if mid not in self.dedup: self._remember(mid, s, ts)
+    seq = self.store.seq_from_time(time.time_ns() - window)          # read forward, in batches, from the window's start
+    while seq <= st['last_seq']:
+        batch = self.store.load_next_msgs('', seq, 1024)
+        if not batch: break
+        for m in batch:
+            mid = get_header(m.hdr, b'Nats-Msg-Id') if m.hdr else None
+            if mid:
+                if text(mid) not in self.dedup: self._remember(text(mid), m.seq, m.ts)
+                if m.seq == st['last_seq']: self.last_msg_id = text(mid)
+        seq = batch[-1].seq + 1
 
 # %% ../../nbs/2_js/06_stream.ipynb #816842aa
 @patch
