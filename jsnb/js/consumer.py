@@ -50,6 +50,7 @@ class Consumer:
         self.next_hb = 0
         self.closed = False
         self.pin: priority.Pin | None = None             # the pinned client (priority policy `pinned_client`)
+        self._gone = 0                                     # acks since `pending` was last compacted
         self._round = 0                                    # delivery rounds, to check each waiting request once per round
 
     def set_config(self, cfg: dict):
@@ -58,6 +59,8 @@ class Consumer:
         self.filters = [f for f in [cfg.get('filter_subject')] + (cfg.get('filter_subjects') or []) if f]
         self._filter = tuple(self.filters) if len(self.filters) > 1 else (self.filters[0] if self.filters else '')   # the store's form
         self.paused_until = parse_rfc3339(cfg['pause_until']) if cfg.get('pause_until') else 0   # paused from the start
+        f = (cfg.get('sample_freq') or '').rstrip('%')
+        self._sample_pct = int(f) if f.isdigit() else 0     # acks sampled for the ack metric, in percent
         self._plain = not (cfg.get('headers_only') or cfg.get('rate_limit_bps') or cfg.get('replay_policy') == 'original')   # nothing to pace or rewrite
 
     @property
@@ -374,11 +377,10 @@ def _ack(self: Consumer, sseq: int, dseq: int):
         for s in [s for s in self.pending if s <= sseq]: del self.pending[s]; self.rdc.pop(s, None); acked.append(s)
         self.adflr, self.asflr = dseq, sseq
     else:
-        p = self.pending.get(sseq)
-        if p is None: self.rdc.pop(sseq, None); return
-        self._sample(sseq, p)
-        del self.pending[sseq]
-        self.rdc.pop(sseq, None)
+        p = self.pending.pop(sseq, None)
+        if p is not None and self._sample_pct: self._sample(sseq, p)     # before its delivery count is forgotten
+        if self.rdc: self.rdc.pop(sseq, None)
+        if p is None: return
         acked.append(sseq)
         self._move_ack_floor(p[0], sseq)
     self.last_acked = time.time_ns()
@@ -387,8 +389,7 @@ def _ack(self: Consumer, sseq: int, dseq: int):
 @patch
 def _sample(self: Consumer, sseq: int, p: list):
     "Publish the ack-time metric for a sampled acknowledgement (`sample_freq`)."
-    f = self.cfg.get('sample_freq') or ''
-    pct = int(f.rstrip('%') or 0) if f.rstrip('%').isdigit() else 0
+    pct = self._sample_pct
     if pct <= 0 or (pct < 100 and random.randrange(100) > pct): return
     self.advise('ACK', consumer_seq=p[0], stream_seq=sseq, ack_time=time.time_ns() - p[1],
                                                           deliveries=self.rdc.get(sseq, 1))
@@ -396,11 +397,14 @@ def _sample(self: Consumer, sseq: int, p: list):
 @patch
 def _move_ack_floor(self: Consumer, dseq: int, sseq: int):
     "Advance the ack floor past everything contiguous that is no longer pending."
-    if not self.pending: self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
+    pending = self.pending
+    if not pending: self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
     elif dseq == self.adflr + 1:
-        self.adflr, self.asflr = dseq, sseq
-        lowest = next(iter(self.pending))        # pending keeps first-delivery order, which is stream order
-        self.adflr, self.asflr = self.pending[lowest][0] - 1, lowest - 1
+        self._gone += 1                          # the first key of a dict that lost its oldest keys is found by
+        if self._gone > 32 + len(pending) // 8:  # walking past their empty slots: copy it (compacted) now and then
+            pending = self.pending = dict(pending); self._gone = 0
+        lowest = next(iter(pending))             # pending keeps first-delivery order, which is stream order
+        self.adflr, self.asflr = pending[lowest][0] - 1, lowest - 1
 
 # %% ../../nbs/2_js/12_consumer.ipynb #bbd3c1d8
 @patch
@@ -478,7 +482,7 @@ def next_due(self: Consumer) -> int | None:
     ihb = self.cfg.get('idle_heartbeat') or 0
     if ihb and not self.is_pull: t.append(max(self.last_delivered, self.next_hb - ihb, self.created) + ihb)
     if self._held: t.append(self._held); self._held = 0
-    if self.paused_until > time.time_ns(): t.append(self.paused_until)
+    if self.paused_until and self.paused_until > time.time_ns(): t.append(self.paused_until)
     if self.pin is not None: t.append(self.pin.due)
     return min(t) if t else None
 

@@ -105,6 +105,7 @@ def _no_wait(c: Consumer, req: dict, now: int) -> tuple[int, str] | None:
 # %% ../../nbs/2_js/12b_pull.ipynb #6b62b7f6
 def serve(c: Consumer):
     "Hand the waiting requests what the consumer may deliver now, then answer `no_wait` requests that found the end."
+    if not c.waiting: return                     # the usual case after an ack: nobody asked for more
     now = time.time_ns()
     c._round += 1                                # each request's inbox is checked once per round, not once per message
     if c.pin is None and (c.cfg.get('priority_policy') or 'none') == 'none': _serve_plain(c, now)
