@@ -303,8 +303,84 @@ def _deliver(self: Consumer):
     else: self._deliver_push()
 
 
+# %% ../../nbs/2_js/12_consumer.ipynb #5b0c9d07
+@patch
+def _ack_wait(self: Consumer, sseq: int) -> int:
+    bo = self.cfg.get('backoff') or []
+    if bo:
+        dc = self.rdc.get(sseq, 1)
+        return bo[min(dc - 1, len(bo) - 1)]
+    return self.cfg.get('ack_wait') or 30 * NS
+
+@patch
+def _ack_due_at(self: Consumer, sseq: int, at: int):
+    "Remember when `sseq`, delivered (or touched) at `at`, is due for redelivery."
+    h = self._acks_due
+    heapq.heappush(h, (at + self._ack_wait(sseq), sseq, at))
+    if len(h) > 2 * len(self.pending) + 1024: self._rebuild_acks_due()
+
+@patch
+def _rebuild_acks_due(self: Consumer):
+    "Entries of acknowledged messages piled up in the heap: make it again from what is pending."
+    self._acks_due = [(t + self._ack_wait(s), s, t) for s, (_, t) in self.pending.items()]
+    heapq.heapify(self._acks_due)
+
+@patch
+@_produces
+def tick(self: Consumer, now: int | None = None):
+    "Redeliveries, request expiry and heartbeats that are due; the cost is what is due, not what is pending."
+    if self.closed: return                      # a deleted consumer's last timer: nothing to do
+    now = now or time.time_ns()
+    h = self._acks_due
+    while h and h[0][0] <= now:
+        _, sseq, at = heapq.heappop(h)
+        p = self.pending.get(sseq)
+        if p is None or p[1] != at or sseq in self.rdq: continue      # acknowledged, or touched or redelivered since
+        if not self._exhausted(sseq): self.rdq.append(sseq)
+    priority.expire_pin(self, now)
+    pq.expire(self, now)
+    pq.heartbeats(self, now)
+    self._heartbeat(now)
+    self._deliver()
+
+@patch
+def next_due(self: Consumer) -> int | None:
+    "When (UNIX ns) this consumer next has something to do on its own: a redelivery, a request to expire, a heartbeat."
+    if self.closed: return None
+    t = pq.due(self) if self.waiting else []
+    if self._acks_due: t.append(self._acks_due[0][0])
+    ihb = self.cfg.get('idle_heartbeat') or 0
+    if ihb and not self.is_pull: t.append(max(self.last_delivered, self.next_hb - ihb, self.created) + ihb)
+    if self._held: t.append(self._held); self._held = 0
+    if self.paused_until and self.paused_until > time.time_ns(): t.append(self.paused_until)
+    if self.pin is not None: t.append(self.pin.due)
+    return min(t) if t else None
+
+@patch
+def _exhausted(self: Consumer, sseq: int) -> bool:
+    "Whether `sseq` has used up `max_deliver`; if so it leaves pending, unacknowledged (the ack floor stays, as in the reference)."
+    md, dc = self.cfg.get('max_deliver', -1) or -1, self.rdc.get(sseq, 1)
+    if md <= 0 or dc < md: return False
+    del self.pending[sseq]
+    self.advise('MAX_DELIVERIES', stream_seq=sseq, deliveries=dc)
+    return True
+
+@patch
+def _heartbeat(self: Consumer, now: int):
+    "A push consumer's idle heartbeat, when nothing was delivered for `idle_heartbeat`."
+    ihb = self.cfg.get('idle_heartbeat') or 0
+    if not self.is_pull and ihb and now - max(self.last_delivered, self.next_hb - ihb, self.created) >= ihb:
+        hb = status(100, 'Idle Heartbeat', Nats_Last_Consumer=self.dseq - 1, Nats_Last_Stream=self.sseq - 1)
+        if self.fc_pending: hb = hb[:-2] + b'Nats-Consumer-Stalled: %s\r\n\r\n' % self.fc_pending.encode()
+        self._emit(self.cfg['deliver_subject'], hb)
+        self.next_hb = now + ihb
+        if self._acks_by_fc and self.pending and not self.fc_pending: self._flow_control()   # idle: ask for the acks
+
 # %% ../../nbs/2_js/12_consumer.ipynb #d1710aa5
 _FC_EVERY = 2 * 1024 * 1024
+
+@patch(as_prop=True)
+def _acks_by_fc(self: Consumer) -> bool: return self.cfg.get('ack_policy') == 'flow_control'
 
 @patch
 def _deliver_push(self: Consumer):
@@ -340,9 +416,6 @@ def flow_control_reply(self: Consumer, subject: str, hdr: bytes = b''):
         sseq, dseq = last(b'Nats-Last-Stream'), last(b'Nats-Last-Consumer')
         if sseq > 0: self._ack(sseq, max(dseq, 0))
     self._deliver()
-
-@patch(as_prop=True)
-def _acks_by_fc(self: Consumer) -> bool: return self.cfg.get('ack_policy') == 'flow_control'
 
 # %% ../../nbs/2_js/12_consumer.ipynb #9d2cdf67
 @patch
@@ -432,79 +505,6 @@ def _term(self: Consumer, sseq: int, dc: int, reason: str):
         if reason: fields['reason'] = reason
         self.advise('TERMINATED', **fields)
         self.stream.acked(self, [sseq])
-
-# %% ../../nbs/2_js/12_consumer.ipynb #5b0c9d07
-@patch
-def _ack_wait(self: Consumer, sseq: int) -> int:
-    bo = self.cfg.get('backoff') or []
-    if bo:
-        dc = self.rdc.get(sseq, 1)
-        return bo[min(dc - 1, len(bo) - 1)]
-    return self.cfg.get('ack_wait') or 30 * NS
-
-@patch
-def _ack_due_at(self: Consumer, sseq: int, at: int):
-    "Remember when `sseq`, delivered (or touched) at `at`, is due for redelivery."
-    h = self._acks_due
-    heapq.heappush(h, (at + self._ack_wait(sseq), sseq, at))
-    if len(h) > 2 * len(self.pending) + 1024: self._rebuild_acks_due()
-
-@patch
-def _rebuild_acks_due(self: Consumer):
-    "Entries of acknowledged messages piled up in the heap: make it again from what is pending."
-    self._acks_due = [(t + self._ack_wait(s), s, t) for s, (_, t) in self.pending.items()]
-    heapq.heapify(self._acks_due)
-
-@patch
-@_produces
-def tick(self: Consumer, now: int | None = None):
-    "Redeliveries, request expiry and heartbeats that are due; the cost is what is due, not what is pending."
-    if self.closed: return                      # a deleted consumer's last timer: nothing to do
-    now = now or time.time_ns()
-    h = self._acks_due
-    while h and h[0][0] <= now:
-        _, sseq, at = heapq.heappop(h)
-        p = self.pending.get(sseq)
-        if p is None or p[1] != at or sseq in self.rdq: continue      # acknowledged, or touched or redelivered since
-        if not self._exhausted(sseq): self.rdq.append(sseq)
-    priority.expire_pin(self, now)
-    pq.expire(self, now)
-    pq.heartbeats(self, now)
-    self._heartbeat(now)
-    self._deliver()
-
-@patch
-def next_due(self: Consumer) -> int | None:
-    "When (UNIX ns) this consumer next has something to do on its own: a redelivery, a request to expire, a heartbeat."
-    if self.closed: return None
-    t = pq.due(self) if self.waiting else []
-    if self._acks_due: t.append(self._acks_due[0][0])
-    ihb = self.cfg.get('idle_heartbeat') or 0
-    if ihb and not self.is_pull: t.append(max(self.last_delivered, self.next_hb - ihb, self.created) + ihb)
-    if self._held: t.append(self._held); self._held = 0
-    if self.paused_until and self.paused_until > time.time_ns(): t.append(self.paused_until)
-    if self.pin is not None: t.append(self.pin.due)
-    return min(t) if t else None
-
-@patch
-def _exhausted(self: Consumer, sseq: int) -> bool:
-    "Whether `sseq` has used up `max_deliver`; if so it leaves pending, unacknowledged (the ack floor stays, as in the reference)."
-    md, dc = self.cfg.get('max_deliver', -1) or -1, self.rdc.get(sseq, 1)
-    if md <= 0 or dc < md: return False
-    del self.pending[sseq]
-    self.advise('MAX_DELIVERIES', stream_seq=sseq, deliveries=dc)
-    return True
-
-@patch
-def _heartbeat(self: Consumer, now: int):
-    "A push consumer's idle heartbeat, when nothing was delivered for `idle_heartbeat`."
-    ihb = self.cfg.get('idle_heartbeat') or 0
-    if not self.is_pull and ihb and now - max(self.last_delivered, self.next_hb - ihb, self.created) >= ihb:
-        hb = status(100, 'Idle Heartbeat', Nats_Last_Consumer=self.dseq - 1, Nats_Last_Stream=self.sseq - 1)
-        if self.fc_pending: hb = hb[:-2] + b'Nats-Consumer-Stalled: %s\r\n\r\n' % self.fc_pending.encode()
-        self._emit(self.cfg['deliver_subject'], hb)
-        self.next_hb = now + ihb
-        if self._acks_by_fc and self.pending and not self.fc_pending: self._flow_control()   # idle: ask for the acks
 
 # %% ../../nbs/2_js/12_consumer.ipynb #12cf3963
 @patch
