@@ -135,7 +135,8 @@ def _serve_plain(c: Consumer, now: int):
         if wr.seen != c._round:
             if not has(wr.reply): q.popleft(); continue       # a client that went away: dropped without a word
             wr.seen = c._round
-        if _run(c, wr, wr.n if len(q) == 1 else 1, now) < 0: return       # nothing (more) to deliver now
+        k = max(wr.n, 1) if len(q) == 1 else 1       # a bare batch of 0 or less still takes one, as in the reference
+        if _run(c, wr, k, now) < 0: return          # nothing (more) to deliver now
         if not q or q[0] is not wr: continue                              # it ended (too big for its `max_bytes`)
         if wr.n <= 0:
             q.popleft()
