@@ -4,74 +4,22 @@
 
 # %% ../../nbs/2_js/12_consumer.ipynb #90fe08ab
 from __future__ import annotations
-import collections, functools, heapq, logging, random, re, time
+import collections, functools, heapq, itertools, logging, random, time
 import orjson
 from fastcore.basics import patch
 from ..nats.subjects import subject_matches
 from ..nats.protocol import get_header
-from ..nats.times import NS, rfc3339, parse_rfc3339, go_duration
+from ..nats.times import NS, rfc3339, parse_rfc3339
 from .host import Frame, advise
 from .stream_config import stored_cfg
-from .errors import JSApiError, JSInvalidJSONErr
-from .gojson import GoBool, GoInt, GoStr, GoStruct, go_decode, _scan, _skip, _bad, _SyntaxErr
 from . import priority
+from . import pull as pq                   # the queue of waiting pull requests, and how it is served
+from .pull import PullRequest, status
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'PullRequest', 'go_unmarshal', 'parse_pull', 'status', 'Consumer', 'from_snapshot']
-
-# %% ../../nbs/2_js/12_consumer.ipynb #626681b3
-class PullRequest:
-    "One waiting `MSG.NEXT` request."
-    __slots__ = ('reply', 'n', 'b', 'd', 'no_wait', 'expires', 'hb', 'next_hb', 'received', 'pg', 'seen')
-    def __init__(self, reply: str, batch: int = 1, max_bytes: int = 0, no_wait: bool = False, expires: int = 0, hb: int = 0,
-                 pg: priority.Group | None = None):
-        now = time.time_ns()
-        self.reply, self.n, self.b, self.d, self.no_wait = reply, batch, max_bytes, 0, no_wait
-        self.expires = now + expires if expires else 0
-        self.hb, self.next_hb, self.received = hb, (now + hb if hb else 0), now
-        self.pg, self.seen = pg, -1                 # priority-group fields (JSON requests only); delivery round last seen alive
-
-_INT = GoInt('int')
-_PULL = GoStruct('', {'expires': GoInt('time.Duration'), 'batch': _INT, 'max_bytes': _INT, 'no_wait': GoBool(),
-                      'idle_heartbeat': GoInt('time.Duration'), 'group': GoStr(), 'min_pending': GoInt('int64'),
-                      'min_ack_pending': GoInt('int64'), 'id': GoStr(), 'priority': _INT}, strict=False)
-_ATOI = re.compile(rb'[+-]?[0-9]+')
-
-def go_unmarshal(body: bytes, typ: GoStruct) -> dict:
-    "Decode `body` as Go's `json.Unmarshal` does (one value, its syntax checked first, errors without an offset), or raise 10025."
-    b = bytes(body); i = _skip(b, 0)
-    try:
-        if i >= len(b): raise _SyntaxErr('unexpected EOF')
-        _, end = _scan(b, i)
-        if (j := _skip(b, end)) < len(b): _bad(b, j, 'after top-level value')
-    except _SyntaxErr as e: raise JSInvalidJSONErr(err='unexpected end of JSON input' if e.msg == 'unexpected EOF' else e.msg) from None
-    except RecursionError: raise JSInvalidJSONErr(err='exceeded max depth') from None
-    return go_decode(b[i:end], typ)
-
-def parse_pull(body: bytes) -> tuple[dict | None, str]:
-    "Decode a `MSG.NEXT` body into request fields, or an error description (Go's own words, as the reference sends them)."
-    body = body.strip()
-    if not body: return dict(batch=1), ''
-    if body[:1] != b'{':                             # a bare number; anything else asks for one message
-        n = int(body) if _ATOI.fullmatch(body) else 1
-        return dict(batch=n if -2**63 <= n < 2**63 else 1), ''
-    try: d = go_unmarshal(body, _PULL)
-    except JSApiError as e: return None, 'Bad Request - ' + e.description.removeprefix('invalid JSON: ')
-    batch = d.get('batch') or 1
-    if batch < 0 or (d.get('expires') or 0) < 0: return None, 'Bad Request - invalid request'
-    hb = d.get('idle_heartbeat') or 0
-    exp = d.get('expires') or 0
-    if hb and (not exp or hb * 2 > exp): return None, 'Bad Request - heartbeat value too large'
-    pg = priority.Group(d['group'] or '', d['min_pending'] or 0, d['min_ack_pending'] or 0, d['id'] or '', d['priority'] or 0)
-    return dict(batch=batch, max_bytes=d.get('max_bytes') or 0, no_wait=bool(d.get('no_wait')), expires=exp, hb=hb, pg=pg), ''
-
-# %% ../../nbs/2_js/12_consumer.ipynb #b983a709
-def status(code: int, desc: str, **headers) -> bytes:
-    "A header block `NATS/1.0 <code> <desc>` with extra headers."
-    h = f'NATS/1.0 {code} {desc}\r\n' + ''.join(f'{k.replace("_", "-")}: {v}\r\n' for k, v in headers.items())
-    return (h + '\r\n').encode()
+__all__ = ['log', 'Consumer', 'from_snapshot']
 
 # %% ../../nbs/2_js/12_consumer.ipynb #f0b37a84
 class Consumer:
@@ -102,6 +50,7 @@ class Consumer:
         self.next_hb = 0
         self.closed = False
         self.pin: priority.Pin | None = None             # the pinned client (priority policy `pinned_client`)
+        self._gone = 0                                     # acks since `pending` was last compacted
         self._round = 0                                    # delivery rounds, to check each waiting request once per round
 
     def set_config(self, cfg: dict):
@@ -110,6 +59,9 @@ class Consumer:
         self.filters = [f for f in [cfg.get('filter_subject')] + (cfg.get('filter_subjects') or []) if f]
         self._filter = tuple(self.filters) if len(self.filters) > 1 else (self.filters[0] if self.filters else '')   # the store's form
         self.paused_until = parse_rfc3339(cfg['pause_until']) if cfg.get('pause_until') else 0   # paused from the start
+        f = (cfg.get('sample_freq') or '').rstrip('%')
+        self._sample_pct = int(f) if f.isdigit() else 0     # acks sampled for the ack metric, in percent
+        self._plain = not (cfg.get('headers_only') or cfg.get('rate_limit_bps') or cfg.get('replay_policy') == 'original')   # nothing to pace or rewrite
 
     @property
     def is_pull(self) -> bool: return not self.cfg.get('deliver_subject')
@@ -230,6 +182,12 @@ def _next_ahead(self: Consumer, store):
     return msgs[0] if msgs else None
 
 @patch
+def _next_run(self: Consumer, n: int) -> list:
+    "Up to `n` next new messages, none taken yet: a run of what `_next_new` would return one at a time (no `last_per_subject` start)."
+    if n <= 0 or self._waiting_for_stream() or self._next_ahead(self.stream.store) is None: return []
+    return list(itertools.islice(self._ahead[0], n))
+
+@patch
 def _next(self: Consumer):
     "The next message to deliver and whether it is a redelivery (`None` when nothing is due)."
     while self.rdq:
@@ -325,6 +283,12 @@ def _room(self: Consumer) -> bool:
     return self.ack_none or mx is None or mx <= 0 or len(self.pending) < mx
 
 @patch
+def _room_left(self: Consumer) -> int:
+    "How many more new messages `max_ack_pending` lets out (a very large number when it does not limit)."
+    mx = self.cfg.get('max_ack_pending', -1)
+    return 1 << 62 if self.ack_none or mx is None or mx <= 0 else mx - len(self.pending)
+
+@patch
 @_produces
 def deliver(self: Consumer):
     "Hand out what the consumer may now (the stream calls this after storing); returns the frames."
@@ -335,43 +299,88 @@ def _deliver(self: Consumer):
     "Hand out as many messages as the consumer may."
     if self.closed or (self.paused_until and self.paused_until > time.time_ns()): return
     self._pend = None                      # pending count, computed once per round
-    if self.is_pull: self._deliver_pull()
+    if self.is_pull: pq.serve(self)
     else: self._deliver_push()
 
+
+# %% ../../nbs/2_js/12_consumer.ipynb #5b0c9d07
 @patch
-def _deliver_pull(self: Consumer):
-    now, pinned = time.time_ns(), self.cfg.get('priority_policy') == 'pinned_client'
-    self._round += 1                             # each request's inbox is checked once per round, not once per message
-    while self.waiting:
-        m, redelivery = self._next()             # redeliveries first: already pending, max_ack_pending does not hold them
-        if m is None or (not redelivery and not self._room()): break
-        prep = self._prepare(m, redelivery)
-        wr = priority.next_waiting(self, prep[3], prep[4], now)
-        if wr is None: break                     # no request may take it now
-        if pinned: prep = (prep[0], priority.pin_header(self, prep[1])) + prep[2:]
-        self._send(m, redelivery, wr.reply, prep)
-        if wr.n <= 0 and wr.b > 0: self._end(wr, 409, 'Batch Completed')
-    self._end_no_wait()
+def _ack_wait(self: Consumer, sseq: int) -> int:
+    bo = self.cfg.get('backoff') or []
+    if bo:
+        dc = self.rdc.get(sseq, 1)
+        return bo[min(dc - 1, len(bo) - 1)]
+    return self.cfg.get('ack_wait') or 30 * NS
 
 @patch
-def _end_no_wait(self: Consumer):
-    "`no_wait` requests that found the end of the stream get `404 No Messages` (or `408` with an expiry)."
-    if not self.waiting: return
-    keep = collections.deque()
-    for wr in self.waiting:
-        if wr.no_wait and (self._next_probe() is None or not self._room()):
-            if wr.expires and wr.d == 0: keep.append(wr); continue
-            self._emit(wr.reply, status(404, 'No Messages'))
-        else: keep.append(wr)
-    self.waiting = keep
+def _ack_due_at(self: Consumer, sseq: int, at: int):
+    "Remember when `sseq`, delivered (or touched) at `at`, is due for redelivery."
+    h = self._acks_due
+    heapq.heappush(h, (at + self._ack_wait(sseq), sseq, at))
+    if len(h) > 2 * len(self.pending) + 1024: self._rebuild_acks_due()
 
 @patch
-def _next_probe(self: Consumer):
-    if any(s in self.pending for s in self.rdq): return True
-    return self._next_new()
+def _rebuild_acks_due(self: Consumer):
+    "Entries of acknowledged messages piled up in the heap: make it again from what is pending."
+    self._acks_due = [(t + self._ack_wait(s), s, t) for s, (_, t) in self.pending.items()]
+    heapq.heapify(self._acks_due)
+
+@patch
+@_produces
+def tick(self: Consumer, now: int | None = None):
+    "Redeliveries, request expiry and heartbeats that are due; the cost is what is due, not what is pending."
+    if self.closed: return                      # a deleted consumer's last timer: nothing to do
+    now = now or time.time_ns()
+    h = self._acks_due
+    while h and h[0][0] <= now:
+        _, sseq, at = heapq.heappop(h)
+        p = self.pending.get(sseq)
+        if p is None or p[1] != at or sseq in self.rdq: continue      # acknowledged, or touched or redelivered since
+        if not self._exhausted(sseq): self.rdq.append(sseq)
+    priority.expire_pin(self, now)
+    pq.expire(self, now)
+    pq.heartbeats(self, now)
+    self._heartbeat(now)
+    self._deliver()
+
+@patch
+def next_due(self: Consumer) -> int | None:
+    "When (UNIX ns) this consumer next has something to do on its own: a redelivery, a request to expire, a heartbeat."
+    if self.closed: return None
+    t = pq.due(self) if self.waiting else []
+    if self._acks_due: t.append(self._acks_due[0][0])
+    ihb = self.cfg.get('idle_heartbeat') or 0
+    if ihb and not self.is_pull: t.append(max(self.last_delivered, self.next_hb - ihb, self.created) + ihb)
+    if self._held: t.append(self._held); self._held = 0
+    if self.paused_until and self.paused_until > time.time_ns(): t.append(self.paused_until)
+    if self.pin is not None: t.append(self.pin.due)
+    return min(t) if t else None
+
+@patch
+def _exhausted(self: Consumer, sseq: int) -> bool:
+    "Whether `sseq` has used up `max_deliver`; if so it leaves pending, unacknowledged (the ack floor stays, as in the reference)."
+    md, dc = self.cfg.get('max_deliver', -1) or -1, self.rdc.get(sseq, 1)
+    if md <= 0 or dc < md: return False
+    del self.pending[sseq]
+    self.advise('MAX_DELIVERIES', stream_seq=sseq, deliveries=dc)
+    return True
+
+@patch
+def _heartbeat(self: Consumer, now: int):
+    "A push consumer's idle heartbeat, when nothing was delivered for `idle_heartbeat`."
+    ihb = self.cfg.get('idle_heartbeat') or 0
+    if not self.is_pull and ihb and now - max(self.last_delivered, self.next_hb - ihb, self.created) >= ihb:
+        hb = status(100, 'Idle Heartbeat', Nats_Last_Consumer=self.dseq - 1, Nats_Last_Stream=self.sseq - 1)
+        if self.fc_pending: hb = hb[:-2] + b'Nats-Consumer-Stalled: %s\r\n\r\n' % self.fc_pending.encode()
+        self._emit(self.cfg['deliver_subject'], hb)
+        self.next_hb = now + ihb
+        if self._acks_by_fc and self.pending and not self.fc_pending: self._flow_control()   # idle: ask for the acks
 
 # %% ../../nbs/2_js/12_consumer.ipynb #d1710aa5
 _FC_EVERY = 2 * 1024 * 1024
+
+@patch(as_prop=True)
+def _acks_by_fc(self: Consumer) -> bool: return self.cfg.get('ack_policy') == 'flow_control'
 
 @patch
 def _deliver_push(self: Consumer):
@@ -408,43 +417,13 @@ def flow_control_reply(self: Consumer, subject: str, hdr: bytes = b''):
         if sseq > 0: self._ack(sseq, max(dseq, 0))
     self._deliver()
 
-@patch(as_prop=True)
-def _acks_by_fc(self: Consumer) -> bool: return self.cfg.get('ack_policy') == 'flow_control'
-
 # %% ../../nbs/2_js/12_consumer.ipynb #9d2cdf67
 @patch
 @_produces
 def pull(self: Consumer, reply: str, body: bytes):
-    "Handle a `MSG.NEXT` request."
-    if not self.is_pull: return self._emit(reply, status(409, 'Consumer is push based'))
-    if not self.stream.host.has_interest(reply): return      # nobody would read the answer (the reference drops these too)
-    req, err = parse_pull(body)
-    if req is None: return self._emit(reply, status(400, err))
-    cfg = self.cfg
-    if cfg.get('max_batch') and req['batch'] > cfg['max_batch']:
-        return self._emit(reply, status(409, f"Exceeded MaxRequestBatch of {cfg['max_batch']}"))
-    if cfg.get('max_expires') and req.get('expires', 0) > cfg['max_expires']:
-        return self._emit(reply, status(409, f"Exceeded MaxRequestExpires of {go_duration(cfg['max_expires'])}"))
-    if cfg.get('max_bytes') and req.get('max_bytes', 0) > cfg['max_bytes']:
-        return self._emit(reply, status(409, f"Exceeded MaxRequestMaxBytes of {cfg['max_bytes']}"))
-    why = priority.check_pull(self, req.get('pg'), time.time_ns())
-    if why: return self._emit(reply, status(*why))
-    if req.get('no_wait'):
-        more = bool(self.rdq) or self._next_new() is not None
-        if not more and not req.get('expires'): return self._emit(reply, status(404, 'No Messages'))
-        if more and self.waiting:                # what is left is already asked for by the requests waiting before it
-            self._expire_waiting(time.time_ns())
-            if len(self.rdq) + self.num_pending() < sum(wr.n for wr in self.waiting):
-                return self._emit(reply, status(408, 'Requests Pending'))
-    if len(self.waiting) >= (cfg.get('max_waiting') or 512):
-        self._expire_waiting(time.time_ns())
-        if len(self.waiting) >= (cfg.get('max_waiting') or 512):
-            if not req.get('hb'): self._emit(reply, status(409, 'Exceeded MaxWaiting'))
-            return
-    priority.enqueue(self, PullRequest(reply, req['batch'], req.get('max_bytes', 0), req.get('no_wait', False),
-                                       req.get('expires', 0), req.get('hb', 0), req.get('pg')))
-    self.active = time.time_ns()
-    self._deliver()
+    "Handle a `MSG.NEXT` request: queue it if [`admit`](../2_js/12b_pull.ipynb) takes it, and deliver."
+    if pq.admit(self, reply, body): self.active = time.time_ns(); self._deliver()
+
 
 # %% ../../nbs/2_js/12_consumer.ipynb #73ca40cd
 @patch
@@ -471,11 +450,10 @@ def _ack(self: Consumer, sseq: int, dseq: int):
         for s in [s for s in self.pending if s <= sseq]: del self.pending[s]; self.rdc.pop(s, None); acked.append(s)
         self.adflr, self.asflr = dseq, sseq
     else:
-        p = self.pending.get(sseq)
-        if p is None: self.rdc.pop(sseq, None); return
-        self._sample(sseq, p)
-        del self.pending[sseq]
-        self.rdc.pop(sseq, None)
+        p = self.pending.pop(sseq, None)
+        if p is not None and self._sample_pct: self._sample(sseq, p)     # before its delivery count is forgotten
+        if self.rdc: self.rdc.pop(sseq, None)
+        if p is None: return
         acked.append(sseq)
         self._move_ack_floor(p[0], sseq)
     self.last_acked = time.time_ns()
@@ -484,8 +462,7 @@ def _ack(self: Consumer, sseq: int, dseq: int):
 @patch
 def _sample(self: Consumer, sseq: int, p: list):
     "Publish the ack-time metric for a sampled acknowledgement (`sample_freq`)."
-    f = self.cfg.get('sample_freq') or ''
-    pct = int(f.rstrip('%') or 0) if f.rstrip('%').isdigit() else 0
+    pct = self._sample_pct
     if pct <= 0 or (pct < 100 and random.randrange(100) > pct): return
     self.advise('ACK', consumer_seq=p[0], stream_seq=sseq, ack_time=time.time_ns() - p[1],
                                                           deliveries=self.rdc.get(sseq, 1))
@@ -493,11 +470,14 @@ def _sample(self: Consumer, sseq: int, p: list):
 @patch
 def _move_ack_floor(self: Consumer, dseq: int, sseq: int):
     "Advance the ack floor past everything contiguous that is no longer pending."
-    if not self.pending: self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
+    pending = self.pending
+    if not pending: self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
     elif dseq == self.adflr + 1:
-        self.adflr, self.asflr = dseq, sseq
-        lowest = next(iter(self.pending))        # pending keeps first-delivery order, which is stream order
-        self.adflr, self.asflr = self.pending[lowest][0] - 1, lowest - 1
+        self._gone += 1                          # the first key of a dict that lost its oldest keys is found by
+        if self._gone > 32 + len(pending) // 8:  # walking past their empty slots: copy it (compacted) now and then
+            pending = self.pending = dict(pending); self._gone = 0
+        lowest = next(iter(pending))             # pending keeps first-delivery order, which is stream order
+        self.adflr, self.asflr = pending[lowest][0] - 1, lowest - 1
 
 # %% ../../nbs/2_js/12_consumer.ipynb #bbd3c1d8
 @patch
@@ -526,88 +506,6 @@ def _term(self: Consumer, sseq: int, dc: int, reason: str):
         self.advise('TERMINATED', **fields)
         self.stream.acked(self, [sseq])
 
-# %% ../../nbs/2_js/12_consumer.ipynb #5b0c9d07
-@patch
-def _ack_wait(self: Consumer, sseq: int) -> int:
-    bo = self.cfg.get('backoff') or []
-    if bo:
-        dc = self.rdc.get(sseq, 1)
-        return bo[min(dc - 1, len(bo) - 1)]
-    return self.cfg.get('ack_wait') or 30 * NS
-
-@patch
-def _ack_due_at(self: Consumer, sseq: int, at: int):
-    "Remember when `sseq`, delivered (or touched) at `at`, is due for redelivery."
-    h = self._acks_due
-    heapq.heappush(h, (at + self._ack_wait(sseq), sseq, at))
-    if len(h) > 2 * len(self.pending) + 1024:       # entries of acknowledged messages pile up: rebuild from what is pending
-        self._acks_due = [(t + self._ack_wait(s), s, t) for s, (_, t) in self.pending.items()]
-        heapq.heapify(self._acks_due)
-
-@patch
-@_produces
-def tick(self: Consumer, now: int | None = None):
-    "Redeliveries, request expiry and heartbeats that are due; the cost is what is due, not what is pending."
-    if self.closed: return                      # a deleted consumer's last timer: nothing to do
-    now = now or time.time_ns()
-    h = self._acks_due
-    while h and h[0][0] <= now:
-        _, sseq, at = heapq.heappop(h)
-        p = self.pending.get(sseq)
-        if p is None or p[1] != at or sseq in self.rdq: continue      # acknowledged, or touched or redelivered since
-        if not self._exhausted(sseq): self.rdq.append(sseq)
-    priority.expire_pin(self, now)
-    self._expire_waiting(now)
-    self._heartbeats(now)
-    self._deliver()
-
-@patch
-def next_due(self: Consumer) -> int | None:
-    "When (UNIX ns) this consumer next has something to do on its own: a redelivery, a request to expire, a heartbeat."
-    if self.closed: return None
-    t = [self._acks_due[0][0]] if self._acks_due else []
-    for wr in self.waiting:
-        if wr.expires: t.append(wr.expires)
-        if wr.hb: t.append(wr.next_hb)
-    ihb = self.cfg.get('idle_heartbeat') or 0
-    if ihb and not self.is_pull: t.append(max(self.last_delivered, self.next_hb - ihb, self.created) + ihb)
-    if self._held: t.append(self._held); self._held = 0
-    if self.paused_until > time.time_ns(): t.append(self.paused_until)
-    if self.pin is not None: t.append(self.pin.due)
-    return min(t) if t else None
-
-@patch
-def _exhausted(self: Consumer, sseq: int) -> bool:
-    "Whether `sseq` has used up `max_deliver`; if so it leaves pending, unacknowledged (the ack floor stays, as in the reference)."
-    md, dc = self.cfg.get('max_deliver', -1) or -1, self.rdc.get(sseq, 1)
-    if md <= 0 or dc < md: return False
-    del self.pending[sseq]
-    self.advise('MAX_DELIVERIES', stream_seq=sseq, deliveries=dc)
-    return True
-
-@patch
-def _live(self: Consumer, wr: PullRequest, now: int) -> bool:
-    "Whether a waiting request can still be served: not expired (it gets its 408 now) and its inbox still listened to."
-    if wr.expires and now >= wr.expires: self._end(wr, 408, 'Request Timeout'); return False
-    return self.stream.host.has_interest(wr.reply)       # a client that went away: dropped without a word, as the reference
-
-@patch
-def _expire_waiting(self: Consumer, now: int):
-    self.waiting = collections.deque(wr for wr in self.waiting if self._live(wr, now))
-
-@patch
-def _heartbeats(self: Consumer, now: int):
-    hb = status(100, 'Idle Heartbeat', Nats_Last_Consumer=self.dseq - 1, Nats_Last_Stream=self.sseq - 1)
-    for wr in self.waiting:
-        if wr.hb and now >= wr.next_hb:
-            self._emit(wr.reply, hb); wr.next_hb = now + wr.hb
-    ihb = self.cfg.get('idle_heartbeat') or 0
-    if not self.is_pull and ihb and now - max(self.last_delivered, self.next_hb - ihb, self.created) >= ihb:
-        if self.fc_pending: hb = hb[:-2] + b'Nats-Consumer-Stalled: %s\r\n\r\n' % self.fc_pending.encode()
-        self._emit(self.cfg['deliver_subject'], hb)
-        self.next_hb = now + ihb
-        if self._acks_by_fc and self.pending and not self.fc_pending: self._flow_control()   # idle: ask for the acks
-
 # %% ../../nbs/2_js/12_consumer.ipynb #12cf3963
 @patch
 @_produces
@@ -626,8 +524,7 @@ def on_purged(self: Consumer):
 @patch
 def info(self: Consumer) -> dict:
     "The consumer's counters, in the reference's layout."
-    now, has = time.time_ns(), self.stream.host.has_interest     # expired requests and gone inboxes do not count
-    waiting = sum(1 for wr in self.waiting if not (wr.expires and now >= wr.expires) and has(wr.reply))
+    waiting = pq.num_waiting(self, time.time_ns())
     delivered = dict(consumer_seq=self.dseq - 1, stream_seq=self.sseq - 1)
     if self.last_delivered: delivered['last_active'] = rfc3339(self.last_delivered)
     floor = dict(consumer_seq=self.adflr, stream_seq=self.asflr)

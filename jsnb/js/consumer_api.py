@@ -13,7 +13,8 @@ from .errors import (JSApiError, JSConsumerNotFoundErr, JSConsumerInvalidGroupNa
                             JSConsumerInvalidResetErr, JSInvalidJSONErr, JSRequiredApiLevelErr)
 from .gojson import GoInt, GoStr, GoStruct
 from .host import json_bytes
-from .consumer import Consumer, status, go_unmarshal
+from .consumer import Consumer
+from .pull import status, go_unmarshal
 from .mirrors import identity
 from . import priority
 from .direct_get import level_ok

@@ -8,7 +8,9 @@ import time
 from typing import TYPE_CHECKING
 from ..nats.times import rfc3339
 from .host import advise, event_id
-if TYPE_CHECKING: from jsnb.js.consumer import Consumer, PullRequest     # the consumer calls this module; it is only named here
+if TYPE_CHECKING:                                 # the consumer and its pull requests call this module; they are only named here
+    from jsnb.js.consumer import Consumer
+    from jsnb.js.pull import PullRequest
 
 # %% auto #0
 __all__ = ['LAST', 'Group', 'Pin', 'check_pull', 'enqueue', 'unpin', 'expire_pin', 'pin_header', 'next_waiting', 'groups_info']
