@@ -424,7 +424,6 @@ def pull(self: Consumer, reply: str, body: bytes):
     "Handle a `MSG.NEXT` request: queue it if [`admit`](../2_js/12b_pull.ipynb) takes it, and deliver."
     if pq.admit(self, reply, body): self.active = time.time_ns(); self._deliver()
 
-
 # %% ../../nbs/2_js/12_consumer.ipynb #73ca40cd
 @patch
 @_produces
