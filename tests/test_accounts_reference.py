@@ -193,16 +193,12 @@ REFUSED = {
     # the reference refuses this one only when it reads `to` after `prefix` (the order of a Go map: one run in two)
     'prefix and to': ('accounts { A: {exports: [{stream: "foo.>"}]}, B: { imports: [ {stream: {account: A, subject: "foo.x"}, prefix: p, to: q} ] } }',
                       "Stream import can not have a 'prefix' and a 'to' property"),
-    'stream responses': ('accounts { A: {exports: [{service: "s", response_type: stream}]} }', 'does not support yet'),
-    'chunked responses': ('accounts { A: {exports: [{service: "s", response_type: chunked}]} }', 'does not support yet'),
     'latency': ('accounts { A: {exports: [{service: "s", latency: "lat.x"}]} }', 'does not support yet'),
     'token position': ('accounts { A: {exports: [{service: "s.*", account_token_position: 2}]} }', 'does not support yet'),
     'mappings': ('accounts { A: {mappings: {a: b}} }', 'does not support yet'),
     'account nkey': ('accounts { A: {nkey: ABC} }', 'does not support yet'),
     'limits': ('accounts { A: {limits: {max_connections: 1}} }', 'does not support yet'),
     'share': ('accounts { A: {exports: [{service: "s"}]}, B: {imports: [{service: {account: A, subject: s}, share: true}]} }', 'does not support yet'),
-    'wildcard to': ('accounts { A: {exports: [{service: "s.>"}]}, B: {imports: [{service: {account: A, subject: "s.>"}, to: "t.>"}]} }',
-                    'does not map wildcard'),
     'system account users': ('accounts { S: {users: [{user: s, password: s}]} }\nsystem_account: S', "system account's services"),
 }
 
@@ -506,3 +502,39 @@ def test_account_streams_survive_a_restart(start_server):
     assert out['jsnb'] == out['nats-server']
     a, c = out['jsnb']
     assert a[0]['state']['messages'] == 2 and c[0]['error']['err_code'] == 10059
+
+
+STREAMED = '''accounts {
+  A: { users: [{user: a, password: a}], exports: [{service: "svc.>", response_type: stream}, {service: "one"}, {stream: "ev.*.>"}] }
+  B: { users: [{user: b, password: b}],
+       imports: [{service: {account: A, subject: "svc.>"}, to: "froma.svc.>"}, {service: {account: A, subject: "one"}},
+                 {stream: {account: A, subject: "ev.*.>"}, to: "a_ev.*.>"}] }
+}'''
+
+
+async def streamed_responses(url) -> list:
+    "A streamed service answers three times through the import, a singleton once; wildcard imports keep their tokens."
+    a = await nats.connect(url.replace('nats://', 'nats://a:a@')); b = await nats.connect(url.replace('nats://', 'nats://b:b@'))
+    async def many(m):
+        for i in range(3): await a.publish(m.reply, f'{m.subject}:{i}'.encode())
+    await a.subscribe('svc.>', cb=many); await a.subscribe('one', cb=many); await a.flush()
+    inbox, events = b.new_inbox(), await b.subscribe('a_ev.>')
+    sub = await b.subscribe(inbox); await b.flush()
+    async def collect(n_wait=1.0):
+        got = []
+        while True:
+            try: got.append((await sub.next_msg(timeout=n_wait)).data.decode())
+            except nats.errors.TimeoutError: return got
+    out = []
+    await b.publish('froma.svc.x.y', b'', reply=inbox); out.append(await collect())
+    await b.publish('one', b'', reply=inbox); out.append(await collect())
+    await a.publish('ev.k1.deep.er', b'e'); await a.flush()
+    out.append((await events.next_msg(timeout=3)).subject)
+    await a.close(); await b.close()
+    return out
+
+
+def test_streamed_responses_and_wildcard_imports(start_server):
+    _, out = run_both(start_server, STREAMED, script=streamed_responses)
+    assert out['jsnb'] == out['nats-server']
+    assert out['jsnb'] == [['svc.x.y:0', 'svc.x.y:1', 'svc.x.y:2'], ['one:0'], 'a_ev.k1.deep.er']

@@ -7,14 +7,14 @@ from __future__ import annotations
 import random, string, time
 from dataclasses import dataclass, replace
 from functools import partial
-from .subjects import Sublist, valid_subject, has_wildcard
+from .subjects import Sublist, valid_subject, has_wildcard, transform_subject
 from .times import NS, parse_go_duration
 from .auth import AuthConfigError, parse_users, parse_permissions, _where, _used, _goq, _got, _subset
 
 # %% auto #0
 __all__ = ['GLOBAL', 'SYSTEM', 'RESPONSE_THRESHOLD', 'NO_JS_LIMITS', 'MAX_HOPS', 'Export', 'Import', 'AccountConfig',
-           'parse_export', 'parse_import', 'parse_account_jetstream', 'parse_accounts', 'NatsAccount', 'CoreView',
-           'wire_imports']
+           'parse_export', 'parse_import', 'map_subject', 'parse_account_jetstream', 'parse_accounts', 'NatsAccount',
+           'CoreView', 'wire_imports']
 
 # %% ../../nbs/1_nats/07b_accounts.ipynb #597c146c
 GLOBAL = '$G'            # the account of every client that no account claims
@@ -28,6 +28,7 @@ class Export:
     subject: str
     accounts: tuple | None = None
     threshold: float = RESPONSE_THRESHOLD
+    response: str = 'singleton'       # or `stream`, `chunked`: several responses may come back for one request
 
 @dataclass(frozen=True)
 class Import:
@@ -70,7 +71,7 @@ def parse_export(v, where=None) -> Export:
     "One entry of an account's `exports`."
     if not isinstance(v, dict): raise AuthConfigError(f'Export Items should be a map with type entry, got {_got(v)}', where)
     kind = subject = None
-    accounts, threshold = None, RESPONSE_THRESHOLD
+    accounts, threshold, response = None, RESPONSE_THRESHOLD, 'singleton'
     for k, x in v.items():
         w, kk = _where(v, k, where), k.lower()
         if kk in ('stream', 'service'):
@@ -79,7 +80,10 @@ def parse_export(v, where=None) -> Export:
             kind, subject = kk, x
         elif kk == 'accounts': accounts = _strings(x, k, w)
         elif kk in ('response', 'response_type'):
-            if not (isinstance(x, str) and x.lower() in ('single', 'singleton')): _refuse(f'"{k}: {x}"', w)
+            kinds = {'single': 'singleton', 'singleton': 'singleton', 'stream': 'stream', 'chunk': 'chunked', 'chunked': 'chunked'}
+            if not isinstance(x, str): raise AuthConfigError(f'Expected response type to be string, got {_got(x)}', w)
+            if x.lower() not in kinds: raise AuthConfigError(f'Unknown response type: {_goq(x)}', w)
+            response = kinds[x.lower()]
         elif kk in ('threshold', 'response_threshold', 'response_max_time', 'response_time'):
             try: threshold = parse_go_duration(x) / NS if isinstance(x, str) else float('nan')
             except ValueError as e: raise AuthConfigError(f'error parsing response threshold: {e}', w) from None
@@ -88,8 +92,9 @@ def parse_export(v, where=None) -> Export:
         elif k not in _used(v): raise AuthConfigError(f'unknown field {_goq(k)}', w)
     if kind is None: raise AuthConfigError('Export Items need a "stream" or a "service" subject', where)
     if not valid_subject(subject.encode()): raise AuthConfigError(f'{kind} export subject {_goq(subject)} is not a valid subject', where)
-    if kind == 'stream' and threshold != RESPONSE_THRESHOLD: raise AuthConfigError('Detected response directive on non-service', where)
-    return Export(kind, subject, accounts, threshold)
+    if kind == 'stream' and (threshold != RESPONSE_THRESHOLD or response != 'singleton'):
+        raise AuthConfigError('Detected response directive on non-service', where)
+    return Export(kind, subject, accounts, threshold, response)
 
 # %% ../../nbs/1_nats/07b_accounts.ipynb #26a1c813
 def _import_source(v, kind: str, where) -> tuple[str, str]:
@@ -127,11 +132,22 @@ def parse_import(v, where=None) -> Import:
     if prefix and to: raise AuthConfigError("Stream import can not have a 'prefix' and a 'to' property", where)
     if prefix and kind == 'service': raise AuthConfigError("Service import can not have a 'prefix': use 'to'", where)
     imp = Import(kind, *src, prefix, to)
-    if to and to != src[1] and has_wildcard(src[1].encode()):
-        raise AuthConfigError(f'{kind} import of wildcard subject {_goq(src[1])} mapped to {_goq(to)}: jsnb does not map wildcard '
-                              f'subjects to others yet (use a prefix for streams, or no "to")', where)
+    if to and _wildcards(to) != _wildcards(src[1]):
+        raise AuthConfigError(f'{kind} import of {_goq(src[1])} mapped to {_goq(to)}: both must have the same wildcards, '
+                              f'in the same order', where)
     if not valid_subject(imp.local.encode()): raise AuthConfigError(f'{kind} import local subject {_goq(imp.local)} is not a valid subject', where)
     return imp
+
+# %% ../../nbs/1_nats/07b_accounts.ipynb #fde1abdf
+def _wildcards(s: str) -> list[str]: return [t for t in s.split('.') if t in ('*', '>')]
+
+def map_subject(subject: bytes, frm: str, to: str) -> bytes:
+    "`subject` (matching pattern `frm`) carried over to pattern `to`: its wildcard tokens kept, in order."
+    if frm == to or not has_wildcard(to.encode()): return to.encode() if not has_wildcard(to.encode()) else subject
+    n = iter(range(1, 100))
+    dest = '.'.join('$' + str(next(n)) if t == '*' else t for t in to.split('.'))
+    return (transform_subject(subject.decode(), frm, dest) or to).encode()
+
 
 # %% ../../nbs/1_nats/07b_accounts.ipynb #58a372fb
 _JS_LIMITS = {**dict.fromkeys(('max_memory', 'max_mem', 'mem', 'memory'), 'max_memory'),
@@ -277,7 +293,7 @@ def _stream_msg(core, dst, imp, subject: bytes, reply: bytes, hdr: int, data: by
     "A message on a stream import's subject: published again in the importing account."
     if _hops[0] >= MAX_HOPS: return
     if imp.prefix: to = imp.prefix.rstrip('.').encode() + b'.' + subject
-    elif imp.to: to = imp.to.encode()
+    elif imp.to: to = map_subject(subject, imp.subject, imp.to)
     else: to = subject
     _hops[0] += 1
     try: core.route(None, to, reply, hdr, data, acc=dst)
@@ -287,12 +303,13 @@ def _stream_msg(core, dst, imp, subject: bytes, reply: bytes, hdr: int, data: by
 def _service_msg(core, acc, svc, imp, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "A request on a service import's local subject: forwarded to the exporting account."
     if _hops[0] >= MAX_HOPS: return
-    to = subject if has_wildcard(imp.subject.encode()) else imp.subject.encode()
+    to = map_subject(subject, imp.local, imp.subject)
     new = b''
     if reply:
         new = svc.reply_prefix + _token().encode()
         exp = next((e for e in svc.cfg.exports if e.kind == 'service' and _subset(to, e.subject.encode())), None)
-        svc.responses[new] = (acc, reply, time.monotonic() + (exp.threshold if exp else RESPONSE_THRESHOLD))
+        svc.responses[new] = (acc, reply, time.monotonic() + (exp.threshold if exp else RESPONSE_THRESHOLD),
+                              exp is None or exp.response == 'singleton')
         _prune(svc)
     _hops[0] += 1
     try: n = core.route(None, to, new, hdr, data, acc=svc)
@@ -302,9 +319,11 @@ def _service_msg(core, acc, svc, imp, subject: bytes, reply: bytes, hdr: int, da
         if src is not None and getattr(src, 'no_responders', False): core._no_responders(src, subject, reply)
 
 def _response_msg(core, svc, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    "A response on a reply subject handed out by a service import: back to the requester, once."
-    e = svc.responses.pop(subject, None)
-    if e is None or time.monotonic() > e[2]: return
+    "A response on a reply subject handed out by a service import: back to the requester (once, for a singleton service)."
+    e = svc.responses.get(subject)
+    if e is None: return
+    if e[3] or time.monotonic() > e[2]: del svc.responses[subject]      # the one response, or too late
+    if time.monotonic() > e[2]: return
     core.route(None, e[1], reply, hdr, data, acc=e[0])
 
 def _prune(svc):
