@@ -437,8 +437,7 @@ def test_service_import_no_responders_status(start_server):
     assert out['jsnb'] == out['nats-server'] and b'503' in out['jsnb']
 
 
-@pytest.mark.parametrize('extra,msg', [('cluster { listen: "127.0.0.1:-1", name: c }\n', 'accounts are not carried over routes yet'),
-                                       ('jetstream { max_mem: 1G }\n', 'server-wide JetStream limits')])
+@pytest.mark.parametrize('extra,msg', [('cluster { listen: "127.0.0.1:-1", name: c }\n', 'accounts are not carried over routes yet')])
 def test_refused_at_start(tmp_path, extra, msg):
     path = tmp_path / 'x.conf'; path.write_text('accounts { A: { jetstream: enabled } }\n' + extra)
     rc, out = run_briefly('jsnb', path, seconds=10)
@@ -538,3 +537,35 @@ def test_streamed_responses_and_wildcard_imports(start_server):
     _, out = run_both(start_server, STREAMED, script=streamed_responses)
     assert out['jsnb'] == out['nats-server']
     assert out['jsnb'] == [['svc.x.y:0', 'svc.x.y:1', 'svc.x.y:2'], ['one:0'], 'a_ev.k1.deep.er']
+
+
+SHARED = '''jetstream { max_file_store: 200KB }
+accounts {
+  A: { users: [{user: a, password: a}], jetstream: enabled }
+  B: { users: [{user: b, password: b}], jetstream: enabled }
+}'''
+
+
+async def shared_limit(url) -> list:
+    "Two accounts fill the server's file store limit together: the second one's publishes are refused once it is full."
+    out = []
+    for u in 'ab':
+        out += await requests(url, u, [(f'$JS.API.STREAM.CREATE.S{u}', {'name': f'S{u}', 'subjects': [f'{u}.>']})])
+    big = b'x' * 4096
+    for u, n in (('a', 30), ('b', 30)):
+        nc = await nats.connect(url.replace('nats://', f'nats://{u}:{u}@'))
+        res = []
+        for i in range(n):
+            r = json.loads((await nc.request(f'{u}.x', big, timeout=3)).data)
+            res.append(r.get('error', {}).get('err_code', 'ok'))
+        out.append(res); await nc.close()
+    out += [await requests(url, u, [('$JS.API.INFO', b'')]) for u in 'ab']
+    return out
+
+
+def test_server_limits_shared_by_accounts(start_server):
+    _, out = run_both(start_server, SHARED, '-js', script=shared_limit)
+    for r in (*out['jsnb'], *out['nats-server']):
+        for x in (r if isinstance(r, list) else [r]):
+            if isinstance(x, dict): x.pop('api', None); x.pop('created', None); x.pop('ts', None)
+    assert out['jsnb'] == out['nats-server']

@@ -39,6 +39,7 @@ class Account(CoreHost):
         self._copying = False                  # does any stream mirror or source another?
         self._last_expire = 0                  # when expiry last ran (ns)
         self._saved: dict[tuple[str, str], tuple] = {}   # (stream, consumer) -> (state mark, the state last written)
+        self.peers = lambda: (self,)           # every JetStream account of the server: they share its limits
 
     @property
     def streams_dir(self) -> str: return os.path.join(self.store_dir, self.name, 'streams')
@@ -62,11 +63,17 @@ def storage_limit(self: Account, storage: str) -> int:
     return -1 if limit is None or limit < 0 else limit
 
 @patch
+def server_usage(self: Account) -> tuple[int, int]:
+    "(memory, storage) bytes in use by every JetStream account of the server, which share its limits."
+    totals = [a.usage() for a in self.peers()]
+    return sum(t[0] for t in totals), sum(t[1] for t in totals)
+
+@patch
 def limits_exceeded(self: Account, storage: str) -> bool:
-    "Whether usage of `storage` is already past the server's limit (the reference's check before storing)."
+    "Whether the server's usage of `storage`, all accounts together, is already past its limit (the reference's check before storing)."
     limit = self.max_memory if storage == 'memory' else self.max_file
     if limit is None or limit < 0: return False
-    mem, sto = self.usage()
+    mem, sto = self.server_usage()
     return (mem if storage == 'memory' else sto) > limit
 
 @patch
@@ -86,9 +93,17 @@ def reserved(self: Account) -> tuple[int, int]:
     return res['memory'], res['file']
 
 @patch
+def room_reserved(self: Account) -> tuple[int, int]:
+    "(memory, file) reservations counted against `storage_limit`: the account's own, or every account's under the server's limit."
+    own = self.reserved()
+    res = [a.reserved() for a in self.peers()]
+    shared = sum(r[0] for r in res), sum(r[1] for r in res)
+    return tuple(own[i] if self.limits[k] >= 0 else shared[i] for i, k in enumerate(('max_memory', 'max_storage')))
+
+@patch
 def free(self: Account) -> tuple[int, int]:
     "(memory, file) bytes not yet reserved, or -1 without a limit."
-    rm, rf = self.reserved()
+    rm, rf = self.room_reserved()
     f = lambda limit, used: -1 if limit < 0 else max(limit - used, 0)
     return f(self.storage_limit('memory'), rm), f(self.storage_limit('file'), rf)
 

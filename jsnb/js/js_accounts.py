@@ -54,6 +54,8 @@ class JetStreamAccounts:
                                     acc.name, limits, opts.js_domain)
             self.by_account[acc.name] = js
             self.parts.append(js)
+        peers = tuple(js.account for js in self.by_account.values())
+        for a in peers: a.peers = lambda: peers          # the server-wide limits are shared by all of them
 
     def start(self):
         for p in self.parts: p.start()

@@ -176,7 +176,8 @@ def _begin(self: Restore, st: dict):
     full = JSMemoryResourcesExceededErr if mem else JSStorageResourcesExceededErr
     if st['bytes'] >= 1 << 63: raise full()
     if limit >= 0:
-        rm, rf = acct.reserved(); mu, su = acct.usage()
+        own = acct.limits['max_memory' if mem else 'max_storage'] >= 0        # else the server's limit, shared by every account
+        rm, rf = acct.room_reserved(); mu, su = acct.usage() if own else acct.server_usage()
         self.used0 = mu if mem else su
         need = max(cfg.get('max_bytes') or 0, st['bytes'], 1)
         if (rm if mem else rf) + need > limit or self.used0 + st['bytes'] > limit: raise full()

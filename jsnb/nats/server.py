@@ -224,10 +224,6 @@ async def start(self: Server) -> Server:
     if o.accounts and o.clustered:
         raise StartupError("accounts are not carried over routes yet: jsnb runs accounts on a single server; "
                            "remove the cluster block (or --cluster) or the accounts")
-    if o.accounts and o.jetstream and (o.max_memory_store >= 0 or o.max_file_store >= 0):
-        raise StartupError("server-wide JetStream limits (max_memory_store, max_file_store) shared by accounts are not "
-                           "implemented yet: refusing to start rather than run without them; set the limits per account "
-                           "(accounts { A: { jetstream { max_mem, max_file } } })")
     try:
         try: warnings = startup_checks(o)       # users, no_auth_user
         except ValueError as e: raise StartupError(str(e)) from None
