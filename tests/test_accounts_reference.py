@@ -569,3 +569,39 @@ def test_server_limits_shared_by_accounts(start_server):
         for x in (r if isinstance(r, list) else [r]):
             if isinstance(x, dict): x.pop('api', None); x.pop('created', None); x.pop('ts', None)
     assert out['jsnb'] == out['nats-server']
+
+
+JS_EXPORTED = '''no_auth_user: a
+accounts {
+  JS { jetstream: enabled, users: [{user: js, password: js}],
+       exports: [{service: "$JS.API.>", response_type: stream}, {service: "$JS.ACK.>", response_type: stream}, {stream: "A.>", accounts: [A]}] }
+  A { users: [{user: a, password: s3cret}],
+      imports: [{service: {subject: "$JS.API.>", account: JS}, to: "IPA.>"}, {service: {subject: "$JS.ACK.>", account: JS}},
+                {stream: {subject: "A.>", account: JS}}] }
+}'''
+
+
+async def pull_across_accounts(url) -> list:
+    "A consumer of account JS pulled from account A through its JetStream API imported under `IPA.>`: messages keep their subject."
+    adm = await nats.connect(url.replace('nats://', 'nats://js:js@')); js = adm.jetstream()
+    await js.add_stream(name='S', subjects=['s.>'])
+    for i in range(3): await js.publish(f's.{i}', b'%d' % i)
+    await js.add_consumer('S', durable_name='me', ack_policy='explicit')
+    nc = await nats.connect(url.replace('nats://', 'nats://a:s3cret@'), inbox_prefix='A')
+    sub = await nc.subscribe('A.pull.1'); await nc.flush()
+    await nc.publish('IPA.CONSUMER.MSG.NEXT.S.me', b'{"batch":3,"expires":2000000000}', reply='A.pull.1')
+    out = []
+    for _ in range(3):
+        m = await sub.next_msg(timeout=3)
+        out.append((m.subject, m.data, m.reply.split('.')[:5]))
+        await nc.publish(m.reply, b'+ACK')                     # the ack goes back through the $JS.ACK import
+    await nc.flush(); await asyncio.sleep(0.3)
+    out.append((await js.consumer_info('S', 'me')).num_ack_pending)
+    await adm.close(); await nc.close()
+    return out
+
+
+def test_pull_consumer_across_accounts(start_server):
+    _, out = run_both(start_server, JS_EXPORTED, '-js', script=pull_across_accounts)
+    assert out['jsnb'] == out['nats-server']
+    assert out['jsnb'][:3] == [(f's.{i}', b'%d' % i, ['$JS', 'ACK', 'S', 'me', '1']) for i in range(3)] and out['jsnb'][3] == 0

@@ -250,8 +250,7 @@ class NatsAccount:
         self.sublist = Sublist()
         self.interest_watchers: list = []           # called with the subject of each new client subscription here
         self.reply_prefix = f'_R_.{_token()}.'.encode()
-        self.responses: dict = {}                   # reply handed out here -> (account, requester's reply, deadline)
-        self.resp_sub = None                        # the subscription that catches those replies
+        self.responses: dict = {}                   # reply handed out here -> (account, requester's reply, deadline, single, its subscription)
         self.pruned = time.monotonic()
         self.js = None                              # this account's JetStream, when it has one
 
@@ -287,7 +286,6 @@ def wire_imports(core):
                 core.subscribe(imp.subject, partial(_stream_msg, core, acc, imp), acc=src)
                 continue
             core.subscribe(imp.local, partial(_service_msg, core, acc, src, imp), acc=acc)
-            if src.resp_sub is None: src.resp_sub = core.subscribe(src.reply_prefix + b'>', partial(_response_msg, core, src), acc=src)
 
 def _stream_msg(core, dst, imp, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "A message on a stream import's subject: published again in the importing account."
@@ -301,34 +299,44 @@ def _stream_msg(core, dst, imp, subject: bytes, reply: bytes, hdr: int, data: by
 
 # %% ../../nbs/1_nats/07b_accounts.ipynb #dbc46429
 def _service_msg(core, acc, svc, imp, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    "A request on a service import's local subject: forwarded to the exporting account."
+    "A request on a service import's local subject: forwarded to the exporting account, under a reply subject of its own."
     if _hops[0] >= MAX_HOPS: return
     to = map_subject(subject, imp.local, imp.subject)
     new = b''
     if reply:
         new = svc.reply_prefix + _token().encode()
         exp = next((e for e in svc.cfg.exports if e.kind == 'service' and _subset(to, e.subject.encode())), None)
+        rsub = core.subscribe(new, partial(_response_msg, core, svc, new), acc=svc)
         svc.responses[new] = (acc, reply, time.monotonic() + (exp.threshold if exp else RESPONSE_THRESHOLD),
-                              exp is None or exp.response == 'singleton')
-        _prune(svc)
+                              exp is None or exp.response == 'singleton', rsub)
+        _prune(core, svc)
     _hops[0] += 1
     try: n = core.route(None, to, new, hdr, data, acc=svc)
     finally: _hops[0] -= 1
     if n == 0 and reply:
-        svc.responses.pop(new, None)
+        _forget(core, svc, new)
         if src is not None and getattr(src, 'no_responders', False): core._no_responders(src, subject, reply)
 
-def _response_msg(core, svc, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    "A response on a reply subject handed out by a service import: back to the requester (once, for a singleton service)."
-    e = svc.responses.get(subject)
+def _response_msg(core, svc, key: bytes, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+    """A message sent to reply subject `key` handed out by a service import: to the requester (once, for a singleton
+    service). A plain response is addressed to the requester's reply subject; a message that keeps its own subject (a
+    JetStream consumer delivering to a pull request's reply) keeps it."""
+    e = svc.responses.get(key)
     if e is None: return
-    if e[3] or time.monotonic() > e[2]: del svc.responses[subject]      # the one response, or too late
-    if time.monotonic() > e[2]: return
-    core.route(None, e[1], reply, hdr, data, acc=e[0])
+    late = time.monotonic() > e[2]
+    if e[3] or late: _forget(core, svc, key)             # the one response, or too late
+    if late: return
+    core.route(None, e[1] if subject == key else subject, reply, hdr, data, to=e[1], acc=e[0])
 
-def _prune(svc):
+def _forget(core, svc, key: bytes):
+    "Drop a reply subject handed out by a service import, and its subscription."
+    e = svc.responses.pop(key, None)
+    if e is not None: core.unsubscribe(e[4], acc=svc)
+
+def _prune(core, svc):
     "Forget reply subjects whose time is up (at most once a second)."
     now = time.monotonic()
     if now - svc.pruned < 1: return
     svc.pruned = now
-    svc.responses = {k: e for k, e in svc.responses.items() if e[2] >= now}
+    for k in [k for k, e in svc.responses.items() if e[2] < now]: _forget(core, svc, k)
+
