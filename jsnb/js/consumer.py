@@ -421,7 +421,7 @@ def flow_control_reply(self: Consumer, subject: str, hdr: bytes = b''):
 @patch
 @_produces
 def pull(self: Consumer, reply: str, body: bytes):
-    "Handle a `MSG.NEXT` request: queue it if [`admit`](../2_js/12b_pull.ipynb) takes it, and deliver."
+    "Handle a `MSG.NEXT` request: queue it if `jsnb.js.pull.admit` takes it, and deliver."
     if pq.admit(self, reply, body): self.active = time.time_ns(); self._deliver()
 
 # %% ../../nbs/2_js/12_consumer.ipynb #73ca40cd
