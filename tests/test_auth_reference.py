@@ -403,7 +403,7 @@ def certs(tmp_path_factory):
     cak = key(); ca = issue('jsnb test CA', cak, name('jsnb test CA'), cak, ca=True); write('ca', ca, cak)
     k = key(); write('server', issue('localhost', k, ca.subject, cak, server=True), k)
     k = key(); write('client', issue('client', k, ca.subject, cak), k)
-    ok = key(); other = issue('other CA', ok, name('other CA'), ok, ca=True)
+    ok = key(); other = issue('other CA', ok, name('other CA'), ok, ca=True); write('other-ca', other, ok)
     k = key(); write('stranger', issue('stranger', k, other.subject, ok), k)
     return d
 

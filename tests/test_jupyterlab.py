@@ -1,6 +1,6 @@
 """The notebooks open and run in JupyterLab, as the README says: the `dev` extra installs it, the notebooks'
 kernel is there, and a tutorial executes from top to bottom through Jupyter's own machinery."""
-import json, pathlib, shutil, subprocess, sys
+import json, pathlib, shutil, subprocess
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -52,7 +52,7 @@ def read_for(s, seconds):
 @pytest.mark.parametrize('kind', ['nats-server', 'jsnb'])
 async def test_lame_duck_in_a_cluster(pair, kind):
     a, b = pair(kind)
-    url_a, url_b = f'127.0.0.1:{a.proc.port}', f'127.0.0.1:{b.proc.port}'
+    url_b = f'127.0.0.1:{b.proc.port}'
     told, closed = asyncio.Event(), asyncio.Event()
     async def ldm(): told.set()
     async def gone(): closed.set()
@@ -72,7 +72,7 @@ async def test_lame_duck_in_a_cluster(pair, kind):
                  'Closing existing clients'):
         assert line in log, (line, log)
     assert b.get('/varz')['connect_urls'] == [url_b]
-    watch_a.close(); watch_b.close()
+    watch_a.close(); watch_b.close(); await nc.close()
 
 
 @pytest.mark.parametrize('kind', ['nats-server', 'jsnb'])
@@ -91,7 +91,7 @@ async def test_lame_duck_alone(kind, tmp_path):
         await asyncio.sleep(0.3)
         assert n.proc.proc.poll() is None
         assert n.proc.proc.wait(15) == 0
-        w.close()
+        w.close(); await nc.close()
     finally: n.stop()
 
 

@@ -1,7 +1,7 @@
 """Message tracing (`Nats-Trace-Dest`, `Nats-Trace-Only`) against jsnb and the reference: the event's shape and
 contents for deliveries, queue groups, the publisher's own subscription, streams, trace-only dry runs, and the
 messages that are dropped or not traced."""
-import asyncio, json
+import json
 import pytest
 import nats
 from nats.errors import TimeoutError as NatsTimeout

@@ -143,7 +143,8 @@ def _wildcards(s: str) -> list[str]: return [t for t in s.split('.') if t in ('*
 
 def map_subject(subject: bytes, frm: str, to: str) -> bytes:
     "`subject` (matching pattern `frm`) carried over to pattern `to`: its wildcard tokens kept, in order."
-    if frm == to or not has_wildcard(to.encode()): return to.encode() if not has_wildcard(to.encode()) else subject
+    if not has_wildcard(to.encode()): return to.encode()            # a literal subject: every message goes there
+    if frm == to: return subject
     n = iter(range(1, 100))
     dest = '.'.join('$' + str(next(n)) if t == '*' else t for t in to.split('.'))
     return (transform_subject(subject.decode(), frm, dest) or to).encode()

@@ -6,7 +6,6 @@
 from __future__ import annotations
 import itertools, logging, time
 import orjson
-from .protocol import get_header
 from .subjects import valid_literal_subject
 from .times import rfc3339
 from .auth import may_publish
