@@ -17,7 +17,8 @@ from ..clients.backup import snapshot as _snapshot, restore as _restore
 __all__ = ['COLUMNS', 'SCENARIOS', 'CORE_WINDOW', 'BenchOptions', 'Result', 'BenchError', 'Progress', 'scenario', 'run_scenario',
            'bench_pub', 'bench_pubsub', 'cluster_pubsub', 'bench_js_pub_sync', 'bench_js_pub_async', 'bench_js_batch',
            'bench_js_fast', 'bench_js_fetch', 'bench_js_consume', 'bench_js_ordered', 'bench_direct_get',
-           'bench_direct_batch', 'bench_kv_put', 'bench_kv_get', 'bench_js_backup', 'bench_js_restore']
+           'bench_direct_batch', 'bench_direct_pipe', 'bench_kv_put', 'bench_kv_get', 'bench_js_backup',
+           'bench_js_restore']
 
 # %% ../../nbs/4_bench/01_scenarios.ipynb #9cb4a465
 @dataclass
@@ -508,6 +509,22 @@ async def bench_direct_batch(url: str, o: BenchOptions, p) -> Result:
         if sub.other or sub.count != n or sub.eobs != len(reqs):
             raise BenchError(f'direct-batch: {sub.count} messages, {sub.eobs} EOBs, statuses {sub.other}')
         return Result('direct-batch', o.storage, n, dt, o.size)
+
+# %% ../../nbs/4_bench/01_scenarios.ipynb #2d845c89
+@scenario('direct-pipe', 'direct')
+async def bench_direct_pipe(url: str, o: BenchOptions, p) -> Result:
+    "Direct Get by sequence, pipelined: up to `window` single-message requests outstanding."
+    async with _stream(url, o, 'BENCH_DPIPE', allow_direct=True) as c:
+        n = o.msgs
+        await _fill(c, o, _subjects('bench.js', o.subjects), n)
+        sub = c.sub(f'{c.inbox}.dp', _DirectSub); await c.flush()
+        fr = Frames([pub_frame('$JS.API.DIRECT.GET.BENCH_DPIPE', b'{"seq":%d}' % (i + 1), sub.subject) for i in range(n)])
+        p.start()
+        await _pump(c, fr, n, p, sub, o.window)
+        dt = p.stop()
+        if sub.other or sub.count != n: raise BenchError(f'direct-pipe: {sub.count} answers, statuses {sub.other}')
+        return Result('direct-pipe', o.storage, n, dt, o.size)
+
 
 # %% ../../nbs/4_bench/01_scenarios.ipynb #79da00bf
 _KV = dict(max_msgs_per_subject=1, allow_rollup_hdrs=True, deny_delete=True, allow_direct=True, discard='new')

@@ -8,8 +8,8 @@ import os, time
 import numpy as np
 
 # %% auto #0
-__all__ = ['WANTED', 'JIT', 'JIT_MIN_ROWS', 'next_row', 'prev_row', 'count_rows', 'select_rows', 'last_rows', 'expired_rows',
-           'cache_dir', 'compile_cached', 'warm', 'warm_in_background', 'speedups']
+__all__ = ['WANTED', 'JIT', 'JIT_MIN_ROWS', 'JIT_MIN_SCANS', 'next_row', 'prev_row', 'count_rows', 'select_rows', 'last_rows',
+           'expired_rows', 'cache_dir', 'compile_cached', 'warm', 'warm_in_background', 'speedups']
 
 # %% ../../nbs/2_js/03_kernels.ipynb #dffac007
 import importlib.util, threading
@@ -17,13 +17,17 @@ import importlib.util, threading
 WANTED = importlib.util.find_spec('numba') is not None and os.environ.get('JSNB_NO_JIT', '') in ('', '0')
 JIT = False                         # set by `warm()` once the compiled kernels are in place
 JIT_MIN_ROWS = 65_536               # a scan this long starts loading the kernels
+JIT_MIN_SCANS = 50_000              # and so does this many scans of any length
 _KERNELS: list[str] = []
 _warming: threading.Thread | None = None
+_scans = 0
 
 def _cold(n: int) -> bool:
-    "Whether the twins answer a scan of `n` rows; a long one starts loading the kernels in the background."
+    "Whether the twins answer a scan of `n` rows; a long scan, or many short ones, start loading the kernels in the background."
+    global _scans
     if JIT: return False
-    if n >= JIT_MIN_ROWS and WANTED and _warming is None: warm_in_background()
+    _scans += 1
+    if (n >= JIT_MIN_ROWS or _scans >= JIT_MIN_SCANS) and WANTED and _warming is None: warm_in_background()
     return True
 
 def _njit(f):
