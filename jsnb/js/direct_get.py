@@ -177,4 +177,6 @@ def on_request(s: Stream, appended: bool, subject: bytes, reply: bytes, hdr: int
     mls = req.get('min_last_seq') or 0 if err is None else 0
     if mls and mls > s.store.state()['last_seq']:                                    # read-after-write: not yet
         return s.host.later(ERROR_DELAY, lambda: s.host.publish(to, b'', MIN_LAST_SEQ[0]))
-    for h, d in [err] if err is not None else answer(s, req): s.host.publish(to, d, h)
+    out = [err] if err is not None else answer(s, req)
+    if len(out) == 1: s.host.publish(to, out[0][1], out[0][0])
+    else: s.host.send([(to, to, '', h, d) for h, d in out])      # a batch: one subscription lookup for all of it

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/1_nats/01a_times.ipynb #d0f1427b
 from __future__ import annotations
-import datetime, re, time
+import datetime, functools, re, time
 
 # %% auto #0
 __all__ = ['NS', 'ZERO_TIME', 'MAX_DURATION', 'rfc3339', 'rfc3339_micro', 'parse_rfc3339', 'parse_go_duration', 'go_duration']
@@ -13,12 +13,14 @@ __all__ = ['NS', 'ZERO_TIME', 'MAX_DURATION', 'rfc3339', 'rfc3339_micro', 'parse
 NS = 1_000_000_000                       # nanoseconds in a second
 ZERO_TIME = '0001-01-01T00:00:00Z'       # Go's zero time, as JSON writes it
 
+@functools.lru_cache(maxsize=4096)
+def _second(s: int) -> str: return time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(s))
+
 def rfc3339(ns: int) -> str:
     "UNIX nanoseconds as the reference's JSON writes a time (0 is the zero time)."
     if not ns: return ZERO_TIME
     s, frac = divmod(ns, NS)
-    base = time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(s))
-    return base + (('.%09d' % frac).rstrip('0') if frac else '') + 'Z'
+    return _second(s) + (('.%09d' % frac).rstrip('0') if frac else '') + 'Z'
 
 def rfc3339_micro(t: float) -> str:
     "A UNIX time in seconds as RFC 3339 UTC with microseconds, as the monitoring endpoints write their clocks."
