@@ -16,7 +16,7 @@ from .errors import (JSAtomicPublishContainsDuplicateMessageErr, JSAtomicPublish
                            JSBatchPublishUnknownBatchIDErr, JSInsufficientResourcesErr, JSMessageTTLDisabledErr,
                            JSMessageTTLInvalidErr, JSStreamMessageExceedsMaximumErr, JSStreamNotMatchErr, JSStreamSealedErr,
                            JSStreamWrongLastSequenceConstantErr, JSStreamWrongLastSequenceErrF)
-from .host import advise
+from .host import advise, StoreRun
 from .ttl import parse_ttl
 from . import schedules, counters
 from .errors import JSApiError
@@ -26,7 +26,7 @@ if TYPE_CHECKING: from jsnb.js.stream import Stream      # the stream calls this
 
 # %% auto #0
 __all__ = ['MAX_BATCH', 'MAX_INFLIGHT_STREAM', 'MAX_INFLIGHT_TOTAL', 'BATCH_TIMEOUT', 'AtomicBatch', 'abandon', 'stage',
-           'expire_batches', 'FastBatch', 'parse_fast_reply', 'fast_ingest', 'expire_fast']
+           'expire_batches', 'FastBatch', 'parse_fast_reply', 'fast_ingest', 'expire_fast', 'fast_run']
 
 # %% ../../nbs/2_js/10_batch.ipynb #0d6151d1
 MAX_BATCH, MAX_INFLIGHT_STREAM, MAX_INFLIGHT_TOTAL = 1000, 50, 1000
@@ -259,3 +259,36 @@ def expire_fast(s: Stream, now: int):
     "Drop fast batches idle for longer than the batch timeout."
     for bid, b in list(s.fast.items()):
         if now - b.active > BATCH_TIMEOUT: s.fast.pop(bid, None)
+
+# %% ../../nbs/2_js/10_batch.ipynb #1c62bb80
+def fast_run(s: Stream, msgs: list[tuple[bytes, bytes, bytes]]):
+    "Header-less fast-ingest messages `(subject, reply, data)` that arrived in one read, in order."
+    if len(msgs) == 1 or s.host.storage_limit(s.cfg.get('storage', 'file')) >= 0:
+        for subject, reply, data in msgs: s._on_one(subject, reply, 0, data)
+        return
+    run, ahead = [], {}                         # `ahead`: each batch's last sequence, counting the run
+    for subject, reply, data in msgs:
+        t = reply.rsplit(b'.', 6)                # what `parse_fast_reply` reads, for the common case only
+        if len(t) == 7 and t[5] == b'1' and t[3] in (b'ok', b'fail') and t[4].isdigit():
+            bid, seq = text(t[1]), int(t[4])
+            b = s.fast.get(bid)
+            if b is not None and not b.commit and seq == ahead.get(bid, b.lseq) + 1:
+                ahead[bid] = seq; run.append((subject, reply, data, b, seq)); continue
+        _store_run(s, run); run, ahead = [], {}
+        s._on_one(subject, reply, 0, data)      # anything else: one by one, after what came before it
+    _store_run(s, run)
+
+def _store_run(s: Stream, run: list):
+    "Store a run of messages that continue their batches with one store call, then move each batch on as `fast_ingest` would."
+    if not run: return
+    try: first = s.propose(StoreRun([r[0] for r in run], [r[2] for r in run]))
+    except Exception:                           # refused as a whole: each message on its own, with its own answer
+        for subject, reply, data, _, _ in run: s._on_one(subject, reply, 0, data)
+        return
+    now = time.time_ns()
+    for i, (_, reply, _, b, seq) in enumerate(run):
+        b.lseq = b.pseq = seq; b.sseq = first + i; b.active = now
+        out = []
+        if _check_flow(s, b, out): s.host.reply(reply, out[0])
+    s._stored()
+

@@ -53,6 +53,7 @@ class Stream:
         self.last_seq = store.state()['last_seq']
         self.last_msg_id = ''
         self._inbox: list = []                       # header-less messages of the current read, stored together
+        self._fast_inbox: list = []                  # and the fast-ingest ones
         self._bulk = False
         self.batches: dict[str, batch.AtomicBatch] = {}   # atomic batches being staged, by id
         self.fast: dict[str, batch.FastBatch] = {}        # fast-ingest batches in flight, by id
@@ -200,13 +201,26 @@ def _bulk_ok(self: Stream) -> bool:
 
 @patch
 def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    "The stream's subscription: header-less messages from clients wait in the inbox, the rest go one by one."
-    if not hdr and self._bulk and isinstance(src, ClientConn) and not reply.endswith(b'.$FI'):
-        if not self._inbox: self.host.defer(self._flush)
-        self._inbox.append((subject, reply, data))
-        return
+    "The stream's subscription: header-less messages from clients wait in an inbox (fast-ingest ones in their own), the rest go one by one."
+    if not hdr and self._bulk and isinstance(src, ClientConn):
+        if not reply.endswith(b'.$FI'):
+            if self._fast_inbox: self._flush_fast()  # keep the order of arrival between the two inboxes
+            if not self._inbox: self.host.defer(self._flush)
+            self._inbox.append((subject, reply, data))
+            return
+        if self.cfg.get('allow_batched'):
+            if self._inbox: self._flush()
+            if not self._fast_inbox: self.host.defer(self._flush_fast)
+            self._fast_inbox.append((subject, reply, data))
+            return
     self.host.flush_deferred()                       # keep the order of arrival
     self._on_one(subject, reply, hdr, data)
+
+@patch
+def _flush_fast(self: Stream):
+    "Store the fast-ingest inbox: runs that continue their batch with one store call each (see the batch page)."
+    msgs, self._fast_inbox = self._fast_inbox, []
+    if msgs: batch.fast_run(self, msgs)
 
 @patch
 def _flush(self: Stream):

@@ -476,6 +476,11 @@ def route_run(self: Core, src: ClientConn, subject: bytes, run: list[Pub]):
     if self.cluster is not None: return self.cluster.route_run(src, subject, run)
     psubs, qgroups = src.acc.sublist.match(subject)
     if not _plain(psubs, qgroups):
+        if psubs and not qgroups and all(s.client is None and not s.max for s in psubs):   # internal handlers (a stream): one match
+            self.in_msgs += len(run); self.in_bytes += sum([len(op.data) for op in run])
+            for op in run:
+                for sub in psubs: self.deliver(sub, subject, op.reply, 0, op.data, src)
+            return
         for op in run: self.route(src, subject, op.reply, 0, op.data)
         return
     k, nb = len(run), sum([len(op.data) for op in run])
