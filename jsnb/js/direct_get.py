@@ -24,12 +24,14 @@ EMPTY, MALFORMED, BAD = _st(408, 'Empty Request'), _st(408, 'Malformed Request')
 NOT_FOUND, NO_RESULTS, TOO_MANY = _st(404, 'Message Not Found'), _st(404, 'No Results'), _st(413, 'Too Many Results')
 MIN_LAST_SEQ = _st(412, 'Min Last Sequence')        # read-after-write: the stream has not reached `min_last_seq`
 
-def _headers(stream: str, m, extra: tuple = ()) -> bytes:
-    "The reply's header block for stored message `m`."
-    fields = [('Nats-Stream', stream), ('Nats-Subject', m.subject), ('Nats-Sequence', m.seq),
-              ('Nats-Time-Stamp', rfc3339(m.ts)), *extra]
+_FIELDS_FMT = b'%sNats-Stream: %s\r\nNats-Subject: %s\r\nNats-Sequence: %d\r\nNats-Time-Stamp: %s\r\n'
+_BATCH_FMT = b'Nats-Num-Pending: %d\r\nNats-Last-Sequence: %d\r\n'
+
+def _headers(stream: bytes, m, pending: int | None = None, last: int = 0) -> bytes:
+    "The reply's header block for stored message `m` (`pending`, `last`: a batch's counters)."
     base = m.hdr[:-2] if m.hdr else b'NATS/1.0\r\n'
-    return base + wire(''.join(f'{k}: {v}\r\n' for k, v in fields)) + b'\r\n'
+    h = _FIELDS_FMT % (base, stream, wire(m.subject), m.seq, rfc3339(m.ts).encode())
+    return h + (_BATCH_FMT % (pending, last) if pending is not None else b'') + b'\r\n'
 
 def eob(pending: int, last: int, up_to: int | None = None) -> tuple[bytes, bytes]:
     "The end-of-batch status."
@@ -88,7 +90,7 @@ def check(req: dict):
 def answer(stream, req: dict, max_pending: int = 64 * 1024 * 1024) -> list[tuple[bytes, bytes]]:
     "The replies to a Direct Get request on `stream`."
     if req.get('multi_last'): return _multi(stream, req, max_pending)
-    store, name = stream.store, stream.name
+    store, name = stream.store, wire(stream.name)
     seq = store.seq_from_time(req['start_time']) if req.get('start_time') is not None else req.get('seq', 0)
     nxt, last = req.get('next_by_subj', ''), req.get('last_by_subj', '')
     batch = req.get('batch') or 0
@@ -111,7 +113,7 @@ def answer(stream, req: dict, max_pending: int = 64 * 1024 * 1024) -> list[tuple
         if req.get('no_hdr'): hdr = b''
         elif is_batch:
             pending = max(pending - 1, 0)
-            hdr = _headers(name, m, (('Nats-Num-Pending', pending), ('Nats-Last-Sequence', lseq)))
+            hdr = _headers(name, m, pending, lseq)
         else: hdr = _headers(name, m)
         out.append((hdr, m.data)); lseq = m.seq
         sent += len(m.subject) + len(m.hdr) + len(m.data)
@@ -121,7 +123,7 @@ def answer(stream, req: dict, max_pending: int = 64 * 1024 * 1024) -> list[tuple
 
 # %% ../../nbs/2_js/07_direct_get.ipynb #338bde15
 def _multi(stream, req: dict, max_pending: int) -> list[tuple[bytes, bytes]]:
-    store, name = stream.store, stream.name
+    store, name = stream.store, wire(stream.name)
     st = store.state()
     up_to = req.get('up_to_seq') or 0
     if req.get('up_to_time') is not None:
@@ -138,7 +140,7 @@ def _multi(stream, req: dict, max_pending: int) -> list[tuple[bytes, bytes]]:
     out, lseq, sent = [], 0, 0
     for i, m in enumerate(msgs):
         left = len(msgs) - i - 1
-        out.append((_headers(name, m, (('Nats-Num-Pending', left), ('Nats-Last-Sequence', lseq))), m.data))
+        out.append((_headers(name, m, left, lseq), m.data))
         lseq = m.seq
         sent += len(m.subject) + len(m.hdr) + len(m.data)
         if sent >= mb or (batch and len(out) >= batch): break

@@ -507,8 +507,20 @@ def _get(self: FileStore, r):
 @patch
 def _get_many(self: FileStore, rows) -> list:
     ix = self._ix
-    return [self._read(q, b, off, size + 9)
-            for q, b, off, size in zip(ix.seq[rows].tolist(), ix.blk[rows].tolist(), ix.off[rows].tolist(), ix.size[rows].tolist())]
+    seqs, blks, offs, sizes = ix.seq[rows].tolist(), ix.blk[rows].tolist(), ix.off[rows].tolist(), ix.size[rows].tolist()
+    start, end = (offs[0], offs[-1] + sizes[-1] + 9) if seqs else (0, 0)
+    if len(seqs) < 8 or blks[0] != blks[-1] or end - start > 2 * (sum(sizes) + 9 * len(sizes)) + _READ_AHEAD:
+        return [self._read(q, b, off, size + 9) for q, b, off, size in zip(seqs, blks, offs, sizes)]
+    buf = os.pread(self._fd(blks[0]), end - start, start)   # rows of one block, close together: one read for all
+    out = []
+    for q, off in zip(seqs, offs):
+        pos = off - start
+        f, _ = _read_rec(buf, pos)
+        if f is None or f[3] != q or f[2] != _MSG: return [self._read(q, b, o, s + 9) for q, b, o, s in zip(seqs, blks, offs, sizes)]
+        p = pos + _HDR + f[6]
+        out.append((buf[p:p + f[7]], buf[p + f[7]:pos + f[0]]))
+    self._last_get = seqs[-1]
+    return out
 
 @patch
 def _read(self: FileStore, seq: int, b: int, off: int, need: int):
