@@ -216,10 +216,11 @@ def _sizes(self: MsgStore, subjects: list[bytes], datas: list[bytes]) -> np.ndar
 
 @patch
 def store_batch(self: MsgStore, subjects: list[bytes], datas: list[bytes]) -> tuple[int, int]:
-    "Store header-less messages in one call, for streams that only discard old messages: `(first_seq, ts)`."
+    "Store header-less messages in one call, for streams that refuse none of them: `(first_seq, ts)`."
     self._check()
     L, ix = self.limits, self._ix
-    assert L.discard == 'old' and L.max_msg_size < 0, 'store_batch is for streams that refuse nothing'
+    refuses = L.discard == 'new' and (L.max_msgs > 0 or L.max_bytes > 0 or L.discard_new_per_subject)
+    assert not refuses and L.max_msg_size < 0, 'store_batch is for streams that refuse nothing'
     bids, ts = ix.bids, time.time_ns()
     sids = np.empty(len(subjects), np.int32)
     for i, s in enumerate(subjects):

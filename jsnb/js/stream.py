@@ -195,8 +195,10 @@ def _handle(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes):
 def _bulk_ok(self: Stream) -> bool:
     "Whether header-less messages can take the bulk path (nothing in the configuration can refuse them)."
     c = self.cfg
+    refuses_new = c.get('discard', 'old') == 'new' and ((c.get('max_msgs') or -1) > 0 or (c.get('max_bytes') or -1) > 0
+                                                        or c.get('discard_new_per_subject'))
     return (not c.get('sealed') and not c.get('subject_transform') and not c.get('republish') and not c.get('mirror')
-            and c.get('discard', 'old') == 'old' and c.get('retention', 'limits') != 'interest'
+            and not refuses_new and c.get('retention', 'limits') != 'interest'
             and c.get('max_msg_size', -1) in (-1, None) and not c.get('allow_msg_counter'))
 
 @patch
