@@ -5,7 +5,7 @@
 # %% ../../nbs/4_bench/02_compare.ipynb #a95a33b1
 from __future__ import annotations
 import argparse, asyncio, csv, dataclasses, math, os, pathlib, re, shutil, signal, statistics, subprocess, sys
-import json, tempfile, time, urllib.request
+import json, tempfile, threading, time, urllib.request
 import numpy as np
 import orjson
 from .client import Conn, Frames, Sub, AckSub, ApiError, ServerError, pub_frame, scan_frames, statuses, NCOLS
@@ -14,10 +14,11 @@ from .scenarios import (BenchOptions, Result, Progress, BenchError, SCENARIOS, C
 
 
 # %% auto #0
-__all__ = ['MEMORY_COLUMNS', 'SCALING_OPS', 'SCALING_COLUMNS', 'SCALING_SIZES', 'GOAL', 'TARGETS', 'OWN_TARGETS', 'GROUPS',
-           'EXTRA', 'BenchServer', 'proc_memory', 'reset_peak', 'server_label', 'memory_per_msg', 'scaling', 'judge',
-           'plan', 'compare', 'own_judgements', 'misses', 'pairs', 'table', 'write_csv', 'chart', 'scaling_chart',
-           'start_cluster', 'compare_cluster', 'kernel_rows', 'kernel_table', 'select', 'bench', 'main']
+__all__ = ['MEMORY_COLUMNS', 'STARTUP_COLUMNS', 'STARTUP_TARGET', 'SCALING_OPS', 'SCALING_COLUMNS', 'SCALING_SIZES', 'GOAL',
+           'TARGETS', 'OWN_TARGETS', 'GROUPS', 'EXTRA', 'BenchServer', 'proc_memory', 'reset_peak', 'server_label',
+           'memory_per_msg', 'ready_after', 'startup', 'scaling', 'judge', 'plan', 'compare', 'own_judgements',
+           'misses', 'pairs', 'table', 'write_csv', 'chart', 'scaling_chart', 'start_cluster', 'compare_cluster',
+           'kernel_rows', 'kernel_table', 'select', 'bench', 'main']
 
 # %% ../../nbs/4_bench/02_compare.ipynb #5a1b2cf7
 def _server_cmd(kind: str) -> list[str]:
@@ -123,6 +124,56 @@ async def memory_per_msg(url: str, pid: int, o: BenchOptions, n: int, label: str
             m = proc_memory(pid)
     return dict(server=label, storage='memory', msg_size=o.size, msgs=n, seconds=dt, rss_before_bytes=before,
                 rss_after_bytes=m['rss'], peak_rss_bytes=m['peak'], bytes_per_msg=(m['rss'] - before) / n)
+
+# %% ../../nbs/4_bench/02_compare.ipynb #da578f32
+STARTUP_COLUMNS = ['server', 'what', 'msgs', 'seconds']
+STARTUP_TARGET = 0.3                 # seconds from launch to `Server is ready`, empty store
+
+def ready_after(kind: str, store: str, timeout: float = 300) -> tuple[float, subprocess.Popen, int]:
+    "Start server `kind` with JetStream on `store`: (seconds until it is ready, the running process, its port)."
+    t0 = time.perf_counter()
+    p = subprocess.Popen(_server_cmd(kind) + ['-js', '-sd', store, '-p', '-1'], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    deadline, port = t0 + timeout, None
+    for line in p.stderr:
+        if m := _LISTEN.search(line): port = int(m.group(1))
+        if 'Server is ready' in line:
+            threading.Thread(target=p.stderr.read, daemon=True).start()      # keep draining its log
+            return time.perf_counter() - t0, p, port
+        if time.perf_counter() > deadline: break
+    p.kill(); p.wait()
+    raise BenchError(f'{kind} did not become ready on {store}')
+
+def _stop(p: subprocess.Popen):
+    p.send_signal(signal.SIGTERM)
+    try: p.wait(60)
+    except subprocess.TimeoutExpired: p.kill(); p.wait()
+
+async def startup(kinds=('nats-server', 'jsnb'), o: BenchOptions | None = None, runs: int = 5,
+                  restart_msgs: int = 1_000_000) -> list[dict]:
+    "Start-up on an empty store (median of `runs`) and a restart with a `restart_msgs`-message file stream, per server."
+    o, rows = dataclasses.replace(o or BenchOptions(), storage='file', progress=False), []
+    for k in kinds:
+        times = []
+        for _ in range(runs):
+            with tempfile.TemporaryDirectory() as d:
+                t, p, _ = ready_after(k, d); times.append(t); _stop(p)
+        rows.append(dict(server=k, what='start, empty store', msgs=0, seconds=float(np.median(times))))
+        if not restart_msgs: continue
+        with tempfile.TemporaryDirectory() as d:
+            _, p, port = ready_after(k, d)
+            c = await Conn.connect(f'nats://127.0.0.1:{port}')
+            await c.api('$JS.API.STREAM.CREATE.BENCH_RESTART', dict(name='BENCH_RESTART', subjects=['bench.js.>'], storage='file'))
+            await _fill(c, o, _subjects('bench.js', o.subjects), restart_msgs)
+            await c.close(); _stop(p)
+            t, p, port = ready_after(k, d)
+            try:
+                c = await Conn.connect(f'nats://127.0.0.1:{port}')
+                await _check_stored(c, 'BENCH_RESTART', restart_msgs); await c.close()
+            finally: _stop(p)
+            rows.append(dict(server=k, what='restart, file stream', msgs=restart_msgs, seconds=t))
+    return rows
+
 
 # %% ../../nbs/4_bench/02_compare.ipynb #4267baba
 SCALING_OPS = ('first_fetch', 'num_pending', 'last_by_subject', 'multi_last')
@@ -260,12 +311,14 @@ def own_judgements(results: list[Result], ours: str = 'jsnb') -> list[tuple[str,
             out.append((s, st, other, ratio, goal, ratio >= goal))
     return out
 
-def misses(results: list[Result]) -> list[str]:
-    "Every target that `results` miss, a line each (none: all met)."
+def misses(results: list[Result], starts: list[dict] = ()) -> list[str]:
+    "Every target that `results` and the start-up rows `starts` miss, a line each (none: all met)."
     out = [f'{a.scenario} ({a.storage or "core"}): {r:.2f} of the reference, target {goal}'
            for a, b in pairs(results) for r, goal, ok in [judge(a.scenario, a, b)] if ok is False]
-    return out + [f"{s} ({st}): {r:.2f}x jsnb's {other}, target >= {goal:g}x"
-                  for s, st, other, r, goal, ok in own_judgements(results) if not ok]
+    out += [f"{s} ({st}): {r:.2f}x jsnb's {other}, target >= {goal:g}x"
+            for s, st, other, r, goal, ok in own_judgements(results) if not ok]
+    return out + [f'start-up: {r["seconds"]:.3f} s to ready, target <= {STARTUP_TARGET:g} s' for r in starts
+                  if r['server'] == 'jsnb' and r['msgs'] == 0 and r['seconds'] > STARTUP_TARGET]
 
 
 # %% ../../nbs/4_bench/02_compare.ipynb #4547bdc9
@@ -277,7 +330,7 @@ def pairs(results: list[Result], ref: str = 'nats-server', ours: str = 'jsnb') -
     keys = list(dict.fromkeys((r.scenario, r.storage) for r in results))
     return [(by[k + (ref,)], by[k + (ours,)]) for k in keys if k + (ref,) in by and k + (ours,) in by]
 
-def table(results: list[Result], mem: list[dict] = ()) -> str:
+def table(results: list[Result], mem: list[dict] = (), starts: list[dict] = ()) -> str:
     "The comparison as text."
     head = (f'{"scenario":<14}{"storage":<8}{"msgs":>9} {"reference/s":>12} {"jsnb/s":>11} {"ratio":>6}  {"target":<12}{"":<6}'
             f'{"p50 µs ref/jsnb":>17} {"p99 µs ref/jsnb":>17} {"peak RSS MB ref/jsnb":>21} {"client CPU":>11}')
@@ -298,6 +351,8 @@ def table(results: list[Result], mem: list[dict] = ()) -> str:
     for m in mem:
         lines.append(f'memory: {m["server"]:<12} {m["bytes_per_msg"]:8,.0f} bytes of RSS per stored {m["msg_size"]}-byte message '
                      f'({m["msgs"]:,} messages, peak RSS {m["peak_rss_bytes"] / 2**20:,.0f} MB)')
+    for r in starts:
+        lines.append(f'{r["what"]:<22} {r["server"]:<12} {r["seconds"]:8.3f} s' + (f'  ({r["msgs"]:,} messages)' if r['msgs'] else ''))
     return '\n'.join(lines)
 
 # %% ../../nbs/4_bench/02_compare.ipynb #4148abeb
@@ -413,7 +468,7 @@ def kernel_table(rows: list[dict]) -> str:
 GROUPS = {'core': ['pub', 'pubsub'], 'js': [n for n, (_, g) in SCENARIOS.items() if g == 'js'],
           'direct': ['direct-get', 'direct-batch', 'direct-pipe'], 'kv': ['kv-put', 'kv-get'], 'backup': ['js-backup', 'js-restore']}
 GROUPS['all'] = GROUPS['core'] + GROUPS['js'] + GROUPS['direct'] + GROUPS['kv'] + GROUPS['backup']
-EXTRA = ('memory', 'scaling', 'kernels', 'cluster')
+EXTRA = ('memory', 'scaling', 'kernels', 'cluster', 'startup')
 
 def _count(s: str) -> int:
     "`5000`, `500k`, `0.5M`, `5_000_000` as an int."
@@ -429,7 +484,7 @@ def select(names: list[str]) -> tuple[list[str], set[str]]:
         elif n in GROUPS: out += GROUPS[n]
         elif n in SCENARIOS: out.append(n)
         else: raise BenchError(f'unknown scenario {n!r}: choose from {", ".join([*GROUPS, *EXTRA, *SCENARIOS])}')
-    if not names: extra.add('memory')
+    if not names: extra.update(('memory', 'startup'))
     return list(dict.fromkeys(out)), extra
 
 # %% ../../nbs/4_bench/02_compare.ipynb #12baa39c
@@ -456,6 +511,7 @@ def _parser() -> argparse.ArgumentParser:
     a('--save-docs', action='store_true', help='also copy the CSV and PNG files to nbs/data/ of the source checkout')
     a('--repeat', type=int, default=1, help='with --compare: runs per scenario and server, the fastest kept (default 1)')
     a('--stall', type=float, default=30, help='seconds without progress before a scenario fails (default 30)')
+    a('--restart-msgs', type=_count, default=1_000_000, help='messages in the stream of the restart measurement (default 1M)')
     a('--check', action='store_true', help='with --compare: exit with status 1 when a ratio misses its target')
     a('-q', '--quiet', action='store_true', help='no progress lines')
     return p
@@ -483,7 +539,7 @@ async def bench(args: argparse.Namespace) -> int:
                      batch=args.batch, sync_msgs=args.sync_msgs, keys=args.keys, progress=not args.quiet, stall=args.stall)
     out = pathlib.Path(args.out or '.')
     write_files = args.compare or args.out is not None or args.save_docs
-    results, mem, scale = [], [], []
+    results, mem, scale, starts = [], [], [], []
     if 'kernels' in extra:
         rows = kernel_rows(args.msgs)
         print(kernel_table(rows) if rows is not None else 'kernels: jsnb.js.kernels.speedups is not available, skipped')
@@ -492,6 +548,7 @@ async def bench(args: argparse.Namespace) -> int:
             results, mem = await compare(names, o, storages, memory_msgs=args.memory_msgs if 'memory' in extra else 0,
                                          repeat=args.repeat)
         if 'cluster' in extra: results += await compare_cluster(o)
+        if 'startup' in extra: starts = await startup(o=o, restart_msgs=args.restart_msgs)
         if 'scaling' in extra:
             for k in ('nats-server', 'jsnb'):
                 with BenchServer(k) as srv:
@@ -507,11 +564,12 @@ async def bench(args: argparse.Namespace) -> int:
             print(f'{r.scenario:<14}{r.storage or "-":<8}{r.msgs:>10,} msgs {r.seconds:9.3f} s {r.msgs_per_sec:>12,.0f} msgs/s '
                   f'{r.bytes_per_sec / 2**20:9.1f} MB/s  p50 {_fmt(r.p50_us, ".0f")} µs  p99 {_fmt(r.p99_us, ".0f")} µs')
         if 'cluster' in extra: print('cluster: needs --compare (it starts a cluster of each kind)')
+        if 'startup' in extra and args.scenarios: print('startup: needs --compare (it starts servers of each kind)')
         if 'memory' in extra and args.pid: mem.append(await memory_per_msg(args.server, args.pid, o, args.memory_msgs, label))
         elif 'memory' in extra and args.scenarios: print('memory: needs --pid (the server process) without --compare')
         if 'scaling' in extra:
             scale = await scaling(args.server, o, [_count(x) for x in args.scaling_sizes.split(',')], args.scaling_subjects, label=label)
-    if args.compare and results: print(table(results, mem))
+    if args.compare and (results or starts): print(table(results, mem, starts))
     elif mem: print('\n'.join(table([], mem).splitlines()[2:]))
     for r in scale: print(f'scaling {r["server"]:<12}{r["stream_msgs"]:>11,} msgs  {r["op"]:<16}{r["seconds"] * 1e3:10.3f} ms')
     if write_files:
@@ -519,10 +577,11 @@ async def bench(args: argparse.Namespace) -> int:
             _write(out, args.save_docs, 'bench-compare.csv', lambda p: write_csv(p, [r.row() for r in results], COLUMNS))
             if args.compare: _write(out, args.save_docs, 'bench-compare.png', lambda p: chart(results, p))
         if mem: _write(out, args.save_docs, 'bench-memory.csv', lambda p: write_csv(p, mem, MEMORY_COLUMNS))
+        if starts: _write(out, args.save_docs, 'bench-startup.csv', lambda p: write_csv(p, starts, STARTUP_COLUMNS))
         if scale:
             _write(out, args.save_docs, 'bench-scaling.csv', lambda p: write_csv(p, scale, SCALING_COLUMNS))
             _write(out, args.save_docs, 'bench-scaling.png', lambda p: scaling_chart(scale, p))
-    if args.check and (missed := misses(results)):
+    if args.check and (missed := misses(results, starts)):
         print(f'jsnb bench: {len(missed)} below target:\n  ' + '\n  '.join(missed), file=sys.stderr)
         return 1
     return 0
