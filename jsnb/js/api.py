@@ -133,13 +133,14 @@ class JetStream:
 
     def on_api(self, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
         "One `$JS.API` request: route it, answer it (once), count and audit it."
-        subj = text(subject)
-        found = route(subj)
-        if found is None:                           # nobody handles this subject: no answer, as with the reference,
-            if reply and subj.startswith('$JS.API.DIRECT.GET.'):     # but a Direct Get nobody serves is a no-responders
+        if subject.startswith(b'$JS.API.DIRECT.GET.'):     # the streams answer these; a Direct Get nobody serves is a no-responders
+            if reply:
                 p, q = self.core.sublist.match(subject)
                 if len(p) + len(q) <= 1: self.account.no_responders(src, subject, reply)
             return
+        subj = text(subject)
+        found = route(subj)
+        if found is None: return                    # nobody handles this subject: no answer, as with the reference
         r, args = found
         body = data[hdr:] if hdr else data
         if hdr and not level_ok(data[:hdr]): r = r._replace(handler=_above_level)   # asks for a newer API than ours

@@ -59,6 +59,7 @@ def parse_request(body: bytes) -> tuple[dict | None, tuple | None]:
     except orjson.JSONDecodeError: return None, MALFORMED
     if d is None: return {}, None
     if not isinstance(d, dict): return None, MALFORMED
+    if len(d) == 1 and type(d.get('seq')) is int and d['seq'] >= 0: return d, None   # the common request, as it is
     folded = {}
     for k, v in d.items(): folded[k.lower()] = v                     # keys match in any case; the last one wins
     req = {}
