@@ -222,3 +222,22 @@ async def test_message_ids_do_not_stall_the_server(start_server):
     print('worst round trip with message ids (s):', {k: round(v[1], 3) for k, v in out.items()})
     assert out['jsnb'][0] == out['nats-server'][0] in (False, None)
     assert out['jsnb'][1] < 2.0, out
+
+
+async def test_duplicate_window_survives_a_restart(start_server):
+    "Message ids published before a restart are still known after it, among header-less messages, on both servers."
+    out = {}
+    for kind in ('nats-server', 'jsnb'):
+        s = start_server(kind, '-js')
+        nc = await nats.connect(s.url); js = nc.jetstream()
+        await js.add_stream(name='D', subjects=['d.>'])
+        for i in range(200): await js.publish('d.plain', b'%d' % i)
+        acks = [await js.publish('d.id', b'x', headers={'Nats-Msg-Id': f'id-{i}'}) for i in range(3)]
+        await nc.close(); s.restart()
+        nc = await nats.connect(s.url); js = nc.jetstream()
+        again = [await js.publish('d.id', b'y', headers={'Nats-Msg-Id': f'id-{i}'}) for i in range(4)]
+        out[kind] = ([(a.seq, a.duplicate) for a in acks], [(a.seq, bool(a.duplicate)) for a in again],
+                     (await js.stream_info('D')).state.messages)
+        await nc.close()
+    assert out['jsnb'] == out['nats-server']
+    assert out['jsnb'][1] == [(201, True), (202, True), (203, True), (204, False)]

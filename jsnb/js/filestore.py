@@ -110,6 +110,7 @@ class FileStore(MsgStore):
         self._rcache, self._last_get = None, -1     # the read-ahead buffer (block, offset, bytes), the last sequence loaded
         self._dirty, self._synced, self._werr, self._stale, self._due = set(), time.monotonic(), None, False, False
         self._bm: dict[int, _Blk] = {}
+        self._with_hdr: list[int] | None = []   # sequences of the messages with headers that opening replayed (see header_seqs)
         self.lost = self.truncated = 0            # damaged stretches skipped, torn bytes cut on open
         self.damage: list[dict] = []              # what the open found damaged, as logged
         for p in self._bdir.glob('*.new'): p.unlink()          # a rewrite that a crash interrupted
@@ -232,6 +233,7 @@ def _replay(self: FileStore, b: int, buf, recs):
         dlen = rlen - _HDR - slen - hlen
         r = ix.append(ix.intern(subj), ts, 30 + slen + dlen + (4 + hlen if hlen else 0), ttl)
         ix.blk[r], ix.off[r] = b, pos
+        if hlen: self._with_hdr.append(seq)
     ix.trim()
 
 @patch
@@ -242,6 +244,14 @@ def _count_dead(self: FileStore):
     u, inv = np.unique(ix.blk[:ix.n][live], return_inverse=True)
     held = dict(zip(u.tolist(), np.bincount(inv, weights=ix.size[:ix.n][live] + 5).tolist()))
     for b, m in self._bm.items(): m.dead = m.hole = max(0, m.size - m.marks - int(held.get(b, 0)))
+
+# %% ../../nbs/2_js/05_filestore.ipynb #a06ee3db
+@patch
+def header_seqs(self: FileStore, seq: int) -> list[int] | None:
+    "Sequences from `seq` on of the messages with headers that opening replayed: answered once, right after opening (None after)."
+    known, self._with_hdr = self._with_hdr, None
+    return None if known is None else known[bisect.bisect_left(known, seq):]
+
 
 # %% ../../nbs/2_js/05_filestore.ipynb #595852ee
 @patch

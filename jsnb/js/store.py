@@ -197,6 +197,11 @@ def store_msgs(self: MsgStore, msgs: list) -> list:
     return out
 
 @patch
+def header_seqs(self: MsgStore, seq: int) -> list[int] | None:
+    "Sequences from `seq` on of messages stored with headers, if the store knows them without reading messages (None: it does not)."
+    return None
+
+@patch
 def skip_msg(self: MsgStore) -> int:
     "Use the next sequence without storing a message; returns it."
     self._check()

@@ -85,15 +85,25 @@ def _rebuild_dedup(self: Stream):
     st = self.store.state()
     if not st['messages']: return
     seq = self.store.seq_from_time(time.time_ns() - window)          # read forward, in batches, from the window's start
+    known = self.store.header_seqs(seq)                              # a store that knows which messages have headers
+    if known is not None:
+        for q in known:
+            m = self.store.load_msg(q)
+            if m is not None: self._remember_msg(m, st['last_seq'])
+        return
     while seq <= st['last_seq']:
         batch = self.store.load_next_msgs('', seq, 1024)
         if not batch: break
-        for m in batch:
-            mid = get_header(m.hdr, b'Nats-Msg-Id') if m.hdr else None
-            if mid:
-                if text(mid) not in self.dedup: self._remember(text(mid), m.seq, m.ts)
-                if m.seq == st['last_seq']: self.last_msg_id = text(mid)
+        for m in batch: self._remember_msg(m, st['last_seq'])
         seq = batch[-1].seq + 1
+
+@patch
+def _remember_msg(self: Stream, m, last_seq: int):
+    "Remember stored message `m`'s id (if it has one) for deduplication."
+    mid = get_header(m.hdr, b'Nats-Msg-Id') if m.hdr else None
+    if mid:
+        if text(mid) not in self.dedup: self._remember(text(mid), m.seq, m.ts)
+        if m.seq == last_seq: self.last_msg_id = text(mid)
 
 # %% ../../nbs/2_js/06_stream.ipynb #816842aa
 @patch
