@@ -50,6 +50,15 @@ def jsz(core: Core, query: dict | None = None) -> dict:
                 bytes=stats['bytes'], total=1)
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #243ad24e
+def _websocket_varz(core: Core) -> dict:
+    "The `websocket` block of `/varz`: the listener's settings (empty when there is none)."
+    w = core.opts.websocket
+    if w is None or w.port == 0: return {}
+    d = dict(host=w.host, port=core.ws_info['port'] if core.ws_info else w.port, advertise=w.advertise,
+             handshake_timeout=int(w.handshake_timeout * NS), no_tls=w.no_tls, same_origin=w.same_origin,
+             allowed_origins=list(w.allowed_origins), compression=w.compression)
+    return {k: v for k, v in d.items() if v}
+
 def varz(core: Core, query: dict | None = None) -> dict:
     "General server information and statistics (`/varz`)."
     o, now = core.opts, time.time()
@@ -62,7 +71,7 @@ def varz(core: Core, query: dict | None = None) -> dict:
     d.update(ping_interval=int(o.ping_interval * NS), ping_max=o.ping_max,
              http_host=o.http_host, http_port=core.http_port, auth_timeout=o.auth_timeout,
              max_control_line=o.max_control_line, max_payload=o.max_payload, max_pending=o.max_pending,
-             cluster=_cluster_varz(core))
+             cluster=_cluster_varz(core), websocket=_websocket_varz(core))
     if core.jetstream:
         j = jsz(core)
         d['jetstream'] = dict(config=j['config'], stats={k: j[k] for k in ('memory', 'storage', 'reserved_memory',
@@ -102,7 +111,7 @@ def connz(core: Core, query: dict | None = None) -> dict:
     clients = sorted((c for c in core.clients.values() if not acc or c.acc.name == acc), key=lambda c: c.cid)
     conns = []
     for c in clients[offset:offset + limit]:
-        d = dict(cid=c.cid, kind='Client', type='nats', ip=c.host, port=c.port, start=rfc3339_micro(c.start),
+        d = dict(cid=c.cid, kind='Client', type='websocket' if c.ws else 'nats', ip=c.host, port=c.port, start=rfc3339_micro(c.start),
                  last_activity=rfc3339_micro(c.last_activity), uptime=uptime(now - c.start),
                  idle=uptime(now - c.last_activity), pending_bytes=c.out_bytes + c.io_pending,
                  in_msgs=c.in_msgs, out_msgs=c.out_msgs, in_bytes=c.in_bytes, out_bytes=c.out_bytes_total,
