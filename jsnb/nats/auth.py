@@ -441,7 +441,7 @@ def check(self: Auth, c, o: dict) -> bool:
 # %% ../../nbs/1_nats/07_auth.ipynb #bab66f58
 def who(c) -> str:
     "How the reference names a client in its log: `host:port - cid:N`, then its name and user once connected."
-    s = f'{c.host}:{c.port} - cid:{c.cid}'
+    s = f'{c.host}:{c.port} - {"wid" if getattr(c, "ws", False) else "cid"}:{c.cid}'    # wid: a WebSocket client
     if not c.connected: return s
     o = c.options
     ncs = ':'.join(x for x in ((f"v{o['version']}" if o.get('version') else ''), o.get('lang') or '', o.get('name') or '') if x)
