@@ -391,3 +391,27 @@ def test_config_errors(tmp_path, case):
         (tmp_path / k).mkdir()
         s = ServerProc(k, config=config, workdir=str(tmp_path / k))
         with pytest.raises(RuntimeError, match=re.escape(text)): s.start(timeout=10)
+
+
+from test_auth_reference import certs       # noqa: F401,E402  (the auth tests' throwaway CA and server certificate)
+
+
+def test_wss(start_server, certs):
+    "`tls` in the websocket block: `wss://`; INFO says TLS is required and available; messages flow."
+    import ssl
+    block = f'port: -1, tls {{ cert_file: "{certs / "server.pem"}", key_file: "{certs / "server-key.pem"}" }}'
+    out = {}
+    for k, s in both(start_server, block).items():
+        assert _WS.search(s.log_text()).group(1) == 'wss'
+        c = wsc.create_connection(f'wss://localhost:{s.ws}', timeout=5, sslopt={'ca_certs': str(certs / 'ca.pem')})
+        info = json.loads(c.recv()[5:])
+        c.send_binary(b'CONNECT {"verbose":false}\r\nSUB s 1\r\nPUB s 3\r\nsec\r\nPING\r\n')
+        got = b''
+        while b'PONG' not in got: got += c.recv()
+        c.close()
+        ports = get(s, '/varz')['websocket']
+        out[k] = ({f: info.get(f) for f in ('tls_required', 'tls_available', 'tls_verify', 'port')}, got, {**ports, 'port': 0})
+        assert info['port'] == s.ws
+        out[k][0]['port'] = 0
+    assert out['jsnb'] == out['nats-server']
+    assert out['jsnb'][:2] == ({'tls_required': True, 'tls_available': True, 'tls_verify': None, 'port': 0}, b'MSG s 1 3\r\nsec\r\nPONG\r\n')

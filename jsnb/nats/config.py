@@ -641,7 +641,7 @@ _TOP_KEYS.update({"tls": _tls, "no_auth_user": ("no_auth_user", _str), "max_subs
 
 def _websocket(d, k, v, opts, warns, seen):
     "Apply a `websocket` block (read by jsnb.nats.websocket, which builds on this module)."
-    from .websocket import parse_websocket
+    from jsnb.nats.websocket import parse_websocket
     parse_websocket(d, k, v, opts, warns, seen)
 
 _TOP_KEYS.update({"websocket": _websocket, "ws": _websocket})
@@ -694,7 +694,7 @@ def options_from_config(d: dict, opts: ServerOptions | None = None) -> tuple[Ser
     _apply(d, _TOP_KEYS, opts, warns, set())
     _check_accounts(d, opts)
     if opts.websocket is not None:
-        from .websocket import check_websocket
+        from jsnb.nats.websocket import check_websocket
         if why := check_websocket(opts.websocket, opts): raise ConfigError(why)       # checked once the whole file is read, as the reference does
     if getattr(d, "fname", None): opts.config_file = d.fname
     return opts, warns

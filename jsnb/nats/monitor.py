@@ -56,8 +56,17 @@ def _websocket_varz(core: Core) -> dict:
     if w is None or w.port == 0: return {}
     d = dict(host=w.host, port=core.ws_info['port'] if core.ws_info else w.port, advertise=w.advertise,
              handshake_timeout=int(w.handshake_timeout * NS), no_tls=w.no_tls, same_origin=w.same_origin,
-             allowed_origins=list(w.allowed_origins), compression=w.compression)
+             allowed_origins=list(w.allowed_origins), compression=w.compression,
+             tls_cert_not_after=_cert_not_after(w.tls.cert_file) if w.tls is not None else '')
     return {k: v for k, v in d.items() if v}
+
+def _cert_not_after(path: str) -> str:
+    "When the certificate in `path` expires, as RFC 3339 in UTC ('' if it cannot be read)."
+    from cryptography import x509
+    try:
+        with open(path, 'rb') as f: cert = x509.load_pem_x509_certificate(f.read())
+    except (OSError, ValueError): return ''
+    return cert.not_valid_after_utc.strftime('%Y-%m-%dT%H:%M:%SZ')
 
 def varz(core: Core, query: dict | None = None) -> dict:
     "General server information and statistics (`/varz`)."
