@@ -415,3 +415,49 @@ def test_wss(start_server, certs):
         out[k][0]['port'] = 0
     assert out['jsnb'] == out['nats-server']
     assert out['jsnb'][:2] == ({'tls_required': True, 'tls_available': True, 'tls_verify': None, 'port': 0}, b'MSG s 1 3\r\nsec\r\nPONG\r\n')
+
+
+def ws_attempt(s, connect: dict, headers=()):
+    "A WebSocket client's INFO auth_required, then what it gets for CONNECT `connect` + PING, and its close frame if closed."
+    c = Ws(s.ws, headers)
+    info = json.loads(c.nats(b'\r\n').split(b' ', 1)[1])
+    c.pub(b'CONNECT ' + json.dumps({'verbose': False, **connect}).encode() + b'\r\nPING\r\n')
+    got = c.nats(b'\r\n')
+    closing = c.close_frame(1.0) if b'-ERR' in got else None
+    c.close()
+    return info.get('auth_required'), got, closing
+
+
+def tcp_attempt(s, connect: dict) -> bytes:
+    t = socket.create_connection(('127.0.0.1', s.port), timeout=5)
+    t.recv(65536)
+    t.sendall(b'CONNECT ' + json.dumps({'verbose': False, **connect}).encode() + b'\r\nPING\r\n')
+    got = t.recv(65536)
+    t.close()
+    return got
+
+
+WS_AUTH = {
+    'token override': ('', 'authorization { token: wstok }',
+                       [({'auth_token': 'wstok'}, ()), ({}, ()), ({'auth_token': 'no'}, ())], [{}]),
+    'user and cookies': ('', 'authorization { user: wu, password: wp, timeout: 1 }, user_cookie: nu, pass_cookie: np',
+                         [({'user': 'wu', 'pass': 'wp'}, ()), ({}, ('Cookie: nu=wu; np=wp',)), ({'user': 'wu'}, ('Cookie: np=wp',)),
+                          ({}, ('Cookie: nu=wu; np=bad',))], [{}]),
+    'no_auth_user': ('authorization { users [{user: a, password: pa}, {user: b, password: pb}] }', 'no_auth_user: b',
+                     [({}, ()), ({'user': 'a', 'pass': 'pa'}, ()), ({'user': 'a', 'pass': 'x'}, ())], [{}, {'user': 'a', 'pass': 'pa'}]),
+    'connection types': ('authorization { users [{user: w, password: pw, allowed_connection_types: ["WEBSOCKET"]}, '
+                         '{user: t, password: pt, allowed_connection_types: ["STANDARD"]}] }', '',
+                         [({'user': 'w', 'pass': 'pw'}, ()), ({'user': 't', 'pass': 'pt'}, ())],
+                         [{'user': 'w', 'pass': 'pw'}, {'user': 't', 'pass': 'pt'}]),
+}
+
+
+@pytest.mark.parametrize('case', WS_AUTH)
+def test_websocket_authentication(start_server, case):
+    "The websocket block's own authentication (override, cookies, no_auth_user) and users limited to a connection type."
+    top, block, ws_cases, tcp_cases = WS_AUTH[case]
+    out = {}
+    for k, s in both(start_server, f'port: -1, no_tls: true, {block}'.rstrip(', '), extra=top).items():
+        out[k] = ([ws_attempt(s, c, h) for c, h in ws_cases], [tcp_attempt(s, c) for c in tcp_cases])
+    assert out['jsnb'] == out['nats-server']
+    assert any(b'PONG' in r[1] for r in out['jsnb'][0]) and any(b'-ERR' in r[1] for r in out['jsnb'][0])

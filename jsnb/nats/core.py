@@ -179,7 +179,7 @@ def _receive(self: ClientConn, data: bytes):
     while i < n:
         op = ops[i]; i += 1
         t = type(op)
-        if not self.connected and t is not Connect and core.auth_required:
+        if not self.connected and t is not Connect and core.auth.required_for(self):
             return violation(self)
         if t is Pub:
             subject = op.subject
@@ -256,7 +256,7 @@ def _connect(self: ClientConn, raw: bytes):
     core = self.core
     for sub in list(self.subs.values()) if self.connected else (): self.unsubscribe(sub)   # a second CONNECT starts afresh, as in the reference
     self.acc_name = ''
-    if core.auth_required and not core.check_auth(self, o): return violation(self)
+    if core.auth.required_for(self) and not core.check_auth(self, o): return violation(self)
     if o.get('account') or o.get('new_account'): return violation(self)
     self.acc = core.accounts.get(self.acc_name or GLOBAL, core.gacc)
     self.protocol = o.get('protocol', 0)
@@ -326,7 +326,7 @@ def info(self: Core, client: ClientConn | None = None, **extra) -> dict:
     if ws:                                    # a WebSocket client is told about the WebSocket listener and its TLS
         w = self.ws_info
         d.update(host=w['host'], port=w['port'])
-        sec = {k: v for k, v in (('auth_required', sec.get('auth_required')), ('tls_required', w['tls']),
+        sec = {k: v for k, v in (('auth_required', sec.get('auth_required') or self.auth.ws is not None), ('tls_required', w['tls']),
                                  ('tls_verify', sec.get('tls_verify')), ('tls_available', w['tls'])) if v}
     d.update(sec)
     d['max_payload'] = self.opts.max_payload

@@ -61,8 +61,9 @@ class _ClientProtocol(asyncio.Protocol):
     def authenticating(self):
         "Give the client `auth_timeout` to send CONNECT, when authentication is required (after TLS, if any)."
         core, o = self.server.core, self.server.opts
-        if core.auth_required and not self.conn.closing:
+        if core.auth.required_for(self.conn) and not self.conn.closing:
             wait = o.auth_timeout if o.auth_timeout > 0 else o.tls.timeout + 1 if o.tls is not None else 2.0
+            if self.ws and o.websocket.auth_timeout: wait = o.websocket.auth_timeout     # the websocket block's own
             self.auth_timer = asyncio.get_running_loop().call_later(wait, core.auth_timeout, self.conn)
 
     def data_received(self, data: bytes):
