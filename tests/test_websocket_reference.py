@@ -461,3 +461,13 @@ def test_websocket_authentication(start_server, case):
         out[k] = ([ws_attempt(s, c, h) for c, h in ws_cases], [tcp_attempt(s, c) for c in tcp_cases])
     assert out['jsnb'] == out['nats-server']
     assert any(b'PONG' in r[1] for r in out['jsnb'][0]) and any(b'-ERR' in r[1] for r in out['jsnb'][0])
+
+
+def test_websocket_ping_interval(start_server):
+    "`ping_interval` in the websocket block: WebSocket clients are pinged on that schedule."
+    out = {}
+    for k, s in both(start_server, 'port: -1, no_tls: true, ping_interval: "300ms"').items():
+        c, _ = connect(s)
+        out[k] = c.nats(b'PING\r\n', timeout=10)
+        c.close()
+    assert out['jsnb'] == out['nats-server'] == b'PING\r\n'

@@ -531,10 +531,10 @@ def flush_deferred(self: Core):
 
 # %% ../../nbs/1_nats/03_core.ipynb #defc112b
 @patch
-def ping_tick(self: Core):
-    "Send keepalive PINGs; close clients that have stopped answering."
+def ping_tick(self: Core, ws: bool | None = None):
+    "Send keepalive PINGs; close clients that have stopped answering (`ws`: only WebSocket clients, or only the others)."
     for c in list(self.clients.values()):
-        if not c.connected or c.closing: continue
+        if not c.connected or c.closing or (ws is not None and c.ws != ws): continue
         if c.pings_out >= self.opts.ping_max:
             self.stale_connections += 1
             log.debug('%s:%s - cid:%d - Stale Client Connection - Closing', c.host, c.port, c.cid)

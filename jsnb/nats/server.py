@@ -143,7 +143,7 @@ class Server:
         self.trace = self.opts.trace
         self._listener = self._monitor = self._ping = self.js = None
         self._route_listener = None         # the cluster port, when the options set one (see jsnb.nats.cluster_io)
-        self._ws_listener = None            # the WebSocket port, when the options set one (see jsnb.nats.websocket)
+        self._ws_listener = self._ws_ping = None   # the WebSocket port, when the options set one (see jsnb.nats.websocket), and its pings
         self._flush_pending = False
         self._ports_file = None
         self._stopped: asyncio.Event | None = None
@@ -260,6 +260,8 @@ async def start(self: Server) -> Server:
     except BaseException:
         self._close_parts(); raise
     self._ping = loop.call_later(o.ping_interval, self._ping_tick)
+    if self._ws_listener is not None and ws.ping_interval > 0:    # WebSocket clients pinged on their own schedule
+        self._ws_ping = loop.call_later(ws.ping_interval, self._ws_ping_tick)
     if o.ports_file_dir: self._write_ports_file()
     log.info('Listening for client connections on %s:%d', o.host, self.core.port)
     if o.tls is not None: log.info('TLS required for client connections')
@@ -293,8 +295,13 @@ def _jetstream_tick(self: Server):
 
 @patch
 def _ping_tick(self: Server):
-    self.core.ping_tick()
+    self.core.ping_tick(ws=False if self._ws_ping is not None else None)
     self._ping = asyncio.get_running_loop().call_later(self.opts.ping_interval, self._ping_tick)
+
+@patch
+def _ws_ping_tick(self: Server):
+    self.core.ping_tick(ws=True)
+    self._ws_ping = asyncio.get_running_loop().call_later(self.opts.websocket.ping_interval, self._ws_ping_tick)
 
 # %% ../../nbs/1_nats/05_server.ipynb #52dda3ed
 @patch
@@ -306,6 +313,7 @@ async def stop(self: Server):
     if self._ws_listener is not None: self._ws_listener.close()
     if self._monitor is not None: self._monitor.close()
     if self._ping is not None: self._ping.cancel()
+    if self._ws_ping is not None: self._ws_ping.cancel()
     if self.js is not None: self._js_tick.cancel(); self.js.stop()
     if self._route_listener is not None: stop_routes(self)
     self._flush()
