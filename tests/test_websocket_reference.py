@@ -471,3 +471,32 @@ def test_websocket_ping_interval(start_server):
         out[k] = c.nats(b'PING\r\n', timeout=10)
         c.close()
     assert out['jsnb'] == out['nats-server'] == b'PING\r\n'
+
+
+def test_cluster_ws_connect_urls(tmp_path):
+    "In a cluster, WebSocket clients are told the WebSocket URLs of every server (an advertised one as given)."
+    out = {}
+    for k in KINDS:
+        for n in ('a', 'b'): (tmp_path / k / n).mkdir(parents=True)
+        a = ServerProc(k, config='listen: "127.0.0.1:-1"\nhttp: "127.0.0.1:-1"\nwebsocket { listen: "127.0.0.1:-1", no_tls: true }\n'
+                                 'cluster { name: c, listen: "127.0.0.1:-1" }\n', workdir=str(tmp_path / k / 'a')).start()
+        try:
+            route = int(re.search(r'Listening for route connections on \S+:(\d+)', a.log_text()).group(1))
+            b = ServerProc(k, config='listen: "127.0.0.1:-1"\nwebsocket { listen: "127.0.0.1:-1", no_tls: true, advertise: "ws.example:443" }\n'
+                                     f'cluster {{ name: c, listen: "127.0.0.1:-1", routes: ["nats://127.0.0.1:{route}"] }}\n',
+                           workdir=str(tmp_path / k / 'b')).start()
+            try:
+                a.ws, a.http = int(_WS.search(a.log_text()).group(3)), int(re.search(r'Starting http monitor on \S+:(\d+)', a.log_text()).group(1))
+                deadline = time.time() + 10
+                while time.time() < deadline and 'ws_connect_urls' not in get(a, '/varz'): time.sleep(0.1)
+                c = Ws(a.ws)
+                info = json.loads(c.nats(b'\r\n').split(b' ', 1)[1])
+                c.close()
+                v = get(a, '/varz')
+                own = f'127.0.0.1:{a.ws}'
+                out[k] = [[u.replace(own, 'OWN') for u in info.get('connect_urls')], [u.replace(own, 'OWN') for u in v.get('ws_connect_urls')],
+                          len(v.get('connect_urls') or ())]
+            finally: b.stop()
+        finally: a.stop()
+    assert out['jsnb'] == out['nats-server']
+    assert out['jsnb'][0] == ['OWN', 'ws.example:443']

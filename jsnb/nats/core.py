@@ -333,8 +333,7 @@ def info(self: Core, client: ClientConn | None = None, **extra) -> dict:
     if self.jetstream: d['jetstream'] = True
     if client is not None: d.update(client_id=client.cid, client_ip=client.host)
     if 'nonce' in extra: d['nonce'] = extra.pop('nonce')
-    if self.cluster is not None:              # (the other servers' WebSocket URLs are not gossiped: no connect_urls for those clients)
-        d.update({k: v for k, v in self.cluster.client_info().items() if not ws or k != 'connect_urls'})
+    if self.cluster is not None: d.update(self.cluster.client_info(ws))     # a WebSocket client is given WebSocket URLs
     if self.opts.js_domain and self.jetstream: d['domain'] = self.opts.js_domain
     d.update(extra)
     if self.jetstream and self.api_level: d['api_lvl'] = self.api_level
@@ -388,10 +387,11 @@ def take_dirty(self: Core) -> list[ClientConn]:
 
 # %% ../../nbs/1_nats/03_core.ipynb #626a095f
 @patch
-def send_async_info(self: Core, **extra):
-    "Send a fresh `INFO` (with `extra` fields) to the clients that take updates: protocol 1, past their first `PONG`."
+def send_async_info(self: Core, only_ws: bool | None = None, **extra):
+    "Send a fresh `INFO` (with `extra` fields) to the clients that take updates: protocol 1, past their first `PONG` (`only_ws`: WebSocket ones or the others)."
     for c in self.clients.values():
-        if c.protocol >= 1 and c.first_pong and not c.closing: c.send(encode_info(orjson.dumps(self.info(c, **extra))))
+        if c.protocol >= 1 and c.first_pong and not c.closing and (only_ws is None or c.ws == only_ws):
+            c.send(encode_info(orjson.dumps(self.info(c, **extra))))
 
 
 # %% ../../nbs/1_nats/03_core.ipynb #9f215edd

@@ -75,6 +75,7 @@ def varz(core: Core, query: dict | None = None) -> dict:
              host=o.host, port=core.port)
     d.update(core.auth.server_info)           # auth_required, tls_required, tls_verify: what INFO says
     if core.cluster is not None and core.cluster.advertised: d['connect_urls'] = list(core.cluster.advertised)
+    if core.cluster is not None and core.cluster.advertised_ws: d['ws_connect_urls'] = list(core.cluster.advertised_ws)
     d.update(max_connections=o.max_connections)
     if o.max_subscriptions > 0: d['max_subscriptions'] = o.max_subscriptions
     d.update(ping_interval=int(o.ping_interval * NS), ping_max=o.ping_max,
