@@ -263,7 +263,10 @@ def test_ping_close_and_protocol_errors(start_server):
         for name, data in cases.items():
             c, _ = connect(s)
             c.send(data)
-            res[name] = (c.close_frame(), c.closed())
+            f = c.close_frame()
+            if name not in ('close', 'empty close') and f is not None and f[0] == 1002:
+                f = None      # the reference's write loop sometimes wins the race and sends the 1002 frame it prepared
+            res[name] = (f, c.closed())
             c.close()
         time.sleep(0.2)
         res['log'] = [re.sub(r'.* - wid:\d+ - ', '', l) for l in s.log_text().splitlines() if 'read error' in l]
