@@ -12,6 +12,7 @@ from .times import NS, go_duration, parse_go_duration
 from .auth import AuthConfigError, users_from_block
 from .accounts import parse_accounts
 from .tls import parse_tls
+from .websocket import parse_websocket, check_websocket
 
 # %% auto #0
 __all__ = ['DEFAULT_STORE_DIR', 'ServerOptions', 'ConfigError', 'parse_duration', 'parse_size', 'parse_config', 'load_config',
@@ -640,9 +641,8 @@ _TOP_KEYS.update({"tls": _tls, "no_auth_user": ("no_auth_user", _str), "max_subs
                   "system": _system_account})
 
 def _websocket(d, k, v, opts, warns, seen):
-    "Apply a `websocket` block (read by jsnb.nats.websocket, which builds on this module)."
-    from jsnb.nats.websocket import parse_websocket
-    parse_websocket(d, k, v, opts, warns, seen)
+    "Apply a `websocket` block: a listener for WebSocket clients (read by jsnb.nats.websocket)."
+    opts.websocket = _secure(d, k, parse_websocket, v, _loc(d, k))
 
 _TOP_KEYS.update({"websocket": _websocket, "ws": _websocket})
 
@@ -694,7 +694,6 @@ def options_from_config(d: dict, opts: ServerOptions | None = None) -> tuple[Ser
     _apply(d, _TOP_KEYS, opts, warns, set())
     _check_accounts(d, opts)
     if opts.websocket is not None:
-        from jsnb.nats.websocket import check_websocket
         if why := check_websocket(opts.websocket, opts): raise ConfigError(why)       # checked once the whole file is read, as the reference does
     if getattr(d, "fname", None): opts.config_file = d.fname
     return opts, warns
