@@ -503,3 +503,16 @@ def test_cluster_ws_connect_urls(tmp_path):
         finally: a.stop()
     assert out['jsnb'] == out['nats-server']
     assert out['jsnb'][0] == ['OWN', 'ws.example:443']
+
+
+def test_forwarded_for_in_log(start_server):
+    "A client's `X-Forwarded-For` address is named in its log lines, before the proxy's, as the reference does."
+    out = {}
+    for k, s in both(start_server).items():
+        c, _ = connect(s, ['X-Forwarded-For: 203.0.113.7'])
+        c.send(mframe(2, b'PING\r\n', mask=False))
+        c.closed()
+        c.close()
+        time.sleep(0.2)
+        out[k] = [re.sub(r'^\[\d+\] \S+ \S+ |127\.0\.0\.1:\d+|wid:\d+', 'X', l) for l in s.log_text().splitlines() if 'read error' in l]
+    assert out['jsnb'] == out['nats-server'] == ['X[ERR] 203.0.113.7/X - X - read error: mask bit missing']

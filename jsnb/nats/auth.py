@@ -460,6 +460,7 @@ def _cookies(c, o: dict):
 def who(c) -> str:
     "How the reference names a client in its log: `host:port - cid:N`, then its name and user once connected."
     s = f'{c.host}:{c.port} - {"wid" if getattr(c, "ws", False) else "cid"}:{c.cid}'    # wid: a WebSocket client
+    if ip := getattr(c, 'ws_ip', ''): s = (f'[{ip}]/' if ':' in ip else f'{ip}/') + s  # the address a proxy forwarded for
     if not c.connected: return s
     o = c.options
     ncs = ':'.join(x for x in ((f"v{o['version']}" if o.get('version') else ''), o.get('lang') or '', o.get('name') or '') if x)
