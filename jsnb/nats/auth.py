@@ -392,7 +392,10 @@ class Auth:
         self.users = {u.name: u for u in users if not u.nkey}
         self.nkeys = {u.nkey: u for u in users if u.nkey}
         self.required = bool(opts.user or opts.token or users)
-        self.slow = any(is_bcrypt(p) for p in (opts.password, opts.token, *(u.password for u in users)))   # bcrypt to check
+        w = getattr(opts, 'websocket', None)
+        self.ws = w if w is not None and w.port != 0 and w.auth_override else None   # WebSocket clients' own settings, if any
+        self.slow = any(is_bcrypt(p) for p in (opts.password, opts.token, *(u.password for u in users),
+                                               *((w.password, w.token) if w is not None else ())))   # bcrypt to check
         m = opts.max_subscriptions
         self.max_subs = None if m in (0, -1) else m            # -1 and 0 mean no limit; other negatives, no subscription at all
         self.server_info = {}                                  # what INFO says about security, in the reference's order
@@ -402,46 +405,62 @@ class Auth:
             if opts.tls.verify: self.server_info['tls_verify'] = True
         self.info = {k: v for k, v in self.server_info.items() if k != 'auth_required' or not opts.no_auth_user}   # a new client's INFO
 
+    def required_for(self, c) -> bool:
+        "Whether client `c` must authenticate: the server requires it, or `c` came over WebSocket and its block does."
+        return self.required or (self.ws is not None and getattr(c, 'ws', False))
+
+    def creds(self, c=None) -> tuple:
+        "`(no_auth_user, user, password, token)` that apply to client `c` (a WebSocket block with its own replaces the server's)."
+        if self.ws is not None and getattr(c, 'ws', False): return self.ws.no_auth_user, self.ws.username, self.ws.password, self.ws.token
+        return self.opts.no_auth_user, self.opts.user, self.opts.password, self.opts.token
+
     def nonce(self) -> str:
         "A nonce for a new client's INFO ('' when no nkey user is configured)."
         return new_nonce() if self.nkeys else ''
 
 # %% ../../nbs/1_nats/07_auth.ipynb #51294c41
-def _allowed_here(u: User) -> bool:
-    "Whether user `u` may use a plain NATS client connection."
-    return u.connection_types is None or 'STANDARD' in u.connection_types
+def _allowed_here(u: User, c=None) -> bool:
+    "Whether user `u` may use the kind of connection `c` is: a plain NATS one, or WebSocket (jsnb.nats.websocket)."
+    return u.connection_types is None or ('WEBSOCKET' if getattr(c, 'ws', False) else 'STANDARD') in u.connection_types
 
 @patch
 def check(self: Auth, c, o: dict) -> bool:
     "Whether CONNECT options `o` (updated as the reference updates them) authenticate client `c`; grants its permissions."
-    if not self.required: return True
-    opts, noauth = self.opts, self.opts.no_auth_user
+    if not self.required_for(c): return True
+    _cookies(c, o)
+    noauth, cuser, cpass, ctoken = self.creds(c)
     user = nkey = None
     bare = not (o.get('user') or o.get('pass') or o.get('auth_token'))
     if self.nkeys:
         if noauth and bare and not o.get('nkey') and noauth in self.nkeys: o['nkey'] = noauth
         if o.get('nkey'):
             nkey = self.nkeys.get(o['nkey'])
-            if nkey is None or not _allowed_here(nkey): return False
+            if nkey is None or not _allowed_here(nkey, c): return False
     if self.users and nkey is None:
         if noauth and bare and noauth in self.users: o['user'], o['pass'] = noauth, self.users[noauth].password
         if o.get('user'):
             user = self.users.get(o['user'])
-            if user is None or not _allowed_here(user): return False
+            if user is None or not _allowed_here(user, c): return False
     if nkey is not None:
         if nkey.nkey != noauth and not verify_nonce(nkey.nkey, c.nonce.encode(), o.get('sig') or ''): return False
         grant(c, nkey.permissions); c.acc_name = nkey.account; return True
     if user is not None:
         if not check_password(user.password, o.get('pass') or ''): return False
         grant(c, user.permissions); c.acc_name = user.account; return True
-    if opts.token: return check_password(opts.token, o.get('auth_token') or '')
-    if opts.user: return opts.user == (o.get('user') or '') and check_password(opts.password, o.get('pass') or '')
+    if ctoken: return check_password(ctoken, o.get('auth_token') or '')
+    if cuser: return cuser == (o.get('user') or '') and check_password(cpass, o.get('pass') or '')
     return False
+
+def _cookies(c, o: dict):
+    "A WebSocket client's cookies (`user_cookie` ...) stand in for the CONNECT fields it left empty, as in the reference."
+    for k, v in (getattr(c, 'ws_cookies', None) or {}).items():
+        if not o.get(k): o[k] = v
 
 # %% ../../nbs/1_nats/07_auth.ipynb #bab66f58
 def who(c) -> str:
     "How the reference names a client in its log: `host:port - cid:N`, then its name and user once connected."
-    s = f'{c.host}:{c.port} - cid:{c.cid}'
+    s = f'{c.host}:{c.port} - {"wid" if getattr(c, "ws", False) else "cid"}:{c.cid}'    # wid: a WebSocket client
+    if ip := getattr(c, 'ws_ip', ''): s = (f'[{ip}]/' if ':' in ip else f'{ip}/') + s  # the address a proxy forwarded for
     if not c.connected: return s
     o = c.options
     ncs = ':'.join(x for x in ((f"v{o['version']}" if o.get('version') else ''), o.get('lang') or '', o.get('name') or '') if x)
@@ -500,16 +519,17 @@ def too_many_subs(self: Auth, c):
 
 # %% ../../nbs/1_nats/07_auth.ipynb #ee859f89
 @patch
-def _secret(self: Auth, o: dict) -> tuple | None:
-    "The configured secret and the client's value that `check` would compare for CONNECT options `o`, if a password or token."
-    noauth = self.opts.no_auth_user
+def _secret(self: Auth, o: dict, c=None) -> tuple | None:
+    "The configured secret and the client's value that `check` would compare for client `c`'s CONNECT options `o`, if a password or token."
+    _cookies(c, o)
+    noauth, cuser, cpass, ctoken = self.creds(c)
     bare = not (o.get('user') or o.get('pass') or o.get('auth_token'))
     if self.nkeys and (o.get('nkey') or (noauth and bare and noauth in self.nkeys)): return None
     if self.users:
         if noauth and bare and noauth in self.users: return self.users[noauth].password, self.users[noauth].password
         if o.get('user'): u = self.users.get(o['user']); return (u.password, o.get('pass') or '') if u is not None else None
-    if self.opts.token: return self.opts.token, o.get('auth_token') or ''
-    if self.opts.user: return self.opts.password, o.get('pass') or ''
+    if ctoken: return ctoken, o.get('auth_token') or ''
+    if cuser: return cpass, o.get('pass') or ''
     return None
 
 _AUTH_HOLD = 4          # why reading is paused (beside the server's own reasons 1 and 2): a password is being checked
@@ -522,7 +542,7 @@ def check_in_background(proto, data: bytes) -> bool:
     if j < 0: return False
     try: o = json.loads(data[i + 8:j])
     except ValueError: return False
-    s = proto.conn.core.auth._secret(o) if isinstance(o, dict) else None
+    s = proto.conn.core.auth._secret(o, proto.conn) if isinstance(o, dict) else None
     if s is None or not all(isinstance(x, str) for x in s) or not is_bcrypt(s[0]): return False
     key = (s[0], hashlib.sha256(s[1].encode()).digest())
     if key in _verified or key in _prechecked: return False

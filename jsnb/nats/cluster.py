@@ -69,6 +69,7 @@ class RouteConn:
         self.no_reconnect = self.retry = False
         self.close_reason = self.remote_id = self.remote_name = ''
         self.connect_urls: list[str] = []
+        self.ws_connect_urls: list[str] = []       # the peer's WebSocket URLs (jsnb.nats.websocket)
         self.headers = True
         self.subs: dict[tuple, _RemoteSub] = {}
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes_total = 0
@@ -162,6 +163,9 @@ class Cluster:
         self.own_urls = list(client_urls)          # this server's client URLs (`host:port`)
         self.remote_urls: dict[str, int] = {}      # the other servers', reference counted
         self.advertised: list[str] | None = None   # `connect_urls` for clients, once a route has come up
+        self.own_ws_urls: list[str] = []           # the same for WebSocket clients (set when this server has a WebSocket port)
+        self.remote_ws_urls: dict[str, int] = {}
+        self.advertised_ws: list[str] | None = None
         self.self_addrs: set[str] = set()          # `host:port` forms that reach this server's route port
         self.dialing: set[str] = set()             # routes being dialled, by `host:port`
         self.dial = None
@@ -182,6 +186,7 @@ def route_info(self: Cluster, gossip_mode: int = GOSSIP_DEFAULT, ldm: bool = Fal
     d['cluster'] = self.name
     if self.dynamic: d['cluster_dynamic'] = True
     if not o.cluster_no_advertise and self.own_urls: d['connect_urls'] = self.own_urls
+    if not o.cluster_no_advertise and self.own_ws_urls: d['ws_connect_urls'] = self.own_ws_urls
     if ldm: d['ldm'] = True
     if gossip_mode: d['gossip_mode'] = gossip_mode
     return encode_info(orjson.dumps(d))
@@ -263,7 +268,8 @@ def process_info(self: Cluster, rc: RouteConn, raw: bytes):
     if rc.info_received:
         if info.get('ldm') and sid == rc.remote_id and rc.registered:
             urls, rc.connect_urls = rc.connect_urls, []      # the peer is going away: stop sending clients to it
-            if not self.opts.cluster_no_advertise: self._update_urls(urls, False)
+            wurls, rc.ws_connect_urls = rc.ws_connect_urls, []
+            if not self.opts.cluster_no_advertise: self._update_urls(urls, False); self._update_urls(wurls, False, ws=True)
         elif rc.remote_id and sid != rc.remote_id: self.implicit_route(info)
         return
     if not rc.solicited and info.get('server_name') == core.server_name:
@@ -277,6 +283,7 @@ def process_info(self: Cluster, rc: RouteConn, raw: bytes):
     rc.info_received, rc.remote_id, rc.remote_name = True, sid, info.get('server_name') or ''
     rc.headers = bool(info.get('headers'))
     rc.connect_urls = [u for u in info.get('connect_urls') or () if type(u) is str]
+    rc.ws_connect_urls = [u for u in info.get('ws_connect_urls') or () if type(u) is str]
     port = info.get('port') if type(info.get('port')) is int else 0
     if rc.url is None: rc.url = route_url(f"nats-route://{_hp(info.get('host') or rc.host, port)}/")
     if not info.get('ip'): info['ip'] = f'nats-route://{_hp(rc.host, port)}/'
@@ -298,7 +305,7 @@ def add_route(self: Cluster, rc: RouteConn, info: dict):
     self.routes[rc.remote_id] = rc; rc.registered = True
     log.debug('%s - Registering remote route "%s"', rc.tag, rc.remote_id)
     if len(self.routes) > 1: self.forward_new_route(info, rc.rtype, rc.solicited, rc.gossip_mode)
-    if not self.opts.cluster_no_advertise: self._update_urls(rc.connect_urls, True)
+    if not self.opts.cluster_no_advertise: self._update_urls(rc.connect_urls, True); self._update_urls(rc.ws_connect_urls, True, ws=True)
     self.send_subs(rc)
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #0f9f7e5b
@@ -355,7 +362,7 @@ def route_closed(self: Cluster, rc: RouteConn):
     if rc.registered:
         rc.registered = False
         if self.routes.get(rc.remote_id) is rc: del self.routes[rc.remote_id]
-        if not self.opts.cluster_no_advertise: self._update_urls(rc.connect_urls, False)
+        if not self.opts.cluster_no_advertise: self._update_urls(rc.connect_urls, False); self._update_urls(rc.ws_connect_urls, False, ws=True)
     self._reconnect(rc)
 
 @patch
@@ -560,25 +567,28 @@ def auth_timeout(self: Cluster, rc: RouteConn):
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #cf686585
 @patch
-def client_info(self: Cluster) -> dict:
-    "The cluster's fields in the `INFO` to clients."
+def client_info(self: Cluster, ws: bool = False) -> dict:
+    "The cluster's fields in the `INFO` to clients (`ws`: to a WebSocket client, which is given WebSocket URLs)."
     d = {'cluster': self.name}
-    if self.advertised: d['connect_urls'] = self.advertised
+    if urls := self.advertised_ws if ws else self.advertised: d['connect_urls'] = urls
     return d
 
 @patch
-def _update_urls(self: Cluster, urls, add: bool):
-    "Count other servers' client URLs in or out; tell clients when the list changes."
-    changed, m = False, self.remote_urls
+def _update_urls(self: Cluster, urls, add: bool, ws: bool = False):
+    "Count other servers' client (or WebSocket) URLs in or out; tell those clients when the list changes."
+    changed, m = False, self.remote_ws_urls if ws else self.remote_urls
     for u in urls:
         if add:
             m[u] = m.get(u, 0) + 1; changed |= m[u] == 1
         elif u in m:
             m[u] -= 1
             if m[u] <= 0: del m[u]; changed = True
-    if changed:
+    if changed and ws:
+        self.advertised_ws = self.own_ws_urls + [u for u in m if u not in self.own_ws_urls]
+        self.core.send_async_info(only_ws=True)
+    elif changed:
         self.advertised = self.own_urls + [u for u in m if u not in self.own_urls]
-        self.send_async_info()
+        self.core.send_async_info(only_ws=False)
 
 @patch
 def send_async_info(self: Cluster):
@@ -590,8 +600,9 @@ def lame_duck(self: Cluster):
     """This server enters lame duck mode: the routes hear it (their servers stop advertising it), and clients get
     an `INFO` with `ldm` that lists only the other servers."""
     for rc in self.routes.values(): rc.send(self.route_info(ldm=True))
-    self.own_urls = []
+    self.own_urls = self.own_ws_urls = []
     self.advertised = None if self.opts.cluster_no_advertise else list(self.remote_urls)
+    self.advertised_ws = None if self.opts.cluster_no_advertise else list(self.remote_ws_urls)
     self.core.send_async_info(ldm=True)
 
 @patch

@@ -20,6 +20,12 @@ def _global_unicast(ip: str) -> bool:
     a = ipaddress.ip_address(ip.split('%')[0])
     return not (a.is_loopback or a.is_link_local or a.is_multicast or a.is_unspecified)
 
+def _advertised(advertise: str, port: int) -> str:
+    "An `advertise` setting as `host:port` (the port defaults to the listener's)."
+    host, sep, p = advertise.rpartition(':')
+    if not sep or not p.isdigit() or (host.count(':') and not host.endswith(']')): host, p = advertise, str(port)
+    return _hostport(host.strip('[]'), int(p))
+
 def client_urls(host: str, port: int, addresses: list[str]) -> list[str]:
     "The client URLs of a server whose client port is bound to `host` (`addresses`: the machine's interface addresses)."
     if host in ('0.0.0.0', '::', ''):
@@ -125,6 +131,8 @@ async def start_routes(server, addresses: list[str]):
     "Listen for routes and dial the configured ones (`Server.start` calls this when a cluster port is set)."
     o, core, loop = server.opts, server.core, asyncio.get_running_loop()
     cl = Cluster(core, o.cluster_host or '0.0.0.0', 0, client_urls(o.host, core.port, addresses))
+    if (w := core.ws_info) is not None:       # the WebSocket URLs, told to the other servers for their WebSocket clients
+        cl.own_ws_urls = [_advertised(o.websocket.advertise, w['port'])] if o.websocket.advertise else client_urls(w['host'], w['port'], addresses)
     cl.dial = lambda *a: _dial(server, *a)
     server._route_tasks = set()
     log.info('Cluster name is %s', cl.name)

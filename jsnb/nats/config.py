@@ -12,6 +12,7 @@ from .times import NS, go_duration, parse_go_duration
 from .auth import AuthConfigError, users_from_block
 from .accounts import parse_accounts
 from .tls import parse_tls
+from .websocket import parse_websocket, check_websocket
 
 # %% auto #0
 __all__ = ['DEFAULT_STORE_DIR', 'ServerOptions', 'ConfigError', 'parse_duration', 'parse_size', 'parse_config', 'load_config',
@@ -44,6 +45,7 @@ class ServerOptions:
     system_account: str = "$SYS"  # the account named as the system account (jsnb runs no system services in it)
     max_subscriptions: int = 0    # subscriptions per connection; 0 or -1: no limit
     tls: object = None            # jsnb.nats.tls.TLSOptions: clients must use TLS
+    websocket: object = None      # jsnb.nats.websocket.WebsocketOptions: a listener for WebSocket clients
     max_payload: int = 1048576    # largest message payload, bytes
     max_pending: int = 67108864   # bytes buffered for a slow client before it is disconnected
     max_control_line: int = 4096  # longest protocol line, bytes
@@ -630,13 +632,19 @@ _TOP_KEYS = {
                    "lame_duck_grace_period operator operators roots root root_operators root_operator resolver "
                    "account_resolver accounts_resolver resolver_tls resolver_preload resolver_pinned_accounts no_auth_user "
                    "system_account system no_system_account no_system no_sys_acc no_header_support trusted trusted_keys "
-                   "connect_error_reports reconnect_error_reports websocket ws mqtt server_metadata "
+                   "connect_error_reports reconnect_error_reports mqtt server_metadata "
                    "feature_flags default_js_domain ocsp_cache no_fast_producer_stall max_closed_clients proxies")}
 
 # %% ../../nbs/1_nats/02_config.ipynb #c0ef72d2
 _TOP_KEYS.update({"tls": _tls, "no_auth_user": ("no_auth_user", _str), "max_subscriptions": ("max_subscriptions", _int),
                   "max_subs": ("max_subscriptions", _int), "accounts": _accounts, "system_account": _system_account,
                   "system": _system_account})
+
+def _websocket(d, k, v, opts, warns, seen):
+    "Apply a `websocket` block: a listener for WebSocket clients (read by jsnb.nats.websocket)."
+    opts.websocket = _secure(d, k, parse_websocket, v, _loc(d, k))
+
+_TOP_KEYS.update({"websocket": _websocket, "ws": _websocket})
 
 _NOT_YET = " yet: refusing to start rather than run without it"
 _LATER = {**dict.fromkeys("operator operators roots root root_operators root_operator resolver account_resolver "
@@ -685,5 +693,7 @@ def options_from_config(d: dict, opts: ServerOptions | None = None) -> tuple[Ser
     opts, warns = replace(opts) if opts is not None else ServerOptions(), []
     _apply(d, _TOP_KEYS, opts, warns, set())
     _check_accounts(d, opts)
+    if opts.websocket is not None:
+        if why := check_websocket(opts.websocket, opts): raise ConfigError(why)       # checked once the whole file is read, as the reference does
     if getattr(d, "fname", None): opts.config_file = d.fname
     return opts, warns

@@ -130,6 +130,7 @@ class ClientConn:
         self.nonce = ''                            # the nonce in this client's INFO, for nkey users
         self.acc = core.gacc                       # the account this client is in (jsnb.nats.accounts): `$G` until CONNECT says otherwise
         self.acc_name = ''                         # the account of the user it logged in as ('': `$G`)
+        self.ws = False                            # came in over WebSocket (jsnb.nats.websocket): its INFO names that listener
 
     def __repr__(self): return f'<ClientConn cid={self.cid} {self.host}:{self.port}>'
 
@@ -178,7 +179,7 @@ def _receive(self: ClientConn, data: bytes):
     while i < n:
         op = ops[i]; i += 1
         t = type(op)
-        if not self.connected and t is not Connect and core.auth_required:
+        if not self.connected and t is not Connect and core.auth.required_for(self):
             return violation(self)
         if t is Pub:
             subject = op.subject
@@ -255,7 +256,7 @@ def _connect(self: ClientConn, raw: bytes):
     core = self.core
     for sub in list(self.subs.values()) if self.connected else (): self.unsubscribe(sub)   # a second CONNECT starts afresh, as in the reference
     self.acc_name = ''
-    if core.auth_required and not core.check_auth(self, o): return violation(self)
+    if core.auth.required_for(self) and not core.check_auth(self, o): return violation(self)
     if o.get('account') or o.get('new_account'): return violation(self)
     self.acc = core.accounts.get(self.acc_name or GLOBAL, core.gacc)
     self.protocol = o.get('protocol', 0)
@@ -306,6 +307,7 @@ class Core:
         self.interest_watchers = self.gacc.interest_watchers   # called with the subject of every new client subscription in `$G`
         self.cluster = None           # the cluster layer, when this server has routes to others (it then routes every message)
         self.auth = Auth(self.opts)   # users, nkeys, permissions, TLS: how clients are checked (jsnb.nats.auth)
+        self.ws_info = None           # the WebSocket listener's host, port and TLS, once it listens (jsnb.nats.websocket)
         wire_imports(self)            # the subscriptions that carry exports into the accounts importing them
 
     @property
@@ -319,12 +321,19 @@ def info(self: Core, client: ClientConn | None = None, **extra) -> dict:
     "The INFO document, for one client when given."
     d = dict(server_id=self.server_id, server_name=self.server_name, version=VERSION, proto=1,
              host=self.opts.host, port=self.port, headers=True)
-    d.update(self.auth.server_info if extra.get('connect_info') else self.auth.info)   # auth_required, tls_required, tls_verify
+    sec = self.auth.server_info if extra.get('connect_info') else self.auth.info   # auth_required, tls_required, tls_verify
+    ws = client is not None and client.ws and self.ws_info is not None
+    if ws:                                    # a WebSocket client is told about the WebSocket listener and its TLS
+        w = self.ws_info
+        d.update(host=w['host'], port=w['port'])
+        sec = {k: v for k, v in (('auth_required', sec.get('auth_required') or self.auth.ws is not None), ('tls_required', w['tls']),
+                                 ('tls_verify', sec.get('tls_verify')), ('tls_available', w['tls'])) if v}
+    d.update(sec)
     d['max_payload'] = self.opts.max_payload
     if self.jetstream: d['jetstream'] = True
     if client is not None: d.update(client_id=client.cid, client_ip=client.host)
     if 'nonce' in extra: d['nonce'] = extra.pop('nonce')
-    if self.cluster is not None: d.update(self.cluster.client_info())
+    if self.cluster is not None: d.update(self.cluster.client_info(ws))     # a WebSocket client is given WebSocket URLs
     if self.opts.js_domain and self.jetstream: d['domain'] = self.opts.js_domain
     d.update(extra)
     if self.jetstream and self.api_level: d['api_lvl'] = self.api_level
@@ -344,9 +353,10 @@ def check_auth(self: Core, c: ClientConn, d: dict) -> bool:
 
 # %% ../../nbs/1_nats/03_core.ipynb #5c8c4640
 @patch
-def new_client(self: Core, host: str = '127.0.0.1', port: int = 0) -> ClientConn:
-    "Register a new connection and queue its INFO."
+def new_client(self: Core, host: str = '127.0.0.1', port: int = 0, ws: bool = False) -> ClientConn:
+    "Register a new connection (`ws`: it came in over WebSocket) and queue its INFO."
     c = ClientConn(self, self.next_cid, host, port)
+    c.ws = ws
     self.next_cid += 1; self.total_connections += 1
     self.clients[c.cid] = c
     if len(self.clients) > self.opts.max_connections:
@@ -377,10 +387,11 @@ def take_dirty(self: Core) -> list[ClientConn]:
 
 # %% ../../nbs/1_nats/03_core.ipynb #626a095f
 @patch
-def send_async_info(self: Core, **extra):
-    "Send a fresh `INFO` (with `extra` fields) to the clients that take updates: protocol 1, past their first `PONG`."
+def send_async_info(self: Core, only_ws: bool | None = None, **extra):
+    "Send a fresh `INFO` (with `extra` fields) to the clients that take updates: protocol 1, past their first `PONG` (`only_ws`: WebSocket ones or the others)."
     for c in self.clients.values():
-        if c.protocol >= 1 and c.first_pong and not c.closing: c.send(encode_info(orjson.dumps(self.info(c, **extra))))
+        if c.protocol >= 1 and c.first_pong and not c.closing and (only_ws is None or c.ws == only_ws):
+            c.send(encode_info(orjson.dumps(self.info(c, **extra))))
 
 
 # %% ../../nbs/1_nats/03_core.ipynb #9f215edd
@@ -525,10 +536,10 @@ def flush_deferred(self: Core):
 
 # %% ../../nbs/1_nats/03_core.ipynb #defc112b
 @patch
-def ping_tick(self: Core):
-    "Send keepalive PINGs; close clients that have stopped answering."
+def ping_tick(self: Core, ws: bool | None = None):
+    "Send keepalive PINGs; close clients that have stopped answering (`ws`: only WebSocket clients, or only the others)."
     for c in list(self.clients.values()):
-        if not c.connected or c.closing: continue
+        if not c.connected or c.closing or (ws is not None and c.ws != ws): continue
         if c.pings_out >= self.opts.ping_max:
             self.stale_connections += 1
             log.debug('%s:%s - cid:%d - Stale Client Connection - Closing', c.host, c.port, c.cid)

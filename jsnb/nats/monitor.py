@@ -50,6 +50,24 @@ def jsz(core: Core, query: dict | None = None) -> dict:
                 bytes=stats['bytes'], total=1)
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #243ad24e
+def _websocket_varz(core: Core) -> dict:
+    "The `websocket` block of `/varz`: the listener's settings (empty when there is none)."
+    w = core.opts.websocket
+    if w is None or w.port == 0: return {}
+    d = dict(host=w.host, port=core.ws_info['port'] if core.ws_info else w.port, advertise=w.advertise,
+             handshake_timeout=int(w.handshake_timeout * NS), no_tls=w.no_tls, same_origin=w.same_origin,
+             allowed_origins=list(w.allowed_origins), compression=w.compression,
+             tls_cert_not_after=_cert_not_after(w.tls.cert_file) if w.tls is not None else '')
+    return {k: v for k, v in d.items() if v}
+
+def _cert_not_after(path: str) -> str:
+    "When the certificate in `path` expires, as RFC 3339 in UTC ('' if it cannot be read)."
+    from cryptography import x509
+    try:
+        with open(path, 'rb') as f: cert = x509.load_pem_x509_certificate(f.read())
+    except (OSError, ValueError): return ''
+    return cert.not_valid_after_utc.strftime('%Y-%m-%dT%H:%M:%SZ')
+
 def varz(core: Core, query: dict | None = None) -> dict:
     "General server information and statistics (`/varz`)."
     o, now = core.opts, time.time()
@@ -57,12 +75,13 @@ def varz(core: Core, query: dict | None = None) -> dict:
              host=o.host, port=core.port)
     d.update(core.auth.server_info)           # auth_required, tls_required, tls_verify: what INFO says
     if core.cluster is not None and core.cluster.advertised: d['connect_urls'] = list(core.cluster.advertised)
+    if core.cluster is not None and core.cluster.advertised_ws: d['ws_connect_urls'] = list(core.cluster.advertised_ws)
     d.update(max_connections=o.max_connections)
     if o.max_subscriptions > 0: d['max_subscriptions'] = o.max_subscriptions
     d.update(ping_interval=int(o.ping_interval * NS), ping_max=o.ping_max,
              http_host=o.http_host, http_port=core.http_port, auth_timeout=o.auth_timeout,
              max_control_line=o.max_control_line, max_payload=o.max_payload, max_pending=o.max_pending,
-             cluster=_cluster_varz(core))
+             cluster=_cluster_varz(core), websocket=_websocket_varz(core))
     if core.jetstream:
         j = jsz(core)
         d['jetstream'] = dict(config=j['config'], stats={k: j[k] for k in ('memory', 'storage', 'reserved_memory',
@@ -102,7 +121,7 @@ def connz(core: Core, query: dict | None = None) -> dict:
     clients = sorted((c for c in core.clients.values() if not acc or c.acc.name == acc), key=lambda c: c.cid)
     conns = []
     for c in clients[offset:offset + limit]:
-        d = dict(cid=c.cid, kind='Client', type='nats', ip=c.host, port=c.port, start=rfc3339_micro(c.start),
+        d = dict(cid=c.cid, kind='Client', type='websocket' if c.ws else 'nats', ip=c.host, port=c.port, start=rfc3339_micro(c.start),
                  last_activity=rfc3339_micro(c.last_activity), uptime=uptime(now - c.start),
                  idle=uptime(now - c.last_activity), pending_bytes=c.out_bytes + c.io_pending,
                  in_msgs=c.in_msgs, out_msgs=c.out_msgs, in_bytes=c.in_bytes, out_bytes=c.out_bytes_total,

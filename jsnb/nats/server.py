@@ -12,6 +12,7 @@ from .auth import startup_checks, check_in_background
 from .tls import tls_accept
 from .protocol import encode_err
 from .cluster_io import start_routes, stop_routes
+from .websocket import start_websocket, check_websocket
 from fastcore.basics import patch
 
 # %% auto #0
@@ -38,8 +39,8 @@ WRITE_HIGH, WRITE_LOW = 4 << 20, 1 << 20   # unsent output that stops reading fr
 _TURN, _BACKLOG = 1, 2                     # why reading is paused
 
 class _ClientProtocol(asyncio.Protocol):
-    def __init__(self, server: Server):
-        self.server, self.conn, self.t = server, None, None
+    def __init__(self, server: Server, ws: bool = False):
+        self.server, self.conn, self.t, self.ws = server, None, None, ws    # ws: framed by jsnb.nats.websocket
         self.budget, self.held, self.deadline, self.rest = READ_BUDGET, 0, None, None
         self.waiting = self.auth_timer = None   # input held while a password is checked off the loop (jsnb.nats.auth)
 
@@ -51,17 +52,18 @@ class _ClientProtocol(asyncio.Protocol):
             try: sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError: pass
         transport.set_write_buffer_limits(WRITE_HIGH, WRITE_LOW)
-        c = self.conn = self.server.core.new_client(peer[0], peer[1])
+        c = self.conn = self.server.core.new_client(peer[0], peer[1], ws=self.ws)
         c.transport = transport
         log.debug('%s:%s - cid:%d - Client connection created', peer[0], peer[1], c.cid)
-        if self.server.opts.tls is not None and not c.closing: tls_accept(self, self.server.opts.tls); return
+        if self.server.opts.tls is not None and not self.ws and not c.closing: tls_accept(self, self.server.opts.tls); return
         self.authenticating()
 
     def authenticating(self):
         "Give the client `auth_timeout` to send CONNECT, when authentication is required (after TLS, if any)."
         core, o = self.server.core, self.server.opts
-        if core.auth_required and not self.conn.closing:
+        if core.auth.required_for(self.conn) and not self.conn.closing:
             wait = o.auth_timeout if o.auth_timeout > 0 else o.tls.timeout + 1 if o.tls is not None else 2.0
+            if self.ws and o.websocket.auth_timeout: wait = o.websocket.auth_timeout     # the websocket block's own
             self.auth_timer = asyncio.get_running_loop().call_later(wait, core.auth_timeout, self.conn)
 
     def data_received(self, data: bytes):
@@ -141,6 +143,7 @@ class Server:
         self.trace = self.opts.trace
         self._listener = self._monitor = self._ping = self.js = None
         self._route_listener = None         # the cluster port, when the options set one (see jsnb.nats.cluster_io)
+        self._ws_listener = self._ws_ping = None   # the WebSocket port, when the options set one (see jsnb.nats.websocket), and its pings
         self._flush_pending = False
         self._ports_file = None
         self._stopped: asyncio.Event | None = None
@@ -228,6 +231,8 @@ async def start(self: Server) -> Server:
         try: warnings = startup_checks(o)       # users, no_auth_user
         except ValueError as e: raise StartupError(str(e)) from None
         for w in warnings: log.warning('%s', w)
+        ws = o.websocket if o.websocket is not None and o.websocket.port != 0 else None
+        if ws is not None and (why := check_websocket(ws, o)): raise StartupError(why)
         if o.jetstream:
             if why := _store_problem(self.core.store_dir): raise StartupError(f"Can't start JetStream: {why}")
             self._start_jetstream()
@@ -242,6 +247,11 @@ async def start(self: Server) -> Server:
                 raise StartupError(f"Can't start monitoring: can't listen to the monitor port: "
                                    f"{o.http_host}:{o.http_port}: {_reason(e)}") from e
             log.info('Starting http monitor on %s:%d', o.http_host, self.core.http_port)
+        if ws is not None:
+            try: self._ws_listener = await start_websocket(self, lambda: _ClientProtocol(self, ws=True))
+            except OSError as e:
+                raise StartupError(f'Unable to listen for websocket connections: listen tcp {ws.host}:{max(ws.port, 0)}: '
+                                   f'bind: {_reason(e).lower()}') from e
         if o.clustered:
             try: await start_routes(self, _interface_addresses())
             except OSError as e:
@@ -250,6 +260,8 @@ async def start(self: Server) -> Server:
     except BaseException:
         self._close_parts(); raise
     self._ping = loop.call_later(o.ping_interval, self._ping_tick)
+    if self._ws_listener is not None and ws.ping_interval > 0:    # WebSocket clients pinged on their own schedule
+        self._ws_ping = loop.call_later(ws.ping_interval, self._ws_ping_tick)
     if o.ports_file_dir: self._write_ports_file()
     log.info('Listening for client connections on %s:%d', o.host, self.core.port)
     if o.tls is not None: log.info('TLS required for client connections')
@@ -262,6 +274,7 @@ def _close_parts(self: Server):
     if self._listener is not None: self._listener.close(); self._listener = None
     if self._monitor is not None: self._monitor.close(); self._monitor = None
     if self._route_listener is not None: stop_routes(self)
+    if self._ws_listener is not None: self._ws_listener.close(); self._ws_listener = None
     if self.js is not None: self._js_tick.cancel(); self.js.stop(); self.js = self.core.js = None
 
 @patch
@@ -282,8 +295,13 @@ def _jetstream_tick(self: Server):
 
 @patch
 def _ping_tick(self: Server):
-    self.core.ping_tick()
+    self.core.ping_tick(ws=False if self._ws_ping is not None else None)
     self._ping = asyncio.get_running_loop().call_later(self.opts.ping_interval, self._ping_tick)
+
+@patch
+def _ws_ping_tick(self: Server):
+    self.core.ping_tick(ws=True)
+    self._ws_ping = asyncio.get_running_loop().call_later(self.opts.websocket.ping_interval, self._ws_ping_tick)
 
 # %% ../../nbs/1_nats/05_server.ipynb #52dda3ed
 @patch
@@ -292,15 +310,17 @@ async def stop(self: Server):
     if self._listener is None: return
     log.info('Initiating Shutdown...')
     self._listener.close()
+    if self._ws_listener is not None: self._ws_listener.close()
     if self._monitor is not None: self._monitor.close()
     if self._ping is not None: self._ping.cancel()
+    if self._ws_ping is not None: self._ws_ping.cancel()
     if self.js is not None: self._js_tick.cancel(); self.js.stop()
     if self._route_listener is not None: stop_routes(self)
     self._flush()
     for c in list(self.core.clients.values()): self._drop(c)
     await self._listener.wait_closed()
     if self._monitor is not None: await self._monitor.wait_closed()
-    self._listener = None
+    self._listener = self._ws_listener = None
     if self._ports_file:
         try: os.remove(self._ports_file)
         except OSError as e: log.error('Error cleaning up ports file %s: %s', self._ports_file, _go_error('remove', self._ports_file, e))
@@ -326,6 +346,7 @@ async def lame_duck(self: Server):
     self.ldm = True
     log.info('Entering lame duck mode, stop accepting new clients')
     self._listener.close()
+    if self._ws_listener is not None: self._ws_listener.close()
     clients = list(core.clients.values())
     if not clients: return await self.stop()
     if core.cluster is not None: core.cluster.lame_duck()
@@ -404,6 +425,8 @@ def _write_ports_file(self: Server):
     d = {'nats': _urls('nats', self._listener.sockets[0])}
     if self._monitor is not None: d['monitoring'] = _urls('http', self._monitor.sockets[0])
     if self._route_listener is not None: d['cluster'] = _urls('nats', self._route_listener.sockets[0])
+    if self._ws_listener is not None:
+        d['websocket'] = _urls('wss' if self.core.ws_info['tls'] else 'ws', self._ws_listener.sockets[0])
     path = os.path.join(self.opts.ports_file_dir, f'{os.path.basename(sys.argv[0])}_{os.getpid()}.ports')
     tmp = os.path.join(self.opts.ports_file_dir, f'.{os.path.basename(path)}.tmp')
     try:
