@@ -12,6 +12,7 @@ from .subjects import Sublist, Subscription, valid_subject, valid_literal_subjec
 from .config import ServerOptions, DEFAULT_STORE_DIR
 from .auth import Auth, may_publish, violation
 from .accounts import NatsAccount, GLOBAL, wire_imports
+from .jwt import JwtAuth, serve_user_info
 from .times import go_duration
 from . import trace
 from fastcore.basics import patch
@@ -258,6 +259,7 @@ def _connect(self: ClientConn, raw: bytes):
     if core.auth_required and not core.check_auth(self, o): return violation(self)
     if o.get('account') or o.get('new_account'): return violation(self)
     self.acc = core.accounts.get(self.acc_name or GLOBAL, core.gacc)
+    if core.auth_required and not core.auth.admit(self): return        # the account's limits (operator mode)
     self.protocol = o.get('protocol', 0)
     if not 0 <= self.protocol <= 1: return self.close('Bad Client Protocol Version', E_BAD_PROTOCOL)
     for k in ('verbose', 'pedantic', 'echo', 'headers', 'no_responders'):
@@ -305,8 +307,9 @@ class Core:
         self.api_level = 0            # the JetStream API level, set by the JetStream layer (`api_lvl` in INFO)
         self.interest_watchers = self.gacc.interest_watchers   # called with the subject of every new client subscription in `$G`
         self.cluster = None           # the cluster layer, when this server has routes to others (it then routes every message)
-        self.auth = Auth(self.opts)   # users, nkeys, permissions, TLS: how clients are checked (jsnb.nats.auth)
+        self.auth = (JwtAuth if self.opts.trusted_keys else Auth)(self.opts)   # how clients are checked (jsnb.nats.auth, .jwt)
         wire_imports(self)            # the subscriptions that carry exports into the accounts importing them
+        serve_user_info(self)         # `$SYS.REQ.USER.INFO` answered in every account (jsnb.nats.jwt)
 
     @property
     def auth_required(self) -> bool: return self.opts.auth_required
