@@ -262,7 +262,7 @@ def trusted_keys(opts) -> tuple:
     ops = opts.operators
     if not opts.resolver: raise AuthConfigError('operators require an account resolver to be configured')
     if opts.accounts: raise AuthConfigError('operators do not allow Accounts to be configured directly')
-    if opts.users or opts.user or opts.token: raise AuthConfigError('operators do not allow users to be configured directly')
+    if opts.users: raise AuthConfigError('operators do not allow users to be configured directly')
     if not ops: return opts.trusted_keys
     if opts.trusted_keys: raise AuthConfigError("conflicting options for 'TrustedKeys' and 'TrustedOperators'")
     named = [o['nats'].get('system_account', '') for o in ops]
