@@ -360,3 +360,27 @@ def test_resolvers_jsnb_does_not_have_are_refused_by_name(tmp_path):
         path.write_text(operator_conf({}).replace('resolver: MEMORY', f'resolver: {resolver}'))
         rc, out = run_briefly('jsnb', path, seconds=20)
         assert rc not in (0, None) and word in out, out
+
+
+def test_tiered_jetstream_limits(start_server):
+    "An account JWT with `tiered_limits` for R1: account info shows zero top-level limits and the tier, enforced alike."
+    aseed, acc = keys('account')
+    useed, upub = keys('user')
+    conf = operator_conf({acc: account(acc, 'A', limits={'tiered_limits': {'R1': {'disk_storage': 1 << 20, 'consumer': -1, 'streams': -1}}})})
+    results = {}
+    for k, s in both(start_server, conf, '-js').items():
+        async def scenario():
+            nc = await nats.connect(s.url, user_jwt_cb=lambda: user(upub, aseed, bearer_token=True).encode(),
+                                    signature_cb=lambda nonce: b'', allow_reconnect=False)
+            out = []
+            for subject, body in [('$JS.API.INFO', {}), ('$JS.API.STREAM.CREATE.M', {'name': 'M', 'subjects': ['m'], 'storage': 'memory'}),
+                                  ('$JS.API.STREAM.CREATE.F', {'name': 'F', 'subjects': ['f'], 'max_bytes': 1000}),
+                                  ('$JS.API.STREAM.CREATE.G', {'name': 'G', 'subjects': ['g'], 'max_bytes': 2 << 20}), ('$JS.API.INFO', {})]:
+                d = json.loads((await nc.request(subject, json.dumps(body).encode(), timeout=5)).data)
+                d.pop('api', None)
+                out.append(d.get('error') if 'config' in d or 'error' in d else d)
+            await nc.close()
+            return out
+        results[k] = asyncio.run(scenario())
+    assert results['jsnb'] == results['nats-server']
+    assert results['jsnb'][-1]['tiers']['R1']['limits']['max_storage'] == 1 << 20 and results['jsnb'][-1]['limits']['max_storage'] == 0

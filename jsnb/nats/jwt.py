@@ -144,21 +144,27 @@ class JwtAccount(AccountConfig):
     @property
     def expires(self) -> int: return self.claims.get('exp') or 0
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #189a9a3d
+# %% ../../nbs/1_nats/07c_jwt.ipynb #489859bf
+_NOT_YET = 'a nats-server feature that jsnb does not support yet'
 _NO_LIMITS_V1 = dict(subs=-1, conn=-1, leaf=-1, imports=-1, exports=-1, data=-1, payload=-1, wildcards=True)
 
 def _js_limits(lim: dict) -> dict | None:
     "The account's JetStream limits in jsnb's form (None: no JetStream), as the reference maps the claims."
+    tier = ''
     if lim.get('tiered_limits'):
-        raise JwtError('tiered JetStream limits (limits.tiered_limits) are a nats-server feature that jsnb does not support yet')
+        if set(lim['tiered_limits']) != {'R1'}:
+            raise JwtError(f'tiered JetStream limits for {", ".join(sorted(set(lim["tiered_limits"]) - {"R1"}))} are {_NOT_YET}: '
+                           'jsnb runs JetStream on a single server, with the R1 tier only')
+        tier, lim = 'R1', lim['tiered_limits']['R1']
     if not (lim.get('mem_storage') or lim.get('disk_storage')): return None
     unlimited = lambda v: v if v > 0 else -1
-    return dict(NO_JS_LIMITS, max_memory=lim.get('mem_storage', 0), max_storage=lim.get('disk_storage', 0),
-                max_streams=lim.get('streams', 0), max_consumers=lim.get('consumer', 0),
-                max_ack_pending=unlimited(lim.get('max_ack_pending', 0)),
-                memory_max_stream_bytes=unlimited(lim.get('mem_max_stream_bytes', 0)),
-                storage_max_stream_bytes=unlimited(lim.get('disk_max_stream_bytes', 0)),
-                max_bytes_required=bool(lim.get('max_bytes_required')))
+    out = dict(NO_JS_LIMITS, max_memory=lim.get('mem_storage', 0), max_storage=lim.get('disk_storage', 0),
+               max_streams=lim.get('streams', 0), max_consumers=lim.get('consumer', 0),
+               max_ack_pending=unlimited(lim.get('max_ack_pending', 0)),
+               memory_max_stream_bytes=unlimited(lim.get('mem_max_stream_bytes', 0)),
+               storage_max_stream_bytes=unlimited(lim.get('disk_max_stream_bytes', 0)),
+               max_bytes_required=bool(lim.get('max_bytes_required')))
+    return {**out, 'tier': tier} if tier else out
 
 # %% ../../nbs/1_nats/07c_jwt.ipynb #21bd29c2
 _RESPONSE_TYPES = {'': 'singleton', 'Singleton': 'singleton', 'Stream': 'stream', 'Chunked': 'chunked'}
@@ -191,9 +197,7 @@ def _imports(n: dict) -> tuple:
         else: out.append(Import('service', i['account'], to or subject, '', subject if to and to != subject else ''))
     return tuple(out)
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #8c01717c
-_NOT_YET = 'a nats-server feature that jsnb does not support yet'
-
+# %% ../../nbs/1_nats/07c_jwt.ipynb #0c39302e
 def _signing_keys(n: dict) -> dict:
     "An account's signing keys: key -> None for a plain key, the user template for a scoped one."
     out = {}
