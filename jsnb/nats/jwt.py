@@ -19,7 +19,7 @@ __all__ = ['log', 'PREFIX_OPERATOR', 'PREFIX_ACCOUNT', 'PREFIX_USER', 'USER_INFO
            'encode_jwt', 'claims_issue', 'read_decorated_jwt', 'read_operator', 'jwt_permissions', 'JwtAccount',
            'account_from_jwt', 'parse_operators', 'parse_trusted', 'parse_resolver', 'parse_preload', 'trusted_keys',
            'operator_accounts', 'src_allowed', 'times_allowed', 'JwtAuth', 'auth_user_id', 'public_permissions',
-           'serve_user_info']
+           'serve_user_info', 'operator_log_lines']
 
 # %% ../../nbs/1_nats/07c_jwt.ipynb #2d847220
 PREFIX_OPERATOR, PREFIX_ACCOUNT, PREFIX_USER = 14 << 3, 0, 20 << 3
@@ -500,7 +500,7 @@ def public_permissions(c) -> dict | None:
     if p.responses is not None: d['responses'] = {'max': p.responses[0], 'ttl': int(p.responses[1] * 1e9)}
     return d
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #3e787977
+# %% ../../nbs/1_nats/07c_jwt.ipynb #33ef3304
 def _user_info(core, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "Answer a `$SYS.REQ.USER.INFO` request with who the requesting client is, as the reference's system account does."
     if not reply or src is None or not hasattr(src, 'options'): return
@@ -515,3 +515,22 @@ def serve_user_info(core):
     "Answer `$SYS.REQ.USER.INFO` in every account (in operator mode only when a system account is known, as the reference)."
     if isinstance(core.auth, JwtAuth) and not core.auth.system_account: return
     for acc in core.accounts.values(): core.subscribe(USER_INFO, lambda *a: _user_info(core, *a), acc=acc)
+
+# %% ../../nbs/1_nats/07c_jwt.ipynb #542d6343
+def _go_time(t: int) -> str:
+    "A Unix time as Go prints a `time.Time` in the server's zone."
+    return datetime.fromtimestamp(t).astimezone().strftime('%Y-%m-%d %H:%M:%S %z %Z')
+
+def operator_log_lines(opts) -> list[tuple[int, str]]:
+    "(level, text) lines the reference logs at start in operator mode: the operators, and preloaded accounts with issues."
+    out = []
+    if opts.operators: out.append((logging.INFO, 'Trusted Operators'))
+    for o in opts.operators:
+        out += [(logging.INFO, f'  System  : {_goq(o.get("aud", ""))}'), (logging.INFO, f'  Operator: {_goq(o.get("name", ""))}'),
+                (logging.INFO, f'  Issued  : {_go_time(o.get("iat", 0))}'),
+                (logging.INFO, f'  Expires : {_go_time(o["exp"]) if o.get("exp") else "Never"}')]
+    if opts.operators and not opts.system_account: out.append((logging.WARNING, 'Trusted Operators should utilize a System Account'))
+    for key, token in (opts.resolver_preload or {}).items() if opts.operators else ():
+        if why := claims_issue(decode_jwt(token, 'account')):
+            out += [(logging.WARNING, f'Account [{key}] has validation issues:'), (logging.WARNING, f'  - {why}')]
+    return out
