@@ -384,3 +384,40 @@ def test_tiered_jetstream_limits(start_server):
         results[k] = asyncio.run(scenario())
     assert results['jsnb'] == results['nats-server']
     assert results['jsnb'][-1]['tiers']['R1']['limits']['max_storage'] == 1 << 20 and results['jsnb'][-1]['limits']['max_storage'] == 0
+
+
+def test_scoped_signing_keys(start_server):
+    "A user signed by a scoped key gets the scope's template; one that sets permissions of its own is refused."
+    aseed, acc = keys('account')
+    skseed, sk = keys('account')
+    useed, upub = keys('user')
+    scope = {'kind': 'user_scope', 'key': sk, 'role': 'app', 'template': {'pub': {'allow': ['app.>']}, 'sub': {'allow': ['app.>']},
+                                                                        'subs': -1, 'data': -1, 'payload': -1}}
+    servers = both(start_server, operator_conf({acc: account(acc, 'A', signing_keys=[scope])}))
+
+    def scoped_user(**n):
+        c = {'sub': upub, 'name': 'u', 'nats': {'type': 'user', 'issuer_account': acc, **n}}
+        return encode(c, skseed)
+    data = b'PUB app.x 0\r\n\r\nPUB other 0\r\n\r\nSUB app.y 1\r\nSUB other 2\r\nPING\r\n'
+    got = {k: [session(s.port, scoped_user(), useed, data), session(s.port, scoped_user(pub={'allow': ['>']}), useed, data)]
+           for k, s in servers.items()}
+    assert got['jsnb'] == got['nats-server']
+    assert got['jsnb'][0] == (b'-ERR \'Permissions Violation for Publish to "other"\'\r\n'
+                              b'-ERR \'Permissions Violation for Subscription to "other"\'\r\nPONG\r\n', False)
+    assert got['jsnb'][1] == (b"-ERR 'Authorization Violation'\r\n", True)
+
+
+def test_v1_jwts_of_the_nats_js_tests(start_server):
+    "Version 1 operator, account and user JWTs (as nats.js's tests carry them) are accepted alike."
+    op = ('eyJ0eXAiOiJqd3QiLCJhbGciOiJlZDI1NTE5In0.eyJhdWQiOiJURVNUUyIsImV4cCI6MTg1OTEyMTI3NSwianRpIjoiWE5MWjZYWVBIVE1ESlFSTlFPSFVPSlFHV0NVN01JNVc1SlhDWk5YQllVS0VRVzY3STI1USIsImlhdCI6MTU0Mzc2MTI3NSwiaXNzIjoiT0NBVDMzTVRWVTJWVU9JTUdOR1VOWEo2NkFIMlJMU0RBRjNNVUJDWUFZNVFNSUw2NU5RTTZYUUciLCJuYW1lIjoiU3luYWRpYSBDb21tdW5pY2F0aW9ucyBJbmMuIiwibmJmIjoxNTQzNzYxMjc1LCJzdWIiOiJPQ0FUMzNNVFZVMlZVT0lNR05HVU5YSjY2QUgyUkxTREFGM01VQkNZQVk1UU1JTDY1TlFNNlhRRyIsInR5cGUiOiJvcGVyYXRvciIsIm5hdHMiOnsic2lnbmluZ19rZXlzIjpbIk9EU0tSN01ZRlFaNU1NQUo2RlBNRUVUQ1RFM1JJSE9GTFRZUEpSTUFWVk40T0xWMllZQU1IQ0FDIiwiT0RTS0FDU1JCV1A1MzdEWkRSVko2NTdKT0lHT1BPUTZLRzdUNEhONk9LNEY2SUVDR1hEQUhOUDIiLCJPRFNLSTM2TFpCNDRPWTVJVkNSNlA1MkZaSlpZTVlXWlZXTlVEVExFWjVUSzJQTjNPRU1SVEFCUiJdfX0'
+          '.hyfz6E39BMUh0GLzovFfk3wT4OfualftjdJ_eYkLfPvu5tZubYQ_Pn9oFYGCV_6yKy3KMGhWGUCyCdHaPhalBw')
+    acc = ('eyJ0eXAiOiJqd3QiLCJhbGciOiJlZDI1NTE5In0.eyJqdGkiOiJXVFdYVDNCT1JWSFNLQkc2T0pIVVdFQ01QRVdBNldZVEhNRzVEWkJBUUo1TUtGU1dHM1FRIiwiaWF0IjoxNTQ0MjE3NzU3LCJpc3MiOiJPQ0FUMzNNVFZVMlZVT0lNR05HVU5YSjY2QUgyUkxTREFGM01VQkNZQVk1UU1JTDY1TlFNNlhRRyIsInN1YiI6IkFDWlNXQko0U1lJTEs3UVZERUxPNjRWWDNFRldCNkNYQ1BNRUJVS0EzNk1KSlFSUFhHRUVRMldKIiwidHlwZSI6ImFjY291bnQiLCJuYXRzIjp7ImxpbWl0cyI6eyJzdWJzIjotMSwiY29ubiI6LTEsImltcG9ydHMiOi0xLCJleHBvcnRzIjotMSwiZGF0YSI6LTEsInBheWxvYWQiOi0xLCJ3aWxkY2FyZHMiOnRydWV9fX0'
+           '.q-E7bBGTU0uoTmM9Vn7WaEHDzCUrqvPDb9mPMQbry_PNzVAjf0RG9vd15lGxW5lu7CuGVqpj4CYKhNDHluIJAg')
+    ujwt = ('eyJ0eXAiOiJqd3QiLCJhbGciOiJlZDI1NTE5In0.eyJqdGkiOiJFU1VQS1NSNFhGR0pLN0FHUk5ZRjc0STVQNTZHMkFGWERYQ01CUUdHSklKUEVNUVhMSDJBIiwiaWF0IjoxNTQ0MjE3NzU3LCJpc3MiOiJBQ1pTV0JKNFNZSUxLN1FWREVMTzY0VlgzRUZXQjZDWENQTUVCVUtBMzZNSkpRUlBYR0VFUTJXSiIsInN1YiI6IlVBSDQyVUc2UFY1NTJQNVNXTFdUQlAzSDNTNUJIQVZDTzJJRUtFWFVBTkpYUjc1SjYzUlE1V002IiwidHlwZSI6InVzZXIiLCJuYXRzIjp7InB1YiI6e30sInN1YiI6e319fQ'
+            '.kCR9Erm9zzux4G6M-V2bp7wKMKgnSNqMBACX05nwePRWQa37aO_yObbhcJWFGYjo1Ix-oepOkoyVLxOJeuD8Bw')
+    useed = b'SUAIBDPBAUTWCWBKIO6XHQNINK5FWJW4OHLXC3HQ2KFE4PEJUA44CNHTC4'
+    conf = f'operator: {op}\nresolver: MEMORY\nresolver_preload: {{\n  ACZSWBJ4SYILK7QVDELO64VX3EFWB6CXCPMEBUKA36MJJQRPXGEEQ2WJ: {acc}\n}}\n'
+    got = {k: [session(s.port, ujwt, useed, b'SUB a 1\r\nPUB a 1\r\nx\r\nPING\r\n'), session(s.port, ujwt, keys('user')[0])]
+           for k, s in both(start_server, conf).items()}
+    assert got['jsnb'] == got['nats-server']
+    assert got['jsnb'][0] == (b'MSG a 1 1\r\nx\r\nPONG\r\n', False)

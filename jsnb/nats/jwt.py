@@ -52,6 +52,7 @@ def _signed_by(key: str, data: bytes, sig: bytes) -> bool:
 
 # %% ../../nbs/1_nats/07c_jwt.ipynb #1e16959f
 _V1_MOVED = ('tags', 'issuer_account')       # claims a version 1 JWT keeps at the top that version 2 keeps under `nats`
+_NO_USER_LIMITS = dict(subs=-1, data=-1, payload=-1)   # what a version 1 user, or a scope's template, has unless it says
 
 def decode_jwt(token, kind: str) -> dict:
     "The claims of NATS JWT `token` of `kind`, its signature checked against its issuer; raises `JwtError`."
@@ -72,7 +73,9 @@ def decode_jwt(token, kind: str) -> dict:
     signed = chunks[1] if version <= 1 else token[:len(chunks[0]) + len(chunks[1]) + 1]
     if not _signed_by(c.get('iss'), signed.encode(), sig): raise JwtError(f'claim failed V{min(max(version, 1), 2)} signature verification')
     if decode_nkey(c['iss'], _ISSUERS[kind]) is None: raise JwtError(f'unable to validate expected prefixes - [{_ISSUERS[kind]}]')
-    if c.get('type'): nats = {**nats, **{k: c.pop(k) for k in _V1_MOVED if k in c}, 'type': c.pop('type'), 'version': 1}
+    if c.get('type'):
+        nats = {**(_NO_USER_LIMITS if kind == 'user' else {}), **nats, **{k: c.pop(k) for k in _V1_MOVED if k in c},
+                'type': c.pop('type'), 'version': 1}
     return {**c, 'nats': nats}
 
 # %% ../../nbs/1_nats/07c_jwt.ipynb #65b0e61a
@@ -203,7 +206,7 @@ def _signing_keys(n: dict) -> dict:
     out = {}
     for k in n.get('signing_keys') or ():
         if isinstance(k, str): out[k] = None
-        elif isinstance(k, dict) and k.get('kind') == 'user_scope': out[k.get('key')] = k.get('template') or {}
+        elif isinstance(k, dict) and k.get('kind') == 'user_scope': out[k.get('key')] = {**_NO_USER_LIMITS, **(k.get('template') or {})}
         else: raise JwtError(f'unknown signing key scope {_goq(str(k))}')
     return out
 
