@@ -12,7 +12,7 @@ from .subjects import Sublist, Subscription, valid_subject, valid_literal_subjec
 from .config import ServerOptions, DEFAULT_STORE_DIR
 from .auth import Auth, may_publish, violation
 from .accounts import NatsAccount, GLOBAL, wire_imports
-from .jwt import JwtAuth, serve_user_info
+from .jwt import JwtAuth
 from .times import go_duration
 from . import trace
 from fastcore.basics import patch
@@ -309,7 +309,6 @@ class Core:
         self.cluster = None           # the cluster layer, when this server has routes to others (it then routes every message)
         self.auth = (JwtAuth if self.opts.trusted_keys else Auth)(self.opts)   # how clients are checked (jsnb.nats.auth, .jwt)
         wire_imports(self)            # the subscriptions that carry exports into the accounts importing them
-        serve_user_info(self)         # `$SYS.REQ.USER.INFO` answered in every account (jsnb.nats.jwt)
 
     @property
     def auth_required(self) -> bool: return self.opts.auth_required
