@@ -258,7 +258,7 @@ def test_exports_and_imports_between_jwt_accounts(start_server):
     for s in both(start_server, operator_conf(accounts)).values():
         pa = Raw(s.port, connect=None)
         nonce = json.loads(pa.info)['nonce']
-        pa.send(b'CONNECT ' + json.dumps({'verbose': False, 'jwt': user(upub, aseed), 'sig': b64(nkeys.from_seed(bytearray(useed)).sign(nonce.encode()))}).encode()
+        pa.send(b'CONNECT ' + json.dumps({'verbose': False, 'headers': True, 'jwt': user(upub, aseed), 'sig': b64(nkeys.from_seed(bytearray(useed)).sign(nonce.encode()))}).encode()
                 + b'\r\nSUB help.> 1\r\nPING\r\n'); pa.until(b'PONG')
         pb = Raw(s.port, connect=None)
         nonce = json.loads(pb.info)['nonce']
@@ -269,7 +269,9 @@ def test_exports_and_imports_between_jwt_accounts(start_server):
         assert [(bytes(m.subject), bytes(m.data)) for m in got] == [(b'in.x', b'1')], s.kind
         pb.send(b'PUB ask.me _INBOX.r 1\r\n?\r\n')
         req = pa.msgs(1)[0]
-        assert bytes(req.subject) == b'help.me', s.kind
+        assert bytes(req.subject) == b'help.me' and bytes(req.data[req.hdr_len:]) == b'?', s.kind
+        info = json.loads(re.search(rb'Nats-Request-Info: (.*)\r\n', bytes(req.data[:req.hdr_len])).group(1))
+        assert info['acc'] == b and info['rtt'] > 0 and set(info) == {'acc', 'rtt'}, (s.kind, info)
         pa.send(b'PUB ' + req.reply + b' 2\r\nok\r\n')
         assert [(bytes(m.subject), bytes(m.data)) for m in pb.msgs(1)] == [(b'_INBOX.r', b'ok')], s.kind
         assert pb.read(0.3)[0] == b'', s.kind         # nothing from the token-required export
