@@ -41,8 +41,9 @@ OSEED, OP = keys('operator')
 SYS_SEED, SYS = keys('account')
 
 
-def account(pub, name, seed=OSEED, limits=None, **n):
-    return encode({'sub': pub, 'name': name, 'nats': {'type': 'account', 'limits': {**ACC_UNLIMITED, **(limits or {})}, **n}}, seed)
+def account(pub, name, seed=OSEED, limits=None, exp=None, **n):
+    c = {'sub': pub, 'name': name, 'nats': {'type': 'account', 'limits': {**ACC_UNLIMITED, **(limits or {})}, **n}}
+    return encode({**c, 'exp': exp} if exp else c, seed)
 
 
 def user(key, seed, name='u', exp=None, iat=None, **n):
@@ -306,11 +307,14 @@ def test_user_info(start_server):
                                            'responses': {'max': 3, 'ttl': 5_000_000_000}}}
 
 
-def test_user_jwt_expires_while_connected(start_server):
+@pytest.mark.parametrize('which', ['user', 'account'])
+def test_jwt_expires_while_connected(start_server, which):
+    "A user's or its account's JWT expiring disconnects the client with the reference's error."
     aseed, acc = keys('account')
     useed, upub = keys('user')
-    servers = both(start_server, operator_conf({acc: account(acc, 'A')}))
-    jwt = user(upub, aseed, exp=int(time.time()) + 3)
+    at = int(time.time()) + 3
+    servers = both(start_server, operator_conf({acc: account(acc, 'A', exp=at if which == 'account' else None)}))
+    jwt = user(upub, aseed, exp=at if which == 'user' else None)
     conns = {}
     for k, s in servers.items():
         r = Raw(s.port, connect=None)
@@ -319,7 +323,7 @@ def test_user_jwt_expires_while_connected(start_server):
         assert r.until(b'PONG') == b'PONG\r\n', k
         conns[k] = r
     got = {k: r.until(b'Expired', timeout=8).replace(b'PING\r\n', b'') for k, r in conns.items()}   # the reference may PING first
-    assert got['jsnb'] == got['nats-server'] == b"-ERR 'User Authentication Expired'\r\n"
+    assert got['jsnb'] == got['nats-server'] == f"-ERR '{which.title()} Authentication Expired'\r\n".encode()
     for r in conns.values(): r.close()
 
 
