@@ -38,7 +38,7 @@ def _unb64(s: str) -> bytes:
     if not re.fullmatch('[A-Za-z0-9_-]*', s) or len(s) % 4 == 1: raise JwtError('illegal base64 data')
     return base64.urlsafe_b64decode(s + '=' * (-len(s) % 4))
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #29051ea1
+# %% ../../nbs/1_nats/07c_jwt.ipynb #aa00faec
 def _signed_by(key: str, data: bytes, sig: bytes) -> bool:
     "Whether `sig` is the ed25519 signature of `data` by the public nkey `key` (of any kind)."
     if not isinstance(key, str) or not key: return False
@@ -50,7 +50,7 @@ def _signed_by(key: str, data: bytes, sig: bytes) -> bool:
     try: Ed25519PublicKey.from_public_bytes(decode_nkey(key, prefix)).verify(sig, data); return True
     except (InvalidSignature, ValueError): return False
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #1e16959f
+# %% ../../nbs/1_nats/07c_jwt.ipynb #038cadcf
 _V1_MOVED = ('tags', 'issuer_account')       # claims a version 1 JWT keeps at the top that version 2 keeps under `nats`
 _NO_USER_LIMITS = dict(subs=-1, data=-1, payload=-1)   # what a version 1 user, or a scope's template, has unless it says
 
@@ -78,7 +78,7 @@ def decode_jwt(token, kind: str) -> dict:
                 'type': c.pop('type'), 'version': 1}
     return {**c, 'nats': nats}
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #65b0e61a
+# %% ../../nbs/1_nats/07c_jwt.ipynb #3737da4d
 def encode_jwt(claims: dict, seed) -> str:
     "A version 2 NATS JWT of `claims` signed by nkey `seed` (its `iss` is set from the seed); for tests and tools."
     import nkeys
@@ -89,7 +89,7 @@ def encode_jwt(claims: dict, seed) -> str:
     signed = b64(json.dumps({'typ': 'JWT', 'alg': 'ed25519-nkey'}).encode()) + '.' + b64(json.dumps(c).encode())
     return signed + '.' + b64(kp.sign(signed.encode()))
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #19a6d862
+# %% ../../nbs/1_nats/07c_jwt.ipynb #aa841a01
 def claims_issue(c: dict, now: float | None = None) -> str:
     "Why claims `c` cannot be used now ('': they can): expired, or not valid yet."
     now = int(time.time() if now is None else now)
@@ -97,7 +97,7 @@ def claims_issue(c: dict, now: float | None = None) -> str:
     if c.get('nbf') and now < c['nbf']: return 'claim is not yet valid'
     return ''
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #d72e6cf6
+# %% ../../nbs/1_nats/07c_jwt.ipynb #1fc36aab
 _JWT_ARMOR = re.compile(r'\s*(?:(?:[-]{3,}.*[-]{3,}\r?\n)([\w\-.=]+)(?:\r?\n[-]{3,}.*[-]{3,}\r?\n?))')
 
 def read_decorated_jwt(text: str) -> str:
@@ -116,7 +116,7 @@ def read_operator(value: str, where=None) -> dict:
     try: return decode_jwt(read_decorated_jwt(text), 'operator')
     except JwtError as e: raise AuthConfigError(f'error parsing operator JWT: {e}', where) from None
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #b8c1260f
+# %% ../../nbs/1_nats/07c_jwt.ipynb #8fa0ff6e
 def jwt_permissions(p) -> Permissions | None:
     "A JWT's `pub`/`sub`/`resp` as jsnb `Permissions` (None when it restricts nothing), as the reference builds them."
     p = p if isinstance(p, dict) else {}
@@ -132,7 +132,7 @@ def jwt_permissions(p) -> Permissions | None:
         pub = SubjectPermission(pub.allow if pub is not None and pub.allow is not None else (), pub.deny if pub else None)
     return Permissions(pub, sub, responses)
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #5777e60b
+# %% ../../nbs/1_nats/07c_jwt.ipynb #c8a8f315
 @dataclass(frozen=True)
 class JwtAccount(AccountConfig):
     "An account defined by a JWT: the claims, and what the server uses of them (the account's name is its public key)."
@@ -147,7 +147,7 @@ class JwtAccount(AccountConfig):
     @property
     def expires(self) -> int: return self.claims.get('exp') or 0
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #489859bf
+# %% ../../nbs/1_nats/07c_jwt.ipynb #bad5bedd
 _NOT_YET = 'a nats-server feature that jsnb does not support yet'
 _NO_LIMITS_V1 = dict(subs=-1, conn=-1, leaf=-1, imports=-1, exports=-1, data=-1, payload=-1, wildcards=True)
 
@@ -169,7 +169,7 @@ def _js_limits(lim: dict) -> dict | None:
                max_bytes_required=bool(lim.get('max_bytes_required')))
     return {**out, 'tier': tier} if tier else out
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #21bd29c2
+# %% ../../nbs/1_nats/07c_jwt.ipynb #7ecb7813
 _RESPONSE_TYPES = {'': 'singleton', 'Singleton': 'singleton', 'Stream': 'stream', 'Chunked': 'chunked'}
 
 def _exports(n: dict) -> tuple:
@@ -200,7 +200,7 @@ def _imports(n: dict) -> tuple:
         else: out.append(Import('service', i['account'], to or subject, '', subject if to and to != subject else ''))
     return tuple(out)
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #0c39302e
+# %% ../../nbs/1_nats/07c_jwt.ipynb #388750a2
 def _signing_keys(n: dict) -> dict:
     "An account's signing keys: key -> None for a plain key, the user template for a scoped one."
     out = {}
@@ -220,7 +220,7 @@ def account_from_jwt(c: dict) -> JwtAccount:
                       default_permissions=jwt_permissions(n.get('default_permissions')), limits=lim,
                       revocations=dict(n.get('revocations') or {}))
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #d6c0c9c9
+# %% ../../nbs/1_nats/07c_jwt.ipynb #5f57d7c9
 def parse_operators(v, where=None) -> tuple:
     "`operator`: one or more operator JWTs, each a file path or the JWT itself; their claims."
     if isinstance(v, str): v = [v]
@@ -238,7 +238,7 @@ def parse_trusted(v, where=None) -> tuple:
         if not is_public_key(k, 'operator'): raise AuthConfigError(f'trust key {_goq(k)} required to be a valid public operator nkey', where)
     return tuple(keys)
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #d0ce8e44
+# %% ../../nbs/1_nats/07c_jwt.ipynb #287d1e91
 _RESOLVER_LATER = (' is a nats-server account resolver that jsnb does not support yet (only `resolver: MEMORY` with '
                    '`resolver_preload` is): refusing to start rather than run without it')
 
@@ -263,7 +263,7 @@ def parse_preload(v, where=None) -> dict:
         except JwtError: raise AuthConfigError('invalid account JWT', where) from None
     return dict(v)
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #e3c2ed55
+# %% ../../nbs/1_nats/07c_jwt.ipynb #5a84c985
 def trusted_keys(opts) -> tuple:
     "The keys that may sign accounts, after the checks the reference makes of operators (raises `AuthConfigError`)."
     ops = opts.operators
@@ -283,12 +283,13 @@ def trusted_keys(opts) -> tuple:
         keys.extend(o['nats'].get('signing_keys') or ())
     return tuple(keys)
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #672e3a40
+# %% ../../nbs/1_nats/07c_jwt.ipynb #b2342ada
 def operator_accounts(opts) -> tuple:
     "The accounts of `resolver_preload`, from their JWTs (the reference would resolve them on first use)."
     out = []
     for key, token in (opts.resolver_preload or {}).items():
         c = decode_jwt(token, 'account')
+        if c['sub'] != key: log.debug('Preloaded account [%s] holds the JWT of account %s: not loaded', key, c['sub']); continue
         try: out.append(account_from_jwt(c))
         except JwtError as e: raise AuthConfigError(f'preload account error for {_goq(key)}: {e}') from None
     known = {a.name: a for a in out}
@@ -308,7 +309,7 @@ def _covers(export: str, subject: str) -> bool:
     from jsnb.nats.auth import _subset
     return _subset(subject.encode(), export.encode())
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #bfc14248
+# %% ../../nbs/1_nats/07c_jwt.ipynb #8c23c1e0
 def src_allowed(src, host: str) -> bool:
     "Whether a client at `host` may use a user JWT whose `src` lists these networks (comma separated or a list)."
     nets = [s.strip() for s in (src.split(',') if isinstance(src, str) else src or ()) if s.strip()]
@@ -321,7 +322,7 @@ def src_allowed(src, host: str) -> bool:
         except ValueError: return False
     return False
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #b958bf65
+# %% ../../nbs/1_nats/07c_jwt.ipynb #dc16b79a
 def times_allowed(times, locale: str = '', now: datetime | None = None) -> tuple[bool, float]:
     "Whether `now` falls in one of the user's connect `times` ranges, and for how many seconds more."
     if not times: return True, 0.0
@@ -342,7 +343,7 @@ def times_allowed(times, locale: str = '', now: datetime | None = None) -> tuple
         if left is not None and (not ok or left.total_seconds() > valid): ok, valid = True, left.total_seconds()
     return ok, valid
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #3168fe77
+# %% ../../nbs/1_nats/07c_jwt.ipynb #0eec91e0
 def _no(c, why: str, *args) -> bool:
     "Refuse client `c`, saying why in the debug log as the reference does."
     log.debug('%s - ' + why, who(c), *args)
@@ -353,7 +354,7 @@ def _empty_user(n: dict) -> bool:
     return not any(n.get(k) for k in ('pub', 'sub', 'resp', 'src', 'times', 'times_location', 'subs', 'data', 'payload',
                                       'bearer_token', 'proxy_required', 'allowed_connection_types'))
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #a6d9919a
+# %% ../../nbs/1_nats/07c_jwt.ipynb #0c6e7fb7
 class JwtAuth(Auth):
     "Operator mode: a client presents a user JWT issued by an account that a trusted operator signed."
     def __init__(self, opts):
@@ -367,7 +368,7 @@ class JwtAuth(Auth):
 
     def nonce(self) -> str: return new_nonce()     # every client gets one: a user JWT is proven by signing it
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #d66ad80b
+# %% ../../nbs/1_nats/07c_jwt.ipynb #bfad2189
 @patch
 def _user_account(self: JwtAuth, c, uc: dict):
     "The account that issued user claims `uc`, and the user template when a scoped key signed them; False if unfit."
@@ -387,7 +388,7 @@ def _user_account(self: JwtAuth, c, uc: dict):
     if claims_issue(acc.claims): return _no(c, 'Account JWT has expired')
     return acc, template
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #301cef3f
+# %% ../../nbs/1_nats/07c_jwt.ipynb #89860589
 @patch
 def check(self: JwtAuth, c, o: dict) -> bool:
     "Whether CONNECT options `o` carry a valid user JWT (and, unless it is a bearer token, a signature of our nonce)."
@@ -419,7 +420,7 @@ def check(self: JwtAuth, c, o: dict) -> bool:
     c.expires_in = max(0.0, min(left)) if left else None
     return True
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #bc2d042a
+# %% ../../nbs/1_nats/07c_jwt.ipynb #07b3ef2e
 def _min_limit(v: int, limit: int) -> int:
     "The tighter of two limits where -1 means none (how the reference combines user, account and server limits)."
     if v == -1: return limit
@@ -442,7 +443,7 @@ def admit(self: JwtAuth, c) -> bool:
     self._timers(c, acc)
     return True
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #14d0f10d
+# %% ../../nbs/1_nats/07c_jwt.ipynb #63d70c00
 def _later(delay: float, fn, *args):
     "Call `fn(*args)` after `delay` seconds on the running event loop (nothing when there is none: a sans-I/O test)."
     try: return asyncio.get_running_loop().call_later(max(0.0, delay), fn, *args)
@@ -464,7 +465,7 @@ def _expire_account(core, name: str):
     for c in list(core.clients.values()):
         if c.connected and c.acc.name == name: _expire(c, 'Account Authentication Expired')
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #9fb9fedd
+# %% ../../nbs/1_nats/07c_jwt.ipynb #d84c3efe
 @patch
 def may_subscribe(self: JwtAuth, c, subject: bytes, queue: bytes, sid: bytes) -> bool:
     "Permissions first, then the client's subscription limit from its user and account claims."
@@ -473,7 +474,7 @@ def may_subscribe(self: JwtAuth, c, subject: bytes, queue: bytes, sid: bytes) ->
     if m != -1 and len(c.subs) >= m: self.too_many_subs(c); return False
     return True
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #55dbebe1
+# %% ../../nbs/1_nats/07c_jwt.ipynb #015f9061
 USER_INFO = '$SYS.REQ.USER.INFO'
 
 def _go_json(d) -> bytes:
@@ -489,7 +490,7 @@ def auth_user_id(c) -> str:
     if o.get('jwt'): return getattr(c, 'pub_key', '')
     return '[REDACTED]' if o.get('auth_token') else ''
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #5b0fbddd
+# %% ../../nbs/1_nats/07c_jwt.ipynb #15985f72
 def public_permissions(c) -> dict | None:
     "Client `c`'s permissions as `$SYS.REQ.USER.INFO` shows them (None: unrestricted)."
     p = getattr(c, 'granted', None)
@@ -503,7 +504,7 @@ def public_permissions(c) -> dict | None:
     if p.responses is not None: d['responses'] = {'max': p.responses[0], 'ttl': int(p.responses[1] * 1e9)}
     return d
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #33ef3304
+# %% ../../nbs/1_nats/07c_jwt.ipynb #985d0e5c
 def _user_info(core, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "Answer a `$SYS.REQ.USER.INFO` request with who the requesting client is, as the reference's system account does."
     if not reply or src is None or not hasattr(src, 'options'): return
@@ -519,7 +520,7 @@ def serve_user_info(core):
     if isinstance(core.auth, JwtAuth) and not core.auth.system_account: return
     for acc in core.accounts.values(): core.subscribe(USER_INFO, lambda *a: _user_info(core, *a), acc=acc)
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #542d6343
+# %% ../../nbs/1_nats/07c_jwt.ipynb #fb146627
 def _go_time(t: int) -> str:
     "A Unix time as Go prints a `time.Time` in the server's zone."
     return datetime.fromtimestamp(t).astimezone().strftime('%Y-%m-%d %H:%M:%S %z %Z')
