@@ -427,3 +427,13 @@ def test_v1_jwts_of_the_nats_js_tests(start_server):
            for k, s in both(start_server, conf).items()}
     assert got['jsnb'] == got['nats-server']
     assert got['jsnb'][0] == (b'MSG a 1 1\r\nx\r\nPONG\r\n', False)
+
+
+def test_limits_a_version_2_account_leaves_out_are_zero(start_server):
+    "An account JWT that gives only conn and subs (as nats.js's tests write them) allows no payload, in the same read as CONNECT too."
+    aseed, acc = keys('account')
+    useed, upub = keys('user')
+    conf = operator_conf({acc: encode({'sub': acc, 'name': 'A', 'nats': {'type': 'account', 'limits': {'conn': -1, 'subs': -1}}}, OSEED)})
+    got = {k: [session(s.port, user(upub, aseed), useed, b'SUB a 1\r\nPUB a 0\r\n\r\nPING\r\n'),
+               session(s.port, user(upub, aseed), useed, b'SUB a 1\r\nPUB a 5\r\nhello\r\nPING\r\n')] for k, s in both(start_server, conf).items()}
+    assert got['jsnb'] == got['nats-server'] == [(b'MSG a 1 0\r\n\r\nPONG\r\n', False), (b"-ERR 'Maximum Payload Violation'\r\n", True)]

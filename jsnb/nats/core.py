@@ -201,10 +201,22 @@ def _receive(self: ClientConn, data: bytes):
         elif t is Unsub: self._unsub(op)
         elif op is PING: self._ping()
         elif op is PONG: self.pings_out = 0
-        elif t is Connect: self._connect(op.options)
+        elif t is Connect:
+            mp = self.parser.max_payload
+            self._connect(op.options)
+            if self.parser.max_payload < mp and i < n: ops, n = _payload_cut(ops, i, self.parser.max_payload)
         elif t is Info and _go_json(op.info, _INFO_FIELDS) is None: return self.close('Protocol Violation')
         elif t is Close: return self.close('Protocol Violation' if op.error != E_MAX_PAYLOAD else 'Maximum Payload Exceeded', op.error)
         if self.closing: return
+
+# %% ../../nbs/1_nats/03_core.ipynb #3a032103
+def _payload_cut(ops: list, i: int, limit: int) -> tuple[list, int]:
+    "`ops` up to the first message from index `i` on whose size is over `limit`, which becomes the payload error."
+    for k in range(i, len(ops)):
+        if isinstance(ops[k], Pub) and len(ops[k].data) > limit:
+            ops = ops[:k] + [Close(E_MAX_PAYLOAD)]; break
+    return ops, len(ops)
+
 
 # %% ../../nbs/1_nats/03_core.ipynb #afd2f9f3
 @patch
