@@ -437,3 +437,23 @@ def test_limits_a_version_2_account_leaves_out_are_zero(start_server):
     got = {k: [session(s.port, user(upub, aseed), useed, b'SUB a 1\r\nPUB a 0\r\n\r\nPING\r\n'),
                session(s.port, user(upub, aseed), useed, b'SUB a 1\r\nPUB a 5\r\nhello\r\nPING\r\n')] for k, s in both(start_server, conf).items()}
     assert got['jsnb'] == got['nats-server'] == [(b'MSG a 1 0\r\n\r\nPONG\r\n', False), (b"-ERR 'Maximum Payload Violation'\r\n", True)]
+
+
+def test_operator_signing_keys_and_strict_use(start_server):
+    "Accounts signed by an operator signing key; with strict signing key use, neither identity key may sign."
+    oskseed, osk = keys('operator')
+    aseed, acc = keys('account')
+    bseed, bacc = keys('account')
+    skseed, sk = keys('account')
+    useed, upub = keys('user')
+    for strict in (False, True):
+        op = encode({'sub': OP, 'name': 'O', 'nats': {'type': 'operator', 'signing_keys': [osk], 'system_account': SYS,
+                                                      **({'strict_signing_key_usage': True} if strict else {})}}, OSEED)
+        conf = operator_conf({acc: account(acc, 'A', seed=oskseed, signing_keys=[sk]), bacc: account(bacc, 'B'),
+                              SYS: account(SYS, 'SYS', seed=oskseed)}, operator=op)
+        cases = [dict(jwt=user(upub, aseed), seed=useed), dict(jwt=user(upub, skseed, issuer_account=acc), seed=useed),
+                 dict(jwt=user(upub, bseed), seed=useed)]
+        got = {k: [session(s.port, **kw) for kw in cases] for k, s in both(start_server, conf).items()}
+        assert got['jsnb'] == got['nats-server'], strict
+        ok = [a == b'PONG\r\n' for a, _ in got['jsnb']]
+        assert ok == ([True, True, True] if not strict else [False, True, False]), (strict, ok)

@@ -360,6 +360,8 @@ class JwtAuth(Auth):
     def __init__(self, opts):
         super().__init__(opts)
         self.required, self.trusted = True, frozenset(opts.trusted_keys)
+        self.strict = frozenset(k for o in opts.operators if o['nats'].get('strict_signing_key_usage')   # accounts these sign
+                                for k in (o['sub'], *(o['nats'].get('signing_keys') or ())))           # sign users only with signing keys
         self.accounts = {a.name: a for a in opts.accounts if isinstance(a, JwtAccount)}
         self.system_account = opts.system_account if opts.system_account in self.accounts else ''
         self.server_info = {'auth_required': True, **{k: v for k, v in self.server_info.items() if k != 'auth_required'}}
@@ -379,7 +381,8 @@ def _user_account(self: JwtAuth, c, uc: dict):
     acc = self.accounts.get(issuer)
     if acc is None: return _no(c, 'Account JWT lookup error: %s', 'fetching jwt failed')
     if acc.claims.get('iss') not in self.trusted: return _no(c, 'Account JWT not signed by trusted operator')
-    if uc['iss'] != acc.name and uc['iss'] not in acc.signing_keys: return _no(c, 'User JWT issuer is not known')
+    own = uc['iss'] == acc.name and acc.claims.get('iss') not in self.strict
+    if not own and uc['iss'] not in acc.signing_keys: return _no(c, 'User JWT issuer is not known')
     template = acc.signing_keys.get(uc['iss'])
     if template is not None:
         if not _empty_user(n): return _no(c, 'User JWT is not valid: scoped users require no permissions or limits set')
