@@ -672,10 +672,7 @@ _TOP_KEYS.update(_OPERATOR_KEYS)
 
 def _check_operator(d, opts):
     "Operator mode once every key is read: the reference's checks, the system account, the accounts from their JWTs."
-    if not opts.operators and not opts.trusted_keys:
-        if opts.resolver_preload or opts.resolver:
-            raise ConfigError('resolver and resolver_preload need operator mode: an operator JWT or trusted keys', *_loc(d, 'resolver'))
-        return
+    if not opts.operators and not opts.trusted_keys: return      # a resolver alone is read and unused, as in the reference
     where = _loc(d, next((k for k in d if k.lower() in _OPERATOR_KEYS), 'operator'))
     if not any(k.lower() in ('system_account', 'system') for k in d):
         opts.system_account = opts.operators[0]['nats'].get('system_account', '') if len(opts.operators) == 1 else ''
