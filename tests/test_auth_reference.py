@@ -571,7 +571,7 @@ def test_monitoring_with_authentication(start_server, certs):
 
 # ---------------------------------------------------------------- nothing security-related is read and ignored
 
-SECURITY_KEYS = ('operator operators resolver account_resolver resolver_preload trusted trusted_keys '
+SECURITY_KEYS = ('resolver_tls default_sentinel '
                  'allow_non_tls ocsp https https_port auth_callout auth_hook proxy_required').split()
 
 
