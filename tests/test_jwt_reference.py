@@ -457,3 +457,19 @@ def test_operator_signing_keys_and_strict_use(start_server):
         assert got['jsnb'] == got['nats-server'], strict
         ok = [a == b'PONG\r\n' for a, _ in got['jsnb']]
         assert ok == ([True, True, True] if not strict else [False, True, False]), (strict, ok)
+
+
+def test_user_info_needs_a_system_account(start_server):
+    "Operators without a system account: nobody answers `$SYS.REQ.USER.INFO` (no responders), as in the reference."
+    aseed, acc = keys('account')
+    useed, upub = keys('user')
+    op = encode({'sub': OP, 'name': 'O', 'nats': {'type': 'operator'}}, OSEED)
+    conf = f'operator: {op}\nresolver: MEMORY\nresolver_preload: {{ {acc}: {account(acc, "A")} }}\n'
+    got = {k: session(s.port, user(upub, aseed), useed, b'SUB _INBOX.x 1\r\nPUB $SYS.REQ.USER.INFO _INBOX.x 0\r\n\r\nPING\r\n',
+                      wait=1, no_responders=True) for k, s in both(start_server, conf).items()}
+    assert got['jsnb'] == got['nats-server'] and b'NATS/1.0 503' in got['jsnb'][0]
+    words = ('Trusted Operators', '  System  :', '  Operator:', '  Issued  :', '  Expires :')
+    lines = {k: [x for x in s.log_text().splitlines() if any(w in x for w in words)] for k, s in both(start_server, conf).items()}
+    lines = {k: [re.sub(r'^\[\d+\] \S+ \S+ ', '', x) for x in v] for k, v in lines.items()}
+    assert lines['jsnb'] == lines['nats-server'] and lines['jsnb'][0] == '[INF] Trusted Operators', lines
+    assert lines['jsnb'][-1] == '[WRN] Trusted Operators should utilize a System Account'
