@@ -473,3 +473,29 @@ def test_user_info_needs_a_system_account(start_server):
     lines = {k: [re.sub(r'^\[\d+\] \S+ \S+ ', '', x) for x in v] for k, v in lines.items()}
     assert lines['jsnb'] == lines['nats-server'] and lines['jsnb'][0] == '[INF] Trusted Operators', lines
     assert lines['jsnb'][-1] == '[WRN] Trusted Operators should utilize a System Account'
+
+
+def test_activation_tokens(start_server):
+    "A token-required export: imported with an activation token the exporter signed for the importer; without one, or with one for another account, not."
+    aseed, a = keys('account')
+    bseed, b = keys('account')
+    cseed, c = keys('account')
+    useed, upub = keys('user')
+
+    def act(sub, subject='private.>'):
+        return encode({'sub': sub, 'name': 'act', 'nats': {'type': 'activation', 'subject': subject, 'kind': 'stream'}}, aseed)
+    accounts = {a: account(a, 'A', exports=[{'type': 'stream', 'subject': 'private.>', 'token_req': True}]),
+                b: account(b, 'B', imports=[{'type': 'stream', 'account': a, 'subject': 'private.>', 'token': act(b)}]),
+                c: account(c, 'C', imports=[{'type': 'stream', 'account': a, 'subject': 'private.>', 'token': act(b)}])}
+    got = {}
+    for k, s in both(start_server, operator_conf(accounts)).items():
+        subs = []
+        for seed in (bseed, cseed):
+            r = Raw(s.port, connect=None)
+            nonce = json.loads(r.info)['nonce']
+            r.send(b'CONNECT ' + json.dumps({'verbose': False, 'jwt': user(upub, seed), 'sig': b64(nkeys.from_seed(bytearray(useed)).sign(nonce.encode()))}).encode()
+                   + b'\r\nSUB private.> 1\r\nPING\r\n'); r.until(b'PONG'); subs.append(r)
+        session(s.port, user(upub, aseed), useed, b'PUB private.x 2\r\nhi\r\nPING\r\n')
+        got[k] = [r.read(0.5)[0] for r in subs]
+        for r in subs: r.close()
+    assert got['jsnb'] == got['nats-server'] == [b'MSG private.x 1 2\r\nhi\r\n', b'']

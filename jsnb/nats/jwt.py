@@ -18,13 +18,13 @@ log = logging.getLogger('jsnb')
 __all__ = ['log', 'PREFIX_OPERATOR', 'PREFIX_ACCOUNT', 'PREFIX_USER', 'USER_INFO', 'JwtError', 'is_public_key', 'decode_jwt',
            'encode_jwt', 'claims_issue', 'read_decorated_jwt', 'read_operator', 'jwt_permissions', 'JwtAccount',
            'account_from_jwt', 'parse_operators', 'parse_trusted', 'parse_resolver', 'parse_preload', 'trusted_keys',
-           'operator_accounts', 'src_allowed', 'times_allowed', 'JwtAuth', 'auth_user_id', 'public_permissions',
-           'serve_user_info', 'operator_log_lines']
+           'operator_accounts', 'activation_ok', 'src_allowed', 'times_allowed', 'JwtAuth', 'auth_user_id',
+           'public_permissions', 'serve_user_info', 'operator_log_lines']
 
 # %% ../../nbs/1_nats/07c_jwt.ipynb #2d847220
 PREFIX_OPERATOR, PREFIX_ACCOUNT, PREFIX_USER = 14 << 3, 0, 20 << 3
 _KEY_KINDS = {'operator': PREFIX_OPERATOR, 'account': PREFIX_ACCOUNT, 'user': PREFIX_USER}
-_ISSUERS = {'operator': PREFIX_OPERATOR, 'account': PREFIX_OPERATOR, 'user': PREFIX_ACCOUNT}   # who signs each kind
+_ISSUERS = {'operator': PREFIX_OPERATOR, 'account': PREFIX_OPERATOR, 'user': PREFIX_ACCOUNT, 'activation': PREFIX_ACCOUNT}   # who signs each kind
 
 class JwtError(ValueError):
     "A token that is not a usable NATS JWT (the message is the one the reference's JWT library gives)."
@@ -141,6 +141,7 @@ class JwtAccount(AccountConfig):
     default_permissions: Permissions | None = None
     limits: dict = field(default_factory=dict)             # the `limits` of the claims (conn, subs, payload, ...)
     revocations: dict = field(default_factory=dict)        # user key (or '*') -> users issued at or before are revoked
+    import_tokens: dict = field(default_factory=dict, compare=False)   # import -> its activation token
 
     @property
     def name_tag(self) -> str: return self.claims.get('name', '')
@@ -187,18 +188,23 @@ def _exports(n: dict) -> tuple:
                           _RESPONSE_TYPES[rt] if kind == 'service' else 'singleton'))
     return tuple(out)
 
-def _imports(n: dict) -> tuple:
-    "An account JWT's imports as jsnb `Import`s (a `local_subject`, or the older `to`, names them here)."
-    out = []
+def _imports(n: dict) -> tuple[tuple, dict]:
+    "An account JWT's imports as jsnb `Import`s (a `local_subject`, or the older `to`, names them here), and their activation tokens."
+    out, tokens = [], {}
     for i in n.get('imports') or ():
         kind, subject, local, to = i.get('type'), i.get('subject', ''), i.get('local_subject', ''), i.get('to', '')
         if kind not in ('stream', 'service'): raise JwtError(f'unknown import type {_goq(str(kind))}')
-        if i.get('token'): raise JwtError('imports with an activation token are a nats-server feature that jsnb does not support yet')
         if i.get('share'): raise JwtError('service imports with share (latency tracking) are a nats-server feature that jsnb does not support yet')
-        if kind == 'stream': out.append(Import('stream', i['account'], subject, '' if local else to, local))
-        elif local: out.append(Import('service', i['account'], subject, '', local if local != subject else ''))
-        else: out.append(Import('service', i['account'], to or subject, '', subject if to and to != subject else ''))
-    return tuple(out)
+        if kind == 'stream': imp = Import('stream', i['account'], subject, '' if local else to, local)
+        elif local: imp = Import('service', i['account'], subject, '', local if local != subject else '')
+        else: imp = Import('service', i['account'], to or subject, '', subject if to and to != subject else '')
+        if i.get('token'):
+            try: act = decode_jwt(i['token'], 'activation')
+            except JwtError: act = {}
+            if act.get('exp'): raise JwtError(f'activation tokens that expire (import {_goq(subject)}) are {_NOT_YET}')
+            tokens[imp] = i['token']
+        out.append(imp)
+    return tuple(out), tokens
 
 # %% ../../nbs/1_nats/07c_jwt.ipynb #388750a2
 def _signing_keys(n: dict) -> dict:
@@ -216,9 +222,10 @@ def account_from_jwt(c: dict) -> JwtAccount:
     lim = {**(_NO_LIMITS_V1 if n.get('version') == 1 else {}), **(n.get('limits') or {})}
     for k in ('mappings', 'authorization', 'trace'):
         if n.get(k): raise JwtError(f'account {k} ({"auth callout" if k == "authorization" else k}) are {_NOT_YET}')
-    return JwtAccount(c['sub'], (), _exports(n), _imports(n), _js_limits(lim), claims=c, signing_keys=_signing_keys(n),
+    imports, tokens = _imports(n)
+    return JwtAccount(c['sub'], (), _exports(n), imports, _js_limits(lim), claims=c, signing_keys=_signing_keys(n),
                       default_permissions=jwt_permissions(n.get('default_permissions')), limits=lim,
-                      revocations=dict(n.get('revocations') or {}))
+                      revocations=dict(n.get('revocations') or {}), import_tokens=tokens)
 
 # %% ../../nbs/1_nats/07c_jwt.ipynb #5f57d7c9
 def parse_operators(v, where=None) -> tuple:
@@ -298,18 +305,29 @@ def operator_accounts(opts) -> tuple:
         for i in a.imports:
             src = known.get(i.account)
             if src is None: log.error("Can't locate account [%s] for import of [%s] %s (err=<nil>)", i.account, i.subject, i.kind); continue
-            if not any(e.kind == i.kind and e.accounts is None and _covers(e.subject, i.subject) for e in src.exports):
+            if not any(e.kind == i.kind and _covers(e.subject, i.subject) and
+                       (e.accounts is None or activation_ok(a.import_tokens.get(i), a.name, i, src)) for e in src.exports):
                 log.debug('Error adding %s import to account [%s]: %s import not authorized', i.kind, a.name, i.kind); continue
             keep.append(i)
         known[a.name] = replace(a, imports=tuple(keep))
     return tuple(known.values())
+
+def activation_ok(token, importer: str, imp: Import, exporter: JwtAccount) -> bool:
+    "Whether activation `token` lets account `importer` take `imp` from `exporter` (an export that requires one)."
+    if not token: return False
+    try: act = decode_jwt(token, 'activation')
+    except JwtError: return False
+    n = act['nats']
+    return ((act['iss'] == imp.account or n.get('issuer_account') == imp.account) and act['sub'] == importer
+            and n.get('kind') == imp.kind and not claims_issue(act) and _covers(n.get('subject', ''), imp.subject)
+            and (act['iss'] == exporter.name or act['iss'] in exporter.signing_keys))
 
 def _covers(export: str, subject: str) -> bool:
     "Whether every subject of `subject` (maybe with wildcards) is in `export`."
     from jsnb.nats.auth import _subset
     return _subset(subject.encode(), export.encode())
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #8c23c1e0
+# %% ../../nbs/1_nats/07c_jwt.ipynb #d089b315
 def src_allowed(src, host: str) -> bool:
     "Whether a client at `host` may use a user JWT whose `src` lists these networks (comma separated or a list)."
     nets = [s.strip() for s in (src.split(',') if isinstance(src, str) else src or ()) if s.strip()]
@@ -322,7 +340,7 @@ def src_allowed(src, host: str) -> bool:
         except ValueError: return False
     return False
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #dc16b79a
+# %% ../../nbs/1_nats/07c_jwt.ipynb #df400c76
 def times_allowed(times, locale: str = '', now: datetime | None = None) -> tuple[bool, float]:
     "Whether `now` falls in one of the user's connect `times` ranges, and for how many seconds more."
     if not times: return True, 0.0
@@ -343,7 +361,7 @@ def times_allowed(times, locale: str = '', now: datetime | None = None) -> tuple
         if left is not None and (not ok or left.total_seconds() > valid): ok, valid = True, left.total_seconds()
     return ok, valid
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #0eec91e0
+# %% ../../nbs/1_nats/07c_jwt.ipynb #620f3d99
 def _no(c, why: str, *args) -> bool:
     "Refuse client `c`, saying why in the debug log as the reference does."
     log.debug('%s - ' + why, who(c), *args)
@@ -354,7 +372,7 @@ def _empty_user(n: dict) -> bool:
     return not any(n.get(k) for k in ('pub', 'sub', 'resp', 'src', 'times', 'times_location', 'subs', 'data', 'payload',
                                       'bearer_token', 'proxy_required', 'allowed_connection_types'))
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #0c6e7fb7
+# %% ../../nbs/1_nats/07c_jwt.ipynb #48a5d868
 class JwtAuth(Auth):
     "Operator mode: a client presents a user JWT issued by an account that a trusted operator signed."
     def __init__(self, opts):
@@ -370,7 +388,7 @@ class JwtAuth(Auth):
 
     def nonce(self) -> str: return new_nonce()     # every client gets one: a user JWT is proven by signing it
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #bfad2189
+# %% ../../nbs/1_nats/07c_jwt.ipynb #cedc9bfb
 @patch
 def _user_account(self: JwtAuth, c, uc: dict):
     "The account that issued user claims `uc`, and the user template when a scoped key signed them; False if unfit."
@@ -391,7 +409,7 @@ def _user_account(self: JwtAuth, c, uc: dict):
     if claims_issue(acc.claims): return _no(c, 'Account JWT has expired')
     return acc, template
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #89860589
+# %% ../../nbs/1_nats/07c_jwt.ipynb #c84ceb8e
 @patch
 def check(self: JwtAuth, c, o: dict) -> bool:
     "Whether CONNECT options `o` carry a valid user JWT (and, unless it is a bearer token, a signature of our nonce)."
@@ -423,7 +441,7 @@ def check(self: JwtAuth, c, o: dict) -> bool:
     c.expires_in = max(0.0, min(left)) if left else None
     return True
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #07b3ef2e
+# %% ../../nbs/1_nats/07c_jwt.ipynb #06b3265d
 def _min_limit(v: int, limit: int) -> int:
     "The tighter of two limits where -1 means none (how the reference combines user, account and server limits)."
     if v == -1: return limit
@@ -446,7 +464,7 @@ def admit(self: JwtAuth, c) -> bool:
     self._timers(c, acc)
     return True
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #63d70c00
+# %% ../../nbs/1_nats/07c_jwt.ipynb #20814476
 def _later(delay: float, fn, *args):
     "Call `fn(*args)` after `delay` seconds on the running event loop (nothing when there is none: a sans-I/O test)."
     try: return asyncio.get_running_loop().call_later(max(0.0, delay), fn, *args)
@@ -468,7 +486,7 @@ def _expire_account(core, name: str):
     for c in list(core.clients.values()):
         if c.connected and c.acc.name == name: _expire(c, 'Account Authentication Expired')
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #d84c3efe
+# %% ../../nbs/1_nats/07c_jwt.ipynb #632a3c96
 @patch
 def may_subscribe(self: JwtAuth, c, subject: bytes, queue: bytes, sid: bytes) -> bool:
     "Permissions first, then the client's subscription limit from its user and account claims."
@@ -477,7 +495,7 @@ def may_subscribe(self: JwtAuth, c, subject: bytes, queue: bytes, sid: bytes) ->
     if m != -1 and len(c.subs) >= m: self.too_many_subs(c); return False
     return True
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #015f9061
+# %% ../../nbs/1_nats/07c_jwt.ipynb #d3da077a
 USER_INFO = '$SYS.REQ.USER.INFO'
 
 def _go_json(d) -> bytes:
@@ -493,7 +511,7 @@ def auth_user_id(c) -> str:
     if o.get('jwt'): return getattr(c, 'pub_key', '')
     return '[REDACTED]' if o.get('auth_token') else ''
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #15985f72
+# %% ../../nbs/1_nats/07c_jwt.ipynb #eeda6edc
 def public_permissions(c) -> dict | None:
     "Client `c`'s permissions as `$SYS.REQ.USER.INFO` shows them (None: unrestricted)."
     p = getattr(c, 'granted', None)
@@ -507,7 +525,7 @@ def public_permissions(c) -> dict | None:
     if p.responses is not None: d['responses'] = {'max': p.responses[0], 'ttl': int(p.responses[1] * 1e9)}
     return d
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #985d0e5c
+# %% ../../nbs/1_nats/07c_jwt.ipynb #1a05273f
 def _user_info(core, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "Answer a `$SYS.REQ.USER.INFO` request with who the requesting client is, as the reference's system account does."
     if not reply or src is None or not hasattr(src, 'options'): return
@@ -523,7 +541,7 @@ def serve_user_info(core):
     if isinstance(core.auth, JwtAuth) and not core.auth.system_account: return
     for acc in core.accounts.values(): core.subscribe(USER_INFO, lambda *a: _user_info(core, *a), acc=acc)
 
-# %% ../../nbs/1_nats/07c_jwt.ipynb #fb146627
+# %% ../../nbs/1_nats/07c_jwt.ipynb #1e31c144
 def _go_time(t: int) -> str:
     "A Unix time as Go prints a `time.Time` in the server's zone."
     return datetime.fromtimestamp(t).astimezone().strftime('%Y-%m-%d %H:%M:%S %z %Z')
