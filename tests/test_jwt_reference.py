@@ -499,3 +499,29 @@ def test_activation_tokens(start_server):
         got[k] = [r.read(0.5)[0] for r in subs]
         for r in subs: r.close()
     assert got['jsnb'] == got['nats-server'] == [b'MSG private.x 1 2\r\nhi\r\n', b'']
+
+
+def test_user_info_without_operators(start_server):
+    "`$SYS.REQ.USER.INFO` for users of the configuration (as nats.js's request context test asks it), and for no user at all."
+    conf = '''accounts {
+  S: { users: [ {user: s, password: s, permission: {subscribe: ["q.>", "_INBOX.>"], publish: "$SYS.REQ.USER.INFO", allow_responses: true}} ],
+       exports: [ {service: "q.>"} ] }
+  A: { users: [ {user: a, password: a} ], imports: [ {service: {subject: "q.>", account: "S"}} ] }
+}
+'''
+    got = {}
+    for k, s in both(start_server, conf).items():
+        out = []
+        for user_, pw in (('s', 's'), ('a', 'a')):
+            r = Raw(s.port, connect=b'CONNECT ' + json.dumps({'verbose': False, 'user': user_, 'pass': pw}).encode()
+                    + b'\r\nSUB _INBOX.x 1\r\nPUB $SYS.REQ.USER.INFO _INBOX.x 0\r\n\r\n')
+            d = json.loads(bytes(r.msgs(1)[0].data))['data']
+            r.close()
+            for side in (d.get('permissions') or {}).values():
+                if isinstance(side, dict) and 'allow' in side: side['allow'] = sorted(side['allow'])
+            out.append(d)
+        got[k] = out
+    assert got['jsnb'] == got['nats-server']
+    assert got['jsnb'][0] == {'user': 's', 'account': 'S', 'account_name': 'S', 'permissions': {
+        'publish': {'allow': ['$SYS.REQ.USER.INFO']}, 'subscribe': {'allow': ['_INBOX.>', 'q.>']}, 'responses': {'max': 1, 'ttl': 120_000_000_000}}}
+    assert got['jsnb'][1] == {'user': 'a', 'account': 'A', 'account_name': 'A'}
