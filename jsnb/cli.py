@@ -10,6 +10,7 @@ from . import __version__
 from .nats.config import ServerOptions, ConfigError, load_config, options_from_config, DEFAULT_STORE_DIR, _route_url
 from .nats.core import VERSION
 from .nats.auth import AuthConfigError
+from .nats.jwt import operator_log_lines
 from .nats.tls import tls_from_flags
 from .nats.server import StartupError, RefFormatter, TRACE, log
 from .app import Server
@@ -153,6 +154,7 @@ def _banner(server: Server, warnings: list[str]):
     log.info('  Name:     %s', core.server_name)
     log.info('  ID:       %s', core.server_id)
     if o.config_file: log.info('Using configuration file: %s', o.config_file)
+    for level, text in operator_log_lines(o): log.log(level, '%s', text)      # operator mode (jsnb.nats.jwt)
     for w in warnings: log.warning('%s', w)
     if o.jetstream:
         log.info('Starting JetStream')

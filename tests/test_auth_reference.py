@@ -537,14 +537,14 @@ def test_missing_tls_files_stop_the_server(tmp_path, certs):
         assert rc == 1 and f'error parsing X509 certificate/key pair: open {tmp_path}/gone.pem: no such file or directory' in out, (kind, out)
 
 
-NOT_YET = ['accounts { A: { mappings: { a: b } } }\n', 'operator: "/x/op.jwt"\n', 'resolver: MEMORY\n',
+NOT_YET = ['accounts { A: { mappings: { a: b } } }\n', 'resolver_tls { cert_file: x }\n', 'default_sentinel: x\n',
            'accounts { S: { users: [ {user: s, password: s} ] } }\nsystem_account: S\n', 'authorization { auth_callout { issuer: x } }\n',
            'authorization { users = [ {user: a, password: b, proxy_required: true} ] }\n', 'allow_non_tls: true\n']
 
 
 @pytest.mark.parametrize('text', NOT_YET)
 def test_settings_not_implemented_yet_stop_the_server(tmp_path, text):
-    "Account mappings, a system account with users, operator/resolver JWT authentication, auth callouts: refused, never run without."
+    "Account mappings, a system account with users, the resolver TLS and default sentinel of operator mode, auth callouts: refused, never run without."
     path = tmp_path / 'a.conf'; path.write_text(text)
     rc, out = check_config('jsnb', path)
     assert rc == 1 and 'jsnb does not support yet' in out and 'refusing to start rather than run without it' in out, out
@@ -571,7 +571,7 @@ def test_monitoring_with_authentication(start_server, certs):
 
 # ---------------------------------------------------------------- nothing security-related is read and ignored
 
-SECURITY_KEYS = ('operator operators resolver account_resolver resolver_preload trusted trusted_keys '
+SECURITY_KEYS = ('resolver_tls default_sentinel '
                  'allow_non_tls ocsp https https_port auth_callout auth_hook proxy_required').split()
 
 

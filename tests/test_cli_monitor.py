@@ -85,10 +85,10 @@ def test_config_unknown_key_stops_the_server(kind, tmp_path):
 
 def test_config_unsupported_option_stops_the_server(tmp_path):
     "A nats-server option jsnb does not implement is refused, never read and ignored."
-    conf = tmp_path / 'operator.conf'
-    conf.write_text('port: 4222\noperator: "/x/op.jwt"\n')
+    conf = tmp_path / 'resolver_tls.conf'
+    conf.write_text('port: 4222\nresolver_tls { cert_file: x }\n')
     rc, out = _run_server('jsnb', ['-c', str(conf), '-t'])
-    assert rc == 1 and '"operator" is a nats-server option that jsnb does not support yet' in out, out
+    assert rc == 1 and '"resolver_tls" is a nats-server option that jsnb does not support yet' in out, out
     assert 'refusing to start rather than run without it' in out, out
 
 

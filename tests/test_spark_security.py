@@ -1,7 +1,6 @@
 """Secure connections from the `jetstream` Spark source and sink, against jsnb and the reference nats-server:
 TLS (`tls://`, a CA file, client certificates for servers that verify them, a server that requires TLS
-behind a `nats://` URL), user nkeys (a seed file), and credentials files (user JWT and seed) against the
-reference in operator mode (jsnb has no operator mode)."""
+behind a `nats://` URL), user nkeys (a seed file), and credentials files (user JWT and seed) in operator mode."""
 import asyncio, base64, hashlib, json, ssl, time
 import pytest
 pytest.importorskip('pyspark')
@@ -130,7 +129,7 @@ def test_nkey_and_tls_together(spark, start_server, certs, tmp_path):
         assert roundtrip(spark, s.url.replace('nats://', 'tls://'), tls_ca=str(certs / 'ca.pem'), nkeys_seed=str(tmp_path / 'user.nk')) == (20, 40)
 
 
-# ---------------------------------------------------------------- credentials files (operator mode: the reference only)
+# ---------------------------------------------------------------- credentials files (operator mode)
 
 def _b64(b: bytes) -> str: return base64.urlsafe_b64encode(b).rstrip(b'=').decode()
 
@@ -147,8 +146,8 @@ def keypair(prefix) -> nkeys.KeyPair:
     return nkeys.from_seed(bytearray(nkeys.encode_seed(os.urandom(32), prefix)))
 
 
-@pytest.mark.skipif(REF_BIN is None, reason='reference nats-server not installed')
-def test_creds_file_reference(spark, start_server, tmp_path):
+@pytest.mark.parametrize('kind', KINDS)
+def test_creds_file(spark, start_server, tmp_path, kind):
     "An operator, an account with JetStream and a user: the user's credentials file reads and writes; another user's JWT with the wrong seed is refused."
     op, acc, sys_acc = keypair(nkeys.PREFIX_BYTE_OPERATOR), keypair(nkeys.PREFIX_BYTE_ACCOUNT), keypair(nkeys.PREFIX_BYTE_ACCOUNT)
     user = keypair(nkeys.PREFIX_BYTE_USER)
@@ -167,7 +166,7 @@ def test_creds_file_reference(spark, start_server, tmp_path):
     bad = creds(tmp_path / 'bad.creds', user_jwt, keypair(nkeys.PREFIX_BYTE_USER).seed)
     conf = (f'operator: {op_jwt}\nsystem_account: {sys_acc.public_key.decode()}\nresolver: MEMORY\n'
             f'resolver_preload: {{\n  {acc.public_key.decode()}: {acc_jwt}\n  {sys_acc.public_key.decode()}: {sys_jwt}\n}}\n')
-    s = start_server('nats-server', '-js', config=conf)
+    s = start_server(kind, '-js', config=conf)
     fill(s.url, user_credentials=good)
     assert roundtrip(spark, s.url, creds=good) == (20, 40)
     with pytest.raises(NatsError, match='Authorization Violation'): _Conn(s.url, timeout=5, creds=bad)

@@ -33,6 +33,7 @@ class Account(CoreHost):
         super().__init__(core)
         self.store_dir, self.name, self.domain = store_dir, name, domain
         self.limits = dict(limits or NO_JS_LIMITS)   # the account's own JetStream limits (`accounts { X: { jetstream { ... } } }`)
+        self.tier = self.limits.pop('tier', '')      # 'R1' when they are an account JWT's tier of that name (shown under `tiers`)
         self.max_memory, self.max_file, self.sync_interval = max_memory, max_file, sync_interval
         self.streams: dict[str, Stream] = {}
         self.api_total = self.api_errors = 0

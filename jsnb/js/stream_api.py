@@ -54,10 +54,13 @@ def account_info(acct: Account, args, body, src) -> dict:
     "`$JS.API.INFO`: usage, limits and API counters of the account."
     mem, sto = acct.usage()
     rm, rs = acct.reserved()
-    return dict(memory=mem, storage=sto, reserved_memory=rm, reserved_storage=rs, streams=len(acct.streams),
-                consumers=sum(len(s.consumers) for s in acct.streams.values()),
-                limits=dict(acct.limits), **({'domain': acct.domain} if acct.domain else {}),
-                api=dict(level=API_LEVEL, total=acct.api_total, errors=acct.api_errors))
+    use = dict(memory=mem, storage=sto, reserved_memory=rm, reserved_storage=rs, streams=len(acct.streams),
+               consumers=sum(len(s.consumers) for s in acct.streams.values()))
+    limits = dict(acct.limits) if not acct.tier else {k: False if isinstance(v, bool) else 0 for k, v in acct.limits.items()}
+    d = dict(**use, limits=limits, **({'domain': acct.domain} if acct.domain else {}),
+             api=dict(level=API_LEVEL, total=acct.api_total, errors=acct.api_errors))
+    if acct.tier: d['tiers'] = {acct.tier: dict(**use, limits=dict(acct.limits))}   # tiered limits: the usage repeated per tier
+    return d
 
 # %% ../../nbs/2_js/14_stream_api.ipynb #f20d436b
 import json

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/1_nats/07b_accounts.ipynb #434ae9fb
 from __future__ import annotations
-import random, string, time
+import json, random, string, time
 from dataclasses import dataclass, replace
 from functools import partial
 from .subjects import Sublist, valid_subject, has_wildcard, transform_subject
@@ -298,6 +298,20 @@ def _stream_msg(core, dst, imp, subject: bytes, reply: bytes, hdr: int, data: by
     try: core.route(None, to, reply, hdr, data, acc=dst)
     finally: _hops[0] -= 1
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #0c657490
+_REQUEST_INFO = b'Nats-Request-Info:'
+
+def _request_info(src, hdr: int, data: bytes) -> tuple[int, bytes]:
+    "The request `hdr`, `data` with the `Nats-Request-Info` header naming client `src`'s account (unchanged if not from a client)."
+    if src is None or not hasattr(src, 'options') or getattr(src, 'acc', None) is None: return hdr, data
+    info = {'acc': src.acc.name}
+    if (rtt := int(getattr(src, 'rtt', 0) * 1e9)) > 0: info['rtt'] = rtt
+    head = [l for l in data[:hdr - 2].split(b'\r\n')[:-1] if not l[:len(_REQUEST_INFO)].lower() == _REQUEST_INFO.lower()] \
+        if hdr > 2 else [b'NATS/1.0']
+    block = b'\r\n'.join(head) + b'\r\nNats-Request-Info: ' + json.dumps(info, separators=(',', ':')).encode() + b'\r\n\r\n'
+    return len(block), block + data[hdr:]
+
+
 # %% ../../nbs/1_nats/07b_accounts.ipynb #dbc46429
 def _service_msg(core, acc, svc, imp, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "A request on a service import's local subject: forwarded to the exporting account, under a reply subject of its own."
@@ -311,6 +325,7 @@ def _service_msg(core, acc, svc, imp, subject: bytes, reply: bytes, hdr: int, da
         svc.responses[new] = (acc, reply, time.monotonic() + (exp.threshold if exp else RESPONSE_THRESHOLD),
                               exp is None or exp.response == 'singleton', rsub)
         _prune(core, svc)
+    hdr, data = _request_info(src, hdr, data)
     _hops[0] += 1
     try: n = core.route(None, to, new, hdr, data, acc=svc)
     finally: _hops[0] -= 1

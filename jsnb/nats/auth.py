@@ -376,6 +376,7 @@ def _prune(self: ClientPermissions):
 # %% ../../nbs/1_nats/07_auth.ipynb #ebedcd62
 def grant(c, p: Permissions | None):
     "Give client `c` permissions `p` (None: unrestricted)."
+    c.granted = p                    # as configured, for `$SYS.REQ.USER.INFO`
     c.perms = ClientPermissions(p) if p is not None else None
     c.gate = c.perms.gate if c.perms is not None and c.perms.responses is not None else None
 
@@ -417,6 +418,10 @@ class Auth:
     def nonce(self) -> str:
         "A nonce for a new client's INFO ('' when no nkey user is configured)."
         return new_nonce() if self.nkeys else ''
+
+    def admit(self, c) -> bool:
+        "Checks once `c` is authenticated and in its account (operator mode adds the account's limits); False: closed."
+        return True
 
 # %% ../../nbs/1_nats/07_auth.ipynb #51294c41
 def _allowed_here(u: User, c=None) -> bool:
@@ -464,14 +469,19 @@ def who(c) -> str:
     if not c.connected: return s
     o = c.options
     ncs = ':'.join(x for x in ((f"v{o['version']}" if o.get('version') else ''), o.get('lang') or '', o.get('name') or '') if x)
-    user = f"nkey:{o['nkey']}" if o.get('nkey') else f"user:{o['user']}" if o.get('user') else 'token' if o.get('auth_token') else ''
-    acc = getattr(getattr(c, 'acc', None), 'name', '$G')
+    jwt_user = getattr(c, 'pub_key', '') if o.get('jwt') else ''     # a JWT user is named by its key (once it is known)
+    user = f"nkey:{o['nkey']}" if o.get('nkey') else f"user:{o['user']}" if o.get('user') else \
+           f"jwt:{jwt_user}" if jwt_user else '' if o.get('jwt') else 'token' if o.get('auth_token') else ''
+    a = getattr(c, 'acc', None)
+    acc, tag = getattr(a, 'name', '$G'), getattr(getattr(a, 'cfg', None), 'name_tag', '')   # a JWT account: key/name
+    if tag: acc = f'{acc}/{tag}'
     return s + (f' - {_goq(ncs)}' if ncs else '') + (f' - "{acc}/{user}"' if user else '')
 
 def _auth_user(o: dict) -> str:
     "Who a client said it was, for the failure log line."
     if o.get('nkey'): return f' - Nkey {_goq(o["nkey"])}'
     if o.get('user'): return f' - User {_goq(o["user"])}'
+    if o.get('jwt'): return ''          # the reference names a JWT user by a key it has not learnt when the check fails
     if o.get('auth_token'): return ' - Token "[REDACTED]"'
     return ''
 
@@ -570,7 +580,7 @@ def startup_checks(opts) -> list[str]:
         if not any(n in (u.name, u.nkey) for u in users if (u.nkey or u.name)):
             raise ValueError(f'no_auth_user: {_goq(n)} not present as user or nkey in authorization block or account configuration')
     sys_acc = getattr(opts, 'system_account', '$SYS')
-    if sys_acc != '$SYS' and not any(a.name == sys_acc for a in getattr(opts, 'accounts', ())):
+    if sys_acc not in ('$SYS', '') and not any(a.name == sys_acc for a in getattr(opts, 'accounts', ())):
         raise ValueError('error resolving system account: account missing')
     plain = (opts.password
  and not is_bcrypt(opts.password)) or any(not u.nkey and not is_bcrypt(u.password) for u in users)

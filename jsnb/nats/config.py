@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from .times import NS, go_duration, parse_go_duration
 from .auth import AuthConfigError, users_from_block
 from .accounts import parse_accounts
+from .jwt import parse_operators, parse_resolver, parse_trusted, parse_preload, trusted_keys, operator_accounts
 from .tls import parse_tls
 from .websocket import parse_websocket, check_websocket
 
@@ -43,6 +44,11 @@ class ServerOptions:
     no_auth_user: str = ""        # the user a client without credentials is taken for
     accounts: tuple = ()          # `accounts { ... }`: jsnb.nats.accounts.AccountConfig entries (users, exports, imports)
     system_account: str = "$SYS"  # the account named as the system account (jsnb runs no system services in it)
+    operators: tuple = ()         # `operator`: the trusted operators' decoded JWT claims (jsnb.nats.jwt)
+    trusted_keys: tuple = ()      # keys that may sign account JWTs (`trusted`, or the operators' keys): operator mode
+    resolver: str = ""            # `resolver`: 'MEMORY' (the only account resolver jsnb has)
+    resolver_preload: dict | None = None  # `resolver_preload`: account public key -> account JWT
+    resolver_pinned_accounts: frozenset | None = None  # only users of these accounts may log in (None: any account)
     max_subscriptions: int = 0    # subscriptions per connection; 0 or -1: no limit
     tls: object = None            # jsnb.nats.tls.TLSOptions: clients must use TLS
     websocket: object = None      # jsnb.nats.websocket.WebsocketOptions: a listener for WebSocket clients
@@ -76,7 +82,7 @@ class ServerOptions:
     @property
     def auth_required(self) -> bool:
         "Whether clients must authenticate (a user, a token, a users array or an account with users is set)."
-        return bool(self.user or self.token or self.users or any(a.users for a in self.accounts))
+        return bool(self.user or self.token or self.users or any(a.users for a in self.accounts) or self.trusted_keys)
 
     @property
     def clustered(self) -> bool:
@@ -647,12 +653,42 @@ def _websocket(d, k, v, opts, warns, seen):
 _TOP_KEYS.update({"websocket": _websocket, "ws": _websocket})
 
 _NOT_YET = " yet: refusing to start rather than run without it"
-_LATER = {**dict.fromkeys("operator operators roots root root_operators root_operator resolver account_resolver "
-                          "accounts_resolver resolver_tls resolver_preload resolver_pinned_accounts "
-                          "trusted trusted_keys default_sentinel".split(),
-                          " yet (JWT authentication with operators and resolvers is planned): "
+_LATER = {**dict.fromkeys("resolver_tls default_sentinel".split(),
+                          " yet (of operator mode, jsnb has the MEMORY resolver with preloaded accounts): "
                           "refusing to start rather than run without it"),
           **dict.fromkeys("auth_callout auth_hook proxy_required allow_non_tls ocsp https https_port".split(), _NOT_YET)}
+
+# %% ../../nbs/1_nats/02_config.ipynb #41b4a761
+def _jwt_key(field, reader):
+    "A key of operator mode: read by `reader` of `jsnb.nats.jwt`, errors located in the file."
+    def entry(d, k, v, opts, warns, seen): setattr(opts, field, _secure(d, k, reader, v, _loc(d, k)))
+    return entry
+
+def _pinned(v, where=None) -> frozenset:
+    "`resolver_pinned_accounts`: an account public key or a list of them."
+    keys = [v] if isinstance(v, str) else v
+    if not isinstance(keys, list) or not all(isinstance(x, str) for x in keys):
+        raise AuthConfigError(f'error parsing resolver_pinned_accounts: unsupported type {_show(v)}', where)
+    return frozenset(keys)
+
+_OPERATOR_KEYS = {**dict.fromkeys("operator operators roots root root_operators root_operator".split(), _jwt_key("operators", parse_operators)),
+                  **dict.fromkeys("resolver account_resolver accounts_resolver".split(), _jwt_key("resolver", parse_resolver)),
+                  **dict.fromkeys("trusted trusted_keys".split(), _jwt_key("trusted_keys", parse_trusted)),
+                  "resolver_preload": _jwt_key("resolver_preload", parse_preload),
+                  "resolver_pinned_accounts": _jwt_key("resolver_pinned_accounts", _pinned)}
+_TOP_KEYS.update(_OPERATOR_KEYS)
+
+def _check_operator(d, opts):
+    "Operator mode once every key is read: the reference's checks, the system account, the accounts from their JWTs."
+    if not opts.operators and not opts.trusted_keys: return      # a resolver alone is read and unused, as in the reference
+    where = _loc(d, next((k for k in d if k.lower() in _OPERATOR_KEYS), 'operator'))
+    if not any(k.lower() in ('system_account', 'system') for k in d):
+        opts.system_account = opts.operators[0]['nats'].get('system_account', '') if len(opts.operators) == 1 else ''
+    try:
+        opts.trusted_keys = trusted_keys(opts)
+        opts.accounts = operator_accounts(opts)
+    except AuthConfigError as e: raise ConfigError(e.msg, *(e.where or where)) from None
+
 
 # %% ../../nbs/1_nats/02_config.ipynb #6bf82b8f
 def _lame_duck(field, minimum):
@@ -695,5 +731,6 @@ def options_from_config(d: dict, opts: ServerOptions | None = None) -> tuple[Ser
     _check_accounts(d, opts)
     if opts.websocket is not None:
         if why := check_websocket(opts.websocket, opts): raise ConfigError(why)       # checked once the whole file is read, as the reference does
+    _check_operator(d, opts)
     if getattr(d, "fname", None): opts.config_file = d.fname
     return opts, warns

@@ -12,6 +12,7 @@ from .subjects import Sublist, Subscription, valid_subject, valid_literal_subjec
 from .config import ServerOptions, DEFAULT_STORE_DIR
 from .auth import Auth, may_publish, violation
 from .accounts import NatsAccount, GLOBAL, wire_imports
+from .jwt import JwtAuth
 from .times import go_duration
 from . import trace
 from fastcore.basics import patch
@@ -201,10 +202,22 @@ def _receive(self: ClientConn, data: bytes):
         elif t is Unsub: self._unsub(op)
         elif op is PING: self._ping()
         elif op is PONG: self.pings_out = 0
-        elif t is Connect: self._connect(op.options)
+        elif t is Connect:
+            mp = self.parser.max_payload
+            self._connect(op.options)
+            if self.parser.max_payload < mp and i < n: ops, n = _payload_cut(ops, i, self.parser.max_payload)
         elif t is Info and _go_json(op.info, _INFO_FIELDS) is None: return self.close('Protocol Violation')
         elif t is Close: return self.close('Protocol Violation' if op.error != E_MAX_PAYLOAD else 'Maximum Payload Exceeded', op.error)
         if self.closing: return
+
+# %% ../../nbs/1_nats/03_core.ipynb #3a032103
+def _payload_cut(ops: list, i: int, limit: int) -> tuple[list, int]:
+    "`ops` up to the first message from index `i` on whose size is over `limit`, which becomes the payload error."
+    for k in range(i, len(ops)):
+        if isinstance(ops[k], Pub) and len(ops[k].data) > limit:
+            ops = ops[:k] + [Close(E_MAX_PAYLOAD)]; break
+    return ops, len(ops)
+
 
 # %% ../../nbs/1_nats/03_core.ipynb #afd2f9f3
 @patch
@@ -259,6 +272,7 @@ def _connect(self: ClientConn, raw: bytes):
     if core.auth.required_for(self) and not core.check_auth(self, o): return violation(self)
     if o.get('account') or o.get('new_account'): return violation(self)
     self.acc = core.accounts.get(self.acc_name or GLOBAL, core.gacc)
+    if core.auth_required and not core.auth.admit(self): return        # the account's limits (operator mode)
     self.protocol = o.get('protocol', 0)
     if not 0 <= self.protocol <= 1: return self.close('Bad Client Protocol Version', E_BAD_PROTOCOL)
     for k in ('verbose', 'pedantic', 'echo', 'headers', 'no_responders'):
@@ -306,7 +320,7 @@ class Core:
         self.api_level = 0            # the JetStream API level, set by the JetStream layer (`api_lvl` in INFO)
         self.interest_watchers = self.gacc.interest_watchers   # called with the subject of every new client subscription in `$G`
         self.cluster = None           # the cluster layer, when this server has routes to others (it then routes every message)
-        self.auth = Auth(self.opts)   # users, nkeys, permissions, TLS: how clients are checked (jsnb.nats.auth)
+        self.auth = (JwtAuth if self.opts.trusted_keys else Auth)(self.opts)   # how clients are checked (jsnb.nats.auth, .jwt)
         self.ws_info = None           # the WebSocket listener's host, port and TLS, once it listens (jsnb.nats.websocket)
         wire_imports(self)            # the subscriptions that carry exports into the accounts importing them
 

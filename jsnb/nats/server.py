@@ -9,6 +9,7 @@ from .config import ServerOptions
 from .core import Core
 from .times import NS, go_duration
 from .auth import startup_checks, check_in_background
+from .jwt import serve_user_info
 from .tls import tls_accept
 from .protocol import encode_err
 from .cluster_io import start_routes, stop_routes
@@ -139,6 +140,7 @@ class Server:
         self.opts = dataclasses.replace(opts or ServerOptions(), **kw)
         self._js_service = js_service       # makes the JetStream service: (core, options) -> service
         self.core = Core(self.opts)
+        serve_user_info(self.core)          # `$SYS.REQ.USER.INFO` answered in every account (jsnb.nats.jwt)
         self.core.on_dirty = self._schedule_flush
         self.trace = self.opts.trace
         self._listener = self._monitor = self._ping = self.js = None
