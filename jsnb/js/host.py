@@ -206,8 +206,8 @@ class CoreHost(NullHost):
 MAX_SEQ = 2**63 - 1          # sequences, times and sizes are int64 columns: the largest sequence jsnb stores
 
 class StoreMsg(NamedTuple):
-    "Store one message, remember its id, apply its rollup."
-    subject: str; hdr: bytes; data: bytes; ttl: int; msg_id: str; rollup: bytes
+    "Store one message, remember its id, apply its rollup (`ts`: the time a replicated stream's leader gave it; 0: now)."
+    subject: str; hdr: bytes; data: bytes; ttl: int; msg_id: str; rollup: bytes; ts: int = 0
 
 class StoreRun(NamedTuple):
     "Store header-less messages that one client published in one read."

@@ -184,6 +184,7 @@ def route_info(self: Cluster, gossip_mode: int = GOSSIP_DEFAULT, ldm: bool = Fal
     if not o.cluster_no_advertise and self.own_urls: d['connect_urls'] = self.own_urls
     if ldm: d['ldm'] = True
     if gossip_mode: d['gossip_mode'] = gossip_mode
+    d.update(getattr(core, 'route_info_extra', None) or {})     # what a layer above announces (JetStream's Raft address)
     return encode_info(orjson.dumps(d))
 
 @patch
@@ -276,6 +277,7 @@ def process_info(self: Cluster, rc: RouteConn, raw: bytes):
         return rc.close('Protocol Violation', why)
     rc.info_received, rc.remote_id, rc.remote_name = True, sid, info.get('server_name') or ''
     rc.headers = bool(info.get('headers'))
+    rc.raft = info.get('jsnb_raft') if type(info.get('jsnb_raft')) is str else ''   # a jsnb server's Raft address
     rc.connect_urls = [u for u in info.get('connect_urls') or () if type(u) is str]
     port = info.get('port') if type(info.get('port')) is int else 0
     if rc.url is None: rc.url = route_url(f"nats-route://{_hp(info.get('host') or rc.host, port)}/")
