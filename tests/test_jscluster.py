@@ -1,0 +1,133 @@
+"""Faults in a 3-server jsnb JetStream cluster on loopback: the stream leader killed with `kill -9` under acknowledged
+publishing, a server restarted, a majority lost. The promise: nothing acknowledged is lost, a new leader takes over,
+a restarted server catches up, and once quiet every replica's store holds the same messages."""
+import asyncio, json, time
+import pytest
+import nats
+from nats.errors import TimeoutError as NatsTimeout, NoRespondersError
+from jsclusters import JSCluster
+
+
+async def _req(nc, subject: str, body=None, timeout: float = 10) -> dict:
+    m = await nc.request(subject, json.dumps(body).encode() if body is not None else b'', timeout=timeout)
+    return json.loads(m.data)
+
+
+async def _publish_acked(js, subject: str, data: bytes, deadline: float):
+    "Publish until acknowledged (a publish that times out was not acknowledged, and is sent again)."
+    while time.time() < deadline:
+        try: return await js.publish(subject, data, timeout=1)
+        except (NatsTimeout, NoRespondersError, asyncio.TimeoutError): await asyncio.sleep(0.1)
+    raise TimeoutError(f'{data!r} never acknowledged')
+
+
+def _wait(cond, timeout: float = 60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if cond(): return
+        except OSError: pass
+        time.sleep(0.2)
+    raise TimeoutError
+
+
+@pytest.fixture
+def cluster():
+    c = JSCluster('jsnb').start()
+    c.wait_meta()
+    yield c
+    c.stop()
+
+
+async def _create(c, name='S', **cfg) -> str:
+    nc = await nats.connect(c.url(0))
+    r = await _req(nc, f'$JS.API.STREAM.CREATE.{name}', dict(name=name, subjects=[f'{name.lower()}.>'], num_replicas=3, **cfg))
+    await nc.close()
+    assert 'error' not in r, r
+    return r['cluster']['leader']
+
+
+async def test_kill_the_leader_loses_nothing_acknowledged(cluster):
+    leader = await _create(cluster, allow_direct=True)
+    li = int(leader[1:])
+    ncs = [await nats.connect(cluster.url(i), max_reconnect_attempts=-1, reconnect_time_wait=0.2) for i in range(3)]
+    acked = {}
+    js = ncs[(li + 1) % 3].jetstream()
+    for k in range(20):
+        a = await js.publish('s.x', f'm{k}'.encode()); acked[a.seq] = f'm{k}'.encode()
+    cluster.kill(li)
+    for k in range(20, 40):                            # publishing resumes once another replica leads
+        a = await _publish_acked(js, 's.x', f'm{k}'.encode(), time.time() + 60); acked[a.seq] = f'm{k}'.encode()
+    other = ncs[(li + 2) % 3]
+    info = await _req(other, '$JS.API.STREAM.INFO.S')
+    assert info['cluster']['leader'] != leader
+    assert info['state']['last_seq'] >= max(acked)
+    for seq, data in acked.items():                    # every acknowledged message is there, at its sequence
+        for _ in range(100):                           # a follower answering Direct Get may not have applied it yet
+            m = await other.request('$JS.API.DIRECT.GET.S', json.dumps({'seq': seq}).encode(), timeout=10)
+            if m.data == data: break
+            await asyncio.sleep(0.1)
+        assert m.data == data
+    cluster.start(li)                                  # the killed server comes back and catches up from its peers
+    total = info['state']['messages']
+    _wait(lambda: all(cluster.jsz(i)['messages'] == total for i in range(3)))
+    for nc in ncs: await nc.close()
+    cluster.stop()
+    stores = cluster.stores('S')
+    assert len(stores[0]) == total and stores[0] == stores[1] == stores[2]   # same sequences, subjects, data and times
+
+
+async def test_no_quorum_no_acknowledgement(cluster):
+    leader = await _create(cluster, 'Q')
+    li = int(leader[1:])
+    nc = await nats.connect(cluster.url(li))
+    js = nc.jetstream()
+    assert (await js.publish('q.x', b'one')).seq == 1
+    for i in range(3):
+        if i != li: cluster.kill(i)                    # the leader is alone: a minority
+    with pytest.raises((NatsTimeout, asyncio.TimeoutError)):
+        await js.publish('q.x', b'not committed', timeout=3)
+    await nc.close()
+    for i in range(3):
+        if i != li: cluster.start(i)
+    nc = await nats.connect(cluster.url((li + 1) % 3))
+    a = await _publish_acked(nc.jetstream(), 'q.x', b'two', time.time() + 60)
+    info = await _req(nc, '$JS.API.STREAM.INFO.Q')
+    await nc.close()
+    assert info['state']['last_seq'] == a.seq
+    cluster.stop()
+    stores = cluster.stores('Q')
+    assert stores[0] == stores[1] == stores[2]
+    datas = [row[2] for row in stores[0]]
+    assert len(datas) == a.seq                         # 'one', 'two', and the unacknowledged one only if it was committed
+
+
+async def test_restart_keeps_the_meta_group_and_streams(cluster):
+    await _create(cluster, 'K')
+    nc = await nats.connect(cluster.url(1))
+    r1 = await _req(nc, '$JS.API.STREAM.CREATE.ONE', {'name': 'ONE', 'subjects': ['one.>']})
+    assert 'error' not in r1
+    for k in range(5): await nc.jetstream().publish('k.x', f'{k}'.encode())
+    r = await _req(nc, '$JS.API.STREAM.CREATE.MEM', {'name': 'MEM', 'subjects': ['mem.>'], 'num_replicas': 3, 'storage': 'memory'})
+    assert 'error' not in r, r
+    for k in range(3): await nc.jetstream().publish('mem.x', f'{k}'.encode())
+    await nc.close()
+    cluster.stop()
+    cluster.start()
+    cluster.wait_meta()
+    nc = await nats.connect(cluster.url(2))
+    deadline = time.time() + 60
+    while True:
+        info = await _req(nc, '$JS.API.STREAM.INFO.K')
+        if 'error' not in info or time.time() > deadline: break
+        await asyncio.sleep(0.2)
+    assert info['state']['messages'] == 5
+    assert (await _req(nc, '$JS.API.STREAM.NAMES'))['streams'] == ['K', 'MEM', 'ONE']
+    while True:                                        # a memory stream is rebuilt from its group's log
+        mem = await _req(nc, '$JS.API.STREAM.INFO.MEM')
+        if mem.get('state', {}).get('messages') == 3 or time.time() > deadline: break
+        await asyncio.sleep(0.2)
+    assert mem['state']['messages'] == 3
+    a = await _publish_acked(nc.jetstream(), 'k.x', b'after the restart', time.time() + 60)
+    assert a.seq == 6
+    await nc.close()
