@@ -131,3 +131,21 @@ async def test_restart_keeps_the_meta_group_and_streams(cluster):
     a = await _publish_acked(nc.jetstream(), 'k.x', b'after the restart', time.time() + 60)
     assert a.seq == 6
     await nc.close()
+
+
+async def test_consumer_on_a_stream_held_by_another_server(cluster):
+    "A stream with one replica lives on one server; clients of the other servers use it and its consumers through the routes."
+    nc0 = await nats.connect(cluster.url(0))
+    r = await _req(nc0, '$JS.API.STREAM.CREATE.ONE', {'name': 'ONE', 'subjects': ['one.>']})
+    host = int(r['cluster']['leader'][1:])
+    other = (host + 1) % 3
+    nc = await nats.connect(cluster.url(other))
+    js = nc.jetstream()
+    for k in range(5): assert (await js.publish('one.x', f'{k}'.encode())).seq == k + 1
+    sub = await js.pull_subscribe('one.>', 'worker', stream='ONE')
+    msgs = await sub.fetch(5, timeout=10)
+    assert [m.data for m in msgs] == [f'{k}'.encode() for k in range(5)]
+    for m in msgs: await m.ack_sync(timeout=10)
+    info = await _req(nc, '$JS.API.CONSUMER.INFO.ONE.worker')
+    assert (info['num_ack_pending'], info['ack_floor']['stream_seq']) == (0, 5)
+    await nc.close(); await nc0.close()
