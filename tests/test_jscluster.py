@@ -31,6 +31,20 @@ def _wait(cond, timeout: float = 60):
     raise TimeoutError
 
 
+async def _info(nc, stream: str, timeout: float = 30) -> dict:
+    "Stream info, asked again while the group is between leaders (10008)."
+    deadline = time.time() + timeout
+    while True:
+        info = await _req(nc, f'$JS.API.STREAM.INFO.{stream}')
+        if 'error' not in info or time.time() > deadline: return info
+        await asyncio.sleep(0.2)
+
+
+def _quiet(cluster, messages: int):
+    "Wait until every server's store holds `messages` (followers apply what the leader has committed a heartbeat later)."
+    _wait(lambda: all(cluster.jsz(i)['messages'] == messages for i in range(cluster.n)))
+
+
 @pytest.fixture
 def cluster():
     c = JSCluster('jsnb').start()
@@ -59,7 +73,7 @@ async def test_kill_the_leader_loses_nothing_acknowledged(cluster):
     for k in range(20, 40):                            # publishing resumes once another replica leads
         a = await _publish_acked(js, 's.x', f'm{k}'.encode(), time.time() + 60); acked[a.seq] = f'm{k}'.encode()
     other = ncs[(li + 2) % 3]
-    info = await _req(other, '$JS.API.STREAM.INFO.S')
+    info = await _info(other, 'S')
     assert info['cluster']['leader'] != leader
     assert info['state']['last_seq'] >= max(acked)
     for seq, data in acked.items():                    # every acknowledged message is there, at its sequence
@@ -69,8 +83,8 @@ async def test_kill_the_leader_loses_nothing_acknowledged(cluster):
             await asyncio.sleep(0.1)
         assert m.data == data
     cluster.start(li)                                  # the killed server comes back and catches up from its peers
+    _quiet(cluster, info['state']['messages'])
     total = info['state']['messages']
-    _wait(lambda: all(cluster.jsz(i)['messages'] == total for i in range(3)))
     for nc in ncs: await nc.close()
     cluster.stop()
     stores = cluster.stores('S')
@@ -92,9 +106,10 @@ async def test_no_quorum_no_acknowledgement(cluster):
         if i != li: cluster.start(i)
     nc = await nats.connect(cluster.url((li + 1) % 3))
     a = await _publish_acked(nc.jetstream(), 'q.x', b'two', time.time() + 60)
-    info = await _req(nc, '$JS.API.STREAM.INFO.Q')
+    info = await _info(nc, 'Q')
     await nc.close()
     assert info['state']['last_seq'] == a.seq
+    _quiet(cluster, info['state']['messages'])
     cluster.stop()
     stores = cluster.stores('Q')
     assert stores[0] == stores[1] == stores[2]
@@ -117,10 +132,7 @@ async def test_restart_keeps_the_meta_group_and_streams(cluster):
     cluster.wait_meta()
     nc = await nats.connect(cluster.url(2))
     deadline = time.time() + 60
-    while True:
-        info = await _req(nc, '$JS.API.STREAM.INFO.K')
-        if 'error' not in info or time.time() > deadline: break
-        await asyncio.sleep(0.2)
+    info = await _info(nc, 'K', 60)
     assert info['state']['messages'] == 5
     assert (await _req(nc, '$JS.API.STREAM.NAMES'))['streams'] == ['K', 'MEM', 'ONE']
     while True:                                        # a memory stream is rebuilt from its group's log

@@ -143,8 +143,13 @@ class CoreHost(NullHost):
         if self.core.deferred: self.core.flush_deferred()
 
     def has_interest(self, subject: str) -> bool:
+        "Whether a subscription here, or on another server of the cluster, takes `subject`."
         p, q = self.core.sublist.match(wire(subject))
-        return bool(p or q)
+        if p or q: return True
+        cl = getattr(self.core, 'cluster', None)
+        if cl is None or not cl.rsl.count: return False
+        rp, rq = cl.rsl.match(wire(subject))
+        return bool(rp or rq)
 
     def publish(self, subject, data=b'', hdr=b'', reply=''):
         self.core.route(None, wire(subject), wire(reply), len(hdr), hdr + data if hdr else data)

@@ -16,7 +16,7 @@ from .core import Core, VERSION, E_AUTH, E_STALE, E_AUTH_TIMEOUT, log
 
 # %% auto #0
 __all__ = ['GLOBAL_ACCOUNT', 'IMPLICIT', 'EXPLICIT', 'GOSSIP_DEFAULT', 'GOSSIP_DISABLED', 'GOSSIP_OVERRIDE', 'ROUTE_PROTO',
-           'E_ROUTE_PORT', 'dynamic_cluster_name', 'RouteURL', 'route_url', 'RouteConn', 'Cluster']
+           'E_ROUTE_PORT', 'dynamic_cluster_name', 'RouteURL', 'route_url', 'RouteConn', 'Cluster', 'deliverable']
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #044deb5a
 GLOBAL_ACCOUNT = b'$G'                  # the one account of jsnb: the reference's global account
@@ -430,13 +430,13 @@ def route(self: Cluster, src, subject: bytes, reply: bytes, hdr: int, data: byte
         for group in qgroups:
             members = group if src is None or src.echo else [s for s in group if s.client is not src]
             if members: n += core.deliver(members[core._rand.randrange(len(members))], subject, reply, hdr, data, src)
-    else: n += self._route_cluster(src, subject, reply, hdr, data, qgroups, rp, rq)
+    else: n += self._route_cluster(src, subject, reply, hdr, data, qgroups, rp, rq, to)
     if n == 0 and reply and src is not None and src.no_responders: core._no_responders(src, subject, reply)
     return n
 
 @patch
-def _route_cluster(self: Cluster, src, subject, reply, hdr, data, qgroups, rp, rq) -> int:
-    "The part of `route` for messages that other servers want."
+def _route_cluster(self: Cluster, src, subject, reply, hdr, data, qgroups, rp, rq, to=None) -> int:
+    "The part of `route` for messages that other servers want (`to`: delivered on another subject than their own)."
     core, n, targets = self.core, 0, {}
     for s in rp: targets.setdefault(s.client, [])
     remote = {g[0].queue: g for g in rq}
@@ -450,9 +450,24 @@ def _route_cluster(self: Cluster, src, subject, reply, hdr, data, qgroups, rp, r
     for q, others in remote.items():
         total = sum([s.qw for s in others])
         if total > 0: self._pick(others, core._rand.randrange(total), targets, q)
+    rsubject, rreply = deliverable(subject, reply, to) if to and to != subject else (subject, reply)
     for rc, queues in targets.items():
-        if not rc.closing: rc.send_msg(subject, reply, queues, hdr, data); n += 1
+        if not rc.closing: rc.send_msg(rsubject, rreply, queues, hdr, data); n += 1
     return n
+
+def deliverable(subject: bytes, reply: bytes, to: bytes) -> tuple[bytes, bytes]:
+    "How a message delivered on `to` (a consumer's) travels to another server: as the reference sends it, the JetStream ack reply carries `@<to>`; without one, on `to`."
+    if reply.startswith(b'$JS.ACK.') and _ack_deliver(reply) < 0: return subject, reply + b'@' + to
+    return to, reply
+
+def _ack_deliver(reply: bytes) -> int:
+    "Where the `@` before the delivery subject is in a `$JS.ACK` reply (after its eight dots), or -1."
+    if not reply.startswith(b'$JS.ACK.'): return -1
+    i, dots = 0, 0
+    for i, b in enumerate(reply):
+        if b == 46: dots += 1
+        elif b == 64 and dots >= 8: return i
+    return -1
 
 @patch
 def _pick(self: Cluster, others, i: int, targets: dict, q: bytes):
@@ -481,7 +496,9 @@ def inbound(self: Cluster, rc: RouteConn, op: RMsg):
         return
     core, subject, reply, hdr, data = self.core, op.subject, op.reply, op.hdr_len, op.data
     core.in_msgs += 1; core.in_bytes += len(data)
-    psubs, qgroups = core.sublist.match(subject)
+    target = subject
+    if reply and (at := _ack_deliver(reply)) > 0: target, reply = reply[at + 1:], reply[:at]   # a consumer's delivery
+    psubs, qgroups = core.sublist.match(target)
     for sub in psubs: core.deliver(sub, subject, reply, hdr, data, rc)
     if op.queues:
         for group in qgroups:
@@ -522,7 +539,8 @@ def inbound_run(self: Cluster, rc: RouteConn, subject: bytes, run: list):
     "Deliver consecutive routed messages for one subject, none naming a queue group."
     core = self.core
     psubs, _ = core.sublist.match(subject)
-    if run[0].account != GLOBAL_ACCOUNT or not psubs or not all([s.client is not None and not s.max for s in psubs]):
+    if (run[0].account != GLOBAL_ACCOUNT or not psubs or not all([s.client is not None and not s.max for s in psubs])
+            or any([o.reply.startswith(b'$JS.ACK.') for o in run])):   # consumers' deliveries go to their delivery subject
         for op in run: self.inbound(rc, op)
         return
     k, nb = len(run), sum([len(op.data) for op in run])
