@@ -47,10 +47,11 @@ def _quiet(cluster, messages: int):
 
 @pytest.fixture
 def cluster():
-    c = JSCluster('jsnb').start()
-    c.wait_meta()
-    yield c
-    c.stop()
+    c = JSCluster('jsnb')
+    try:
+        c.start(); c.wait_meta()
+        yield c
+    finally: c.stop()
 
 
 async def _create(c, name='S', **cfg) -> str:

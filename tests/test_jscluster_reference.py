@@ -14,10 +14,11 @@ ONLY_REFERENCE = {'system_account', 'traffic_account'}     # the reference's Raf
 
 @pytest.fixture(scope='module', params=['jsnb', 'nats-server'])
 def cluster(request):
-    c = JSCluster(request.param).start()
-    c.wait_meta()
-    yield c
-    c.stop()
+    c = JSCluster(request.param)
+    try:
+        c.start(); c.wait_meta()
+        yield c
+    finally: c.stop()
 
 
 async def _req(nc, subject: str, body=None, timeout: float = 10) -> dict:

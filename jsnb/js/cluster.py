@@ -24,8 +24,8 @@ from . import stream_api as S, consumer_api as C
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'RAFT_INFO', 'SETTLE', 'RaftGroup', 'free_port', 'short_hash', 'peer_id', 'group_name', 'ClusteredJetStream',
-           'not_yet']
+__all__ = ['log', 'RAFT_INFO', 'SETTLE', 'RAFT_META', 'RaftGroup', 'free_port', 'short_hash', 'peer_id', 'group_name',
+           'ClusteredJetStream', 'not_yet']
 
 # %% ../../nbs/2_js/20_cluster.ipynb #3b204b66
 class RaftGroup(SyncObj):
@@ -114,13 +114,13 @@ class ClusteredJetStream(JetStream):
         self.raft_addr = _read(os.path.join(self._state_dir, 'raft')) or f'{self.host}:{free_port(self.host)}'
         core.route_info_extra = {RAFT_INFO: self.raft_addr}
         self.assignments: dict[str, dict] = {}     # stream -> {config, peers (server names), created, addrs {name: raft address}}
-        self.members: dict[str, tuple] = {}        # meta raft address -> (server name, server id)
+        self.members: dict[str, str] = {}          # meta raft address -> server name
         self.groups: dict[str, RaftGroup] = {}     # the groups of replicated streams this server is a peer of
         self.applied, self.log_bytes, self.applied_before = 0, 0, 0
         self._replies: dict[str, bytes] = {}       # replicated streams created here: the reply sent once they have a leader
         self._outbox: dict[str, list] = {}         # messages for replicated streams led here, until the end of the read
         self._seen, self._since, self._timer, self._fwd_sub = None, 0.0, None, None
-        self._shared, self._early, self._wire = set(), [], []
+        self._shared, self._early, self._wire, self._outside = set(), [], [], False
 
 # %% ../../nbs/2_js/20_cluster.ipynb #0dff8ed0
 _WIRE = ((b'$JS.API.CONSUMER.MSG.NEXT.', C.on_next, 5), (b'$JS.ACK.', C.on_ack, 2), (b'$JS.FC.', C.on_flow_control, 2),
@@ -187,31 +187,46 @@ def forward(self: ClusteredJetStream, server: str, subject: bytes, reply: bytes,
     "Send a request on to the server named `server` (by its peer id, which a restart keeps), which answers the client itself."
     self.core.route(None, f'{_FWD}{peer_id(server)}.{hops}.'.encode() + subject, reply, hdr, data)
 
-# %% ../../nbs/2_js/20_cluster.ipynb #4dd79974
+# %% ../../nbs/2_js/20_cluster.ipynb #cc28c5c8
+RAFT_META = 'jsnb_meta'      # the route INFO field that carries the members of a server's meta group, once formed
+
 @patch
 def _peers_now(self: ClusteredJetStream) -> dict:
-    "This server and the jsnb servers it has routes to that announced a Raft address: address -> (name, id)."
-    out = {self.raft_addr: (self.core.server_name, self.core.server_id)}
+    "This server and the jsnb servers it has routes to that announced a Raft address: address -> server name."
+    out = {self.raft_addr: self.core.server_name}
     for rc in self.core.cluster.routes.values():
-        if getattr(rc, 'raft', ''): out[rc.raft] = (rc.remote_name, rc.remote_id)
+        if getattr(rc, 'raft', ''): out[rc.raft] = rc.remote_name
     return out
+
+@patch
+def _routes_resolved(self: ClusteredJetStream) -> bool:
+    "Whether every configured route leads to a server this one has a route to, or back to this server."
+    cl = self.core.cluster
+    have = {rc.url.hostport for rc in cl.routes.values() if rc.url is not None}
+    return all(u.hostport in have or u.hostport in cl.self_addrs for u in cl.configured)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #80d460e6
 @patch
 def _watch(self: ClusteredJetStream):
-    "Rejoin the meta group saved on disk, or form one once the set of peers has not changed for `SETTLE` seconds."
+    "Rejoin the meta group saved on disk, join the one a peer formed, or form one once the mesh is complete and settled."
     cl, loop = self.core.cluster, asyncio.get_running_loop()
-    if cl is None: self._timer = loop.call_later(0.25, self._watch); return
+    again = lambda: setattr(self, '_timer', loop.call_later(0.25, self._watch))
+    if cl is None: return again()
     for sub in self._early:
         if sub in self._shared: cl.local_interest(sub, 1)
     self._early = []
-    if saved := _read(os.path.join(self._state_dir, 'members')):
-        self._timer = None
-        return self.form({a: tuple(v) for a, v in orjson.loads(saved).items()})
+    self._timer = None
+    if saved := _read(os.path.join(self._state_dir, 'members')): return self.form(orjson.loads(saved))
+    formed = [rc.raft_meta for rc in cl.routes.values() if getattr(rc, 'raft_meta', None)]
+    if formed:                                        # a peer has a meta group: this server is one of its members, or of none
+        if self.raft_addr in formed[0]: return self.form(formed[0])
+        if not self._outside: log.error('JetStream: this server is not a member of the meta group formed by its peers')
+        self._outside = True
+        return again()
     peers, now = self._peers_now(), time.monotonic()
     if peers != self._seen: self._seen, self._since = peers, now
-    if now - self._since < SETTLE: self._timer = loop.call_later(0.25, self._watch); return
-    self._timer = None
+    alone_ok = not cl.configured and now - self._since >= 5 * SETTLE    # a cluster of one, after a longer wait
+    if now - self._since < SETTLE or not self._routes_resolved() or (len(peers) < 2 and not alone_ok): return again()
     self.form(peers)
 
 @patch
@@ -223,16 +238,19 @@ def password(self: ClusteredJetStream) -> str:
 # %% ../../nbs/2_js/20_cluster.ipynb #a2aabc82
 @patch
 def form(self: ClusteredJetStream, peers: dict):
-    "Start this server's member of the meta group over `peers` (Raft address -> (name, id)), saved for restarts."
+    "Start this server's member of the meta group over `peers` (Raft address -> server name), saved for restarts and announced on the routes."
     self.members = dict(peers)
     _write(os.path.join(self._state_dir, 'raft'), self.raft_addr)
     _write(os.path.join(self._state_dir, 'members'), orjson.dumps(self.members).decode())
     others = sorted(a for a in peers if a != self.raft_addr)
     self.meta = RaftGroup(self.raft_addr, others, self.password(), self.apply, asyncio.get_running_loop(),
                           journal=os.path.join(self._state_dir, 'journal'))
-    log.info('JetStream meta group of %d server(s): %s', len(peers), ', '.join(sorted(n for n, _ in peers.values())))
+    log.info('JetStream meta group of %d server(s): %s', len(peers), ', '.join(sorted(peers.values())))
     self._fwd_sub = self.core.subscribe(f'{_FWD}{peer_id(self.core.server_name)}.>', self._on_forwarded)
-    self.core.cluster.local_interest(self._fwd_sub, 1)
+    cl = self.core.cluster
+    cl.local_interest(self._fwd_sub, 1)
+    self.core.route_info_extra[RAFT_META] = self.members           # servers that connect later join this group
+    for rc in list(cl.routes.values()): rc.send(cl.route_info())
 
 # %% ../../nbs/2_js/20_cluster.ipynb #6d3699b9
 @patch
@@ -395,7 +413,7 @@ def _refuse(self: ClusteredJetStream, reply: bytes, rtype: str, err: JSApiError,
 @patch
 def meta_leader(self: ClusteredJetStream) -> str:
     "The name of the meta group's leader ('' while there is none)."
-    return self.members.get(self.meta.leader_addr(), ('', ''))[0] if self.meta is not None else ''
+    return self.members.get(self.meta.leader_addr(), '') if self.meta is not None else ''
 
 @patch
 def leader_of(self: ClusteredJetStream, name: str) -> str:
@@ -563,7 +581,7 @@ def _propose_create(self: ClusteredJetStream, name: str, subject: bytes, reply: 
                               ('allow_batched', 'fast batches'), ('allow_msg_schedules', 'message schedules')):
                 if cfg.get(key): raise not_yet(f'a replicated stream with {what}')
     except JSApiError as e: return self._refuse(reply, r.rtype, e, r.error_extra)
-    load = {nm: 0 for nm, _ in self.members.values()}
+    load = {nm: 0 for nm in self.members.values()}
     for x in self.assignments.values():
         for p in x['peers']: load[p] = load.get(p, 0) + 1
     peers = sorted(load, key=lambda p: (load[p], random.random()))[:n]
@@ -597,10 +615,10 @@ def meta_cluster(self: ClusteredJetStream) -> dict:
                     pending=0, pending_requests=0, pending_infos=0, snapshot=empty)
     st, now = self.meta.status(), time.monotonic()
     lead = self.meta.leader_addr()
-    lname = self.members.get(lead, ('', ''))[0]
+    lname = self.members.get(lead, '')
     last = getattr(self.meta, '_SyncObj__lastResponseTime', {})
     commit, reps = st.get('commit_idx', 0), []
-    for addr, (name, _) in self.members.items():
+    for addr, name in self.members.items():
         if addr == self.raft_addr: continue
         up = st.get('partner_node_status_server_' + addr) == 2
         seen = next((t for n, t in list(last.items()) if n.address == addr), None) if lname == self.core.server_name else None

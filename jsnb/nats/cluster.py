@@ -266,6 +266,7 @@ def process_info(self: Cluster, rc: RouteConn, raw: bytes):
             urls, rc.connect_urls = rc.connect_urls, []      # the peer is going away: stop sending clients to it
             if not self.opts.cluster_no_advertise: self._update_urls(urls, False)
         elif rc.remote_id and sid != rc.remote_id: self.implicit_route(info)
+        if sid == rc.remote_id and type(info.get('jsnb_meta')) is dict: rc.raft_meta = info['jsnb_meta']   # its meta group formed
         return
     if not rc.solicited and info.get('server_name') == core.server_name:
         log.error('%s - Remote server has a duplicate name: "%s"', rc.tag, core.server_name)
@@ -278,6 +279,7 @@ def process_info(self: Cluster, rc: RouteConn, raw: bytes):
     rc.info_received, rc.remote_id, rc.remote_name = True, sid, info.get('server_name') or ''
     rc.headers = bool(info.get('headers'))
     rc.raft = info.get('jsnb_raft') if type(info.get('jsnb_raft')) is str else ''   # a jsnb server's Raft address
+    rc.raft_meta = info.get('jsnb_meta') if type(info.get('jsnb_meta')) is dict else None   # and its meta group's members
     rc.connect_urls = [u for u in info.get('connect_urls') or () if type(u) is str]
     port = info.get('port') if type(info.get('port')) is int else 0
     if rc.url is None: rc.url = route_url(f"nats-route://{_hp(info.get('host') or rc.host, port)}/")
