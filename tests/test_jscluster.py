@@ -161,4 +161,48 @@ async def test_consumer_on_a_stream_held_by_another_server(cluster):
     for m in msgs: await m.ack_sync(timeout=10)
     info = await _req(nc, '$JS.API.CONSUMER.INFO.ONE.worker')
     assert (info['num_ack_pending'], info['ack_floor']['stream_seq']) == (0, 5)
+    r = await _req(nc, '$JS.API.STREAM.UPDATE.ONE', {'name': 'ONE', 'subjects': ['one.>', 'uno.>']})
+    assert r['config']['subjects'] == ['one.>', 'uno.>'] and r['cluster']['leader'] == f'n{host}'
+    names = await _req(nc0, '$JS.API.STREAM.NAMES', {'subject': 'uno.x'})   # the meta group has the new subjects
+    assert names['streams'] == ['ONE']
+    r = await _req(nc, '$JS.API.STREAM.UPDATE.ONE', {'name': 'ONE', 'subjects': ['one.>'], 'num_replicas': 3})
+    assert r['error'] == {'code': 500, 'err_code': 10008, 'description': 'changing the replicas of a stream is not supported by jsnb clusters yet'}
     await nc.close(); await nc0.close()
+
+
+async def _publish_id(js, subject: str, data: bytes, deadline: float):
+    "Publish with a message id until acknowledged; a retry of a publish that was committed is a duplicate the stream drops."
+    while time.time() < deadline:
+        try: return await js.publish(subject, data, timeout=1, headers={'Nats-Msg-Id': data.decode()})
+        except (NatsTimeout, NoRespondersError, asyncio.TimeoutError): await asyncio.sleep(0.1)
+    raise TimeoutError(f'{data!r} never acknowledged')
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize('rounds', [20])
+async def test_kill_the_leader_soak(cluster, rounds):
+    "Kill the stream leader `rounds` times under acknowledged publishing; report rounds, messages, lost, duplicated, divergent."
+    await _create(cluster, allow_direct=True)
+    ncs = [await nats.connect(cluster.url(i), max_reconnect_attempts=-1, reconnect_time_wait=0.2) for i in range(3)]
+    acked, k = {}, 0
+    for r in range(rounds):
+        leader = (await _info(ncs[r % 3], 'S'))['cluster']['leader']
+        li = int(leader[1:])
+        js = ncs[(li + 1) % 3].jetstream()
+        for _ in range(10):
+            a = await _publish_id(js, 's.x', f'm{k}'.encode(), time.time() + 60); acked[f'm{k}'.encode()] = a.seq; k += 1
+        cluster.kill(li)
+        for _ in range(10):
+            a = await _publish_id(js, 's.x', f'm{k}'.encode(), time.time() + 60); acked[f'm{k}'.encode()] = a.seq; k += 1
+        cluster.start(li)
+        _quiet(cluster, (await _info(ncs[(li + 1) % 3], 'S'))['state']['messages'])
+    for nc in ncs: await nc.close()
+    cluster.stop()
+    stores = cluster.stores('S')
+    import hashlib
+    stored = {h: seq for seq, _, h, _ in stores[0]}
+    lost = sum(1 for data in acked if hashlib.sha256(data).hexdigest()[:16] not in stored)
+    duplicated = len(stores[0]) - len(stored)
+    divergent = sum(1 for s in stores[1:] if s != stores[0])
+    print(f'rounds={rounds} messages={len(acked)} stored={len(stores[0])} lost={lost} duplicated={duplicated} divergent={divergent}')
+    assert (lost, duplicated, divergent) == (0, 0, 0)

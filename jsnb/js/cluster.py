@@ -274,11 +274,15 @@ def apply(self: ClusteredJetStream, idx: int, op: tuple):
         if a is not None:
             a['addrs'][server] = addr
             if len(a['addrs']) == len(a['peers']) and me in a['peers'] and name not in self.groups: self._start_group(name)
+    elif kind == 'config':
+        if name in self.assignments: self.assignments[name]['config'] = op[2]
     elif kind == 'unassign':                      # a replica whose group had not applied the delete yet removes it now
         self.assignments.pop(name, None)
         g = self.groups.pop(name, None)
         if g is not None: g.destroy()
         if fresh and g is not None and (s := self.account.streams.get(name)) is not None: self.account.remove_stream(s)
+    if fresh and kind in ('config', 'unassign') and len(op) > 3 and op[-1] == self.core.server_id and op[-3]:
+        self.account.reply(op[-3], op[-2])          # the update or delete asked here is answered now that it is recorded
     if fresh: _write(os.path.join(self._state_dir, 'applied'), str(idx))
 
 # %% ../../nbs/2_js/20_cluster.ipynb #182ca4e9
@@ -355,9 +359,7 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
                 if answer and reply and ack is not None: self.account.reply(reply, ack)
     elif op[0] == 'api':
         _, subject, reply, hdr, data, origin = op
-        resp = self._local_api(subject, reply if origin == me else b'', hdr, data, None)
-        if origin == me and text(subject).startswith('$JS.API.STREAM.DELETE.') and resp and resp.get('success'):
-            self.meta.propose(('unassign', name))
+        self._answer_here(_verb(text(subject))[0], name, subject, reply if origin == me else b'', hdr, data, None, origin == me)
     _write(g.applied_file, str(idx))
 
 @patch
@@ -465,21 +467,31 @@ def _serve(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: int, dat
         return self.forward(to, subject, reply, hdr, data, hops + 1)
     g = self.groups.get(name)
     if verb == 'STREAM.LEADER.STEPDOWN': return self._stepdown(name, g, reply)
+    if verb == 'STREAM.UPDATE' and (err := self._update_refused(name, hdr, data)):
+        return self._refuse(reply, rtype, err, extra)
     if g is None: return self._answer_r1(verb, name, subject, reply, hdr, data, src)
     if verb.startswith('CONSUMER.'): return self._refuse(reply, rtype, not_yet('a consumer on a replicated stream'), extra)
     if verb == 'STREAM.SNAPSHOT': return self._refuse(reply, rtype, not_yet('a snapshot of a replicated stream'), extra)
-    if verb == 'STREAM.UPDATE' and (err := self._update_refused(name, hdr, data)):
-        return self._refuse(reply, rtype, err, extra)
     if verb in _CHANGES: return g.propose(('api', subject, reply, hdr, data, self.core.server_id))
     self._local_api(subject, reply, hdr, data, src, name)
 
 @patch
 def _answer_r1(self: ClusteredJetStream, verb, name, subject, reply, hdr, data, src):
-    "A request for a stream this server holds alone: answered as on one server; a delete also leaves the meta group."
-    resp = self._local_api(subject, reply, hdr, data, src, name)
-    if verb == 'STREAM.DELETE' and resp is not None and resp.get('success'): self.meta.propose(('unassign', name))
+    "A request for a stream this server holds alone: answered as on one server (see `_answer_here`)."
+    self._answer_here(verb, name, subject, reply, hdr, data, src, True)
 
-# %% ../../nbs/2_js/20_cluster.ipynb #c8bc89ce
+# %% ../../nbs/2_js/20_cluster.ipynb #bf7f2f38
+@patch
+def _answer_here(self: ClusteredJetStream, verb, name, subject, reply, hdr, data, src, origin: bool):
+    "Answer with this server's stream; an update or delete is answered once the meta group has recorded it (its new configuration, or that it is gone)."
+    later = origin and verb in ('STREAM.UPDATE', 'STREAM.DELETE')
+    resp = self._local_api(subject, b'' if later else reply, hdr, data, src, name)
+    if not later or resp is None: return
+    body = json_bytes(resp)
+    if 'error' in resp: return self.account.reply(reply, body) if reply else None
+    change = ('unassign', name) if verb == 'STREAM.DELETE' else ('config', name, resp['config'])
+    self.meta.propose(change + (reply, body, self.core.server_id))
+
 @patch
 def _update_refused(self: ClusteredJetStream, name: str, hdr: int, data: bytes) -> JSApiError | None:
     "Scaling a replicated stream (a new `num_replicas`) is refused until jsnb clusters move replicas."
