@@ -60,7 +60,7 @@ async def test_streams_known_everywhere_and_cluster_info(cluster):
     assert set(r1['cluster']) == {'name', 'leader'} and r1['cluster']['name'] == 'c1'
     c = r3['cluster']
     assert set(c) - ONLY_REFERENCE == {'name', 'raft_group', 'leader', 'leader_since', 'replicas'}
-    assert c['raft_group'].startswith('R3-R3F-') and len(c['raft_group']) == len('R3-R3F-') + 8
+    assert c['raft_group'].startswith('S-R3F-') and len(c['raft_group']) == len('S-R3F-') + 8
     assert sorted([c['leader']] + [p['name'] for p in c['replicas']]) == ['n0', 'n1', 'n2']
     for i in range(3):
         names = await _req(ncs[i], '$JS.API.STREAM.NAMES')

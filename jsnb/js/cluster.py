@@ -86,8 +86,8 @@ def peer_id(name: str) -> str:
     return short_hash(name)
 
 def group_name(name: str, replicas: int, storage: str, created: int) -> str:
-    "The name of a replicated stream's group, shaped as the reference's (`<stream>-R<n><F|M>-<hash>`)."
-    return f"{name}-R{replicas}{'M' if storage == 'memory' else 'F'}-{short_hash(f'{name}:{created}')}"
+    "The name of a replicated stream's group, shaped as the reference's (`S-R<n><F|M>-<8 characters>`, here from the stream's name and creation)."
+    return f"S-R{replicas}{'M' if storage == 'memory' else 'F'}-{short_hash(f'{name}:{created}')}"
 
 def _read(path: str) -> str:
     try:
