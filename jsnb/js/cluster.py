@@ -33,18 +33,11 @@ class RaftGroup(SyncObj):
     def __init__(self, me: str, others: list[str], password: str, on_apply, loop, journal: str | None = None):
         self._on_apply, self._loop = on_apply, loop
         self.leader_since, self.applied, self.applied_before = 0, 0, 0
-        conf = SyncObjConf(password=password, journalFile=journal, onStateChanged=self._state, appendEntriesPeriod=0.05, raftMinTimeout=0.5,
+        conf = SyncObjConf(password=password, journalFile=journal, onStateChanged=self._state, appendEntriesUseBatch=False,
+                           appendEntriesPeriod=0.05, raftMinTimeout=0.5,
                            raftMaxTimeout=1.2, connectionRetryTime=0.5, connectionTimeout=2.0,
                            logCompactionMinEntries=2 ** 62, logCompactionMinTime=2 ** 62)   # never a whole-object snapshot
         super().__init__(me, others, conf)
-        self._sent = 0
-        self.addOnTickCallback(self._send_new)
-
-    def _send_new(self):
-        "At the end of a tick (group's thread): a leader sends the entries this tick appended now, not at the next heartbeat."
-        if not self._isLeader(): return
-        last = self._SyncObj__getCurrentLogIndex()
-        if last > self._sent: self._sent = last; self._SyncObj__sendAppendEntries()
 
     @replicated
     def _entry(self, op):
