@@ -206,3 +206,30 @@ async def test_kill_the_leader_soak(cluster, rounds):
     divergent = sum(1 for s in stores[1:] if s != stores[0])
     print(f'rounds={rounds} messages={len(acked)} stored={len(stores[0])} lost={lost} duplicated={duplicated} divergent={divergent}')
     assert (lost, duplicated, divergent) == (0, 0, 0)
+
+
+async def test_jsnb_cluster_command_with_jetstream(tmp_path):
+    "`jsnb cluster --size 3 --js`: three servers whose JetStream is replicated; an R3 stream works through any of them."
+    import signal, subprocess, sys
+    p = subprocess.Popen([sys.executable, '-c', 'import sys; from jsnb.cli import jsnb_main; sys.exit(jsnb_main())',
+                          'cluster', '--size', '3', '--name', 'dev', '--js', '--dir', str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        urls = [p.stdout.readline().split()[1] for _ in range(3)]
+        nc = None
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                nc = nc or await nats.connect(urls[0])
+                r = await _req(nc, '$JS.API.STREAM.CREATE.S', {'name': 'S', 'subjects': ['s.>'], 'num_replicas': 3}, timeout=2)
+                if 'error' not in r: break
+            except (OSError, NatsTimeout, NoRespondersError): pass
+            await asyncio.sleep(0.3)
+        assert r['config']['num_replicas'] == 3 and len(r['cluster']['replicas']) == 2
+        other = await nats.connect(urls[2])
+        assert (await other.jetstream().publish('s.x', b'hi')).seq == 1
+        await other.close(); await nc.close()
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(30) == 0
+        p.stdout.close()
+    assert sorted(d.name for d in tmp_path.iterdir() if d.is_dir()) == ['dev-1', 'dev-2', 'dev-3']   # a store per server
