@@ -155,6 +155,8 @@ async def test_consumer_on_a_stream_held_by_another_server(cluster):
     nc = await nats.connect(cluster.url(other))
     js = nc.jetstream()
     for k in range(5): assert (await js.publish('one.x', f'{k}'.encode())).seq == k + 1
+    with pytest.raises(NoRespondersError):                # no Direct Get on that stream: no responders, from any server
+        await nc.request('$JS.API.DIRECT.GET.ONE', b'{"seq": 1}', timeout=5)
     sub = await js.pull_subscribe('one.>', 'worker', stream='ONE')
     msgs = await sub.fetch(5, timeout=10)
     assert [m.data for m in msgs] == [f'{k}'.encode() for k in range(5)]

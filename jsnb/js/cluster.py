@@ -434,7 +434,9 @@ def _serve(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: int, dat
     verb, args = _verb(subj)
     if verb in _NOT_YET: return self._refuse(reply, _NOT_YET[verb][0], not_yet(_NOT_YET[verb][1]))
     if subj.startswith('$JS.API.DIRECT.GET.'):
-        if self.leader_of(subj.split('.')[4]) in ('', self.core.server_name): self._local_api(subject, reply, hdr, data, src)
+        name = subj.split('.')[4]
+        if self.leader_of(name) in ('', self.core.server_name): return self._local_api(subject, reply, hdr, data, src)
+        if not self.assignments[name]['config'].get('allow_direct'): self.account.no_responders(src, subject, reply)
         return                                       # otherwise the stream's replicas answer (their queue group)
     if verb not in _SCOPED and verb not in ('STREAM.NAMES', 'STREAM.LIST'): return self._local_api(subject, reply, hdr, data, src)
     rtype = 'stream_leader_stepdown_response' if verb == 'STREAM.LEADER.STEPDOWN' else ROUTES[verb].rtype
