@@ -39,7 +39,11 @@ async def _until(cond, timeout: float = 30):
 
 
 def test_meta_cluster_in_jsz(cluster):
-    mc = cluster.jsz(0)['meta_cluster']
+    deadline = time.time() + 20
+    while True:                                          # the reference lists a peer once it has heard from it
+        mc = cluster.jsz(0)['meta_cluster']
+        if len(mc.get('replicas') or ()) == 2 and mc.get('leader') or time.time() > deadline: break
+        time.sleep(0.2)
     assert sorted(mc) == ['cluster_size', 'leader', 'name', 'peer', 'pending', 'pending_infos', 'pending_requests',
                           'quorum_needed', 'replicas', 'snapshot']
     assert (mc['name'], mc['cluster_size'], mc['quorum_needed']) == ('c1', 3, 2)
@@ -65,6 +69,10 @@ async def test_streams_known_everywhere_and_cluster_info(cluster):
     for i in range(3):
         names = await _req(ncs[i], '$JS.API.STREAM.NAMES')
         assert (names['total'], names['streams']) == (2, ['R1', 'R3'])
+    for i in range(3):
+        lst = await _req(ncs[i], '$JS.API.STREAM.LIST')
+        assert (lst['total'], [x['config']['name'] for x in lst['streams']], 'missing' in lst) == (2, ['R1', 'R3'], False)
+        assert all(x['cluster']['name'] == 'c1' and x['cluster']['leader'] for x in lst['streams'])
     acks = [await ncs[i].jetstream().publish('r3.x', f'm{i}'.encode()) for i in range(3)]
     assert [a.seq for a in acks] == [1, 2, 3]
 

@@ -599,12 +599,11 @@ def _propose_create(self: ClusteredJetStream, name: str, subject: bytes, reply: 
 def _listing(self: ClusteredJetStream, verb: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "`STREAM.NAMES` from the meta group's assignments; `STREAM.LIST` when every stream is answered for here."
     r, a = ROUTES[verb], self.account
-    if verb == 'STREAM.LIST':
-        if all(n in a.streams and self.leader_of(n) == self.core.server_name for n in self.assignments):
-            return self._local_api(subject, reply, hdr, data, src)
-        return self._refuse(reply, r.rtype, not_yet('listing streams led by other servers'), r.error_extra)
-    try: req = S.request(data[hdr:] if hdr else data, 'names')
+    if verb == 'STREAM.LIST' and all(n in a.streams and self.leader_of(n) == self.core.server_name for n in self.assignments):
+        return self._local_api(subject, reply, hdr, data, src)
+    try: req = S.request(data[hdr:] if hdr else data, 'names' if verb == 'STREAM.NAMES' else 'list')
     except JSApiError as e: return self._refuse(reply, r.rtype, e, r.error_extra)
+    if verb == 'STREAM.LIST': return self._gather(req, reply)
     f = req.get('subject') or ''
     names = sorted(n for n, x in self.assignments.items() if not f or subjects_overlap(x['config'].get('subjects') or [], [f]))
     offset = min(max(req['offset'], 0), len(names))
@@ -612,7 +611,38 @@ def _listing(self: ClusteredJetStream, verb: str, subject: bytes, reply: bytes, 
     a.reply(reply, json_bytes(dict(type=_RT + r.rtype, total=len(names), offset=offset, limit=1024,
                                    streams=names[offset:offset + 1024] or None)))
 
-# %% ../../nbs/2_js/20_cluster.ipynb #664ed4e7
+# %% ../../nbs/2_js/20_cluster.ipynb #e1c3e71a
+@patch
+def _gather(self: ClusteredJetStream, req: dict, reply: bytes, timeout: float = 2.0):
+    "`STREAM.LIST` when streams are led by other servers: ask each leader for the stream's info, answer once all have (or, after `timeout`, with the others as `missing`)."
+    f = req.get('subject') or ''
+    names = sorted(n for n, x in self.assignments.items() if not f or subjects_overlap(x['config'].get('subjects') or [], [f]))
+    offset = min(max(req['offset'], 0), len(names))
+    page, got, core, open_ = names[offset:offset + 256], {}, self.core, [True]
+    def finish():
+        if not open_[0]: return
+        open_[0] = False
+        timer.cancel(); core.unsubscribe(sub); core.cluster.local_interest(sub, -1)
+        out = dict(type=_RT + 'stream_list_response', total=len(names), offset=offset, limit=256,
+                   streams=[got[n] for n in page if n in got])
+        if missing := [n for n in page if n not in got]: out['missing'] = missing
+        self.account.api_total += 1
+        if reply: self.account.reply(reply, json_bytes(out))
+    def on_info(subject, _reply, hdr, data, src):
+        info = orjson.loads(data[hdr:] if hdr else data)
+        name = (info.get('config') or {}).get('name')
+        if name not in page or 'error' in info: return
+        got[name] = {k: v for k, v in info.items() if k not in ('type', 'total', 'offset', 'limit')}
+        got[name]['config'] = S.stored_cfg(got[name]['config'])
+        if len(got) == len(page): finish()
+    sub = core.subscribe(f'$JSC.LIST.{peer_id(core.server_name)}.{time.time_ns()}', on_info)
+    core.cluster.local_interest(sub, 1)
+    timer = asyncio.get_running_loop().call_later(timeout, finish)
+    for n in page:
+        if to := self.leader_of(n): self.forward(to, f'$JS.API.STREAM.INFO.{n}'.encode(), sub.subject, 0, b'', 2)   # answered there, not sent on
+    if not page: finish()
+
+# %% ../../nbs/2_js/20_cluster.ipynb #0fe01d7a
 @patch
 def meta_cluster(self: ClusteredJetStream) -> dict:
     "`meta_cluster` of `/jsz`: the meta group's leader and this server's view of the other members, as the reference reports them."
