@@ -249,6 +249,7 @@ def form(self: ClusteredJetStream, peers: dict):
 @patch
 def apply(self: ClusteredJetStream, idx: int, op: tuple):
     "Apply committed meta entry `idx` (on the loop, in log order): record it, and act on it unless that was done before a restart."
+    if self.meta is None: return                  # stopped: an entry the group's thread handed over late
     kind, name, me = op[0], op[1], self.core.server_name
     self.applied, self.log_bytes = idx, self.log_bytes + sum(len(x) for x in op if isinstance(x, (bytes, str)))
     fresh = idx > self.applied_before
