@@ -9,6 +9,7 @@ from .nats.config import ServerOptions
 from .nats.server import Server as CoreServer, serve_cluster as _serve_cluster
 from .js.api import JetStream
 from .js.js_accounts import JetStreamAccounts
+from .js.cluster import ClusteredJetStream
 from .js.stream_config import JS_API_LEVEL
 
 # %% auto #0
@@ -19,6 +20,7 @@ def jetstream(core, opts: ServerOptions) -> JetStream | JetStreamAccounts:
     "The JetStream service for a server's core, with the server's storage options; the core reports its API level."
     core.api_level = JS_API_LEVEL
     if opts.accounts: return JetStreamAccounts(core, opts)       # JetStream in the accounts that have it, not in `$G`
+    if opts.clustered: return ClusteredJetStream(core, opts)     # the meta group and the streams' servers (jsnb.js.cluster)
     return JetStream(core, core.store_dir, opts.max_memory_store, opts.max_file_store, opts.sync_interval, domain=opts.js_domain)
 
 class Server(CoreServer):

@@ -222,7 +222,7 @@ def jsnb_main(argv: list[str] | None = None) -> int:
     return bench_main(argv[1:])
 
 # %% ../nbs/5_app/01_cli.ipynb #6703b8d8
-import socket, subprocess, threading, time
+import secrets, socket, subprocess, tempfile, threading, time
 
 def _free_ports(n: int) -> list[int]:
     "`n` free TCP ports on 127.0.0.1 (bound together, then released)."
@@ -233,14 +233,18 @@ def _free_ports(n: int) -> list[int]:
     finally:
         for s in socks: s.close()
 
-def cluster_commands(size: int, name: str, ports: list[int], flags=(), log_dir: str | None = None) -> dict[str, list[str]]:
-    "The command line of each server of a local cluster (`ports`: client, monitoring and route port of each)."
+def cluster_commands(size: int, name: str, ports: list[int], flags=(), log_dir: str | None = None,
+                     js_dir: str | None = None, secret: str = '') -> dict[str, list[str]]:
+    "The command line of each server of a local cluster (`ports`: client, monitoring and route port of each; `js_dir`: JetStream, with its stores there)."
     seed, out = f'nats-route://127.0.0.1:{ports[2]}', {}
+    creds = f'jsnb:{secret}@' if js_dir else ''
+    every = ','.join(f'nats-route://{creds}127.0.0.1:{ports[3 * i + 2]}' for i in range(size))
     for i in range(size):
         node, (p, m, c) = f'{name}-{i + 1}', ports[3 * i:3 * i + 3]
         cmd = [sys.executable, '-c', 'import sys; from jsnb.cli import main; sys.exit(main())', '-a', '127.0.0.1', '-p', str(p),
-               '-m', str(m), '-n', node, '--cluster', f'nats://127.0.0.1:{c}', '--cluster_name', name]
-        if i: cmd += ['--routes', seed]
+               '-m', str(m), '-n', node, '--cluster', f'nats://{creds}127.0.0.1:{c}', '--cluster_name', name]
+        if js_dir: cmd += ['--routes', every, '-js', '-sd', os.path.join(js_dir, node)]   # every route: the meta group forms at once
+        elif i: cmd += ['--routes', seed]
         if log_dir: cmd += ['-l', os.path.join(log_dir, f'{node}.log')]
         out[node] = cmd + list(flags)
     return out
@@ -251,6 +255,8 @@ def _cluster_parser() -> argparse.ArgumentParser:
     p.add_argument('--size', type=int, default=3, help='number of servers (default: 3)')
     p.add_argument('--name', default='jsnb', help='cluster name; the servers are <name>-1, <name>-2, ... (default: jsnb)')
     p.add_argument('--dir', help="write each server's log to <dir>/<server>.log instead of this terminal")
+    p.add_argument('--js', action='store_true', help='JetStream on every server, replicated across them: route credentials made up '
+                   'for this run, a store per server in <dir>/<server> (or a temporary directory)')
     p.add_argument('flags', nargs=argparse.REMAINDER, help='after --: flags for every server')
     return p
 
@@ -269,7 +275,9 @@ def cluster_main(argv: list[str] | None = None) -> int:
     def stop(*_): raise KeyboardInterrupt
     old = signal.signal(signal.SIGTERM, stop)
     try:
-        for i, (node, cmd) in enumerate(cluster_commands(ns.size, ns.name, ports, flags, ns.dir).items()):
+        js_dir = (ns.dir or tempfile.mkdtemp(prefix='jsnb-cluster-')) if ns.js else None
+        cmds = cluster_commands(ns.size, ns.name, ports, flags, ns.dir, js_dir, secrets.token_hex(8))
+        for i, (node, cmd) in enumerate(cmds.items()):
             procs[node] = p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
             threading.Thread(target=_relay, args=(node, p.stderr), daemon=True).start()
             print(f'{node}: nats://127.0.0.1:{ports[3 * i]}  monitoring http://127.0.0.1:{ports[3 * i + 1]}  '

@@ -41,6 +41,7 @@ class Account(CoreHost):
         self._last_expire = 0                  # when expiry last ran (ns)
         self._saved: dict[tuple[str, str], tuple] = {}   # (stream, consumer) -> (state mark, the state last written)
         self.peers = lambda: (self,)           # every JetStream account of the server: they share its limits
+        self.clustered = False                 # set by a clustered JetStream (jsnb.js.cluster): streams may have replicas
 
     @property
     def streams_dir(self) -> str: return os.path.join(self.store_dir, self.name, 'streams')

@@ -143,8 +143,13 @@ class CoreHost(NullHost):
         if self.core.deferred: self.core.flush_deferred()
 
     def has_interest(self, subject: str) -> bool:
+        "Whether a subscription here, or on another server of the cluster, takes `subject`."
         p, q = self.core.sublist.match(wire(subject))
-        return bool(p or q)
+        if p or q: return True
+        cl = getattr(self.core, 'cluster', None)
+        if cl is None or not cl.rsl.count: return False
+        rp, rq = cl.rsl.match(wire(subject))
+        return bool(rp or rq)
 
     def publish(self, subject, data=b'', hdr=b'', reply=''):
         self.core.route(None, wire(subject), wire(reply), len(hdr), hdr + data if hdr else data)
@@ -206,8 +211,8 @@ class CoreHost(NullHost):
 MAX_SEQ = 2**63 - 1          # sequences, times and sizes are int64 columns: the largest sequence jsnb stores
 
 class StoreMsg(NamedTuple):
-    "Store one message, remember its id, apply its rollup."
-    subject: str; hdr: bytes; data: bytes; ttl: int; msg_id: str; rollup: bytes
+    "Store one message, remember its id, apply its rollup (`ts`: the time a replicated stream's leader gave it; 0: now)."
+    subject: str; hdr: bytes; data: bytes; ttl: int; msg_id: str; rollup: bytes; ts: int = 0
 
 class StoreRun(NamedTuple):
     "Store header-less messages that one client published in one read."

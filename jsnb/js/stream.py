@@ -118,7 +118,7 @@ def apply(self: Stream, op):
     if t in (StoreMsg, SkipMsg, StoreRun) and self.last_seq + (len(op.subjects) if t is StoreRun else 1) > MAX_SEQ:
         raise StoreError('max_seq', 'maximum sequence reached')
     if t is StoreMsg:
-        seq, ts = store.store_msg(op.subject, op.hdr, op.data, ttl=op.ttl)
+        seq, ts = store.store_msg(op.subject, op.hdr, op.data, ts=op.ts or None, ttl=op.ttl)
         self.last_seq, self.last_msg_id = seq, op.msg_id
         if op.msg_id: self._remember(op.msg_id, seq, ts)
         if op.rollup == b'sub': store.purge(subject=op.subject, keep=1)
@@ -313,15 +313,15 @@ def _check(self: Stream, subject: str, hdr: bytes, data: bytes, sourced: bool = 
 # %% ../../nbs/2_js/06_stream.ipynb #e81ce7c4
 @patch
 def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool = True, sourced: bool = False,
-            checked: bool = False) -> bytes | None:
-    "Run one message through the publish path; returns the pub ack or error body (`sourced`: copied from a source; `checked`: an atomic batch's commit already ran the checks)."
+            checked: bool = False, ts: int = 0) -> bytes | None:
+    "Run one message through the publish path; returns the pub ack or error body (`sourced`: copied from a source; `checked`: an atomic batch's commit already ran the checks; `ts`: the time every replica stores)."
     cfg = self.cfg
     tr = cfg.get('subject_transform')
     if tr: subject = transform_subject(subject, tr.get('src', ''), tr.get('dest', '')) or subject
     msg_id = get_header(hdr, b'Nats-Msg-Id') if hdr else None
     msg_id = text(msg_id) if msg_id else ''
-    now = time.time_ns()
-    if checked: return self._store(subject, hdr, data, msg_id, (get_header(hdr, b'Nats-Rollup') or b'').lower(), now)
+    now = ts or time.time_ns()
+    if checked: return self._store(subject, hdr, data, msg_id, (get_header(hdr, b'Nats-Rollup') or b'').lower(), now, ts=ts)
     err = self._check(subject, hdr, data, sourced)
     if err is not None: return self._nak(err)
     if not sourced and cfg.get('allow_msg_schedules') and b'Nats-Schedule:' in hdr: hdr = schedules.with_rollup(hdr)
@@ -350,7 +350,7 @@ def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool 
     if self.host.limits_exceeded(cfg.get('storage', 'file')): return self._nak(JSInsufficientResourcesErr())
     if self.host.account_exceeded(cfg.get('storage', 'file'), self.store.msg_size(subject, hdr, data)):
         return self._nak(JSAccountResourcesExceededErr())
-    return self._store(subject, hdr, data, msg_id, rollup, now, val)
+    return self._store(subject, hdr, data, msg_id, rollup, now, val, ts)
 
 # %% ../../nbs/2_js/06_stream.ipynb #f3ff3173
 @patch
@@ -365,7 +365,7 @@ _STORE_ERRORS = {'max_msgs': 'maximum messages exceeded', 'max_bytes': 'maximum 
 
 @patch
 def _store(self: Stream, subject: str, hdr: bytes, data: bytes, msg_id: str, rollup: bytes, now: int,
-           val: str | None = None) -> bytes:
+           val: str | None = None, ts: int = 0) -> bytes:
     cfg = self.cfg
     if cfg.get('retention') == 'interest' and not self._interested(subject):
         seq = self.propose(SkipMsg(msg_id, now))
@@ -374,7 +374,7 @@ def _store(self: Stream, subject: str, hdr: bytes, data: bytes, msg_id: str, rol
     try: ttl_ns, hdr = ttl.stored_ttl(cfg, hdr)
     except ValueError: return self._nak(JSMessageTTLInvalidErr())
     last = self.store.load_last_msg(subject) if cfg.get('republish') else None
-    try: seq, ts = self.propose(StoreMsg(subject, hdr, data, ttl_ns, msg_id, rollup))
+    try: seq, ts = self.propose(StoreMsg(subject, hdr, data, ttl_ns, msg_id, rollup, ts))
     except StoreError as e: return self._nak(JSStreamStoreFailedF(err=_STORE_ERRORS.get(e.kind, str(e))))
     if cfg.get('republish'): self._republish(subject, hdr, data, seq, ts, last.seq if last else 0)
     self._stored()

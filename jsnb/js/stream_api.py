@@ -105,7 +105,7 @@ def stream_create(acct: Account, args, body, src) -> dict:
     "`STREAM.CREATE.<stream>`"
     fm, ff = acct.free()
     cfg = stream_config_for_create(body, args[0] if args else '', max_memory=fm, max_file=ff, limits=acct.limits,
-                                   streams=len(acct.streams))
+                                   streams=len(acct.streams), clustered=acct.clustered)
     _inherit_direct(acct, cfg)
     s = acct.streams.get(cfg['name'])
     if s is not None:
@@ -122,7 +122,8 @@ def stream_update(acct: Account, args, body, src) -> dict:
     "`STREAM.UPDATE.<stream>`"
     s = stream_of(acct, args)
     fm, ff = acct.free()                                  # the update checks the growth of max_bytes against this
-    cfg = stream_config_for_update(s.cfg, body, args[0], max_memory=fm, max_file=ff, limits=acct.limits)
+    cfg = stream_config_for_update(s.cfg, body, args[0], max_memory=fm, max_file=ff, limits=acct.limits,
+                                   clustered=acct.clustered)
     _inherit_direct(acct, cfg)
     _no_overlap(acct, cfg, but=s)
     _no_cycle(acct, cfg)

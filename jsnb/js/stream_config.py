@@ -516,8 +516,8 @@ def _check_filters(cfg: dict):
         if t and t[-1] != 'Z' and int(t[-5:-3]) >= 24: raise JSStreamCreateErrF(err='error creating store for stream')
 
 def stream_config_for_create(req: dict | bytes, subject_name: str, *, max_memory: int = -1, max_file: int = -1,
-                             limits: dict | None = None, streams: int = 0) -> dict:
-    "The configuration a `STREAM.CREATE.<subject_name>` request makes, as the reference reports it; or raise `JSApiError`."
+                             limits: dict | None = None, streams: int = 0, clustered: bool = False) -> dict:
+    "The configuration a `STREAM.CREATE.<subject_name>` request makes, as the reference reports it; or raise `JSApiError` (`clustered`: replicas are allowed)."
     cfg = go_decode(req, STREAM_CONFIG_REQUEST)
     pedantic = cfg.pop('pedantic')
     _set_static_metadata(cfg)
@@ -529,16 +529,16 @@ def stream_config_for_create(req: dict | bytes, subject_name: str, *, max_memory
     _check_room(cfg['storage'], cfg['max_bytes'], max_memory, max_file)
     cfg = _check(cfg, pedantic)
     _check_stream_bytes(cfg, limits)
-    if cfg['num_replicas'] > 1: raise JSStreamReplicasNotSupportedErr()
+    if cfg['num_replicas'] > 1 and not clustered: raise JSStreamReplicasNotSupportedErr()
     _check_room(cfg['storage'], cfg['max_bytes'], max_memory, max_file)
     _check_filters(cfg)
     return _render(cfg)
 
 # %% ../../nbs/2_js/02_stream_config.ipynb #52bad5ee
-def _check_changes(old: dict, cfg: dict):
+def _check_changes(old: dict, cfg: dict, clustered: bool = False):
     "What an update may not change."
     if cfg['name'] != old['name']: raise _invalid('stream configuration name must match original')
-    if cfg['num_replicas'] > 1: raise JSStreamReplicasNotSupportedErr()
+    if cfg['num_replicas'] > 1 and not clustered: raise JSStreamReplicasNotSupportedErr()
     if cfg['storage'] != old['storage']: raise _invalid('stream configuration update can not change storage type')
     if cfg['retention'] != old['retention'] and 'workqueue' in (cfg['retention'], old['retention']):
         raise _invalid('stream configuration update can not change retention policy to/from workqueue')
@@ -561,7 +561,7 @@ def _current(old: dict) -> dict:
 
 # %% ../../nbs/2_js/02_stream_config.ipynb #a8f3dcf7
 def stream_config_for_update(old: dict, req: dict | bytes, subject_name: str, *, max_memory: int = -1, max_file: int = -1,
-                             limits: dict | None = None) -> dict:
+                             limits: dict | None = None, clustered: bool = False) -> dict:
     "The configuration a `STREAM.UPDATE.<subject_name>` request makes of stream `old`, as the reference reports it; or raise."
     cur = _current(old)
     cfg = go_decode(req, STREAM_CONFIG_REQUEST)
@@ -571,7 +571,7 @@ def stream_config_for_update(old: dict, req: dict | bytes, subject_name: str, *,
     _set_static_metadata(cfg)
     cfg = _check(cfg, pedantic)
     _check_stream_bytes(cfg, limits)
-    _check_changes(cur, cfg)
+    _check_changes(cur, cfg, clustered)
     if cfg['sealed']:
         cfg.update(max_age=0, discard='new', deny_delete=True, deny_purge=True, allow_rollup_hdrs=False)
     _check_room(cfg['storage'], max(cfg['max_bytes'], 0) - max(cur['max_bytes'], 0), max_memory, max_file)

@@ -16,7 +16,7 @@ from .core import Core, VERSION, E_AUTH, E_STALE, E_AUTH_TIMEOUT, log
 
 # %% auto #0
 __all__ = ['GLOBAL_ACCOUNT', 'IMPLICIT', 'EXPLICIT', 'GOSSIP_DEFAULT', 'GOSSIP_DISABLED', 'GOSSIP_OVERRIDE', 'ROUTE_PROTO',
-           'E_ROUTE_PORT', 'dynamic_cluster_name', 'RouteURL', 'route_url', 'RouteConn', 'Cluster']
+           'E_ROUTE_PORT', 'dynamic_cluster_name', 'RouteURL', 'route_url', 'RouteConn', 'Cluster', 'deliverable']
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #044deb5a
 GLOBAL_ACCOUNT = b'$G'                  # the one account of jsnb: the reference's global account
@@ -189,6 +189,7 @@ def route_info(self: Cluster, gossip_mode: int = GOSSIP_DEFAULT, ldm: bool = Fal
     if not o.cluster_no_advertise and self.own_ws_urls: d['ws_connect_urls'] = self.own_ws_urls
     if ldm: d['ldm'] = True
     if gossip_mode: d['gossip_mode'] = gossip_mode
+    d.update(getattr(core, 'route_info_extra', None) or {})     # what a layer above announces (JetStream's Raft address)
     return encode_info(orjson.dumps(d))
 
 @patch
@@ -271,6 +272,7 @@ def process_info(self: Cluster, rc: RouteConn, raw: bytes):
             wurls, rc.ws_connect_urls = rc.ws_connect_urls, []
             if not self.opts.cluster_no_advertise: self._update_urls(urls, False); self._update_urls(wurls, False, ws=True)
         elif rc.remote_id and sid != rc.remote_id: self.implicit_route(info)
+        if sid == rc.remote_id and type(info.get('jsnb_meta')) is dict: rc.raft_meta = info['jsnb_meta']   # its meta group formed
         return
     if not rc.solicited and info.get('server_name') == core.server_name:
         log.error('%s - Remote server has a duplicate name: "%s"', rc.tag, core.server_name)
@@ -282,6 +284,8 @@ def process_info(self: Cluster, rc: RouteConn, raw: bytes):
         return rc.close('Protocol Violation', why)
     rc.info_received, rc.remote_id, rc.remote_name = True, sid, info.get('server_name') or ''
     rc.headers = bool(info.get('headers'))
+    rc.raft = info.get('jsnb_raft') if type(info.get('jsnb_raft')) is str else ''   # a jsnb server's Raft address
+    rc.raft_meta = info.get('jsnb_meta') if type(info.get('jsnb_meta')) is dict else None   # and its meta group's members
     rc.connect_urls = [u for u in info.get('connect_urls') or () if type(u) is str]
     rc.ws_connect_urls = [u for u in info.get('ws_connect_urls') or () if type(u) is str]
     port = info.get('port') if type(info.get('port')) is int else 0
@@ -435,13 +439,13 @@ def route(self: Cluster, src, subject: bytes, reply: bytes, hdr: int, data: byte
         for group in qgroups:
             members = group if src is None or src.echo else [s for s in group if s.client is not src]
             if members: n += core.deliver(members[core._rand.randrange(len(members))], subject, reply, hdr, data, src)
-    else: n += self._route_cluster(src, subject, reply, hdr, data, qgroups, rp, rq)
+    else: n += self._route_cluster(src, subject, reply, hdr, data, qgroups, rp, rq, to)
     if n == 0 and reply and src is not None and src.no_responders: core._no_responders(src, subject, reply)
     return n
 
 @patch
-def _route_cluster(self: Cluster, src, subject, reply, hdr, data, qgroups, rp, rq) -> int:
-    "The part of `route` for messages that other servers want."
+def _route_cluster(self: Cluster, src, subject, reply, hdr, data, qgroups, rp, rq, to=None) -> int:
+    "The part of `route` for messages that other servers want (`to`: delivered on another subject than their own)."
     core, n, targets = self.core, 0, {}
     for s in rp: targets.setdefault(s.client, [])
     remote = {g[0].queue: g for g in rq}
@@ -455,9 +459,24 @@ def _route_cluster(self: Cluster, src, subject, reply, hdr, data, qgroups, rp, r
     for q, others in remote.items():
         total = sum([s.qw for s in others])
         if total > 0: self._pick(others, core._rand.randrange(total), targets, q)
+    rsubject, rreply = deliverable(subject, reply, to) if to and to != subject else (subject, reply)
     for rc, queues in targets.items():
-        if not rc.closing: rc.send_msg(subject, reply, queues, hdr, data); n += 1
+        if not rc.closing: rc.send_msg(rsubject, rreply, queues, hdr, data); n += 1
     return n
+
+def deliverable(subject: bytes, reply: bytes, to: bytes) -> tuple[bytes, bytes]:
+    "How a message delivered on `to` (a consumer's) travels to another server: as the reference sends it, the JetStream ack reply carries `@<to>`; without one, on `to`."
+    if reply.startswith(b'$JS.ACK.') and _ack_deliver(reply) < 0: return subject, reply + b'@' + to
+    return to, reply
+
+def _ack_deliver(reply: bytes) -> int:
+    "Where the `@` before the delivery subject is in a `$JS.ACK` reply (after its eight dots), or -1."
+    if not reply.startswith(b'$JS.ACK.'): return -1
+    i, dots = 0, 0
+    for i, b in enumerate(reply):
+        if b == 46: dots += 1
+        elif b == 64 and dots >= 8: return i
+    return -1
 
 @patch
 def _pick(self: Cluster, others, i: int, targets: dict, q: bytes):
@@ -486,7 +505,9 @@ def inbound(self: Cluster, rc: RouteConn, op: RMsg):
         return
     core, subject, reply, hdr, data = self.core, op.subject, op.reply, op.hdr_len, op.data
     core.in_msgs += 1; core.in_bytes += len(data)
-    psubs, qgroups = core.sublist.match(subject)
+    target = subject
+    if reply and (at := _ack_deliver(reply)) > 0: target, reply = reply[at + 1:], reply[:at]   # a consumer's delivery
+    psubs, qgroups = core.sublist.match(target)
     for sub in psubs: core.deliver(sub, subject, reply, hdr, data, rc)
     if op.queues:
         for group in qgroups:
@@ -527,7 +548,8 @@ def inbound_run(self: Cluster, rc: RouteConn, subject: bytes, run: list):
     "Deliver consecutive routed messages for one subject, none naming a queue group."
     core = self.core
     psubs, _ = core.sublist.match(subject)
-    if run[0].account != GLOBAL_ACCOUNT or not psubs or not all([s.client is not None and not s.max for s in psubs]):
+    if (run[0].account != GLOBAL_ACCOUNT or not psubs or not all([s.client is not None and not s.max for s in psubs])
+            or any([o.reply.startswith(b'$JS.ACK.') for o in run])):   # consumers' deliveries go to their delivery subject
         for op in run: self.inbound(rc, op)
         return
     k, nb = len(run), sum([len(op.data) for op in run])

@@ -42,12 +42,12 @@ def jsz(core: Core, query: dict | None = None) -> dict:
                                                    api_total=0, api_errors=0)
     return dict(memory=stats['memory'], storage=stats['storage'], reserved_memory=stats.get('reserved_memory', 0),
                 reserved_storage=stats.get('reserved_storage', 0), accounts=stats.get('accounts', 1),
-                ha_assets=0, api=dict(level=stats.get('api_level', 0), total=stats['api_total'], errors=stats['api_errors']), **d,
+                ha_assets=stats.get('ha_assets', 0), api=dict(level=stats.get('api_level', 0), total=stats['api_total'], errors=stats['api_errors']), **d,
                 config=dict(max_memory=o.max_memory_store, max_storage=o.max_file_store, store_dir=core.store_dir,
                             sync_interval=int(o.sync_interval * NS) if o.sync_interval > 0 else 120 * NS,
                             **({'sync_always': True} if o.sync_interval <= 0 else {}), strict=True),
                 streams=stats['streams'], consumers=stats['consumers'], messages=stats['messages'],
-                bytes=stats['bytes'], total=1)
+                bytes=stats['bytes'], **({'meta_cluster': js.meta_cluster()} if hasattr(js, 'meta_cluster') else {}), total=1)
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #243ad24e
 def _websocket_varz(core: Core) -> dict:

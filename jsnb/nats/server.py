@@ -223,9 +223,9 @@ async def start(self: Server) -> Server:
     if 0 < o.lame_duck_duration <= o.lame_duck_grace_period:
         raise StartupError(f'lame duck grace period ({go_duration(int(o.lame_duck_grace_period * NS))}) should be strictly '
                            f'lower than lame duck duration ({go_duration(int(o.lame_duck_duration * NS))})')
-    if o.jetstream and o.clustered:
-        raise StartupError("JetStream clustering is not implemented yet: jsnb runs JetStream on a single server; "
-                           "remove the cluster block (or --cluster) or disable JetStream")
+    if o.jetstream and o.clustered and not (o.cluster_user and o.cluster_password):
+        raise StartupError("JetStream in a cluster needs route credentials (cluster { authorization { user, password } }): "
+                           "they key the authenticated Raft traffic between the servers")
     if o.accounts and o.clustered:
         raise StartupError("accounts are not carried over routes yet: jsnb runs accounts on a single server; "
                            "remove the cluster block (or --cluster) or the accounts")

@@ -1,0 +1,82 @@
+"""Three-server JetStream clusters on loopback, of jsnb or of the reference nats-server, for the clustering tests:
+the same configuration file shape for both (server names n0..n2, route credentials, every route listed)."""
+import hashlib, json, socket, tempfile, time, urllib.request
+from pathlib import Path
+from conftest import ServerProc
+
+USER, PASSWORD = 'ru', 'rp'
+
+
+def free_ports(n: int) -> list[int]:
+    "`n` ports the OS has free on loopback now."
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks: s.bind(('127.0.0.1', 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks: s.close()
+    return ports
+
+
+class JSCluster:
+    "`n` servers of `kind` (jsnb or nats-server) with JetStream, routed to each other with credentials."
+    def __init__(self, kind: str, n: int = 3, name: str = 'c1'):
+        self.kind, self.n, self.name = kind, n, name
+        ports = free_ports(3 * n)
+        self.client, self.route, self.http = ports[:n], ports[n:2 * n], ports[2 * n:]
+        self.root = Path(tempfile.mkdtemp(prefix=f'jsc-{kind}-'))
+        self.procs: list[ServerProc | None] = [None] * n
+
+    def config(self, i: int) -> str:
+        routes = ', '.join(f'"nats-route://{USER}:{PASSWORD}@127.0.0.1:{p}"' for p in self.route)
+        return (f'server_name: n{i}\nhttp: 127.0.0.1:{self.http[i]}\n'
+                f'jetstream {{ store_dir: "{self.root / f"n{i}" / "store"}" }}\n'
+                f'cluster {{ name: {self.name}, listen: 127.0.0.1:{self.route[i]}, '
+                f'authorization {{ user: {USER}, password: {PASSWORD} }}, routes: [{routes}] }}\n')
+
+    def start(self, i: int | None = None):
+        "Start server `i` (all of them when None); a restarted server keeps its store and its ports."
+        for j in (range(self.n) if i is None else [i]):
+            p = ServerProc(self.kind, ['-a', '127.0.0.1'], self.config(j), workdir=str(self.root / f'n{j}'), isolate_store=False)
+            p.dir.mkdir(parents=True, exist_ok=True)
+            self.procs[j] = p.start(self.client[j])
+        return self
+
+    def url(self, i: int) -> str: return f'nats://127.0.0.1:{self.client[i]}'
+
+    def jsz(self, i: int) -> dict:
+        with urllib.request.urlopen(f'http://127.0.0.1:{self.http[i]}/jsz', timeout=5) as r: return json.load(r)
+
+    def kill(self, i: int):
+        "Stop server `i` at once, as `kill -9` does."
+        p = self.procs[i].proc
+        p.kill(); p.wait()
+        if p.stderr: p.stderr.close()
+
+    def stop(self):
+        for p in self.procs:
+            if p is not None: p.stop()
+
+    def up(self) -> list[int]: return [i for i, p in enumerate(self.procs) if p is not None and p.proc.poll() is None]
+
+    def wait_meta(self, timeout: float = 60):
+        "Wait until every running server reports the same meta leader."
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try: leaders = {self.jsz(i).get('meta_cluster', {}).get('leader') for i in self.up()}
+            except OSError: leaders = {None}
+            if len(leaders) == 1 and None not in leaders and '' not in leaders: return leaders.pop()
+            time.sleep(0.2)
+        raise TimeoutError('no meta leader')
+
+    def stores(self, stream: str) -> list[list[tuple]]:
+        "Every server's file store of `stream` read from disk (servers stopped): (sequence, subject, data hash, time) per message."
+        from jsnb.js.filestore import FileStore
+        out = []
+        for i in range(self.n):
+            fs = FileStore(self.root / f'n{i}' / 'store' / 'jetstream' / '$G' / 'streams' / stream)
+            st = fs.state()
+            rows = []
+            for q in range(st['first_seq'], st['last_seq'] + 1):
+                m = fs.load_msg(q)
+                if m is not None: rows.append((m.seq, m.subject, hashlib.sha256(m.data).hexdigest()[:16], m.ts))
+            fs.stop(); out.append(rows)
+        return out

@@ -1,0 +1,237 @@
+"""Faults in a 3-server jsnb JetStream cluster on loopback: the stream leader killed with `kill -9` under acknowledged
+publishing, a server restarted, a majority lost. The promise: nothing acknowledged is lost, a new leader takes over,
+a restarted server catches up, and once quiet every replica's store holds the same messages."""
+import asyncio, json, time
+import pytest
+import nats
+from nats.errors import TimeoutError as NatsTimeout, NoRespondersError
+from jsclusters import JSCluster
+
+
+async def _req(nc, subject: str, body=None, timeout: float = 10) -> dict:
+    m = await nc.request(subject, json.dumps(body).encode() if body is not None else b'', timeout=timeout)
+    return json.loads(m.data)
+
+
+async def _publish_acked(js, subject: str, data: bytes, deadline: float):
+    "Publish until acknowledged (a publish that times out was not acknowledged, and is sent again)."
+    while time.time() < deadline:
+        try: return await js.publish(subject, data, timeout=1)
+        except (NatsTimeout, NoRespondersError, asyncio.TimeoutError): await asyncio.sleep(0.1)
+    raise TimeoutError(f'{data!r} never acknowledged')
+
+
+def _wait(cond, timeout: float = 60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if cond(): return
+        except OSError: pass
+        time.sleep(0.2)
+    raise TimeoutError
+
+
+async def _info(nc, stream: str, timeout: float = 30) -> dict:
+    "Stream info, asked again while the group is between leaders (10008)."
+    deadline = time.time() + timeout
+    while True:
+        info = await _req(nc, f'$JS.API.STREAM.INFO.{stream}')
+        if 'error' not in info or time.time() > deadline: return info
+        await asyncio.sleep(0.2)
+
+
+def _quiet(cluster, messages: int):
+    "Wait until every server's store holds `messages` (followers apply what the leader has committed a heartbeat later)."
+    _wait(lambda: all(cluster.jsz(i)['messages'] == messages for i in range(cluster.n)))
+
+
+@pytest.fixture
+def cluster():
+    c = JSCluster('jsnb')
+    try:
+        c.start(); c.wait_meta()
+        yield c
+    finally: c.stop()
+
+
+async def _create(c, name='S', **cfg) -> str:
+    nc = await nats.connect(c.url(0))
+    r = await _req(nc, f'$JS.API.STREAM.CREATE.{name}', dict(name=name, subjects=[f'{name.lower()}.>'], num_replicas=3, **cfg))
+    await nc.close()
+    assert 'error' not in r, r
+    return r['cluster']['leader']
+
+
+async def test_kill_the_leader_loses_nothing_acknowledged(cluster):
+    leader = await _create(cluster, allow_direct=True)
+    li = int(leader[1:])
+    ncs = [await nats.connect(cluster.url(i), max_reconnect_attempts=-1, reconnect_time_wait=0.2) for i in range(3)]
+    acked = {}
+    js = ncs[(li + 1) % 3].jetstream()
+    for k in range(20):
+        a = await js.publish('s.x', f'm{k}'.encode()); acked[a.seq] = f'm{k}'.encode()
+    cluster.kill(li)
+    for k in range(20, 40):                            # publishing resumes once another replica leads
+        a = await _publish_acked(js, 's.x', f'm{k}'.encode(), time.time() + 60); acked[a.seq] = f'm{k}'.encode()
+    other = ncs[(li + 2) % 3]
+    info = await _info(other, 'S')
+    assert info['cluster']['leader'] != leader
+    assert info['state']['last_seq'] >= max(acked)
+    for seq, data in acked.items():                    # every acknowledged message is there, at its sequence
+        for _ in range(100):                           # a follower answering Direct Get may not have applied it yet
+            m = await other.request('$JS.API.DIRECT.GET.S', json.dumps({'seq': seq}).encode(), timeout=10)
+            if m.data == data: break
+            await asyncio.sleep(0.1)
+        assert m.data == data
+    cluster.start(li)                                  # the killed server comes back and catches up from its peers
+    _quiet(cluster, info['state']['messages'])
+    total = info['state']['messages']
+    for nc in ncs: await nc.close()
+    cluster.stop()
+    stores = cluster.stores('S')
+    assert len(stores[0]) == total and stores[0] == stores[1] == stores[2]   # same sequences, subjects, data and times
+
+
+async def test_no_quorum_no_acknowledgement(cluster):
+    leader = await _create(cluster, 'Q')
+    li = int(leader[1:])
+    nc = await nats.connect(cluster.url(li))
+    js = nc.jetstream()
+    assert (await js.publish('q.x', b'one')).seq == 1
+    for i in range(3):
+        if i != li: cluster.kill(i)                    # the leader is alone: a minority
+    with pytest.raises((NatsTimeout, asyncio.TimeoutError)):
+        await js.publish('q.x', b'not committed', timeout=3)
+    await nc.close()
+    for i in range(3):
+        if i != li: cluster.start(i)
+    nc = await nats.connect(cluster.url((li + 1) % 3))
+    a = await _publish_acked(nc.jetstream(), 'q.x', b'two', time.time() + 60)
+    info = await _info(nc, 'Q')
+    await nc.close()
+    assert info['state']['last_seq'] == a.seq
+    _quiet(cluster, info['state']['messages'])
+    cluster.stop()
+    stores = cluster.stores('Q')
+    assert stores[0] == stores[1] == stores[2]
+    datas = [row[2] for row in stores[0]]
+    assert len(datas) == a.seq                         # 'one', 'two', and the unacknowledged one only if it was committed
+
+
+async def test_restart_keeps_the_meta_group_and_streams(cluster):
+    await _create(cluster, 'K')
+    nc = await nats.connect(cluster.url(1))
+    r1 = await _req(nc, '$JS.API.STREAM.CREATE.ONE', {'name': 'ONE', 'subjects': ['one.>']})
+    assert 'error' not in r1
+    for k in range(5): await nc.jetstream().publish('k.x', f'{k}'.encode())
+    r = await _req(nc, '$JS.API.STREAM.CREATE.MEM', {'name': 'MEM', 'subjects': ['mem.>'], 'num_replicas': 3, 'storage': 'memory'})
+    assert 'error' not in r, r
+    for k in range(3): await nc.jetstream().publish('mem.x', f'{k}'.encode())
+    await nc.close()
+    cluster.stop()
+    cluster.start()
+    cluster.wait_meta()
+    nc = await nats.connect(cluster.url(2))
+    deadline = time.time() + 60
+    info = await _info(nc, 'K', 60)
+    assert info['state']['messages'] == 5
+    assert (await _req(nc, '$JS.API.STREAM.NAMES'))['streams'] == ['K', 'MEM', 'ONE']
+    while True:                                        # a memory stream is rebuilt from its group's log
+        mem = await _req(nc, '$JS.API.STREAM.INFO.MEM')
+        if mem.get('state', {}).get('messages') == 3 or time.time() > deadline: break
+        await asyncio.sleep(0.2)
+    assert mem['state']['messages'] == 3
+    a = await _publish_acked(nc.jetstream(), 'k.x', b'after the restart', time.time() + 60)
+    assert a.seq == 6
+    await nc.close()
+
+
+async def test_consumer_on_a_stream_held_by_another_server(cluster):
+    "A stream with one replica lives on one server; clients of the other servers use it and its consumers through the routes."
+    nc0 = await nats.connect(cluster.url(0))
+    r = await _req(nc0, '$JS.API.STREAM.CREATE.ONE', {'name': 'ONE', 'subjects': ['one.>']})
+    host = int(r['cluster']['leader'][1:])
+    other = (host + 1) % 3
+    nc = await nats.connect(cluster.url(other))
+    js = nc.jetstream()
+    for k in range(5): assert (await js.publish('one.x', f'{k}'.encode())).seq == k + 1
+    with pytest.raises(NoRespondersError):                # no Direct Get on that stream: no responders, from any server
+        await nc.request('$JS.API.DIRECT.GET.ONE', b'{"seq": 1}', timeout=5)
+    sub = await js.pull_subscribe('one.>', 'worker', stream='ONE')
+    msgs = await sub.fetch(5, timeout=10)
+    assert [m.data for m in msgs] == [f'{k}'.encode() for k in range(5)]
+    for m in msgs: await m.ack_sync(timeout=10)
+    info = await _req(nc, '$JS.API.CONSUMER.INFO.ONE.worker')
+    assert (info['num_ack_pending'], info['ack_floor']['stream_seq']) == (0, 5)
+    r = await _req(nc, '$JS.API.STREAM.UPDATE.ONE', {'name': 'ONE', 'subjects': ['one.>', 'uno.>']})
+    assert r['config']['subjects'] == ['one.>', 'uno.>'] and r['cluster']['leader'] == f'n{host}'
+    names = await _req(nc0, '$JS.API.STREAM.NAMES', {'subject': 'uno.x'})   # the meta group has the new subjects
+    assert names['streams'] == ['ONE']
+    r = await _req(nc, '$JS.API.STREAM.UPDATE.ONE', {'name': 'ONE', 'subjects': ['one.>'], 'num_replicas': 3})
+    assert r['error'] == {'code': 500, 'err_code': 10008, 'description': 'changing the replicas of a stream is not supported by jsnb clusters yet'}
+    await nc.close(); await nc0.close()
+
+
+async def _publish_id(js, subject: str, data: bytes, deadline: float):
+    "Publish with a message id until acknowledged; a retry of a publish that was committed is a duplicate the stream drops."
+    while time.time() < deadline:
+        try: return await js.publish(subject, data, timeout=1, headers={'Nats-Msg-Id': data.decode()})
+        except (NatsTimeout, NoRespondersError, asyncio.TimeoutError): await asyncio.sleep(0.1)
+    raise TimeoutError(f'{data!r} never acknowledged')
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize('rounds', [20])
+async def test_kill_the_leader_soak(cluster, rounds):
+    "Kill the stream leader `rounds` times under acknowledged publishing; report rounds, messages, lost, duplicated, divergent."
+    await _create(cluster, allow_direct=True)
+    ncs = [await nats.connect(cluster.url(i), max_reconnect_attempts=-1, reconnect_time_wait=0.2) for i in range(3)]
+    acked, k = {}, 0
+    for r in range(rounds):
+        leader = (await _info(ncs[r % 3], 'S'))['cluster']['leader']
+        li = int(leader[1:])
+        js = ncs[(li + 1) % 3].jetstream()
+        for _ in range(10):
+            a = await _publish_id(js, 's.x', f'm{k}'.encode(), time.time() + 60); acked[f'm{k}'.encode()] = a.seq; k += 1
+        cluster.kill(li)
+        for _ in range(10):
+            a = await _publish_id(js, 's.x', f'm{k}'.encode(), time.time() + 60); acked[f'm{k}'.encode()] = a.seq; k += 1
+        cluster.start(li)
+        _quiet(cluster, (await _info(ncs[(li + 1) % 3], 'S'))['state']['messages'])
+    for nc in ncs: await nc.close()
+    cluster.stop()
+    stores = cluster.stores('S')
+    import hashlib
+    stored = {h: seq for seq, _, h, _ in stores[0]}
+    lost = sum(1 for data in acked if hashlib.sha256(data).hexdigest()[:16] not in stored)
+    duplicated = len(stores[0]) - len(stored)
+    divergent = sum(1 for s in stores[1:] if s != stores[0])
+    print(f'rounds={rounds} messages={len(acked)} stored={len(stores[0])} lost={lost} duplicated={duplicated} divergent={divergent}')
+    assert (lost, duplicated, divergent) == (0, 0, 0)
+
+
+async def test_jsnb_cluster_command_with_jetstream(tmp_path):
+    "`jsnb cluster --size 3 --js`: three servers whose JetStream is replicated; an R3 stream works through any of them."
+    import signal, subprocess, sys
+    p = subprocess.Popen([sys.executable, '-c', 'import sys; from jsnb.cli import jsnb_main; sys.exit(jsnb_main())',
+                          'cluster', '--size', '3', '--name', 'dev', '--js', '--dir', str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        urls = [p.stdout.readline().split()[1] for _ in range(3)]
+        nc = None
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                nc = nc or await nats.connect(urls[0])
+                r = await _req(nc, '$JS.API.STREAM.CREATE.S', {'name': 'S', 'subjects': ['s.>'], 'num_replicas': 3}, timeout=2)
+                if 'error' not in r: break
+            except (OSError, NatsTimeout, NoRespondersError): pass
+            await asyncio.sleep(0.3)
+        assert r['config']['num_replicas'] == 3 and len(r['cluster']['replicas']) == 2
+        other = await nats.connect(urls[2])
+        assert (await other.jetstream().publish('s.x', b'hi')).seq == 1
+        await other.close(); await nc.close()
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(30) == 0
+        p.stdout.close()
+    assert sorted(d.name for d in tmp_path.iterdir() if d.is_dir()) == ['dev-1', 'dev-2', 'dev-3']   # a store per server

@@ -1,0 +1,121 @@
+"""A 3-server JetStream cluster of jsnb and one of the reference nats-server, given the same requests and held to the
+same expectations:
+the meta group in `/jsz`, the `cluster` of stream info (names and shapes, not timings), err_codes, stepdown, Direct Get
+from every server. Both clusters use the same server names, so the peer ids must be equal too."""
+import asyncio, json, time
+import pytest
+import nats
+from jsclusters import JSCluster
+
+pytestmark = pytest.mark.reference
+
+ONLY_REFERENCE = {'system_account', 'traffic_account'}     # the reference's Raft traffic travels in its system account
+
+
+@pytest.fixture(scope='module', params=['jsnb', 'nats-server'])
+def cluster(request):
+    c = JSCluster(request.param)
+    try:
+        c.start(); c.wait_meta()
+        yield c
+    finally: c.stop()
+
+
+async def _req(nc, subject: str, body=None, timeout: float = 10) -> dict:
+    m = await nc.request(subject, json.dumps(body).encode() if body is not None else b'', timeout=timeout)
+    return json.loads(m.data)
+
+
+async def _clients(c):
+    return [await nats.connect(c.url(i)) for i in range(c.n)]
+
+
+async def _until(cond, timeout: float = 30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if await cond(): return True
+        await asyncio.sleep(0.2)
+    raise TimeoutError
+
+
+def test_meta_cluster_in_jsz(cluster):
+    deadline = time.time() + 20
+    while True:                                          # the reference lists a peer once it has heard from it
+        mc = cluster.jsz(0)['meta_cluster']
+        if len(mc.get('replicas') or ()) == 2 and mc.get('leader') or time.time() > deadline: break
+        time.sleep(0.2)
+    assert sorted(mc) == ['cluster_size', 'leader', 'name', 'peer', 'pending', 'pending_infos', 'pending_requests',
+                          'quorum_needed', 'replicas', 'snapshot']
+    assert (mc['name'], mc['cluster_size'], mc['quorum_needed']) == ('c1', 3, 2)
+    assert sorted(r['name'] for r in mc['replicas']) == ['n1', 'n2']                  # the others, as seen from n0
+    peers = {'n0': '6DVFpukC', 'n1': 'fjFyEjc1', 'n2': '44jzkV9D'}
+    assert all(r['peer'] == peers[r['name']] for r in mc['replicas'])
+    assert mc['peer'] == peers[mc['leader']]
+    assert sorted(mc['snapshot']) == ['last_time', 'pending_entries', 'pending_size']
+    assert all({'name', 'current', 'active', 'peer'} <= set(r) for r in mc['replicas'])
+    assert cluster.jsz(0)['ha_assets'] >= 1
+
+
+async def test_streams_known_everywhere_and_cluster_info(cluster):
+    ncs = await _clients(cluster)
+    r3 = await _req(ncs[0], '$JS.API.STREAM.CREATE.R3', {'name': 'R3', 'subjects': ['r3.>'], 'num_replicas': 3, 'allow_direct': True})
+    r1 = await _req(ncs[1], '$JS.API.STREAM.CREATE.R1', {'name': 'R1', 'subjects': ['r1.>']})
+    assert r3['config']['num_replicas'] == 3 and r1['config']['num_replicas'] == 1
+    assert set(r1['cluster']) == {'name', 'leader'} and r1['cluster']['name'] == 'c1'
+    c = r3['cluster']
+    assert set(c) - ONLY_REFERENCE == {'name', 'raft_group', 'leader', 'leader_since', 'replicas'}
+    assert c['raft_group'].startswith('S-R3F-') and len(c['raft_group']) == len('S-R3F-') + 8
+    assert sorted([c['leader']] + [p['name'] for p in c['replicas']]) == ['n0', 'n1', 'n2']
+    for i in range(3):
+        names = await _req(ncs[i], '$JS.API.STREAM.NAMES')
+        assert (names['total'], names['streams']) == (2, ['R1', 'R3'])
+    for i in range(3):
+        lst = await _req(ncs[i], '$JS.API.STREAM.LIST')
+        assert (lst['total'], [x['config']['name'] for x in lst['streams']], 'missing' in lst) == (2, ['R1', 'R3'], False)
+        assert all(x['cluster']['name'] == 'c1' and x['cluster']['leader'] for x in lst['streams'])
+    acks = [await ncs[i].jetstream().publish('r3.x', f'm{i}'.encode()) for i in range(3)]
+    assert [a.seq for a in acks] == [1, 2, 3]
+
+    async def all_current():
+        info = await _req(ncs[2], '$JS.API.STREAM.INFO.R3')
+        return info['state']['messages'] == 3 and all(p['current'] for p in info['cluster']['replicas'])
+    await _until(all_current)
+    info = await _req(ncs[2], '$JS.API.STREAM.INFO.R3')
+    for p in info['cluster']['replicas']:
+        assert set(p) <= {'name', 'current', 'active', 'lag', 'peer', 'offline'} and {'name', 'current', 'active', 'peer'} <= set(p)
+        assert isinstance(p['active'], int) and 'lag' not in p and 'offline' not in p
+    for i in range(3):                                                    # every server's clients reach a replica
+        m = await ncs[i].request('$JS.API.DIRECT.GET.R3', b'{"seq": 2}', timeout=10)
+        assert (m.headers['Nats-Stream'], m.headers['Nats-Sequence'], m.data) == ('R3', '2', b'm1')
+    for nc in ncs: await nc.close()
+
+
+async def test_stepdown(cluster):
+    ncs = await _clients(cluster)
+    old = (await _req(ncs[0], '$JS.API.STREAM.INFO.R3'))['cluster']['leader']
+    r = await _req(ncs[1], '$JS.API.STREAM.LEADER.STEPDOWN.R3')
+    assert r == {'type': 'io.nats.jetstream.api.v1.stream_leader_stepdown_response', 'success': True}
+
+    async def moved():
+        try: info = await _req(ncs[0], '$JS.API.STREAM.INFO.R3')
+        except nats.errors.TimeoutError: return False
+        return 'error' not in info and info['cluster'].get('leader') not in (None, old)
+    await _until(moved)
+    a = await ncs[2].jetstream().publish('r3.x', b'after')
+    assert a.seq == 4
+    r = await _req(ncs[0], '$JS.API.STREAM.LEADER.STEPDOWN.NOPE')
+    assert r['error'] == {'code': 404, 'err_code': 10059, 'description': 'stream not found'}
+    for nc in ncs: await nc.close()
+
+
+@pytest.mark.parametrize('cfg,err', [
+    ({'name': 'R7', 'subjects': ['r7'], 'num_replicas': 7}, {'code': 500, 'err_code': 10052, 'description': 'maximum replicas is 5'}),
+    ({'name': 'R5', 'subjects': ['r5'], 'num_replicas': 5}, {'code': 400, 'err_code': 10005, 'description': 'no suitable peers for placement'}),
+    ({'name': 'OV', 'subjects': ['r3.>'], 'num_replicas': 3}, {'code': 400, 'err_code': 10065, 'description': 'subjects overlap with an existing stream'}),
+])
+async def test_create_refusals(cluster, cfg, err):
+    nc = await nats.connect(cluster.url(2))
+    r = await _req(nc, f"$JS.API.STREAM.CREATE.{cfg['name']}", cfg)
+    assert r['error'] == err
+    await nc.close()
+
