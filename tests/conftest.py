@@ -71,3 +71,13 @@ def start_server():
 def server(request, start_server):
     "The same scenario against jsnb and against the reference."
     return start_server(request.param)
+
+
+def log_lines(server, word: str) -> list[str]:
+    "The log lines containing `word`, without the pid, time and the client's port and id (they differ by run)."
+    out = []
+    for line in server.log_text().splitlines():
+        if word in line:
+            text = re.sub(r'^\[\d+\] \S+ \S+ ', '', line)
+            out.append(re.sub(r'127\.0\.0\.1:\d+ - cid:\d+', 'CLIENT', text))
+    return out

@@ -9,7 +9,7 @@ import asyncio, base64, datetime, ipaddress, json, os, re, socket, ssl, subproce
 import bcrypt, nkeys, pytest
 import nats
 
-from conftest import KINDS, REF_BIN
+from conftest import KINDS, REF_BIN, log_lines
 from rawclient import Raw
 
 pytestmark = [pytest.mark.reference, pytest.mark.skipif(REF_BIN is None, reason='reference nats-server not installed')]
@@ -34,16 +34,6 @@ def attempt(port, opts: dict, then: bytes = b'PING\r\n', wait: float = 0.4) -> t
 def outcomes(servers, attempts, **kw):
     "`attempt` each of `attempts` on each server: {kind: [(answer, closed), ...]}."
     return {k: [attempt(s.port, a, **kw) for a in attempts] for k, s in servers.items()}
-
-
-def log_lines(server, word: str) -> list[str]:
-    "The log lines containing `word`, without the pid, time and the client's port and id (they differ by run)."
-    out = []
-    for line in server.log_text().splitlines():
-        if word in line:
-            text = re.sub(r'^\[\d+\] \S+ \S+ ', '', line)
-            out.append(re.sub(r'127\.0\.0\.1:\d+ - cid:\d+', 'CLIENT', text))
-    return out
 
 
 async def nats_outcome(url, **kw) -> str:

@@ -8,7 +8,7 @@ import asyncio, base64, json, os, re, time
 import nkeys, pytest
 import nats
 
-from conftest import KINDS, REF_BIN
+from conftest import KINDS, REF_BIN, log_lines
 from rawclient import Raw
 
 pytestmark = [pytest.mark.reference, pytest.mark.skipif(REF_BIN is None, reason='reference nats-server not installed')]
@@ -74,15 +74,6 @@ def session(port, jwt, seed=None, then=b'PING\r\n', wait=0.4, sig=None, **opts):
     r.send(b'CONNECT ' + json.dumps(o).encode() + b'\r\n' + then)
     try: return r.read(wait)
     finally: r.close()
-
-
-def log_lines(server, word: str) -> list[str]:
-    out = []
-    for line in server.log_text().splitlines():
-        if word in line:
-            text = re.sub(r'^\[\d+\] \S+ \S+ ', '', line)
-            out.append(re.sub(r'127\.0\.0\.1:\d+ - cid:\d+', 'CLIENT', text))
-    return out
 
 
 # ---------------------------------------------------------------- who gets in

@@ -463,6 +463,12 @@ class _DirectSub(Sub):
             for s in st[(st != 0) & (st != 204)]: self.other[int(s)] = self.other.get(int(s), 0) + 1
         return int((st != 204).sum())
 
+async def _by_seq(c: Conn, o: BenchOptions, stream: str, tag: str, n: int) -> tuple[_DirectSub, Frames]:
+    "Fill `stream` with `n` messages: a counter of Direct Get answers and the `n` requests by sequence."
+    await _fill(c, o, _subjects('bench.js', o.subjects), n)
+    sub = c.sub(f'{c.inbox}.{tag}', _DirectSub); await c.flush()
+    return sub, Frames([pub_frame(f'$JS.API.DIRECT.GET.{stream}', b'{"seq":%d}' % (i + 1), sub.subject) for i in range(n)])
+
 async def _sync_requests(c: Conn, sub: Sub, fr: Frames, n: int, p) -> tuple[float, np.ndarray]:
     "Send `n` frames one at a time, each after the previous answer: (seconds, round trips in ns)."
     lat = np.empty(n, np.int64)
@@ -480,9 +486,7 @@ async def bench_direct_get(url: str, o: BenchOptions, p) -> Result:
     "Direct Get by sequence, one request at a time: rate and round-trip latency."
     async with _stream(url, o, 'BENCH_DIRECT', allow_direct=True) as c:
         n = o.sync_n
-        await _fill(c, o, _subjects('bench.js', o.subjects), n)
-        sub = c.sub(f'{c.inbox}.dg', _DirectSub); await c.flush()
-        fr = Frames([pub_frame('$JS.API.DIRECT.GET.BENCH_DIRECT', b'{"seq":%d}' % (i + 1), sub.subject) for i in range(n)])
+        sub, fr = await _by_seq(c, o, 'BENCH_DIRECT', 'dg', n)
         dt, lat = await _sync_requests(c, sub, fr, n, p)
         if sub.other: raise BenchError(f'direct-get: statuses {sub.other}')
         return Result('direct-get', o.storage, n, dt, o.size, lat)
@@ -516,9 +520,7 @@ async def bench_direct_pipe(url: str, o: BenchOptions, p) -> Result:
     "Direct Get by sequence, pipelined: up to `window` single-message requests outstanding."
     async with _stream(url, o, 'BENCH_DPIPE', allow_direct=True) as c:
         n = o.msgs
-        await _fill(c, o, _subjects('bench.js', o.subjects), n)
-        sub = c.sub(f'{c.inbox}.dp', _DirectSub); await c.flush()
-        fr = Frames([pub_frame('$JS.API.DIRECT.GET.BENCH_DPIPE', b'{"seq":%d}' % (i + 1), sub.subject) for i in range(n)])
+        sub, fr = await _by_seq(c, o, 'BENCH_DPIPE', 'dp', n)
         p.start()
         await _pump(c, fr, n, p, sub, o.window)
         dt = p.stop()
