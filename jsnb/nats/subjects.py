@@ -149,13 +149,12 @@ def _collect(node: _Node, psubs: list, qsubs: dict):
     for q, members in node.qsubs.items(): qsubs.setdefault(q, []).extend(members)
 
 def _match(level: _Level, toks: list, i: int, psubs: list, qsubs: dict) -> int:
-    "Collect the matches of `toks` from `level` on; returns the last token index the answer depended on."
+    "Collect the matches of `toks` from `level` on; returns the last token index whose value the answer depended on."
     last, dep = len(toks) - 1, -1
     while True:
         if level.fwc is not None: _collect(level.fwc, psubs, qsubs)
         pwc = level.pwc
-        if pwc is not None:
-            dep = max(dep, i)                          # whether token i is the last one matters
+        if pwc is not None:                            # any value: only whether token i is the last one matters
             if i == last: _collect(pwc, psubs, qsubs)
             elif pwc.next is not None: dep = max(dep, _match(pwc.next, toks, i + 1, psubs, qsubs))
         if not level.nodes: return dep
@@ -174,17 +173,17 @@ def match(self: Sublist, subject: bytes):
     r = self.cache.get(subject)
     if r is not None: self.cache_hits += 1; return r
     if not subject or subject[0] == 46 or subject[-1] == 46 or b'..' in subject: return _EMPTY   # an empty token matches nothing
-    pc, dot = self.pcache, -1
-    for _ in range(_PREFIX_DEPTH):                     # a result known to depend only on a prefix of the subject
+    pc, dot, n = self.pcache, -1, subject.count(b'.') + 1
+    for _ in range(_PREFIX_DEPTH):                     # a result known to depend only on a prefix and the number of tokens
         dot = subject.find(b'.', dot + 1)
         if dot < 0: break
-        r = pc.get(subject[:dot + 1])
+        r = pc.get((subject[:dot + 1], n))
         if r is not None: self.cache_hits += 1; return r
     psubs, qsubs, toks = [], {}, subject.split(b'.')
     dep = _match(self.root, toks, 0, psubs, qsubs)
     r = (tuple(psubs), tuple(qsubs.values())) if psubs or qsubs else _EMPTY
-    if 0 <= dep < min(_PREFIX_DEPTH, len(toks) - 1):  # the same for every subject with this prefix and more tokens
-        pc[b'.'.join(toks[:dep + 1]) + b'.'] = r
+    if 0 <= dep < min(_PREFIX_DEPTH, len(toks) - 1):  # the same for every subject with this prefix and as many tokens
+        pc[b'.'.join(toks[:dep + 1]) + b'.', len(toks)] = r
         return r
     if len(self.cache) >= self.cache_size:      # evict about a quarter, arbitrary entries
         for k in list(self.cache)[: self.cache_size // 4]: del self.cache[k]
