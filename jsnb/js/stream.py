@@ -196,7 +196,7 @@ def _handle(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes):
     if reply.endswith(b'.$FI'):                                    # a fast-ingest batch answers with frames
         for f in batch.fast_ingest(self, subject, text(reply), h, payload): self.host.reply(reply, f)
         return
-    if h and get_header(h, b'Nats-Batch-Id') is not None: ack = batch.stage(self, subject, h, payload)
+    if h and b'Nats-Batch-Id' in h and get_header(h, b'Nats-Batch-Id') is not None: ack = batch.stage(self, subject, h, payload)
     else: ack = self.process(subject, h, payload, bool(reply))
     if reply and ack is not None and not self.cfg.get('no_ack'): self.host.reply(reply, ack)
 
@@ -285,29 +285,32 @@ def _check(self: Stream, subject: str, hdr: bytes, data: bytes, sourced: bool = 
     if b'Nats-Incr:' in hdr:
         err = counters.check(cfg, hdr, data, sourced)
         if err is not None: return err
-    exp = get_header(hdr, b'Nats-Expected-Stream')
+    expects = b'Nats-Expected' in hdr                         # most messages carry none of these: one search for all
+    exp = get_header(hdr, b'Nats-Expected-Stream') if expects else None
     if exp and text(exp) != self.name: return JSStreamNotMatchErr()
-    t = get_header(hdr, b'Nats-TTL')
+    t = get_header(hdr, b'Nats-TTL') if b'Nats-TTL' in hdr else None
     if t is not None and not cfg.get('allow_msg_ttl') and not sourced:
         try:
             if ttl.parse_ttl(t) != 0: return JSMessageTTLDisabledErr()
         except ValueError: pass                              # an invalid TTL is reported when storing (10165)
-    subj_seq = get_header(hdr, b'Nats-Expected-Last-Subject-Sequence')
-    subj_for = get_header(hdr, b'Nats-Expected-Last-Subject-Sequence-Subject')
-    if subj_seq is not None:
-        want = int(subj_seq) if subj_seq.isdigit() else -1
-        last = self.store.load_last_msg(text(subj_for) if subj_for else subject)
-        have = last.seq if last is not None else 0
-        if have != want: return JSStreamWrongLastSequenceErrF(seq=have)
-    elif subj_for: return JSStreamExpectedLastSeqPerSubjectInvalid()
-    last_seq = get_header(hdr, b'Nats-Expected-Last-Sequence')
-    if last_seq is not None:
-        want = int(last_seq) if last_seq.isdigit() else -1
-        if want != self.last_seq: return JSStreamWrongLastSequenceErrF(seq=self.last_seq)
+    if expects:
+        subj_seq = get_header(hdr, b'Nats-Expected-Last-Subject-Sequence')
+        subj_for = get_header(hdr, b'Nats-Expected-Last-Subject-Sequence-Subject')
+        if subj_seq is not None:
+            want = int(subj_seq) if subj_seq.isdigit() else -1
+            last = self.store.load_last_msg(text(subj_for) if subj_for else subject)
+            have = last.seq if last is not None else 0
+            if have != want: return JSStreamWrongLastSequenceErrF(seq=have)
+        elif subj_for: return JSStreamExpectedLastSeqPerSubjectInvalid()
+        last_seq = get_header(hdr, b'Nats-Expected-Last-Sequence')
+        if last_seq is not None:
+            want = int(last_seq) if last_seq.isdigit() else -1
+            if want != self.last_seq: return JSStreamWrongLastSequenceErrF(seq=self.last_seq)
     if not sourced and b'Nats-Sched' in hdr:
         err = schedules.check(self, subject, hdr)
         if err is not None: return err
-    if not sourced and get_header(hdr, b'Nats-Stream-Source') is not None: return JSMessageSourceHdrNotAllowedErr()
+    if not sourced and b'Nats-Stream-Source' in hdr and get_header(hdr, b'Nats-Stream-Source') is not None:
+        return JSMessageSourceHdrNotAllowedErr()
     return None
 
 # %% ../../nbs/2_js/06_stream.ipynb #e81ce7c4
@@ -331,10 +334,10 @@ def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool 
         if d is not None: return self._ack(d[0], duplicate=True)
     rollup = b''
     if hdr:
-        lmid = get_header(hdr, b'Nats-Expected-Last-Msg-Id')
+        lmid = get_header(hdr, b'Nats-Expected-Last-Msg-Id') if b'Nats-Expected-Last-Msg-Id' in hdr else None
         if lmid is not None and text(lmid) != self.last_msg_id:
             return self._nak(JSStreamWrongLastMsgIDErrF(id=self.last_msg_id))
-        rollup = (get_header(hdr, b'Nats-Rollup') or b'').lower()
+        rollup = (get_header(hdr, b'Nats-Rollup') or b'').lower() if b'Nats-Rollup' in hdr else b''
         if rollup:
             permitted = cfg.get('allow_rollup_hdrs') and not cfg.get('deny_purge')
             if not permitted and not sourced: return self._nak(JSStreamRollupFailedF(err='rollup not permitted'))
