@@ -13,6 +13,7 @@ from .nats.auth import AuthConfigError
 from .nats.jwt import operator_log_lines
 from .nats.tls import tls_from_flags
 from .nats.server import StartupError, RefFormatter, TRACE, log
+from .nats.reload import ReloadError
 from .app import Server
 
 # %% auto #0
@@ -140,9 +141,9 @@ def on_signal(server: Server, sig: int):
     elif sig == signal.SIGUSR2: asyncio.ensure_future(server.lame_duck())
     elif sig == signal.SIGUSR1: reopen_log(server.opts)
     elif sig == signal.SIGHUP:
-        why = ('jsnb does not reload its configuration while running; restart the server to apply changes'
-               if server.opts.config_file else 'can only reload config when a file is provided using -c or --config')
-        log.error('Failed to reload server configuration: %s', why)
+        try: server.reload()                   # jsnb.nats.reload: all of the file's changes, or none
+        except ReloadError as e: log.error('Failed to reload server configuration: %s', e)
+        except Exception as e: log.exception('Failed to reload server configuration: %s', e)
 
 
 # %% ../nbs/5_app/01_cli.ipynb #0e8e0d17
@@ -167,8 +168,9 @@ def _write_pid(path: str):
         with open(path, 'w') as f: f.write(str(os.getpid()))
     except OSError as e: raise StartupError(f'Could not write pidfile: {e.strerror or e}: {path}') from e
 
-async def _run(opts: ServerOptions, warnings: list[str]):
+async def _run(opts: ServerOptions, warnings: list[str], argv: list[str] | None = None):
     server = Server(opts)
+    server.reload_options = lambda: options(argv)[0]     # a reload reads the file again, and the flags win over it again
     _banner(server, warnings)
     if opts.pid_file: _write_pid(opts.pid_file)
     await server.start()
@@ -193,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         import uvloop
         runner = uvloop.run
     except ImportError: runner = asyncio.run
-    try: runner(_run(opts, warnings))
+    try: runner(_run(opts, warnings, argv))
     except StartupError as e: log.critical('%s', e); return 1
     except KeyboardInterrupt: pass
     return 0
