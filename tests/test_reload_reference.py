@@ -1,0 +1,176 @@
+"""Configuration reload (`SIGHUP`), against jsnb and the reference: the same file edits, then the same signal, and
+the same outcome: the log lines, what connected clients are told and which are closed, what is refused."""
+import json, re, signal, socket, time
+import pytest
+from conftest import ServerProc
+
+pytestmark = pytest.mark.reference
+KINDS = ['nats-server', 'jsnb']
+
+USERS = 'authorization {{ {auth} users [ {{user: a, password: a}}, {{user: b, password: {pb}, permissions: {perms}}} ] }}\n'
+OPEN = '{subscribe: "foo.>", publish: "foo.>"}'
+
+
+def conf(pb='b', perms=OPEN, extra='', auth=''):
+    return extra + USERS.format(pb=pb, perms=perms, auth=auth)
+
+
+class Raw:
+    "A raw client connection: CONNECT, then whatever the server sends."
+    def __init__(self, port, **connect):
+        self.s = socket.create_connection(('127.0.0.1', port), timeout=5)
+        self.buf = b''
+        self.info = json.loads(self.line()[5:])
+        self.s.sendall(b'CONNECT ' + json.dumps({'verbose': False, 'pedantic': False, **connect}).encode() + b'\r\nPING\r\n')
+        assert self.line() == b'PONG'
+
+    def line(self) -> bytes:
+        while b'\r\n' not in self.buf:
+            data = self.s.recv(65536)
+            if not data: raise EOFError(self.buf)
+            self.buf += data
+        line, _, self.buf = self.buf.partition(b'\r\n')
+        return line
+
+    def upto_pong(self, send=b'') -> list[bytes]:
+        "Send `send` and a PING; the lines that came before the PONG."
+        self.s.sendall(send + b'PING\r\n')
+        out = []
+        while (l := self.line()) != b'PONG': out.append(l)
+        return out
+
+    def until_closed(self) -> list[bytes]:
+        "The lines the server sends until it closes the connection."
+        out = []
+        try:
+            while True: out.append(self.line())
+        except (EOFError, ConnectionResetError): return out
+
+
+def hup(p: ServerProc, text: str) -> list[str]:
+    "Rewrite the configuration file, send SIGHUP, wait for the reload's last line; the reload's log lines, without prefixes."
+    (p.dir / 'server.conf').write_text(text)
+    done = re.compile(r'Reloaded server configuration|Failed to reload server configuration')
+    n = len(done.findall(p.log_text()))
+    p.proc.send_signal(signal.SIGHUP)
+    deadline = time.time() + 10
+    while len(done.findall(p.log_text())) == n:
+        assert time.time() < deadline, p.log_text()
+        time.sleep(0.02)
+    time.sleep(0.1)         # lines logged right after the reload (the closed clients)
+    part = p.log_text().split('Trapped "hangup" signal')[-1]
+    return [re.sub(r'^\[\d+\] \S+ \S+ ', '', l) for l in part.splitlines()[1:]]
+
+
+def started(kind, text, *args):
+    return ServerProc('jsnb' if kind == 'jsnb' else 'nats-server', args, config=text).start()
+
+
+def run_both(scenario):
+    out = {}
+    for kind in KINDS:
+        p = started(kind, scenario.conf)
+        try: out[kind] = scenario(p)
+        finally: p.stop()
+    assert out['jsnb'] == out['nats-server'], out
+    return out['jsnb']
+
+
+def reloaded(lines):
+    "The `Reloaded` lines, without the reference's config digest."
+    return [re.sub(r' \(sha256:\w+\)$', '', l)[6:] for l in lines if 'Reloaded' in l]
+
+
+def test_reload_log_lines():
+    "What changed is applied and logged in the reference's order; the new max_payload reaches new clients."
+    def scenario(p):
+        lines = hup(p, conf(extra='debug: true\nmax_payload: 1000\nping_interval: "1m"\nwrite_deadline: "5s"\n'
+                               'max_connections: 100\n', auth='timeout: 3,'))
+        return reloaded(lines), Raw(p.port, user='a', **{'pass': 'a'}).info['max_payload']
+    scenario.conf = conf()
+    lines, mp = run_both(scenario)
+    assert lines == ['Reloaded: debug = true', 'Reloaded: max_connections = 100', 'Reloaded: authorization users',
+                     'Reloaded: accounts', 'Reloaded: ping_interval = 1m0s', 'Reloaded: authorization timeout = 3',
+                     'Reloaded: max_payload = 1000', 'Reloaded: write_deadline = 5s', 'Reloaded server configuration']
+    assert mp == 1000
+
+
+def test_removed_user_is_closed():
+    "A client of a user the new file removes is closed (without an error, as in the reference); the others stay."
+    def scenario(p):
+        a, b = Raw(p.port, user='a', **{'pass': 'a'}), Raw(p.port, user='b', **{'pass': 'b'})
+        hup(p, 'authorization { users [ {user: b, password: b, permissions: ' + OPEN + '} ] }\n')
+        return a.until_closed(), b.upto_pong()
+    scenario.conf = conf()
+    assert run_both(scenario) == ([], [])
+
+
+def test_changed_password_is_an_authorization_violation():
+    "A client whose password no longer matches is told `Authorization Violation` and closed."
+    def scenario(p):
+        b = Raw(p.port, user='b', **{'pass': 'b'})
+        lines = hup(p, conf(pb='other'))
+        return b.until_closed(), [re.sub(r'\S+ - cid:\d+ - ', '', l) for l in lines if 'authentication error' in l]
+    scenario.conf = conf()
+    got, logged = run_both(scenario)
+    assert got == [b"-ERR 'Authorization Violation'"] and logged == ['[ERR] "$G/user:b" - authentication error - User "b"']
+
+
+def test_lost_subscribe_permission():
+    "A subscription the new permissions deny is removed with the reference's error, and logged; a denied publish is refused."
+    def scenario(p):
+        b = Raw(p.port, user='b', **{'pass': 'b'})
+        b.upto_pong(b'SUB foo.x 1\r\nSUB foo.y q 2\r\nSUB bar 3\r\n')
+        lines = hup(p, conf(perms='{subscribe: {allow: "bar", deny: "foo.>"}, publish: "bar"}'))
+        got = b.upto_pong()
+        denied = b.upto_pong(b'PUB foo.x 1\r\nx\r\nPUB bar 1\r\nx\r\n')
+        return sorted(got), sorted(l for l in lines if 'Removed sub' in l), denied, b.upto_pong(b'SUB foo.z 4\r\n')
+    scenario.conf = conf(perms='{subscribe: [foo.>, bar], publish: [foo.>, bar]}')
+    got, logged, denied, resub = run_both(scenario)
+    assert got == [b'-ERR \'Permissions Violation for Subscription to "foo.x" (sid "1")\'',
+                   b'-ERR \'Permissions Violation for Subscription to "foo.y" using queue "q" (sid "2")\'']
+    assert logged == ['[INF] Removed sub "foo.x" (sid "1") for User "b" - not authorized',
+                      '[INF] Removed sub "foo.y" using queue "q" (sid "2") for User "b" - not authorized']
+    assert denied == [b'-ERR \'Permissions Violation for Publish to "foo.x"\'', b'MSG bar 3 1', b'x']
+    assert resub == [b'-ERR \'Permissions Violation for Subscription to "foo.z"\'']
+
+
+@pytest.mark.parametrize('change,message', [
+    ('server_name: x\n', 'config reload not supported for ServerName: old=, new=x'),
+    ('lame_duck_duration: "40s"\n', 'config reload not supported for LameDuckDuration: old=2m0s, new=40s'),
+    ('max_subs: 3\n', 'config reload not supported for MaxSubs: old=0, new=3'),
+])
+def test_not_reloadable_is_refused(change, message):
+    "A change that cannot be reloaded refuses the whole reload: logged, and the server keeps its old configuration."
+    def scenario(p):
+        a = Raw(p.port, user='a', **{'pass': 'a'})
+        lines = hup(p, 'debug: true\n' + change + conf(pb='other'))
+        b = Raw(p.port, user='b', **{'pass': 'b'})          # the old password still works
+        return [l for l in lines if 'reload' in l.lower()], a.upto_pong(), b.upto_pong()
+    scenario.conf = conf()
+    assert run_both(scenario) == ([f'[ERR] Failed to reload server configuration: {message}'], [], [])
+
+
+def test_debug_turned_on():
+    "After `debug: true` is reloaded, the debug lines of a new connection appear in the log."
+    def scenario(p):
+        hup(p, 'debug: true\n' + conf())
+        Raw(p.port, user='a', **{'pass': 'a'}).s.close()
+        deadline = time.time() + 10
+        while 'Client connection created' not in p.log_text():
+            assert time.time() < deadline
+            time.sleep(0.02)
+        return True
+    scenario.conf = conf()
+    run_both(scenario)
+
+
+def test_config_error_is_refused():
+    "A file that does not parse is refused and nothing changes."
+    for kind in KINDS:
+        p = started(kind, conf())
+        try:
+            lines = hup(p, conf() + 'port: {\n')
+            assert [l for l in lines if 'Failed to reload server configuration' in l], (kind, lines)
+            assert Raw(p.port, user='a', **{'pass': 'a'}).upto_pong() == []
+        finally: p.stop()
