@@ -174,3 +174,86 @@ def test_config_error_is_refused():
             assert [l for l in lines if 'Failed to reload server configuration' in l], (kind, lines)
             assert Raw(p.port, user='a', **{'pass': 'a'}).upto_pong() == []
         finally: p.stop()
+
+
+def outcome(c: Raw):
+    "('open', lines before the PONG) or ('closed', the lines before the end)."
+    out = []
+    try:
+        c.s.sendall(b'PING\r\n')
+        while (l := c.line()) != b'PONG': out.append(l)
+        return 'open', out
+    except (EOFError, ConnectionResetError, BrokenPipeError): return 'closed', out
+
+
+def strip(lines, *keep):
+    "The log lines holding one of `keep`, without the client's address and id, nor the reference's config digest."
+    return [re.sub(r' \(sha256:\w+\)$', '', re.sub(r'\S+ - cid:\d+ - ', '', l)) for l in lines if any(k in l for k in keep)]
+
+
+def test_token_changed():
+    "A client of the old token is told `Authorization Violation`; the reload logs the token line."
+    def scenario(p):
+        c = Raw(p.port, auth_token='t1')
+        lines = hup(p, 'authorization { token: t2 }\n')
+        return outcome(c), strip(lines, 'Reloaded', 'authentication error')
+    scenario.conf = 'authorization { token: t1 }\n'
+    got, lines = run_both(scenario)
+    assert got == ('closed', [b"-ERR 'Authorization Violation'"]) and '[INF] Reloaded: authorization token' in lines
+
+
+def test_single_user_clients_are_closed():
+    "As in the reference, a client of the single `user`/`password` is closed by every reload, even one that keeps it."
+    def scenario(p):
+        c = Raw(p.port, user='u', **{'pass': 'p'})
+        hup(p, 'ping_max: 3\nauthorization { user: u, password: p }\n')
+        return outcome(c), outcome(Raw(p.port, user='u', **{'pass': 'p'}))
+    scenario.conf = 'authorization { user: u, password: p }\n'
+    assert run_both(scenario) == (('closed', []), ('open', []))
+
+
+@pytest.mark.parametrize('same', [True, False])
+def test_nkey_users_line(same):
+    "`authorization nkey users` is logged only when the nkey users changed."
+    nk = 'UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4'
+    base = f'authorization {{ users [ {{nkey: {nk}}}, {{user: a, password: a}} ] }}\n'
+    def scenario(p):
+        return strip(hup(p, base if same else 'authorization { users [ {user: a, password: a} ] }\n'), 'Reloaded')
+    scenario.conf = base
+    assert ('[INF] Reloaded: authorization nkey users' in run_both(scenario)) is not same
+
+
+def test_lower_max_connections():
+    "Lowering `max_connections` closes clients until the server is within it, each told `maximum connections exceeded`."
+    def scenario(p):
+        cs = [Raw(p.port) for _ in range(3)]
+        lines = hup(p, 'max_connections: 1\n')
+        return sorted(outcome(c) for c in cs), strip(lines, 'max_connections', 'exceeded')
+    scenario.conf = 'max_connections: 10\n'
+    got, lines = run_both(scenario)
+    assert got == [('closed', [b"-ERR 'maximum connections exceeded'"])] * 2 + [('open', [])]
+    assert lines == ['[ERR] maximum connections exceeded - Account:$G', '[INF] Closed 2 connections to fall within max_connections',
+                     '[INF] Reloaded: max_connections = 1']
+
+
+def test_user_moved_to_another_account():
+    "A client whose user now belongs to another account is closed (it logs in again, into the new account)."
+    before = 'accounts { A { users [ {user: a, password: a} ] }, B { users [ {user: b, password: b} ] } }\n'
+    after = 'accounts { A { users [ ] }, B { users [ {user: b, password: b}, {user: a, password: a} ] } }\n'
+    def scenario(p):
+        a, b = Raw(p.port, user='a', **{'pass': 'a'}), Raw(p.port, user='b', **{'pass': 'b'})
+        hup(p, after)
+        return outcome(a), outcome(b)
+    scenario.conf = before
+    assert run_both(scenario) == (('closed', []), ('open', []))
+
+
+@pytest.mark.parametrize('users,ok', [('{user: b, password: b}', True), ('{user: a, password: a}, {user: b, password: b}', False)])
+def test_no_auth_user_removed(users, ok):
+    "`no_auth_user` may only be removed together with its user."
+    def scenario(p):
+        return strip(hup(p, f'authorization {{ users [ {users} ] }}\n'), 'reload', 'Reloaded server')
+    scenario.conf = 'no_auth_user: a\nauthorization { users [ {user: a, password: a}, {user: b, password: b} ] }\n'
+    lines = run_both(scenario)
+    assert lines == (['[INF] Reloaded server configuration'] if ok else
+                     ['[ERR] Failed to reload server configuration: config reload not supported for NoAuthUser: old=a, new='])

@@ -8,7 +8,7 @@ import asyncio, logging, os, sys
 from dataclasses import fields
 from fastcore.basics import patch
 from .config import ServerOptions, load_config, options_from_config
-from .auth import Auth, all_users, startup_checks, violation, _goq, _collide
+from .auth import Auth, all_users, startup_checks, violation, who, _goq, _collide
 from .server import Server, RefFormatter, TRACE, log
 from .times import NS, go_duration
 from .core import E_MAX_CONN
@@ -172,8 +172,10 @@ def _reload_effect(self: Server, name: str):
         for c in core.clients.values(): c.parser.max_payload, c.parser.max_control_line = o.max_payload, o.max_control_line
     elif name == 'max_connections':
         extra = len(core.clients) - max(0, o.max_connections)
-        for c in list(core.clients.values())[:max(extra, 0)]: c.close('Maximum Connections Exceeded', E_MAX_CONN)
-        if extra > 0: log.info('Closed %d connections to fall within max_connections', extra); self._flush()
+        closing = list(core.clients.values())[:max(extra, 0)]
+        if closing: log.error('%s - %s - Account:%s', who(closing[0]), E_MAX_CONN, closing[0].acc.name)   # once: the reference rate-limits it
+        for c in closing: c.close('Maximum Connections Exceeded', E_MAX_CONN)
+        if closing: log.info('Closed %d connections to fall within max_connections', extra); self._flush()
     elif name == 'ping_interval' and self._ping is not None:
         self._ping.cancel(); self._ping = asyncio.get_running_loop().call_later(o.ping_interval, self._ping_tick)
     elif name == 'pid_file' and o.pid_file:
