@@ -1,6 +1,6 @@
 """Configuration reload (`SIGHUP`), against jsnb and the reference: the same file edits, then the same signal, and
 the same outcome: the log lines, what connected clients are told and which are closed, what is refused."""
-import json, re, signal, socket, time
+import json, pathlib, re, signal, socket, tempfile, time
 import pytest
 from conftest import ServerProc
 
@@ -257,3 +257,38 @@ def test_no_auth_user_removed(users, ok):
     lines = run_both(scenario)
     assert lines == (['[INF] Reloaded server configuration'] if ok else
                      ['[ERR] Failed to reload server configuration: config reload not supported for NoAuthUser: old=a, new='])
+
+
+def test_operator_mode():
+    "Operator mode: a reload logs the accounts twice (the accounts, and the resolver made anew); a new operator is refused."
+    from test_jwt_reference import keys, account, operator_conf
+    _, acc = keys('account')
+    config = operator_conf({acc: account(acc, 'A')})
+    def scenario(p):
+        same = strip(hup(p, config + 'debug: true\n'), 'Reloaded')
+        other = strip(hup(p, operator_conf({acc: account(acc, 'A')})), 'Failed to reload')     # a new operator JWT
+        return same, [l.split(' old=')[0] for l in other]
+    scenario.conf = config
+    assert run_both(scenario) == (['[INF] Reloaded: debug = true', '[INF] Reloaded: authorization users', '[INF] Reloaded: accounts',
+                                   '[INF] Reloaded: accounts', '[INF] Reloaded server configuration'],
+                                  ['[ERR] Failed to reload server configuration: config reload not supported for TrustedOperators:'])
+
+
+@pytest.mark.parametrize('new,message', [
+    ('max_mem: 512M', 'config reload not supported for decreasing jetstream max memory and store'),
+    ('max_mem: 1G, store_dir: "/elsewhere"', 'config reload not supported for jetstream storage directory'),
+])
+def test_jetstream_limits(new, message):
+    "While JetStream runs its limits may not be lowered, nor its directory moved (the reference's messages)."
+    def scenario(p):
+        store = p.dir / 'store'
+        ok = strip(hup(p, f'debug: true\njetstream {{ max_mem: 1G, store_dir: "{store}" }}\n'), 'Reloaded: debug')
+        return ok, strip(hup(p, f'jetstream {{ {new.replace("/elsewhere", str(store) + "2")} {"" if "store_dir" in new else ", store_dir: " + json.dumps(str(store))} }}\n'), 'Failed')
+    out = {}
+    for kind in KINDS:
+        d = pathlib.Path(tempfile.mkdtemp(prefix='reload-js-'))
+        p = ServerProc('jsnb' if kind == 'jsnb' else 'nats-server', (), config=f'jetstream {{ max_mem: 1G, store_dir: "{d / "store"}" }}\n',
+                       workdir=str(d), isolate_store=False).start()
+        try: out[kind] = scenario(p)
+        finally: p.stop()
+    assert out['jsnb'] == out['nats-server'] == (['[INF] Reloaded: debug = true'], [f'[ERR] Failed to reload server configuration: {message}']), out

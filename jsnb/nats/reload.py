@@ -4,7 +4,7 @@
 
 # %% ../../nbs/1_nats/05a_reload.ipynb #5db2cf54
 from __future__ import annotations
-import asyncio, logging, os, sys
+import asyncio, json, logging, os, sys
 from dataclasses import fields
 from fastcore.basics import patch
 from .config import ServerOptions, load_config, options_from_config
@@ -26,6 +26,10 @@ def _gov(v) -> str:
     if isinstance(v, float): return str(int(v)) if v == int(v) else repr(v)
     if isinstance(v, (tuple, list)): return '[' + ' '.join(map(_gov, v)) + ']'
     return str(v)
+
+def _claims(v) -> str:
+    "Operators' claims, as the reference prints them (JSON)."
+    return '[' + ' '.join(json.dumps(c, indent=2) for c in v) + ']'
 
 def _dur(v: float) -> str:
     "Seconds as a Go duration (`2m0s`)."
@@ -67,7 +71,7 @@ _FIELDS = [   # (jsnb option, the reference's field, what a change does, how val
     ('write_deadline', 'WriteDeadline', 'Reloaded: write_deadline = {}', _dur),
     ('lame_duck_duration', 'LameDuckDuration', 'refuse', _dur),
     ('lame_duck_grace_period', 'LameDuckGracePeriod', 'refuse', _dur),
-    ('trusted_keys', 'TrustedKeys', 'refuse', _gov), ('operators', 'TrustedOperators', 'jsnb', None),
+    ('trusted_keys', 'TrustedKeys', 'refuse', _gov), ('operators', 'TrustedOperators', 'refuse', _claims),
     ('resolver', 'AccountResolver', 'resolver', None),
     ('resolver_preload', 'resolver_preload', 'jsnb', None),
     ('resolver_pinned_accounts', 'resolver_pinned_accounts', 'jsnb', None),
@@ -105,9 +109,13 @@ def diff_options(old: ServerOptions, new: ServerOptions, js_running: bool = Fals
     for name, go, how, show in _FIELDS:
         a, b = _value(old, name), _value(new, name)
         if name in ('users', 'accounts'):
-            if name == 'accounts' and _accounts_shape(old) != _accounts_shape(new):
+            if name == 'accounts' and not old.trusted_keys and _accounts_shape(old) != _accounts_shape(new):
                 raise _not_in_jsnb(go, ' (accounts added or removed, or their exports, imports or jetstream changed)')
             out.append((name, 'Reloaded: accounts' if name == 'accounts' else how)); continue
+        if how == 'resolver':        # the reference makes a new resolver at every reload: always a change, when there is one
+            if bool(a) != bool(b): raise ReloadError('config reload does not support moving to or from an account resolver')
+            if b: out.append((name, 'Reloaded: accounts'))
+            continue
         if a == b: continue
         if how == 'refuse': raise _refused(go, a, b, show)
         if how == 'jsnb': raise _not_in_jsnb(go)
@@ -133,9 +141,6 @@ def diff_options(old: ServerOptions, new: ServerOptions, js_running: bool = Fals
             if not js_running: out.append((name, None)); continue
             if b: raise ReloadError('config reload not supported for jetstream storage directory')
             late = late or ReloadError('config reload not supported for jetstream storage dir')
-        elif how == 'resolver':
-            if bool(a) != bool(b): raise ReloadError('config reload does not support moving to or from an account resolver')
-            out.append((name, None))
         else: out.append((name, how.format(show(b)) if show else how))
     if late is not None: raise late
     return out
