@@ -292,3 +292,24 @@ def test_jetstream_limits(new, message):
         try: out[kind] = scenario(p)
         finally: p.stop()
     assert out['jsnb'] == out['nats-server'] == (['[INF] Reloaded: debug = true'], [f'[ERR] Failed to reload server configuration: {message}']), out
+
+
+def test_authorization_newly_required():
+    "Clients that connected without credentials are told `Authorization Violation` once the file requires them."
+    def scenario(p):
+        c = Raw(p.port)
+        lines = hup(p, conf())
+        return outcome(c), strip(lines, 'authentication error')
+    scenario.conf = 'ping_max: 2\n'
+    assert run_both(scenario) == (('closed', [b"-ERR 'Authorization Violation'"]), ['[ERR] authentication error'])
+
+
+def test_pid_file_written():
+    "A new `pid_file` is written at once."
+    for kind in KINDS:
+        p = started(kind, conf())
+        try:
+            lines = hup(p, f'pid_file: "{p.dir / "new.pid"}"\n' + conf())
+            assert f'[INF] Reloaded: pid_file = {p.dir / "new.pid"}' in lines, (kind, lines)
+            assert (p.dir / 'new.pid').read_text().strip() == str(p.proc.pid), kind
+        finally: p.stop()
