@@ -13,7 +13,7 @@ from .nats.auth import AuthConfigError
 from .nats.jwt import operator_log_lines
 from .nats.tls import tls_from_flags
 from .nats.server import StartupError, RefFormatter, TRACE, log
-from .nats.reload import ReloadError
+from .nats.reload import ReloadError, config_digest
 from .app import Server
 
 # %% auto #0
@@ -154,7 +154,9 @@ def _banner(server: Server, warnings: list[str]):
     if o.clustered and o.cluster_name: log.info('  Cluster:  %s', o.cluster_name)
     log.info('  Name:     %s', core.server_name)
     log.info('  ID:       %s', core.server_id)
-    if o.config_file: log.info('Using configuration file: %s', o.config_file)
+    if o.config_file:     # with the reference's digest of it, as after each reload (jsnb.nats.reload)
+        try: log.info('Using configuration file: %s (%s)', o.config_file, config_digest(load_config(o.config_file)))
+        except (ValueError, OSError): log.info('Using configuration file: %s', o.config_file)
     for level, text in operator_log_lines(o): log.log(level, '%s', text)      # operator mode (jsnb.nats.jwt)
     for w in warnings: log.warning('%s', w)
     if o.jetstream:

@@ -14,7 +14,7 @@ from .times import NS, go_duration
 from .core import E_MAX_CONN
 
 # %% auto #0
-__all__ = ['ReloadError', 'diff_options']
+__all__ = ['ReloadError', 'diff_options', 'go_json', 'config_digest']
 
 # %% ../../nbs/1_nats/05a_reload.ipynb #5ad26298
 class ReloadError(ValueError):
@@ -145,16 +145,49 @@ def diff_options(old: ServerOptions, new: ServerOptions, js_running: bool = Fals
     if late is not None: raise late
     return out
 
+# %% ../../nbs/1_nats/05a_reload.ipynb #7025f5c6
+from datetime import datetime
+from decimal import Decimal
+import hashlib
+
+def _go_float(v: float) -> str:
+    "A float as Go's JSON encoder writes it."
+    if v == 0 or 1e-6 <= abs(v) < 1e21:
+        s = format(Decimal(repr(v)), 'f')
+        return s.rstrip('0').rstrip('.') if '.' in s else s
+    m, _, e = repr(v).partition('e')
+    return f'{m.removesuffix(".0")}e{e[0]}{e[1:].lstrip("0") or "0"}'
+
+def go_json(v) -> str:
+    "`v` (a parsed configuration) as Go's `json.Encoder` writes it, without the final newline."
+    if isinstance(v, dict): return '{' + ','.join(f'{go_json(str(k))}:{go_json(v[k])}' for k in sorted(v)) + '}'
+    if isinstance(v, (list, tuple)): return '[' + ','.join(map(go_json, v)) + ']'
+    if isinstance(v, bool): return 'true' if v else 'false'
+    if v is None: return 'null'
+    if isinstance(v, int): return str(v)
+    if isinstance(v, float): return _go_float(v)
+    if isinstance(v, datetime): return '"' + v.strftime('%Y-%m-%dT%H:%M:%SZ') + '"'
+    s = json.dumps(str(v), ensure_ascii=False)
+    for c, e in (('<', '\\u003c'), ('>', '\\u003e'), ('&', '\\u0026'), ('\u2028', '\\u2028'), ('\u2029', '\\u2029')): s = s.replace(c, e)
+    return s
+
+def config_digest(d: dict) -> str:
+    "The reference's digest of parsed configuration `d`: `sha256:<hex>`."
+    return 'sha256:' + hashlib.sha256((go_json(d) + '\n').encode()).hexdigest()
+
+
 # %% ../../nbs/1_nats/05a_reload.ipynb #dc28515e
 Server.reload_options = None     # () -> ServerOptions: the options a reload should run with (set by jsnb-server)
 
 @patch
 def reload(self: Server, new: ServerOptions | None = None) -> list[str]:
     "Apply the configuration file again (or `new`); `ReloadError`, with nothing changed, when it can't be. Returns the options changed."
-    o = self.opts
+    o, digest = self.opts, ''
     if new is None:
         if not o.config_file: raise ReloadError('can only reload config when a file is provided using -c or --config')
-        try: new = self.reload_options() if self.reload_options is not None else options_from_config(load_config(o.config_file))[0]
+        try:
+            d = load_config(o.config_file); digest = config_digest(d)
+            new = self.reload_options() if self.reload_options is not None else options_from_config(d)[0]
         except (ValueError, OSError) as e: raise ReloadError(str(e)) from None
     try: startup_checks(new)
     except ValueError as e: raise ReloadError(str(e)) from None
@@ -165,7 +198,7 @@ def reload(self: Server, new: ServerOptions | None = None) -> list[str]:
         if line: log.info('%s', line)
     self._relog()
     self._reauthorize()
-    log.info('Reloaded server configuration')
+    log.info('Reloaded server configuration%s', f' ({digest})' if digest else '')
     return [n for n, _ in changes]
 
 # %% ../../nbs/1_nats/05a_reload.ipynb #9b415b08
