@@ -319,3 +319,20 @@ def test_pid_file_written():
             assert f'[INF] Reloaded: pid_file = {p.dir / "new.pid"}' in lines, (kind, lines)
             assert (p.dir / 'new.pid').read_text().strip() == str(p.proc.pid), kind
         finally: p.stop()
+
+
+def test_ports_file_dir():
+    "A new `ports_file_dir` gets the ports file and the old one loses it (with the reference's complaint when there was none)."
+    def scenario(p):
+        out = []
+        for name in ('ports', 'ports2'):
+            (p.dir / name).mkdir()
+            lines = hup(p, f'ports_file_dir: "{p.dir / name}"\n' + conf())
+            lines = [re.sub(r'[^/ ]+_\d+\.ports', '<file>', l.replace(str(p.dir), '<dir>')) for l in lines if 'ports' in l]
+            out.append((lines, [len(list((p.dir / d).iterdir())) for d in ('ports', 'ports2') if (p.dir / d).exists()]))
+        return out
+    scenario.conf = conf()
+    assert run_both(scenario) == [
+        (['[ERR] Error cleaning up ports file <dir>/ports/<file>: remove <dir>/ports/<file>: no such file or directory',
+          '[INF] Reloaded: ports_file_dir = <dir>/ports'], [1]),
+        (['[INF] Reloaded: ports_file_dir = <dir>/ports2'], [0, 1])]

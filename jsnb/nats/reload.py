@@ -9,7 +9,7 @@ from dataclasses import fields
 from fastcore.basics import patch
 from .config import ServerOptions, load_config, options_from_config
 from .auth import Auth, all_users, startup_checks, violation, who, _goq, _collide
-from .server import Server, RefFormatter, TRACE, log
+from .server import Server, RefFormatter, TRACE, log, _go_error
 from .times import NS, go_duration
 from .core import E_MAX_CONN
 
@@ -220,11 +220,13 @@ def _reload_effect(self: Server, name: str):
         try:
             with open(o.pid_file, 'w') as f: f.write(str(os.getpid()))
         except OSError as e: log.error('Failed to write pidfile: %s', e)
-    elif name == 'ports_file_dir':
-        if self._ports_file:
-            try: os.remove(self._ports_file)
-            except OSError: pass
-            self._ports_file = None
+    elif name == 'ports_file_dir':       # the old file goes; without one the reference tries the new directory's (and says so)
+        old = self._ports_file or (os.path.join(o.ports_file_dir, f'{os.path.basename(sys.argv[0])}_{os.getpid()}.ports')
+                                   if o.ports_file_dir else None)
+        if old:
+            try: os.remove(old)
+            except OSError as e: log.error('Error cleaning up ports file %s: %s', old, _go_error('remove', old, e))
+        self._ports_file = None
         if o.ports_file_dir: self._write_ports_file()
     elif name == 'trace': self.trace = o.trace
 
