@@ -175,11 +175,15 @@ async def _run(opts: ServerOptions, warnings: list[str], argv: list[str] | None 
     server.reload_options = lambda: options(argv)[0]     # a reload reads the file again, and the flags win over it again
     _banner(server, warnings)
     if opts.pid_file: _write_pid(opts.pid_file)
+    loop, held = asyncio.get_running_loop(), []
+    for sig in (signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):   # while starting: kept for when it is up (not fatal)
+        try: loop.add_signal_handler(sig, held.append, sig)
+        except (NotImplementedError, RuntimeError): pass
     await server.start()
-    loop = asyncio.get_running_loop()
     for sig in _SIGNALS:
         try: loop.add_signal_handler(sig, on_signal, server, sig)
         except (NotImplementedError, RuntimeError): pass
+    for sig in held: on_signal(server, sig)
     await server.wait_stopped()
 
 def main(argv: list[str] | None = None) -> int:

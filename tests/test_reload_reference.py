@@ -336,3 +336,31 @@ def test_ports_file_dir():
         (['[ERR] Error cleaning up ports file <dir>/ports/<file>: remove <dir>/ports/<file>: no such file or directory',
           '[INF] Reloaded: ports_file_dir = <dir>/ports'], [1]),
         (['[INF] Reloaded: ports_file_dir = <dir>/ports2'], [0, 1])]
+
+
+def test_accounts_added_and_removed():
+    "An account the file adds takes logins at once; the clients of one it removes are closed; the others stay."
+    before = 'accounts { A { users [ {user: a, password: a} ] }, B { users [ {user: b, password: b} ] } }\n'
+    after = 'accounts { A { users [ {user: a, password: a} ] }, C { users [ {user: c, password: c} ] } }\n'
+    def scenario(p):
+        a, b = Raw(p.port, user='a', **{'pass': 'a'}), Raw(p.port, user='b', **{'pass': 'b'})
+        lines = strip(hup(p, after), 'Reloaded', 'rror')
+        c = Raw(p.port, user='c', **{'pass': 'c'})
+        c.s.sendall(b'SUB x 1\r\n'); c.upto_pong()
+        Raw(p.port, user='a', **{'pass': 'a'}).upto_pong(b'PUB x 1\r\nz\r\n')     # another account: not seen by c
+        return outcome(a), outcome(b), outcome(c), digestless(lines)
+    scenario.conf = before
+    assert run_both(scenario) == (('open', []), ('closed', []), ('open', []),
+                                  ['[INF] Reloaded: authorization users', '[INF] Reloaded: accounts', '[INF] Reloaded server configuration'])
+
+
+def test_account_exports_change_refused_by_jsnb():
+    "jsnb refuses, by name, an account change the reference would reload (new exports)."
+    p = started('jsnb', 'accounts { A { users [ {user: a, password: a} ] } }\n')
+    try:
+        lines = hup(p, 'accounts { A { users [ {user: a, password: a} ], exports [ {stream: "x.>"} ] } }\n')
+        assert [l for l in lines if 'Failed' in l] == [
+            '[ERR] Failed to reload server configuration: config reload not supported for Accounts (the exports, imports or '
+            'jetstream of account A changed): jsnb does not reload this option while running (nats-server does); '
+            'restart the server to change it']
+    finally: p.stop()

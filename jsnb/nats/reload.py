@@ -12,6 +12,8 @@ from .auth import Auth, all_users, startup_checks, violation, who, _goq, _collid
 from .server import Server, RefFormatter, TRACE, log, _go_error
 from .times import NS, go_duration
 from .core import E_MAX_CONN
+from .accounts import NatsAccount, GLOBAL
+from .jwt import USER_INFO, _user_info
 
 # %% auto #0
 __all__ = ['ReloadError', 'diff_options', 'go_json', 'config_digest']
@@ -102,6 +104,17 @@ def _accounts_shape(o: ServerOptions) -> dict:
     "The accounts without their users: what a reload must leave as it is."
     return {a.name: (a.exports, a.imports, a.jetstream) for a in o.accounts}
 
+def _accounts_change(old: ServerOptions, new: ServerOptions, js_running: bool) -> str:
+    "What jsnb cannot reload in the accounts ('' when it can): it changes their users, and adds or removes plain accounts."
+    a, b = _accounts_shape(old), _accounts_shape(new)
+    for n in sorted(a.keys() & b.keys()):
+        if a[n] != b[n]: return f'the exports, imports or jetstream of account {n} changed'
+    for n in sorted(a.keys() ^ b.keys()):
+        what = f'account {n} {"added" if n in b else "removed"}'
+        if js_running: return what + ' while JetStream runs'
+        if any(a.get(n) or b.get(n)): return what + ', with exports, imports or jetstream'
+    return ''
+
 # %% ../../nbs/1_nats/05a_reload.ipynb #c242711d
 def diff_options(old: ServerOptions, new: ServerOptions, js_running: bool = False, port: int = 0) -> list[tuple[str, str | None]]:
     "The changes from `old` to `new`, as (option, log line) in the reference's order; `ReloadError` if one cannot be applied."
@@ -109,8 +122,8 @@ def diff_options(old: ServerOptions, new: ServerOptions, js_running: bool = Fals
     for name, go, how, show in _FIELDS:
         a, b = _value(old, name), _value(new, name)
         if name in ('users', 'accounts'):
-            if name == 'accounts' and not old.trusted_keys and _accounts_shape(old) != _accounts_shape(new):
-                raise _not_in_jsnb(go, ' (accounts added or removed, or their exports, imports or jetstream changed)')
+            if name == 'accounts' and not old.trusted_keys and (why := _accounts_change(old, new, js_running)):
+                raise _not_in_jsnb(go, f' ({why})')
             out.append((name, 'Reloaded: accounts' if name == 'accounts' else how)); continue
         if how == 'resolver':        # the reference makes a new resolver at every reload: always a change, when there is one
             if bool(a) != bool(b): raise ReloadError('config reload does not support moving to or from an account resolver')
@@ -252,6 +265,11 @@ def _auth_user(c) -> str:
     if o.get('auth_token'): return 'Token "[REDACTED]"'
     return 'User "N/A"'
 
+def _new_account(core, cfg):
+    "Add an account the reloaded file names (a plain one: no exports, imports or JetStream), answering `$SYS.REQ.USER.INFO` as the others do."
+    acc = core.accounts[cfg.name] = NatsAccount(cfg.name, cfg)
+    core.subscribe(USER_INFO, lambda *a: _user_info(core, *a), acc=acc)
+
 def _moved(auth: Auth, c) -> bool:
     "Whether `c` logged in as a user or nkey that is gone or now in another account."
     o = c.options
@@ -285,10 +303,14 @@ def _reauthorize(self: Server):
     "Check every client against the reloaded authorization settings (see above)."
     core, o = self.core, self.opts
     if o.trusted_keys: return            # operator mode: nothing of it can change in a reload (refused above)
-    for a in o.accounts: core.accounts[a.name].cfg = a
+    for a in o.accounts:
+        if a.name in core.accounts: core.accounts[a.name].cfg = a
+        else: _new_account(core, a)
     core.auth = auth = Auth(o)
     clients = [c for c in core.clients.values() if c.connected and not c.closing]
     for c in [c for c in clients if _moved(auth, c)]: c.close('Client Closed')
+    keep = {GLOBAL, *(a.name for a in o.accounts)}
+    for name in [n for n in core.accounts if n not in keep]: del core.accounts[name]    # their clients were closed above
     for c in clients:
         if c.closing: continue
         if not auth.required_for(c): c.perms = c.gate = None; continue
