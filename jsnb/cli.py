@@ -13,6 +13,7 @@ from .nats.auth import AuthConfigError
 from .nats.jwt import operator_log_lines
 from .nats.tls import tls_from_flags
 from .nats.server import StartupError, RefFormatter, TRACE, log
+from .nats.reload import ReloadError, config_digest
 from .app import Server
 
 # %% auto #0
@@ -140,9 +141,9 @@ def on_signal(server: Server, sig: int):
     elif sig == signal.SIGUSR2: asyncio.ensure_future(server.lame_duck())
     elif sig == signal.SIGUSR1: reopen_log(server.opts)
     elif sig == signal.SIGHUP:
-        why = ('jsnb does not reload its configuration while running; restart the server to apply changes'
-               if server.opts.config_file else 'can only reload config when a file is provided using -c or --config')
-        log.error('Failed to reload server configuration: %s', why)
+        try: server.reload()                   # jsnb.nats.reload: all of the file's changes, or none
+        except ReloadError as e: log.error('Failed to reload server configuration: %s', e)
+        except Exception as e: log.exception('Failed to reload server configuration: %s', e)
 
 
 # %% ../nbs/5_app/01_cli.ipynb #0e8e0d17
@@ -153,7 +154,9 @@ def _banner(server: Server, warnings: list[str]):
     if o.clustered and o.cluster_name: log.info('  Cluster:  %s', o.cluster_name)
     log.info('  Name:     %s', core.server_name)
     log.info('  ID:       %s', core.server_id)
-    if o.config_file: log.info('Using configuration file: %s', o.config_file)
+    if o.config_file:     # with the reference's digest of it, as after each reload (jsnb.nats.reload)
+        try: log.info('Using configuration file: %s (%s)', o.config_file, config_digest(load_config(o.config_file)))
+        except (ValueError, OSError): log.info('Using configuration file: %s', o.config_file)
     for level, text in operator_log_lines(o): log.log(level, '%s', text)      # operator mode (jsnb.nats.jwt)
     for w in warnings: log.warning('%s', w)
     if o.jetstream:
@@ -167,15 +170,20 @@ def _write_pid(path: str):
         with open(path, 'w') as f: f.write(str(os.getpid()))
     except OSError as e: raise StartupError(f'Could not write pidfile: {e.strerror or e}: {path}') from e
 
-async def _run(opts: ServerOptions, warnings: list[str]):
+async def _run(opts: ServerOptions, warnings: list[str], argv: list[str] | None = None):
     server = Server(opts)
+    server.reload_options = lambda: options(argv)[0]     # a reload reads the file again, and the flags win over it again
     _banner(server, warnings)
     if opts.pid_file: _write_pid(opts.pid_file)
+    loop, held = asyncio.get_running_loop(), []
+    for sig in (signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):   # while starting: kept for when it is up (not fatal)
+        try: loop.add_signal_handler(sig, held.append, sig)
+        except (NotImplementedError, RuntimeError): pass
     await server.start()
-    loop = asyncio.get_running_loop()
     for sig in _SIGNALS:
         try: loop.add_signal_handler(sig, on_signal, server, sig)
         except (NotImplementedError, RuntimeError): pass
+    for sig in held: on_signal(server, sig)
     await server.wait_stopped()
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         import uvloop
         runner = uvloop.run
     except ImportError: runner = asyncio.run
-    try: runner(_run(opts, warnings))
+    try: runner(_run(opts, warnings, argv))
     except StartupError as e: log.critical('%s', e); return 1
     except KeyboardInterrupt: pass
     return 0
