@@ -15,8 +15,8 @@ log = logging.getLogger('jsnb')
 # %% auto #0
 __all__ = ['log', 'PREFIX_USER', 'AuthConfigError', 'is_bcrypt', 'check_password', 'decode_nkey', 'verify_nonce', 'new_nonce',
            'SubjectPermission', 'Permissions', 'parse_permissions', 'User', 'parse_users', 'users_from_block',
-           'ClientPermissions', 'grant', 'all_users', 'Auth', 'who', 'violation', 'may_publish', 'check_in_background',
-           'startup_checks']
+           'ClientPermissions', 'grant', 'all_users', 'Auth', 'who', 'violation', 'may_publish', 'apply_account_limits',
+           'check_in_background', 'startup_checks']
 
 # %% ../../nbs/1_nats/07_auth.ipynb #6898bd05
 class AuthConfigError(ValueError):
@@ -420,8 +420,9 @@ class Auth:
         return new_nonce() if self.nkeys else ''
 
     def admit(self, c) -> bool:
-        "Checks once `c` is authenticated and in its account (operator mode adds the account's limits); False: closed."
-        return True
+        "Checks once `c` is authenticated and in its account: the `limits {}` of a configured account; False: closed."
+        lim = getattr(getattr(getattr(c, 'acc', None), 'cfg', None), 'limits', None)
+        return apply_account_limits(c, self.opts, lim) if lim else True
 
 # %% ../../nbs/1_nats/07_auth.ipynb #51294c41
 def _allowed_here(u: User, c=None) -> bool:
@@ -514,6 +515,8 @@ def may_subscribe(self: Auth, c, subject: bytes, queue: bytes, sid: bytes) -> bo
             log.error('%s - Subscription Violation - Subject %s, SID %s', who(c), _goq(s), i)
         return False
     if self.max_subs is not None and len(c.subs) >= self.max_subs: self.too_many_subs(c); return False
+    m = getattr(c, 'max_subs', -1)                         # set by the account's limits, when it has some
+    if m != -1 and len(c.subs) >= m: self.too_many_subs(c); return False
     if p is not None and p.deny_subjects and not p.filtering and (queue or has_wildcard(subject)) and \
             any(_collide(d, subject) for d in p.deny_subjects):
         p.filtering = True; c.gate = p.gate
@@ -526,6 +529,35 @@ def too_many_subs(self: Auth, c):
     "Refuse a subscription over `max_subscriptions` (logged at most every two seconds, like the reference)."
     if time.monotonic() - _last_limit_log[0] >= 2: _last_limit_log[0] = time.monotonic(); log.error('%s - maximum subscriptions exceeded', who(c))
     c.send_err('maximum subscriptions exceeded')
+
+# %% ../../nbs/1_nats/07_auth.ipynb #d91754d2
+def _min_limit(v: int, limit: int) -> int:
+    "The tighter of two limits where -1 means none (how the reference combines user, account and server limits)."
+    if v == -1: return limit
+    return limit if limit != -1 and limit < v else v
+
+def apply_account_limits(c, opts, limits: dict, user: tuple = (-1, -1), missing: int = -1) -> bool:
+    "Apply account `limits` (and the user's `(subs, payload)`) to client `c` once it is in its account; False: closed."
+    mconns = limits.get('conn', missing)
+    if mconns != -1 and sum(1 for x in c.core.clients.values() if x is not c and x.connected and x.acc is c.acc) >= mconns:
+        for _ in range(2): log.error('%s - maximum account active connections exceeded', who(c))   # the reference logs it twice
+        c.close('Maximum Account Connections Exceeded', 'maximum account active connections exceeded'); return False
+    c.max_subs = _min_limit(_min_limit(user[0], limits.get('subs', missing)), opts.max_subscriptions or -1)
+    c.parser.max_payload = max(0, _min_limit(_min_limit(user[1], limits.get('payload', missing)), opts.max_payload or -1))
+    if c.max_subs != -1 and c.max_subs <= 0: _no_subscriptions(c)
+    return True
+
+def _no_subscriptions(c):
+    "A client allowed no subscription is told so once what it sent with its CONNECT is done, and closed soon after."
+    log.error('%s - maximum subscriptions exceeded', who(c))
+    def tell():
+        if not getattr(c, 'closing', False): c.send_err('maximum subscriptions exceeded')
+    def cut():
+        if not getattr(c, 'closing', False): c.close('Maximum Subscriptions Exceeded')
+    try: loop = asyncio.get_running_loop()
+    except RuntimeError: tell(); cut(); return       # no event loop: a sans-I/O test
+    loop.call_soon(tell); loop.call_later(0.02, cut)
+
 
 # %% ../../nbs/1_nats/07_auth.ipynb #ee859f89
 @patch
