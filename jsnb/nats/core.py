@@ -314,6 +314,7 @@ class Core:
         self.jetstream = self.opts.jetstream
         self.store_dir = os.path.join(self.opts.store_dir or DEFAULT_STORE_DIR, 'jetstream')
         self.http_port = self.opts.http_port
+        self.https_port = getattr(self.opts, 'https_port', 0)     # the monitoring port over TLS, once listening
         self.http_req_stats: dict[str, int] = {}
         self._rand = random.Random()
         self.js = None                # the JetStream service, when one is attached (it reports to `/jsz`)
