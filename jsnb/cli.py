@@ -28,6 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     a('-p', '--port', type=int, help='port for clients (default: 4222; -1 picks a free port)')
     a('-n', '--name', '--server_name', dest='server_name', help='server name (default: the server id)')
     a('-m', '--http_port', type=int, help='port for HTTP monitoring')
+    a('-ms', '--https_port', type=int, help='port for HTTPS monitoring (with the TLS certificate of the client port)')
     a('-c', '--config', dest='config_file', help='configuration file')
     a('-t', dest='test_config', action='store_true', help='test the configuration and exit')
     a('-P', '--pid', dest='pid_file', help='file to store the PID')
@@ -55,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 # %% ../nbs/5_app/01_cli.ipynb #8545395d
-_FLAG_FIELDS = ('host', 'port', 'server_name', 'http_port', 'jetstream', 'store_dir', 'user', 'password', 'token',
+_FLAG_FIELDS = ('host', 'port', 'server_name', 'http_port', 'https_port', 'jetstream', 'store_dir', 'user', 'password', 'token',
                 'logfile', 'debug', 'trace', 'pid_file', 'config_file', 'ports_file_dir', 'cluster_name')
 _SWITCHES = {'js': ('jetstream',), 'jetstream': ('jetstream',), 'D': ('debug',), 'debug': ('debug',),
              'V': ('trace',), 'trace': ('trace',), 'DV': ('debug', 'trace'), 'tls': ('tls',)}

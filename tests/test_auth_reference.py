@@ -562,7 +562,7 @@ def test_monitoring_with_authentication(start_server, certs):
 # ---------------------------------------------------------------- nothing security-related is read and ignored
 
 SECURITY_KEYS = ('resolver_tls default_sentinel '
-                 'allow_non_tls ocsp https https_port auth_callout auth_hook proxy_required').split()
+                 'allow_non_tls ocsp auth_callout auth_hook proxy_required').split()
 
 
 def test_every_key_jsnb_does_not_implement_is_refused():

@@ -5,7 +5,7 @@
 # %% ../../nbs/1_nats/07b_accounts.ipynb #434ae9fb
 from __future__ import annotations
 import json, random, string, time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from .subjects import Sublist, valid_subject, has_wildcard, transform_subject
 from .times import NS, parse_go_duration
@@ -13,8 +13,8 @@ from .auth import AuthConfigError, parse_users, parse_permissions, _where, _used
 
 # %% auto #0
 __all__ = ['GLOBAL', 'SYSTEM', 'RESPONSE_THRESHOLD', 'NO_JS_LIMITS', 'MAX_HOPS', 'Export', 'Import', 'AccountConfig',
-           'parse_export', 'parse_import', 'map_subject', 'parse_account_jetstream', 'parse_accounts', 'NatsAccount',
-           'CoreView', 'wire_imports']
+           'parse_export', 'parse_import', 'map_subject', 'parse_account_jetstream', 'parse_account_limits',
+           'parse_accounts', 'NatsAccount', 'CoreView', 'wire_imports']
 
 # %% ../../nbs/1_nats/07b_accounts.ipynb #597c146c
 GLOBAL = '$G'            # the account of every client that no account claims
@@ -52,6 +52,7 @@ class AccountConfig:
     exports: tuple = ()
     imports: tuple = ()
     jetstream: dict | None = None     # JetStream limits (the reference's `account_info` names, -1: none); None: no JetStream
+    limits: dict = field(default_factory=dict)   # `limits {}`: conn, subs, payload, leaf (the JWT claims' names; missing: none)
 
 # %% ../../nbs/1_nats/07b_accounts.ipynb #f49ac6c1
 _NOT_YET = 'that jsnb does not support yet: refusing to start rather than run without it'
@@ -186,12 +187,28 @@ def parse_account_jetstream(v, where=None, size=int) -> dict | None:
     return out
 
 # %% ../../nbs/1_nats/07b_accounts.ipynb #98f34b97
-_ACCOUNT_LATER = ('nkey', 'mappings', 'maps', 'limits', 'msg_trace', 'trace_dest')
+_ACCOUNT_LATER = ('nkey', 'mappings', 'maps', 'msg_trace', 'trace_dest')
+_LIMITS = {**dict.fromkeys(('max_connections', 'max_conn'), 'conn'), **dict.fromkeys(('max_subscriptions', 'max_subs'), 'subs'),
+           **dict.fromkeys(('max_payload', 'max_pay'), 'payload'), **dict.fromkeys(('max_leafnodes', 'max_leafs'), 'leaf')}
+_GO_TYPES = {str: 'string', float: 'float64', bool: 'bool', dict: 'map[string]interface {}', list: '[]interface {}'}
+
+def parse_account_limits(v, where=None) -> dict:
+    "An account's `limits {}`: connections, subscriptions per client, payload, leaf nodes, by their JWT claim names."
+    if not isinstance(v, dict): raise AuthConfigError(f'Expected account limits to be a map/struct, got {str(v).lower() if isinstance(v, bool) else v}', where)
+    out = {}
+    for k, x in v.items():
+        w, name = _where(v, k, where), _LIMITS.get(k.lower())
+        if name is None:
+            if k not in _used(v): raise AuthConfigError(f'Unknown field {_goq(k)} parsing account limits', w)
+        elif isinstance(x, bool) or not isinstance(x, int):
+            raise AuthConfigError(f'interface conversion: interface {{}} is {_GO_TYPES.get(type(x), type(x).__name__)}, not int64', w)
+        else: out[name] = max(-(1 << 31), min(x, (1 << 31) - 1))
+    return out
 
 def _account(name: str, v, where, size=int) -> AccountConfig:
     "One account's block; `size` reads a byte size (the configuration reader's `parse_size`)."
     if not isinstance(v, dict): raise AuthConfigError(f'Expected map entry for account {_goq(name)}, got {_got(v)}', where)
-    users, exports, imports, default, js = (), [], [], None, None
+    users, exports, imports, default, js, limits = (), [], [], None, None, {}
     for k, x in v.items():
         w, kk = _where(v, k, where), k.lower()
         if kk == 'users': users = parse_users(x, w)
@@ -200,10 +217,11 @@ def _account(name: str, v, where, size=int) -> AccountConfig:
             (exports if kk == 'exports' else imports).extend(parse_export(e, w) if kk == 'exports' else parse_import(e, w) for e in x)
         elif kk == 'default_permissions': default = parse_permissions(x, w)
         elif kk == 'jetstream': js = parse_account_jetstream(x, w, size)
+        elif kk == 'limits': limits = parse_account_limits(x, w)
         elif kk in _ACCOUNT_LATER: _refuse(_goq(f'accounts.{name}.{k}'), w)
         elif k not in _used(v): raise AuthConfigError(f'unknown field {_goq(k)}', w)
     users = tuple(replace(u, account=name, permissions=u.permissions if u.permissions is not None else default) for u in users)
-    return AccountConfig(name, users, tuple(exports), tuple(imports), js)
+    return AccountConfig(name, users, tuple(exports), tuple(imports), js, limits)
 
 # %% ../../nbs/1_nats/07b_accounts.ipynb #01359df6
 def _check_imports(accounts: dict, where):

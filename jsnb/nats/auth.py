@@ -15,8 +15,9 @@ log = logging.getLogger('jsnb')
 # %% auto #0
 __all__ = ['log', 'PREFIX_USER', 'AuthConfigError', 'is_bcrypt', 'check_password', 'decode_nkey', 'verify_nonce', 'new_nonce',
            'SubjectPermission', 'Permissions', 'parse_permissions', 'User', 'parse_users', 'users_from_block',
-           'ClientPermissions', 'grant', 'all_users', 'Auth', 'who', 'violation', 'may_publish', 'check_in_background',
-           'startup_checks']
+           'ClientPermissions', 'grant', 'all_users', 'Auth', 'who', 'violation', 'subject_string', 'subject_dcs',
+           'cert_dn', 'parse_dn', 'dn_equal', 'dn_rdns_match', 'cert_user', 'peer_certificate', 'may_publish',
+           'apply_account_limits', 'check_in_background', 'startup_checks']
 
 # %% ../../nbs/1_nats/07_auth.ipynb #6898bd05
 class AuthConfigError(ValueError):
@@ -393,6 +394,7 @@ class Auth:
         self.users = {u.name: u for u in users if not u.nkey}
         self.nkeys = {u.nkey: u for u in users if u.nkey}
         self.required = bool(opts.user or opts.token or users)
+        self.tls_map = opts.tls is not None and getattr(opts.tls, 'map', False)   # verify_and_map on the client port
         w = getattr(opts, 'websocket', None)
         self.ws = w if w is not None and w.port != 0 and w.auth_override else None   # WebSocket clients' own settings, if any
         self.slow = any(is_bcrypt(p) for p in (opts.password, opts.token, *(u.password for u in users),
@@ -420,8 +422,9 @@ class Auth:
         return new_nonce() if self.nkeys else ''
 
     def admit(self, c) -> bool:
-        "Checks once `c` is authenticated and in its account (operator mode adds the account's limits); False: closed."
-        return True
+        "Checks once `c` is authenticated and in its account: the `limits {}` of a configured account; False: closed."
+        lim = getattr(getattr(getattr(c, 'acc', None), 'cfg', None), 'limits', None)
+        return apply_account_limits(c, self.opts, lim) if lim else True
 
 # %% ../../nbs/1_nats/07_auth.ipynb #51294c41
 def _allowed_here(u: User, c=None) -> bool:
@@ -441,11 +444,20 @@ def check(self: Auth, c, o: dict) -> bool:
         if o.get('nkey'):
             nkey = self.nkeys.get(o['nkey'])
             if nkey is None or not _allowed_here(nkey, c): return False
-    if self.users and nkey is None:
+    mapping = self.tls_map and not getattr(c, 'ws', False)
+    if self.users and nkey is None and mapping:
+        der = peer_certificate(c)
+        user = cert_user(der, self.users, lambda u: _allowed_here(u, c)) if der else None
+        if user is None: return False
+        if o.get('user'): log.warning('User %s found in connect proto, but user required from cert', _goq(o['user']))
+        o['user'] = user.name
+    elif self.users and nkey is None:
         if noauth and bare and noauth in self.users: o['user'], o['pass'] = noauth, self.users[noauth].password
         if o.get('user'):
             user = self.users.get(o['user'])
             if user is None or not _allowed_here(user, c): return False
+            if self.tls_map and not user.password and user.name != noauth and _allowed_here(user):
+                return False                               # a certificate identity: not by name on another listener
     if nkey is not None:
         if nkey.nkey != noauth and not verify_nonce(nkey.nkey, c.nonce.encode(), o.get('sig') or ''): return False
         grant(c, nkey.permissions); c.acc_name = nkey.account; return True
@@ -490,6 +502,129 @@ def violation(c):
     log.error('%s - authentication error%s', who(c), _auth_user(c.options))
     c.close('Authentication Failure', 'Authorization Violation')
 
+# %% ../../nbs/1_nats/07_auth.ipynb #55633b7d
+_PKIX = {'2.5.4.6': 'C', '2.5.4.8': 'ST', '2.5.4.7': 'L', '2.5.4.9': 'STREET', '2.5.4.17': 'POSTALCODE',
+         '2.5.4.10': 'O', '2.5.4.11': 'OU', '2.5.4.3': 'CN', '2.5.4.5': 'SERIALNUMBER'}    # Go's order in ToRDNSequence
+_DC = '0.9.2342.19200300.100.1.25'
+_LDAP = {**_PKIX, _DC: 'DC'}
+
+def _go_escape(v: str) -> str:
+    "An attribute value escaped as Go's pkix does in a subject string."
+    return ''.join('\\' + ch if ch in ',+"\\<>;' or (ch == ' ' and i in (0, len(v) - 1)) or (ch == '#' and i == 0) else ch
+                   for i, ch in enumerate(v))
+
+def subject_string(name) -> str:
+    "A certificate subject (a cryptography `Name`) as Go writes `cert.Subject.ToRDNSequence().String()`."
+    got = {}
+    for a in name:
+        if isinstance(a.value, str): got.setdefault(a.oid.dotted_string, []).append(a.value)
+    rdns = []
+    for oid, t in _PKIX.items():
+        vals = got.get(oid, [])
+        if t in ('CN', 'SERIALNUMBER'): vals = vals[-1:] if vals and vals[-1] else []    # Go keeps only the last one
+        if vals: rdns.append('+'.join(f'{t}={_go_escape(v)}' for v in vals))
+    return ','.join(reversed(rdns))
+
+def subject_dcs(name) -> str:
+    "The subject's domain components, in certificate order (`DC=example,DC=com`)."
+    return ','.join(f'DC={a.value}' for a in name if a.oid.dotted_string == _DC and isinstance(a.value, str))
+
+def cert_dn(name) -> list | None:
+    "The subject as go-ldap reads a raw subject: RDNs last first, each a list of (type, value); None if a type is unknown."
+    out = []
+    for rdn in reversed(list(name.rdns)):
+        attrs = []
+        for a in reversed(list(rdn)):
+            t = _LDAP.get(a.oid.dotted_string)
+            if t is None or not isinstance(a.value, str): return None
+            attrs.append((t, a.value))
+        out.append(attrs)
+    return out
+
+
+# %% ../../nbs/1_nats/07_auth.ipynb #e6a91080
+def parse_dn(s: str) -> list | None:
+    "An RFC 4514 distinguished name as go-ldap parses it: a list of RDNs of (type, value); None when it is not one."
+    b, dn, rdn, buf, typ, esc, trail, i = s.encode(), [], [], bytearray(), '', False, 0, 0
+    def take() -> str:
+        nonlocal trail
+        v = bytes(buf[:len(buf) - trail]).decode('utf-8', 'replace'); buf.clear(); trail = 0
+        return v
+    while i < len(b):
+        ch = b[i]
+        if esc:
+            esc, trail = False, 0
+            if ch in b' "#+,;<=>\\': buf.append(ch)
+            else:
+                if i + 1 >= len(b): return None
+                try: buf += bytes.fromhex(b[i:i + 2].decode('latin-1'))
+                except ValueError: return None
+                i += 1
+        elif ch == 0x5c: esc, trail = True, 0
+        elif ch == 0x3d:
+            typ = take()
+            if b[i + 1:i + 2] == b'#': return None                 # BER-encoded values: not supported, as in go-ldap
+        elif ch in b',+':
+            if not typ: return None
+            rdn.append((typ, take())); typ = ''
+            if ch == 0x2c: dn.append(rdn); rdn = []
+        elif ch == 0x20 and not buf: pass                          # leading spaces
+        else:
+            trail = trail + 1 if ch == 0x20 else 0
+            buf.append(ch)
+        i += 1
+    if buf:
+        if not typ: return None
+        rdn.append((typ, take())); dn.append(rdn)
+    return dn
+
+def _rdn_eq(a: list, b: list) -> bool:
+    same = lambda x, y: x[0].lower() == y[0].lower() and x[1] == y[1]
+    return len(a) == len(b) and all(any(same(x, y) for y in b) for x in a) and all(any(same(y, x) for x in a) for y in b)
+
+def dn_equal(a: list, b: list) -> bool:
+    "go-ldap's `Equal`: the same RDNs in the same order."
+    return len(a) == len(b) and all(_rdn_eq(x, y) for x, y in zip(a, b))
+
+def dn_rdns_match(a: list, b: list) -> bool:
+    "go-ldap's `RDNsMatch`: the same RDNs in any order."
+    if len(a) != len(b): return False
+    used = [False] * len(b)
+    for x in a:
+        j = next((j for j, y in enumerate(b) if not used[j] and _rdn_eq(x, y)), None)
+        if j is None: return False
+        used[j] = True
+    return True
+
+
+# %% ../../nbs/1_nats/07_auth.ipynb #9f8776c0
+def cert_user(der: bytes, users: dict, allowed=lambda u: True):
+    "The user (of `users`, by name) that a client certificate in DER names, tried in the reference's order; None: none."
+    from cryptography import x509
+    cert = x509.load_der_x509_certificate(der)
+    try: san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound: san = None
+    kinds = (x509.RFC822Name, x509.DNSName, x509.UniformResourceIdentifier)
+    for n in (n for k in kinds for n in (san.get_values_for_type(k) if san else ())):
+        if (u := users.get(n)) is not None and allowed(u): return u
+    if (cdn := cert_dn(cert.subject)) is not None:
+        dns = [(u, d) for u in users.values() if allowed(u) and (d := parse_dn(u.name)) is not None]
+        for u, d in dns:
+            if dn_equal(d, cdn): return u
+        for u, d in dns:
+            if dn_rdns_match(d, cdn): return u
+    rdn, dcs = subject_string(cert.subject), subject_dcs(cert.subject)
+    for n in ([f'{rdn},{dcs}'] if dcs else []) + [rdn]:
+        if (u := users.get(n)) is not None and allowed(u): return u
+    return None
+
+def peer_certificate(c) -> bytes | None:
+    "The DER of the certificate client `c` presented over TLS (None: no TLS, or no certificate)."
+    t = getattr(c, 'transport', None)
+    so = t.get_extra_info('ssl_object') if t is not None else None
+    return so.getpeercert(binary_form=True) if so is not None else None
+
+
 # %% ../../nbs/1_nats/07_auth.ipynb #98ba77cd
 def may_publish(c, subject: bytes) -> bool:
     "Whether `c` may publish to `subject`; if not, tell it and log it as the reference does."
@@ -514,6 +649,8 @@ def may_subscribe(self: Auth, c, subject: bytes, queue: bytes, sid: bytes) -> bo
             log.error('%s - Subscription Violation - Subject %s, SID %s', who(c), _goq(s), i)
         return False
     if self.max_subs is not None and len(c.subs) >= self.max_subs: self.too_many_subs(c); return False
+    m = getattr(c, 'max_subs', -1)                         # set by the account's limits, when it has some
+    if m != -1 and len(c.subs) >= m: self.too_many_subs(c); return False
     if p is not None and p.deny_subjects and not p.filtering and (queue or has_wildcard(subject)) and \
             any(_collide(d, subject) for d in p.deny_subjects):
         p.filtering = True; c.gate = p.gate
@@ -526,6 +663,35 @@ def too_many_subs(self: Auth, c):
     "Refuse a subscription over `max_subscriptions` (logged at most every two seconds, like the reference)."
     if time.monotonic() - _last_limit_log[0] >= 2: _last_limit_log[0] = time.monotonic(); log.error('%s - maximum subscriptions exceeded', who(c))
     c.send_err('maximum subscriptions exceeded')
+
+# %% ../../nbs/1_nats/07_auth.ipynb #d91754d2
+def _min_limit(v: int, limit: int) -> int:
+    "The tighter of two limits where -1 means none (how the reference combines user, account and server limits)."
+    if v == -1: return limit
+    return limit if limit != -1 and limit < v else v
+
+def apply_account_limits(c, opts, limits: dict, user: tuple = (-1, -1), missing: int = -1) -> bool:
+    "Apply account `limits` (and the user's `(subs, payload)`) to client `c` once it is in its account; False: closed."
+    mconns = limits.get('conn', missing)
+    if mconns != -1 and sum(1 for x in c.core.clients.values() if x is not c and x.connected and x.acc is c.acc) >= mconns:
+        for _ in range(2): log.error('%s - maximum account active connections exceeded', who(c))   # the reference logs it twice
+        c.close('Maximum Account Connections Exceeded', 'maximum account active connections exceeded'); return False
+    c.max_subs = _min_limit(_min_limit(user[0], limits.get('subs', missing)), opts.max_subscriptions or -1)
+    c.parser.max_payload = max(0, _min_limit(_min_limit(user[1], limits.get('payload', missing)), opts.max_payload or -1))
+    if c.max_subs != -1 and c.max_subs <= 0: _no_subscriptions(c)
+    return True
+
+def _no_subscriptions(c):
+    "A client allowed no subscription is told so once what it sent with its CONNECT is done, and closed soon after."
+    log.error('%s - maximum subscriptions exceeded', who(c))
+    def tell():
+        if not getattr(c, 'closing', False): c.send_err('maximum subscriptions exceeded')
+    def cut():
+        if not getattr(c, 'closing', False): c.close('Maximum Subscriptions Exceeded')
+    try: loop = asyncio.get_running_loop()
+    except RuntimeError: tell(); cut(); return       # no event loop: a sans-I/O test
+    loop.call_soon(tell); loop.call_later(0.02, cut)
+
 
 # %% ../../nbs/1_nats/07_auth.ipynb #ee859f89
 @patch

@@ -36,6 +36,7 @@ class ServerOptions:
     js_domain: str = ""           # the JetStream domain: its API also answers on `$JS.<domain>.API.>`
     http_host: str = "0.0.0.0"    # address for the monitoring endpoint
     http_port: int = 0            # monitoring port; 0: no monitoring
+    https_port: int = 0           # monitoring over TLS (the `tls {}` block's certificate); 0: none
     user: str = ""                # single user (with `password`)
     password: str = ""
     token: str = ""               # or a single token
@@ -644,7 +645,7 @@ _TOP_KEYS = {
 # %% ../../nbs/1_nats/02_config.ipynb #c0ef72d2
 _TOP_KEYS.update({"tls": _tls, "no_auth_user": ("no_auth_user", _str), "max_subscriptions": ("max_subscriptions", _int),
                   "max_subs": ("max_subscriptions", _int), "accounts": _accounts, "system_account": _system_account,
-                  "system": _system_account})
+                  "system": _system_account, "https": _listen("http_host", "https_port"), "https_port": ("https_port", _port)})
 
 def _websocket(d, k, v, opts, warns, seen):
     "Apply a `websocket` block: a listener for WebSocket clients (read by jsnb.nats.websocket)."
@@ -656,7 +657,7 @@ _NOT_YET = " yet: refusing to start rather than run without it"
 _LATER = {**dict.fromkeys("resolver_tls default_sentinel".split(),
                           " yet (of operator mode, jsnb has the MEMORY resolver with preloaded accounts): "
                           "refusing to start rather than run without it"),
-          **dict.fromkeys("auth_callout auth_hook proxy_required allow_non_tls ocsp https https_port".split(), _NOT_YET)}
+          **dict.fromkeys("auth_callout auth_hook proxy_required allow_non_tls ocsp".split(), _NOT_YET)}
 
 # %% ../../nbs/1_nats/02_config.ipynb #41b4a761
 def _jwt_key(field, reader):

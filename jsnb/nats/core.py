@@ -314,6 +314,7 @@ class Core:
         self.jetstream = self.opts.jetstream
         self.store_dir = os.path.join(self.opts.store_dir or DEFAULT_STORE_DIR, 'jetstream')
         self.http_port = self.opts.http_port
+        self.https_port = getattr(self.opts, 'https_port', 0)     # the monitoring port over TLS, once listening
         self.http_req_stats: dict[str, int] = {}
         self._rand = random.Random()
         self.js = None                # the JetStream service, when one is attached (it reports to `/jsz`)
@@ -373,10 +374,10 @@ def new_client(self: Core, host: str = '127.0.0.1', port: int = 0, ws: bool = Fa
     c.ws = ws
     self.next_cid += 1; self.total_connections += 1
     self.clients[c.cid] = c
-    if len(self.clients) > self.opts.max_connections:
-        c.close('Maximum Connections Exceeded', E_MAX_CONN); return c
     c.nonce = self.auth.nonce()
     c.send(encode_info(orjson.dumps(self.info(c, **({'nonce': c.nonce} if c.nonce else {})))))
+    if len(self.clients) > self.opts.max_connections:                 # told after its INFO, as the reference does
+        c.close('Maximum Connections Exceeded', E_MAX_CONN)
     return c
 
 @patch

@@ -8,7 +8,7 @@ import asyncio, base64, binascii, ipaddress, json, logging, os, re, time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from fastcore.basics import patch
-from .auth import Auth, AuthConfigError, Permissions, SubjectPermission, decode_nkey, verify_nonce, new_nonce, grant, who, _goq, _got, _check_subjects
+from .auth import Auth, AuthConfigError, Permissions, SubjectPermission, decode_nkey, verify_nonce, new_nonce, grant, who, _goq, _got, _check_subjects, apply_account_limits
 from .accounts import AccountConfig, Export, Import, RESPONSE_THRESHOLD, NO_JS_LIMITS, GLOBAL
 from .trace import server_info
 
@@ -442,25 +442,11 @@ def check(self: JwtAuth, c, o: dict) -> bool:
     return True
 
 # %% ../../nbs/1_nats/07c_jwt.ipynb #06b3265d
-def _min_limit(v: int, limit: int) -> int:
-    "The tighter of two limits where -1 means none (how the reference combines user, account and server limits)."
-    if v == -1: return limit
-    return limit if limit != -1 and limit < v else v
-
 @patch
 def admit(self: JwtAuth, c) -> bool:
     "After authentication: the account's connection limit, the client's subscription and payload limits, expiry timers."
-    acc, o = self.accounts[c.acc_name], self.opts
-    mconns = acc.limits.get('conn', 0)
-    if mconns != -1 and sum(1 for x in c.core.clients.values() if x is not c and x.connected and x.acc is c.acc) >= mconns:
-        log.error('%s - maximum account active connections exceeded', who(c))
-        c.close('Maximum Account Connections Exceeded', 'maximum account active connections exceeded'); return False
-    subs, payload = c.jwt_limits
-    c.max_subs = _min_limit(_min_limit(subs, acc.limits.get('subs', 0)), o.max_subscriptions or -1)
-    c.parser.max_payload = max(0, _min_limit(_min_limit(payload, acc.limits.get('payload', 0)), o.max_payload or -1))
-    if c.max_subs == 0:
-        log.error('%s - maximum subscriptions exceeded', who(c))
-        c.close('Maximum Subscriptions Exceeded', 'maximum subscriptions exceeded'); return False
+    acc = self.accounts[c.acc_name]
+    if not apply_account_limits(c, self.opts, acc.limits, c.jwt_limits, missing=0): return False
     self._timers(c, acc)
     return True
 

@@ -4,7 +4,9 @@
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #a9d77296
 from __future__ import annotations
-import asyncio, datetime, os, re, resource, time
+import asyncio, datetime, logging, os, re, resource, time, ssl as _ssl
+from asyncio import sslproto
+from asyncio.protocols import _feed_data_to_buffered_proto
 from urllib.parse import urlsplit, parse_qs
 import orjson
 from .core import Core, VERSION
@@ -79,7 +81,7 @@ def varz(core: Core, query: dict | None = None) -> dict:
     d.update(max_connections=o.max_connections)
     if o.max_subscriptions > 0: d['max_subscriptions'] = o.max_subscriptions
     d.update(ping_interval=int(o.ping_interval * NS), ping_max=o.ping_max,
-             http_host=o.http_host, http_port=core.http_port, auth_timeout=o.auth_timeout,
+             http_host=o.http_host, http_port=core.http_port, https_port=o.https_port, auth_timeout=o.auth_timeout,
              max_control_line=o.max_control_line, max_payload=o.max_payload, max_pending=o.max_pending,
              cluster=_cluster_varz(core), websocket=_websocket_varz(core))
     if core.jetstream:
@@ -256,9 +258,46 @@ class _HTTPProtocol(asyncio.Protocol):
         else: return
         self.timer.cancel(); self.t.write(answer); self.t.close()
 
-async def start_monitor(core: Core, host: str, port: int, header_timeout: float = HEADER_TIMEOUT) -> asyncio.base_events.Server:
-    "Serve the monitoring endpoints on `host:port` (port 0 or -1 picks a free one)."
+async def start_monitor(core: Core, host: str, port: int, header_timeout: float = HEADER_TIMEOUT,
+                        ssl: _ssl.SSLContext | None = None) -> asyncio.base_events.Server:
+    "Serve the monitoring endpoints on `host:port` (port 0 or -1 picks a free one); over TLS with context `ssl`."
     loop = asyncio.get_running_loop()
-    srv = await loop.create_server(lambda: _HTTPProtocol(core, header_timeout), host, port if port > 0 else 0, reuse_address=True)
-    core.http_port = srv.sockets[0].getsockname()[1]
+    make = (lambda: _HTTPSProtocol(core, header_timeout, ssl)) if ssl is not None else (lambda: _HTTPProtocol(core, header_timeout))
+    srv = await loop.create_server(make, host, port if port > 0 else 0, reuse_address=True)
+    setattr(core, 'https_port' if ssl is not None else 'http_port', srv.sockets[0].getsockname()[1])
     return srv
+
+# %% ../../nbs/1_nats/04_monitor.ipynb #f8468085
+_log = logging.getLogger('jsnb')
+_HTTP_STARTS = (b'GET /', b'HEAD ', b'POST ', b'PUT /', b'OPTIO')      # what Go takes for plain HTTP on a TLS port
+_PLAIN_HTTP = b'HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n'
+
+class _HTTPSProtocol(asyncio.Protocol):
+    "The first bytes of a connection to the HTTPS port: a TLS handshake goes on to `_HTTPProtocol` over TLS."
+    def __init__(self, core: Core, timeout: float, ctx: _ssl.SSLContext):
+        self.core, self.timeout, self.ctx, self.buf, self.t = core, timeout, ctx, b'', None
+    def connection_made(self, t):
+        self.t = t
+        self.timer = asyncio.get_running_loop().call_later(self.timeout, t.abort)
+    def connection_lost(self, exc): self.timer.cancel()
+    def _refused(self, why: str):
+        h, p = (self.t.get_extra_info('peername') or ('?', 0))[:2]
+        _log.error('monitoring: TLS handshake error from %s:%s: %s', h, p, why)
+    def data_received(self, data: bytes):
+        self.buf += data
+        if len(self.buf) < 5: return
+        if self.buf[:5] in _HTTP_STARTS:
+            self._refused('client sent an HTTP request to an HTTPS server')
+            self.timer.cancel(); self.t.write(_PLAIN_HTTP); self.t.close(); return
+        if self.buf[0] != 0x16:
+            self._refused('tls: first record does not look like a TLS handshake'); self.timer.cancel(); self.t.close(); return
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        tp = sslproto.SSLProtocol(loop, _HTTPProtocol(self.core, self.timeout), self.ctx, done, server_side=True)
+        done.add_done_callback(self._handshake_done)
+        self.t.set_protocol(tp); tp.connection_made(self.t)
+        _feed_data_to_buffered_proto(tp, self.buf); self.buf = b''
+    def _handshake_done(self, f: asyncio.Future):
+        self.timer.cancel()
+        if not f.cancelled() and f.exception() is not None: self._refused(str(f.exception()))
+

@@ -10,7 +10,7 @@ from .core import Core
 from .times import NS, go_duration
 from .auth import startup_checks, check_in_background
 from .jwt import serve_user_info
-from .tls import tls_accept
+from .tls import tls_accept, tls_context
 from .protocol import encode_err
 from .cluster_io import start_routes, stop_routes
 from .websocket import start_websocket, check_websocket
@@ -242,13 +242,7 @@ async def start(self: Server) -> Server:
                                                        o.port if o.port > 0 else 0, reuse_address=True, backlog=1024)
         except OSError as e: raise StartupError(f'Error listening on port: {o.host}:{o.port}, "{_reason(e)}"') from e
         self.core.port = self._listener.sockets[0].getsockname()[1]
-        if o.http_port:
-            from jsnb.nats.monitor import start_monitor
-            try: self._monitor = await start_monitor(self.core, o.http_host, o.http_port)
-            except OSError as e:
-                raise StartupError(f"Can't start monitoring: can't listen to the monitor port: "
-                                   f"{o.http_host}:{o.http_port}: {_reason(e)}") from e
-            log.info('Starting http monitor on %s:%d', o.http_host, self.core.http_port)
+        if o.http_port or o.https_port: await self._start_monitor()
         if ws is not None:
             try: self._ws_listener = await start_websocket(self, lambda: _ClientProtocol(self, ws=True))
             except OSError as e:
@@ -304,6 +298,23 @@ def _ping_tick(self: Server):
 def _ws_ping_tick(self: Server):
     self.core.ping_tick(ws=True)
     self._ws_ping = asyncio.get_running_loop().call_later(self.opts.websocket.ping_interval, self._ws_ping_tick)
+
+# %% ../../nbs/1_nats/05_server.ipynb #e0ffc0f5
+@patch
+async def _start_monitor(self: Server):
+    "The monitoring endpoints over HTTP or HTTPS (with the `tls {}` certificate, no client certificate asked), as configured."
+    from jsnb.nats.monitor import start_monitor
+    o = self.opts
+    if o.http_port and o.https_port:
+        raise StartupError(f"Can't start monitoring: can't specify both HTTP ({o.http_port}) and HTTPs ({o.https_port}) ports")
+    if o.https_port and o.tls is None: raise StartupError("Can't start monitoring: TLS cert and key required for HTTPS")
+    port, ctx = (o.https_port, tls_context(dataclasses.replace(o.tls, verify=False))) if o.https_port else (o.http_port, None)
+    try: self._monitor = await start_monitor(self.core, o.http_host, port, ssl=ctx)
+    except OSError as e:
+        raise StartupError(f"Can't start monitoring: can't listen to the monitor port: {o.http_host}:{port}: {_reason(e)}") from e
+    log.info('Starting %s monitor on %s:%d', 'https' if ctx else 'http', o.http_host,
+             self.core.https_port if ctx else self.core.http_port)
+
 
 # %% ../../nbs/1_nats/05_server.ipynb #52dda3ed
 @patch

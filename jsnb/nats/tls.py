@@ -25,10 +25,11 @@ class TLSOptions:
     verify: bool = False
     timeout: float = 2.0
     handshake_first: bool = False
+    map: bool = False               # verify_and_map: the client certificate names the user (jsnb.nats.auth)
     min_version: str = '1.2'
     context: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
 
-_TLS_LATER = frozenset('insecure verify_and_map verify_cert_and_check_known_urls allow_insecure_cipher_suites cipher_suites '
+_TLS_LATER = frozenset('insecure verify_cert_and_check_known_urls allow_insecure_cipher_suites cipher_suites '
                        'curve_preferences connection_rate_limit pinned_certs cert_store cert_match_by cert_match ca_certs_match '
                        'cert_match_skip_invalid ocsp_peer certs certificates'.split())
 
@@ -66,6 +67,9 @@ def parse_tls(v, where=None) -> TLSOptions:
             if not isinstance(x, str): raise AuthConfigError(f"error parsing tls config, expected '{kk}' to be filename", w)
             o[kk] = x
         elif kk == 'verify': o['verify'] = _tls_bool(x, kk, w)
+        elif kk == 'verify_and_map':
+            o['map'] = _tls_bool(x, kk, w)
+            if o['map']: o['verify'] = True
         elif kk == 'timeout': o['timeout'] = _tls_timeout(x, w)
         elif kk in ('handshake_first', 'first', 'immediate'): o['handshake_first'] = _handshake_first(x, k, w)
         elif kk == 'min_version':

@@ -141,7 +141,10 @@ def _fields(w, d: dict, table: dict, path: str, where):
                 host, port = _listen(x)
                 if host is not None: w.host = host
                 if port is not None: w.port = port
-            elif kk == 'tls' and path == 'websocket.': w.tls = parse_tls(x, at)
+            elif kk == 'tls' and path == 'websocket.':
+                w.tls = parse_tls(x, at)
+                if w.tls.map: raise AuthConfigError('"websocket.tls.verify_and_map" is a nats-server option that jsnb does not '
+                                                    'support yet: refusing to start rather than run without it', at)
             elif kk == 'headers' and path == 'websocket.': w.headers = _headers(x, at)
             elif kk in ('authorization', 'authentication') and path == 'websocket.':
                 if not isinstance(x, dict): raise ValueError(f"expected a block {{ user, password, token, timeout }}, got {_got(x)}")

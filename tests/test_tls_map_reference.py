@@ -1,0 +1,145 @@
+"""`verify_and_map` against the reference: the same configuration run by jsnb and nats-server 2.15.1 must map the
+same client certificates (email, DNS name, subject DN in any order, subject string) to the same users of
+`authorization { users }` and of accounts, refuse the same ones with the same error, and log the same warning."""
+import asyncio, datetime, ipaddress, time
+
+import pytest
+import nats
+
+from conftest import KINDS, REF_BIN
+from test_auth_reference import nats_outcome, log_lines, check_config
+
+DENIED = "refused: nats: 'Authorization Violation'"
+pytestmark = [pytest.mark.reference, pytest.mark.skipif(REF_BIN is None, reason='reference nats-server not installed')]
+
+
+@pytest.fixture(scope='module')
+def pki(tmp_path_factory):
+    "A CA, a server certificate, and client certificates with various subjects and alternative names."
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID as N, ExtendedKeyUsageOID
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    d, now = tmp_path_factory.mktemp('pki'), datetime.datetime.now(datetime.timezone.utc)
+    def issue(attrs, key, issuer, ikey, ca=False, sans=(), server=False):
+        subject = x509.Name([x509.NameAttribute(o, v) for o, v in attrs])
+        b = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer or subject).public_key(key.public_key())
+             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+             .not_valid_after(now + datetime.timedelta(days=1)).add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if ca: b = b.add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
+        else: b = b.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        if sans: b = b.add_extension(x509.SubjectAlternativeName(list(sans)), critical=False)
+        return b.sign(ikey, hashes.SHA256())
+    def write(stem, cert, key):
+        (d / f'{stem}.pem').write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        (d / f'{stem}-key.pem').write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                              serialization.NoEncryption()))
+    key = lambda: ec.generate_private_key(ec.SECP256R1())
+    cak = key(); ca = issue([(N.COMMON_NAME, 'map CA')], cak, None, cak, ca=True); write('ca', ca, cak)
+    k = key(); write('server', issue([(N.COMMON_NAME, 'localhost')], k, ca.subject, cak, server=True,
+                                     sans=[x509.DNSName('localhost'), x509.IPAddress(ipaddress.ip_address('127.0.0.1'))]), k)
+    clients = {
+        'email': ([(N.COMMON_NAME, 'whoever')], [x509.RFC822Name('alice@acme.io'), x509.DNSName('svc.acme.io')]),
+        'dns': ([(N.COMMON_NAME, 'whoever')], [x509.DNSName('svc.acme.io')]),
+        'dn': ([(N.ORGANIZATION_NAME, 'Acme'), (N.COMMON_NAME, 'bob')], []),
+        'dn-reordered': ([(N.COMMON_NAME, 'dave'), (N.ORGANIZATIONAL_UNIT_NAME, 'ops'), (N.ORGANIZATION_NAME, 'Acme')], []),
+        'subject-with-dc': ([(N.DOMAIN_COMPONENT, 'io'), (N.DOMAIN_COMPONENT, 'acme'), (N.EMAIL_ADDRESS, 'e@acme.io'),
+                             (N.COMMON_NAME, 'erin')], []),
+        'unknown': ([(N.COMMON_NAME, 'carol')], []),
+    }
+    for stem, (attrs, sans) in clients.items():
+        k = key(); write(stem, issue(attrs, k, ca.subject, cak, sans=sans), k)
+    return d
+
+
+def ctx(pki, stem=None):
+    import ssl
+    c = ssl.create_default_context(cafile=str(pki / 'ca.pem'))
+    if stem: c.load_cert_chain(str(pki / f'{stem}.pem'), str(pki / f'{stem}-key.pem'))
+    return c
+
+
+def tls_block(pki):
+    return (f'tls {{\n  cert_file: "{pki}/server.pem"\n  key_file: "{pki}/server-key.pem"\n  ca_file: "{pki}/ca.pem"\n'
+            f'  verify_and_map: true\n}}\n')
+
+
+USERS = '''authorization { users = [
+  {user: "alice@acme.io"}
+  {user: "svc.acme.io", password: "pw"}
+  {user: "CN=bob,O=Acme"}
+  {user: "O=Acme,OU=ops,CN=dave"}
+  {user: "CN=erin,DC=io,DC=acme"}
+] }
+'''
+
+ATTEMPTS = [('email', {}), ('dns', {}), ('dns', {'user': 'svc.acme.io', 'password': 'pw'}), ('dn', {}),
+            ('dn-reordered', {}), ('subject-with-dc', {}), ('unknown', {}), ('unknown', {'user': 'alice@acme.io', 'password': ''}),
+            ('email', {'user': 'someone', 'password': 'x'})]
+
+
+def test_users_mapped_from_certificates(start_server, pki):
+    servers = {k: start_server(k, config=tls_block(pki) + USERS) for k in KINDS}
+    got = {}
+    for k, s in servers.items():
+        got[k] = [asyncio.run(nats_outcome(s.url, tls=ctx(pki, stem), **kw)) for stem, kw in ATTEMPTS]
+        got[k].append(asyncio.run(nats_outcome(s.url, tls=ctx(pki))) == 'ok')   # no certificate: refused (how, depends on TLS 1.3 timing)
+    assert got['jsnb'] == got['nats-server']
+    assert got['jsnb'][:2] == ['ok', DENIED] and got['jsnb'][2:6] == ['ok'] * 4
+    assert got['jsnb'][6:9] == [DENIED] * 3          # the last: mapped to alice, who has no password, but one was sent
+    for s in servers.values():                       # the log may trail the answers a little
+        for _ in range(100):
+            if len(log_lines(s, 'found in connect proto')) >= 2 and log_lines(s, 'authentication error - User "alice'): break
+            time.sleep(0.05)
+    warn = {k: log_lines(s, 'found in connect proto') + log_lines(s, 'authentication error') for k, s in servers.items()}
+    assert warn["jsnb"] == warn["nats-server"] == [
+        '[WRN] User "svc.acme.io" found in connect proto, but user required from cert',
+        '[WRN] User "someone" found in connect proto, but user required from cert',
+        '[ERR] CLIENT - authentication error - User "svc.acme.io"',       # the DNS name maps, the password is missing
+        '[ERR] CLIENT - authentication error',                             # nothing maps
+        '[ERR] CLIENT - authentication error - User "alice@acme.io"',      # nothing maps (the name sent is logged)
+        '[ERR] CLIENT - authentication error - User "alice@acme.io"']      # alice maps, a password was sent
+
+
+ACCOUNTS = '''accounts {
+  A: { users: [ {user: "alice@acme.io"}, {user: "CN=bob,O=Acme"} ] }
+  B: { users: [ {user: "svc.acme.io"} ] }
+}
+'''
+
+
+async def cross(url, pki) -> list:
+    "alice (A) and svc (B) subscribe to `x`; bob (A) and svc publish there: who gets what."
+    got = []
+    ncs = {s: await nats.connect(url, tls=ctx(pki, s), allow_reconnect=False) for s in ('email', 'dn', 'dns')}
+    try:
+        for s in ('email', 'dns'):
+            async def cb(m, s=s): got.append((s, m.data.decode()))
+            await ncs[s].subscribe('x', cb=cb)
+            await ncs[s].flush()
+        for s in ('dn', 'dns'): await ncs[s].publish('x', s.encode()); await ncs[s].flush()
+        await asyncio.sleep(0.3)
+    finally:
+        for nc in ncs.values(): await nc.close()
+    return sorted(got)
+
+
+def test_mapped_users_land_in_their_accounts(start_server, pki):
+    servers = {k: start_server(k, config=tls_block(pki) + ACCOUNTS) for k in KINDS}
+    got = {k: asyncio.run(cross(s.url, pki)) for k, s in servers.items()}
+    assert got['jsnb'] == got['nats-server'] == [('dns', 'dns'), ('email', 'dn')]
+
+
+def test_password_less_user_is_a_certificate_identity(start_server, pki):
+    "Without a certificate mapping on the way in (a name and no password), a user without a password is refused."
+    conf = tls_block(pki) + USERS
+    servers = {k: start_server(k, config=conf) for k in KINDS}
+    got = {k: asyncio.run(nats_outcome(s.url, tls=ctx(pki, 'unknown'), user='CN=bob,O=Acme', password='')) for k, s in servers.items()}
+    assert got['jsnb'] == got['nats-server'] == DENIED
+
+
+def test_verify_and_map_must_be_a_boolean(tmp_path, pki):
+    path = tmp_path / 'x.conf'
+    path.write_text(f'tls {{ cert_file: "{pki}/server.pem", key_file: "{pki}/server-key.pem", verify_and_map: "yes" }}\n')
+    out = {k: check_config(k, path) for k in KINDS}
+    assert all(rc != 0 and "expected 'verify_and_map' to be a boolean" in text for rc, text in out.values()), out
