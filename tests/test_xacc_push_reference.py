@@ -137,3 +137,45 @@ def test_kv_across_accounts(start_server):
     assert out['jsnb'] == out['nats-server']
     history, seen = out['jsnb']
     assert [h[0] for h in history] == ['A', 'B', 'B', 'C'] and seen[-1][:2] == ('D', b'D')
+
+
+TRACE = '''
+accounts {
+  A: { users: [ {user: a, password: a} ], exports: [ {stream: "foo.>"} ] }
+  B: { users: [ {user: b, password: b} ], imports: [ {stream: {account: A, subject: "foo.>"}, prefix: pre} ] }
+}
+'''
+
+
+async def traced_across(url) -> list:
+    "A traced message crossing a stream import: an `se` event for the export, no `eg` event in the importing account."
+    a, b = await connect(url, 'a'), await connect(url, 'b')
+    out = []
+    for only in (False, True):
+        got, tr = [], asyncio.Queue()
+        async def cb(m): got.append(m.subject)
+        async def tcb(m):
+            await tr.put([{k: v for k, v in e.items() if k not in ('ts', 'cid', 'name')} for e in json.loads(m.data)['events']])
+        subs = [await b.subscribe('pre.foo.>', cb=cb), await a.subscribe('foo.bar', cb=cb), await a.subscribe('trace.x', cb=tcb)]
+        await b.flush(); await a.flush()
+        h = {'Nats-Trace-Dest': 'trace.x', **({'Nats-Trace-Only': 'true'} if only else {})}
+        await a.publish('foo.bar', b'x', headers=h)
+        events = await asyncio.wait_for(tr.get(), 5)
+        await a.publish('foo.bar', b'untraced')                   # after it: what was delivered so far has arrived
+        await a.flush(); await b.flush()
+        for _ in range(100):
+            if got.count('pre.foo.bar') and got.count('foo.bar') and len(got) >= (2 if only else 4): break
+            await asyncio.sleep(0.02)
+        out.append((only, events, sorted(got)))
+        for s in subs: await s.unsubscribe()
+    for nc in (a, b): await nc.close()
+    return out
+
+
+def test_trace_across_stream_import(start_server):
+    servers = {k: start_server(k, config=TRACE) for k in KINDS}
+    out = {k: asyncio.run(traced_across(s.url)) for k, s in servers.items()}
+    assert out['jsnb'] == out['nats-server']
+    (_, events, got), (_, only_events, only_got) = out['jsnb']
+    assert [e['type'] for e in events] == ['in', 'se', 'eg'] and events[1] == {'type': 'se', 'acc': 'B', 'to': 'pre.foo.bar'}
+    assert got == ['foo.bar', 'foo.bar', 'pre.foo.bar', 'pre.foo.bar'] and only_got == ['foo.bar', 'pre.foo.bar']

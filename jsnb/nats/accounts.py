@@ -14,7 +14,7 @@ from .auth import AuthConfigError, parse_users, parse_permissions, _where, _used
 # %% auto #0
 __all__ = ['GLOBAL', 'SYSTEM', 'RESPONSE_THRESHOLD', 'NO_JS_LIMITS', 'MAX_HOPS', 'Export', 'Import', 'AccountConfig',
            'parse_export', 'parse_import', 'map_subject', 'parse_account_jetstream', 'parse_accounts', 'NatsAccount',
-           'CoreView', 'wire_imports', 'add_shadows', 'drop_shadows']
+           'CoreView', 'wire_imports', 'add_shadows', 'drop_shadows', 'shadow_export']
 
 # %% ../../nbs/1_nats/07b_accounts.ipynb #597c146c
 GLOBAL = '$G'            # the account of every client that no account claims
@@ -331,7 +331,7 @@ def add_shadows(core, acc, sub):
         if part is None: continue
         ex = core.accounts[imp.account]
         subject = imp.subject.encode() if part == imp.local.encode() else _exported(imp, part)
-        sh = Subscription(None, subject, sub.queue, cb=partial(_shadow_msg, core, imp, sub), defers=True)
+        sh = Subscription(None, subject, sub.queue, cb=partial(_shadow_msg, core, acc, imp, sub), defers=True)
         ex.sublist.insert(sh)
         found.append((ex, sh))
         for watch in ex.interest_watchers: watch(subject)
@@ -341,11 +341,22 @@ def drop_shadows(core, acc, sub):
     "Remove the shadows of `sub`, which is leaving `acc`."
     for ex, sh in acc.shadows.pop(sub, ()): ex.sublist.remove(sh)
 
-def _shadow_msg(core, imp, sub, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    "A message on a shadow: to the importer's subscription, under the local subject (unless a service import brought it)."
+def _via_service(reply: bytes, data: bytes) -> bool:
+    "Whether this message is the request a service import is forwarding."
     fs = _from_service[0]
-    if fs is not None and fs[1] is data and fs[0] == reply: return
-    core.deliver(sub, _imported(imp, subject), reply, hdr, data, src)
+    return fs is not None and fs[1] is data and fs[0] == reply
+
+def _shadow_msg(core, acc, imp, sub, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+    """A message on a shadow: to the importer's subscription, under the local subject (unless a service import brought
+    it). The core's own `deliver`, not one a message trace put in place: a trace ends at the export (see `shadow_export`)."""
+    if not _via_service(reply, data): type(core).deliver(core, sub, _imported(imp, subject), reply, hdr, data, src)
+
+def shadow_export(sub, subject: bytes, reply: bytes, data: bytes) -> tuple | None:
+    "For a shadow subscription `sub` taking a message: the importing account's name and the subject there (None: not a shadow, or nothing to pass on)."
+    cb = sub.cb
+    if getattr(cb, 'func', None) is not _shadow_msg or _via_service(reply, data): return None
+    _, acc, imp, _ = cb.args
+    return acc.name, _imported(imp, subject)
 
 
 # %% ../../nbs/1_nats/07b_accounts.ipynb #0c657490
