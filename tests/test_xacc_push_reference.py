@@ -179,3 +179,37 @@ def test_trace_across_stream_import(start_server):
     (_, events, got), (_, only_events, only_got) = out['jsnb']
     assert [e['type'] for e in events] == ['in', 'se', 'eg'] and events[1] == {'type': 'se', 'acc': 'B', 'to': 'pre.foo.bar'}
     assert got == ['foo.bar', 'foo.bar', 'pre.foo.bar', 'pre.foo.bar'] and only_got == ['foo.bar', 'pre.foo.bar']
+
+
+LOOP = '''
+accounts {
+  A: { users: [ {user: a, password: a} ], exports: [ {service: "svc.>"}, {stream: "svc.>"} ] }
+  B: { users: [ {user: b, password: b} ],
+       imports: [ {service: {account: A, subject: "svc.x"}}, {stream: {account: A, subject: "svc.>"}, prefix: p} ] }
+}
+'''
+
+
+async def service_not_streamed(url) -> list:
+    "A request B sends through a service import is not handed back to B by its stream import of the same subjects."
+    a, b = await connect(url, 'a'), await connect(url, 'b')
+    got = []
+    async def cb(m): got.append((m.subject, m.data.decode()))
+    async def svc(m): got.append(('svc', m.subject)); await m.respond(b'ok')
+    await b.subscribe('p.svc.>', cb=cb); await a.subscribe('svc.>', cb=svc)
+    await b.flush(); await a.flush()
+    r = await b.request('svc.x', b'q', timeout=3)
+    await a.publish('svc.y', b'published in A')                # what A publishes itself does come through
+    await a.flush()
+    for _ in range(100):
+        if ('p.svc.y', 'published in A') in got: break
+        await asyncio.sleep(0.02)
+    for nc in (a, b): await nc.close()
+    return [r.data.decode(), sorted(got)]
+
+
+def test_service_request_not_streamed_back(start_server):
+    servers = {k: start_server(k, config=LOOP) for k in KINDS}
+    out = {k: asyncio.run(service_not_streamed(s.url)) for k, s in servers.items()}
+    assert out['jsnb'] == out['nats-server']
+    assert out['jsnb'] == ['ok', [('p.svc.y', 'published in A'), ('svc', 'svc.x'), ('svc', 'svc.y')]]
