@@ -7,14 +7,14 @@ from __future__ import annotations
 import json, random, string, time
 from dataclasses import dataclass, field, replace
 from functools import partial
-from .subjects import Sublist, valid_subject, has_wildcard, transform_subject
+from .subjects import Sublist, Subscription, valid_subject, has_wildcard, transform_subject
 from .times import NS, parse_go_duration
 from .auth import AuthConfigError, parse_users, parse_permissions, _where, _used, _goq, _got, _subset
 
 # %% auto #0
 __all__ = ['GLOBAL', 'SYSTEM', 'RESPONSE_THRESHOLD', 'NO_JS_LIMITS', 'MAX_HOPS', 'Export', 'Import', 'AccountConfig',
            'parse_export', 'parse_import', 'map_subject', 'parse_account_jetstream', 'parse_account_limits',
-           'parse_accounts', 'NatsAccount', 'CoreView', 'wire_imports']
+           'parse_accounts', 'NatsAccount', 'CoreView', 'wire_imports', 'add_shadows', 'drop_shadows', 'shadow_export']
 
 # %% ../../nbs/1_nats/07b_accounts.ipynb #597c146c
 GLOBAL = '$G'            # the account of every client that no account claims
@@ -272,6 +272,8 @@ class NatsAccount:
         self.responses: dict = {}                   # reply handed out here -> (account, requester's reply, deadline, single, its subscription)
         self.pruned = time.monotonic()
         self.js = None                              # this account's JetStream, when it has one
+        self.stream_imports = tuple(i for i in self.cfg.imports if i.kind == 'stream')
+        self.shadows: dict = {}                     # subscription here -> its shadows in exporting accounts [(account, sub)]
 
     def __repr__(self): return f'<NatsAccount {self.name}>'
 
@@ -295,26 +297,85 @@ class CoreView:
 # %% ../../nbs/1_nats/07b_accounts.ipynb #5bc059c3
 MAX_HOPS = 8
 _hops = [0]
+_from_service = [None]     # (reply, data) of the request a service import is forwarding right now
+
+def _internal(core, acc, subject, cb) -> Subscription:
+    "An internal subscription of the import machinery in `acc`: never shadowed itself."
+    sub = Subscription(None, subject if isinstance(subject, bytes) else subject.encode(), cb=cb)
+    acc.sublist.insert(sub)
+    return sub
 
 def wire_imports(core):
-    "Subscribe what every account's imports need."
+    "Subscribe what every account's service imports need (stream imports follow subscriptions, see `add_shadows`)."
     for acc in core.accounts.values():
         for imp in acc.cfg.imports:
-            src = core.accounts[imp.account]
-            if imp.kind == 'stream':
-                core.subscribe(imp.subject, partial(_stream_msg, core, acc, imp), acc=src)
-                continue
-            core.subscribe(imp.local, partial(_service_msg, core, acc, src, imp), acc=acc)
+            if imp.kind == 'service': _internal(core, acc, imp.local, partial(_service_msg, core, acc, core.accounts[imp.account], imp))
 
-def _stream_msg(core, dst, imp, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    "A message on a stream import's subject: published again in the importing account."
-    if _hops[0] >= MAX_HOPS: return
-    if imp.prefix: to = imp.prefix.rstrip('.').encode() + b'.' + subject
-    elif imp.to: to = map_subject(subject, imp.subject, imp.to)
-    else: to = subject
-    _hops[0] += 1
-    try: core.route(None, to, reply, hdr, data, acc=dst)
-    finally: _hops[0] -= 1
+
+# %% ../../nbs/1_nats/07b_accounts.ipynb #e545d1e7
+def _overlap(a: bytes, b: bytes) -> bytes | None:
+    "The subjects both patterns `a` and `b` match, as one pattern (`None`: none)."
+    x, y, out = a.split(b'.'), b.split(b'.'), []
+    for i in range(max(len(x), len(y))):
+        s, t = (x[i] if i < len(x) else None), (y[i] if i < len(y) else None)
+        if s == b'>' or t == b'>':
+            rest = (y[i:] if s == b'>' else x[i:]) if s != t else [b'>']
+            return b'.'.join(out + rest) if rest else None
+        if s is None or t is None: return None
+        if s == b'*': out.append(t)
+        elif t == b'*' or s == t: out.append(s)
+        else: return None
+    return b'.'.join(out)
+
+def _exported(imp, subject: bytes) -> bytes:
+    "Local `subject` (within the import's local subject) as the exporting account names it."
+    if imp.prefix: return subject[len(imp.prefix.rstrip('.')) + 1:]
+    if imp.to: return map_subject(subject, imp.to, imp.subject)
+    return subject
+
+def _imported(imp, subject: bytes) -> bytes:
+    "Exported `subject` as the importing account names it."
+    if imp.prefix: return imp.prefix.rstrip('.').encode() + b'.' + subject
+    if imp.to: return map_subject(subject, imp.subject, imp.to)
+    return subject
+
+
+# %% ../../nbs/1_nats/07b_accounts.ipynb #bb8279b7
+def add_shadows(core, acc, sub):
+    "Shadow `sub` (new in `acc`) in every account whose stream import it overlaps."
+    found = []
+    for imp in acc.stream_imports:
+        part = _overlap(sub.subject, imp.local.encode())
+        if part is None: continue
+        ex = core.accounts[imp.account]
+        subject = imp.subject.encode() if part == imp.local.encode() else _exported(imp, part)
+        sh = Subscription(None, subject, sub.queue, cb=partial(_shadow_msg, core, acc, imp, sub), defers=True)
+        ex.sublist.insert(sh)
+        found.append((ex, sh))
+        for watch in ex.interest_watchers: watch(subject)
+    if found: acc.shadows[sub] = found
+
+def drop_shadows(core, acc, sub):
+    "Remove the shadows of `sub`, which is leaving `acc`."
+    for ex, sh in acc.shadows.pop(sub, ()): ex.sublist.remove(sh)
+
+def _via_service(reply: bytes, data: bytes) -> bool:
+    "Whether this message is the request a service import is forwarding."
+    fs = _from_service[0]
+    return fs is not None and fs[1] is data and fs[0] == reply
+
+def _shadow_msg(core, acc, imp, sub, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+    """A message on a shadow: to the importer's subscription, under the local subject (unless a service import brought
+    it). The core's own `deliver`, not one a message trace put in place: a trace ends at the export (see `shadow_export`)."""
+    if not _via_service(reply, data): type(core).deliver(core, sub, _imported(imp, subject), reply, hdr, data, src)
+
+def shadow_export(sub, subject: bytes, reply: bytes, data: bytes) -> tuple | None:
+    "For a shadow subscription `sub` taking a message: the importing account's name and the subject there (None: not a shadow, or nothing to pass on)."
+    cb = sub.cb
+    if getattr(cb, 'func', None) is not _shadow_msg or _via_service(reply, data): return None
+    _, acc, imp, _ = cb.args
+    return acc.name, _imported(imp, subject)
+
 
 # %% ../../nbs/1_nats/07b_accounts.ipynb #0c657490
 _REQUEST_INFO = b'Nats-Request-Info:'
@@ -339,14 +400,15 @@ def _service_msg(core, acc, svc, imp, subject: bytes, reply: bytes, hdr: int, da
     if reply:
         new = svc.reply_prefix + _token().encode()
         exp = next((e for e in svc.cfg.exports if e.kind == 'service' and _subset(to, e.subject.encode())), None)
-        rsub = core.subscribe(new, partial(_response_msg, core, svc, new), acc=svc)
+        rsub = _internal(core, svc, new, partial(_response_msg, core, svc, new))
         svc.responses[new] = (acc, reply, time.monotonic() + (exp.threshold if exp else RESPONSE_THRESHOLD),
                               exp is None or exp.response == 'singleton', rsub)
         _prune(core, svc)
     hdr, data = _request_info(src, hdr, data)
     _hops[0] += 1
+    prev, _from_service[0] = _from_service[0], (new, data)
     try: n = core.route(None, to, new, hdr, data, acc=svc)
-    finally: _hops[0] -= 1
+    finally: _hops[0] -= 1; _from_service[0] = prev
     if n == 0 and reply:
         _forget(core, svc, new)
         if src is not None and getattr(src, 'no_responders', False): core._no_responders(src, subject, reply)
@@ -365,7 +427,7 @@ def _response_msg(core, svc, key: bytes, subject: bytes, reply: bytes, hdr: int,
 def _forget(core, svc, key: bytes):
     "Drop a reply subject handed out by a service import, and its subscription."
     e = svc.responses.pop(key, None)
-    if e is not None: core.unsubscribe(e[4], acc=svc)
+    if e is not None: svc.sublist.remove(e[4])
 
 def _prune(core, svc):
     "Forget reply subjects whose time is up (at most once a second)."

@@ -11,7 +11,7 @@ from .protocol import E_UNKNOWN, E_MAX_PAYLOAD
 from .subjects import Sublist, Subscription, valid_subject, valid_literal_subject
 from .config import ServerOptions, DEFAULT_STORE_DIR
 from .auth import Auth, may_publish, violation
-from .accounts import NatsAccount, GLOBAL, wire_imports
+from .accounts import NatsAccount, GLOBAL, wire_imports, add_shadows, drop_shadows
 from .jwt import JwtAuth
 from .times import go_duration
 from . import trace
@@ -240,6 +240,7 @@ def _sub(self: ClientConn, op: Sub):
         sub = Subscription(self, subject, queue, sid)
         self.subs[sid] = sub
         self.acc.sublist.insert(sub)
+        if self.acc.stream_imports: add_shadows(self.core, self.acc, sub)   # interest in the accounts it imports from
         for watch in self.acc.interest_watchers: watch(subject)
         if self.core.cluster is not None: self.core.cluster.local_interest(sub, 1)
     if self.verbose: self.send(OK_B)
@@ -258,6 +259,7 @@ def unsubscribe(self: ClientConn, sub: Subscription):
     "Remove one of this client's subscriptions."
     if self.subs.pop(sub.sid, None) is not None:
         self.acc.sublist.remove(sub)
+        if sub in self.acc.shadows: drop_shadows(self.core, self.acc, sub)
         if self.core.cluster is not None: self.core.cluster.local_interest(sub, -1)
 
 # %% ../../nbs/1_nats/03_core.ipynb #bdd39e3a
@@ -323,7 +325,7 @@ class Core:
         self.cluster = None           # the cluster layer, when this server has routes to others (it then routes every message)
         self.auth = (JwtAuth if self.opts.trusted_keys else Auth)(self.opts)   # how clients are checked (jsnb.nats.auth, .jwt)
         self.ws_info = None           # the WebSocket listener's host, port and TLS, once it listens (jsnb.nats.websocket)
-        wire_imports(self)            # the subscriptions that carry exports into the accounts importing them
+        wire_imports(self)            # the subscriptions service imports need
 
     @property
     def auth_required(self) -> bool: return self.opts.auth_required
@@ -386,6 +388,7 @@ def remove_client(self: Core, c: ClientConn):
     if self.clients.pop(c.cid, None) is None: return
     for sub in c.subs.values():
         c.acc.sublist.remove(sub)
+        if sub in c.acc.shadows: drop_shadows(self, c.acc, sub)
         if self.cluster is not None: self.cluster.local_interest(sub, -1)
     c.subs.clear()
 
@@ -467,11 +470,16 @@ def subscribe(self: Core, subject: str | bytes, cb, queue: str | bytes = b'', de
     if isinstance(subject, str): subject = subject.encode()
     if isinstance(queue, str): queue = queue.encode()
     sub = Subscription(None, subject, queue, b'', cb, defers)
-    (acc or self.gacc).sublist.insert(sub)
+    acc = acc or self.gacc
+    acc.sublist.insert(sub)
+    if acc.stream_imports: add_shadows(self, acc, sub)
     return sub
 
 @patch
-def unsubscribe(self: Core, sub: Subscription, acc=None): (acc or self.gacc).sublist.remove(sub)
+def unsubscribe(self: Core, sub: Subscription, acc=None):
+    acc = acc or self.gacc
+    acc.sublist.remove(sub)
+    if sub in acc.shadows: drop_shadows(self, acc, sub)
 
 @patch
 def publish(self: Core, subject: str | bytes, data: bytes = b'', reply: str | bytes = b'', headers: bytes = b'', acc=None) -> int:

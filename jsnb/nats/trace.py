@@ -9,6 +9,7 @@ import orjson
 from .subjects import valid_literal_subject
 from .times import rfc3339
 from .auth import may_publish
+from .accounts import shadow_export
 
 log = logging.getLogger('jsnb')
 
@@ -90,6 +91,9 @@ def _deliver(self: Trace, sub, subject: bytes, reply: bytes, hdr: int, data: byt
     "The core's `deliver` while this message is routed: the real one, recorded (or only recorded)."
     deliver, c = type(self.core).deliver, sub.client
     if c is None:
+        if (se := shadow_export(sub, subject, reply, data)) is not None:     # into another account: noted, not traced there
+            self.events.append(dict(type='se', ts=_now(), acc=se[0], to=se[1].decode('utf-8', 'replace')))
+            return 1 if self.only else deliver(self.core, sub, subject, reply, hdr, data, src)
         owner = getattr(sub.cb, '__self__', None)
         if getattr(owner, 'trace_kind', None) != 'js': return deliver(self.core, sub, subject, reply, hdr, data, src)
         self.events.append(dict(type='js', ts=_now(), stream=owner.name, subject=subject.decode('utf-8', 'replace')))
