@@ -54,6 +54,7 @@ _FIELDS = [   # (jsnb option, the reference's field, what a change does, how val
     ('ping_interval', 'PingInterval', 'Reloaded: ping_interval = {}', _dur),
     ('ping_max', 'MaxPingsOut', 'Reloaded: ping_max = {}', str),
     ('http_host', 'HTTPHost', 'refuse', str), ('http_port', 'HTTPPort', 'refuse', str),
+    ('https_port', 'HTTPSPort', 'refuse', str),
     ('auth_timeout', 'AuthTimeout', 'Reloaded: authorization timeout = {}', _gov),
     ('max_control_line', 'MaxControlLine', 'Reloaded: max_control_line = {}', str),
     ('max_payload', 'MaxPayload', 'Reloaded: max_payload = {}', str),
