@@ -3,7 +3,7 @@ publishing, a server restarted, a majority lost. The promise: nothing acknowledg
 a restarted server catches up, and once quiet every replica's store holds the same messages."""
 import asyncio, json, time
 import pytest
-import nats
+import nats, nats.js.errors
 from nats.errors import TimeoutError as NatsTimeout, NoRespondersError
 from jsclusters import JSCluster
 
@@ -170,6 +170,56 @@ async def test_consumer_on_a_stream_held_by_another_server(cluster):
     r = await _req(nc, '$JS.API.STREAM.UPDATE.ONE', {'name': 'ONE', 'subjects': ['one.>'], 'num_replicas': 3})
     assert r['error'] == {'code': 500, 'err_code': 10008, 'description': 'changing the replicas of a stream is not supported by jsnb clusters yet'}
     await nc.close(); await nc0.close()
+
+
+async def _fetch(sub, n: int, deadline: float) -> list:
+    "Fetch up to `n` messages, asking again while the stream's group is between leaders."
+    while time.time() < deadline:
+        try: return await sub.fetch(n, timeout=2)
+        except (NatsTimeout, asyncio.TimeoutError, NoRespondersError): await asyncio.sleep(0.1)
+        except nats.js.errors.APIError: await asyncio.sleep(0.2)
+    return []
+
+
+async def _ack_sync(m, deadline: float):
+    while time.time() < deadline:
+        try: return await m.ack_sync(timeout=2)
+        except (NatsTimeout, asyncio.TimeoutError, NoRespondersError): await asyncio.sleep(0.1)
+    raise TimeoutError('ack never confirmed')
+
+
+async def test_consumer_survives_the_stream_leader(cluster):
+    "A durable pull consumer of an R3 stream: after the leader is killed, the new leader redelivers no acknowledged message and loses no unacknowledged one."
+    leader = await _create(cluster, 'W')
+    li = int(leader[1:])
+    nc = await nats.connect(cluster.url((li + 1) % 3), max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+    js = nc.jetstream()
+    for k in range(20): await js.publish('w.x', f'{k}'.encode())
+    r = await _req(nc, '$JS.API.CONSUMER.DURABLE.CREATE.W.work',
+                   {'stream_name': 'W', 'config': {'durable_name': 'work', 'ack_policy': 'explicit', 'ack_wait': 2_000_000_000}})
+    assert 'error' not in r, r
+    assert r['cluster']['leader'] == leader and len(r['cluster']['replicas']) == 2
+    sub = await js.pull_subscribe_bind('work', 'W')
+    first = await sub.fetch(10, timeout=10)
+    acked = set()
+    for m in first[:6]:
+        await m.ack_sync(timeout=10); acked.add(m.metadata.sequence.stream)
+    info = await _req(nc, '$JS.API.CONSUMER.INFO.W.work')
+    assert (info['delivered']['stream_seq'], info['ack_floor']['stream_seq'], info['num_ack_pending']) == (10, 6, 4)
+    cluster.kill(li)
+    seen, deadline = [], time.time() + 90
+    while len(set(seen) - acked) < 14 and time.time() < deadline:   # 4 pending (after ack_wait) and 10 never delivered
+        for m in await _fetch(sub, 5, deadline):
+            seen.append(m.metadata.sequence.stream)
+            await _ack_sync(m, deadline)
+    assert not acked & set(seen), f'acknowledged messages redelivered: {sorted(acked & set(seen))}'
+    assert set(seen) == set(range(7, 21))
+    info = await _info(nc, 'W')
+    assert info['cluster']['leader'] != leader
+    ci = await _req(nc, '$JS.API.CONSUMER.INFO.W.work')
+    assert (ci['ack_floor']['stream_seq'], ci['num_ack_pending'], ci['num_pending']) == (20, 0, 0)
+    assert ci['cluster']['leader'] == info['cluster']['leader']
+    await nc.close()
 
 
 async def _publish_id(js, subject: str, data: bytes, deadline: float):
