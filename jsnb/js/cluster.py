@@ -13,7 +13,7 @@ from pysyncobj import SyncObj, SyncObjConf, replicated
 socket.inet_ntop = _inet_ntop     # PySyncObj 0.3.17 replaces it with a Windows-only version on every platform
 from ..nats.protocol import text
 from ..nats.times import rfc3339
-from .errors import JSApiError, JSClusterNotAvailErr, JSClusterNoPeersErrF, JSStreamNotFoundErr, JSConsumerNotFoundErr, JSInvalidJSONErr, JSStreamSubjectOverlapErr
+from .errors import JSApiError, JSClusterNotAvailErr, JSClusterNoPeersErrF, JSStreamNotFoundErr, JSConsumerNotFoundErr, JSStreamSubjectOverlapErr
 from .host import json_bytes
 from .api import JetStream, route, answer, audit, _RT, API_SUBJECTS, ROUTES, map_domain, _above_level
 from .direct_get import level_ok
@@ -34,6 +34,7 @@ class RaftGroup(SyncObj):
     def __init__(self, me: str, others: list[str], password: str, on_apply, loop, journal: str | None = None):
         self._on_apply, self._loop = on_apply, loop
         self.leader_since, self.applied, self.applied_before = 0, 0, 0
+        self.cready = False
         conf = SyncObjConf(password=password, journalFile=journal, onStateChanged=self._state, appendEntriesUseBatch=False,
                            appendEntriesPeriod=0.05, raftMinTimeout=0.5,
                            raftMaxTimeout=1.2, connectionRetryTime=0.5, connectionTimeout=2.0,
@@ -63,6 +64,7 @@ class RaftGroup(SyncObj):
 
     def _state(self, old, new):
         if new == 2: self.leader_since = time.time_ns()      # 2: PySyncObj's leader state
+        elif old == 2: self.cready = False                   # a leader no more: its replicated consumers stop (see below)
 
 def free_port(host: str) -> int:
     "A port the OS has free on `host` now (for a Raft listener whose address must be announced before it starts)."
@@ -394,6 +396,11 @@ def _consumer_api(self: ClusteredJetStream, verb, name, g, subject, reply, hdr, 
     if s is not None and s.cfg.get('retention', 'limits') != 'limits':
         return self._refuse(reply, rtype, not_yet('a consumer on a replicated work-queue or interest stream'), extra)
     if verb not in _C_CHANGES: return self._local_api(subject, reply, hdr, data, src, name)
+    if verb in ('CONSUMER.CREATE', 'CONSUMER.DURABLE.CREATE') and s is not None:
+        try: want = (orjson.loads(data[hdr:] if hdr else data).get('config') or {}).get('num_replicas')
+        except (orjson.JSONDecodeError, AttributeError): want = None      # the create itself reports the bad request
+        if type(want) is int and want not in (0, s.cfg.get('num_replicas', 1)):
+            return self._refuse(reply, rtype, not_yet("a consumer with replicas other than its stream's"), extra)
     if s is not None and not self._consumers_ready(g, s):        # a new leader that has not rebuilt the consumers yet
         return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
     resp = self._local_api(subject, b'', hdr, data, src, name)
@@ -590,13 +597,13 @@ def _serve(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: int, dat
     subj = text(subject)
     verb, args = _verb(subj)
     if verb in _NOT_YET: return self._refuse(reply, _NOT_YET[verb][0], not_yet(_NOT_YET[verb][1]))
+    if verb == 'META.LEADER.STEPDOWN': return self._meta_stepdown_request(src)
     if subj.startswith('$JS.API.DIRECT.GET.'):
         name = subj.split('.')[4]
         if self.leader_of(name) in ('', self.core.server_name): return self._local_api(subject, reply, hdr, data, src)
         if not self.assignments[name]['config'].get('allow_direct'): self.account.no_responders(src, subject, reply)
         return                                       # otherwise the stream's replicas answer (their queue group)
     if verb not in _SCOPED and verb not in ('STREAM.NAMES', 'STREAM.LIST'): return self._local_api(subject, reply, hdr, data, src)
-    if verb == 'META.LEADER.STEPDOWN': return self._meta_stepdown(subject, reply, hdr, data, hops)
     rtype = _STEPDOWNS.get(verb) or ROUTES[verb].rtype
     extra = {} if verb in _STEPDOWNS else ROUTES[verb].error_extra
     if self.meta is None: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
@@ -669,26 +676,20 @@ def _stepdown(self: ClusteredJetStream, name: str, g: RaftGroup | None, reply: b
     g.transferLeadership(callback=lambda res, err: g._loop.call_soon_threadsafe(done, res, err))
 
 @patch
-def _meta_stepdown(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: int, data: bytes, hops: int):
-    "`META.LEADER.STEPDOWN`: sent on to the meta leader, which hands the meta group to the most caught-up member."
-    rtype = 'meta_leader_stepdown_response'
-    if self.meta is None: return self._refuse(reply, rtype, JSClusterNotAvailErr())
-    try: req = orjson.loads(data[hdr:] if hdr else data) if (data[hdr:] if hdr else data).strip() else {}
-    except orjson.JSONDecodeError: req = None
-    if not isinstance(req, dict): return self._refuse(reply, rtype, JSInvalidJSONErr(err='not a JSON object'))
-    if req.get('placement'): return self._refuse(reply, rtype, not_yet('a meta leader stepdown with placement'))
-    lead = self.meta_leader()
-    if not lead: return self._refuse(reply, rtype, JSClusterNotAvailErr())
-    if lead != self.core.server_name:
-        if hops >= 2: return self._refuse(reply, rtype, JSClusterNotAvailErr())
-        return self.forward(lead, subject, reply, hdr, data, hops + 1)
-    def done(res, err):
-        body = (json_bytes(dict(type=_RT + rtype, success=True)) if err == 0 else
-                _error(rtype, JSClusterNoPeersErrF(err='no member is caught up to take over')))
-        self.account.api_total += 1
-        if reply: self.account.reply(reply, body)
+def _meta_stepdown_request(self: ClusteredJetStream, src):
+    "`META.LEADER.STEPDOWN` from a client: the reference takes it only from the system account and leaves others unanswered (with a warning); jsnb clusters have only `$G` so far."
+    log.warning('JetStream API stepdown request from non-system account: %r', self.account.name)
+
+@patch
+def meta_stepdown(self: ClusteredJetStream, done=None) -> bool:
+    "On the meta leader: hand the meta group to the most caught-up member; `done(ok)` is called on the loop once it is known. False when this server does not lead."
     m = self.meta
-    m.transferLeadership(callback=lambda res, err: m._loop.call_soon_threadsafe(done, res, err))
+    if m is None or not m.is_leader(): return False
+    def fin(res, err):
+        if err != 0: log.warning('JetStream meta leader stepdown: no member is caught up to take over')
+        if done is not None: done(err == 0)
+    m.transferLeadership(callback=lambda res, err: m._loop.call_soon_threadsafe(fin, res, err))
+    return True
 
 @patch
 def _on_forwarded(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
@@ -712,6 +713,10 @@ def _local_api(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: int,
     resp, delay = answer(self.account, r, args, body, src, subj)
     if 'config' in resp and 'state' in resp: resp = self._with_cluster(resp, resp['config'].get('name', ''))
     elif 'delivered' in resp and 'stream_name' in resp: resp = self._consumer_with_cluster(resp)
+    elif isinstance(resp.get('streams'), list) and resp['streams'] and isinstance(resp['streams'][0], dict):   # a list answered here
+        resp = dict(resp, streams=[self._with_cluster(x, x['config'].get('name', '')) for x in resp['streams']])
+    elif isinstance(resp.get('consumers'), list) and resp['consumers'] and isinstance(resp['consumers'][0], dict):
+        resp = dict(resp, consumers=[self._consumer_with_cluster(x) for x in resp['consumers']])
     loud = 'error' in resp or not r.quiet
     if loud: self.account.api_total += 1
     out = json_bytes(resp)
