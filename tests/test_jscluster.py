@@ -222,6 +222,43 @@ async def test_consumer_survives_the_stream_leader(cluster):
     await nc.close()
 
 
+async def test_push_and_ephemeral_consumers_and_a_restart(cluster):
+    "Push and ephemeral consumers of an R3 stream through a server that does not lead it; a durable's state survives a restart of the whole cluster."
+    leader = await _create(cluster, 'P')
+    li = int(leader[1:])
+    nc = await nats.connect(cluster.url((li + 1) % 3))
+    js = nc.jetstream()
+    for k in range(5): await js.publish('p.x', f'{k}'.encode())
+    got = asyncio.Queue()
+    async def cb(m):
+        await m.ack_sync(timeout=10); await got.put(m.metadata.sequence.stream)
+    push = await js.subscribe('p.x', stream='P', cb=cb, manual_ack=True)        # an ephemeral push consumer
+    assert sorted([await asyncio.wait_for(got.get(), 10) for _ in range(5)]) == [1, 2, 3, 4, 5]
+    ci = await push.consumer_info()
+    assert (ci.ack_floor.stream_seq, ci.num_ack_pending, ci.cluster.leader) == (5, 0, leader)
+    await push.unsubscribe()
+    eph = await js.pull_subscribe('p.x', stream='P')                             # an ephemeral pull consumer
+    assert [m.metadata.sequence.stream for m in await eph.fetch(5, timeout=10)] == [1, 2, 3, 4, 5]
+    r = await _req(nc, '$JS.API.CONSUMER.DURABLE.CREATE.P.keep', {'stream_name': 'P', 'config': {'durable_name': 'keep', 'ack_policy': 'explicit'}})
+    assert 'error' not in r, r
+    dur = await js.pull_subscribe_bind('keep', 'P')
+    for m in await dur.fetch(3, timeout=10): await m.ack_sync(timeout=10)
+    r = await _req(nc, '$JS.API.CONSUMER.CREATE.P', {'stream_name': 'P', 'config': {'ack_policy': 'explicit', 'num_replicas': 1}})
+    assert r['error'] == {'code': 500, 'err_code': 10008, 'description': "a consumer with replicas other than its stream's is not supported by jsnb clusters yet"}
+    await nc.close()
+    cluster.stop(); cluster.start(); cluster.wait_meta()
+    nc = await nats.connect(cluster.url(li))
+    deadline = time.time() + 60
+    while True:
+        ci = await _req(nc, '$JS.API.CONSUMER.INFO.P.keep')
+        if 'error' not in ci or time.time() > deadline: break
+        await asyncio.sleep(0.2)
+    assert (ci['delivered']['stream_seq'], ci['ack_floor']['stream_seq'], ci['num_ack_pending'], ci['num_pending']) == (3, 3, 0, 2)
+    dur = await nc.jetstream().pull_subscribe_bind('keep', 'P')
+    assert [m.metadata.sequence.stream for m in await _fetch(dur, 5, time.time() + 60)] == [4, 5]
+    await nc.close()
+
+
 async def _publish_id(js, subject: str, data: bytes, deadline: float):
     "Publish with a message id until acknowledged; a retry of a publish that was committed is a duplicate the stream drops."
     while time.time() < deadline:
