@@ -435,13 +435,14 @@ def _replicated_ack(self: ClusteredJetStream, g: RaftGroup, name: str, subject: 
     body = data[hdr:] if hdr else data
     if c is None or c.ack_none or body[:4] == b'+NXT': return C.on_ack(self.account, subject, reply, hdr, data, src)
     C.on_ack(self.account, subject, b'', hdr, data, src)
+    if not reply: return                             # nobody waits: logged with the next round of `_watch_consumers`
     key = (name, c.name)
     q = self._acks.get(key)
     if q is None:
         q = self._acks[key] = []
         if src is None: q.append(None)               # no read to wait for the end of: sent below
         else: self.core.defer(partial(self._flush_acks, key))
-    if reply: q.append((reply, b''))
+    q.append((reply, b''))
     if q and q[0] is None: q.pop(0); self._flush_acks(key)
 
 @patch
