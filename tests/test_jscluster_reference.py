@@ -151,6 +151,12 @@ async def test_consumer_on_a_replicated_stream(cluster):
     assert nxt[0].metadata.sequence.stream == 3
     r = await _req(ncs[1], '$JS.API.CONSUMER.LEADER.STEPDOWN.R3.nope')
     assert r['error'] == {'code': 404, 'err_code': 10014, 'description': 'consumer not found'}
+    r = await _req(ncs[1], '$JS.API.CONSUMER.LEADER.STEPDOWN.NOPE.work')
+    assert r['error'] == {'code': 404, 'err_code': 10059, 'description': 'stream not found'}
+    r = await _req(ncs[0], '$JS.API.CONSUMER.DURABLE.CREATE.R1.one', {'stream_name': 'R1', 'config': {'durable_name': 'one'}})
+    assert set(r['cluster']) == {'name', 'leader'}                   # a consumer of a stream on one server: no group
+    r = await _req(ncs[2], '$JS.API.CONSUMER.LEADER.STEPDOWN.R1.one')
+    assert r == {'type': 'io.nats.jetstream.api.v1.consumer_leader_stepdown_response', 'success': True}
     r = await _req(ncs[1], '$JS.API.CONSUMER.DELETE.R3.work')
     assert r == {'type': 'io.nats.jetstream.api.v1.consumer_delete_response', 'success': True}
     for nc in ncs: await nc.close()
