@@ -259,6 +259,36 @@ async def test_push_and_ephemeral_consumers_and_a_restart(cluster):
     await nc.close()
 
 
+async def test_scale_down_to_one_replica(cluster):
+    "R3 -> R1 by updating `num_replicas`: the leader keeps the stream and its consumers, the others drop their replicas; it survives a restart."
+    leader = await _create(cluster, 'D')
+    li = int(leader[1:])
+    nc = await nats.connect(cluster.url((li + 1) % 3))
+    js = nc.jetstream()
+    for k in range(5): await js.publish('d.x', f'{k}'.encode())
+    r = await _req(nc, '$JS.API.CONSUMER.DURABLE.CREATE.D.keep', {'stream_name': 'D', 'config': {'durable_name': 'keep', 'ack_policy': 'explicit'}})
+    assert 'error' not in r, r
+    sub = await js.pull_subscribe_bind('keep', 'D')
+    for m in await sub.fetch(2, timeout=10): await m.ack_sync(timeout=10)
+    r = await _req(nc, '$JS.API.STREAM.UPDATE.D', {'name': 'D', 'subjects': ['d.>'], 'num_replicas': 1})
+    assert 'error' not in r, r
+    assert (r['config']['num_replicas'], r['cluster'], r['state']['messages']) == (1, {'name': 'c1', 'leader': leader}, 5)
+    _wait(lambda: [cluster.jsz(i)['streams'] for i in range(3)] == [1 if i == li else 0 for i in range(3)])
+    assert (await js.publish('d.x', b'5')).seq == 6
+    ci = await _req(nc, '$JS.API.CONSUMER.INFO.D.keep')
+    assert (ci['ack_floor']['stream_seq'], ci['num_pending'], ci['cluster']) == (2, 4, {'name': 'c1', 'leader': leader})
+    assert [m.metadata.sequence.stream for m in await sub.fetch(4, timeout=10)] == [3, 4, 5, 6]
+    r = await _req(nc, '$JS.API.STREAM.UPDATE.D', {'name': 'D', 'subjects': ['d.>'], 'num_replicas': 3})
+    assert r['error'] == {'code': 500, 'err_code': 10008, 'description': 'changing the replicas of a stream is not supported by jsnb clusters yet'}
+    await nc.close()
+    cluster.stop(); cluster.start(); cluster.wait_meta()
+    nc = await nats.connect(cluster.url((li + 2) % 3))
+    info = await _info(nc, 'D', 60)
+    assert (info['config']['num_replicas'], info['state']['messages'], info['cluster']['leader']) == (1, 6, leader)
+    assert (await _publish_acked(nc.jetstream(), 'd.x', b'6', time.time() + 60)).seq == 7
+    await nc.close()
+
+
 async def _publish_id(js, subject: str, data: bytes, deadline: float):
     "Publish with a message id until acknowledged; a retry of a publish that was committed is a duplicate the stream drops."
     while time.time() < deadline:

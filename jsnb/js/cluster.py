@@ -276,6 +276,8 @@ def apply(self: ClusteredJetStream, idx: int, op: tuple):
         if a is not None:
             a['addrs'][server] = addr
             if len(a['addrs']) == len(a['peers']) and me in a['peers'] and name not in self.groups: self._start_group(name)
+    elif kind == 'scale':
+        self._apply_scale(name, op, fresh)
     elif kind == 'config':
         if name in self.assignments: self.assignments[name]['config'] = op[2]
     elif kind == 'unassign':                      # a replica whose group had not applied the delete yet removes it now
@@ -286,6 +288,25 @@ def apply(self: ClusteredJetStream, idx: int, op: tuple):
     if fresh and kind in ('config', 'unassign') and len(op) > 3 and op[-1] == self.core.server_id and op[-3]:
         self.account.reply(op[-3], op[-2])          # the update or delete asked here is answered now that it is recorded
     if fresh: _write(os.path.join(self._state_dir, 'applied'), str(idx))
+
+@patch
+def _apply_scale(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
+    "A stream scaled down to the servers `peers`: the others drop their replica, every server its group; the consumers run on the one left."
+    _, name, peers, cfg, origin, reply = op
+    a, me = self.assignments.get(name), self.core.server_name
+    if a is None: return
+    was, a['peers'], a['config'], a['addrs'] = a['peers'], list(peers), cfg, {}
+    g = self.groups.pop(name, None)
+    if g is not None: g.destroy()
+    s = self.account.streams.get(name)
+    if s is None or not fresh: return
+    if me not in peers:
+        if me in was: self.account.remove_stream(s)
+        return
+    if g is not None and g.cready is not True: self._take_over(g, s)     # the consumers as the log recorded them
+    if origin == self.core.server_id and reply:
+        self.account.api_total += 1
+        self.account.reply(reply, json_bytes(dict(type=_RT + 'stream_update_response', **self._with_cluster(s.info(cluster=False), name))))
 
 # %% ../../nbs/2_js/20_cluster.ipynb #182ca4e9
 @patch
@@ -321,7 +342,7 @@ def _start_group(self: ClusteredJetStream, name: str):
     g.applied_before = int(_read(base + '.applied') or 0) if kept else 0
     g.applied_file, g.names = base + '.applied', {v: k for k, v in a['addrs'].items()}
     g.name = g_name
-    g.cstates, g.cmarks, g.cready = {}, {}, False    # replicated consumers: latest states, what was logged, whether they run here
+    g.cstates, g.cmarks, g.cready, g.closing = {}, {}, False, False    # replicated consumers: latest states, what was logged, whether they run here
     self.groups[name] = g
     if name in self._replies: self._answer_created(name, 0)
 
@@ -362,6 +383,10 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
                 except Exception:
                     log.exception("stream '$G > %s' failed to apply entry %d", name, idx); ack = None
                 if answer and reply and ack is not None: self.account.reply(reply, ack)
+    elif op[0] == 'scale':                           # every replica holds the same messages from here on: none takes more
+        _, cfg, reply, origin = op
+        g.closing = True
+        if origin == me: self.meta.propose(('scale', name, [self.core.server_name], cfg, me, reply))
     elif op[0] == 'api':
         _, subject, reply, hdr, data, origin = op
         self._answer_here(_verb(text(subject))[0], name, subject, reply if origin == me else b'', hdr, data, None, origin == me)
@@ -371,7 +396,9 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
 def _replicated_msg(self: ClusteredJetStream, s: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "A message for a replicated stream: its leader puts it in the group's log; every replica stores it once committed."
     g = self.groups.get(s.name)
-    if g is None or not g.is_leader(): return        # every replica's server sees the message: the leader takes it
+    if g is None and self.leader_of(s.name) == self.core.server_name:
+        return s._on_msg(subject, reply, hdr, data, src)   # scaled down to this server alone: stored as on one server
+    if g is None or not g.is_leader() or g.closing: return   # every replica's server sees the message: the leader takes it
     if reply.endswith(b'.$FI') or (hdr and b'Nats-Batch-Id' in data[:hdr]):
         return s._handle(subject, reply, hdr, data)  # batches are refused on replicated streams (see the create): answered so
     q = self._outbox.setdefault(s.name, [])
@@ -637,6 +664,7 @@ def _serve(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: int, dat
     if verb == 'STREAM.UPDATE' and (err := self._update_refused(name, hdr, data)):
         return self._refuse(reply, rtype, err, extra)
     if g is None: return self._answer_r1(verb, name, subject, reply, hdr, data, src)
+    if verb == 'STREAM.UPDATE' and _wanted_replicas(hdr, data) == 1: return self._scale_down(name, subject, reply, hdr, data, src)
     if verb.startswith('CONSUMER.'): return self._consumer_api(verb, name, g, subject, reply, hdr, data, src, rtype, extra)
     if verb == 'STREAM.SNAPSHOT': return self._refuse(reply, rtype, not_yet('a snapshot of a replicated stream'), extra)
     if verb in _CHANGES: return g.propose(('api', subject, reply, hdr, data, self.core.server_id))
@@ -661,11 +689,25 @@ def _answer_here(self: ClusteredJetStream, verb, name, subject, reply, hdr, data
 
 @patch
 def _update_refused(self: ClusteredJetStream, name: str, hdr: int, data: bytes) -> JSApiError | None:
-    "Scaling a replicated stream (a new `num_replicas`) is refused until jsnb clusters move replicas."
+    "Scaling up (a larger `num_replicas`, or any change but down to 1) is refused until jsnb clusters copy replicas."
+    want = _wanted_replicas(hdr, data)
+    have = self.assignments[name]['config'].get('num_replicas', 1)
+    if want is None or want == have or (want == 1 and name in self.groups): return None
+    return not_yet('changing the replicas of a stream')
+
+def _wanted_replicas(hdr: int, data: bytes) -> int | None:
+    "The `num_replicas` an update asks for (0 meaning 1), or None."
     try: want = orjson.loads(data[hdr:] if hdr else data).get('num_replicas')
     except (orjson.JSONDecodeError, AttributeError): return None        # the update itself reports the bad request
-    have = self.assignments[name]['config'].get('num_replicas', 1)
-    return not_yet('changing the replicas of a stream') if type(want) is int and max(want, 1) != have else None
+    return max(want, 1) if type(want) is int else None
+
+@patch
+def _scale_down(self: ClusteredJetStream, name: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+    "`num_replicas` down to 1, on the leader: the update is applied here as on one server; a `scale` entry in the stream's log then freezes every replica at the same message, and the meta group records that only this server holds the stream (the others drop their replicas, this one its group); this server answers."
+    resp = self._local_api(subject, b'', hdr, data, src, name)
+    if resp is None: return
+    if 'error' in resp: return self.account.reply(reply, json_bytes(resp)) if reply else None
+    self.groups[name].propose(('scale', resp['config'], reply, self.core.server_id))   # first through the stream's own log
 
 @patch
 def _stepdown(self: ClusteredJetStream, name: str, g: RaftGroup | None, reply: bytes, rtype: str = 'stream_leader_stepdown_response'):
