@@ -3,7 +3,7 @@ publishing, a server restarted, a majority lost. The promise: nothing acknowledg
 a restarted server catches up, and once quiet every replica's store holds the same messages."""
 import asyncio, json, time
 import pytest
-import nats
+import nats, nats.js.errors
 from nats.errors import TimeoutError as NatsTimeout, NoRespondersError
 from jsclusters import JSCluster
 
@@ -170,6 +170,123 @@ async def test_consumer_on_a_stream_held_by_another_server(cluster):
     r = await _req(nc, '$JS.API.STREAM.UPDATE.ONE', {'name': 'ONE', 'subjects': ['one.>'], 'num_replicas': 3})
     assert r['error'] == {'code': 500, 'err_code': 10008, 'description': 'changing the replicas of a stream is not supported by jsnb clusters yet'}
     await nc.close(); await nc0.close()
+
+
+async def _fetch(sub, n: int, deadline: float) -> list:
+    "Fetch up to `n` messages, asking again while the stream's group is between leaders."
+    while time.time() < deadline:
+        try: return await sub.fetch(n, timeout=2)
+        except (NatsTimeout, asyncio.TimeoutError, NoRespondersError): await asyncio.sleep(0.1)
+        except nats.js.errors.APIError: await asyncio.sleep(0.2)
+    return []
+
+
+async def _ack_sync(m, deadline: float):
+    while time.time() < deadline:
+        try: return await m.ack_sync(timeout=2)
+        except (NatsTimeout, asyncio.TimeoutError, NoRespondersError): await asyncio.sleep(0.1)
+    raise TimeoutError('ack never confirmed')
+
+
+async def test_consumer_survives_the_stream_leader(cluster):
+    "A durable pull consumer of an R3 stream: after the leader is killed, the new leader redelivers no acknowledged message and loses no unacknowledged one."
+    leader = await _create(cluster, 'W')
+    li = int(leader[1:])
+    nc = await nats.connect(cluster.url((li + 1) % 3), max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+    js = nc.jetstream()
+    for k in range(20): await js.publish('w.x', f'{k}'.encode())
+    r = await _req(nc, '$JS.API.CONSUMER.DURABLE.CREATE.W.work',
+                   {'stream_name': 'W', 'config': {'durable_name': 'work', 'ack_policy': 'explicit', 'ack_wait': 2_000_000_000}})
+    assert 'error' not in r, r
+    assert r['cluster']['leader'] == leader and len(r['cluster']['replicas']) == 2
+    sub = await js.pull_subscribe_bind('work', 'W')
+    first = await sub.fetch(10, timeout=10)
+    acked = set()
+    for m in first[:6]:
+        await m.ack_sync(timeout=10); acked.add(m.metadata.sequence.stream)
+    info = await _req(nc, '$JS.API.CONSUMER.INFO.W.work')
+    assert (info['delivered']['stream_seq'], info['ack_floor']['stream_seq'], info['num_ack_pending']) == (10, 6, 4)
+    cluster.kill(li)
+    seen, deadline = [], time.time() + 90
+    while len(set(seen) - acked) < 14 and time.time() < deadline:   # 4 pending (after ack_wait) and 10 never delivered
+        for m in await _fetch(sub, 5, deadline):
+            seen.append(m.metadata.sequence.stream)
+            await _ack_sync(m, deadline)
+    assert not acked & set(seen), f'acknowledged messages redelivered: {sorted(acked & set(seen))}'
+    assert set(seen) == set(range(7, 21))
+    info = await _info(nc, 'W')
+    assert info['cluster']['leader'] != leader
+    ci = await _req(nc, '$JS.API.CONSUMER.INFO.W.work')
+    assert (ci['ack_floor']['stream_seq'], ci['num_ack_pending'], ci['num_pending']) == (20, 0, 0)
+    assert ci['cluster']['leader'] == info['cluster']['leader']
+    await nc.close()
+
+
+async def test_push_and_ephemeral_consumers_and_a_restart(cluster):
+    "Push and ephemeral consumers of an R3 stream through a server that does not lead it; a durable's state survives a restart of the whole cluster."
+    leader = await _create(cluster, 'P')
+    li = int(leader[1:])
+    nc = await nats.connect(cluster.url((li + 1) % 3))
+    js = nc.jetstream()
+    for k in range(5): await js.publish('p.x', f'{k}'.encode())
+    got = asyncio.Queue()
+    async def cb(m):
+        await m.ack_sync(timeout=10); await got.put(m.metadata.sequence.stream)
+    push = await js.subscribe('p.x', stream='P', cb=cb, manual_ack=True)        # an ephemeral push consumer
+    assert sorted([await asyncio.wait_for(got.get(), 10) for _ in range(5)]) == [1, 2, 3, 4, 5]
+    ci = await push.consumer_info()
+    assert (ci.ack_floor.stream_seq, ci.num_ack_pending, ci.cluster.leader) == (5, 0, leader)
+    await push.unsubscribe()
+    eph = await js.pull_subscribe('p.x', stream='P')                             # an ephemeral pull consumer
+    assert [m.metadata.sequence.stream for m in await eph.fetch(5, timeout=10)] == [1, 2, 3, 4, 5]
+    r = await _req(nc, '$JS.API.CONSUMER.DURABLE.CREATE.P.keep', {'stream_name': 'P', 'config': {'durable_name': 'keep', 'ack_policy': 'explicit'}})
+    assert 'error' not in r, r
+    dur = await js.pull_subscribe_bind('keep', 'P')
+    for m in await dur.fetch(3, timeout=10): await m.ack_sync(timeout=10)
+    r = await _req(nc, '$JS.API.CONSUMER.CREATE.P', {'stream_name': 'P', 'config': {'ack_policy': 'explicit', 'num_replicas': 1}})
+    assert r['error'] == {'code': 500, 'err_code': 10008, 'description': "a consumer with replicas other than its stream's is not supported by jsnb clusters yet"}
+    await nc.close()
+    cluster.stop(); cluster.start(); cluster.wait_meta()
+    nc = await nats.connect(cluster.url(li))
+    deadline = time.time() + 60
+    while True:
+        ci = await _req(nc, '$JS.API.CONSUMER.INFO.P.keep')
+        if 'error' not in ci or time.time() > deadline: break
+        await asyncio.sleep(0.2)
+    assert (ci['delivered']['stream_seq'], ci['ack_floor']['stream_seq'], ci['num_ack_pending'], ci['num_pending']) == (3, 3, 0, 2)
+    dur = await nc.jetstream().pull_subscribe_bind('keep', 'P')
+    assert [m.metadata.sequence.stream for m in await _fetch(dur, 5, time.time() + 60)] == [4, 5]
+    await nc.close()
+
+
+async def test_scale_down_to_one_replica(cluster):
+    "R3 -> R1 by updating `num_replicas`: the leader keeps the stream and its consumers, the others drop their replicas; it survives a restart."
+    leader = await _create(cluster, 'D')
+    li = int(leader[1:])
+    nc = await nats.connect(cluster.url((li + 1) % 3))
+    js = nc.jetstream()
+    for k in range(5): await js.publish('d.x', f'{k}'.encode())
+    r = await _req(nc, '$JS.API.CONSUMER.DURABLE.CREATE.D.keep', {'stream_name': 'D', 'config': {'durable_name': 'keep', 'ack_policy': 'explicit'}})
+    assert 'error' not in r, r
+    sub = await js.pull_subscribe_bind('keep', 'D')
+    for m in await sub.fetch(2, timeout=10): await m.ack_sync(timeout=10)
+    r = await _req(nc, '$JS.API.STREAM.UPDATE.D', {'name': 'D', 'subjects': ['d.>'], 'num_replicas': 1})
+    assert 'error' not in r, r
+    assert (r['config']['num_replicas'], r['cluster'], r['state']['messages']) == (1, {'name': 'c1', 'leader': leader}, 5)
+    _wait(lambda: [cluster.jsz(i)['streams'] for i in range(3)] == [1 if i == li else 0 for i in range(3)])
+    assert (await js.publish('d.x', b'5')).seq == 6
+    ci = await _req(nc, '$JS.API.CONSUMER.INFO.D.keep')
+    assert (ci['ack_floor']['stream_seq'], ci['num_pending'], ci['cluster']) == (2, 4, {'name': 'c1', 'leader': leader})
+    assert [m.metadata.sequence.stream for m in await sub.fetch(4, timeout=10)] == [3, 4, 5, 6]
+    r = await _req(nc, '$JS.API.STREAM.UPDATE.D', {'name': 'D', 'subjects': ['d.>'], 'num_replicas': 3})
+    assert r['error'] == {'code': 500, 'err_code': 10008, 'description': 'changing the replicas of a stream is not supported by jsnb clusters yet'}
+    await nc.close()
+    cluster.stop(); cluster.start(); cluster.wait_meta()
+    nc = await nats.connect(cluster.url((li + 2) % 3))
+    info = await _info(nc, 'D', 60)
+    assert (info['config']['num_replicas'], info['state']['messages'], info['cluster']['leader']) == (1, 6, leader)
+    assert (await _publish_acked(nc.jetstream(), 'd.x', b'6', time.time() + 60)).seq == 7
+    await nc.close()
 
 
 async def _publish_id(js, subject: str, data: bytes, deadline: float):

@@ -4,7 +4,7 @@ the meta group in `/jsz`, the `cluster` of stream info (names and shapes, not ti
 from every server. Both clusters use the same server names, so the peer ids must be equal too."""
 import asyncio, json, time
 import pytest
-import nats
+import nats, nats.js.errors
 from jsclusters import JSCluster
 
 pytestmark = pytest.mark.reference
@@ -106,6 +106,70 @@ async def test_stepdown(cluster):
     r = await _req(ncs[0], '$JS.API.STREAM.LEADER.STEPDOWN.NOPE')
     assert r['error'] == {'code': 404, 'err_code': 10059, 'description': 'stream not found'}
     for nc in ncs: await nc.close()
+
+
+async def _fetch(sub, n: int, timeout: float = 30) -> list:
+    deadline = time.time() + timeout
+    while True:
+        try: return await sub.fetch(n, timeout=2)
+        except (nats.errors.TimeoutError, asyncio.TimeoutError, nats.js.errors.ServiceUnavailableError):
+            if time.time() > deadline: raise
+            await asyncio.sleep(0.2)
+
+
+async def test_consumer_on_a_replicated_stream(cluster):
+    "A durable pull consumer of R3: `cluster` in its info, the same counters from every server, its leader stepping down without losing its state."
+    ncs = await _clients(cluster)
+    r = await _req(ncs[0], '$JS.API.CONSUMER.DURABLE.CREATE.R3.work',
+                   {'stream_name': 'R3', 'config': {'durable_name': 'work', 'ack_policy': 'explicit'}})
+    assert 'error' not in r, r
+    assert r['config']['num_replicas'] == 0
+    c = r['cluster']
+    assert set(c) - ONLY_REFERENCE >= {'name', 'raft_group', 'leader', 'replicas'} and set(c) - ONLY_REFERENCE <= {'name', 'raft_group', 'leader', 'leader_since', 'replicas'}
+    assert sorted([c['leader']] + [p['name'] for p in c['replicas']]) == ['n0', 'n1', 'n2']
+    assert list(r).index('cluster') == list(r).index('num_pending') + 1
+    sub = await ncs[1].jetstream().pull_subscribe_bind('work', 'R3')
+    msgs = await _fetch(sub, 2)                            # the reference's consumer may still be electing its leader
+    assert [m.metadata.sequence.stream for m in msgs] == [1, 2]
+    await msgs[0].ack_sync(timeout=10)
+    for i in range(3):
+        info = await _req(ncs[i], '$JS.API.CONSUMER.INFO.R3.work')
+        assert (info['delivered']['stream_seq'], info['ack_floor']['stream_seq'], info['num_ack_pending'], info['num_pending']) == (2, 1, 1, 2)
+    old = info['cluster']['leader']
+    r = await _req(ncs[2], '$JS.API.CONSUMER.LEADER.STEPDOWN.R3.work')
+    assert r == {'type': 'io.nats.jetstream.api.v1.consumer_leader_stepdown_response', 'success': True}
+
+    async def moved():
+        try: info = await _req(ncs[0], '$JS.API.CONSUMER.INFO.R3.work')
+        except nats.errors.TimeoutError: return False
+        return 'error' not in info and info['cluster'].get('leader') not in (None, old)
+    await _until(moved)
+    info = await _req(ncs[0], '$JS.API.CONSUMER.INFO.R3.work')
+    assert (info['delivered']['stream_seq'], info['ack_floor']['stream_seq'], info['num_ack_pending']) == (2, 1, 1)
+    await msgs[1].ack_sync(timeout=10)                   # acknowledged at the new leader
+    nxt = await _fetch(sub, 1)
+    assert nxt[0].metadata.sequence.stream == 3
+    r = await _req(ncs[1], '$JS.API.CONSUMER.LEADER.STEPDOWN.R3.nope')
+    assert r['error'] == {'code': 404, 'err_code': 10014, 'description': 'consumer not found'}
+    r = await _req(ncs[1], '$JS.API.CONSUMER.LEADER.STEPDOWN.NOPE.work')
+    assert r['error'] == {'code': 404, 'err_code': 10059, 'description': 'stream not found'}
+    r = await _req(ncs[0], '$JS.API.CONSUMER.DURABLE.CREATE.R1.one', {'stream_name': 'R1', 'config': {'durable_name': 'one'}})
+    assert set(r['cluster']) == {'name', 'leader'}                   # a consumer of a stream on one server: no group
+    r = await _req(ncs[2], '$JS.API.CONSUMER.LEADER.STEPDOWN.R1.one')
+    assert r == {'type': 'io.nats.jetstream.api.v1.consumer_leader_stepdown_response', 'success': True}
+    r = await _req(ncs[1], '$JS.API.CONSUMER.DELETE.R3.work')
+    assert r == {'type': 'io.nats.jetstream.api.v1.consumer_delete_response', 'success': True}
+    for nc in ncs: await nc.close()
+
+
+async def test_meta_leader_stepdown_only_from_the_system_account(cluster):
+    "The reference takes `META.LEADER.STEPDOWN` only from the system account: a client of `$G` hears nothing, and the meta leader stays."
+    old = cluster.wait_meta()
+    nc = await nats.connect(cluster.url(0))
+    with pytest.raises(nats.errors.TimeoutError):
+        await nc.request('$JS.API.META.LEADER.STEPDOWN', b'', timeout=2)
+    await nc.close()
+    assert cluster.wait_meta() == old
 
 
 @pytest.mark.parametrize('cfg,err', [

@@ -13,19 +13,20 @@ from pysyncobj import SyncObj, SyncObjConf, replicated
 socket.inet_ntop = _inet_ntop     # PySyncObj 0.3.17 replaces it with a Windows-only version on every platform
 from ..nats.protocol import text
 from ..nats.times import rfc3339
-from .errors import JSApiError, JSClusterNotAvailErr, JSClusterNoPeersErrF, JSStreamNotFoundErr, JSStreamSubjectOverlapErr
+from .errors import JSApiError, JSClusterNotAvailErr, JSClusterNoPeersErrF, JSStreamNotFoundErr, JSConsumerNotFoundErr, JSStreamSubjectOverlapErr
 from .host import json_bytes
 from .api import JetStream, route, answer, audit, _RT, API_SUBJECTS, ROUTES, map_domain, _above_level
 from .direct_get import level_ok
 from .stream import Stream
+from .consumer import from_snapshot
 from .stream_config import stream_config_for_create, subjects_overlap
 from . import stream_api as S, consumer_api as C
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'RAFT_INFO', 'SETTLE', 'RAFT_META', 'RaftGroup', 'free_port', 'short_hash', 'peer_id', 'group_name',
-           'ClusteredJetStream', 'not_yet']
+__all__ = ['log', 'RAFT_INFO', 'SETTLE', 'RAFT_META', 'CONSUMER_SYNC', 'RaftGroup', 'free_port', 'short_hash', 'peer_id',
+           'group_name', 'ClusteredJetStream', 'not_yet']
 
 # %% ../../nbs/2_js/20_cluster.ipynb #3b204b66
 class RaftGroup(SyncObj):
@@ -33,6 +34,7 @@ class RaftGroup(SyncObj):
     def __init__(self, me: str, others: list[str], password: str, on_apply, loop, journal: str | None = None):
         self._on_apply, self._loop = on_apply, loop
         self.leader_since, self.applied, self.applied_before = 0, 0, 0
+        self.cready = False
         conf = SyncObjConf(password=password, journalFile=journal, onStateChanged=self._state, appendEntriesUseBatch=False,
                            appendEntriesPeriod=0.05, raftMinTimeout=0.5,
                            raftMaxTimeout=1.2, connectionRetryTime=0.5, connectionTimeout=2.0,
@@ -62,6 +64,7 @@ class RaftGroup(SyncObj):
 
     def _state(self, old, new):
         if new == 2: self.leader_since = time.time_ns()      # 2: PySyncObj's leader state
+        elif old == 2: self.cready = False                   # a leader no more: its replicated consumers stop (see below)
 
 def free_port(host: str) -> int:
     "A port the OS has free on `host` now (for a Raft listener whose address must be announced before it starts)."
@@ -112,6 +115,7 @@ class ClusteredJetStream(JetStream):
         self.applied, self.log_bytes, self.applied_before = 0, 0, 0
         self._replies: dict[str, bytes] = {}       # replicated streams created here: the reply sent once they have a leader
         self._outbox: dict[str, list] = {}         # messages for replicated streams led here, until the end of the read
+        self._acks: dict[tuple, list] = {}         # (stream, consumer) -> AckSync replies waiting for the end of the read
         self._seen, self._since, self._timer, self._fwd_sub = None, 0.0, None, None
         self._shared, self._early, self._wire, self._outside = set(), [], [], False
 
@@ -135,11 +139,13 @@ def start(self: ClusteredJetStream):
     os.makedirs(self._state_dir, exist_ok=True)
     self.applied_before = int(_read(os.path.join(self._state_dir, 'applied')) or 0)
     self._timer = asyncio.get_running_loop().call_later(0.25, self._watch)
+    self._ctimer = asyncio.get_running_loop().call_later(CONSUMER_SYNC, self._watch_consumers)
 
 @patch
 def stop(self: ClusteredJetStream):
     "Leave the groups (the peers see this server go), then stop as a single server does."
     if self._timer is not None: self._timer.cancel()
+    if getattr(self, '_ctimer', None) is not None: self._ctimer.cancel(); self._ctimer = None
     for g in list(self.groups.values()): g.destroy()
     self.groups.clear()
     if self.meta is not None: self.meta.destroy(); self.meta = None
@@ -173,6 +179,8 @@ def _wire_msg(self: ClusteredJetStream, local, i: int, subject: bytes, reply: by
     to = self.leader_of(name)
     if not to and name not in self.assignments and not hops: to = self.meta_leader()   # it may know the stream already
     if to and to != self.core.server_name and hops < 2: return self.forward(to, subject, reply, hdr, data, hops + 1)
+    if i == 2 and subject.startswith(b'$JS.ACK.') and (g := self.groups.get(name)) is not None:
+        return self._replicated_ack(g, name, subject, reply, hdr, data, src)
     local(subject, reply, hdr, data, src)
 
 @patch
@@ -268,6 +276,8 @@ def apply(self: ClusteredJetStream, idx: int, op: tuple):
         if a is not None:
             a['addrs'][server] = addr
             if len(a['addrs']) == len(a['peers']) and me in a['peers'] and name not in self.groups: self._start_group(name)
+    elif kind == 'scale':
+        self._apply_scale(name, op, fresh)
     elif kind == 'config':
         if name in self.assignments: self.assignments[name]['config'] = op[2]
     elif kind == 'unassign':                      # a replica whose group had not applied the delete yet removes it now
@@ -278,6 +288,25 @@ def apply(self: ClusteredJetStream, idx: int, op: tuple):
     if fresh and kind in ('config', 'unassign') and len(op) > 3 and op[-1] == self.core.server_id and op[-3]:
         self.account.reply(op[-3], op[-2])          # the update or delete asked here is answered now that it is recorded
     if fresh: _write(os.path.join(self._state_dir, 'applied'), str(idx))
+
+@patch
+def _apply_scale(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
+    "A stream scaled down to the servers `peers`: the others drop their replica, every server its group; the consumers run on the one left."
+    _, name, peers, cfg, origin, reply = op
+    a, me = self.assignments.get(name), self.core.server_name
+    if a is None: return
+    was, a['peers'], a['config'], a['addrs'] = a['peers'], list(peers), cfg, {}
+    g = self.groups.pop(name, None)
+    if g is not None: g.destroy()
+    s = self.account.streams.get(name)
+    if s is None or not fresh: return
+    if me not in peers:
+        if me in was: self.account.remove_stream(s)
+        return
+    if g is not None and g.cready is not True: self._take_over(g, s)     # the consumers as the log recorded them
+    if origin == self.core.server_id and reply:
+        self.account.api_total += 1
+        self.account.reply(reply, json_bytes(dict(type=_RT + 'stream_update_response', **self._with_cluster(s.info(cluster=False), name))))
 
 # %% ../../nbs/2_js/20_cluster.ipynb #182ca4e9
 @patch
@@ -313,6 +342,7 @@ def _start_group(self: ClusteredJetStream, name: str):
     g.applied_before = int(_read(base + '.applied') or 0) if kept else 0
     g.applied_file, g.names = base + '.applied', {v: k for k, v in a['addrs'].items()}
     g.name = g_name
+    g.cstates, g.cmarks, g.cready, g.closing = {}, {}, False, False    # replicated consumers: latest states, what was logged, whether they run here
     self.groups[name] = g
     if name in self._replies: self._answer_created(name, 0)
 
@@ -337,7 +367,9 @@ def _answer_created(self: ClusteredJetStream, name: str, tries: int):
 def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
     "Apply committed entry `idx` of stream `name`'s group on this replica: a message, or a request that changes the stream."
     g = self.groups.get(name)
-    if g is None or idx <= g.applied_before: return
+    if g is None: return
+    if op[0] in ('cstate', 'cdel', 'cbarrier'): return self.apply_consumer(g, name, idx, op)   # a consumer's latest state: applied again on a replay
+    if idx <= g.applied_before: return
     g.applied = idx
     me = self.core.server_id
     if op[0] == 'msgs':
@@ -351,6 +383,10 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
                 except Exception:
                     log.exception("stream '$G > %s' failed to apply entry %d", name, idx); ack = None
                 if answer and reply and ack is not None: self.account.reply(reply, ack)
+    elif op[0] == 'scale':                           # every replica holds the same messages from here on: none takes more
+        _, cfg, reply, origin = op
+        g.closing = True
+        if origin == me: self.meta.propose(('scale', name, [self.core.server_name], cfg, me, reply))
     elif op[0] == 'api':
         _, subject, reply, hdr, data, origin = op
         self._answer_here(_verb(text(subject))[0], name, subject, reply if origin == me else b'', hdr, data, None, origin == me)
@@ -360,7 +396,9 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
 def _replicated_msg(self: ClusteredJetStream, s: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "A message for a replicated stream: its leader puts it in the group's log; every replica stores it once committed."
     g = self.groups.get(s.name)
-    if g is None or not g.is_leader(): return        # every replica's server sees the message: the leader takes it
+    if g is None and self.leader_of(s.name) == self.core.server_name:
+        return s._on_msg(subject, reply, hdr, data, src)   # scaled down to this server alone: stored as on one server
+    if g is None or not g.is_leader() or g.closing: return   # every replica's server sees the message: the leader takes it
     if reply.endswith(b'.$FI') or (hdr and b'Nats-Batch-Id' in data[:hdr]):
         return s._handle(subject, reply, hdr, data)  # batches are refused on replicated streams (see the create): answered so
     q = self._outbox.setdefault(s.name, [])
@@ -374,23 +412,178 @@ def _propose_msgs(self: ClusteredJetStream, name: str):
     msgs, g = self._outbox.pop(name, None), self.groups.get(name)
     if msgs and g is not None: g.propose(('msgs', msgs, time.time_ns(), self.core.server_id))
 
+# %% ../../nbs/2_js/20_cluster.ipynb #e091f666
+CONSUMER_SYNC = 0.1          # how often a stream leader puts the consumer states that changed into the stream's log
+_C_CHANGES = {'CONSUMER.CREATE', 'CONSUMER.DURABLE.CREATE', 'CONSUMER.DELETE', 'CONSUMER.PAUSE', 'CONSUMER.UNPIN'}
+
+@patch
+def _consumer_api(self: ClusteredJetStream, verb, name, g, subject, reply, hdr, data, src, rtype, extra, tries: int = 0):
+    "A consumer request on the leader of a replicated stream: the consumer here answers; a change is answered once the group has its new state."
+    s = self.account.streams.get(name)
+    if s is not None and s.cfg.get('retention', 'limits') != 'limits':
+        return self._refuse(reply, rtype, not_yet('a consumer on a replicated work-queue or interest stream'), extra)
+    if verb not in _C_CHANGES: return self._local_api(subject, reply, hdr, data, src, name)
+    if verb in ('CONSUMER.CREATE', 'CONSUMER.DURABLE.CREATE') and s is not None:
+        try: want = (orjson.loads(data[hdr:] if hdr else data).get('config') or {}).get('num_replicas')
+        except (orjson.JSONDecodeError, AttributeError): want = None      # the create itself reports the bad request
+        if type(want) is int and want not in (0, s.cfg.get('num_replicas', 1)):
+            return self._refuse(reply, rtype, not_yet("a consumer with replicas other than its stream's"), extra)
+    if s is not None and not self._consumers_ready(g, s):        # a new leader that has not rebuilt the consumers yet: asked again soon
+        if tries >= 40 or not g.is_leader(): return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
+        return asyncio.get_running_loop().call_later(0.05, self._consumer_api, verb, name, g, subject, reply, hdr, data, src,
+                                                     rtype, extra, tries + 1)
+    resp = self._local_api(subject, b'', hdr, data, src, name)
+    if resp is None: return
+    body = json_bytes(resp)
+    if 'error' in resp: return self.account.reply(reply, body) if reply else None
+    args = _verb(text(subject))[1]
+    cname = resp.get('name') or (args[1] if len(args) > 1 else '')
+    if verb == 'CONSUMER.DELETE':
+        g.cmarks.pop(cname, None)
+        return g.propose(('cdel', cname, self.core.server_id, reply, body))
+    c = s.consumers.get(cname) if s is not None else None
+    if c is None: return self.account.reply(reply, body) if reply else None
+    self._propose_consumer(g, c, [(reply, body)] if reply else [])
+
+@patch
+def _propose_consumer(self: ClusteredJetStream, g: RaftGroup, c, replies: list):
+    "Put consumer `c`'s state in the stream's log; `replies` (subject, body) are sent from here once it is committed."
+    g.cmarks[c.name] = c.state_mark()
+    g.propose(('cstate', c.name, dict(c.snapshot(), config=c.cfg), self.core.server_id, replies))   # the configuration as it runs
+
+
+# %% ../../nbs/2_js/20_cluster.ipynb #2734d954
+@patch
+def _replicated_ack(self: ClusteredJetStream, g: RaftGroup, name: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+    "An ack for a consumer of a replicated stream led here: applied now; an `AckSync` reply waits for the state to be committed."
+    toks = text(subject).split('.')
+    s = self.account.streams.get(name)
+    c = s.consumers.get(toks[3]) if s is not None and len(toks) >= 7 else None
+    body = data[hdr:] if hdr else data
+    if c is None or c.ack_none or body[:4] == b'+NXT': return C.on_ack(self.account, subject, reply, hdr, data, src)
+    C.on_ack(self.account, subject, b'', hdr, data, src)
+    if not reply: return                             # nobody waits: logged with the next round of `_watch_consumers`
+    key = (name, c.name)
+    q = self._acks.get(key)
+    if q is None:
+        q = self._acks[key] = []
+        if src is None: q.append(None)               # no read to wait for the end of: sent below
+        else: self.core.defer(partial(self._flush_acks, key))
+    q.append((reply, b''))
+    if q and q[0] is None: q.pop(0); self._flush_acks(key)
+
+@patch
+def _flush_acks(self: ClusteredJetStream, key: tuple):
+    "The acks of one consumer that arrived in one read: one state entry in the stream's log."
+    replies = [r for r in self._acks.pop(key, []) if r is not None]
+    g, s = self.groups.get(key[0]), self.account.streams.get(key[0])
+    c = s.consumers.get(key[1]) if s is not None else None
+    if g is not None and c is not None and g.is_leader(): self._propose_consumer(g, c, replies)
+
+
+# %% ../../nbs/2_js/20_cluster.ipynb #4b2fcf2f
+@patch
+def apply_consumer(self: ClusteredJetStream, g: RaftGroup, name: str, idx: int, op: tuple):
+    "Apply a consumer's committed state (`cstate`) or removal (`cdel`): every replica keeps the latest; the server that asked answers."
+    fresh = idx > g.applied_before
+    if op[0] == 'cbarrier':                         # everything before it is applied: a leader that asked takes the consumers
+        if idx > g.applied: g.applied = idx
+        s = self.account.streams.get(name)
+        if op[1] == self.core.server_id and g.is_leader() and g.cready is not True and s is not None: self._take_over(g, s)
+        return
+    if op[0] == 'cstate':
+        _, cname, snap, origin, replies = op
+        g.cstates[cname] = snap
+    else:
+        _, cname, origin, reply, body = op
+        g.cstates.pop(cname, None); replies = [(reply, body)] if reply else []
+        s = self.account.streams.get(name)
+        if s is not None and (c := s.consumers.get(cname)) is not None and not g.is_leader(): self._detach(s, c, True)
+    if idx > g.applied: g.applied = idx
+    if fresh:
+        if origin == self.core.server_id:
+            for r, b in replies: self.account.reply(r, b)
+        _write(g.applied_file, str(idx))
+
+@patch
+def _detach(self: ClusteredJetStream, s: Stream, c, forget: bool = False):
+    "Stop running consumer `c` here (this server no longer leads its stream); `forget`: it is deleted, its state file too."
+    self.account.send(c.close())
+    s.consumers.pop(c.name, None)
+    if forget:
+        p = self.account.state_path(c)
+        if p and os.path.exists(p): os.remove(p)
+
+
+# %% ../../nbs/2_js/20_cluster.ipynb #567ed2e2
+@patch
+def _watch_consumers(self: ClusteredJetStream):
+    "Every `CONSUMER_SYNC` seconds, per replicated stream here: a leader (once caught up) runs the replicated consumers and logs their changed states; a follower runs none."
+    for name, g in list(self.groups.items()):
+        s = self.account.streams.get(name)
+        if s is None: continue
+        try:
+            if not g.is_leader():
+                g.cready = False
+                for c in list(s.consumers.values()):
+                    if c.name not in g.cstates: g.cstates[c.name] = c.snapshot()    # restored from disk before the log was
+                    self._detach(s, c)
+                continue
+            if not self._consumers_ready(g, s): continue
+            for c in list(s.consumers.values()):
+                if c.state_mark() != g.cmarks.get(c.name): self._propose_consumer(g, c, [])
+            for cname in [n for n in g.cstates if n not in s.consumers and n in g.cmarks]:   # deleted here (inactive)
+                del g.cmarks[cname]; g.propose(('cdel', cname, self.core.server_id, b'', b''))
+        except Exception: log.exception("replicated consumers of stream '$G > %s' failed", name)
+    self._ctimer = asyncio.get_running_loop().call_later(CONSUMER_SYNC, self._watch_consumers)
+
+@patch
+def _consumers_ready(self: ClusteredJetStream, g: RaftGroup, s: Stream) -> bool:
+    "Whether the replicated consumers of `s` run here: this server leads and has applied all of the committed log (a barrier entry of its own came back)."
+    if g.cready is True: return True
+    now = time.monotonic()
+    if g.is_leader() and (not g.cready or now - g.cready > 2.0):     # (asked again if the barrier got lost with a leader change)
+        g.cready = now
+        g.propose(('cbarrier', self.core.server_id))
+    return False
+
+@patch
+def _take_over(self: ClusteredJetStream, g: RaftGroup, s: Stream):
+    "This server now leads stream `s`: its consumers become the ones the log recorded, with their timers running."
+    now = time.time_ns()
+    for c in list(s.consumers.values()):
+        if c.name not in g.cstates: self._detach(s, c, True)
+    for cname, snap in g.cstates.items():
+        c = s.consumers.get(cname)
+        if c is not None: self.account.send(c.close()); s.consumers.pop(cname)
+        c = from_snapshot(s, cname, snap)
+        c._rebuild_acks_due()
+        s.consumers[cname] = c
+        g.cmarks[cname] = c.state_mark()
+        try: self.account.persist(c, force=True)
+        except (OSError, ValueError) as e: log.error("consumer '%s > %s' state not written: %s", s.name, cname, e)
+    g.cready = True
+    for c in list(s.consumers.values()): self.account.send(c.tick(now))
+
+
 # %% ../../nbs/2_js/20_cluster.ipynb #8f172265
 _SCOPED = {'STREAM.CREATE', 'STREAM.INFO', 'STREAM.UPDATE', 'STREAM.DELETE', 'STREAM.PURGE', 'STREAM.MSG.GET',
            'STREAM.MSG.DELETE', 'STREAM.SNAPSHOT', 'STREAM.LEADER.STEPDOWN', 'CONSUMER.CREATE', 'CONSUMER.DURABLE.CREATE',
-           'CONSUMER.INFO', 'CONSUMER.DELETE', 'CONSUMER.NAMES', 'CONSUMER.LIST', 'CONSUMER.PAUSE', 'CONSUMER.UNPIN'}
+           'CONSUMER.INFO', 'CONSUMER.DELETE', 'CONSUMER.NAMES', 'CONSUMER.LIST', 'CONSUMER.PAUSE', 'CONSUMER.UNPIN',
+           'CONSUMER.LEADER.STEPDOWN'}
 _CHANGES = {'STREAM.UPDATE', 'STREAM.DELETE', 'STREAM.PURGE', 'STREAM.MSG.DELETE'}   # through a replicated stream's log
 _NOT_YET = {'STREAM.RESTORE': ('stream_restore_response', 'restoring a stream'),
             'STREAM.PEER.REMOVE': ('stream_remove_peer_response', 'removing a stream peer'),
-            'META.LEADER.STEPDOWN': ('meta_leader_stepdown_response', 'meta leader stepdown'),
-            'SERVER.REMOVE': ('meta_server_remove_response', 'removing a server'),
-            'CONSUMER.LEADER.STEPDOWN': ('consumer_leader_stepdown_response', 'consumer leader stepdown')}
+            'SERVER.REMOVE': ('meta_server_remove_response', 'removing a server')}
+_STEPDOWNS = {'STREAM.LEADER.STEPDOWN': 'stream_leader_stepdown_response', 'META.LEADER.STEPDOWN': 'meta_leader_stepdown_response',
+              'CONSUMER.LEADER.STEPDOWN': 'consumer_leader_stepdown_response'}
 
 def _verb(subject: str) -> tuple[str, list[str]]:
     "The API verb of `$JS.API.<verb>.<args>` and its arguments."
     toks = subject.split('.')[2:]
     for n in (3, 2, 1):
         v = '.'.join(toks[:n])
-        if v in ROUTES or v in _NOT_YET or v == 'STREAM.LEADER.STEPDOWN': return v, toks[n:]
+        if v in ROUTES or v in _NOT_YET or v in _STEPDOWNS: return v, toks[n:]
     return '', toks
 
 def _error(rtype: str, err: JSApiError, **extra) -> bytes:
@@ -434,14 +627,15 @@ def _serve(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: int, dat
     subj = text(subject)
     verb, args = _verb(subj)
     if verb in _NOT_YET: return self._refuse(reply, _NOT_YET[verb][0], not_yet(_NOT_YET[verb][1]))
+    if verb == 'META.LEADER.STEPDOWN': return self._meta_stepdown_request(src)
     if subj.startswith('$JS.API.DIRECT.GET.'):
         name = subj.split('.')[4]
         if self.leader_of(name) in ('', self.core.server_name): return self._local_api(subject, reply, hdr, data, src)
         if not self.assignments[name]['config'].get('allow_direct'): self.account.no_responders(src, subject, reply)
         return                                       # otherwise the stream's replicas answer (their queue group)
     if verb not in _SCOPED and verb not in ('STREAM.NAMES', 'STREAM.LIST'): return self._local_api(subject, reply, hdr, data, src)
-    rtype = 'stream_leader_stepdown_response' if verb == 'STREAM.LEADER.STEPDOWN' else ROUTES[verb].rtype
-    extra = {} if verb == 'STREAM.LEADER.STEPDOWN' else ROUTES[verb].error_extra
+    rtype = _STEPDOWNS.get(verb) or ROUTES[verb].rtype
+    extra = {} if verb in _STEPDOWNS else ROUTES[verb].error_extra
     if self.meta is None: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
     if verb in ('STREAM.NAMES', 'STREAM.LIST'):      # the meta leader has applied every assignment a client has heard of
         lead = self.meta_leader()
@@ -454,7 +648,7 @@ def _serve(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: int, dat
         lead = self.meta_leader()
         if lead and lead != self.core.server_name and not hops:   # this server may not have applied the stream's assignment yet
             return self.forward(lead, subject, reply, hdr, data)
-        if verb == 'STREAM.LEADER.STEPDOWN': return self._refuse(reply, rtype, JSStreamNotFoundErr())
+        if verb in _STEPDOWNS: return self._refuse(reply, rtype, JSStreamNotFoundErr())
         return self._local_api(subject, reply, hdr, data, src)         # the account's own answer (not found, bad request)
     to = self.leader_of(name)
     if not to: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)     # a group between leaders
@@ -463,10 +657,15 @@ def _serve(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: int, dat
         return self.forward(to, subject, reply, hdr, data, hops + 1)
     g = self.groups.get(name)
     if verb == 'STREAM.LEADER.STEPDOWN': return self._stepdown(name, g, reply)
+    if verb == 'CONSUMER.LEADER.STEPDOWN':
+        s = self.account.streams.get(name)
+        if s is None or len(args) < 2 or args[1] not in s.consumers: return self._refuse(reply, rtype, JSConsumerNotFoundErr())
+        return self._stepdown(name, g, reply, rtype)
     if verb == 'STREAM.UPDATE' and (err := self._update_refused(name, hdr, data)):
         return self._refuse(reply, rtype, err, extra)
     if g is None: return self._answer_r1(verb, name, subject, reply, hdr, data, src)
-    if verb.startswith('CONSUMER.'): return self._refuse(reply, rtype, not_yet('a consumer on a replicated stream'), extra)
+    if verb == 'STREAM.UPDATE' and _wanted_replicas(hdr, data) == 1: return self._scale_down(name, subject, reply, hdr, data, src)
+    if verb.startswith('CONSUMER.'): return self._consumer_api(verb, name, g, subject, reply, hdr, data, src, rtype, extra)
     if verb == 'STREAM.SNAPSHOT': return self._refuse(reply, rtype, not_yet('a snapshot of a replicated stream'), extra)
     if verb in _CHANGES: return g.propose(('api', subject, reply, hdr, data, self.core.server_id))
     self._local_api(subject, reply, hdr, data, src, name)
@@ -490,22 +689,52 @@ def _answer_here(self: ClusteredJetStream, verb, name, subject, reply, hdr, data
 
 @patch
 def _update_refused(self: ClusteredJetStream, name: str, hdr: int, data: bytes) -> JSApiError | None:
-    "Scaling a replicated stream (a new `num_replicas`) is refused until jsnb clusters move replicas."
+    "Scaling up (a larger `num_replicas`, or any change but down to 1) is refused until jsnb clusters copy replicas."
+    want = _wanted_replicas(hdr, data)
+    have = self.assignments[name]['config'].get('num_replicas', 1)
+    if want is None or want == have or (want == 1 and name in self.groups): return None
+    return not_yet('changing the replicas of a stream')
+
+def _wanted_replicas(hdr: int, data: bytes) -> int | None:
+    "The `num_replicas` an update asks for (0 meaning 1), or None."
     try: want = orjson.loads(data[hdr:] if hdr else data).get('num_replicas')
     except (orjson.JSONDecodeError, AttributeError): return None        # the update itself reports the bad request
-    have = self.assignments[name]['config'].get('num_replicas', 1)
-    return not_yet('changing the replicas of a stream') if type(want) is int and max(want, 1) != have else None
+    return max(want, 1) if type(want) is int else None
 
 @patch
-def _stepdown(self: ClusteredJetStream, name: str, g: RaftGroup | None, reply: bytes):
-    "`STREAM.LEADER.STEPDOWN` on the leader: hand the group to the most caught-up follower (a stream on one server has nothing to hand over)."
+def _scale_down(self: ClusteredJetStream, name: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+    "`num_replicas` down to 1, on the leader: the update is applied here as on one server; a `scale` entry in the stream's log then freezes every replica at the same message, and the meta group records that only this server holds the stream (the others drop their replicas, this one its group); this server answers."
+    resp = self._local_api(subject, b'', hdr, data, src, name)
+    if resp is None: return
+    if 'error' in resp: return self.account.reply(reply, json_bytes(resp)) if reply else None
+    self.groups[name].propose(('scale', resp['config'], reply, self.core.server_id))   # first through the stream's own log
+
+@patch
+def _stepdown(self: ClusteredJetStream, name: str, g: RaftGroup | None, reply: bytes, rtype: str = 'stream_leader_stepdown_response'):
+    "`STREAM.LEADER.STEPDOWN` (or the consumer's, whose leader is the stream's) on the leader: hand the group to the most caught-up follower (a stream on one server has nothing to hand over)."
     def done(res, err):
-        body = (json_bytes(dict(type=_RT + 'stream_leader_stepdown_response', success=True)) if err == 0 else
-                _error('stream_leader_stepdown_response', JSClusterNoPeersErrF(err='no replica is caught up to take over')))
+        body = (json_bytes(dict(type=_RT + rtype, success=True)) if err == 0 else
+                _error(rtype, JSClusterNoPeersErrF(err='no replica is caught up to take over')))
         self.account.api_total += 1
         if reply: self.account.reply(reply, body)
     if g is None: return done(None, 0)
     g.transferLeadership(callback=lambda res, err: g._loop.call_soon_threadsafe(done, res, err))
+
+@patch
+def _meta_stepdown_request(self: ClusteredJetStream, src):
+    "`META.LEADER.STEPDOWN` from a client: the reference takes it only from the system account and leaves others unanswered (with a warning); jsnb clusters have only `$G` so far."
+    log.warning('JetStream API stepdown request from non-system account: %r', self.account.name)
+
+@patch
+def meta_stepdown(self: ClusteredJetStream, done=None) -> bool:
+    "On the meta leader: hand the meta group to the most caught-up member; `done(ok)` is called on the loop once it is known. False when this server does not lead."
+    m = self.meta
+    if m is None or not m.is_leader(): return False
+    def fin(res, err):
+        if err != 0: log.warning('JetStream meta leader stepdown: no member is caught up to take over')
+        if done is not None: done(err == 0)
+    m.transferLeadership(callback=lambda res, err: m._loop.call_soon_threadsafe(fin, res, err))
+    return True
 
 @patch
 def _on_forwarded(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
@@ -528,6 +757,11 @@ def _local_api(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: int,
     if hdr and not level_ok(data[:hdr]): r = r._replace(handler=_above_level)
     resp, delay = answer(self.account, r, args, body, src, subj)
     if 'config' in resp and 'state' in resp: resp = self._with_cluster(resp, resp['config'].get('name', ''))
+    elif 'delivered' in resp and 'stream_name' in resp: resp = self._consumer_with_cluster(resp)
+    elif isinstance(resp.get('streams'), list) and resp['streams'] and isinstance(resp['streams'][0], dict):   # a list answered here
+        resp = dict(resp, streams=[self._with_cluster(x, x['config'].get('name', '')) for x in resp['streams']])
+    elif isinstance(resp.get('consumers'), list) and resp['consumers'] and isinstance(resp['consumers'][0], dict):
+        resp = dict(resp, consumers=[self._consumer_with_cluster(x) for x in resp['consumers']])
     loud = 'error' in resp or not r.quiet
     if loud: self.account.api_total += 1
     out = json_bytes(resp)
@@ -570,6 +804,16 @@ def cluster_info(self: ClusteredJetStream, name: str) -> dict:
         reps.append(p)
     d['replicas'] = sorted(reps, key=lambda p: p['name'])
     return d
+
+@patch
+def _consumer_with_cluster(self: ClusteredJetStream, info: dict) -> dict:
+    "A consumer's info with its `cluster` after `num_pending`, where the reference puts it: the stream's, since the consumer runs on the stream's leader and its state goes through the stream's group."
+    out = {}
+    for k, v in info.items():
+        if k == 'cluster': continue
+        out[k] = v
+        if k == 'num_pending': out['cluster'] = self.cluster_info(info['stream_name'])
+    return out
 
 # %% ../../nbs/2_js/20_cluster.ipynb #f168fe31
 @patch

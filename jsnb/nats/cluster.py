@@ -413,7 +413,9 @@ def remote_sub(self: Cluster, rc: RouteConn, op: RSub):
     if sub is None:
         sub = rc.subs[key] = _RemoteSub(rc, op.subject, op.queue, b' '.join(k for k in key if k))
         sub.qw, sub.account = op.weight, op.account
-        if op.account == GLOBAL_ACCOUNT: self.rsl.insert(sub)
+        if op.account == GLOBAL_ACCOUNT:
+            self.rsl.insert(sub)
+            for watch in self.core.interest_watchers: watch(op.subject)   # push consumers delivering there start at once
     elif op.queue: sub.qw = op.weight
 
 @patch
