@@ -479,7 +479,7 @@ def frames_out(data: bytes, up: Upgrade) -> bytes:
 # %% ../../nbs/1_nats/09_websocket.ipynb #2677f398
 class WsTransport(asyncio.Transport):
     "The transport a WebSocket client's NATS connection writes to: writes leave as frames on the real (TCP or TLS) transport."
-    def __init__(self, ws: WsProtocol):
+    def __init__(self, ws: asyncio.Protocol):      # the WsProtocol below
         super().__init__(); self.ws, self.raw = ws, ws.raw
     def write(self, data):
         if data: self.raw.write(frames_out(bytes(data), self.ws.up))
