@@ -158,9 +158,9 @@ class FastBatch:
 
 def parse_fast_reply(reply: str):
     "The batch fields of a `$FI` reply subject: (id, flow, gap_ok, seq, op), or None when the pattern is invalid."
-    parts = reply.split('.')
+    parts = reply.rsplit('.', 6)
     if len(parts) < 7: return None
-    bid, flow, gap, seq, op = parts[-6:-1]
+    bid, flow, gap, seq, op = parts[1:6]
     if not (op.isdigit() and 0 <= int(op) <= 4) or not seq.isdigit() or int(seq) == 0 or gap not in ('ok', 'fail'): return None
     op, seq = int(op), int(seq)
     if (seq == 1 and op == 3) or (op == 0 and seq != 1) or (op == 1 and seq <= 1): return None
@@ -268,12 +268,10 @@ def fast_run(s: Stream, msgs: list[tuple[bytes, bytes, bytes]]):
         return
     run, ahead = [], {}                         # `ahead`: each batch's last sequence, counting the run
     for subject, reply, data in msgs:
-        t = reply.rsplit(b'.', 6)                # what `parse_fast_reply` reads, for the common case only
-        if len(t) == 7 and t[5] == b'1' and t[3] in (b'ok', b'fail') and t[4].isdigit():
-            bid, seq = text(t[1]), int(t[4])
-            b = s.fast.get(bid)
-            if b is not None and not b.commit and seq == ahead.get(bid, b.lseq) + 1:
-                ahead[bid] = seq; run.append((subject, reply, data, b, seq)); continue
+        p = parse_fast_reply(text(reply))
+        b = s.fast.get(p[0]) if p is not None and p[4] == 1 else None
+        if b is not None and not b.commit and p[3] == ahead.get(p[0], b.lseq) + 1:
+            ahead[p[0]] = p[3]; run.append((subject, reply, data, b, p[3])); continue
         _store_run(s, run); run, ahead = [], {}
         s._on_one(subject, reply, 0, data)      # anything else: one by one, after what came before it
     _store_run(s, run)
