@@ -5,10 +5,9 @@ messages in two partitions, counted by subject, and a batch write of 100k rows i
 import os, time
 import pytest
 pytest.importorskip('pyspark')
-from pyspark.sql import SparkSession
 from conftest import KINDS
 from jsnb.clients.blocking import _Conn, _api
-from jsnb.clients.spark import register
+from jsnb.clients.spark import local_session
 
 pytestmark = [pytest.mark.bench, pytest.mark.timeout(3600)]
 N_READ = int(os.environ.get('JSNB_SPARK_BENCH_READ', 1_000_000))
@@ -18,11 +17,7 @@ SUBJECTS = 10
 
 @pytest.fixture(scope='module')
 def spark():
-    s = (SparkSession.builder.master('local[2]').appName('jsnb-spark-bench')
-         .config('spark.ui.enabled', 'false').config('spark.ui.showConsoleProgress', 'false')
-         .config('spark.sql.shuffle.partitions', '2').getOrCreate())
-    s.sparkContext.setLogLevel('ERROR')
-    register(s)
+    s = local_session('jsnb-spark-bench')
     yield s
     s.stop()
 

@@ -5,21 +5,16 @@ import asyncio, base64, hashlib, json, ssl, time
 import pytest
 pytest.importorskip('pyspark')
 import nats, nkeys
-from pyspark.sql import SparkSession
-from conftest import KINDS, REF_BIN
+from conftest import KINDS
 from jsnb.clients.blocking import NatsError, _Conn
-from jsnb.clients.spark import register
+from jsnb.clients.spark import local_session
 
 pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope='module')
 def spark():
-    s = (SparkSession.builder.master('local[2]').appName('jsnb-spark-security')
-         .config('spark.ui.enabled', 'false').config('spark.ui.showConsoleProgress', 'false')
-         .config('spark.sql.shuffle.partitions', '2').getOrCreate())
-    s.sparkContext.setLogLevel('OFF')
-    register(s)
+    s = local_session('jsnb-spark-security')
     yield s
     s.stop()
 
