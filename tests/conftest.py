@@ -56,6 +56,19 @@ class ServerProc:
 
     def log_text(self): return self.log.read_text() if self.log.exists() else ''
 
+    def ports_file(self, d) -> tuple[str, dict]: return ports_file(self.proc.pid, d)
+
+
+def ports_file(pid: int, d, timeout: float = 5) -> tuple[str, dict]:
+    "Name and content of `<program>_<pid>.ports` in `d`, once written (the reference writes it in the background)."
+    import json
+    deadline = time.time() + timeout
+    while True:
+        found = sorted(pathlib.Path(d).glob(f'*_{pid}.ports'))
+        if found: return found[0].name, json.loads(found[0].read_text())
+        if time.time() > deadline: return '', {}
+        time.sleep(0.05)
+
 
 @pytest.fixture
 def start_server():

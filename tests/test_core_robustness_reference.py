@@ -248,15 +248,6 @@ class ScriptProc(ServerProc):
         return c
 
 
-def ports_file(s: ServerProc, d) -> tuple[str, dict]:
-    import glob, json, os
-    for _ in range(100):
-        found = glob.glob(os.path.join(d, f'*_{s.proc.pid}.ports'))
-        if found: return os.path.basename(found[0]), json.loads(open(found[0]).read())
-        time.sleep(0.05)
-    return '', {}
-
-
 @pytest.mark.parametrize('how', ['flag', 'config'])
 def test_ports_file_and_server_tags(how, tmp_path):
     """`ports_file_dir` (flag or config key) gets `<program>_<pid>.ports` with the client and monitoring URLs
@@ -272,7 +263,7 @@ def test_ports_file_and_server_tags(how, tmp_path):
         else: conf += f'ports_file_dir: "{d}"\n'
         s = ScriptProc(kind, args, conf).start()
         try:
-            name, ports = ports_file(s, d)
+            name, ports = s.ports_file(d)
             mport = int(re.search(r'Starting http monitor on \S+:(\d+)', s.log_text()).group(1))
             with urllib.request.urlopen(f'http://127.0.0.1:{mport}/varz', timeout=5) as r: tags = json.loads(r.read()).get('tags')
             prog = 'nats-server' if kind == 'nats-server' else 'jsnb-server'

@@ -389,9 +389,7 @@ async def test_queue_member_choice_like_reference(nodes, kind):
 
 async def test_ports_file_lists_the_cluster_port(nodes, tmp_path):
     s = nodes('jsnb', 's1', extra=['--ports_file_dir', str(tmp_path)])
-    deadline = time.time() + 5
-    while time.time() < deadline and not list(tmp_path.glob('*.ports')): time.sleep(0.05)
-    ports = json.loads(next(tmp_path.glob('*.ports')).read_text())
+    ports = s.proc.ports_file(tmp_path)[1]
     assert ports['cluster'] == [f'nats://127.0.0.1:{s.cluster_port}']
 
 

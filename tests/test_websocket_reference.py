@@ -369,7 +369,7 @@ def test_ports_file(tmp_path):
         s = ServerProc(k, config=f'ports_file_dir: "{d}"\nwebsocket {{ listen: "127.0.0.1:-1", no_tls: true }}\n').start()
         try:
             ws = int(_WS.search(s.log_text()).group(3))
-            ports = json.loads(next(d.glob('*.ports')).read_text())
+            ports = s.ports_file(d)[1]
             out[k] = (sorted(ports), ports['websocket'] == [f'ws://127.0.0.1:{ws}'])
         finally: s.stop()
     assert out['jsnb'] == out['nats-server'] == (['nats', 'websocket'], True)
