@@ -9,7 +9,7 @@ from urllib.parse import urlsplit, unquote
 from . import __version__
 from .nats.config import ServerOptions, ConfigError, load_config, options_from_config, DEFAULT_STORE_DIR, _route_url
 from .nats.core import VERSION
-from .nats.auth import AuthConfigError
+from .nats.credentials import AuthConfigError
 from .nats.jwt import operator_log_lines
 from .nats.tls import tls_from_flags
 from .nats.server import StartupError, RefFormatter, TRACE, log

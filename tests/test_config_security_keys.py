@@ -81,7 +81,7 @@ def test_tls_and_account_keys_are_accounted_for():
     "The keys of the `tls {}` and account blocks are read in code, not tables: every one the reference has is placed."
     from jsnb.nats.tls import parse_tls, _TLS_LATER
     from jsnb.nats.accounts import _ACCOUNT_LATER, parse_accounts
-    from jsnb.nats.auth import AuthConfigError
+    from jsnb.nats.credentials import AuthConfigError
     for key in ENFORCED['tls']:
         try: parse_tls({key: 'not a valid value'})
         except AuthConfigError as e: assert 'unknown field' not in str(e), key      # read (and checked), not unknown

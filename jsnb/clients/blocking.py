@@ -11,7 +11,7 @@ from urllib.parse import unquote, urlsplit
 from fastcore.basics import patch
 from .. import __version__
 from ..nats import protocol as wire
-from ..nats.auth import PREFIX_USER, decode_nkey
+from ..nats.credentials import PREFIX_USER, decode_nkey
 
 
 

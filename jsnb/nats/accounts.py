@@ -9,7 +9,8 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from .subjects import Sublist, Subscription, valid_subject, has_wildcard, transform_subject
 from .times import NS, parse_go_duration
-from .auth import AuthConfigError, parse_users, parse_permissions, _where, _used, _goq, _got, _subset
+from .credentials import AuthConfigError, _where, _used, _goq, _got
+from .permissions import parse_users, parse_permissions, _subset
 
 # %% auto #0
 __all__ = ['GLOBAL', 'SYSTEM', 'RESPONSE_THRESHOLD', 'NO_JS_LIMITS', 'MAX_HOPS', 'Export', 'Import', 'AccountConfig',

@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from urllib.parse import urlsplit
 from .times import NS, go_duration, parse_go_duration
-from .auth import AuthConfigError, users_from_block
+from .credentials import AuthConfigError
+from .permissions import users_from_block
 from .accounts import parse_accounts
 from .jwt import parse_operators, parse_resolver, parse_trusted, parse_preload, trusted_keys, operator_accounts
 from .tls import parse_tls

@@ -8,7 +8,9 @@ import asyncio, base64, binascii, ipaddress, json, logging, os, re, time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from fastcore.basics import patch
-from .auth import Auth, AuthConfigError, Permissions, SubjectPermission, decode_nkey, verify_nonce, new_nonce, grant, who, _goq, _got, _check_subjects, apply_account_limits
+from .credentials import AuthConfigError, decode_nkey, verify_nonce, new_nonce, _goq, _got
+from .permissions import Permissions, SubjectPermission, grant, _check_subjects
+from .auth import Auth, who, apply_account_limits
 from .accounts import AccountConfig, Export, Import, RESPONSE_THRESHOLD, NO_JS_LIMITS, GLOBAL
 from .trace import server_info
 
@@ -324,7 +326,7 @@ def activation_ok(token, importer: str, imp: Import, exporter: JwtAccount) -> bo
 
 def _covers(export: str, subject: str) -> bool:
     "Whether every subject of `subject` (maybe with wildcards) is in `export`."
-    from jsnb.nats.auth import _subset
+    from jsnb.nats.permissions import _subset
     return _subset(subject.encode(), export.encode())
 
 # %% ../../nbs/1_nats/07c_jwt.ipynb #d089b315

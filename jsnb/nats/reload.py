@@ -8,7 +8,9 @@ import asyncio, json, logging, os, sys
 from dataclasses import fields
 from fastcore.basics import patch
 from .config import ServerOptions, load_config, options_from_config
-from .auth import Auth, all_users, startup_checks, violation, who, _goq, _collide
+from .credentials import _goq
+from .permissions import _collide
+from .auth import Auth, all_users, startup_checks, violation, who
 from .server import Server, RefFormatter, TRACE, log, _go_error
 from .times import NS, go_duration
 from .core import E_MAX_CONN

@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio, logging, ssl
 from asyncio import sslproto
 from dataclasses import dataclass, field, replace
-from .auth import AuthConfigError, _where, _goq, _got, who
+from .credentials import AuthConfigError, _where, _goq, _got
+from .auth import who
 from .times import NS, parse_go_duration
 
 log = logging.getLogger('jsnb')

@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio, base64, hashlib, ipaddress, logging, zlib
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
-from .auth import AuthConfigError, who, _where, _used, _got
+from .credentials import AuthConfigError, _where, _used, _got
+from .auth import who
 from .tls import parse_tls
 from .times import NS, parse_go_duration
 from fastcore.basics import patch
