@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse, asyncio, logging, os, signal, sys
 from urllib.parse import urlsplit, unquote
 from . import __version__
-from .nats.config import ServerOptions, ConfigError, load_config, options_from_config, DEFAULT_STORE_DIR, _route_url
+from .nats.conf_format import ConfigError, load_config
+from .nats.config import ServerOptions, options_from_config, DEFAULT_STORE_DIR, _route_url
 from .nats.core import VERSION
 from .nats.credentials import AuthConfigError
 from .nats.jwt import operator_log_lines

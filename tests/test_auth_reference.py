@@ -567,14 +567,14 @@ SECURITY_KEYS = ('resolver_tls default_sentinel '
 
 def test_every_key_jsnb_does_not_implement_is_refused():
     "Walk the configuration tables: a key jsnb knows but does not implement stops the server, never warns and runs."
-    from jsnb.nats import config
+    from jsnb.nats import config, conf_format
     from jsnb.nats.tls import parse_tls, _TLS_LATER
     refused = []
     for table, block in ((config._TOP_KEYS, None), (config._AUTH_KEYS, 'authorization'), (config._JS_KEYS, 'jetstream')):
         for key, entry in table.items():
             if entry is not None: continue
             text = f'{key}: 1\n' if block is None else f'{block} {{ {key}: 1 }}\n'
-            with pytest.raises(config.ConfigError, match='jsnb does not support') as e: config.options_from_config(config.parse_config(text))
+            with pytest.raises(conf_format.ConfigError, match='jsnb does not support') as e: config.options_from_config(conf_format.parse_config(text))
             if key in SECURITY_KEYS: assert 'refusing to start rather than run without it' in str(e.value), key
             refused.append(key)
     assert set(SECURITY_KEYS) <= set(refused)

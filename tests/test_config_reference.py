@@ -10,7 +10,8 @@ from datetime import datetime
 
 import pytest
 
-from jsnb.nats.config import ConfigError, load_config, options_from_config
+from jsnb.nats.conf_format import ConfigError, load_config
+from jsnb.nats.config import options_from_config
 
 NATS = shutil.which("nats-server")
 pytestmark = [pytest.mark.skipif(NATS is None, reason="nats-server is not on PATH"), pytest.mark.reference]

@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio, json, logging, os, sys
 from dataclasses import fields
 from fastcore.basics import patch
-from .config import ServerOptions, load_config, options_from_config
+from .conf_format import load_config
+from .config import ServerOptions, options_from_config
 from .credentials import _goq
 from .permissions import _collide
 from .auth import Auth, all_users, startup_checks, violation, who
