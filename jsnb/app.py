@@ -10,6 +10,7 @@ from .nats.server import Server as CoreServer, serve_cluster as _serve_cluster
 from .js.api import JetStream
 from .js.js_accounts import JetStreamAccounts
 from .js.cluster import ClusteredJetStream
+from .js import cluster_api, cluster_replicas      # the requests and the replication of ClusteredJetStream (methods patched in)
 from .js.stream_config import JS_API_LEVEL
 
 # %% auto #0
