@@ -10,7 +10,7 @@ import pytest
 import nats
 
 from jsdiff import blank
-from jsnb.js.snapshot import S2Reader, ArchiveReader, s2_frames, archive_entry, ARCHIVE_MAGIC
+from jsnb.js.archive import S2Reader, ArchiveReader, s2_frames, archive_entry, ARCHIVE_MAGIC
 
 pytestmark = pytest.mark.reference
 

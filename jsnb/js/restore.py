@@ -21,7 +21,8 @@ from .account import Account
 from .filestore import FileStore
 from .stream import limits_of
 from .ttl import parse_ttl
-from .snapshot import (ARCHIVE_MAGIC, ArchiveReader, S2Reader, SnapshotError, is_empty_request, ready, WAIT_FOR_KERNELS, KERNEL_WAIT, _client, _CORRUPT, _INVALID)
+from .archive import (ARCHIVE_MAGIC, ArchiveReader, S2Reader, SnapshotError, ready, WAIT_FOR_KERNELS, KERNEL_WAIT, _CORRUPT, _INVALID)
+from .snapshot import is_empty_request, _client
 from . import mirrors, stream_api
 
 log = logging.getLogger('jsnb')
