@@ -9,8 +9,6 @@ from .nats.config import ServerOptions
 from .nats.server import Server as CoreServer, serve_cluster as _serve_cluster
 from .js.api import JetStream
 from .js.js_accounts import JetStreamAccounts
-from .js.cluster import ClusteredJetStream
-from .js import cluster_api, cluster_replicas      # the requests and the replication of ClusteredJetStream (methods patched in)
 from .js.stream_config import JS_API_LEVEL
 
 # %% auto #0
@@ -21,7 +19,10 @@ def jetstream(core, opts: ServerOptions) -> JetStream | JetStreamAccounts:
     "The JetStream service for a server's core, with the server's storage options; the core reports its API level."
     core.api_level = JS_API_LEVEL
     if opts.accounts: return JetStreamAccounts(core, opts)       # JetStream in the accounts that have it, not in `$G`
-    if opts.clustered: return ClusteredJetStream(core, opts)     # the meta group and the streams' servers (jsnb.js.cluster)
+    if opts.clustered:                       # the meta group and the streams' servers; only clustered servers load the Raft library
+        from jsnb.js.cluster import ClusteredJetStream
+        from jsnb.js import cluster_api, cluster_replicas    # noqa: F401  (their requests and replication are patched into the class)
+        return ClusteredJetStream(core, opts)
     return JetStream(core, core.store_dir, opts.max_memory_store, opts.max_file_store, opts.sync_interval, domain=opts.js_domain)
 
 class Server(CoreServer):
