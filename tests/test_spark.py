@@ -130,7 +130,8 @@ def test_kv_many_keys(spark, start_server, kind):
         await asyncio.gather(*acks)
         await kv.put('k0001', b'new'); await kv.delete('k0002')
     js_run(s.url, go)
-    from jsnb.clients.spark import _Conn, _direct, NatsError
+    from jsnb.clients.blocking import _Conn, NatsError
+    from jsnb.clients.spark_read import _direct
     with _Conn(s.url) as c, pytest.raises(NatsError, match='Too Many Results'): _direct(c, 'KV_big', {'multi_last': ['$KV.big.>']})
     got = {r.key: bytes(r.value) for r in read(spark, s.url, bucket='big').collect()}
     assert len(got) == 1099 and got['k0001'] == b'new' and 'k0002' not in got and got['k1099'] == b'v1099'
@@ -200,7 +201,7 @@ def test_write_idempotent_under_retry(spark, start_server):
         for i in it:
             yield (f'out.{i % 5}', f'attempt {attempt}'.encode().ljust(2000), str(i))   # large rows leave buffers early
         if attempt == 0:                           # fail once the writer has stored some of the rows
-            from jsnb.clients.spark import _Conn, _api
+            from jsnb.clients.blocking import _Conn, _api
             with _Conn(url) as c:
                 for _ in range(600):
                     if _api(c, 'STREAM.INFO.OUT')['state']['messages'] >= 256: break
@@ -377,7 +378,7 @@ def test_repeated_headers_round_trip(spark, start_server, kind):
         nc = js._nc
         await nc.request('h.in', b'y', headers=None, timeout=5)
     js_run(s.url, go)
-    from jsnb.clients.spark import _Conn
+    from jsnb.clients.blocking import _Conn
     with _Conn(s.url) as c:                          # nats-py sends a key once: write the repeated one by hand
         c.request('h.in', b'z', b'NATS/1.0\r\nTag: a\r\nTag: b, c\r\nTag: d\r\n\r\n')
     df = read(spark, s.url, stream='H')
