@@ -3,6 +3,18 @@ import os, re, shutil, signal, subprocess, sys, tempfile, time, pathlib
 import pytest
 
 REF_BIN = shutil.which('nats-server')
+
+
+def pytest_collection_modifyitems(config, items):
+    """With several workers (`--dist loadgroup`), the tests of a module that shares a module-wide fixture (a Spark
+    session, a built site, servers started once) stay on one worker, and benchmarks and soak runs on one worker,
+    one after the other: they measure, and must not compete with each other."""
+    for item in items:
+        defs = getattr(item, '_fixtureinfo', None)
+        shared = defs is not None and any(d.scope != 'function' and d.baseid.endswith('.py')
+                                          for ds in defs.name2fixturedefs.values() for d in ds)
+        if item.get_closest_marker('bench') or item.get_closest_marker('soak'): item.add_marker(pytest.mark.xdist_group('measure'))
+        elif shared: item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 KINDS = ['jsnb', 'nats-server']
 _LISTEN = re.compile(r'Listening for client connections on (\S+):(\d+)')
 
