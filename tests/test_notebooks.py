@@ -56,6 +56,13 @@ def test_readme_is_generated_from_index():
     assert (ROOT / 'README.md').read_text() == readme(ROOT)
 
 
+def test_readme_links_resolve():
+    "Every relative link of README.md names a file of the repository."
+    import re
+    links = re.findall(r'\]\(([^)#:\s]+)(?:#[^)]*)?\)', (ROOT / 'README.md').read_text())
+    assert links and not [l for l in links if not (ROOT / l).exists()]
+
+
 def test_sidebar_is_generated_from_the_folders():
     "`nbs/sidebar.yml` (what Quarto reads) is exactly what `jsnb-docs sidebar` makes of the folders."
     from jsnb.tools.docs import sidebar_yml
