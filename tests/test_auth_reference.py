@@ -194,7 +194,7 @@ def test_no_auth_user_with_bcrypt_password_never_logs_in(start_server):
 
 @pytest.mark.parametrize('config,message', [
     (USERS + 'no_auth_user: zed\n', 'no_auth_user: "zed" not present as user or nkey in authorization block or account configuration'),
-    ('no_auth_user: zed\n', 'no_auth_user: "zed" present, but users/nkeys are not defined')])
+    ('no_auth_user: zed\n', 'no_auth_user: "zed" present, but users/nkeys are not defined')], ids=['with users', 'without users'])
 def test_bad_no_auth_user_passes_the_check_but_not_the_start(tmp_path, config, message):
     path = tmp_path / 'a.conf'; path.write_text(config)
     for kind in KINDS:
