@@ -454,7 +454,6 @@ def _write_ports_file(self: Server):
     d = {'nats': _urls('nats', self._listener.sockets[0])}
     if self._monitor is not None: d['monitoring'] = _urls('http', self._monitor.sockets[0])
     if self._route_listener is not None: d['cluster'] = _urls('nats', self._route_listener.sockets[0])
-    if self._leaf_listener is not None: d['leafnode'] = _urls('nats', self._leaf_listener.sockets[0])
     if self._ws_listener is not None:
         d['websocket'] = _urls('wss' if self.core.ws_info['tls'] else 'ws', self._ws_listener.sockets[0])
     path = os.path.join(self.opts.ports_file_dir, f'{os.path.basename(sys.argv[0])}_{os.getpid()}.ports')

@@ -1,0 +1,306 @@
+"""Leaf nodes: a reference nats-server dials a hub as its leaf node, the hub being jsnb or the
+reference. Every scenario runs once per hub, with stock nats-py clients on both servers, and the
+two outcomes are compared: what the clients receive, the logs of a refused login, /leafz and /varz."""
+import asyncio, json, re, subprocess, sys, time, urllib.request
+import pytest
+import nats
+from conftest import ServerProc, KINDS, ports_file
+
+pytestmark = pytest.mark.reference
+
+_LEAF_PORT = re.compile(r'Listening for leafnode connections on (\S+):(\d+)')
+_HTTP_PORT = re.compile(r'Starting http monitor on (\S+):(\d+)')
+ACCOUNTS = 'accounts { A: { users: [ {user: a, password: a} ] }, B: { users: [ {user: b, password: b} ] } }\n'
+
+
+class Hub:
+    "A hub (jsnb or the reference) with a leaf node port, and the reference leaf node dialling it."
+    def __init__(self, kind, leafnodes='', extra=''):
+        self.kind, self.leafnodes, self.extra = kind, leafnodes, extra
+        self.proc = self.leaf = None
+
+    def start(self):
+        conf = (f'server_name: hub\nhttp: "127.0.0.1:-1"\n{self.extra}'
+                f'leafnodes {{ listen: "127.0.0.1:-1", compression: off\n{self.leafnodes} }}\n')
+        self.proc = ServerProc(self.kind, ['-a', '127.0.0.1'], conf).start()
+        text = self.proc.log_text()
+        self.leaf_port, self.http = int(_LEAF_PORT.search(text).group(2)), int(_HTTP_PORT.search(text).group(2))
+        return self
+
+    def dial(self, cred='', account='', wait=True):
+        "Start the reference leaf node dialling this hub (`cred`: `user:password`)."
+        at = f'{cred}@' if cred else ''
+        conf = (f'server_name: leaf\nhttp: "127.0.0.1:-1"\n{ACCOUNTS if account else ""}'
+                f'leafnodes {{ remotes: [ {{url: "nats-leaf://{at}127.0.0.1:{self.leaf_port}"'
+                f'{", account: " + account if account else ""}}} ] }}\n')
+        self.leaf = ServerProc('nats-server', ['-a', '127.0.0.1'], conf).start()
+        self.leaf_http = int(_HTTP_PORT.search(self.leaf.log_text()).group(2))
+        if wait: until(lambda: self.get('/leafz')['leafnodes'] == 1)
+        return self
+
+    def get(self, path, leaf=False):
+        port = self.leaf_http if leaf else self.http
+        with urllib.request.urlopen(f'http://127.0.0.1:{port}{path}', timeout=5) as r: return json.load(r)
+
+    def hub_sees(self, subject):
+        "Whether the leaf's interest in `subject` has reached the hub."
+        return any(subject in (l.get('subscriptions_list') or ()) for l in self.get('/leafz?subs=1')['leafs'])
+
+    def leaf_sees(self, subject):
+        "Whether the hub's interest in `subject` has reached the leaf."
+        return any(subject in (l.get('subscriptions_list') or ()) for l in self.get('/leafz?subs=1', leaf=True)['leafs'])
+
+    def stop(self):
+        for p in (self.leaf, self.proc):
+            if p is not None: p.stop()
+
+
+def until(cond, timeout=10):
+    "Wait for `cond()` (polling); fail when it never holds."
+    end = time.time() + timeout
+    while time.time() < end:
+        if cond(): return
+        time.sleep(0.05)
+    raise AssertionError('condition never held')
+
+
+@pytest.fixture
+def hubs():
+    "Factory: `hubs(**kw)` starts one hub of each kind; all are stopped at the end."
+    made = []
+    def make(**kw):
+        hs = {k: Hub(k, **kw) for k in KINDS}; made.extend(hs.values())
+        for h in hs.values(): h.start()
+        return hs
+    yield make
+    for h in made: h.stop()
+
+
+def both(hubs, scenario, **kw):
+    "Run `scenario(hub)` on a jsnb hub and a reference hub; both outcomes, which the test compares."
+    out = {}
+    for kind, h in hubs(**kw).items(): out[kind] = asyncio.run(scenario(h))
+    return out['jsnb'], out['nats-server']
+
+
+def _msg(m): return (m.subject, m.reply, m.data, dict(m.headers or {}))
+
+
+async def _clients(h, hub_user='', leaf_user=''):
+    hc = await nats.connect(h.proc.url, user=hub_user or None, password=hub_user or None)
+    lc = await nats.connect(h.leaf.url, user=leaf_user or None, password=leaf_user or None)
+    return hc, lc
+
+
+async def _pub_both_ways(h):
+    h.dial()
+    hc, lc = await _clients(h)
+    s = await lc.subscribe('to.leaf.*'); await lc.flush()
+    until(lambda: h.hub_sees('to.leaf.*'))
+    await hc.publish('to.leaf.a', b'one', reply='r1'); await hc.publish('to.leaf.b', b'two', headers={'k': 'v'}); await hc.flush()
+    got = [_msg(await s.next_msg(5)), _msg(await s.next_msg(5))]
+    s2 = await hc.subscribe('to.hub'); await hc.flush()
+    until(lambda: h.leaf_sees('to.hub'))
+    await lc.publish('to.hub', b'three', headers={'a': 'b'}); await lc.publish('to.hub', b'four'); await lc.flush()
+    got += [_msg(await s2.next_msg(5)), _msg(await s2.next_msg(5))]
+    await hc.close(); await lc.close()
+    return got
+
+
+def test_messages_both_ways(hubs):
+    j, r = both(hubs, _pub_both_ways)
+    assert j == r
+    assert [g[2] for g in j] == [b'one', b'two', b'three', b'four']
+
+
+async def _queues(h):
+    "Queue group members on both sides: every message goes to one member, plain subscribers get all."
+    h.dial()
+    hc, lc = await _clients(h)
+    hq = [await hc.subscribe('work', queue='q') for _ in range(2)]
+    lq = await lc.subscribe('work', queue='q'); lp = await lc.subscribe('work')
+    await hc.flush(); await lc.flush()
+    until(lambda: h.hub_sees('work') and h.leaf_sees('work'))
+    n = 40
+    for i in range(n): await hc.publish('work', b'%d' % i)
+    for i in range(n): await lc.publish('work', b'L%d' % i)
+    await hc.flush(); await lc.flush()
+    plain = [await lp.next_msg(5) for _ in range(2 * n)]
+    await asyncio.sleep(0.2); await hc.flush(); await lc.flush()
+    q = [s.pending_msgs for s in hq] + [lq.pending_msgs]
+    await hc.close(); await lc.close()
+    return sum(q), len(plain)
+
+
+def test_queue_groups_across(hubs):
+    j, r = both(hubs, _queues)
+    assert j == r == (80, 80)
+
+
+async def _unsub(h):
+    h.dial()
+    hc, lc = await _clients(h)
+    s = await lc.subscribe('gone'); q = await lc.subscribe('gone.q', queue='g'); await lc.flush()
+    until(lambda: h.hub_sees('gone') and h.hub_sees('gone.q'))
+    seen = [h.hub_sees('gone')]
+    await s.unsubscribe(); await q.unsubscribe(); await lc.flush()
+    until(lambda: not h.hub_sees('gone') and not h.hub_sees('gone.q'))
+    hs = await hc.subscribe('hub.side', queue='w'); await hc.flush()
+    until(lambda: h.leaf_sees('hub.side'))
+    await hs.unsubscribe(); await hc.flush()
+    until(lambda: not h.leaf_sees('hub.side'))
+    try: await hc.request('gone', b'', timeout=1); seen.append('answered')
+    except nats.errors.NoRespondersError: seen.append('no responders')
+    await hc.close(); await lc.close()
+    return seen
+
+
+def test_unsubscribe_propagates(hubs):
+    j, r = both(hubs, _unsub)
+    assert j == r == [True, 'no responders']
+
+
+async def _requests(h):
+    h.dial()
+    hc, lc = await _clients(h)
+    async def echo(m): await m.respond(b'echo:' + m.data)
+    await hc.subscribe('svc.hub', cb=echo); await lc.subscribe('svc.leaf', cb=echo)
+    await hc.flush(); await lc.flush()
+    until(lambda: h.hub_sees('svc.leaf') and h.leaf_sees('svc.hub'))
+    out = [(await lc.request('svc.hub', b'1', timeout=5)).data, (await hc.request('svc.leaf', b'2', timeout=5)).data]
+    await hc.close(); await lc.close()
+    return out
+
+
+def test_request_reply_across(hubs):
+    j, r = both(hubs, _requests)
+    assert j == r == [b'echo:1', b'echo:2']
+
+
+def _norm_log(text, words):
+    out = []
+    for line in text.splitlines():
+        if any(w in line for w in words):
+            line = re.sub(r'^\[\d+\] \S+ \S+ ', '', line)
+            out.append(re.sub(r'127\.0\.0\.1:\d+ - lid:\d+', 'LEAF', line))
+    return out
+
+
+async def _refused(h):
+    h.dial('leaf:wrong', wait=False)
+    until(lambda: 'Authorization Violation' in h.leaf.log_text())
+    until(lambda: 'Authentication Failure' in h.proc.log_text())
+    hub = _norm_log(h.proc.log_text(), ['authentication error', 'Leafnode connection closed'])
+    leaf = _norm_log(h.leaf.log_text(), ['Leafnode Error'])
+    return hub[:2], leaf[:1], h.get('/leafz')['leafnodes']
+
+
+def test_refused_login(hubs):
+    j, r = both(hubs, _refused, leafnodes='authorization { user: leaf, password: s3cr3t }')
+    assert j == r
+    assert j[0] == ['[ERR] LEAF - authentication error - User "leaf"', '[INF] LEAF - Leafnode connection closed: Authentication Failure']
+
+
+async def _bound(h, cred='leaf:s3cr3t'):
+    "A leaf logged in as a user bound to account A: it shares A's subjects, not `$G`'s or B's."
+    h.dial(cred)
+    hc, lc = await _clients(h, hub_user='a')
+    hb = await nats.connect(h.proc.url, user='b', password='b')
+    s = await lc.subscribe('acc.>'); await lc.flush()
+    until(lambda: h.hub_sees('acc.>'))
+    await hb.publish('acc.b', b'from B'); await hb.flush()
+    await hc.publish('acc.a', b'from A'); await hc.flush()
+    got = [_msg(await s.next_msg(5))]
+    try: got.append(_msg(await s.next_msg(0.5)))
+    except nats.errors.TimeoutError: pass
+    leafz = h.get('/leafz')['leafs'][0]
+    await hc.close(); await lc.close(); await hb.close()
+    return got, leafz['account']
+
+
+def test_leaf_bound_to_account(hubs):
+    j, r = both(hubs, _bound, extra=ACCOUNTS, leafnodes='authorization { user: leaf, password: s3cr3t, account: A }')
+    assert j == r == ([('acc.a', '', b'from A', {})], 'A')
+
+
+def test_leaf_users_list(hubs):
+    auth = 'authorization { users: [ {user: l1, password: p1, account: B}, {user: leaf, password: s3cr3t, account: A} ] }'
+    j, r = both(hubs, _bound, extra=ACCOUNTS, leafnodes=auth)
+    assert j == r == ([('acc.a', '', b'from A', {})], 'A')
+
+
+_VOLATILE = {'server_id', 'now', 'id', 'port', 'rtt'}
+
+async def _monitor(h):
+    h.dial()
+    hc, lc = await _clients(h)
+    s = await lc.subscribe('m.x'); await lc.flush()
+    until(lambda: h.hub_sees('m.x'))
+    await hc.publish('m.x', b'12345'); await hc.flush(); await s.next_msg(5)
+    s2 = await hc.subscribe('m.y'); await hc.flush()
+    until(lambda: h.leaf_sees('m.y'))
+    await lc.publish('m.y', b'123'); await lc.flush(); await s2.next_msg(5)
+    leafz = h.get('/leafz')
+    leafz = {k: v for k, v in leafz.items() if k not in _VOLATILE}
+    leafz['leafs'] = [{k: v for k, v in l.items() if k not in _VOLATILE} for l in leafz['leafs']]
+    varz = h.get('/varz')
+    leaf = {k: v for k, v in varz['leaf'].items() if k != 'port'}
+    await hc.close(); await lc.close()
+    return leafz, leaf, varz['leaf']['port'] == h.leaf_port, varz['leafnodes']
+
+
+def test_leafz_and_varz(hubs):
+    j, r = both(hubs, _monitor)
+    assert j == r
+    assert j[0]['leafs'][0]['in_msgs'] == j[0]['leafs'][0]['out_msgs'] == 1
+
+
+def test_startup_log_and_ports_file(tmp_path):
+    "The leaf node port is logged as the reference logs it, and (as in the reference) not listed in the ports file."
+    out = {}
+    for kind in KINDS:
+        d = tmp_path / kind; d.mkdir()
+        p = ServerProc(kind, ['-a', '127.0.0.1'], f'ports_file_dir: "{d}"\nleafnodes {{ listen: "127.0.0.1:-1" }}\n').start()
+        try:
+            port = int(_LEAF_PORT.search(p.log_text()).group(2))
+            lines = [re.sub(r'^\[\d+\] \S+ \S+ ', '', l).replace(str(port), 'PORT') for l in p.log_text().splitlines() if 'leafnode' in l]
+            out[kind] = lines, sorted(p.ports_file(d)[1])
+        finally: p.stop()
+    assert out['jsnb'] == out['nats-server']
+    assert out['jsnb'][0] == ['[INF] Listening for leafnode connections on 127.0.0.1:PORT']
+
+
+def _start_error(kind, tmp_path, conf):
+    p = ServerProc(kind, ['-a', '127.0.0.1'], conf, workdir=str(tmp_path / kind))
+    (tmp_path / kind).mkdir(exist_ok=True)
+    try: p.start(); return None
+    except RuntimeError as e: return str(e)
+    finally: p.stop()
+
+
+@pytest.mark.parametrize('block,key', [('remotes: [ {url: "nats-leaf://127.0.0.1:7422"} ]', 'leafnodes.remotes'),
+                                       ('tls { cert_file: "x.pem", key_file: "x.key" }', 'leafnodes.tls'),
+                                       ('min_version: "2.8.0"', 'leafnodes.min_version'),
+                                       ('authorization { nkey: "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4" }',
+                                        'leafnodes.authorization.nkey')])
+def test_unimplemented_keys_refused(tmp_path, block, key):
+    "Keys jsnb does not implement stop it at start, naming the key."
+    err = _start_error('jsnb', tmp_path, f'leafnodes {{ listen: "127.0.0.1:-1"\n{block} }}\n')
+    assert err is not None and f'"{key}" is a nats-server option that jsnb does not support yet' in err
+
+
+def test_unknown_key_refused_by_both(tmp_path):
+    errs = {k: _start_error(k, tmp_path, 'leafnodes { listen: "127.0.0.1:-1", bogus: 1 }\n') for k in KINDS}
+    assert all(e is not None and 'unknown field "bogus"' in e for e in errs.values())
+
+
+def test_client_on_leaf_port(hubs):
+    "A client that dials the leaf node port is told it is the wrong port, by both."
+    out = {}
+    for kind, h in hubs().items():
+        from rawclient import Raw
+        r = Raw(h.leaf_port, connect=b'CONNECT {"lang":"python","verbose":false}\r\n')
+        out[kind] = (b'attempted to connect to leaf node port' in r.read(1)[0], sorted(json.loads(r.info)))
+    assert out['jsnb'][0] is out['nats-server'][0] is True
+    common = set(out['nats-server'][1]) - {'git_commit', 'go', 'api_lvl'}   # jsnb tells its API level with JetStream only, as in its client INFO
+    assert common <= set(out['jsnb'][1]), common - set(out['jsnb'][1])
