@@ -20,7 +20,7 @@ class Hub:
         self.proc = self.leaf = None
 
     def start(self):
-        conf = (f'server_name: hub\nhttp: "127.0.0.1:-1"\n{self.extra}'
+        conf = (f'server_name: hub\nhttp: "127.0.0.1:-1"\n{self.extra.replace("KIND", self.kind)}'
                 f'leafnodes {{ listen: "127.0.0.1:-1", compression: off\n{self.leafnodes} }}\n')
         self.proc = ServerProc(self.kind, ['-a', '127.0.0.1'], conf).start()
         text = self.proc.log_text()
@@ -304,3 +304,20 @@ def test_client_on_leaf_port(hubs):
     assert out['jsnb'][0] is out['nats-server'][0] is True
     common = set(out['nats-server'][1]) - {'git_commit', 'go', 'api_lvl'}   # jsnb tells its API level with JetStream only, as in its client INFO
     assert common <= set(out['jsnb'][1]), common - set(out['jsnb'][1])
+
+
+async def _jetstream_from_leaf(h):
+    "A client of the leaf node (which has no JetStream) uses the JetStream API of a hub that has it."
+    h.dial()
+    lc = await nats.connect(h.leaf.url)
+    until(lambda: h.leaf_sees('$JS.API.>'))
+    try: out = (await lc.jetstream().add_stream(name='S', subjects=['s.>'])).config.name
+    except Exception as e: out = type(e).__name__
+    await lc.close()
+    return out
+
+
+def test_jetstream_api_from_leaf(hubs, tmp_path):
+    "The reference hub does not extend JetStream in the same domain to a leaf node without `$JS.API` exports: nor does jsnb."
+    j, r = both(hubs, _jetstream_from_leaf, extra=f'jetstream {{ store_dir: "{tmp_path}/KIND" }}\n')
+    assert j == r
