@@ -321,3 +321,18 @@ def test_jetstream_api_from_leaf(hubs, tmp_path):
     "The reference hub does not extend JetStream in the same domain to a leaf node without `$JS.API` exports: nor does jsnb."
     j, r = both(hubs, _jetstream_from_leaf, extra=f'jetstream {{ store_dir: "{tmp_path}/KIND" }}\n')
     assert j == r
+
+
+def test_leaf_logs_in_as_a_client_user(hubs):
+    "Without credentials in the leafnodes block, the leaf logs in with the server's users and is bound to the user's account."
+    j, r = both(hubs, lambda h: _bound(h, cred='a:a'), extra=ACCOUNTS)
+    assert j == r == ([('acc.a', '', b'from A', {})], 'A')
+
+
+def test_leaf_refused_as_a_client_user(hubs):
+    async def refused(h):
+        h.dial('a:nope', wait=False)
+        until(lambda: 'Authorization Violation' in h.leaf.log_text())
+        return _norm_log(h.proc.log_text(), ['authentication error'])[:1], h.get('/leafz')['leafnodes']
+    j, r = both(hubs, refused, extra=ACCOUNTS)
+    assert j == r == (['[ERR] LEAF - authentication error - User "a"'], 0)
