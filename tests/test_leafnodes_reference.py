@@ -336,3 +336,27 @@ def test_leaf_refused_as_a_client_user(hubs):
         return _norm_log(h.proc.log_text(), ['authentication error'])[:1], h.get('/leafz')['leafnodes']
     j, r = both(hubs, refused, extra=ACCOUNTS)
     assert j == r == (['[ERR] LEAF - authentication error - User "a"'], 0)
+
+
+IMPORTS = ('accounts { A: { users: [ {user: a, password: a} ], exports: [ {stream: "feed.>"}, {service: "help"} ] },\n'
+           '           B: { users: [ {user: b, password: b} ],\n'
+           '                imports: [ {stream: {account: A, subject: "feed.>"}}, {service: {account: A, subject: "help"}} ] } }\n')
+
+async def _imports(h):
+    "A leaf bound to account B gets A's exported stream and calls A's exported service."
+    h.dial('b:b')
+    ha = await nats.connect(h.proc.url, user='a', password='a')
+    lc = await nats.connect(h.leaf.url)
+    async def helper(m): await m.respond(b'helped')
+    await ha.subscribe('help', cb=helper); await ha.flush()
+    s = await lc.subscribe('feed.>'); await lc.flush()
+    until(lambda: h.hub_sees('feed.>') and h.leaf_sees('help'))
+    await ha.publish('feed.x', b'news'); await ha.flush()
+    out = [_msg(await s.next_msg(5)), (await lc.request('help', b'?', timeout=5)).data]
+    await ha.close(); await lc.close()
+    return out
+
+
+def test_account_imports_through_leaf(hubs):
+    j, r = both(hubs, _imports, extra=IMPORTS)
+    assert j == r == [('feed.x', '', b'news', {}), b'helped']
