@@ -232,8 +232,6 @@ async def start(self: Server) -> Server:
     if leaf is not None and o.clustered:
         raise StartupError("leaf nodes are not carried over routes yet: jsnb accepts leaf nodes on a single server; "
                            "remove the cluster block (or --cluster) or the leafnodes block")
-    if leaf is not None and (o.trusted_keys or o.operators):
-        raise StartupError("leaf nodes in operator mode are not supported yet: remove the leafnodes block or the operator")
     if leaf is not None and any((a.limits or {}).get('leaf', -1) not in (-1, None) for a in o.accounts):
         raise StartupError("account limits on leaf nodes (limits { max_leafnodes }) are not supported yet")
     if o.accounts and o.clustered:
