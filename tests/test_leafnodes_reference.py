@@ -360,3 +360,26 @@ async def _imports(h):
 def test_account_imports_through_leaf(hubs):
     j, r = both(hubs, _imports, extra=IMPORTS)
     assert j == r == [('feed.x', '', b'news', {}), b'helped']
+
+
+async def _jetstream_domain_from_leaf(h):
+    "A client of the leaf node reaches the hub's JetStream through its domain (`$JS.HUB.API`), stores and reads."
+    h.dial()
+    lc = await nats.connect(h.leaf.url)
+    until(lambda: h.get('/leafz', leaf=True)['leafs'][0]['subscriptions'] > 0)     # the hub's interest has arrived
+    js = lc.jetstream(domain='HUB')
+    out = [(await js.add_stream(name='S', subjects=['s.>'])).config.name]
+    out.append((await js.publish('s.1', b'x')).seq)
+    sub = await js.pull_subscribe('s.>', durable='d')
+    msgs = await sub.fetch(1, timeout=5); await msgs[0].ack_sync()
+    out += [msgs[0].subject, msgs[0].data, (await js.consumer_info('S', 'd')).num_ack_pending]
+    psub = await js.subscribe('s.>')                  # a push consumer delivering to the leaf's client
+    m = await psub.next_msg(5); await m.ack_sync()
+    out += [m.subject, m.data, m.metadata.sequence.stream]
+    await lc.close()
+    return out
+
+
+def test_jetstream_domain_from_leaf(hubs, tmp_path):
+    j, r = both(hubs, _jetstream_domain_from_leaf, extra=f'jetstream {{ store_dir: "{tmp_path}/KIND", domain: HUB }}\n')
+    assert j == r == ['S', 1, 's.1', b'x', 0, 's.1', b'x', 1]

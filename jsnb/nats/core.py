@@ -447,6 +447,10 @@ _NO_RESP = b'NATS/1.0 503\r\nNats-Subject: %s\r\n\r\n'
 def route(self: Core, src, subject: bytes, reply: bytes, hdr: int, data: bytes, to: bytes | None = None, acc=None) -> int:
     "Route one message to every subscription matching `to` (default: `subject`) in account `acc` (default: the sender's); returns how many got it."
     if self.cluster is not None: return self.cluster.route(src, subject, reply, hdr, data, to)
+    if self.leafs is not None and self.leafs.to is not to:   # leaf nodes are told where a consumer's delivery goes
+        prev, self.leafs.to = self.leafs.to, to
+        try: return self.route(src, subject, reply, hdr, data, to, acc)
+        finally: self.leafs.to = prev
     self.in_msgs += 1; self.in_bytes += len(data)
     psubs, qgroups = (acc or getattr(src, 'acc', self.gacc)).sublist.match(to or subject)
     n = 0
