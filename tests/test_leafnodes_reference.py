@@ -27,12 +27,12 @@ class Hub:
         self.leaf_port, self.http = int(_LEAF_PORT.search(text).group(2)), int(_HTTP_PORT.search(text).group(2))
         return self
 
-    def dial(self, cred='', account='', wait=True):
-        "Start the reference leaf node dialling this hub (`cred`: `user:password`)."
+    def dial(self, cred='', account='', wait=True, tls=''):
+        "Start the reference leaf node dialling this hub (`cred`: `user:password`, `tls`: the remote's `tls` block)."
         at = f'{cred}@' if cred else ''
         conf = (f'server_name: leaf\nhttp: "127.0.0.1:-1"\n{ACCOUNTS if account else ""}'
                 f'leafnodes {{ remotes: [ {{url: "nats-leaf://{at}127.0.0.1:{self.leaf_port}"'
-                f'{", account: " + account if account else ""}}} ] }}\n')
+                f'{", account: " + account if account else ""}{", tls: " + tls if tls else ""}}} ] }}\n')
         self.leaf = ServerProc('nats-server', ['-a', '127.0.0.1'], conf).start()
         self.leaf_http = int(_HTTP_PORT.search(self.leaf.log_text()).group(2))
         if wait: until(lambda: self.get('/leafz')['leafnodes'] == 1)
@@ -279,7 +279,7 @@ def _start_error(kind, tmp_path, conf):
 
 
 @pytest.mark.parametrize('block,key', [('remotes: [ {url: "nats-leaf://127.0.0.1:7422"} ]', 'leafnodes.remotes'),
-                                       ('tls { cert_file: "x.pem", key_file: "x.key" }', 'leafnodes.tls'),
+                                       ('write_deadline: "2s"', 'leafnodes.write_deadline'),
                                        ('min_version: "2.8.0"', 'leafnodes.min_version'),
                                        ('authorization { nkey: "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4" }',
                                         'leafnodes.authorization.nkey')])
@@ -383,3 +383,44 @@ async def _jetstream_domain_from_leaf(h):
 def test_jetstream_domain_from_leaf(hubs, tmp_path):
     j, r = both(hubs, _jetstream_domain_from_leaf, extra=f'jetstream {{ store_dir: "{tmp_path}/KIND", domain: HUB }}\n')
     assert j == r == ['S', 1, 's.1', b'x', 0, 's.1', b'x', 1]
+
+
+from test_tls_map_reference import pki      # the CA and certificates (a fixture)
+
+def test_leaf_over_tls(hubs, pki):
+    "TLS on the leaf node port: the leaf upgrades after the INFO; messages flow; /varz shows the TLS settings."
+    tls = f'tls {{ cert_file: "{pki}/server.pem", key_file: "{pki}/server-key.pem", timeout: 3 }}'
+    async def scenario(h):
+        h.dial(tls=f'{{ ca_file: "{pki}/ca.pem" }}')
+        hc, lc = await _clients(h)
+        s = await lc.subscribe('secure'); await lc.flush()
+        until(lambda: h.hub_sees('secure'))
+        await hc.publish('secure', b'sealed'); await hc.flush()
+        m = _msg(await s.next_msg(5))
+        await hc.close(); await lc.close()
+        return m, {k: v for k, v in h.get('/varz')['leaf'].items() if k != 'port'}
+    j, r = both(hubs, scenario, leafnodes=tls)
+    assert j == r
+    assert j[1]['tls_required'] is True and j[1]['tls_timeout'] == 3
+
+
+def test_leaf_without_tls_refused(hubs, pki):
+    "A leaf that does not upgrade to TLS gets nowhere, with both hubs."
+    tls = f'tls {{ cert_file: "{pki}/server.pem", key_file: "{pki}/server-key.pem" }}'
+    async def scenario(h):
+        h.dial(wait=False)
+        until(lambda: 'TLS' in h.leaf.log_text() or 'tls' in h.leaf.log_text())
+        return h.get('/leafz')['leafnodes']
+    j, r = both(hubs, scenario, leafnodes=tls)
+    assert j == r == 0
+
+
+def test_leaf_certificate_verified(hubs, pki):
+    "`verify: true`: a leaf with a certificate of the CA connects, and INFO and /varz say so."
+    tls = f'tls {{ cert_file: "{pki}/server.pem", key_file: "{pki}/server-key.pem", ca_file: "{pki}/ca.pem", verify: true }}'
+    async def scenario(h):
+        h.dial(tls=f'{{ ca_file: "{pki}/ca.pem", cert_file: "{pki}/dn.pem", key_file: "{pki}/dn-key.pem" }}')
+        v = h.get('/varz')['leaf']
+        return h.get('/leafz')['leafnodes'], v.get('tls_verify'), v.get('auth_timeout')
+    j, r = both(hubs, scenario, leafnodes=tls)
+    assert j == r == (1, True, 3)
