@@ -424,3 +424,49 @@ def test_leaf_certificate_verified(hubs, pki):
         return h.get('/leafz')['leafnodes'], v.get('tls_verify'), v.get('auth_timeout')
     j, r = both(hubs, scenario, leafnodes=tls)
     assert j == r == (1, True, 3)
+
+
+_ROUTE_PORT = re.compile(r'Listening for route connections on (\S+):(\d+)')
+
+async def _across_cluster(h, b, b_http):
+    "The leaf is on server A of a cluster; the clients on server B and on the leaf reach each other."
+    def b_routes_see(subject):
+        with urllib.request.urlopen(f'http://127.0.0.1:{b_http}/routez?subs=1', timeout=5) as r: routes = json.load(r)['routes']
+        return any(subject in (x.get('subscriptions_list') or ()) for x in routes)
+    h.dial()
+    bc, lc = await nats.connect(b.url), await nats.connect(h.leaf.url)
+    s = await bc.subscribe('to.b'); await bc.flush()
+    until(lambda: h.leaf_sees('to.b'))
+    await lc.publish('to.b', b'from leaf'); await lc.flush()
+    out = [_msg(await s.next_msg(5))]
+    s2 = await lc.subscribe('to.leaf'); await lc.flush()
+    until(lambda: b_routes_see('to.leaf'))
+    await bc.publish('to.leaf', b'from b', reply='r'); await bc.flush()
+    out.append(_msg(await s2.next_msg(5)))
+    bq = [await bc.subscribe('work', queue='q') for _ in range(2)]; lq = await lc.subscribe('work', queue='q')
+    await bc.flush(); await lc.flush()
+    until(lambda: h.leaf_sees('work') and b_routes_see('work'))
+    for i in range(20): await bc.publish('work', b'b'); await lc.publish('work', b'l')
+    await bc.flush(); await lc.flush()
+    for _ in range(200):                               # (the clients read while this waits)
+        if sum(x.pending_msgs for x in bq) + lq.pending_msgs >= 40: break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)
+    out.append(sum(x.pending_msgs for x in bq) + lq.pending_msgs)
+    await bc.close(); await lc.close()
+    return out
+
+
+def test_leaf_on_a_cluster():
+    out = {}
+    for kind in KINDS:
+        a = Hub(kind, extra='cluster { name: c1, listen: "127.0.0.1:-1" }\n').start()
+        rport = int(_ROUTE_PORT.search(a.proc.log_text()).group(2))
+        b = ServerProc(kind, ['-a', '127.0.0.1'], f'server_name: b\nhttp: "127.0.0.1:-1"\n'
+                       f'cluster {{ name: c1, listen: "127.0.0.1:-1", routes: ["nats-route://127.0.0.1:{rport}"] }}\n').start()
+        try:
+            b_http = int(_HTTP_PORT.search(b.log_text()).group(2))
+            until(lambda: a.get('/routez')['num_routes'] >= 1)
+            out[kind] = asyncio.run(_across_cluster(a, b, b_http))
+        finally: b.stop(); a.stop()
+    assert out['jsnb'] == out['nats-server'] == [('to.b', '', b'from leaf', {}), ('to.leaf', 'r', b'from b', {}), 40]

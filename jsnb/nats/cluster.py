@@ -359,7 +359,9 @@ def route_closed(self: Cluster, rc: RouteConn):
     rc.gone = True
     self.conns.pop(rc.cid, None)
     for sub in rc.subs.values():
-        if sub.account == GLOBAL_ACCOUNT: self.rsl.remove(sub)
+        if sub.account == GLOBAL_ACCOUNT:
+            self.rsl.remove(sub)
+            if self.core.leafs is not None: self.core.leafs.interest(self.core.gacc, sub, -1)
     rc.subs.clear()
     remote = f' - Remote: {rc.remote_name}' if rc.remote_name else ''
     log.info('%s - Router connection closed: %s%s', rc.tag, rc.close_reason or 'Client Closed', remote)
@@ -416,13 +418,20 @@ def remote_sub(self: Cluster, rc: RouteConn, op: RSub):
         if op.account == GLOBAL_ACCOUNT:
             self.rsl.insert(sub)
             for watch in self.core.interest_watchers: watch(op.subject)   # push consumers delivering there start at once
-    elif op.queue: sub.qw = op.weight
+            if self.core.leafs is not None: self.core.leafs.interest(self.core.gacc, sub, 1)   # leaf nodes hear of it
+    elif op.queue and op.weight != sub.qw:
+        lf = self.core.leafs if sub.account == GLOBAL_ACCOUNT else None
+        if lf is not None: lf.interest(self.core.gacc, sub, -1)
+        sub.qw = op.weight
+        if lf is not None: lf.interest(self.core.gacc, sub, 1)
 
 @patch
 def remote_unsub(self: Cluster, rc: RouteConn, op: RUnsub):
     "Another server no longer has interest."
     sub = rc.subs.pop((op.account, op.subject, op.queue), None)
-    if sub is not None and sub.account == GLOBAL_ACCOUNT: self.rsl.remove(sub)
+    if sub is not None and sub.account == GLOBAL_ACCOUNT:
+        self.rsl.remove(sub)
+        if self.core.leafs is not None: self.core.leafs.interest(self.core.gacc, sub, -1)
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #235f0df6
 _NONE = ((), ())
@@ -507,6 +516,7 @@ def inbound(self: Cluster, rc: RouteConn, op: RMsg):
         return
     core, subject, reply, hdr, data = self.core, op.subject, op.reply, op.hdr_len, op.data
     core.in_msgs += 1; core.in_bytes += len(data)
+    if core.leafs is not None: core.leafs.seq += 1           # a new message for the leaf nodes (jsnb.nats.leafhub)
     target = subject
     if reply and (at := _ack_deliver(reply)) > 0: target, reply = reply[at + 1:], reply[:at]   # a consumer's delivery
     psubs, qgroups = core.sublist.match(target)

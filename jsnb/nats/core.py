@@ -446,11 +446,13 @@ _NO_RESP = b'NATS/1.0 503\r\nNats-Subject: %s\r\n\r\n'
 @patch
 def route(self: Core, src, subject: bytes, reply: bytes, hdr: int, data: bytes, to: bytes | None = None, acc=None) -> int:
     "Route one message to every subscription matching `to` (default: `subject`) in account `acc` (default: the sender's); returns how many got it."
+    if self.leafs is not None:
+        self.leafs.seq += 1                                    # a new message: what a leaf node is sent at once (see jsnb.nats.leafhub)
+        if self.leafs.to is not to:                            # leaf nodes are told where a consumer's delivery goes
+            prev, self.leafs.to = self.leafs.to, to
+            try: return self.route(src, subject, reply, hdr, data, to, acc)
+            finally: self.leafs.to = prev
     if self.cluster is not None: return self.cluster.route(src, subject, reply, hdr, data, to)
-    if self.leafs is not None and self.leafs.to is not to:   # leaf nodes are told where a consumer's delivery goes
-        prev, self.leafs.to = self.leafs.to, to
-        try: return self.route(src, subject, reply, hdr, data, to, acc)
-        finally: self.leafs.to = prev
     self.in_msgs += 1; self.in_bytes += len(data)
     psubs, qgroups = (acc or getattr(src, 'acc', self.gacc)).sublist.match(to or subject)
     n = 0
@@ -519,7 +521,7 @@ def route_run(self: Core, src: ClientConn, subject: bytes, run: list[Pub]):
     if self.cluster is not None: return self.cluster.route_run(src, subject, run)
     psubs, qgroups = src.acc.sublist.match(subject)
     if not _plain(psubs, qgroups):
-        if psubs and not qgroups and all(s.client is None and not s.max for s in psubs):   # internal handlers (a stream): one match
+        if psubs and not qgroups and self.leafs is None and all(s.client is None and not s.max for s in psubs):   # internal handlers (a stream): one match
             self.in_msgs += len(run); self.in_bytes += sum([len(op.data) for op in run])
             for op in run:
                 for sub in psubs: self.deliver(sub, subject, op.reply, 0, op.data, src)

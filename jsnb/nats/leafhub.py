@@ -82,7 +82,7 @@ def close(self: LeafConn, reason: str, err: str | None = None):
     self.core._mark_dirty(self)
     self.leafs.closed(self)
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #8d2cbf1c
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #dc22b3fe
 @patch
 def deliver(self: LeafConn, sub: _LeafSub, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "The handler of the leaf's subscriptions: gather the message (and the queue groups it was given to) for the leaf."
@@ -91,19 +91,19 @@ def deliver(self: LeafConn, sub: _LeafSub, subject: bytes, reply: bytes, hdr: in
     if to is not None and to != subject:           # a consumer's delivery: on its delivery subject, as the reference sends it
         if reply.startswith(b'$JS.ACK.') and _ack_deliver(reply) < 0: subject, reply = to, reply + b'@' + subject
         else: subject = to
-    p = self.pending
-    if p is not None and p[0] is data and p[1] == subject and p[2] == reply:
+    p, seq = self.pending, self.leafs.seq
+    if p is not None and p[5] == seq and p[0] is data and p[1] == subject and p[2] == reply:
         if sub.queue and sub.queue not in p[4]: p[4].append(sub.queue)
         return
     if p is not None: self._finish()
-    self.pending = [data, subject, reply, hdr, [sub.queue] if sub.queue else []]
+    self.pending = [data, subject, reply, hdr, [sub.queue] if sub.queue else [], seq]
     if not self.out: self.out.append(b'')            # the I/O layer writes connections with output queued
     if not self.dirty: self.dirty = True; self.core._mark_dirty(self)
 
 @patch
 def _finish(self: LeafConn):
     "Write the gathered message as one `LMSG` (or `HMSG`)."
-    data, subject, reply, hdr, queues = self.pending; self.pending = None
+    data, subject, reply, hdr, queues, _ = self.pending; self.pending = None
     if hdr and not self.headers: data, hdr = data[hdr:], 0
     frame = encode_lmsg(subject, reply, queues, hdr, data)
     self.out.append(frame); self.out_bytes += len(frame)
@@ -142,7 +142,7 @@ def _receive(self: LeafConn, data: bytes):
         elif t is Close: return self.close('Protocol Violation', op.error)
         if self.closing: return
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #b2974757
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #0b7b89a9
 class Leafs:
     "The leaf node layer of one server (hub side), without I/O."
     def __init__(self, core: Core, lo: LeafnodeOptions, host: str = '0.0.0.0', port: int = 0):
@@ -152,6 +152,7 @@ class Leafs:
         self.lds: dict[str, bytes] = {}            # account name -> its loop detection subject
         self.urls: list[str] = []                  # `leafnode_urls`: where leaf nodes can reach this server
         self.to = None                             # while the core routes a consumer's delivery: its delivery subject
+        self.seq = 0                               # counts the messages routed: deliveries with the same count are one message
         self.stopping = False
 
     @property
@@ -247,7 +248,7 @@ def process_connect(self: Leafs, lc: LeafConn, raw: bytes):
     self.send_all_interest(lc)
     lc.ping_sent = time.time(); lc.send(PING_B)          # the first round trip measures the RTT
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #f75cf08f
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #34f41942
 def _all_subs(level, out: list):
     "Every subscription in a `Sublist` level."
     for node in (*level.nodes.values(), level.pwc, level.fwc):
@@ -269,7 +270,10 @@ def lds_subject(self: Leafs, acc) -> bytes:
 @patch
 def send_all_interest(self: Leafs, lc: LeafConn):
     "Send the bound account's whole interest on a newly connected leaf."
-    for sub in _all_subs(lc.acc.sublist.root, []):
+    subs = _all_subs(lc.acc.sublist.root, [])
+    cl = self.core.cluster
+    if cl is not None and lc.acc is self.core.gacc: _all_subs(cl.rsl.root, subs)   # the other servers' interest too
+    for sub in subs:
         if getattr(sub, 'leaf', None) is lc: continue
         key = (sub.subject, sub.queue)
         lc.smap[key] = lc.smap.get(key, 0) + _weight(sub)
@@ -293,7 +297,13 @@ def interest(self: Leafs, acc, sub, delta: int):
         lc.smap[key] = n
         if sub.queue or first: lc.send(encode_lsub(sub.subject, sub.queue, n))
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #4ffc305e
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #a03d507d
+@patch
+def _to_routes(self: Leafs, lc: LeafConn, sub: _LeafSub, sign: int):
+    "Tell the other servers of the cluster about a change of a leaf's interest (counted with the queue group's weight)."
+    cl = self.core.cluster
+    if cl is not None and lc.acc is self.core.gacc: cl.local_interest(sub, sign * (sub.qw if sub.queue else 1))
+
 @patch
 def leaf_sub(self: Leafs, lc: LeafConn, op: LSub):
     "The leaf has interest (or a queue group's weight changed)."
@@ -305,14 +315,16 @@ def leaf_sub(self: Leafs, lc: LeafConn, op: LSub):
     sub = lc.subs.get(key)
     if sub is not None:
         if op.queue and op.weight != sub.qw:
-            self.interest(lc.acc, sub, -1); sub.qw = op.weight; self.interest(lc.acc, sub, 1)
+            self.interest(lc.acc, sub, -1); self._to_routes(lc, sub, -1)
+            sub.qw = op.weight
+            self.interest(lc.acc, sub, 1); self._to_routes(lc, sub, 1)
         return
     sub = lc.subs[key] = _LeafSub(None, op.subject, op.queue)
     sub.cb, sub.leaf, sub.qw = partial(lc.deliver, sub), lc, op.weight or 1
     lc.acc.sublist.insert(sub)
     if lc.acc.stream_imports: add_shadows(self.core, lc.acc, sub)   # interest in the accounts it imports from
     for watch in lc.acc.interest_watchers: watch(op.subject)     # push consumers delivering there start at once
-    self.interest(lc.acc, sub, 1)
+    self.interest(lc.acc, sub, 1); self._to_routes(lc, sub, 1)
 
 @patch
 def leaf_unsub(self: Leafs, lc: LeafConn, op: LUnsub):
@@ -321,27 +333,39 @@ def leaf_unsub(self: Leafs, lc: LeafConn, op: LUnsub):
     if sub is None: return
     lc.acc.sublist.remove(sub)
     if sub in lc.acc.shadows: drop_shadows(self.core, lc.acc, sub)
-    self.interest(lc.acc, sub, -1)
+    self.interest(lc.acc, sub, -1); self._to_routes(lc, sub, -1)
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #38df7f2f
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #9d3df4e1
 @patch
 def inbound(self: Leafs, lc: LeafConn, op: LMsg):
     "Deliver a message published on the leaf node."
     core, subject, reply, hdr, data = self.core, op.subject, op.reply, op.hdr_len, op.data
     lc.in_msgs += 1; lc.in_bytes += len(data)
-    core.in_msgs += 1; core.in_bytes += len(data)
+    core.in_msgs += 1; core.in_bytes += len(data); self.seq += 1
     target = subject
     if reply and (at := _ack_deliver(reply)) > 0: subject, reply = reply[at + 1:], reply[:at]   # a consumer's delivery
     psubs, qgroups = lc.acc.sublist.match(target)
     for sub in psubs:
         if getattr(sub, 'leaf', None) is not lc: core.deliver(sub, subject, reply, hdr, data, lc)
+    cl = core.cluster
+    rp, rq = cl.rsl.match(target) if cl is not None and lc.acc is core.gacc and cl.rsl.count else ((), ())
+    targets = {s.client: [] for s in rp}             # the other servers of the cluster that want it, and for which groups
+    remote = {g[0].queue: g for g in rq if g[0].queue in op.queues}
     if op.queues:
         for group in qgroups:
-            if group[0].queue not in op.queues: continue
+            q = group[0].queue
+            if q not in op.queues: continue
             members = [s for s in group if getattr(s, 'leaf', None) is not lc]
-            if members: core.deliver(members[core._rand.randrange(len(members))], subject, reply, hdr, data, lc)
+            others = remote.pop(q, ())
+            i = core._rand.randrange(len(members) + sum([s.qw for s in others]) or 1)
+            if i < len(members): core.deliver(members[i], subject, reply, hdr, data, lc)
+            elif others: cl._pick(others, i - len(members), targets, q)
+    for q, others in remote.items():
+        if total := sum([s.qw for s in others]): cl._pick(others, core._rand.randrange(total), targets, q)
+    for rc, queues in targets.items():
+        if not rc.closing: rc.send_msg(subject, reply, queues, hdr, data)
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #18e5659a
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #1f2820f2
 @patch
 def closed(self: Leafs, lc: LeafConn):
     "Forget a closed leaf connection and its interest."
@@ -351,7 +375,7 @@ def closed(self: Leafs, lc: LeafConn):
     for sub in lc.subs.values():
         lc.acc.sublist.remove(sub)
         if sub in lc.acc.shadows: drop_shadows(self.core, lc.acc, sub)
-        self.interest(lc.acc, sub, -1)
+        self.interest(lc.acc, sub, -1); self._to_routes(lc, sub, -1)
     lc.subs.clear()
     remote = f' - Remote: {lc.name}' if lc.name else ''
     log.info('%s - Leafnode connection closed: %s%s', lc.tag, lc.close_reason or 'Client Closed', remote)
