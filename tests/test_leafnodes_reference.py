@@ -279,8 +279,8 @@ def _start_error(kind, tmp_path, conf):
 
 
 @pytest.mark.parametrize('block,key', [('remotes: [ {url: "nats-leaf://127.0.0.1:7422"} ]', 'leafnodes.remotes'),
-                                       ('write_deadline: "2s"', 'leafnodes.write_deadline'),
-                                       ('min_version: "2.8.0"', 'leafnodes.min_version'),
+                                       ('isolate_leafnode_interest: true', 'leafnodes.isolate_leafnode_interest'),
+                                       ('write_timeout: "close"', 'leafnodes.write_timeout'),
                                        ('authorization { nkey: "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4" }',
                                         'leafnodes.authorization.nkey')])
 def test_unimplemented_keys_refused(tmp_path, block, key):
@@ -470,3 +470,26 @@ def test_leaf_on_a_cluster():
             out[kind] = asyncio.run(_across_cluster(a, b, b_http))
         finally: b.stop(); a.stop()
     assert out['jsnb'] == out['nats-server'] == [('to.b', '', b'from leaf', {}), ('to.leaf', 'r', b'from b', {}), 40]
+
+
+def test_min_version(hubs):
+    "A leaf node older than `min_version` is turned away with the reference's words."
+    async def scenario(h):
+        h.dial(wait=False)
+        until(lambda: 'minimum version' in h.leaf.log_text())
+        until(lambda: 'Leafnode connection closed' in h.proc.log_text())
+        return (_norm_log(h.proc.log_text(), ['minimum version', 'Leafnode connection closed'])[:2],
+                _norm_log(h.leaf.log_text(), ['minimum version'])[:1], h.get('/leafz')['leafnodes'])
+    j, r = both(hubs, scenario, leafnodes='min_version: "2.16.0"')
+    assert j == r
+    assert j[0] == ['[ERR] LEAF - connection rejected since minimum version required is "2.16.0" - Account:$G',
+                    '[INF] LEAF - Leafnode connection closed: Minimum Version Required']
+
+
+@pytest.mark.parametrize('block', ['min_version: "2.7.0"', 'min_version: "two"',
+                                   'authorization { users: [ {user: a, password: b}, {user: a, password: c} ] }'])
+def test_config_errors_agree(tmp_path, block):
+    "Errors in the leafnodes block: the same words from both."
+    errs = {k: _start_error(k, tmp_path, f'leafnodes {{ listen: "127.0.0.1:-1"\n{block} }}\n') for k in KINDS}
+    norm = {k: re.sub(r'^.*?server\.conf:\d+(:\d+)?: ', '', (e or '').strip().splitlines()[0] if e else '') for k, e in errs.items()}
+    assert norm['jsnb'] and norm['jsnb'] == norm['nats-server'], errs
