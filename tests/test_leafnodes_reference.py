@@ -27,11 +27,12 @@ class Hub:
         self.leaf_port, self.http = int(_LEAF_PORT.search(text).group(2)), int(_HTTP_PORT.search(text).group(2))
         return self
 
-    def dial(self, cred='', account='', wait=True, tls=''):
+    def dial(self, cred='', account='', wait=True, tls='', url=''):
         "Start the reference leaf node dialling this hub (`cred`: `user:password`, `tls`: the remote's `tls` block)."
         at = f'{cred}@' if cred else ''
+        url = url or f'nats-leaf://{at}127.0.0.1:{self.leaf_port}'
         conf = (f'server_name: leaf\nhttp: "127.0.0.1:-1"\n{ACCOUNTS if account else ""}'
-                f'leafnodes {{ remotes: [ {{url: "nats-leaf://{at}127.0.0.1:{self.leaf_port}"'
+                f'leafnodes {{ remotes: [ {{url: "{url}"'
                 f'{", account: " + account if account else ""}{", tls: " + tls if tls else ""}}} ] }}\n')
         self.leaf = ServerProc('nats-server', ['-a', '127.0.0.1'], conf).start()
         self.leaf_http = int(_HTTP_PORT.search(self.leaf.log_text()).group(2))
@@ -92,8 +93,8 @@ async def _clients(h, hub_user='', leaf_user=''):
     return hc, lc
 
 
-async def _pub_both_ways(h):
-    h.dial()
+async def _pub_both_ways(h, dial=True):
+    if dial: h.dial()
     hc, lc = await _clients(h)
     s = await lc.subscribe('to.leaf.*'); await lc.flush()
     until(lambda: h.hub_sees('to.leaf.*'))
@@ -493,3 +494,15 @@ def test_config_errors_agree(tmp_path, block):
     errs = {k: _start_error(k, tmp_path, f'leafnodes {{ listen: "127.0.0.1:-1"\n{block} }}\n') for k in KINDS}
     norm = {k: re.sub(r'^.*?server\.conf:\d+(:\d+)?: ', '', (e or '').strip().splitlines()[0] if e else '') for k, e in errs.items()}
     assert norm['jsnb'] and norm['jsnb'] == norm['nats-server'], errs
+
+
+
+def test_leaf_over_websocket(hubs):
+    "A leaf node dials the hub's WebSocket port (`ws://`): the same leaf connection, framed."
+    async def scenario(h):
+        m = re.search(r'websocket clients on (?:ws://)?(\S+):(\d+)', h.proc.log_text())
+        h.dial(url=f'ws://127.0.0.1:{m.group(2)}')
+        return await _pub_both_ways(h, dial=False)
+    j, r = both(hubs, scenario, extra='websocket { listen: "127.0.0.1:-1", no_tls: true }\n')
+    assert j == r
+    assert [g[2] for g in j] == [b'one', b'two', b'three', b'four']

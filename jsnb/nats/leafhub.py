@@ -464,11 +464,12 @@ def _not_after(path: str) -> str:
     except (OSError, ValueError): return ''
     return cert.not_valid_after_utc.strftime('%Y-%m-%dT%H:%M:%SZ')
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #ade9a63f
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #5b505b12
 _WRITE_HIGH, _WRITE_LOW = 4 << 20, 1 << 20
 
 class _LeafProtocol(asyncio.Protocol):
-    def __init__(self, server): self.server, self.lc, self.t, self.deadline = server, None, None, None
+    def __init__(self, server, ws: bool = False):
+        self.server, self.ws, self.lc, self.t, self.deadline = server, ws, None, None, None   # ws: framed by jsnb.nats.websocket
 
     @property
     def conn(self): return self.lc             # what `jsnb.nats.tls.tls_accept` upgrades
@@ -490,7 +491,7 @@ class _LeafProtocol(asyncio.Protocol):
         if lf is None or lf.stopping: t.abort(); return
         self.lc = lf.new_leaf(peer[0], peer[1])
         self.lc.transport = t
-        if lf.lo.tls is not None: tls_accept(self, lf.lo.tls); return      # INFO in the clear, then the handshake
+        if lf.lo.tls is not None and not self.ws: tls_accept(self, lf.lo.tls); return   # INFO in the clear, then the handshake
         self.authenticating()
         self.server._flush()
 
@@ -524,7 +525,7 @@ class _LeafProtocol(asyncio.Protocol):
         self.server.core.slow_consumers += 1
         self.lc.close('Slow Consumer (Write Deadline)'); self.t.abort()
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #86d27901
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #fb799eb1
 def _hostport(host: str, port: int) -> str: return f'[{host}]:{port}' if ':' in host else f'{host}:{port}'
 
 async def start_leafnodes(server, addresses: list[str]):
@@ -539,6 +540,7 @@ async def start_leafnodes(server, addresses: list[str]):
     lf.port = server._leaf_listener.sockets[0].getsockname()[1]
     lf.urls = [_advertised(lo.advertise, lf.port)] if lo.advertise else client_urls(lf.host, lf.port, addresses)
     log.info('Listening for leafnode connections on %s', _hostport(lf.host, lf.port))
+    server.leaf_protocol = lambda: _LeafProtocol(server, ws=True)   # leaf nodes also come in over WebSocket (`/leafnode`)
     server._leaf_ping = loop.call_later(min(o.ping_interval, 30.0), _ping_tick, server)
 
 def _ping_tick(server):
@@ -553,5 +555,6 @@ def stop_leafnodes(server):
     if lf is not None: lf.stop()
     if getattr(server, '_leaf_ping', None) is not None: server._leaf_ping.cancel()
     server._leaf_listener.close(); server._leaf_listener = None
+    server.leaf_protocol = None
     server._flush()
     server.core.leafs = None
