@@ -506,3 +506,55 @@ def test_leaf_over_websocket(hubs):
     j, r = both(hubs, scenario, extra='websocket { listen: "127.0.0.1:-1", no_tls: true }\n')
     assert j == r
     assert [g[2] for g in j] == [b'one', b'two', b'three', b'four']
+
+
+def test_account_leaf_limit(hubs):
+    "`limits { max_leafnodes: 1 }`: a second leaf node in the account is turned away with the error of a full account."
+    acc = ('accounts { A: { users: [ {user: a, password: a} ], limits { max_leafnodes: 1 } } }\n')
+    async def scenario(h):
+        h.dial('a:a')
+        first = h.leaf
+        h.dial('a:a', wait=False)                      # a second leaf node, also for account A
+        until(lambda: 'Leafnode Error' in h.leaf.log_text())
+        until(lambda: 'Maximum Account' in h.proc.log_text())
+        out = (_norm_log(h.proc.log_text(), ['maximum account', 'Maximum Account'])[:3],
+               _norm_log(h.leaf.log_text(), ['Leafnode Error'])[:1], h.get('/leafz')['leafnodes'])
+        first.stop()
+        return out
+    j, r = both(hubs, scenario, extra=acc)
+    assert j == r
+    assert j[1:] == (["[ERR] LEAF - Leafnode Error 'maximum account active connections exceeded'"], 1)
+
+
+def test_leaf_with_user_jwt(hubs, tmp_path):
+    "Operator mode: the leaf logs in with a user JWT (a .creds file) and is bound to its account; a user not allowed LEAFNODE is refused."
+    from test_jwt_reference import keys, account, user, operator_conf
+    aseed, apub = keys('account')
+    def creds(name, **n):
+        useed, upub = keys('user')
+        f = tmp_path / f'{name}.creds'
+        f.write_text(f'-----BEGIN NATS USER JWT-----\n{user(upub, aseed, **n)}\n------END NATS USER JWT------\n\n'
+                     f'-----BEGIN USER NKEY SEED-----\n{useed.decode()}\n------END USER NKEY SEED------\n')
+        return f
+    good, standard_only = creds('good'), creds('std', allowed_connection_types=['STANDARD'])
+    client = creds('client')
+    async def scenario(h):
+        h.leaf = ServerProc('nats-server', ['-a', '127.0.0.1'], f'server_name: leaf\nhttp: "127.0.0.1:-1"\nleafnodes {{ remotes: [ '
+                            f'{{url: "nats-leaf://127.0.0.1:{h.leaf_port}", credentials: "{good}"}} ] }}\n').start()
+        h.leaf_http = int(_HTTP_PORT.search(h.leaf.log_text()).group(2))
+        until(lambda: h.get('/leafz')['leafnodes'] == 1)
+        lz = h.get('/leafz')['leafs'][0]['account'] == apub
+        hc = await nats.connect(h.proc.url, user_credentials=str(client))
+        lc = await nats.connect(h.leaf.url)
+        s = await lc.subscribe('jwt.x'); await lc.flush()
+        until(lambda: h.hub_sees('jwt.x'))
+        await hc.publish('jwt.x', b'signed'); await hc.flush()
+        got = _msg(await s.next_msg(5))
+        await hc.close(); await lc.close(); h.leaf.stop()
+        h.leaf = ServerProc('nats-server', ['-a', '127.0.0.1'], f'server_name: leaf2\nleafnodes {{ remotes: [ '
+                            f'{{url: "nats-leaf://127.0.0.1:{h.leaf_port}", credentials: "{standard_only}"}} ] }}\n').start()
+        until(lambda: 'Authorization Violation' in h.leaf.log_text())
+        return lz, got, h.get('/leafz')['leafnodes']
+    conf = operator_conf({apub: account(apub, 'A')})
+    j, r = both(hubs, scenario, extra=conf)
+    assert j == r == (True, ('jwt.x', '', b'signed', {}), 0)

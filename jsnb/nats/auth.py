@@ -15,9 +15,9 @@ log = logging.getLogger('jsnb')
 # %% auto #0
 __all__ = ['log', 'PREFIX_USER', 'AuthConfigError', 'is_bcrypt', 'check_password', 'decode_nkey', 'verify_nonce', 'new_nonce',
            'SubjectPermission', 'Permissions', 'parse_permissions', 'User', 'parse_users', 'users_from_block',
-           'ClientPermissions', 'grant', 'all_users', 'Auth', 'who', 'violation', 'subject_string', 'subject_dcs',
-           'cert_dn', 'parse_dn', 'dn_equal', 'dn_rdns_match', 'cert_user', 'peer_certificate', 'may_publish',
-           'apply_account_limits', 'check_in_background', 'startup_checks']
+           'ClientPermissions', 'grant', 'all_users', 'Auth', 'conn_type', 'who', 'violation', 'subject_string',
+           'subject_dcs', 'cert_dn', 'parse_dn', 'dn_equal', 'dn_rdns_match', 'cert_user', 'peer_certificate',
+           'may_publish', 'apply_account_limits', 'check_in_background', 'startup_checks']
 
 # %% ../../nbs/1_nats/07_auth.ipynb #6898bd05
 class AuthConfigError(ValueError):
@@ -428,8 +428,12 @@ class Auth:
 
 # %% ../../nbs/1_nats/07_auth.ipynb #51294c41
 def _allowed_here(u: User, c=None) -> bool:
-    "Whether user `u` may use the kind of connection `c` is: a plain NATS one, or WebSocket (jsnb.nats.websocket)."
-    return u.connection_types is None or ('WEBSOCKET' if getattr(c, 'ws', False) else 'STANDARD') in u.connection_types
+    "Whether user `u` may use the kind of connection `c` is: a plain NATS one, WebSocket (jsnb.nats.websocket) or a leaf node's."
+    return u.connection_types is None or conn_type(c) in u.connection_types
+
+def conn_type(c) -> str:
+    "The reference's name for the kind of connection `c` is (a leaf node's login names itself with `conn_type`)."
+    return getattr(c, 'conn_type', '') or ('WEBSOCKET' if getattr(c, 'ws', False) else 'STANDARD')
 
 @patch
 def check(self: Auth, c, o: dict) -> bool:

@@ -29,7 +29,7 @@ _B62 = string.digits + string.ascii_letters
 
 def _nuid() -> str: return ''.join(random.SystemRandom().choice(_B62) for _ in range(22))
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #ec92e5b1
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #9eca2865
 class _LeafSub(Subscription):
     "A leaf node's interest: an internal subscription that sends to the leaf, with the queue group's weight."
     __slots__ = ('leaf', 'qw')
@@ -52,13 +52,15 @@ class LeafConn:
         self.pings_out, self.ping_sent, self.rtt = 0, 0.0, 0.0
         self.start = self.last_activity = time.time()
         self.nonce = ''
+        self.ws = False                            # came in over WebSocket
+        self.expires_in = None                     # seconds its user JWT has left, when it logged in with one
         self.transport = None
 
     def __repr__(self): return f'<LeafConn lid={self.cid} {self.name or self.host}>'
     @property
     def tag(self) -> str: return f'{self.host}:{self.port} - lid:{self.cid}'
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #ab26904f
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #85507a5c
 @patch
 def send(self: LeafConn, data: bytes):
     "Queue `data` for the leaf node (after any message being gathered)."
@@ -72,6 +74,11 @@ def data_to_send(self: LeafConn) -> bytes:
     if self.pending is not None: self._finish()
     data = b''.join(self.out); self.out = []; self.out_bytes = 0; self.dirty = False
     return data
+
+@patch
+def expire(self: LeafConn):
+    "The user JWT it logged in with ran out."
+    if not self.closing: self.close('Authentication Expired', 'User Authentication Expired')
 
 @patch
 def close(self: LeafConn, reason: str, err: str | None = None):
@@ -142,7 +149,7 @@ def _receive(self: LeafConn, data: bytes):
         elif t is Close: return self.close('Protocol Violation', op.error)
         if self.closing: return
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #0b7b89a9
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #dca81a89
 class Leafs:
     "The leaf node layer of one server (hub side), without I/O."
     def __init__(self, core: Core, lo: LeafnodeOptions, host: str = '0.0.0.0', port: int = 0):
@@ -153,6 +160,7 @@ class Leafs:
         self.urls: list[str] = []                  # `leafnode_urls`: where leaf nodes can reach this server
         self.to = None                             # while the core routes a consumer's delivery: its delivery subject
         self.seq = 0                               # counts the messages routed: deliveries with the same count are one message
+        self.later = None                          # `later(seconds, fn)`: the I/O layer's timer (user JWTs running out)
         self.stopping = False
 
     @property
@@ -192,7 +200,7 @@ def new_leaf(self: Leafs, host: str, port: int) -> LeafConn:
     log.info('%s - Leafnode connection created ', lc.tag)
     return lc
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #3f497697
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #18f19775
 def _json(raw: bytes) -> dict | None:
     try: d = orjson.loads(raw)
     except orjson.JSONDecodeError: return None
@@ -210,22 +218,33 @@ def authorize(self: Leafs, lc: LeafConn, d: dict) -> str | None:
 
 @patch
 def client_login(self: Leafs, lc: LeafConn, d: dict) -> str | None:
-    "Without credentials in the `leafnodes` block, a leaf logs in as a client would (users, nkeys, token); its account, or None."
+    "Without credentials in the `leafnodes` block, a leaf logs in as a client would (users, nkeys, token, user JWTs); its account, or None."
     core = self.core
     if not core.auth_required: return ''
-    if core.opts.trusted_keys:                # user JWTs for leaf nodes: connection types, expiry, account limits
-        log.error('%s - leaf node logins in operator mode are not supported yet', lc.tag); return None
     from jsnb.nats.core import ClientConn
-    probe = ClientConn(core, lc.cid, lc.host, lc.port); probe.nonce = lc.nonce
+    probe = ClientConn(core, lc.cid, lc.host, lc.port)          # the login of a client, for the leaf connection
+    probe.nonce, probe.conn_type = lc.nonce, 'LEAFNODE_WS' if lc.ws else 'LEAFNODE'
     if not core.check_auth(probe, dict(d)): return None
-    a = core.auth
-    u = a.nkeys.get(d.get('nkey')) if d.get('nkey') else a.users.get(d.get('user') or '')
-    if u is not None and u.connection_types is not None and 'LEAFNODE' not in u.connection_types: return None
-    if probe.perms is not None:               # the reference turns them around for the hub; not done here
+    if probe.perms is not None:               # the reference turns them around for the hub's side; not done here
         log.error('%s - leaf node users with permissions are not supported yet', lc.tag); return None
+    if getattr(probe, 'expires_in', None) is not None: lc.expires_in = probe.expires_in   # a user JWT that runs out
     return probe.acc_name
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #4e815427
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #f21fb35d
+def _leaf_limit(acc) -> int:
+    "How many leaf nodes account `acc` may have (-1: no limit): `limits { max_leafnodes }` or its JWT's `leaf` limit."
+    lim = getattr(acc, 'limits', None)                          # a JWT account
+    if not isinstance(lim, dict): lim = getattr(getattr(acc, 'cfg', None), 'limits', None) or {}
+    v = lim.get('leaf', -1)
+    return -1 if v is None else v
+
+@patch
+def room_for(self: Leafs, acc, lc: LeafConn) -> bool:
+    "Whether account `acc` may take one more leaf node."
+    m = _leaf_limit(acc)
+    return m == -1 or sum(1 for x in self.conns.values() if x is not lc and x.connected and x.acc is acc) < m
+
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #0b434155
 @patch
 def process_connect(self: Leafs, lc: LeafConn, raw: bytes):
     "Check a leaf's `CONNECT`, bind it to its account, answer and send the account's interest."
@@ -234,6 +253,10 @@ def process_connect(self: Leafs, lc: LeafConn, raw: bytes):
     core = self.core
     name = self.authorize(lc, d)
     acc = core.accounts.get(name or '$G') if name is not None else None
+    if acc is not None and not self.room_for(acc, lc):                # the account's leaf node limit, in the reference's words
+        why = 'maximum account active connections exceeded'
+        log.error('%s - %s', lc.tag, why); lc.close('Maximum Account Connections Exceeded', why); log.error('%s - %s', lc.tag, why)
+        return
     if acc is None:
         user = d.get('user') or ''
         log.error('%s - authentication error%s', lc.tag, f' - User "{user}"' if user else '')
@@ -255,6 +278,7 @@ def process_connect(self: Leafs, lc: LeafConn, raw: bytes):
     lc.name, lc.remote_cluster = str(d.get('name') or ''), str(d.get('cluster') or '')
     lc.headers = bool(d.get('headers'))
     lc.compression = str(d.get('compress_mode') or '') or 'not supported'
+    if lc.expires_in is not None and self.later is not None: self.later(lc.expires_in, lc.expire)
     log.info('%s - JetStream using domains: local "%s", remote "%s"', lc.tag, core.opts.js_domain or '', d.get('domain') or '')
     lc.send(self.info(lc, connect_info=True, remote_account=acc.name))
     self.send_all_interest(lc)
@@ -464,7 +488,7 @@ def _not_after(path: str) -> str:
     except (OSError, ValueError): return ''
     return cert.not_valid_after_utc.strftime('%Y-%m-%dT%H:%M:%SZ')
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #5b505b12
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #17e8b1f4
 _WRITE_HIGH, _WRITE_LOW = 4 << 20, 1 << 20
 
 class _LeafProtocol(asyncio.Protocol):
@@ -490,7 +514,7 @@ class _LeafProtocol(asyncio.Protocol):
         lf = self.server.core.leafs
         if lf is None or lf.stopping: t.abort(); return
         self.lc = lf.new_leaf(peer[0], peer[1])
-        self.lc.transport = t
+        self.lc.transport, self.lc.ws = t, self.ws
         if lf.lo.tls is not None and not self.ws: tls_accept(self, lf.lo.tls); return   # INFO in the clear, then the handshake
         self.authenticating()
         self.server._flush()
@@ -525,7 +549,7 @@ class _LeafProtocol(asyncio.Protocol):
         self.server.core.slow_consumers += 1
         self.lc.close('Slow Consumer (Write Deadline)'); self.t.abort()
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #fb799eb1
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #9d76dac5
 def _hostport(host: str, port: int) -> str: return f'[{host}]:{port}' if ':' in host else f'{host}:{port}'
 
 async def start_leafnodes(server, addresses: list[str]):
@@ -538,6 +562,7 @@ async def start_leafnodes(server, addresses: list[str]):
                                                           reuse_address=True, backlog=1024)
     except OSError: core.leafs = None; raise
     lf.port = server._leaf_listener.sockets[0].getsockname()[1]
+    lf.later = lambda secs, fn: loop.call_later(secs, lambda: (fn(), server._flush()))
     lf.urls = [_advertised(lo.advertise, lf.port)] if lo.advertise else client_urls(lf.host, lf.port, addresses)
     log.info('Listening for leafnode connections on %s', _hostport(lf.host, lf.port))
     server.leaf_protocol = lambda: _LeafProtocol(server, ws=True)   # leaf nodes also come in over WebSocket (`/leafnode`)

@@ -229,8 +229,6 @@ async def start(self: Server) -> Server:
         raise StartupError("JetStream in a cluster needs route credentials (cluster { authorization { user, password } }): "
                            "they key the authenticated Raft traffic between the servers")
     leaf = o.leafnodes if o.leafnodes is not None and o.leafnodes.port != 0 else None
-    if leaf is not None and any((a.limits or {}).get('leaf', -1) not in (-1, None) for a in o.accounts):
-        raise StartupError("account limits on leaf nodes (limits { max_leafnodes }) are not supported yet")
     if o.accounts and o.clustered:
         raise StartupError("accounts are not carried over routes yet: jsnb runs accounts on a single server; "
                            "remove the cluster block (or --cluster) or the accounts")
