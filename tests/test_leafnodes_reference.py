@@ -558,3 +558,56 @@ def test_leaf_with_user_jwt(hubs, tmp_path):
     conf = operator_conf({apub: account(apub, 'A')})
     j, r = both(hubs, scenario, extra=conf)
     assert j == r == (True, ('jwt.x', '', b'signed', {}), 0)
+
+
+PERMS = ('authorization { users: [ {user: leaf, password: p, permissions: { publish: ["up.>", "svc.*"], '
+         'subscribe: { allow: ["down.>", "_INBOX.>"], deny: ["down.secret"] } } }, {user: c, password: c} ] }\n')
+
+async def _permissions(h):
+    "The leaf logged in as a user with permissions: it hears of, sends and receives only what that user may."
+    h.dial('leaf:p')
+    hc = await nats.connect(h.proc.url, user='c', password='c')
+    lc = await nats.connect(h.leaf.url)
+    up, other = await hc.subscribe('up.x'), await hc.subscribe('elsewhere')
+    wide = await hc.subscribe('svc.>')                 # wider than the permission: told, the leaf keeps to svc.*
+    await hc.flush()
+    until(lambda: h.leaf_sees('up.x'))
+    time.sleep(0.3)
+    heard = [h.leaf_sees(s) for s in ('up.x', 'elsewhere', 'svc.>')]
+    down = await lc.subscribe('down.>'); await lc.flush()
+    until(lambda: h.hub_sees('down.>'))
+    for s in ('down.a', 'down.secret', 'down.b'): await hc.publish(s, s.encode())
+    await hc.flush()
+    got = [(await down.next_msg(5)).subject, (await down.next_msg(5)).subject]
+    await lc.publish('up.x', b'ok'); await lc.publish('elsewhere', b'no'); await lc.flush()
+    sent = [(await up.next_msg(5)).data]
+    try: sent.append((await other.next_msg(0.5)).data)
+    except nats.errors.TimeoutError: pass
+    await hc.close(); await lc.close()
+    return heard, got, sent, h.get('/leafz')['leafnodes']
+
+
+def test_leaf_user_permissions(hubs):
+    j, r = both(hubs, _permissions, extra=PERMS)
+    assert j == r
+    assert j == ([True, False, True], ['down.a', 'down.b'], [b'ok'], 1)
+
+
+def test_leaf_past_its_permissions(hubs):
+    "A leaf that subscribes or publishes past its user's permissions (here a raw connection) is told and closed by both."
+    from rawclient import Raw
+    login = b'CONNECT {"name":"raw","user":"leaf","pass":"p","headers":true,"compress_mode":"off","protocol":3}\r\n'
+    out = {}
+    for kind, h in hubs(extra=PERMS).items():
+        got = []
+        for op in (b'LS+ elsewhere\r\n', b'LMSG elsewhere 2\r\nno\r\n'):
+            r = Raw(h.leaf_port, connect=login)
+            data, closed = r.read(0.5)                     # the INFO after login and the interest
+            r.send(op)
+            data, closed = r.read(1)
+            got.append((re.findall(rb"-ERR '[^']*'", data), closed))
+            r.s.close()
+        out[kind] = got, _norm_log(h.proc.log_text(), ['Violation on'])
+    assert out['jsnb'] == out['nats-server']
+    assert out['jsnb'][0] == [([b"-ERR 'Permissions Violation for Subscription to \"elsewhere\"'"], True),
+                              ([b"-ERR 'Permissions Violation for Publish to \"elsewhere\"'"], True)]
