@@ -280,10 +280,10 @@ def _start_error(kind, tmp_path, conf):
 
 
 @pytest.mark.parametrize('block,key', [('remotes: [ {url: "nats-leaf://127.0.0.1:7422"} ]', 'leafnodes.remotes'),
-                                       ('isolate_leafnode_interest: true', 'leafnodes.isolate_leafnode_interest'),
+                                       ('reconnect: "2s"', 'leafnodes.reconnect'),
                                        ('write_timeout: "close"', 'leafnodes.write_timeout'),
-                                       ('authorization { nkey: "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4" }',
-                                        'leafnodes.authorization.nkey')])
+                                       ('authorization { user: a, password: b, proxy_required: true }',
+                                        'leafnodes.authorization.proxy_required')])
 def test_unimplemented_keys_refused(tmp_path, block, key):
     "Keys jsnb does not implement stop it at start, naming the key."
     err = _start_error('jsnb', tmp_path, f'leafnodes {{ listen: "127.0.0.1:-1"\n{block} }}\n')
@@ -611,3 +611,43 @@ def test_leaf_past_its_permissions(hubs):
     assert out['jsnb'] == out['nats-server']
     assert out['jsnb'][0] == [([b"-ERR 'Permissions Violation for Subscription to \"elsewhere\"'"], True),
                               ([b"-ERR 'Permissions Violation for Publish to \"elsewhere\"'"], True)]
+
+
+def test_leaf_nkey_login(hubs):
+    "`authorization { nkey }`: the leaf signs the nonce with the seed (`nkey` of the remote); a wrong seed is refused."
+    from test_jwt_reference import keys
+    seed, pub = keys('user')
+    other = keys('user')[0]
+    async def scenario(h):
+        h.leaf = ServerProc('nats-server', ['-a', '127.0.0.1'], f'server_name: leaf\nleafnodes {{ remotes: [ '
+                            f'{{url: "nats-leaf://127.0.0.1:{h.leaf_port}", nkey: "{seed.decode()}"}} ] }}\n').start()
+        until(lambda: h.get('/leafz')['leafnodes'] == 1)
+        ok = h.get('/leafz')['leafs'][0]['account']
+        h.leaf.stop()
+        h.leaf = ServerProc('nats-server', ['-a', '127.0.0.1'], f'server_name: leaf2\nleafnodes {{ remotes: [ '
+                            f'{{url: "nats-leaf://127.0.0.1:{h.leaf_port}", nkey: "{other.decode()}"}} ] }}\n').start()
+        until(lambda: 'Authorization Violation' in h.leaf.log_text())
+        return ok, h.get('/leafz')['leafnodes']
+    j, r = both(hubs, scenario, extra=ACCOUNTS, leafnodes=f'authorization {{ nkey: "{pub}", account: B }}')
+    assert j == r == ('B', 0)
+
+
+def test_isolated_leaf_interest(hubs):
+    "`isolate_leafnode_interest`: a leaf node is not told of another leaf node's interest, only of the hub's."
+    async def scenario(h):
+        h.dial()
+        first = h.leaf
+        lc = await nats.connect(first.url)
+        await lc.subscribe('from.leaf1'); await lc.flush()
+        until(lambda: h.hub_sees('from.leaf1'))
+        hc = await nats.connect(h.proc.url)
+        await hc.subscribe('from.hub'); await hc.flush()
+        h.leaf = ServerProc('nats-server', ['-a', '127.0.0.1'], f'server_name: leaf2\nhttp: "127.0.0.1:-1"\nleafnodes {{ remotes: [ '
+                            f'{{url: "nats-leaf://127.0.0.1:{h.leaf_port}"}} ] }}\n').start()
+        h.leaf_http = int(_HTTP_PORT.search(h.leaf.log_text()).group(2))
+        until(lambda: h.leaf_sees('from.hub'))
+        seen = h.leaf_sees('from.leaf1'), [l.get('is_isolated', False) for l in h.get('/leafz')['leafs']]
+        await lc.close(); await hc.close(); first.stop()
+        return seen
+    j, r = both(hubs, scenario, leafnodes='isolate_leafnode_interest: true')
+    assert j == r == (False, [True, True])
