@@ -651,3 +651,26 @@ def test_isolated_leaf_interest(hubs):
         return seen
     j, r = both(hubs, scenario, leafnodes='isolate_leafnode_interest: true')
     assert j == r == (False, [True, True])
+
+
+def test_leafnode_urls_in_a_cluster():
+    "Servers of a cluster tell each other their leaf node URLs; a leaf node is told all of them, and again when one joins."
+    from rawclient import Raw
+    out = {}
+    for kind in KINDS:
+        a = Hub(kind, extra='cluster { name: c1, listen: "127.0.0.1:-1" }\n').start()
+        rport = int(_ROUTE_PORT.search(a.proc.log_text()).group(2))
+        raw = Raw(a.leaf_port, connect=b'CONNECT {"name":"raw","headers":true,"compress_mode":"off","protocol":3}\r\n')
+        first = json.loads(raw.info)
+        b = ServerProc(kind, ['-a', '127.0.0.1'], f'server_name: b\nleafnodes {{ listen: "127.0.0.1:-1", compression: off }}\n'
+                       f'cluster {{ name: c1, listen: "127.0.0.1:-1", routes: ["nats-route://127.0.0.1:{rport}"] }}\n').start()
+        try:
+            b_leaf = int(_LEAF_PORT.search(b.log_text()).group(2))
+            data = raw.until(b'%d' % b_leaf)
+            infos = [json.loads(x) for x in re.findall(rb'INFO (\{.*?\}) \r\n', data)]
+            update = infos[-1]
+            out[kind] = (first['leafnode_urls'] == [f'127.0.0.1:{a.leaf_port}'], first.get('cluster'),
+                         sorted(update['leafnode_urls']) == sorted([f'127.0.0.1:{a.leaf_port}', f'127.0.0.1:{b_leaf}']),
+                         update.get('cluster'), 'client_id' in update, 'nonce' in update)
+        finally: raw.s.close(); b.stop(); a.stop()
+    assert out['jsnb'] == out['nats-server'] == (True, 'c1', True, 'c1', False, False)

@@ -153,7 +153,7 @@ def _receive(self: LeafConn, data: bytes):
         elif t is Close: return self.close('Protocol Violation', op.error)
         if self.closing: return
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #dca81a89
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #3edf3502
 class Leafs:
     "The leaf node layer of one server (hub side), without I/O."
     def __init__(self, core: Core, lo: LeafnodeOptions, host: str = '0.0.0.0', port: int = 0):
@@ -161,7 +161,8 @@ class Leafs:
         core.leafs = self
         self.conns: dict[int, LeafConn] = {}
         self.lds: dict[str, bytes] = {}            # account name -> its loop detection subject
-        self.urls: list[str] = []                  # `leafnode_urls`: where leaf nodes can reach this server
+        self.own_urls: list[str] = []              # where leaf nodes reach this server (`advertise`, or the listener's)
+        self.remote_urls: dict[str, int] = {}      # where they reach the other servers of the cluster (told over routes), counted
         self.to = None                             # while the core routes a consumer's delivery: its delivery subject
         self.seq = 0                               # counts the messages routed: deliveries with the same count are one message
         self.later = None                          # `later(seconds, fn)`: the I/O layer's timer (user JWTs running out)
@@ -174,24 +175,45 @@ class Leafs:
 
     def __repr__(self): return f'<Leafs {len(self.conns)}>'
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #d6da69ab
+    @property
+    def urls(self) -> list[str]:
+        "`leafnode_urls`: this server's (unless `no_advertise`), then the other servers of the cluster."
+        own = [] if self.lo.no_advertise else self.own_urls
+        return own + [u for u in self.remote_urls if u not in own]
+
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #d2a47bcd
 @patch
-def info(self: Leafs, lc: LeafConn, **extra) -> bytes:
-    "The `INFO` line for a leaf node connection."
+def info(self: Leafs, lc: LeafConn | None, **extra) -> bytes:
+    "The `INFO` line for a leaf node connection (`None`: the update every leaf node is sent)."
     core = self.core
     d = dict(server_id=core.server_id, server_name=core.server_name, version=VERSION, proto=LEAF_PROTO,
              host=self.host, port=self.port, headers=True, auth_required=True)
     if self.lo.tls is not None:
         d['tls_required'] = True
         if self.lo.tls.verify: d['tls_verify'] = True
-    d.update(max_payload=core.opts.max_payload,
-             ip=self.urls[0] if self.urls else f'{self.host}:{self.port}', client_id=lc.cid)
-    if 'connect_info' not in extra: d.update(nonce=lc.nonce, compression='off')
+    d.update(max_payload=core.opts.max_payload, ip=self.own_urls[0] if self.own_urls else f'{self.host}:{self.port}')
+    if lc is not None: d['client_id'] = lc.cid                   # not in the update sent to every leaf node
+    if lc is not None and 'connect_info' not in extra: d['nonce'] = lc.nonce
+    if core.cluster is not None: d['cluster'] = core.cluster.name
+    if lc is not None and 'connect_info' not in extra: d['compression'] = 'off'
     d.update(extra)
     if core.jetstream and core.api_level: d['api_lvl'] = core.api_level
     d['info_on_connect'] = True
-    if self.urls and not self.lo.no_advertise: d['leafnode_urls'] = list(self.urls)
+    if urls := self.urls: d['leafnode_urls'] = urls
     return encode_info(orjson.dumps(d))
+
+@patch
+def route_url(self: Leafs, url: str, add: bool):
+    "Another server of the cluster (with a leaf node port at `url`) came or went: leaf nodes get the new `leafnode_urls`."
+    m, before = self.remote_urls, self.urls
+    if add: m[url] = m.get(url, 0) + 1
+    elif url in m:
+        m[url] -= 1
+        if m[url] <= 0: del m[url]
+    if self.urls == before: return
+    info = self.info(None)
+    for lc in self.conns.values():
+        if lc.connected and not lc.closing: lc.send(info)
 
 @patch
 def new_leaf(self: Leafs, host: str, port: int) -> LeafConn:
@@ -594,7 +616,7 @@ class _LeafProtocol(asyncio.Protocol):
         self.server.core.slow_consumers += 1
         self.lc.close('Slow Consumer (Write Deadline)'); self.t.abort()
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #9d76dac5
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #9057feae
 def _hostport(host: str, port: int) -> str: return f'[{host}]:{port}' if ':' in host else f'{host}:{port}'
 
 async def start_leafnodes(server, addresses: list[str]):
@@ -608,7 +630,7 @@ async def start_leafnodes(server, addresses: list[str]):
     except OSError: core.leafs = None; raise
     lf.port = server._leaf_listener.sockets[0].getsockname()[1]
     lf.later = lambda secs, fn: loop.call_later(secs, lambda: (fn(), server._flush()))
-    lf.urls = [_advertised(lo.advertise, lf.port)] if lo.advertise else client_urls(lf.host, lf.port, addresses)
+    lf.own_urls = [_advertised(lo.advertise, lf.port)] if lo.advertise else client_urls(lf.host, lf.port, addresses)
     log.info('Listening for leafnode connections on %s', _hostport(lf.host, lf.port))
     server.leaf_protocol = lambda: _LeafProtocol(server, ws=True)   # leaf nodes also come in over WebSocket (`/leafnode`)
     server._leaf_ping = loop.call_later(min(o.ping_interval, 30.0), _ping_tick, server)
