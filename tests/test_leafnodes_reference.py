@@ -674,3 +674,28 @@ def test_leafnode_urls_in_a_cluster():
                          update.get('cluster'), 'client_id' in update, 'nonce' in update)
         finally: raw.s.close(); b.stop(); a.stop()
     assert out['jsnb'] == out['nats-server'] == (True, 'c1', True, 'c1', False, False)
+
+
+def test_leaf_user_allow_responses(hubs):
+    "`allow_responses`: a leaf logged in as such a user may answer a request it was sent (once), not publish there unasked."
+    from rawclient import Raw
+    perms = ('authorization { users: [ {user: leaf, password: p, permissions: { publish: ["up.>"], subscribe: ["svc"], '
+             'allow_responses: true } }, {user: c, password: c} ] }\n')
+    login = b'CONNECT {"name":"raw","user":"leaf","pass":"p","headers":true,"compress_mode":"off","protocol":3}\r\n'
+    async def scenario(h):
+        r = Raw(h.leaf_port, connect=login + b'LS+ svc\r\n')
+        r.read(0.5)
+        hc = await nats.connect(h.proc.url, user='c', password='c')
+        inbox = await hc.subscribe('reply.box'); await hc.flush()
+        until(lambda: h.hub_sees('svc'))
+        await hc.publish('svc', b'?', reply='reply.box'); await hc.flush()
+        asked = b'LMSG svc reply.box 1' in r.until(b'LMSG svc')
+        r.send(b'LMSG reply.box 6\r\nanswer\r\n')
+        got = (await inbox.next_msg(5)).data
+        r.send(b'LMSG reply.box 5\r\nagain\r\n')          # a second answer: past the one allowed
+        data, closed = r.read(1)
+        await hc.close(); r.s.close()
+        return asked, got, re.findall(rb"-ERR '[^']*'", data), closed
+    j, r = both(hubs, scenario, extra=perms)
+    assert j == r
+    assert j[:2] == (True, b'answer')

@@ -92,7 +92,7 @@ def close(self: LeafConn, reason: str, err: str | None = None):
     self.core._mark_dirty(self)
     self.leafs.closed(self)
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #06ba162d
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #3bcee383
 @patch
 def deliver(self: LeafConn, sub: _LeafSub, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "The handler of the leaf's subscriptions: gather the message (and the queue groups it was given to) for the leaf."
@@ -101,7 +101,9 @@ def deliver(self: LeafConn, sub: _LeafSub, subject: bytes, reply: bytes, hdr: in
     if to is not None and to != subject:           # a consumer's delivery: on its delivery subject, as the reference sends it
         if reply.startswith(b'$JS.ACK.') and _ack_deliver(reply) < 0: subject, reply = to, reply + b'@' + subject
         else: subject = to
-    if self.perms is not None and not self.perms.can_subscribe(subject, b''): return   # its user may not receive it
+    if (p := self.perms) is not None:
+        if not p.can_subscribe(subject, b''): return   # its user may not receive it
+        if p.responses is not None and reply: p.gate(sub, subject, reply)   # `allow_responses`: it may answer
     p, seq = self.pending, self.leafs.seq
     if p is not None and p[5] == seq and p[0] is data and p[1] == subject and p[2] == reply:
         if sub.queue and sub.queue not in p[4]: p[4].append(sub.queue)
@@ -226,7 +228,7 @@ def new_leaf(self: Leafs, host: str, port: int) -> LeafConn:
     log.info('%s - Leafnode connection created ', lc.tag)
     return lc
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #daed298b
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #cb4e3e42
 def _json(raw: bytes) -> dict | None:
     try: d = orjson.loads(raw)
     except orjson.JSONDecodeError: return None
@@ -254,10 +256,7 @@ def client_login(self: Leafs, lc: LeafConn, d: dict) -> str | None:
     probe = ClientConn(core, lc.cid, lc.host, lc.port)          # the login of a client, for the leaf connection
     probe.nonce, probe.conn_type = lc.nonce, 'LEAFNODE_WS' if lc.ws else 'LEAFNODE'
     if not core.check_auth(probe, dict(d)): return None
-    granted = getattr(probe, 'granted', None)
-    if granted is not None and granted.responses is not None:
-        log.error('%s - leaf node users with allow_responses are not supported yet', lc.tag); return None
-    lc.granted, lc.perms = granted, probe.perms   # the user's permissions: the leaf publishes and subscribes as the user
+    lc.granted, lc.perms = getattr(probe, 'granted', None), probe.perms   # the user's permissions: the leaf publishes and subscribes as the user
     if getattr(probe, 'expires_in', None) is not None: lc.expires_in = probe.expires_in   # a user JWT that runs out
     return probe.acc_name
 
@@ -436,14 +435,15 @@ def leaf_unsub(self: Leafs, lc: LeafConn, op: LUnsub):
     if sub in lc.acc.shadows: drop_shadows(self.core, lc.acc, sub)
     self.interest(lc.acc, sub, -1); self._to_routes(lc, sub, -1)
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #0682f1c3
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #e5261a72
 @patch
 def inbound(self: Leafs, lc: LeafConn, op: LMsg):
     "Deliver a message published on the leaf node."
     core, subject, reply, hdr, data = self.core, op.subject, op.reply, op.hdr_len, op.data
     lc.in_msgs += 1; lc.in_bytes += len(data)
     core.in_msgs += 1; core.in_bytes += len(data); self.seq += 1
-    if lc.perms is not None and not subject.startswith((b'_R_.', b'$JS.ACK.')) and not lc.perms._static_pub(subject):
+    if (p := lc.perms) is not None and not subject.startswith((b'_R_.', b'$JS.ACK.')) and not p._static_pub(subject) \
+            and not (p.responses is not None and p.can_publish(subject)):      # (an answer it may send counts)
         return self.violation(lc, 'Publish', subject)
     target = subject
     if reply and (at := _ack_deliver(reply)) > 0: subject, reply = reply[at + 1:], reply[:at]   # a consumer's delivery
