@@ -280,7 +280,7 @@ def _start_error(kind, tmp_path, conf):
 
 
 @pytest.mark.parametrize('block,key', [('remotes: [ {url: "nats-leaf://127.0.0.1:7422"} ]', 'leafnodes.remotes'),
-                                       ('reconnect: "2s"', 'leafnodes.reconnect'),
+                                       ('dial_timeout: "2s"', 'leafnodes.dial_timeout'),
                                        ('write_timeout: "close"', 'leafnodes.write_timeout'),
                                        ('authorization { user: a, password: b, proxy_required: true }',
                                         'leafnodes.authorization.proxy_required')])
@@ -699,3 +699,111 @@ def test_leaf_user_allow_responses(hubs):
     j, r = both(hubs, scenario, extra=perms)
     assert j == r
     assert j[:2] == (True, b'answer')
+
+
+class Spoke(Hub):
+    "A reference hub, and a leaf node dialling it that is jsnb or the reference (`kind`)."
+    def start(self):
+        conf = f'server_name: hub\nhttp: "127.0.0.1:-1"\n{self.extra}leafnodes {{ listen: "127.0.0.1:-1"\n{self.leafnodes} }}\n'
+        self.proc = ServerProc('nats-server', ['-a', '127.0.0.1'], conf).start()
+        text = self.proc.log_text()
+        self.leaf_port, self.http = int(_LEAF_PORT.search(text).group(2)), int(_HTTP_PORT.search(text).group(2))
+        return self
+
+    def dial(self, cred='', account='', wait=True, tls='', url=''):
+        at = f'{cred}@' if cred else ''
+        url = url or f'nats-leaf://{at}127.0.0.1:{self.leaf_port}'
+        conf = (f'server_name: leaf\nhttp: "127.0.0.1:-1"\n{ACCOUNTS if account else ""}'
+                f'leafnodes {{ remotes: [ {{url: "{url}"{", account: " + account if account else ""}}} ] }}\n')
+        self.leaf = ServerProc(self.kind, ['-a', '127.0.0.1'], conf).start()
+        self.leaf_http = int(_HTTP_PORT.search(self.leaf.log_text()).group(2))
+        if wait: until(lambda: self.get('/leafz')['leafnodes'] == 1)
+        return self
+
+
+@pytest.fixture
+def spokes():
+    "Factory: a reference hub with a jsnb leaf node, and one with a reference leaf node."
+    made = []
+    def make(**kw):
+        hs = {k: Spoke(k, **kw) for k in KINDS}; made.extend(hs.values())
+        for h in hs.values(): h.start()
+        return hs
+    yield make
+    for h in made: h.stop()
+
+
+@pytest.mark.parametrize('scenario', [_pub_both_ways, _queues, _unsub, _requests])
+def test_jsnb_as_leaf(spokes, scenario):
+    "jsnb dials a reference hub as its leaf node: the same scenarios give the same outcome as with a reference leaf node."
+    j, r = both(spokes, scenario)
+    assert j == r
+
+
+def test_jsnb_leaf_monitoring(spokes):
+    async def scenario(h):
+        h.dial()
+        lz = h.get('/leafz', leaf=True)['leafs'][0]
+        v = h.get('/varz', leaf=True)['leaf']
+        return ({k: lz[k] for k in ('name', 'is_spoke', 'account', 'ip', 'port', 'compression')} | {'port': lz['port'] == h.leaf_port},
+                {k: (v[k] if k != 'remotes' else [dict(r, urls=len(r['urls'])) for r in v[k]]) for k in v},
+                h.get('/leafz')['leafs'][0]['name'])
+    j, r = both(spokes, scenario, leafnodes='compression: off')
+    assert j == r, (j, r)
+
+
+def test_jsnb_leaf_refused(spokes):
+    "A jsnb leaf node with wrong credentials logs the hub's error as a reference leaf node does, and keeps trying."
+    async def scenario(h):
+        h.dial('leaf:wrong', wait=False)
+        until(lambda: h.leaf.log_text().count('Leafnode Error') >= 2)
+        return _norm_log(h.leaf.log_text(), ['Leafnode Error', 'Leafnode connection closed'])[:2]
+    j, r = both(spokes, scenario, leafnodes='authorization { user: leaf, password: s3cr3t }')
+    assert j == r
+    assert j == ["[ERR] LEAF - Leafnode Error 'Authorization Violation'", '[INF] LEAF - Leafnode connection closed: Client Closed - Remote: hub']
+
+
+async def _local_account(h):
+    "The leaf binds its account A to the hub: A's clients on the leaf share the hub's subjects, B's do not."
+    h.dial(account='A')
+    hc = await nats.connect(h.proc.url)
+    la = await nats.connect(h.leaf.url, user='a', password='a')
+    lb = await nats.connect(h.leaf.url, user='b', password='b')
+    sa, sb = await la.subscribe('shared'), await lb.subscribe('shared')
+    await la.flush(); await lb.flush()
+    until(lambda: h.hub_sees('shared'))
+    await hc.publish('shared', b'x'); await hc.flush()
+    got = [_msg(await sa.next_msg(5))]
+    try: got.append(_msg(await sb.next_msg(0.5)))
+    except nats.errors.TimeoutError: pass
+    acc = h.get('/leafz', leaf=True)['leafs'][0]['account']
+    for c in (hc, la, lb): await c.close()
+    return got, acc
+
+
+def test_jsnb_leaf_local_account(spokes):
+    j, r = both(spokes, _local_account)
+    assert j == r == ([('shared', '', b'x', {})], 'A')
+
+
+def test_jsnb_leaf_with_jsnb_hub(hubs):
+    "Both ends jsnb: a jsnb hub and a jsnb leaf node, against a reference pair."
+    out = {}
+    for kind, h in hubs().items():
+        h.leaf = ServerProc(kind, ['-a', '127.0.0.1'], f'server_name: leaf\nhttp: "127.0.0.1:-1"\n'
+                            f'leafnodes {{ remotes: [ {{url: "nats-leaf://127.0.0.1:{h.leaf_port}"}} ] }}\n').start()
+        h.leaf_http = int(_HTTP_PORT.search(h.leaf.log_text()).group(2))
+        until(lambda: h.get('/leafz')['leafnodes'] == 1)
+        out[kind] = asyncio.run(_pub_both_ways(h, dial=False)), asyncio.run(_requests_dialled(h))
+    assert out['jsnb'] == out['nats-server']
+
+
+async def _requests_dialled(h):
+    hc, lc = await _clients(h)
+    async def echo(m): await m.respond(b'echo:' + m.data)
+    await hc.subscribe('svc.hub', cb=echo); await lc.subscribe('svc.leaf', cb=echo)
+    await hc.flush(); await lc.flush()
+    until(lambda: h.hub_sees('svc.leaf') and h.leaf_sees('svc.hub'))
+    out = [(await lc.request('svc.hub', b'1', timeout=5)).data, (await hc.request('svc.leaf', b'2', timeout=5)).data]
+    await hc.close(); await lc.close()
+    return out

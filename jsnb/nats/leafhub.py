@@ -30,7 +30,7 @@ _B62 = string.digits + string.ascii_letters
 
 def _nuid() -> str: return ''.join(random.SystemRandom().choice(_B62) for _ in range(22))
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #be8d90c4
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #7bad6add
 class _LeafSub(Subscription):
     "A leaf node's interest: an internal subscription that sends to the leaf, with the queue group's weight."
     __slots__ = ('leaf', 'qw')
@@ -57,6 +57,7 @@ class LeafConn:
         self.expires_in = None                     # seconds its user JWT has left, when it logged in with one
         self.granted = self.perms = None           # the permissions of the user it logged in as (jsnb.nats.auth)
         self.isolated = False                      # not told of other leaf nodes' interest
+        self.solicited = self.loop = False         # this server dialled it (it is our hub: jsnb.nats.leafremote); a loop was found
         self.transport = None
 
     def __repr__(self): return f'<LeafConn lid={self.cid} {self.name or self.host}>'
@@ -124,7 +125,7 @@ def _finish(self: LeafConn):
     core = self.core; core.out_msgs += 1; core.out_bytes += k
     if self.out_bytes + self.io_pending > core.max_pending: self.leafs.slow(self)
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #f87f8676
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #8681f3ee
 @patch
 def receive(self: LeafConn, data: bytes):
     "Process bytes received from the leaf node."
@@ -139,7 +140,7 @@ def _receive(self: LeafConn, data: bytes):
     lf = self.leafs
     for op in self.parser.feed(data):
         t = type(op)
-        if not self.connected and t is not Connect and op is not PING and op is not PONG and t is not Info:
+        if not self.connected and not self.solicited and t is not Connect and op is not PING and op is not PONG and t is not Info:
             return self.close('Authentication Failure', E_AUTH)
         if t is LMsg: lf.inbound(self, op)
         elif t is LSub: lf.leaf_sub(self, op)
@@ -149,9 +150,11 @@ def _receive(self: LeafConn, data: bytes):
             self.pings_out = 0
             if self.ping_sent: self.rtt, self.ping_sent = time.time() - self.ping_sent, 0.0
         elif t is Connect: lf.process_connect(self, op.options)
+        elif t is Info: lf.process_info(self, op.info)
         elif t is Err:
-            log.error('%s - Leafnode Error %r', self.tag, op.error)
-            return self.close('Parse Error')
+            log.error("%s - Leafnode Error '%s'", self.tag, op.error)
+            if 'Loop detected' in op.error: self.loop = True
+            return self.close('Client Closed' if self.solicited else 'Parse Error')
         elif t is Close: return self.close('Protocol Violation', op.error)
         if self.closing: return
 
@@ -274,11 +277,11 @@ def room_for(self: Leafs, acc, lc: LeafConn) -> bool:
     m = _leaf_limit(acc)
     return m == -1 or sum(1 for x in self.conns.values() if x is not lc and x.connected and x.acc is acc) < m
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #c556b53a
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #89eec0b7
 @patch
 def process_connect(self: Leafs, lc: LeafConn, raw: bytes):
     "Check a leaf's `CONNECT`, bind it to its account, answer and send the account's interest."
-    if lc.connected: return
+    if lc.connected or lc.solicited: return
     if (d := _json(raw)) is None: return lc.close('Protocol Violation')
     core = self.core
     name = self.authorize(lc, d)
@@ -327,7 +330,12 @@ def _perm_fields(p) -> dict:
     if p is None: return {}
     return {k: v for k, v in (('import', _perm_json(p.subscribe)), ('export', _perm_json(p.publish))) if v is not None}
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #3ddf3432
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #3038a466
+@patch
+def process_info(self: Leafs, lc: LeafConn, raw: bytes):
+    "An `INFO` from the other side: a hub's, on a connection this server dialled (`jsnb.nats.leafremote` handles those)."
+
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #a74a217c
 def _all_subs(level, out: list):
     "Every subscription in a `Sublist` level."
     for node in (*level.nodes.values(), level.pwc, level.fwc):
@@ -359,17 +367,17 @@ def send_all_interest(self: Leafs, lc: LeafConn):
     "Send the bound account's whole interest on a newly connected leaf."
     subs = _all_subs(lc.acc.sublist.root, [])
     cl = self.core.cluster
-    if cl is not None and lc.acc is self.core.gacc: _all_subs(cl.rsl.root, subs)   # the other servers' interest too
+    if cl is not None and lc.acc is self.core.gacc and not lc.solicited: _all_subs(cl.rsl.root, subs)   # the other servers' interest too
     for sub in subs:
         owner = getattr(sub, 'leaf', None)
-        if owner is lc or (owner is not None and lc.isolated) or not _may_hear(lc, sub.subject): continue
+        if owner is lc or (owner is not None and (lc.isolated or (lc.solicited and owner.solicited))) or not _may_hear(lc, sub.subject): continue
         key = (sub.subject, sub.queue)
         lc.smap[key] = lc.smap.get(key, 0) + _weight(sub)
     lines = [encode_lsub(s, q, n) for (s, q), n in lc.smap.items()]
     lines.append(encode_lsub(self.lds_subject(lc.acc)))
     lc.send(b''.join(lines))
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #fbe77f73
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #3c7e2cfb
 @patch
 def interest(self: Leafs, acc, sub, delta: int):
     "A subscription of account `acc` was added (`delta` > 0) or removed: tell the leaf nodes bound to it."
@@ -377,7 +385,8 @@ def interest(self: Leafs, acc, sub, delta: int):
     w = _weight(sub) * (1 if delta > 0 else -1)
     for lc in self.conns.values():
         if lc.acc is not acc or lc is owner or not lc.connected or lc.closing or not _may_hear(lc, sub.subject): continue
-        if owner is not None and lc.isolated: continue
+        if owner is not None and (lc.isolated or (lc.solicited and owner.solicited)): continue
+        if lc.solicited and owner is None and hasattr(sub, 'account'): continue   # a hub hears only of this server's own interest
         n = lc.smap.get(key, 0) + w
         if n <= 0:
             if lc.smap.pop(key, None) is not None: lc.send(encode_lunsub(sub.subject, sub.queue))
@@ -386,12 +395,12 @@ def interest(self: Leafs, acc, sub, delta: int):
         lc.smap[key] = n
         if sub.queue or first: lc.send(encode_lsub(sub.subject, sub.queue, n))
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #ecb81a2d
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #a04f1b38
 @patch
 def _to_routes(self: Leafs, lc: LeafConn, sub: _LeafSub, sign: int):
     "Tell the other servers of the cluster about a change of a leaf's interest (counted with the queue group's weight)."
     cl = self.core.cluster
-    if cl is not None and lc.acc is self.core.gacc: cl.local_interest(sub, sign * (sub.qw if sub.queue else 1))
+    if cl is not None and lc.acc is self.core.gacc and not lc.solicited: cl.local_interest(sub, sign * (sub.qw if sub.queue else 1))
 
 @patch
 def leaf_sub(self: Leafs, lc: LeafConn, op: LSub):
@@ -516,7 +525,7 @@ def stop(self: Leafs):
     self.stopping = True
     for lc in list(self.conns.values()): lc.close('Server Shutdown')
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #e9e4fbbb
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #0ecddb9c
 def leafz(core, query: dict | None = None) -> dict:
     "The leaf node connections (`/leafz`)."
     from jsnb.nats.times import rfc3339_micro
@@ -526,7 +535,7 @@ def leafz(core, query: dict | None = None) -> dict:
     leafs = []
     for lc in sorted(lf.conns.values(), key=lambda c: c.cid) if lf is not None else ():
         if not lc.connected or (acc and lc.acc.name != acc): continue
-        d = dict(id=lc.cid, name=lc.name, is_spoke=False, **({'is_isolated': True} if lc.isolated else {}), account=lc.acc.name, ip=lc.host, port=lc.port,
+        d = dict(id=lc.cid, name=lc.name, is_spoke=lc.solicited, **({'is_isolated': True} if lc.isolated else {}), account=lc.acc.name, ip=lc.host, port=lc.port,
                  rtt=go_duration(int(lc.rtt * NS)), in_msgs=lc.in_msgs, out_msgs=lc.out_msgs, in_bytes=lc.in_bytes,
                  out_bytes=lc.out_bytes_total, subscriptions=len(lc.subs))
         if subs and lc.subs: d['subscriptions_list'] = [s.decode() for s, _ in lc.subs]
@@ -540,11 +549,15 @@ def leaf_varz(core) -> dict:
     if lf is None: return {}
     a, t = lf.auth_timeout, lf.lo.tls
     n = lambda x: int(x) if x == int(x) else x
-    d = dict(host=lf.host, port=lf.port, auth_timeout=n(a), tls_timeout=n(t.timeout) if t is not None else 2)
+    d = dict(host=lf.host, port=lf.port, auth_timeout=n(a), tls_timeout=n(t.timeout) if t is not None else 2) if lf.port else {}
     if t is not None:
         d['tls_required'] = True
         if t.verify: d['tls_verify'] = True
         if na := _not_after(t.cert_file): d['tls_cert_not_after'] = na
+    if lf.lo.remotes:
+        from urllib.parse import urlsplit
+        d['remotes'] = [dict(local_account=r.account or '$G', urls=[urlsplit(u).netloc.rpartition('@')[2] for u in r.urls])
+                        for r in lf.lo.remotes]
     return d
 
 def _not_after(path: str) -> str:
@@ -616,7 +629,7 @@ class _LeafProtocol(asyncio.Protocol):
         self.server.core.slow_consumers += 1
         self.lc.close('Slow Consumer (Write Deadline)'); self.t.abort()
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #9057feae
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #c9e22e68
 def _hostport(host: str, port: int) -> str: return f'[{host}]:{port}' if ':' in host else f'{host}:{port}'
 
 async def start_leafnodes(server, addresses: list[str]):
@@ -625,15 +638,16 @@ async def start_leafnodes(server, addresses: list[str]):
     o, core, loop = server.opts, server.core, asyncio.get_running_loop()
     lo = o.leafnodes
     lf = Leafs(core, lo, lo.host or '0.0.0.0', 0)
+    lf.later = lambda secs, fn: loop.call_later(secs, lambda: (fn(), server._flush()))
+    server._leaf_ping = loop.call_later(min(o.ping_interval, 30.0), _ping_tick, server)
+    if not lo.port: return                                       # only `remotes` (see jsnb.nats.leafremote)
     try: server._leaf_listener = await loop.create_server(lambda: _LeafProtocol(server), lf.host, lo.port if lo.port > 0 else 0,
                                                           reuse_address=True, backlog=1024)
-    except OSError: core.leafs = None; raise
+    except OSError: core.leafs = None; server._leaf_ping.cancel(); raise
     lf.port = server._leaf_listener.sockets[0].getsockname()[1]
-    lf.later = lambda secs, fn: loop.call_later(secs, lambda: (fn(), server._flush()))
     lf.own_urls = [_advertised(lo.advertise, lf.port)] if lo.advertise else client_urls(lf.host, lf.port, addresses)
     log.info('Listening for leafnode connections on %s', _hostport(lf.host, lf.port))
     server.leaf_protocol = lambda: _LeafProtocol(server, ws=True)   # leaf nodes also come in over WebSocket (`/leafnode`)
-    server._leaf_ping = loop.call_later(min(o.ping_interval, 30.0), _ping_tick, server)
 
 def _ping_tick(server):
     lf = server.core.leafs
@@ -646,7 +660,7 @@ def stop_leafnodes(server):
     lf = server.core.leafs
     if lf is not None: lf.stop()
     if getattr(server, '_leaf_ping', None) is not None: server._leaf_ping.cancel()
-    server._leaf_listener.close(); server._leaf_listener = None
+    if server._leaf_listener is not None: server._leaf_listener.close(); server._leaf_listener = None
     server.leaf_protocol = None
     server._flush()
     server.core.leafs = None

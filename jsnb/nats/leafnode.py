@@ -15,16 +15,22 @@ from .protocol import _Framer, _same, _differ, _verb, _unquote, Info, Connect, E
 from .protocol import E_UNKNOWN, E_CONTROL_LINE, MAX_CONTROL_LINE
 
 # %% auto #0
-__all__ = ['LeafUser', 'LeafnodeOptions', 'version_parts', 'parse_leafnodes', 'LSub', 'LUnsub', 'LMsg', 'encode_lsub',
-           'encode_lunsub', 'encode_lmsg', 'LeafParser']
+__all__ = ['LeafUser', 'LeafRemote', 'LeafnodeOptions', 'version_parts', 'parse_leafnodes', 'LSub', 'LUnsub', 'LMsg',
+           'encode_lsub', 'encode_lunsub', 'encode_lmsg', 'LeafParser']
 
-# %% ../../nbs/1_nats/10_leafnodes.ipynb #15304084
+# %% ../../nbs/1_nats/10_leafnodes.ipynb #a7928bfe
 @dataclass
 class LeafUser:
     "One entry of `authorization { users: [...] }`: a leaf node logs in with it and is bound to `account` (`''`: `$G`)."
     user: str = ""
     password: str = ""
     account: str = ""
+
+@dataclass
+class LeafRemote:
+    "One entry of `remotes`: the URLs of a hub (tried in turn) and the local account whose subjects the hub shares."
+    urls: tuple = ()
+    account: str = ""             # the local account ('': `$G`)
 
 @dataclass
 class LeafnodeOptions:
@@ -42,10 +48,12 @@ class LeafnodeOptions:
     write_deadline: float = 0.0   # seconds a leaf node may leave its output unread; 0: the server's `write_deadline`
     isolate: bool = False         # `isolate_leafnode_interest`: leaf nodes do not hear of each other's interest
     nkey: str = ""                # `authorization { nkey }`: the leaf proves this user nkey by signing the nonce
+    remotes: tuple = ()           # `LeafRemote`s: hubs this server dials, as their leaf node
+    reconnect: float = 1.0        # seconds between attempts to dial a hub
     tls: object = None            # jsnb.nats.tls.TLSOptions: leaf nodes must upgrade to TLS after the INFO
 
-# %% ../../nbs/1_nats/10_leafnodes.ipynb #3dbc31de
-_REFUSED = "remotes reconnect reconnect_delay reconnect_interval dial_timeout write_timeout".split()
+# %% ../../nbs/1_nats/10_leafnodes.ipynb #6eef6e1d
+_REFUSED = "dial_timeout write_timeout".split()
 _REFUSED_AUTH = "proxy_required".split()
 
 def _refuse(key: str, where):
@@ -112,7 +120,7 @@ def _authorization(lo: LeafnodeOptions, v, where):
         if u.user in seen: raise AuthConfigError(f'duplicate user "{u.user}" detected in leafnode authorization', where)
         seen.add(u.user)
 
-# %% ../../nbs/1_nats/10_leafnodes.ipynb #929e2d5c
+# %% ../../nbs/1_nats/10_leafnodes.ipynb #f9a99cbc
 def _listen(lo: LeafnodeOptions, v):
     "`listen`: a port, `host:port` or `host`."
     if isinstance(v, int) and not isinstance(v, bool): lo.port = _port(v, 'listen'); return
@@ -142,6 +150,34 @@ def _compression(v):
     if isinstance(v, dict) and str(v.get('mode', '')).lower() in ('off', 'disabled') and set(k.lower() for k in v) <= {'mode'}: return
     raise ValueError('only "off" is supported: jsnb has no S2 codec (a reference hub with compression: off behaves the same)')
 
+_REMOTE_REFUSED = ("credentials creds nkey seed tls hub deny_imports deny_import deny_exports deny_export ws_compress "
+                   "ws_compression websocket_compress websocket_compression ws_no_masking websocket_no_masking "
+                   "jetstream_cluster_migrate js_cluster_migrate local_isolation request_isolation first_info_timeout "
+                   "proxy disabled no_randomize dont_randomize signature_handler").split()
+
+def _remote(v, where) -> LeafRemote:
+    "One remote: `url` or `urls` (`nats-leaf://`, `leaf://` or `nats://`, with `user:password@`), `account`."
+    if not isinstance(v, dict): raise AuthConfigError(f"Expected remote leafnode entry to be a map/struct, got {_got(v)}", where)
+    r = LeafRemote()
+    for k, x in v.items():
+        kk, at = k.lower(), _where(v, k, where)
+        if kk in ('url', 'urls'):
+            urls = [x] if isinstance(x, str) else x
+            if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
+                raise AuthConfigError(f"Expected remote leafnode url to be an array or string, got {_got(x)}", at)
+            for u in urls:
+                scheme = u.split('://', 1)[0].lower() if '://' in u else ''
+                if scheme in ('ws', 'wss'): _refuse(f'leafnodes.remotes.{k} ({scheme}://)', at)
+                if scheme not in ('nats-leaf', 'leaf', 'nats', 'tls'):
+                    raise AuthConfigError(f'error parsing remote leafnode url "{u}": not a nats-leaf:// URL', at)
+                if scheme == 'tls': _refuse(f'leafnodes.remotes.{k} (tls://)', at)
+            r.urls = r.urls + tuple(urls)
+        elif kk in ('account', 'local'): r.account = _text(x, k)
+        elif kk == 'compression': _compression(x)
+        elif kk in _REMOTE_REFUSED: _refuse(f'leafnodes.remotes.{k}', at)
+        elif k not in _used(v): raise AuthConfigError(f'unknown field "{k}"', at)
+    return r
+
 def parse_leafnodes(v, where=None) -> LeafnodeOptions:
     "The `leafnodes` block; `AuthConfigError` located at the key at fault (the config reader turns it into a ConfigError)."
     if not isinstance(v, dict): raise AuthConfigError(f"Expected map to define a leafnode, got {_got(v)}", where)
@@ -159,6 +195,10 @@ def parse_leafnodes(v, where=None) -> LeafnodeOptions:
             elif kk == 'authorization': _authorization(lo, x, at)
             elif kk == 'compression': _compression(x)
             elif kk in ('min_version', 'minimum_version'): lo.min_version = _min_version(x)
+            elif kk == 'remotes':
+                if not isinstance(x, list): raise AuthConfigError(f"Expected remotes field to be an array, got {_got(x)}", at)
+                lo.remotes = tuple(_remote(r, at) for r in x)
+            elif kk in ('reconnect', 'reconnect_delay', 'reconnect_interval'): lo.reconnect = _timeout(x)
             elif kk in ('isolate_leafnode_interest', 'isolate'):
                 if not isinstance(x, bool): raise ValueError(f"'{k}': expected true or false, got {_got(x)}")
                 lo.isolate = x
