@@ -279,7 +279,8 @@ def _start_error(kind, tmp_path, conf):
     finally: p.stop()
 
 
-@pytest.mark.parametrize('block,key', [('remotes: [ {url: "nats-leaf://127.0.0.1:7422"} ]', 'leafnodes.remotes'),
+@pytest.mark.parametrize('block,key', [('remotes: [ {url: "nats-leaf://127.0.0.1:7422", credentials: "x.creds"} ]',
+                                        'leafnodes.remotes.credentials'),
                                        ('dial_timeout: "2s"', 'leafnodes.dial_timeout'),
                                        ('write_timeout: "close"', 'leafnodes.write_timeout'),
                                        ('authorization { user: a, password: b, proxy_required: true }',
