@@ -30,7 +30,7 @@ _B62 = string.digits + string.ascii_letters
 
 def _nuid() -> str: return ''.join(random.SystemRandom().choice(_B62) for _ in range(22))
 
-# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #7bad6add
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #53819c61
 class _LeafSub(Subscription):
     "A leaf node's interest: an internal subscription that sends to the leaf, with the queue group's weight."
     __slots__ = ('leaf', 'qw')
@@ -38,7 +38,7 @@ class _LeafSub(Subscription):
 class LeafConn:
     "Sans-I/O state of one leaf node connection (hub side)."
     echo, no_responders, headers = False, False, True
-    def __init__(self, leafs: Leafs, lid: int, host: str = '', port: int = 0):
+    def __init__(self, leafs, lid: int, host: str = "", port: int = 0):   # leafs: the `Leafs` below
         self.leafs, self.core, self.cid, self.host, self.port = leafs, leafs.core, lid, host, port
         self.parser = LeafParser(leafs.core.opts.max_control_line)
         self.out: list[bytes] = []
