@@ -28,6 +28,7 @@ ENFORCED = {
         **dict.fromkeys(['trusted', 'trusted_keys'], 'test_jwt_reference.py::test_operator_signing_keys_and_strict_use'),
         **dict.fromkeys(['resolver_pinned_accounts', 'system_account', 'system'], 'test_jwt_reference.py::test_user_info'),
         **dict.fromkeys(['websocket', 'ws'], 'test_websocket_reference.py::test_websocket_authentication'),
+        **dict.fromkeys(['leafnodes', 'leaf'], 'test_leafnodes_reference.py::test_refused_login'),
     },
     'authorization': {
         **dict.fromkeys(['user', 'username', 'password', 'pass', 'token'], 'test_auth_reference.py::test_single_user_or_token'),

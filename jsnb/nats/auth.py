@@ -15,8 +15,8 @@ log = logging.getLogger('jsnb')
 
 
 # %% auto #0
-__all__ = ['log', 'all_users', 'Auth', 'who', 'violation', 'may_publish', 'apply_account_limits', 'check_in_background',
-           'startup_checks']
+__all__ = ['log', 'all_users', 'Auth', 'conn_type', 'who', 'violation', 'may_publish', 'apply_account_limits',
+           'check_in_background', 'startup_checks']
 
 # %% ../../nbs/1_nats/07_auth.ipynb #0be90529
 def all_users(opts) -> tuple:
@@ -65,8 +65,12 @@ class Auth:
 
 # %% ../../nbs/1_nats/07_auth.ipynb #51294c41
 def _allowed_here(u: User, c=None) -> bool:
-    "Whether user `u` may use the kind of connection `c` is: a plain NATS one, or WebSocket (jsnb.nats.websocket)."
-    return u.connection_types is None or ('WEBSOCKET' if getattr(c, 'ws', False) else 'STANDARD') in u.connection_types
+    "Whether user `u` may use the kind of connection `c` is: a plain NATS one, WebSocket (jsnb.nats.websocket) or a leaf node's."
+    return u.connection_types is None or conn_type(c) in u.connection_types
+
+def conn_type(c) -> str:
+    "The reference's name for the kind of connection `c` is (a leaf node's login names itself with `conn_type`)."
+    return getattr(c, 'conn_type', '') or ('WEBSOCKET' if getattr(c, 'ws', False) else 'STANDARD')
 
 @patch
 def check(self: Auth, c, o: dict) -> bool:

@@ -70,6 +70,7 @@ class RouteConn:
         self.close_reason = self.remote_id = self.remote_name = ''
         self.connect_urls: list[str] = []
         self.ws_connect_urls: list[str] = []       # the peer's WebSocket URLs (jsnb.nats.websocket)
+        self.leafnode_url = ''                     # where leaf nodes reach the peer (jsnb.nats.leafhub)
         self.headers = True
         self.subs: dict[tuple, _RemoteSub] = {}
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes_total = 0
@@ -187,6 +188,8 @@ def route_info(self: Cluster, gossip_mode: int = GOSSIP_DEFAULT, ldm: bool = Fal
     if self.dynamic: d['cluster_dynamic'] = True
     if not o.cluster_no_advertise and self.own_urls: d['connect_urls'] = self.own_urls
     if not o.cluster_no_advertise and self.own_ws_urls: d['ws_connect_urls'] = self.own_ws_urls
+    if (lf := getattr(core, 'leafs', None)) is not None and lf.own_urls and not lf.lo.no_advertise:
+        d['leafnode_urls'] = [lf.own_urls[0]]   # where leaf nodes reach this server, for the others to tell theirs
     if ldm: d['ldm'] = True
     if gossip_mode: d['gossip_mode'] = gossip_mode
     d.update(getattr(core, 'route_info_extra', None) or {})     # what a layer above announces (JetStream's Raft address)
@@ -288,6 +291,8 @@ def process_info(self: Cluster, rc: RouteConn, raw: bytes):
     rc.raft_meta = info.get('jsnb_meta') if type(info.get('jsnb_meta')) is dict else None   # and its meta group's members
     rc.connect_urls = [u for u in info.get('connect_urls') or () if type(u) is str]
     rc.ws_connect_urls = [u for u in info.get('ws_connect_urls') or () if type(u) is str]
+    lu = info.get('leafnode_urls')
+    rc.leafnode_url = lu[0] if type(lu) is list and len(lu) == 1 and type(lu[0]) is str else ''
     port = info.get('port') if type(info.get('port')) is int else 0
     if rc.url is None: rc.url = route_url(f"nats-route://{_hp(info.get('host') or rc.host, port)}/")
     if not info.get('ip'): info['ip'] = f'nats-route://{_hp(rc.host, port)}/'
@@ -310,6 +315,7 @@ def add_route(self: Cluster, rc: RouteConn, info: dict):
     log.debug('%s - Registering remote route "%s"', rc.tag, rc.remote_id)
     if len(self.routes) > 1: self.forward_new_route(info, rc.rtype, rc.solicited, rc.gossip_mode)
     if not self.opts.cluster_no_advertise: self._update_urls(rc.connect_urls, True); self._update_urls(rc.ws_connect_urls, True, ws=True)
+    if rc.leafnode_url and self.core.leafs is not None: self.core.leafs.route_url(rc.leafnode_url, True)
     self.send_subs(rc)
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #0f9f7e5b
@@ -359,7 +365,9 @@ def route_closed(self: Cluster, rc: RouteConn):
     rc.gone = True
     self.conns.pop(rc.cid, None)
     for sub in rc.subs.values():
-        if sub.account == GLOBAL_ACCOUNT: self.rsl.remove(sub)
+        if sub.account == GLOBAL_ACCOUNT:
+            self.rsl.remove(sub)
+            if self.core.leafs is not None: self.core.leafs.interest(self.core.gacc, sub, -1)
     rc.subs.clear()
     remote = f' - Remote: {rc.remote_name}' if rc.remote_name else ''
     log.info('%s - Router connection closed: %s%s', rc.tag, rc.close_reason or 'Client Closed', remote)
@@ -367,6 +375,7 @@ def route_closed(self: Cluster, rc: RouteConn):
         rc.registered = False
         if self.routes.get(rc.remote_id) is rc: del self.routes[rc.remote_id]
         if not self.opts.cluster_no_advertise: self._update_urls(rc.connect_urls, False); self._update_urls(rc.ws_connect_urls, False, ws=True)
+        if rc.leafnode_url and self.core.leafs is not None and not self.stopping: self.core.leafs.route_url(rc.leafnode_url, False)
     self._reconnect(rc)
 
 @patch
@@ -416,13 +425,20 @@ def remote_sub(self: Cluster, rc: RouteConn, op: RSub):
         if op.account == GLOBAL_ACCOUNT:
             self.rsl.insert(sub)
             for watch in self.core.interest_watchers: watch(op.subject)   # push consumers delivering there start at once
-    elif op.queue: sub.qw = op.weight
+            if self.core.leafs is not None: self.core.leafs.interest(self.core.gacc, sub, 1)   # leaf nodes hear of it
+    elif op.queue and op.weight != sub.qw:
+        lf = self.core.leafs if sub.account == GLOBAL_ACCOUNT else None
+        if lf is not None: lf.interest(self.core.gacc, sub, -1)
+        sub.qw = op.weight
+        if lf is not None: lf.interest(self.core.gacc, sub, 1)
 
 @patch
 def remote_unsub(self: Cluster, rc: RouteConn, op: RUnsub):
     "Another server no longer has interest."
     sub = rc.subs.pop((op.account, op.subject, op.queue), None)
-    if sub is not None and sub.account == GLOBAL_ACCOUNT: self.rsl.remove(sub)
+    if sub is not None and sub.account == GLOBAL_ACCOUNT:
+        self.rsl.remove(sub)
+        if self.core.leafs is not None: self.core.leafs.interest(self.core.gacc, sub, -1)
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #235f0df6
 _NONE = ((), ())
@@ -507,6 +523,7 @@ def inbound(self: Cluster, rc: RouteConn, op: RMsg):
         return
     core, subject, reply, hdr, data = self.core, op.subject, op.reply, op.hdr_len, op.data
     core.in_msgs += 1; core.in_bytes += len(data)
+    if core.leafs is not None: core.leafs.seq += 1           # a new message for the leaf nodes (jsnb.nats.leafhub)
     target = subject
     if reply and (at := _ack_deliver(reply)) > 0: target, reply = reply[at + 1:], reply[:at]   # a consumer's delivery
     psubs, qgroups = core.sublist.match(target)

@@ -53,6 +53,7 @@ class ServerOptions:
     max_subscriptions: int = 0    # subscriptions per connection; 0 or -1: no limit
     tls: object = None            # jsnb.nats.tls.TLSOptions: clients must use TLS
     websocket: object = None      # jsnb.nats.websocket.WebsocketOptions: a listener for WebSocket clients
+    leafnodes: object = None      # jsnb.nats.leafnode.LeafnodeOptions: a port for leaf nodes (this server as their hub)
     max_payload: int = 1048576    # largest message payload, bytes
     max_pending: int = 67108864   # bytes buffered for a slow client before it is disconnected
     max_control_line: int = 4096  # longest protocol line, bytes
@@ -357,6 +358,13 @@ def _websocket(d, k, v, opts, warns, seen):
     opts.websocket = _secure(d, k, parse_websocket, v, _loc(d, k))
 
 _TOP_KEYS.update({"websocket": _websocket, "ws": _websocket})
+
+def _leafnodes(d, k, v, opts, warns, seen):
+    "Apply a `leafnodes` block: a port for leaf nodes, this server their hub (read by jsnb.nats.leafnode)."
+    from jsnb.nats.leafnode import parse_leafnodes
+    opts.leafnodes = _secure(d, k, parse_leafnodes, v, _loc(d, k))
+
+_TOP_KEYS.update({"leafnodes": _leafnodes, "leaf": _leafnodes})
 
 _NOT_YET = " yet: refusing to start rather than run without it"
 _LATER = {**dict.fromkeys("resolver_tls default_sentinel".split(),

@@ -243,6 +243,7 @@ def _sub(self: ClientConn, op: Sub):
         if self.acc.stream_imports: add_shadows(self.core, self.acc, sub)   # interest in the accounts it imports from
         for watch in self.acc.interest_watchers: watch(subject)
         if self.core.cluster is not None: self.core.cluster.local_interest(sub, 1)
+        if self.core.leafs is not None: self.core.leafs.interest(self.acc, sub, 1)
     if self.verbose: self.send(OK_B)
 
 @patch
@@ -261,6 +262,7 @@ def unsubscribe(self: ClientConn, sub: Subscription):
         self.acc.sublist.remove(sub)
         if sub in self.acc.shadows: drop_shadows(self.core, self.acc, sub)
         if self.core.cluster is not None: self.core.cluster.local_interest(sub, -1)
+        if self.core.leafs is not None: self.core.leafs.interest(self.acc, sub, -1)
 
 # %% ../../nbs/1_nats/03_core.ipynb #bdd39e3a
 @patch
@@ -323,6 +325,7 @@ class Core:
         self.api_level = 0            # the JetStream API level, set by the JetStream layer (`api_lvl` in INFO)
         self.interest_watchers = self.gacc.interest_watchers   # called with the subject of every new client subscription in `$G`
         self.cluster = None           # the cluster layer, when this server has routes to others (it then routes every message)
+        self.leafs = None             # the leaf node layer, when this server accepts leaf nodes (jsnb.nats.leafhub): told of every change of interest
         self.auth = (JwtAuth if self.opts.trusted_keys else Auth)(self.opts)   # how clients are checked (jsnb.nats.auth, .jwt)
         self.ws_info = None           # the WebSocket listener's host, port and TLS, once it listens (jsnb.nats.websocket)
         wire_imports(self)            # the subscriptions service imports need
@@ -390,6 +393,7 @@ def remove_client(self: Core, c: ClientConn):
         c.acc.sublist.remove(sub)
         if sub in c.acc.shadows: drop_shadows(self, c.acc, sub)
         if self.cluster is not None: self.cluster.local_interest(sub, -1)
+        if self.leafs is not None: self.leafs.interest(c.acc, sub, -1)
     c.subs.clear()
 
 @patch
@@ -442,6 +446,12 @@ _NO_RESP = b'NATS/1.0 503\r\nNats-Subject: %s\r\n\r\n'
 @patch
 def route(self: Core, src, subject: bytes, reply: bytes, hdr: int, data: bytes, to: bytes | None = None, acc=None) -> int:
     "Route one message to every subscription matching `to` (default: `subject`) in account `acc` (default: the sender's); returns how many got it."
+    if self.leafs is not None:
+        self.leafs.seq += 1                                    # a new message: what a leaf node is sent at once (see jsnb.nats.leafhub)
+        if self.leafs.to is not to:                            # leaf nodes are told where a consumer's delivery goes
+            prev, self.leafs.to = self.leafs.to, to
+            try: return self.route(src, subject, reply, hdr, data, to, acc)
+            finally: self.leafs.to = prev
     if self.cluster is not None: return self.cluster.route(src, subject, reply, hdr, data, to)
     self.in_msgs += 1; self.in_bytes += len(data)
     psubs, qgroups = (acc or getattr(src, 'acc', self.gacc)).sublist.match(to or subject)
@@ -473,12 +483,13 @@ def subscribe(self: Core, subject: str | bytes, cb, queue: str | bytes = b'', de
     acc = acc or self.gacc
     acc.sublist.insert(sub)
     if acc.stream_imports: add_shadows(self, acc, sub)
+    if self.leafs is not None: self.leafs.interest(acc, sub, 1)
     return sub
 
 @patch
 def unsubscribe(self: Core, sub: Subscription, acc=None):
     acc = acc or self.gacc
-    acc.sublist.remove(sub)
+    if acc.sublist.remove(sub) and self.leafs is not None: self.leafs.interest(acc, sub, -1)
     if sub in acc.shadows: drop_shadows(self, acc, sub)
 
 @patch
@@ -510,7 +521,7 @@ def route_run(self: Core, src: ClientConn, subject: bytes, run: list[Pub]):
     if self.cluster is not None: return self.cluster.route_run(src, subject, run)
     psubs, qgroups = src.acc.sublist.match(subject)
     if not _plain(psubs, qgroups):
-        if psubs and not qgroups and all(s.client is None and not s.max for s in psubs):   # internal handlers (a stream): one match
+        if psubs and not qgroups and self.leafs is None and all(s.client is None and not s.max for s in psubs):   # internal handlers (a stream): one match
             self.in_msgs += len(run); self.in_bytes += sum([len(op.data) for op in run])
             for op in run:
                 for sub in psubs: self.deliver(sub, subject, op.reply, 0, op.data, src)

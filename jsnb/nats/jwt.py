@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from fastcore.basics import patch
 from .credentials import AuthConfigError, decode_nkey, verify_nonce, new_nonce, _goq, _got
 from .permissions import Permissions, SubjectPermission, grant, _check_subjects
-from .auth import Auth, who, apply_account_limits
+from .auth import Auth, who, apply_account_limits, conn_type
 from .accounts import AccountConfig, Export, Import, RESPONSE_THRESHOLD, NO_JS_LIMITS, GLOBAL
 from .trace import server_info
 
@@ -425,7 +425,7 @@ def check(self: JwtAuth, c, o: dict) -> bool:
     lim = template if template is not None else uc['nats']
     if lim.get('bearer_token') and acc.limits.get('disallow_bearer'): return _no(c, 'Account does not allow bearer tokens')
     types = lim.get('allowed_connection_types')
-    if types and 'STANDARD' not in types: return _no(c, 'Connection type not allowed')
+    if types and conn_type(c) not in types: return _no(c, 'Connection type not allowed')
     if not lim.get('bearer_token'):
         if not o.get('sig'): return _no(c, 'Signature missing')
         if not verify_nonce(uc['sub'], c.nonce.encode(), o['sig']): return _no(c, 'Signature not verified')

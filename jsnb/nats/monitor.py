@@ -12,6 +12,7 @@ import orjson
 from .core import Core, VERSION
 from .subjects import subject_matches
 from .cluster import EXPLICIT
+from .leafhub import leafz, leaf_varz
 from .times import NS, rfc3339_micro, go_duration
 
 # %% auto #0
@@ -83,7 +84,7 @@ def varz(core: Core, query: dict | None = None) -> dict:
     d.update(ping_interval=int(o.ping_interval * NS), ping_max=o.ping_max,
              http_host=o.http_host, http_port=core.http_port, https_port=o.https_port, auth_timeout=o.auth_timeout,
              max_control_line=o.max_control_line, max_payload=o.max_payload, max_pending=o.max_pending,
-             cluster=_cluster_varz(core), websocket=_websocket_varz(core))
+             cluster=_cluster_varz(core), leaf=leaf_varz(core), websocket=_websocket_varz(core))
     if core.jetstream:
         j = jsz(core)
         d['jetstream'] = dict(config=j['config'], stats={k: j[k] for k in ('memory', 'storage', 'reserved_memory',
@@ -92,6 +93,7 @@ def varz(core: Core, query: dict | None = None) -> dict:
              uptime=uptime(now - core.start), mem=_rss(), cores=os.cpu_count(), cpu=0,
              connections=len(core.clients), total_connections=core.total_connections,
              routes=len(core.cluster.routes) if core.cluster else 0, remotes=len(core.cluster.routes) if core.cluster else 0,
+             leafnodes=sum(1 for lc in core.leafs.conns.values() if lc.connected) if core.leafs else 0,
              in_msgs=core.in_msgs, in_bytes=core.in_bytes, out_msgs=core.out_msgs, out_bytes=core.out_bytes,
              slow_consumers=core.slow_consumers, stale_connections=core.stale_connections,
              subscriptions=sum(a.sublist.count for a in core.accounts.values())
@@ -212,7 +214,7 @@ def healthz(core: Core, query: dict | None = None) -> dict:
     return {'status': 'ok'}
 
 ENDPOINTS = {'/varz': varz, '/connz': connz, '/routez': routez, '/subsz': subsz, '/subscriptionsz': subsz, '/jsz': jsz,
-             '/healthz': healthz, '/accountz': accountz}
+             '/healthz': healthz, '/accountz': accountz, '/leafz': leafz}
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #65b1f861
 def _response(status: str, body: bytes, ctype: str = 'application/json') -> bytes:

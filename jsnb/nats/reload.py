@@ -69,6 +69,7 @@ _FIELDS = [   # (jsnb option, the reference's field, what a change does, how val
     ('store_dir', 'StoreDir', 'store_dir', str),
     ('sync_interval', 'SyncInterval', 'refuse', _dur),
     ('websocket', 'Websocket', 'refuse', lambda w: '{...}' if w is not None else '{}'),
+    ('leafnodes', 'LeafNode', 'jsnb', None),
     ('pid_file', 'PidFile', 'Reloaded: pid_file = {}', str),
     ('ports_file_dir', 'PortsFileDir', 'Reloaded: ports_file_dir = {}', str),
     ('logfile', 'LogFile', 'Reloaded: log_file = {}', str),

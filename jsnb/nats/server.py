@@ -13,6 +13,8 @@ from .jwt import serve_user_info
 from .tls import tls_accept, tls_context
 from .protocol import encode_err
 from .cluster_io import start_routes, stop_routes
+from .leafhub import start_leafnodes, stop_leafnodes
+from .leafremote import start_remotes, stop_remotes
 from .websocket import start_websocket, check_websocket
 from fastcore.basics import patch
 
@@ -145,6 +147,7 @@ class Server:
         self.trace = self.opts.trace
         self._listener = self._monitor = self._ping = self.js = None
         self._route_listener = None         # the cluster port, when the options set one (see jsnb.nats.cluster_io)
+        self._leaf_listener = None          # the leaf node port, when the options set one (see jsnb.nats.leafhub)
         self._ws_listener = self._ws_ping = None   # the WebSocket port, when the options set one (see jsnb.nats.websocket), and its pings
         self._flush_pending = False
         self._ports_file = None
@@ -226,6 +229,10 @@ async def start(self: Server) -> Server:
     if o.jetstream and o.clustered and not (o.cluster_user and o.cluster_password):
         raise StartupError("JetStream in a cluster needs route credentials (cluster { authorization { user, password } }): "
                            "they key the authenticated Raft traffic between the servers")
+    leaf = o.leafnodes if o.leafnodes is not None and (o.leafnodes.port != 0 or o.leafnodes.remotes) else None
+    if leaf is not None and leaf.remotes and o.jetstream:
+        raise StartupError("leafnodes remotes on a server with JetStream are not supported yet (the JetStream domains and "
+                           "API denies a leaf node sets up): remove jetstream or the remotes")
     if o.accounts and o.clustered:
         raise StartupError("accounts are not carried over routes yet: jsnb runs accounts on a single server; "
                            "remove the cluster block (or --cluster) or the accounts")
@@ -242,6 +249,11 @@ async def start(self: Server) -> Server:
                                                        o.port if o.port > 0 else 0, reuse_address=True, backlog=1024)
         except OSError as e: raise StartupError(f'Error listening on port: {o.host}:{o.port}, "{_reason(e)}"') from e
         self.core.port = self._listener.sockets[0].getsockname()[1]
+        if leaf is not None:
+            try: await start_leafnodes(self, _interface_addresses())
+            except OSError as e:
+                raise StartupError(f'Error listening on leafnode port: {leaf.port} - listen tcp '
+                                   f'{leaf.host}:{max(leaf.port, 0)}: bind: {_reason(e).lower()}') from e
         if o.http_port or o.https_port: await self._start_monitor()
         if ws is not None:
             try: self._ws_listener = await start_websocket(self, lambda: _ClientProtocol(self, ws=True))
@@ -258,6 +270,7 @@ async def start(self: Server) -> Server:
     self._ping = loop.call_later(o.ping_interval, self._ping_tick)
     if self._ws_listener is not None and ws.ping_interval > 0:    # WebSocket clients pinged on their own schedule
         self._ws_ping = loop.call_later(ws.ping_interval, self._ws_ping_tick)
+    if leaf is not None and leaf.remotes: start_remotes(self)    # dial the hubs once everything listens
     if o.ports_file_dir: self._write_ports_file()
     log.info('Listening for client connections on %s:%d', o.host, self.core.port)
     if o.tls is not None: log.info('TLS required for client connections')
@@ -270,6 +283,7 @@ def _close_parts(self: Server):
     if self._listener is not None: self._listener.close(); self._listener = None
     if self._monitor is not None: self._monitor.close(); self._monitor = None
     if self._route_listener is not None: stop_routes(self)
+    if self.core.leafs is not None: stop_remotes(self); stop_leafnodes(self)
     if self._ws_listener is not None: self._ws_listener.close(); self._ws_listener = None
     if self.js is not None: self._js_tick.cancel(); self.js.stop(); self.js = self.core.js = None
 
@@ -329,6 +343,7 @@ async def stop(self: Server):
     if self._ws_ping is not None: self._ws_ping.cancel()
     if self.js is not None: self._js_tick.cancel(); self.js.stop()
     if self._route_listener is not None: stop_routes(self)
+    if self.core.leafs is not None: stop_remotes(self); stop_leafnodes(self)
     self._flush()
     for c in list(self.core.clients.values()): self._drop(c)
     await self._listener.wait_closed()
