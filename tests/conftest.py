@@ -5,6 +5,7 @@ import pytest
 REF_BIN = shutil.which('nats-server')
 
 
+@pytest.hookimpl(tryfirst=True)            # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     """With several workers (`--dist loadgroup`), the tests of a module that shares a module-wide fixture (a Spark
     session, a built site, servers started once) stay on one worker, and benchmarks and soak runs on one worker,
