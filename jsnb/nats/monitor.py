@@ -12,7 +12,7 @@ import orjson
 from .core import Core, VERSION
 from .subjects import subject_matches
 from .cluster import EXPLICIT
-from .leafhub import leafz, leaf_varz
+from .leafhub_traffic import leafz, leaf_varz
 from .times import NS, rfc3339_micro, go_duration
 
 # %% auto #0

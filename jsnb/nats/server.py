@@ -13,7 +13,7 @@ from .jwt import serve_user_info
 from .tls import tls_accept, tls_context
 from .protocol import encode_err
 from .cluster_io import start_routes, stop_routes
-from .leafhub import start_leafnodes, stop_leafnodes
+from .leafhub_traffic import start_leafnodes, stop_leafnodes
 from .leafremote import start_remotes, stop_remotes
 from .websocket import start_websocket, check_websocket
 from fastcore.basics import patch
