@@ -421,13 +421,18 @@ async def test_a_route_that_stops_reading_is_cut_off(nodes):
 async def test_jsnb_cluster_command(tmp_path):
     "`jsnb cluster --size 3`: three servers in a mesh, logs prefixed by server name, all stopped together."
     import subprocess, sys, signal, socket
-    p = subprocess.Popen([sys.executable, '-c', 'import sys; from jsnb.cli import jsnb_main; sys.exit(jsnb_main())',
-                          'cluster', '--size', '3', '--name', 'dev'], stdout=subprocess.PIPE, text=True)
-    try:
+    for attempt in range(3):    # the command picks free ports before its servers bind them: a test beside it may take one
+        p = subprocess.Popen([sys.executable, '-c', 'import sys; from jsnb.cli import jsnb_main; sys.exit(jsnb_main())',
+                              'cluster', '--size', '3', '--name', 'dev'], stdout=subprocess.PIPE, text=True)
         urls = [p.stdout.readline().split()[1] for _ in range(3)]
         lines, deadline = [], time.time() + 20
-        while time.time() < deadline and sum('Server is ready' in l for l in lines) < 3: lines.append(p.stdout.readline())
-        assert {l.split()[0] for l in lines if 'Server is ready' in l} == {'[dev-1]', '[dev-2]', '[dev-3]'}
+        while time.time() < deadline and sum('Server is ready' in l for l in lines) < 3 and p.poll() is None:
+            lines.append(p.stdout.readline())
+        if attempt < 2 and p.poll() is not None and any('address already in use' in l for l in lines + p.stdout.readlines()):
+            p.stdout.close(); continue
+        break
+    try:
+        assert {l.split()[0] for l in lines if 'Server is ready' in l} == {'[dev-1]', '[dev-2]', '[dev-3]'}, lines
         ncs = [await connect(u) for u in urls]
         sub = await ncs[2].subscribe('hello')
         deadline = time.time() + 10
