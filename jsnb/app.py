@@ -20,8 +20,7 @@ def jetstream(core, opts: ServerOptions) -> JetStream | JetStreamAccounts:
     core.api_level = JS_API_LEVEL
     if opts.accounts: return JetStreamAccounts(core, opts)       # JetStream in the accounts that have it, not in `$G`
     if opts.clustered:                       # the meta group and the streams' servers; only clustered servers load the Raft library
-        from jsnb.js.cluster import ClusteredJetStream
-        from jsnb.js import cluster_api, cluster_replicas    # noqa: F401  (their requests and replication are patched into the class)
+        from jsnb.js.cluster_replicas import ClusteredJetStream
         return ClusteredJetStream(core, opts)
     return JetStream(core, core.store_dir, opts.max_memory_store, opts.max_file_store, opts.sync_interval, domain=opts.js_domain)
 

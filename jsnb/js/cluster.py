@@ -21,7 +21,7 @@ log = logging.getLogger('jsnb')
 
 # %% auto #0
 __all__ = ['log', 'RAFT_INFO', 'SETTLE', 'CONSUMER_SYNC', 'RAFT_META', 'RaftGroup', 'free_port', 'short_hash', 'peer_id',
-           'group_name', 'ClusteredJetStream']
+           'group_name', 'ClusterMeta']
 
 # %% ../../nbs/2_js/20_cluster.ipynb #3b204b66
 class RaftGroup(SyncObj):
@@ -94,7 +94,7 @@ SETTLE = 1.0                 # the route mesh must stay unchanged this long befo
 _FWD = '$JSC.FWD.'           # prefix of requests sent on to the server that leads a stream
 CONSUMER_SYNC = 0.1          # how often a stream leader puts the consumer states that changed into the stream's log
 
-class ClusteredJetStream(JetStream):
+class ClusterMeta(JetStream):
     "JetStream of `$G` on a server with routes: the meta group, the streams' groups, requests sent to the stream's leader."
     def __init__(self, core, opts):
         super().__init__(core, core.store_dir, opts.max_memory_store, opts.max_file_store, opts.sync_interval,
@@ -121,7 +121,7 @@ _WIRE = ((b'$JS.API.CONSUMER.MSG.NEXT.', C.on_next, 5), (b'$JS.ACK.', C.on_ack, 
 
 # %% ../../nbs/2_js/20_cluster.ipynb #9169b417
 @patch
-def start(self: ClusteredJetStream):
+def start(self: ClusterMeta):
     "Start as a single server does, with subscriptions the cluster sees, then form (or rejoin) the meta group."
     a, sub = self.account, self.core.subscribe
     a.subscribe, a.unsubscribe = self._share, self._unshare        # what the account's streams subscribe, every server sees
@@ -138,7 +138,7 @@ def start(self: ClusteredJetStream):
     self._ctimer = asyncio.get_running_loop().call_later(CONSUMER_SYNC, self._watch_consumers)
 
 @patch
-def stop(self: ClusteredJetStream):
+def stop(self: ClusterMeta):
     "Leave the groups (the peers see this server go), then stop as a single server does."
     if self._timer is not None: self._timer.cancel()
     if getattr(self, '_ctimer', None) is not None: self._ctimer.cancel(); self._ctimer = None
@@ -149,7 +149,7 @@ def stop(self: ClusteredJetStream):
     JetStream.stop(self)
 
 @patch
-def _share(self: ClusteredJetStream, subject, cb, queue='', defers=False):
+def _share(self: ClusterMeta, subject, cb, queue='', defers=False):
     "Subscribe for the account; a replicated stream's messages go to its group first."
     if getattr(cb, '__func__', None) is Stream._on_msg and cb.__self__.cfg.get('num_replicas', 1) > 1:
         cb = partial(self._replicated_msg, cb.__self__)
@@ -160,7 +160,7 @@ def _share(self: ClusteredJetStream, subject, cb, queue='', defers=False):
     return sub
 
 @patch
-def _unshare(self: ClusteredJetStream, sub):
+def _unshare(self: ClusterMeta, sub):
     self.core.unsubscribe(sub)
     if sub in self._shared:
         self._shared.discard(sub)
@@ -168,7 +168,7 @@ def _unshare(self: ClusteredJetStream, sub):
 
 # %% ../../nbs/2_js/20_cluster.ipynb #fab6e402
 @patch
-def _wire_msg(self: ClusteredJetStream, local, i: int, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int = 0):
+def _wire_msg(self: ClusterMeta, local, i: int, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int = 0):
     "A consumer's wire subject (next, ack, flow control, reset): handled here, or sent to the server holding the stream."
     toks = subject.split(b'.')
     name = text(toks[i]) if len(toks) > i else ''
@@ -180,7 +180,7 @@ def _wire_msg(self: ClusteredJetStream, local, i: int, subject: bytes, reply: by
     local(subject, reply, hdr, data, src)
 
 @patch
-def forward(self: ClusteredJetStream, server: str, subject: bytes, reply: bytes, hdr: int, data: bytes, hops: int = 1):
+def forward(self: ClusterMeta, server: str, subject: bytes, reply: bytes, hdr: int, data: bytes, hops: int = 1):
     "Send a request on to the server named `server` (by its peer id, which a restart keeps), which answers the client itself."
     self.core.route(None, f'{_FWD}{peer_id(server)}.{hops}.'.encode() + subject, reply, hdr, data)
 
@@ -188,7 +188,7 @@ def forward(self: ClusteredJetStream, server: str, subject: bytes, reply: bytes,
 RAFT_META = 'jsnb_meta'      # the route INFO field that carries the members of a server's meta group, once formed
 
 @patch
-def _peers_now(self: ClusteredJetStream) -> dict:
+def _peers_now(self: ClusterMeta) -> dict:
     "This server and the jsnb servers it has routes to that announced a Raft address: address -> server name."
     out = {self.raft_addr: self.core.server_name}
     for rc in self.core.cluster.routes.values():
@@ -196,7 +196,7 @@ def _peers_now(self: ClusteredJetStream) -> dict:
     return out
 
 @patch
-def _routes_resolved(self: ClusteredJetStream) -> bool:
+def _routes_resolved(self: ClusterMeta) -> bool:
     "Whether every configured route leads to a server this one has a route to, or back to this server."
     cl = self.core.cluster
     have = {rc.url.hostport for rc in cl.routes.values() if rc.url is not None}
@@ -204,7 +204,7 @@ def _routes_resolved(self: ClusteredJetStream) -> bool:
 
 # %% ../../nbs/2_js/20_cluster.ipynb #80d460e6
 @patch
-def _watch(self: ClusteredJetStream):
+def _watch(self: ClusterMeta):
     "Rejoin the meta group saved on disk, join the one a peer formed, or form one once the mesh is complete and settled."
     cl, loop = self.core.cluster, asyncio.get_running_loop()
     again = lambda: setattr(self, '_timer', loop.call_later(0.25, self._watch))
@@ -227,14 +227,14 @@ def _watch(self: ClusteredJetStream):
     self.form(peers)
 
 @patch
-def password(self: ClusteredJetStream) -> str:
+def password(self: ClusterMeta) -> str:
     "The key of the groups' traffic: the route credentials and the cluster's name."
     o = self.opts
     return f'{o.cluster_user}:{o.cluster_password}:{self.core.cluster.name}'
 
 # %% ../../nbs/2_js/20_cluster.ipynb #a2aabc82
 @patch
-def form(self: ClusteredJetStream, peers: dict):
+def form(self: ClusterMeta, peers: dict):
     "Start this server's member of the meta group over `peers` (Raft address -> server name), saved for restarts and announced on the routes."
     self.members = dict(peers)
     _write(os.path.join(self._state_dir, 'raft'), self.raft_addr)
@@ -251,7 +251,7 @@ def form(self: ClusteredJetStream, peers: dict):
 
 # %% ../../nbs/2_js/20_cluster.ipynb #6d3699b9
 @patch
-def apply(self: ClusteredJetStream, idx: int, op: tuple):
+def apply(self: ClusterMeta, idx: int, op: tuple):
     "Apply committed meta entry `idx` (on the loop, in log order): record it, and act on it unless that was done before a restart."
     if self.meta is None: return                  # stopped: an entry the group's thread handed over late
     kind, name, me = op[0], op[1], self.core.server_name
@@ -286,7 +286,7 @@ def apply(self: ClusteredJetStream, idx: int, op: tuple):
     if fresh: _write(os.path.join(self._state_dir, 'applied'), str(idx))
 
 @patch
-def _apply_scale(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
+def _apply_scale(self: ClusterMeta, name: str, op: tuple, fresh: bool):
     "A stream scaled down to the servers `peers`: the others drop their replica, every server its group; the consumers run on the one left."
     _, name, peers, cfg, origin, reply = op
     a, me = self.assignments.get(name), self.core.server_name
@@ -306,7 +306,7 @@ def _apply_scale(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
 
 # %% ../../nbs/2_js/20_cluster.ipynb #182ca4e9
 @patch
-def _create_here(self: ClusteredJetStream, name: str, a: dict, known: bool, reply: bytes, hdr: int, data: bytes):
+def _create_here(self: ClusterMeta, name: str, a: dict, known: bool, reply: bytes, hdr: int, data: bytes):
     "This server is a peer of a stream just assigned: create its replica; the first peer answers (for a replicated one, the leader once elected)."
     first, subject = a['peers'][0] == self.core.server_name, f'$JS.API.STREAM.CREATE.{name}'.encode()
     if known or len(a['peers']) == 1:                # one server, or a second create of the name: answered as on one server

@@ -15,12 +15,17 @@ from .api import JetStream, route, answer, audit, _RT, ROUTES, _above_level
 from .direct_get import level_ok
 from .stream_config import stream_config_for_create, subjects_overlap
 from . import stream_api as S
-from .cluster import ClusteredJetStream, RaftGroup, peer_id, _FWD
+from .cluster import ClusterMeta, RaftGroup, peer_id, _FWD
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'not_yet']
+__all__ = ['log', 'ClusterApi', 'not_yet']
+
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #a1c9e2f0
+class ClusterApi(ClusterMeta):
+    "The meta group's JetStream with its `$JS.API` requests answered cluster-wide; `ClusteredJetStream` adds replication."
+
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #8f172265
 _SCOPED = {'STREAM.CREATE', 'STREAM.INFO', 'STREAM.UPDATE', 'STREAM.DELETE', 'STREAM.PURGE', 'STREAM.MSG.GET',
@@ -50,18 +55,18 @@ def not_yet(what: str) -> JSApiError:
     return JSApiError(500, 10008, f'{what} is not supported by jsnb clusters yet')
 
 @patch
-def _refuse(self: ClusteredJetStream, reply: bytes, rtype: str, err: JSApiError, extra: dict | None = None):
+def _refuse(self: ClusterApi, reply: bytes, rtype: str, err: JSApiError, extra: dict | None = None):
     "Answer a request with an error, counted as the account counts its errors."
     self.account.api_total += 1; self.account.api_errors += 1
     if reply: self.account.reply(reply, _error(rtype, err, **(extra or {})))
 
 @patch
-def meta_leader(self: ClusteredJetStream) -> str:
+def meta_leader(self: ClusterApi) -> str:
     "The name of the meta group's leader ('' while there is none)."
     return self.members.get(self.meta.leader_addr(), '') if self.meta is not None else ''
 
 @patch
-def leader_of(self: ClusteredJetStream, name: str) -> str:
+def leader_of(self: ClusterApi, name: str) -> str:
     "The server that answers for stream `name`: its only server, its group's leader, or (not a peer) its first peer, which knows the leader."
     a = self.assignments.get(name)
     if a is None: return ''
@@ -73,13 +78,13 @@ def leader_of(self: ClusteredJetStream, name: str) -> str:
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #2069c102
 @patch
-def on_api(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+def on_api(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "A `$JS.API` request: answered here, sent on to the stream's leader, or put in the meta group's log (a new stream)."
     self._serve(subject, reply, hdr, data, src, 0)
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #bebbd1eb
 @patch
-def _serve(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int):
+def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int):
     subj = text(subject)
     verb, args = _verb(subj)
     if verb in _NOT_YET: return self._refuse(reply, _NOT_YET[verb][0], not_yet(_NOT_YET[verb][1]))
@@ -127,13 +132,13 @@ def _serve(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: int, dat
     self._local_api(subject, reply, hdr, data, src, name)
 
 @patch
-def _answer_r1(self: ClusteredJetStream, verb, name, subject, reply, hdr, data, src):
+def _answer_r1(self: ClusterApi, verb, name, subject, reply, hdr, data, src):
     "A request for a stream this server holds alone: answered as on one server (see `_answer_here`)."
     self._answer_here(verb, name, subject, reply, hdr, data, src, True)
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #bf7f2f38
 @patch
-def _answer_here(self: ClusteredJetStream, verb, name, subject, reply, hdr, data, src, origin: bool):
+def _answer_here(self: ClusterApi, verb, name, subject, reply, hdr, data, src, origin: bool):
     "Answer with this server's stream; an update or delete is answered once the meta group has recorded it (its new configuration, or that it is gone)."
     later = origin and verb in ('STREAM.UPDATE', 'STREAM.DELETE')
     resp = self._local_api(subject, b'' if later else reply, hdr, data, src, name)
@@ -144,7 +149,7 @@ def _answer_here(self: ClusteredJetStream, verb, name, subject, reply, hdr, data
     self.meta.propose(change + (reply, body, self.core.server_id))
 
 @patch
-def _update_refused(self: ClusteredJetStream, name: str, hdr: int, data: bytes) -> JSApiError | None:
+def _update_refused(self: ClusterApi, name: str, hdr: int, data: bytes) -> JSApiError | None:
     "Scaling up (a larger `num_replicas`, or any change but down to 1) is refused until jsnb clusters copy replicas."
     want = _wanted_replicas(hdr, data)
     have = self.assignments[name]['config'].get('num_replicas', 1)
@@ -158,7 +163,7 @@ def _wanted_replicas(hdr: int, data: bytes) -> int | None:
     return max(want, 1) if type(want) is int else None
 
 @patch
-def _scale_down(self: ClusteredJetStream, name: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+def _scale_down(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "`num_replicas` down to 1, on the leader: the update is applied here as on one server; a `scale` entry in the stream's log then freezes every replica at the same message, and the meta group records that only this server holds the stream (the others drop their replicas, this one its group); this server answers."
     resp = self._local_api(subject, b'', hdr, data, src, name)
     if resp is None: return
@@ -166,7 +171,7 @@ def _scale_down(self: ClusteredJetStream, name: str, subject: bytes, reply: byte
     self.groups[name].propose(('scale', resp['config'], reply, self.core.server_id))   # first through the stream's own log
 
 @patch
-def _stepdown(self: ClusteredJetStream, name: str, g: RaftGroup | None, reply: bytes, rtype: str = 'stream_leader_stepdown_response'):
+def _stepdown(self: ClusterApi, name: str, g: RaftGroup | None, reply: bytes, rtype: str = 'stream_leader_stepdown_response'):
     "`STREAM.LEADER.STEPDOWN` (or the consumer's, whose leader is the stream's) on the leader: hand the group to the most caught-up follower (a stream on one server has nothing to hand over)."
     def done(res, err):
         body = (json_bytes(dict(type=_RT + rtype, success=True)) if err == 0 else
@@ -177,12 +182,12 @@ def _stepdown(self: ClusteredJetStream, name: str, g: RaftGroup | None, reply: b
     g.transferLeadership(callback=lambda res, err: g._loop.call_soon_threadsafe(done, res, err))
 
 @patch
-def _meta_stepdown_request(self: ClusteredJetStream, src):
+def _meta_stepdown_request(self: ClusterApi, src):
     "`META.LEADER.STEPDOWN` from a client: the reference takes it only from the system account and leaves others unanswered (with a warning); jsnb clusters have only `$G` so far."
     log.warning('JetStream API stepdown request from non-system account: %r', self.account.name)
 
 @patch
-def meta_stepdown(self: ClusteredJetStream, done=None) -> bool:
+def meta_stepdown(self: ClusterApi, done=None) -> bool:
     "On the meta leader: hand the meta group to the most caught-up member; `done(ok)` is called on the loop once it is known. False when this server does not lead."
     m = self.meta
     if m is None or not m.is_leader(): return False
@@ -193,7 +198,7 @@ def meta_stepdown(self: ClusteredJetStream, done=None) -> bool:
     return True
 
 @patch
-def _on_forwarded(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+def _on_forwarded(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "A request another server sent here because this server answers for its stream."
     inner = subject[len(_FWD) + 11:]                 # after `$JSC.FWD.<peer id>.<hops>.`
     hops = subject[len(_FWD) + 9] - 48
@@ -203,7 +208,7 @@ def _on_forwarded(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: i
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #8e0f0c29
 @patch
-def _local_api(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: int, data: bytes, src, name: str = '') -> dict | None:
+def _local_api(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src, name: str = '') -> dict | None:
     "Answer with this server's account, as one server does, adding the stream's `cluster`; returns the reply sent."
     subj = text(subject)
     found = route(subj)
@@ -227,7 +232,7 @@ def _local_api(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: int,
     return resp
 
 @patch
-def _with_cluster(self: ClusteredJetStream, info: dict, name: str) -> dict:
+def _with_cluster(self: ClusterApi, info: dict, name: str) -> dict:
     "A stream's info with its `cluster` (before `ts`, where the reference puts it)."
     out = {k: v for k, v in info.items() if k not in ('ts', 'cluster', 'did_create')}
     out['cluster'] = self.cluster_info(name)
@@ -237,7 +242,7 @@ def _with_cluster(self: ClusteredJetStream, info: dict, name: str) -> dict:
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #60330828
 @patch
-def cluster_info(self: ClusteredJetStream, name: str) -> dict:
+def cluster_info(self: ClusterApi, name: str) -> dict:
     "`cluster` of a stream's info: the cluster, the leader, and (replicated) the other replicas as the leader sees them."
     d = dict(name=self.core.cluster.name, leader=self.core.server_name)
     g = self.groups.get(name)
@@ -262,7 +267,7 @@ def cluster_info(self: ClusteredJetStream, name: str) -> dict:
     return d
 
 @patch
-def _consumer_with_cluster(self: ClusteredJetStream, info: dict) -> dict:
+def _consumer_with_cluster(self: ClusterApi, info: dict) -> dict:
     "A consumer's info with its `cluster` after `num_pending`, where the reference puts it: the stream's, since the consumer runs on the stream's leader and its state goes through the stream's group."
     out = {}
     for k, v in info.items():
@@ -273,7 +278,7 @@ def _consumer_with_cluster(self: ClusteredJetStream, info: dict) -> dict:
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #f168fe31
 @patch
-def _propose_create(self: ClusteredJetStream, name: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+def _propose_create(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "A new stream: check its configuration here, choose its servers, and put the assignment in the meta group's log."
     r, a = ROUTES['STREAM.CREATE'], self.account
     try:
@@ -297,7 +302,7 @@ def _propose_create(self: ClusteredJetStream, name: str, subject: bytes, reply: 
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #d956e854
 @patch
-def _listing(self: ClusteredJetStream, verb: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+def _listing(self: ClusterApi, verb: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "`STREAM.NAMES` from the meta group's assignments; `STREAM.LIST` when every stream is answered for here."
     r, a = ROUTES[verb], self.account
     if verb == 'STREAM.LIST' and all(n in a.streams and self.leader_of(n) == self.core.server_name for n in self.assignments):
@@ -314,7 +319,7 @@ def _listing(self: ClusteredJetStream, verb: str, subject: bytes, reply: bytes, 
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #e1c3e71a
 @patch
-def _gather(self: ClusteredJetStream, req: dict, reply: bytes, timeout: float = 2.0):
+def _gather(self: ClusterApi, req: dict, reply: bytes, timeout: float = 2.0):
     "`STREAM.LIST` when streams are led by other servers: ask each leader for the stream's info, answer once all have (or, after `timeout`, with the others as `missing`)."
     f = req.get('subject') or ''
     names = sorted(n for n, x in self.assignments.items() if not f or subjects_overlap(x['config'].get('subjects') or [], [f]))
@@ -345,7 +350,7 @@ def _gather(self: ClusteredJetStream, req: dict, reply: bytes, timeout: float = 
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #0fe01d7a
 @patch
-def meta_cluster(self: ClusteredJetStream) -> dict:
+def meta_cluster(self: ClusterApi) -> dict:
     "`meta_cluster` of `/jsz`: the meta group's leader and this server's view of the other members, as the reference reports them."
     empty = dict(pending_entries=0, pending_size=0, last_time=rfc3339(0))
     if self.meta is None:
@@ -374,6 +379,6 @@ def meta_cluster(self: ClusteredJetStream) -> dict:
     return d
 
 @patch
-def stats(self: ClusteredJetStream) -> dict:
+def stats(self: ClusterApi) -> dict:
     "Figures for `/jsz`: the account's, with the meta group and every replicated stream here counted as highly available assets."
     return dict(JetStream.stats(self), ha_assets=(self.meta is not None) + len(self.groups))

@@ -15,13 +15,18 @@ from .api import _RT
 from .stream import Stream
 from .consumer import from_snapshot
 from . import consumer_api as C
-from .cluster import ClusteredJetStream, RaftGroup, group_name, _read, _write, CONSUMER_SYNC
-from .cluster_api import _verb, not_yet
+from .cluster import RaftGroup, group_name, _read, _write, CONSUMER_SYNC
+from .cluster_api import ClusterApi, _verb, not_yet
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log']
+__all__ = ['log', 'ClusteredJetStream']
+
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #b2d0f3a1
+class ClusteredJetStream(ClusterApi):
+    "JetStream of a server with routes: the meta group, its requests, and the streams and consumers it replicates."
+
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #3aac4530
 @patch
