@@ -11,9 +11,9 @@ from fastcore.basics import patch
 from .credentials import AuthConfigError, _where, _used, _got, decode_nkey
 from .times import NS, parse_go_duration
 from .tls import parse_tls
-from .protocol import _Framer, _same, _differ, _verb, _unquote, Info, Connect, Err, Close, PING, PONG, OK
+from .protocol import _Framer, _same, _differ, _verb, Close, PING
 from .protocol import E_UNKNOWN, E_CONTROL_LINE, MAX_CONTROL_LINE
-from .routes import _middle, _size
+from .routes import _middle, _size, _peer_control
 
 # %% auto #0
 __all__ = ['LeafUser', 'LeafRemote', 'LeafnodeOptions', 'version_parts', 'parse_leafnodes', 'LSub', 'LUnsub', 'LMsg',
@@ -270,13 +270,8 @@ def _leaf_control(line: bytes):
     if verb == b'LS-':
         if len(a) in (1, 2): return LUnsub(a[0], a[1] if len(a) == 2 else b'')
         return Close(None)
-    if verb == b'PING': return PING
-    if verb == b'PONG': return PONG
-    if verb == b'+OK': return OK
-    if verb == b'-ERR': return Err(_unquote(rest))
-    if verb == b'INFO' and rest: return Info(rest.strip())
-    if verb == b'CONNECT' and rest: return Connect(rest.strip())
-    return Close(E_UNKNOWN)
+    return _peer_control(verb, rest)
+
 
 # %% ../../nbs/1_nats/10_leafnodes.ipynb #dd7bcf3e
 @patch
