@@ -42,10 +42,46 @@ def self_addresses(host: str, port: int, addresses: list[str]) -> set[str]:
 # %% ../../nbs/1_nats/06c_cluster_io.ipynb #4c70c4fd
 ROUTE_WRITE_HIGH, ROUTE_WRITE_LOW = 4 << 20, 1 << 20   # unsent output that starts, and ends, the write deadline
 
-class _RouteProtocol(asyncio.Protocol):
+class _PeerProtocol(asyncio.Protocol):
+    "What the route and leaf node protocols share: bytes in, the connection lost, and the write deadline."
+    def data_received(self, data: bytes):
+        c, server = self.conn, self.server
+        if c is None: return
+        if server.trace: server._trace(c, data)
+        c.receive(data)
+        if server.core.dirty: server._flush()
+
+    def connection_lost(self, exc):
+        c = self.conn
+        if c is None: return
+        c.transport = None
+        if self.deadline is not None: self.deadline.cancel()
+        self._lost(c)
+
+    def pause_writing(self):
+        "The peer is not reading: close it if it still is not at the write deadline."
+        if self.deadline is None:
+            self.deadline = asyncio.get_running_loop().call_later(self._write_wait(), self._write_deadline)
+
+    def resume_writing(self):
+        if self.deadline is not None: self.deadline.cancel(); self.deadline = None
+
+    def _write_deadline(self):
+        self.deadline = None
+        if self.t.is_closing(): return
+        log.info('%s - Slow Consumer Detected: WriteDeadline exceeded with %d total bytes', self.conn.tag, self.t.get_write_buffer_size())
+        self.server.core.slow_consumers += 1
+        self.conn.close('Slow Consumer (Write Deadline)'); self.t.abort()
+
+class _RouteProtocol(_PeerProtocol):
     def __init__(self, server, url: RouteURL | None = None, rtype: int = IMPLICIT, gossip_mode: int = GOSSIP_DEFAULT):
         self.server, self.url, self.rtype, self.gossip_mode = server, url, rtype, gossip_mode
         self.rc = self.t = self.deadline = None
+
+    @property
+    def conn(self): return self.rc
+    def _lost(self, rc): rc.cluster.route_closed(rc)
+    def _write_wait(self) -> float: return self.server.opts.write_deadline
 
     def connection_made(self, t):
         self.t = t
@@ -61,34 +97,6 @@ class _RouteProtocol(asyncio.Protocol):
         self.rc.transport = t
         if self.url is None and cl.opts.cluster_user:
             asyncio.get_running_loop().call_later(cl.opts.cluster_auth_timeout, cl.auth_timeout, self.rc)
-
-    def data_received(self, data: bytes):
-        rc, server = self.rc, self.server
-        if rc is None: return
-        if server.trace: server._trace(rc, data)
-        rc.receive(data)
-        if server.core.dirty: server._flush()
-
-    def connection_lost(self, exc):
-        rc = self.rc
-        if rc is None: return
-        rc.transport = None
-        if self.deadline is not None: self.deadline.cancel()
-        rc.cluster.route_closed(rc)
-
-    def pause_writing(self):
-        if self.deadline is None:
-            self.deadline = asyncio.get_running_loop().call_later(self.server.opts.write_deadline, self._write_deadline)
-
-    def resume_writing(self):
-        if self.deadline is not None: self.deadline.cancel(); self.deadline = None
-
-    def _write_deadline(self):
-        self.deadline = None
-        if self.t.is_closing(): return
-        log.info('%s - Slow Consumer Detected: WriteDeadline exceeded with %d total bytes', self.rc.tag, self.t.get_write_buffer_size())
-        self.server.core.slow_consumers += 1
-        self.rc.close('Slow Consumer (Write Deadline)'); self.t.abort()
 
 # %% ../../nbs/1_nats/06c_cluster_io.ipynb #250ce5be
 ROUTE_CONNECT, ROUTE_CONNECT_MAX, ROUTE_DIAL = 1.0, 30.0, 1.0   # seconds: pause between attempts, its maximum, dial timeout

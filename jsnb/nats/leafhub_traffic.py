@@ -11,6 +11,7 @@ from .protocol import PING_B, encode_err
 from .leafnode import LSub, LUnsub, LMsg
 from .subjects import has_wildcard
 from .cluster_routing import _ack_deliver
+from .cluster_io import _PeerProtocol
 from .accounts import add_shadows, drop_shadows
 from .core import E_STALE, E_AUTH_TIMEOUT, log
 from .times import go_duration, NS
@@ -196,12 +197,14 @@ def _not_after(path: str) -> str:
 # %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #17e8b1f4
 _WRITE_HIGH, _WRITE_LOW = 4 << 20, 1 << 20
 
-class _LeafProtocol(asyncio.Protocol):
+class _LeafProtocol(_PeerProtocol):
     def __init__(self, server, ws: bool = False):
         self.server, self.ws, self.lc, self.t, self.deadline = server, ws, None, None, None   # ws: framed by jsnb.nats.websocket
 
     @property
     def conn(self): return self.lc             # what `jsnb.nats.tls.tls_accept` upgrades
+    def _lost(self, lc): lc.leafs.closed(lc)
+    def _write_wait(self) -> float: return self.lc.leafs.lo.write_deadline or self.server.opts.write_deadline
 
     def authenticating(self):
         "Give the leaf node `auth_timeout` to send CONNECT (after TLS, if any)."
@@ -223,36 +226,6 @@ class _LeafProtocol(asyncio.Protocol):
         if lf.lo.tls is not None and not self.ws: tls_accept(self, lf.lo.tls); return   # INFO in the clear, then the handshake
         self.authenticating()
         self.server._flush()
-
-    def data_received(self, data: bytes):
-        lc, server = self.lc, self.server
-        if lc is None: return
-        if server.trace: server._trace(lc, data)
-        lc.receive(data)
-        if server.core.dirty: server._flush()
-
-    def connection_lost(self, exc):
-        lc = self.lc
-        if lc is None: return
-        lc.transport = None
-        if self.deadline is not None: self.deadline.cancel()
-        lc.leafs.closed(lc)
-
-    def pause_writing(self):
-        "The leaf is not reading: close it if it still is not at the write deadline."
-        if self.deadline is None:
-            wd = self.lc.leafs.lo.write_deadline or self.server.opts.write_deadline
-            self.deadline = asyncio.get_running_loop().call_later(wd, self._write_deadline)
-
-    def resume_writing(self):
-        if self.deadline is not None: self.deadline.cancel(); self.deadline = None
-
-    def _write_deadline(self):
-        self.deadline = None
-        if self.t.is_closing(): return
-        log.info('%s - Slow Consumer Detected: WriteDeadline exceeded with %d total bytes', self.lc.tag, self.t.get_write_buffer_size())
-        self.server.core.slow_consumers += 1
-        self.lc.close('Slow Consumer (Write Deadline)'); self.t.abort()
 
 # %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #c9e22e68
 def _hostport(host: str, port: int) -> str: return f'[{host}]:{port}' if ':' in host else f'{host}:{port}'
