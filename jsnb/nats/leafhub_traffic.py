@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio, socket, time
 from functools import partial
 from fastcore.basics import patch
-from .protocol import PING_B, encode_err
+from .protocol import encode_err
 from .leafnode import LSub, LUnsub, LMsg
 from .subjects import has_wildcard
-from .cluster_routing import _ack_deliver
+from .cluster_routing import _ack_deliver, _keepalive, _cut_slow
 from .cluster_io import _PeerProtocol
 from .accounts import add_shadows, drop_shadows
-from .core import E_STALE, E_AUTH_TIMEOUT, log
+from .core import E_AUTH_TIMEOUT, log
 from .times import go_duration, NS
 from .tls import tls_accept
 from .leafhub import Leafs, LeafConn, _LeafSub
@@ -122,23 +122,12 @@ def closed(self: Leafs, lc: LeafConn):
 def ping_tick(self: Leafs):
     "Send keepalive PINGs; close leaf connections that stopped answering."
     for lc in list(self.conns.values()):
-        if lc.closing or not lc.connected: continue
-        if lc.pings_out >= self.core.opts.ping_max:
-            self.core.stale_connections += 1
-            log.debug('%s - Stale Leafnode Connection - Closing', lc.tag)
-            lc.close('Stale Connection', E_STALE)
-        else:
-            lc.pings_out += 1
-            if not lc.ping_sent: lc.ping_sent = time.time()
-            lc.send(PING_B)
+        if not lc.closing and lc.connected: _keepalive(self.core, lc, self.core.opts.ping_max, 'Leafnode')
 
 @patch
 def slow(self: Leafs, lc: LeafConn):
     "Cut off a leaf node that does not take its output."
-    self.core.slow_consumers += 1
-    log.info('%s - Slow Consumer Detected: MaxPending of %d Exceeded', lc.tag, self.core.max_pending)
-    lc.out = []; lc.out_bytes = 0
-    lc.close('Slow Consumer (Pending Bytes)')
+    _cut_slow(self.core, lc)
 
 @patch
 def auth_timeout_check(self: Leafs, lc: LeafConn):
