@@ -44,6 +44,17 @@ ROUTE_WRITE_HIGH, ROUTE_WRITE_LOW = 4 << 20, 1 << 20   # unsent output that star
 
 class _PeerProtocol(asyncio.Protocol):
     "What the route and leaf node protocols share: bytes in, the connection lost, and the write deadline."
+    def _setup(self, t) -> tuple:
+        "Keep the transport, write without delay (`TCP_NODELAY`), set the limits of the write deadline; the peer's address."
+        self.t = t
+        peer = t.get_extra_info('peername') or ('', 0)
+        sock = t.get_extra_info('socket')
+        if sock is not None:
+            try: sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError: pass
+        t.set_write_buffer_limits(ROUTE_WRITE_HIGH, ROUTE_WRITE_LOW)
+        return peer
+
     def data_received(self, data: bytes):
         c, server = self.conn, self.server
         if c is None: return
@@ -84,13 +95,7 @@ class _RouteProtocol(_PeerProtocol):
     def _write_wait(self) -> float: return self.server.opts.write_deadline
 
     def connection_made(self, t):
-        self.t = t
-        peer = t.get_extra_info('peername') or ('', 0)
-        sock = t.get_extra_info('socket')
-        if sock is not None:
-            try: sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError: pass
-        t.set_write_buffer_limits(ROUTE_WRITE_HIGH, ROUTE_WRITE_LOW)
+        peer = self._setup(t)
         cl = self.server.core.cluster
         if cl is None or cl.stopping: t.abort(); return       # the server is shutting down
         self.rc = cl.new_route(peer[0], peer[1], self.url, self.rtype, self.gossip_mode)

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #a626c185
 from __future__ import annotations
-import asyncio, socket, time
+import asyncio, time
 from functools import partial
 from fastcore.basics import patch
 from .protocol import encode_err
@@ -184,8 +184,6 @@ def _not_after(path: str) -> str:
     return cert.not_valid_after_utc.strftime('%Y-%m-%dT%H:%M:%SZ')
 
 # %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #17e8b1f4
-_WRITE_HIGH, _WRITE_LOW = 4 << 20, 1 << 20
-
 class _LeafProtocol(_PeerProtocol):
     def __init__(self, server, ws: bool = False):
         self.server, self.ws, self.lc, self.t, self.deadline = server, ws, None, None, None   # ws: framed by jsnb.nats.websocket
@@ -201,13 +199,7 @@ class _LeafProtocol(_PeerProtocol):
         asyncio.get_running_loop().call_later(lf.auth_timeout, lf.auth_timeout_check, self.lc)
 
     def connection_made(self, t):
-        self.t = t
-        peer = t.get_extra_info('peername') or ('', 0)
-        sock = t.get_extra_info('socket')
-        if sock is not None:
-            try: sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError: pass
-        t.set_write_buffer_limits(_WRITE_HIGH, _WRITE_LOW)
+        peer = self._setup(t)
         lf = self.server.core.leafs
         if lf is None or lf.stopping: t.abort(); return
         self.lc = lf.new_leaf(peer[0], peer[1])
