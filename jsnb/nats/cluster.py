@@ -53,7 +53,22 @@ class _RemoteSub(Subscription):
     "The interest of another server: a subscription whose client is the route, with the queue group's weight."
     __slots__ = ('qw', 'account')
 
-class RouteConn:
+class _PeerConn:
+    "What a route and a leaf node connection share: taking in bytes, and an answer to our `PING`."
+    def receive(self, data: bytes):
+        "Process bytes received from the other server."
+        if self.closing: return
+        self.last_activity = time.time()
+        try: self._receive(data)
+        finally:
+            if self.core.deferred: self.core.flush_deferred()
+
+    def _pong(self):
+        "The other server answered our `PING`: it is alive, and the round trip is measured."
+        self.pings_out = 0
+        if self.ping_sent: self.rtt, self.ping_sent = time.time() - self.ping_sent, 0.0
+
+class RouteConn(_PeerConn):
     "Sans-I/O state of one route: a connection to another server of the cluster."
     echo, no_responders = True, False      # as a message's source, for the core
     def __init__(self, cluster: Cluster, rid: int, host: str = '', port: int = 0, url: RouteURL | None = None,
@@ -106,15 +121,6 @@ def close(self: RouteConn, reason: str, err: str | None = None):
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #19d13a4a
 @patch
-def receive(self: RouteConn, data: bytes):
-    "Process bytes received from the other server."
-    if self.closing: return
-    self.last_activity = time.time()
-    try: self._receive(data)
-    finally:
-        if self.core.deferred: self.core.flush_deferred()
-
-@patch
 def _receive(self: RouteConn, data: bytes):
     cl = self.cluster
     ops = self.parser.feed(data)
@@ -135,9 +141,7 @@ def _receive(self: RouteConn, data: bytes):
         elif t is RSub: cl.remote_sub(self, op)
         elif t is RUnsub: cl.remote_unsub(self, op)
         elif op is PING: self.send(PONG_B)
-        elif op is PONG:
-            self.pings_out = 0
-            if self.ping_sent: self.rtt, self.ping_sent = time.time() - self.ping_sent, 0.0
+        elif op is PONG: self._pong()
         elif t is Info: cl.process_info(self, op.info)
         elif t is Connect: cl.process_connect(self, op.options)
         elif t is Err:

@@ -42,12 +42,10 @@ def self_addresses(host: str, port: int, addresses: list[str]) -> set[str]:
 # %% ../../nbs/1_nats/06c_cluster_io.ipynb #4c70c4fd
 ROUTE_WRITE_HIGH, ROUTE_WRITE_LOW = 4 << 20, 1 << 20   # unsent output that starts, and ends, the write deadline
 
-class _RouteProtocol(asyncio.Protocol):
-    def __init__(self, server, url: RouteURL | None = None, rtype: int = IMPLICIT, gossip_mode: int = GOSSIP_DEFAULT):
-        self.server, self.url, self.rtype, self.gossip_mode = server, url, rtype, gossip_mode
-        self.rc = self.t = self.deadline = None
-
-    def connection_made(self, t):
+class _PeerProtocol(asyncio.Protocol):
+    "What the route and leaf node protocols share: bytes in, the connection lost, and the write deadline."
+    def _setup(self, t) -> tuple:
+        "Keep the transport, write without delay (`TCP_NODELAY`), set the limits of the write deadline; the peer's address."
         self.t = t
         peer = t.get_extra_info('peername') or ('', 0)
         sock = t.get_extra_info('socket')
@@ -55,30 +53,26 @@ class _RouteProtocol(asyncio.Protocol):
             try: sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError: pass
         t.set_write_buffer_limits(ROUTE_WRITE_HIGH, ROUTE_WRITE_LOW)
-        cl = self.server.core.cluster
-        if cl is None or cl.stopping: t.abort(); return       # the server is shutting down
-        self.rc = cl.new_route(peer[0], peer[1], self.url, self.rtype, self.gossip_mode)
-        self.rc.transport = t
-        if self.url is None and cl.opts.cluster_user:
-            asyncio.get_running_loop().call_later(cl.opts.cluster_auth_timeout, cl.auth_timeout, self.rc)
+        return peer
 
     def data_received(self, data: bytes):
-        rc, server = self.rc, self.server
-        if rc is None: return
-        if server.trace: server._trace(rc, data)
-        rc.receive(data)
+        c, server = self.conn, self.server
+        if c is None: return
+        if server.trace: server._trace(c, data)
+        c.receive(data)
         if server.core.dirty: server._flush()
 
     def connection_lost(self, exc):
-        rc = self.rc
-        if rc is None: return
-        rc.transport = None
+        c = self.conn
+        if c is None: return
+        c.transport = None
         if self.deadline is not None: self.deadline.cancel()
-        rc.cluster.route_closed(rc)
+        self._lost(c)
 
     def pause_writing(self):
+        "The peer is not reading: close it if it still is not at the write deadline."
         if self.deadline is None:
-            self.deadline = asyncio.get_running_loop().call_later(self.server.opts.write_deadline, self._write_deadline)
+            self.deadline = asyncio.get_running_loop().call_later(self._write_wait(), self._write_deadline)
 
     def resume_writing(self):
         if self.deadline is not None: self.deadline.cancel(); self.deadline = None
@@ -86,9 +80,28 @@ class _RouteProtocol(asyncio.Protocol):
     def _write_deadline(self):
         self.deadline = None
         if self.t.is_closing(): return
-        log.info('%s - Slow Consumer Detected: WriteDeadline exceeded with %d total bytes', self.rc.tag, self.t.get_write_buffer_size())
+        log.info('%s - Slow Consumer Detected: WriteDeadline exceeded with %d total bytes', self.conn.tag, self.t.get_write_buffer_size())
         self.server.core.slow_consumers += 1
-        self.rc.close('Slow Consumer (Write Deadline)'); self.t.abort()
+        self.conn.close('Slow Consumer (Write Deadline)'); self.t.abort()
+
+class _RouteProtocol(_PeerProtocol):
+    def __init__(self, server, url: RouteURL | None = None, rtype: int = IMPLICIT, gossip_mode: int = GOSSIP_DEFAULT):
+        self.server, self.url, self.rtype, self.gossip_mode = server, url, rtype, gossip_mode
+        self.rc = self.t = self.deadline = None
+
+    @property
+    def conn(self): return self.rc
+    def _lost(self, rc): rc.cluster.route_closed(rc)
+    def _write_wait(self) -> float: return self.server.opts.write_deadline
+
+    def connection_made(self, t):
+        peer = self._setup(t)
+        cl = self.server.core.cluster
+        if cl is None or cl.stopping: t.abort(); return       # the server is shutting down
+        self.rc = cl.new_route(peer[0], peer[1], self.url, self.rtype, self.gossip_mode)
+        self.rc.transport = t
+        if self.url is None and cl.opts.cluster_user:
+            asyncio.get_running_loop().call_later(cl.opts.cluster_auth_timeout, cl.auth_timeout, self.rc)
 
 # %% ../../nbs/1_nats/06c_cluster_io.ipynb #250ce5be
 ROUTE_CONNECT, ROUTE_CONNECT_MAX, ROUTE_DIAL = 1.0, 30.0, 1.0   # seconds: pause between attempts, its maximum, dial timeout

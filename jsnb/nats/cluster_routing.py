@@ -202,27 +202,34 @@ def inbound_run(self: Cluster, rc: RouteConn, subject: bytes, run: list):
                                  encode_msg(subject, sid, o.reply, o.data[o.hdr_len:] if o.hdr_len else o.data) for o in run], k, nb)
 
 # %% ../../nbs/1_nats/06b_cluster_routing.ipynb #62e127c0
+def _keepalive(core, c, ping_max: int, what: str):
+    "PING a route or leaf node connection `c`, or close it when `ping_max` PINGs went unanswered (`what` names it in the log)."
+    if c.pings_out >= ping_max:
+        core.stale_connections += 1
+        log.debug('%s - Stale %s Connection - Closing', c.tag, what)
+        c.close('Stale Connection', E_STALE)
+    else:
+        c.pings_out += 1
+        if not c.ping_sent: c.ping_sent = time.time()
+        c.send(PING_B)
+
+def _cut_slow(core, c):
+    "Cut off a route or leaf node connection `c` whose output is not being taken: drop what is queued and close it."
+    core.slow_consumers += 1
+    log.info('%s - Slow Consumer Detected: MaxPending of %d Exceeded', c.tag, core.max_pending)
+    c.out = []; c.out_bytes = 0
+    c.close('Slow Consumer (Pending Bytes)')
+
 @patch
 def ping_tick(self: Cluster):
     "Send keepalive PINGs on every route; close those that stopped answering."
     for rc in list(self.conns.values()):
-        if rc.closing: continue
-        if rc.pings_out >= self.opts.ping_max:
-            self.core.stale_connections += 1
-            log.debug('%s - Stale Route Connection - Closing', rc.tag)
-            rc.close('Stale Connection', E_STALE)
-        else:
-            rc.pings_out += 1
-            if not rc.ping_sent: rc.ping_sent = time.time()
-            rc.send(PING_B)
+        if not rc.closing: _keepalive(self.core, rc, self.opts.ping_max, 'Route')
 
 @patch
 def slow_route(self: Cluster, rc: RouteConn):
     "Cut off a route whose output is not being taken."
-    self.core.slow_consumers += 1
-    log.info('%s - Slow Consumer Detected: MaxPending of %d Exceeded', rc.tag, self.core.max_pending)
-    rc.out = []; rc.out_bytes = 0
-    rc.close('Slow Consumer (Pending Bytes)')
+    _cut_slow(self.core, rc)
 
 @patch
 def auth_timeout(self: Cluster, rc: RouteConn):

@@ -10,6 +10,7 @@ from fastcore.basics import patch
 from .protocol import Info, Connect, Err, Close, PING, PONG, OK, PING_B, PONG_B, encode_info, encode_err
 from .leafnode import LeafParser, LSub, LUnsub, LMsg, encode_lsub, encode_lunsub, encode_lmsg, LeafnodeOptions, version_parts
 from .subjects import Subscription, has_wildcard, subject_matches
+from .cluster import _PeerConn
 from .cluster_routing import _ack_deliver
 from .core import Core, VERSION, E_AUTH, log
 from .credentials import verify_nonce
@@ -30,7 +31,7 @@ class _LeafSub(Subscription):
     "A leaf node's interest: an internal subscription that sends to the leaf, with the queue group's weight."
     __slots__ = ('leaf', 'qw')
 
-class LeafConn:
+class LeafConn(_PeerConn):
     "Sans-I/O state of one leaf node connection (hub side)."
     echo, no_responders, headers = False, False, True
     def __init__(self, leafs, lid: int, host: str = "", port: int = 0):   # leafs: the `Leafs` below
@@ -122,15 +123,6 @@ def _finish(self: LeafConn):
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #8681f3ee
 @patch
-def receive(self: LeafConn, data: bytes):
-    "Process bytes received from the leaf node."
-    if self.closing: return
-    self.last_activity = time.time()
-    try: self._receive(data)
-    finally:
-        if self.core.deferred: self.core.flush_deferred()
-
-@patch
 def _receive(self: LeafConn, data: bytes):
     lf = self.leafs
     for op in self.parser.feed(data):
@@ -141,9 +133,7 @@ def _receive(self: LeafConn, data: bytes):
         elif t is LSub: lf.leaf_sub(self, op)
         elif t is LUnsub: lf.leaf_unsub(self, op)
         elif op is PING: self.send(PONG_B)
-        elif op is PONG:
-            self.pings_out = 0
-            if self.ping_sent: self.rtt, self.ping_sent = time.time() - self.ping_sent, 0.0
+        elif op is PONG: self._pong()
         elif t is Connect: lf.process_connect(self, op.options)
         elif t is Info: lf.process_info(self, op.info)
         elif t is Err:

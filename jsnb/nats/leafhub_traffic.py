@@ -4,15 +4,16 @@
 
 # %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #a626c185
 from __future__ import annotations
-import asyncio, socket, time
+import asyncio, time
 from functools import partial
 from fastcore.basics import patch
-from .protocol import PING_B, encode_err
+from .protocol import encode_err
 from .leafnode import LSub, LUnsub, LMsg
 from .subjects import has_wildcard
-from .cluster_routing import _ack_deliver
+from .cluster_routing import _ack_deliver, _keepalive, _cut_slow
+from .cluster_io import _PeerProtocol
 from .accounts import add_shadows, drop_shadows
-from .core import E_STALE, E_AUTH_TIMEOUT, log
+from .core import E_AUTH_TIMEOUT, log
 from .times import go_duration, NS
 from .tls import tls_accept
 from .leafhub import Leafs, LeafConn, _LeafSub
@@ -121,23 +122,12 @@ def closed(self: Leafs, lc: LeafConn):
 def ping_tick(self: Leafs):
     "Send keepalive PINGs; close leaf connections that stopped answering."
     for lc in list(self.conns.values()):
-        if lc.closing or not lc.connected: continue
-        if lc.pings_out >= self.core.opts.ping_max:
-            self.core.stale_connections += 1
-            log.debug('%s - Stale Leafnode Connection - Closing', lc.tag)
-            lc.close('Stale Connection', E_STALE)
-        else:
-            lc.pings_out += 1
-            if not lc.ping_sent: lc.ping_sent = time.time()
-            lc.send(PING_B)
+        if not lc.closing and lc.connected: _keepalive(self.core, lc, self.core.opts.ping_max, 'Leafnode')
 
 @patch
 def slow(self: Leafs, lc: LeafConn):
     "Cut off a leaf node that does not take its output."
-    self.core.slow_consumers += 1
-    log.info('%s - Slow Consumer Detected: MaxPending of %d Exceeded', lc.tag, self.core.max_pending)
-    lc.out = []; lc.out_bytes = 0
-    lc.close('Slow Consumer (Pending Bytes)')
+    _cut_slow(self.core, lc)
 
 @patch
 def auth_timeout_check(self: Leafs, lc: LeafConn):
@@ -194,14 +184,14 @@ def _not_after(path: str) -> str:
     return cert.not_valid_after_utc.strftime('%Y-%m-%dT%H:%M:%SZ')
 
 # %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #17e8b1f4
-_WRITE_HIGH, _WRITE_LOW = 4 << 20, 1 << 20
-
-class _LeafProtocol(asyncio.Protocol):
+class _LeafProtocol(_PeerProtocol):
     def __init__(self, server, ws: bool = False):
         self.server, self.ws, self.lc, self.t, self.deadline = server, ws, None, None, None   # ws: framed by jsnb.nats.websocket
 
     @property
     def conn(self): return self.lc             # what `jsnb.nats.tls.tls_accept` upgrades
+    def _lost(self, lc): lc.leafs.closed(lc)
+    def _write_wait(self) -> float: return self.lc.leafs.lo.write_deadline or self.server.opts.write_deadline
 
     def authenticating(self):
         "Give the leaf node `auth_timeout` to send CONNECT (after TLS, if any)."
@@ -209,13 +199,7 @@ class _LeafProtocol(asyncio.Protocol):
         asyncio.get_running_loop().call_later(lf.auth_timeout, lf.auth_timeout_check, self.lc)
 
     def connection_made(self, t):
-        self.t = t
-        peer = t.get_extra_info('peername') or ('', 0)
-        sock = t.get_extra_info('socket')
-        if sock is not None:
-            try: sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError: pass
-        t.set_write_buffer_limits(_WRITE_HIGH, _WRITE_LOW)
+        peer = self._setup(t)
         lf = self.server.core.leafs
         if lf is None or lf.stopping: t.abort(); return
         self.lc = lf.new_leaf(peer[0], peer[1])
@@ -223,36 +207,6 @@ class _LeafProtocol(asyncio.Protocol):
         if lf.lo.tls is not None and not self.ws: tls_accept(self, lf.lo.tls); return   # INFO in the clear, then the handshake
         self.authenticating()
         self.server._flush()
-
-    def data_received(self, data: bytes):
-        lc, server = self.lc, self.server
-        if lc is None: return
-        if server.trace: server._trace(lc, data)
-        lc.receive(data)
-        if server.core.dirty: server._flush()
-
-    def connection_lost(self, exc):
-        lc = self.lc
-        if lc is None: return
-        lc.transport = None
-        if self.deadline is not None: self.deadline.cancel()
-        lc.leafs.closed(lc)
-
-    def pause_writing(self):
-        "The leaf is not reading: close it if it still is not at the write deadline."
-        if self.deadline is None:
-            wd = self.lc.leafs.lo.write_deadline or self.server.opts.write_deadline
-            self.deadline = asyncio.get_running_loop().call_later(wd, self._write_deadline)
-
-    def resume_writing(self):
-        if self.deadline is not None: self.deadline.cancel(); self.deadline = None
-
-    def _write_deadline(self):
-        self.deadline = None
-        if self.t.is_closing(): return
-        log.info('%s - Slow Consumer Detected: WriteDeadline exceeded with %d total bytes', self.lc.tag, self.t.get_write_buffer_size())
-        self.server.core.slow_consumers += 1
-        self.lc.close('Slow Consumer (Write Deadline)'); self.t.abort()
 
 # %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #c9e22e68
 def _hostport(host: str, port: int) -> str: return f'[{host}]:{port}' if ':' in host else f'{host}:{port}'

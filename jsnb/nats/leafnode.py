@@ -11,8 +11,9 @@ from fastcore.basics import patch
 from .credentials import AuthConfigError, _where, _used, _got, decode_nkey
 from .times import NS, parse_go_duration
 from .tls import parse_tls
-from .protocol import _Framer, _same, _differ, _verb, _unquote, Info, Connect, Err, Close, PING, PONG, OK
+from .protocol import _Framer, _same, _differ, _verb, Close, PING
 from .protocol import E_UNKNOWN, E_CONTROL_LINE, MAX_CONTROL_LINE
+from .routes import _middle, _size, _peer_control
 
 # %% auto #0
 __all__ = ['LeafUser', 'LeafRemote', 'LeafnodeOptions', 'version_parts', 'parse_leafnodes', 'LSub', 'LUnsub', 'LMsg',
@@ -236,10 +237,6 @@ def encode_lunsub(subject: bytes, queue: bytes = b'') -> bytes:
     "An `LS-` line."
     return b'LS- %s %s\r\n' % (subject, queue) if queue else b'LS- %s\r\n' % subject
 
-def _middle(reply: bytes, queues) -> bytes:
-    if queues: return (b'+ ' + reply + b' ' if reply else b'| ') + b''.join([q + b' ' for q in queues])
-    return reply + b' ' if reply else b''
-
 def encode_lmsg(subject: bytes, reply: bytes, queues, hdr_len: int, data: bytes) -> bytes:
     "A complete `LMSG` frame, or `HMSG` when `data` starts with a `hdr_len`-byte header block."
     if hdr_len: return b'HMSG %s %s%d %d\r\n%s\r\n' % (subject, _middle(reply, queues), hdr_len, len(data), data)
@@ -249,8 +246,6 @@ def encode_lmsg(subject: bytes, reply: bytes, queues, hdr_len: int, data: bytes)
 class LeafParser(_Framer):
     "Sans-I/O parser for what a leaf node sends."
     def __init__(self, max_control_line: int = MAX_CONTROL_LINE): super().__init__(max_control_line * 16)
-
-def _size(b: bytes) -> int: return int(b) if b.isdigit() else -1
 
 def _lmsg_args(a: list, hdr: bool):
     "`(subject, reply, queues, hdr_len, size)` from the arguments of `LMSG`/`HMSG`, or `None` when malformed."
@@ -275,13 +270,8 @@ def _leaf_control(line: bytes):
     if verb == b'LS-':
         if len(a) in (1, 2): return LUnsub(a[0], a[1] if len(a) == 2 else b'')
         return Close(None)
-    if verb == b'PING': return PING
-    if verb == b'PONG': return PONG
-    if verb == b'+OK': return OK
-    if verb == b'-ERR': return Err(_unquote(rest))
-    if verb == b'INFO' and rest: return Info(rest.strip())
-    if verb == b'CONNECT' and rest: return Connect(rest.strip())
-    return Close(E_UNKNOWN)
+    return _peer_control(verb, rest)
+
 
 # %% ../../nbs/1_nats/10_leafnodes.ipynb #dd7bcf3e
 @patch

@@ -80,6 +80,10 @@ def _route_control(line: bytes):
         a = rest.split()
         if len(a) in (2, 3): return RUnsub(a[0], a[1], a[2] if len(a) == 3 else b'')
         return Close(None)
+    return _peer_control(verb, rest)
+
+def _peer_control(verb: bytes, rest: bytes):
+    "The operation for a verb every server-to-server connection shares with the client protocol."
     if verb == b'PING': return PING
     if verb == b'PONG': return PONG
     if verb == b'+OK': return OK
