@@ -10,13 +10,13 @@ from urllib.parse import urlsplit, unquote
 import orjson
 from fastcore.basics import patch
 from .protocol import Info, Connect, Err, Close, PING, PONG, OK, PONG_B, encode_info, encode_err
-from .routes import RouteParser, RSub, RUnsub, RMsg
+from .routes import RouteParser, RSub, RUnsub, RMsg, encode_rmsg
 from .subjects import Sublist, Subscription
 from .core import Core, VERSION, E_AUTH, log
 
 # %% auto #0
 __all__ = ['GLOBAL_ACCOUNT', 'IMPLICIT', 'EXPLICIT', 'GOSSIP_DEFAULT', 'GOSSIP_DISABLED', 'GOSSIP_OVERRIDE', 'ROUTE_PROTO',
-           'E_ROUTE_PORT', 'dynamic_cluster_name', 'RouteURL', 'route_url', 'RouteConn', 'Cluster']
+           'E_ROUTE_PORT', 'dynamic_cluster_name', 'RouteURL', 'route_url', 'RouteConn', 'ClusterLinks']
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #044deb5a
 GLOBAL_ACCOUNT = b'$G'                  # the one account of jsnb: the reference's global account
@@ -71,7 +71,7 @@ class _PeerConn:
 class RouteConn(_PeerConn):
     "Sans-I/O state of one route: a connection to another server of the cluster."
     echo, no_responders = True, False      # as a message's source, for the core
-    def __init__(self, cluster: Cluster, rid: int, host: str = '', port: int = 0, url: RouteURL | None = None,
+    def __init__(self, cluster: ClusterLinks, rid: int, host: str = '', port: int = 0, url: RouteURL | None = None,
                  rtype: int = IMPLICIT, gossip_mode: int = GOSSIP_DEFAULT):
         self.cluster, self.core, self.cid, self.host, self.port = cluster, cluster.core, rid, host, port
         self.url, self.rtype, self.gossip_mode = url, rtype, gossip_mode
@@ -119,6 +119,28 @@ def close(self: RouteConn, reason: str, err: str | None = None):
     self.core._mark_dirty(self)
     self.cluster.route_closed(self)
 
+# %% ../../nbs/1_nats/06a_cluster.ipynb #c1a0d5e2
+@patch
+def send_msg(self: RouteConn, subject: bytes, reply: bytes, queues, hdr: int, data: bytes):
+    "Send a message to the other server (without headers to one that does not take them)."
+    if hdr and not self.headers: data, hdr = data[hdr:], 0
+    frame = encode_rmsg(GLOBAL_ACCOUNT, subject, reply, queues, hdr, data)
+    self.out.append(frame); ob = self.out_bytes = self.out_bytes + len(frame)
+    if not self.dirty: self.dirty = True; self.core._mark_dirty(self)
+    k = len(data); self.out_msgs += 1; self.out_bytes_total += k
+    core = self.core; core.out_msgs += 1; core.out_bytes += k
+    if ob + self.io_pending > core.max_pending: self.cluster.slow_route(self)
+
+@patch
+def send_frames(self: RouteConn, frames: bytes, k: int, nb: int):
+    "Queue `k` encoded messages (`nb` payload bytes) for the other server."
+    self.out.append(frames); ob = self.out_bytes = self.out_bytes + len(frames)
+    if not self.dirty: self.dirty = True; self.core._mark_dirty(self)
+    self.out_msgs += k; self.out_bytes_total += nb
+    core = self.core; core.out_msgs += k; core.out_bytes += nb
+    if ob + self.io_pending > core.max_pending: self.cluster.slow_route(self)
+
+
 # %% ../../nbs/1_nats/06a_cluster.ipynb #19d13a4a
 @patch
 def _receive(self: RouteConn, data: bytes):
@@ -152,8 +174,8 @@ def _receive(self: RouteConn, data: bytes):
         if self.closing: return
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #a7463751
-class Cluster:
-    "The cluster layer of one server, without I/O: its routes, the interest they carry, and where messages go."
+class ClusterLinks:
+    "The routes of one server to the others of its cluster, without I/O: setting them up, keeping one per server, and what clients are told."
     def __init__(self, core: Core, host: str = '0.0.0.0', port: int = 0, client_urls=()):
         self.core, o = core, core.opts
         self.opts = o
@@ -181,7 +203,7 @@ class Cluster:
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #18d82c03
 @patch
-def route_info(self: Cluster, gossip_mode: int = GOSSIP_DEFAULT, ldm: bool = False) -> bytes:
+def route_info(self: ClusterLinks, gossip_mode: int = GOSSIP_DEFAULT, ldm: bool = False) -> bytes:
     "The `INFO` line this server sends on a new route."
     core, o = self.core, self.opts
     d = dict(server_id=core.server_id, server_name=core.server_name, version=VERSION, proto=ROUTE_PROTO,
@@ -200,7 +222,7 @@ def route_info(self: Cluster, gossip_mode: int = GOSSIP_DEFAULT, ldm: bool = Fal
     return encode_info(orjson.dumps(d))
 
 @patch
-def connect_line(self: Cluster, url: RouteURL) -> bytes:
+def connect_line(self: ClusterLinks, url: RouteURL) -> bytes:
     "The `CONNECT` line this server sends on a route it dialled."
     d = dict(echo=True, verbose=False, pedantic=False)
     if url.user: d['user'] = url.user
@@ -210,7 +232,7 @@ def connect_line(self: Cluster, url: RouteURL) -> bytes:
     return b'CONNECT ' + orjson.dumps(d) + b'\r\n'
 
 @patch
-def new_route(self: Cluster, host: str, port: int, url: RouteURL | None = None, rtype: int = IMPLICIT,
+def new_route(self: ClusterLinks, host: str, port: int, url: RouteURL | None = None, rtype: int = IMPLICIT,
               gossip_mode: int = GOSSIP_DEFAULT) -> RouteConn:
     "A new route connection: accepted (`url` is None) or dialled to `url`; its first lines are queued."
     core = self.core
@@ -228,7 +250,7 @@ def _json(raw: bytes) -> dict | None:
     return d if type(d) is dict else None
 
 @patch
-def process_connect(self: Cluster, rc: RouteConn, raw: bytes):
+def process_connect(self: ClusterLinks, rc: RouteConn, raw: bytes):
     "Check a route's `CONNECT` (accepting side)."
     if rc.solicited or rc.connected: return
     if (d := _json(raw)) is None: return rc.close('Protocol Violation')
@@ -250,7 +272,7 @@ def process_connect(self: Cluster, rc: RouteConn, raw: bytes):
     rc.connected, rc.remote_id, rc.headers = True, d.get('name') or '', bool(d.get('headers'))
 
 @patch
-def take_name(self: Cluster, name: str, configured: bool, keep: str):
+def take_name(self: ClusterLinks, name: str, configured: bool, keep: str):
     "Take another server's cluster name (this one was generated); drop the routes of the old cluster except `keep`'s."
     log.info('Cluster name updated to %s', name)
     self.name = name
@@ -261,7 +283,7 @@ def take_name(self: Cluster, name: str, configured: bool, keep: str):
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #b35efa17
 @patch
-def process_info(self: Cluster, rc: RouteConn, raw: bytes):
+def process_info(self: ClusterLinks, rc: RouteConn, raw: bytes):
     "Handle an `INFO` received on a route."
     if (info := _json(raw)) is None: return rc.close('Protocol Violation')
     sid, core = info.get('server_id') or '', self.core
@@ -306,7 +328,7 @@ def _hp(host: str, port: int) -> str: return f'[{host}]:{port}' if ':' in host e
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #cd392d6b
 @patch
-def add_route(self: Cluster, rc: RouteConn, info: dict):
+def add_route(self: ClusterLinks, rc: RouteConn, info: dict):
     "Register a route after its first `INFO`, or close it as a duplicate."
     kept = self.routes.get(rc.remote_id)
     if kept is not None:
@@ -324,7 +346,7 @@ def add_route(self: Cluster, rc: RouteConn, info: dict):
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #0f9f7e5b
 @patch
-def forward_new_route(self: Cluster, info: dict, rtype: int, solicited: bool, gossip_mode: int):
+def forward_new_route(self: ClusterLinks, info: dict, rtype: int, solicited: bool, gossip_mode: int):
     "Tell the other routes about the server behind a new route."
     if (solicited and rtype == IMPLICIT and gossip_mode != GOSSIP_OVERRIDE) or info.get('gossip_mode') == GOSSIP_DISABLED: return
     base = {k: v for k, v in info.items() if k not in ('nonce', 'gossip_mode')}
@@ -336,7 +358,7 @@ def forward_new_route(self: Cluster, info: dict, rtype: int, solicited: bool, go
         r.send(encode_info(orjson.dumps({**base, 'gossip_mode': gm} if gm else base)))
 
 @patch
-def configured_route(self: Cluster, info: dict) -> bool:
+def configured_route(self: ClusterLinks, info: dict) -> bool:
     "Whether the server described by `info` is one of the configured routes."
     port = info.get('port')
     forms = {_hp(str(info.get('host') or ''), port).lower()}
@@ -344,7 +366,7 @@ def configured_route(self: Cluster, info: dict) -> bool:
     return any(u.hostport in forms for u in self.configured)
 
 @patch
-def implicit_route(self: Cluster, info: dict):
+def implicit_route(self: ClusterLinks, info: dict):
     "Dial a server heard of through gossip, unless there is a route to it already or it is configured."
     rid = info.get('server_id') or ''
     if not rid or rid == self.core.server_id or info.get('route_account') or rid in self.routes: return
@@ -355,7 +377,7 @@ def implicit_route(self: Cluster, info: dict):
     self.request_dial(url, IMPLICIT, info.get('gossip_mode') or GOSSIP_DEFAULT, 0.0, True)
 
 @patch
-def request_dial(self: Cluster, url: RouteURL, rtype: int, gossip_mode: int = GOSSIP_DEFAULT, delay: float = 0.0, first: bool = True):
+def request_dial(self: ClusterLinks, url: RouteURL, rtype: int, gossip_mode: int = GOSSIP_DEFAULT, delay: float = 0.0, first: bool = True):
     "Ask the I/O layer to dial `url`, unless it reaches this server or is being dialled already."
     if url.hostport in self.self_addrs or url.hostport in self.dialing or self.stopping or self.dial is None: return
     self.dialing.add(url.hostport)
@@ -363,7 +385,7 @@ def request_dial(self: Cluster, url: RouteURL, rtype: int, gossip_mode: int = GO
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #4d9bbd58
 @patch
-def route_closed(self: Cluster, rc: RouteConn):
+def route_closed(self: ClusterLinks, rc: RouteConn):
     "Forget a closed route: its interest, its URLs; dial it again when that is the rule."
     if rc.gone: return
     rc.gone = True
@@ -383,7 +405,7 @@ def route_closed(self: Cluster, rc: RouteConn):
     self._reconnect(rc)
 
 @patch
-def _reconnect(self: Cluster, rc: RouteConn):
+def _reconnect(self: ClusterLinks, rc: RouteConn):
     if rc.no_reconnect or self.stopping or rc.url is None: return
     retry = rc.retry or (rc.solicited and rc.rtype == IMPLICIT)
     if not (rc.solicited or retry): return
@@ -398,14 +420,14 @@ def _reconnect(self: Cluster, rc: RouteConn):
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #cf686585
 @patch
-def client_info(self: Cluster, ws: bool = False) -> dict:
+def client_info(self: ClusterLinks, ws: bool = False) -> dict:
     "The cluster's fields in the `INFO` to clients (`ws`: to a WebSocket client, which is given WebSocket URLs)."
     d = {'cluster': self.name}
     if urls := self.advertised_ws if ws else self.advertised: d['connect_urls'] = urls
     return d
 
 @patch
-def _update_urls(self: Cluster, urls, add: bool, ws: bool = False):
+def _update_urls(self: ClusterLinks, urls, add: bool, ws: bool = False):
     "Count other servers' client (or WebSocket) URLs in or out; tell those clients when the list changes."
     changed, m = False, self.remote_ws_urls if ws else self.remote_urls
     for u in urls:
@@ -422,12 +444,12 @@ def _update_urls(self: Cluster, urls, add: bool, ws: bool = False):
         self.core.send_async_info(only_ws=False)
 
 @patch
-def send_async_info(self: Cluster):
+def send_async_info(self: ClusterLinks):
     "Send the current `INFO` to clients that take updates (protocol 1, past their first `PONG`)."
     self.core.send_async_info()
 
 @patch
-def lame_duck(self: Cluster):
+def lame_duck(self: ClusterLinks):
     """This server enters lame duck mode: the routes hear it (their servers stop advertising it), and clients get
     an `INFO` with `ldm` that lists only the other servers."""
     for rc in self.routes.values(): rc.send(self.route_info(ldm=True))
@@ -437,7 +459,7 @@ def lame_duck(self: Cluster):
     self.core.send_async_info(ldm=True)
 
 @patch
-def stop(self: Cluster):
+def stop(self: ClusterLinks):
     "Close every route (the server is shutting down); none is dialled again."
     self.stopping = True
     for rc in list(self.conns.values()): rc.no_reconnect = True; rc.close('Server Shutdown')

@@ -5,8 +5,8 @@
 # %% ../../nbs/1_nats/06c_cluster_io.ipynb #c7f3ca8a
 from __future__ import annotations
 import asyncio, ipaddress, os, socket
-from .cluster import Cluster, RouteURL, IMPLICIT, EXPLICIT, GOSSIP_DEFAULT
-from . import cluster_routing    # noqa: F401  (interest, messages and keepalives are patched into the cluster)
+from .cluster import RouteURL, IMPLICIT, EXPLICIT, GOSSIP_DEFAULT
+from .cluster_routing import Cluster
 from .core import log
 
 # %% auto #0

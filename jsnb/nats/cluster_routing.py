@@ -10,10 +10,15 @@ from .protocol import PING_B, encode_msg, encode_hmsg
 from .routes import RSub, RUnsub, RMsg, encode_rsub, encode_runsub, encode_rmsg
 from .subjects import Subscription
 from .core import E_STALE, E_AUTH_TIMEOUT, log
-from .cluster import Cluster, RouteConn, _RemoteSub, GLOBAL_ACCOUNT
+from .cluster import ClusterLinks, RouteConn, _RemoteSub, GLOBAL_ACCOUNT
 
 # %% auto #0
-__all__ = ['deliverable']
+__all__ = ['Cluster', 'deliverable']
+
+# %% ../../nbs/1_nats/06b_cluster_routing.ipynb #c2b0e6a1
+class Cluster(ClusterLinks):
+    "The cluster layer of one server, without I/O: its routes, the interest they carry, and where messages go."
+
 
 # %% ../../nbs/1_nats/06b_cluster_routing.ipynb #027b0e2c
 @patch
@@ -128,17 +133,6 @@ def _pick(self: Cluster, others, i: int, targets: dict, q: bytes):
 
 # %% ../../nbs/1_nats/06b_cluster_routing.ipynb #3c0c022c
 @patch
-def send_msg(self: RouteConn, subject: bytes, reply: bytes, queues, hdr: int, data: bytes):
-    "Send a message to the other server (without headers to one that does not take them)."
-    if hdr and not self.headers: data, hdr = data[hdr:], 0
-    frame = encode_rmsg(GLOBAL_ACCOUNT, subject, reply, queues, hdr, data)
-    self.out.append(frame); ob = self.out_bytes = self.out_bytes + len(frame)
-    if not self.dirty: self.dirty = True; self.core._mark_dirty(self)
-    k = len(data); self.out_msgs += 1; self.out_bytes_total += k
-    core = self.core; core.out_msgs += 1; core.out_bytes += k
-    if ob + self.io_pending > core.max_pending: self.cluster.slow_route(self)
-
-@patch
 def inbound(self: Cluster, rc: RouteConn, op: RMsg):
     "Deliver a message that came over a route to this server's subscribers."
     if op.account != GLOBAL_ACCOUNT:
@@ -175,15 +169,6 @@ def route_run(self: Cluster, src, subject: bytes, run: list):
         frames = b''.join([encode_rmsg(GLOBAL_ACCOUNT, subject, op.reply, (), 0, op.data) for op in run])
         for rc in dict.fromkeys([s.client for s in rp]):
             if not rc.closing: rc.send_frames(frames, k, nb)
-
-@patch
-def send_frames(self: RouteConn, frames: bytes, k: int, nb: int):
-    "Queue `k` encoded messages (`nb` payload bytes) for the other server."
-    self.out.append(frames); ob = self.out_bytes = self.out_bytes + len(frames)
-    if not self.dirty: self.dirty = True; self.core._mark_dirty(self)
-    self.out_msgs += k; self.out_bytes_total += nb
-    core = self.core; core.out_msgs += k; core.out_bytes += nb
-    if ob + self.io_pending > core.max_pending: self.cluster.slow_route(self)
 
 @patch
 def inbound_run(self: Cluster, rc: RouteConn, subject: bytes, run: list):
