@@ -16,7 +16,7 @@ from .core import Core, VERSION, E_AUTH, log
 from .credentials import verify_nonce
 
 # %% auto #0
-__all__ = ['LEAF_PROTO', 'E_LEAF_PORT', 'LDS_PREFIX', 'LeafConn', 'Leafs']
+__all__ = ['LEAF_PROTO', 'E_LEAF_PORT', 'LDS_PREFIX', 'LeafConn', 'LeafHub']
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #f296a14a
 LEAF_PROTO = 3                                  # the reference's leaf node protocol version
@@ -34,7 +34,7 @@ class _LeafSub(Subscription):
 class LeafConn(_PeerConn):
     "Sans-I/O state of one leaf node connection (hub side)."
     echo, no_responders, headers = False, False, True
-    def __init__(self, leafs, lid: int, host: str = "", port: int = 0):   # leafs: the `Leafs` below
+    def __init__(self, leafs, lid: int, host: str = "", port: int = 0):   # leafs: the `LeafHub` below
         self.leafs, self.core, self.cid, self.host, self.port = leafs, leafs.core, lid, host, port
         self.parser = LeafParser(leafs.core.opts.max_control_line)
         self.out: list[bytes] = []
@@ -144,8 +144,8 @@ def _receive(self: LeafConn, data: bytes):
         if self.closing: return
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #3edf3502
-class Leafs:
-    "The leaf node layer of one server (hub side), without I/O."
+class LeafHub:
+    "The leaf node connections of one server, without I/O: logging them in and telling them this server's interest."
     def __init__(self, core: Core, lo: LeafnodeOptions, host: str = '0.0.0.0', port: int = 0):
         self.core, self.lo, self.host, self.port = core, lo, host, port
         core.leafs = self
@@ -173,7 +173,7 @@ class Leafs:
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #d2a47bcd
 @patch
-def info(self: Leafs, lc: LeafConn | None, **extra) -> bytes:
+def info(self: LeafHub, lc: LeafConn | None, **extra) -> bytes:
     "The `INFO` line for a leaf node connection (`None`: the update every leaf node is sent)."
     core = self.core
     d = dict(server_id=core.server_id, server_name=core.server_name, version=VERSION, proto=LEAF_PROTO,
@@ -193,7 +193,7 @@ def info(self: Leafs, lc: LeafConn | None, **extra) -> bytes:
     return encode_info(orjson.dumps(d))
 
 @patch
-def route_url(self: Leafs, url: str, add: bool):
+def route_url(self: LeafHub, url: str, add: bool):
     "Another server of the cluster (with a leaf node port at `url`) came or went: leaf nodes get the new `leafnode_urls`."
     m, before = self.remote_urls, self.urls
     if add: m[url] = m.get(url, 0) + 1
@@ -206,7 +206,7 @@ def route_url(self: Leafs, url: str, add: bool):
         if lc.connected and not lc.closing: lc.send(info)
 
 @patch
-def new_leaf(self: Leafs, host: str, port: int) -> LeafConn:
+def new_leaf(self: LeafHub, host: str, port: int) -> LeafConn:
     "An accepted leaf node connection; its `INFO` is queued."
     core = self.core
     lc = LeafConn(self, core.next_cid, host, port); core.next_cid += 1
@@ -223,7 +223,7 @@ def _json(raw: bytes) -> dict | None:
     return d if type(d) is dict else None
 
 @patch
-def authorize(self: Leafs, lc: LeafConn, d: dict) -> str | None:
+def authorize(self: LeafHub, lc: LeafConn, d: dict) -> str | None:
     "The account name the leaf's CONNECT `d` binds it to (`''`: the global account), or None when refused."
     lo, user, pw = self.lo, d.get('user') or '', d.get('pass') or ''
     if lo.user: return lo.account if (user, pw) == (lo.user, lo.password) else None
@@ -236,7 +236,7 @@ def authorize(self: Leafs, lc: LeafConn, d: dict) -> str | None:
     return self.client_login(lc, d)
 
 @patch
-def client_login(self: Leafs, lc: LeafConn, d: dict) -> str | None:
+def client_login(self: LeafHub, lc: LeafConn, d: dict) -> str | None:
     "Without credentials in the `leafnodes` block, a leaf logs in as a client would (users, nkeys, token, user JWTs); its account, or None."
     core = self.core
     if not core.auth_required: return ''
@@ -257,14 +257,14 @@ def _leaf_limit(acc) -> int:
     return -1 if v is None else v
 
 @patch
-def room_for(self: Leafs, acc, lc: LeafConn) -> bool:
+def room_for(self: LeafHub, acc, lc: LeafConn) -> bool:
     "Whether account `acc` may take one more leaf node."
     m = _leaf_limit(acc)
     return m == -1 or sum(1 for x in self.conns.values() if x is not lc and x.connected and x.acc is acc) < m
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #89eec0b7
 @patch
-def process_connect(self: Leafs, lc: LeafConn, raw: bytes):
+def process_connect(self: LeafHub, lc: LeafConn, raw: bytes):
     "Check a leaf's `CONNECT`, bind it to its account, answer and send the account's interest."
     if lc.connected or lc.solicited: return
     if (d := _json(raw)) is None: return lc.close('Protocol Violation')
@@ -317,8 +317,8 @@ def _perm_fields(p) -> dict:
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #3038a466
 @patch
-def process_info(self: Leafs, lc: LeafConn, raw: bytes):
-    "An `INFO` from the other side: a hub's, on a connection this server dialled (`jsnb.nats.leafremote` handles those)."
+def process_info(self: LeafHub, lc: LeafConn, raw: bytes):
+    "An `INFO` from the other side: a hub's, on a connection this server dialled (`Leafs` in `jsnb.nats.leafremote` handles those)."
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #a74a217c
 def _all_subs(level, out: list):
@@ -341,14 +341,14 @@ def _may_hear(lc, subject: bytes) -> bool:
     return has_wildcard(subject) and any(subject_matches(a, subject) for a in (g.publish.allow or ()))   # a wider interest
 
 @patch
-def lds_subject(self: Leafs, acc) -> bytes:
+def lds_subject(self: LeafHub, acc) -> bytes:
     "The account's loop detection subject (made when first needed)."
     s = self.lds.get(acc.name)
     if s is None: s = self.lds[acc.name] = (LDS_PREFIX + _nuid()).encode()
     return s
 
 @patch
-def send_all_interest(self: Leafs, lc: LeafConn):
+def send_all_interest(self: LeafHub, lc: LeafConn):
     "Send the bound account's whole interest on a newly connected leaf."
     subs = _all_subs(lc.acc.sublist.root, [])
     cl = self.core.cluster
@@ -364,7 +364,7 @@ def send_all_interest(self: Leafs, lc: LeafConn):
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #3c7e2cfb
 @patch
-def interest(self: Leafs, acc, sub, delta: int):
+def interest(self: LeafHub, acc, sub, delta: int):
     "A subscription of account `acc` was added (`delta` > 0) or removed: tell the leaf nodes bound to it."
     owner, key = getattr(sub, 'leaf', None), (sub.subject, sub.queue)
     w = _weight(sub) * (1 if delta > 0 else -1)

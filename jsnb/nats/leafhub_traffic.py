@@ -16,20 +16,25 @@ from .accounts import add_shadows, drop_shadows
 from .core import E_AUTH_TIMEOUT, log
 from .times import go_duration, NS
 from .tls import tls_accept
-from .leafhub import Leafs, LeafConn, _LeafSub
+from .leafhub import LeafHub, LeafConn, _LeafSub
 
 # %% auto #0
-__all__ = ['leafz', 'leaf_varz', 'start_leafnodes', 'stop_leafnodes']
+__all__ = ['LeafTraffic', 'leafz', 'leaf_varz', 'start_leafnodes', 'stop_leafnodes']
+
+# %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #c3b1f7a1
+class LeafTraffic(LeafHub):
+    "The leaf node connections of one server, without I/O: also what logged-in leaf nodes send, keepalives and closing."
+
 
 # %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #a04f1b38
 @patch
-def _to_routes(self: Leafs, lc: LeafConn, sub: _LeafSub, sign: int):
+def _to_routes(self: LeafTraffic, lc: LeafConn, sub: _LeafSub, sign: int):
     "Tell the other servers of the cluster about a change of a leaf's interest (counted with the queue group's weight)."
     cl = self.core.cluster
     if cl is not None and lc.acc is self.core.gacc and not lc.solicited: cl.local_interest(sub, sign * (sub.qw if sub.queue else 1))
 
 @patch
-def leaf_sub(self: Leafs, lc: LeafConn, op: LSub):
+def leaf_sub(self: LeafTraffic, lc: LeafConn, op: LSub):
     "The leaf has interest (or a queue group's weight changed)."
     if op.subject == self.lds.get(lc.acc.name):
         why = f'Loop detected for leafnode account="{lc.acc.name}". Delaying attempt to reconnect for 30s'
@@ -54,7 +59,7 @@ def leaf_sub(self: Leafs, lc: LeafConn, op: LSub):
     self.interest(lc.acc, sub, 1); self._to_routes(lc, sub, 1)
 
 @patch
-def violation(self: Leafs, lc: LeafConn, what: str, subject: bytes):
+def violation(self: LeafTraffic, lc: LeafConn, what: str, subject: bytes):
     "The leaf went past its user's permissions (its server should have kept to them): told, logged and closed."
     s = subject.decode('utf-8', 'replace')
     lc.send(encode_err(f'Permissions Violation for {what} to "{s}"'))
@@ -62,7 +67,7 @@ def violation(self: Leafs, lc: LeafConn, what: str, subject: bytes):
     lc.close('Protocol Violation')
 
 @patch
-def leaf_unsub(self: Leafs, lc: LeafConn, op: LUnsub):
+def leaf_unsub(self: LeafTraffic, lc: LeafConn, op: LUnsub):
     "The leaf no longer has interest."
     sub = lc.subs.pop((op.subject, op.queue), None)
     if sub is None: return
@@ -72,7 +77,7 @@ def leaf_unsub(self: Leafs, lc: LeafConn, op: LUnsub):
 
 # %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #e5261a72
 @patch
-def inbound(self: Leafs, lc: LeafConn, op: LMsg):
+def inbound(self: LeafTraffic, lc: LeafConn, op: LMsg):
     "Deliver a message published on the leaf node."
     core, subject, reply, hdr, data = self.core, op.subject, op.reply, op.hdr_len, op.data
     lc.in_msgs += 1; lc.in_bytes += len(data)
@@ -105,7 +110,7 @@ def inbound(self: Leafs, lc: LeafConn, op: LMsg):
 
 # %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #1f2820f2
 @patch
-def closed(self: Leafs, lc: LeafConn):
+def closed(self: LeafTraffic, lc: LeafConn):
     "Forget a closed leaf connection and its interest."
     if lc.gone: return
     lc.gone = True
@@ -119,23 +124,23 @@ def closed(self: Leafs, lc: LeafConn):
     log.info('%s - Leafnode connection closed: %s%s', lc.tag, lc.close_reason or 'Client Closed', remote)
 
 @patch
-def ping_tick(self: Leafs):
+def ping_tick(self: LeafTraffic):
     "Send keepalive PINGs; close leaf connections that stopped answering."
     for lc in list(self.conns.values()):
         if not lc.closing and lc.connected: _keepalive(self.core, lc, self.core.opts.ping_max, 'Leafnode')
 
 @patch
-def slow(self: Leafs, lc: LeafConn):
+def slow(self: LeafTraffic, lc: LeafConn):
     "Cut off a leaf node that does not take its output."
     _cut_slow(self.core, lc)
 
 @patch
-def auth_timeout_check(self: Leafs, lc: LeafConn):
+def auth_timeout_check(self: LeafTraffic, lc: LeafConn):
     "Close a leaf node that has not sent `CONNECT` in time."
     if not lc.connected and not lc.closing: lc.close('Authentication Timeout', E_AUTH_TIMEOUT)
 
 @patch
-def stop(self: Leafs):
+def stop(self: LeafTraffic):
     "Close every leaf connection (the server is shutting down)."
     self.stopping = True
     for lc in list(self.conns.values()): lc.close('Server Shutdown')
@@ -211,12 +216,12 @@ class _LeafProtocol(_PeerProtocol):
 # %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #c9e22e68
 def _hostport(host: str, port: int) -> str: return f'[{host}]:{port}' if ':' in host else f'{host}:{port}'
 
-async def start_leafnodes(server, addresses: list[str]):
-    "Listen for leaf node connections (`Server.start` calls this when the `leafnodes` block has a port)."
+async def start_leafnodes(server, leafs: type[LeafTraffic], addresses: list[str]):
+    "Build the leaf node layer (`leafs`: `jsnb.nats.leafremote.Leafs`) and listen for leaf node connections (`Server.start` calls this with a `leafnodes` block)."
     from jsnb.nats.cluster_io import client_urls, _advertised
     o, core, loop = server.opts, server.core, asyncio.get_running_loop()
     lo = o.leafnodes
-    lf = Leafs(core, lo, lo.host or '0.0.0.0', 0)
+    lf = leafs(core, lo, lo.host or '0.0.0.0', 0)
     lf.later = lambda secs, fn: loop.call_later(secs, lambda: (fn(), server._flush()))
     server._leaf_ping = loop.call_later(min(o.ping_interval, 30.0), _ping_tick, server)
     if not lo.port: return                                       # only `remotes` (see jsnb.nats.leafremote)

@@ -11,11 +11,16 @@ from fastcore.basics import patch
 from .protocol import PING_B
 from .core import VERSION, log
 from .leafnode import LeafRemote
-from .leafhub import Leafs, LeafConn, LEAF_PROTO, _json
-from .leafhub_traffic import _LeafProtocol
+from .leafhub import LeafConn, LEAF_PROTO, _json
+from .leafhub_traffic import LeafTraffic, _LeafProtocol
 
 # %% auto #0
-__all__ = ['start_remotes', 'stop_remotes']
+__all__ = ['Leafs', 'start_remotes', 'stop_remotes']
+
+# %% ../../nbs/1_nats/10c_leafnode_remotes.ipynb #c4c2a8b1
+class Leafs(LeafTraffic):
+    "The leaf node layer of one server, without I/O: leaf nodes logged in here, and this server as a leaf node of its hubs."
+
 
 # %% ../../nbs/1_nats/10c_leafnode_remotes.ipynb #8433b3d9
 @patch

@@ -14,7 +14,7 @@ from .tls import tls_accept, tls_context
 from .protocol import encode_err
 from .cluster_io import start_routes, stop_routes
 from .leafhub_traffic import start_leafnodes, stop_leafnodes
-from .leafremote import start_remotes, stop_remotes
+from .leafremote import Leafs, start_remotes, stop_remotes
 from .websocket import start_websocket, check_websocket
 from fastcore.basics import patch
 
@@ -250,7 +250,7 @@ async def start(self: Server) -> Server:
         except OSError as e: raise StartupError(f'Error listening on port: {o.host}:{o.port}, "{_reason(e)}"') from e
         self.core.port = self._listener.sockets[0].getsockname()[1]
         if leaf is not None:
-            try: await start_leafnodes(self, _interface_addresses())
+            try: await start_leafnodes(self, Leafs, _interface_addresses())
             except OSError as e:
                 raise StartupError(f'Error listening on leafnode port: {leaf.port} - listen tcp '
                                    f'{leaf.host}:{max(leaf.port, 0)}: bind: {_reason(e).lower()}') from e
