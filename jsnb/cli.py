@@ -14,7 +14,7 @@ from .nats.credentials import AuthConfigError
 from .nats.jwt import operator_log_lines
 from .nats.tls import tls_from_flags
 from .nats.server import StartupError, RefFormatter, TRACE, log
-from .nats.reload import ReloadError, config_digest
+from .nats.reload import ReloadError, config_digest, reload
 from .app import Server
 
 # %% auto #0
@@ -143,7 +143,7 @@ def on_signal(server: Server, sig: int):
     elif sig == signal.SIGUSR2: asyncio.ensure_future(server.lame_duck())
     elif sig == signal.SIGUSR1: reopen_log(server.opts)
     elif sig == signal.SIGHUP:
-        try: server.reload()                   # jsnb.nats.reload: all of the file's changes, or none
+        try: reload(server)                    # jsnb.nats.reload: all of the file's changes, or none
         except ReloadError as e: log.error('Failed to reload server configuration: %s', e)
         except Exception as e: log.exception('Failed to reload server configuration: %s', e)
 

@@ -6,7 +6,6 @@
 from __future__ import annotations
 import asyncio, json, logging, os, sys
 from dataclasses import fields
-from fastcore.basics import patch
 from .conf_format import load_config
 from .config import ServerOptions, options_from_config
 from .credentials import _goq
@@ -19,7 +18,7 @@ from .accounts import NatsAccount, GLOBAL
 from .jwt import USER_INFO, _user_info
 
 # %% auto #0
-__all__ = ['ReloadError', 'diff_options', 'go_json', 'config_digest']
+__all__ = ['ReloadError', 'diff_options', 'go_json', 'config_digest', 'reload']
 
 # %% ../../nbs/1_nats/05a_reload.ipynb #5ad26298
 class ReloadError(ValueError):
@@ -195,35 +194,31 @@ def config_digest(d: dict) -> str:
 
 
 # %% ../../nbs/1_nats/05a_reload.ipynb #dc28515e
-Server.reload_options = None     # () -> ServerOptions: the options a reload should run with (set by jsnb-server)
-
-@patch
-def reload(self: Server, new: ServerOptions | None = None) -> list[str]:
+def reload(server: Server, new: ServerOptions | None = None) -> list[str]:
     "Apply the configuration file again (or `new`); `ReloadError`, with nothing changed, when it can't be. Returns the options changed."
-    o, digest = self.opts, ''
+    o, digest = server.opts, ''
     if new is None:
         if not o.config_file: raise ReloadError('can only reload config when a file is provided using -c or --config')
         try:
             d = load_config(o.config_file); digest = config_digest(d)
-            new = self.reload_options() if self.reload_options is not None else options_from_config(d)[0]
+            new = server.reload_options() if server.reload_options is not None else options_from_config(d)[0]
         except (ValueError, OSError) as e: raise ReloadError(str(e)) from None
     try: startup_checks(new)
     except ValueError as e: raise ReloadError(str(e)) from None
-    changes = diff_options(o, new, self.js is not None, self.core.port)
+    changes = diff_options(o, new, server.js is not None, server.core.port)
     for name, line in changes:
         if name != 'nkeys': setattr(o, name, getattr(new, name))
-        self._reload_effect(name)
+        _reload_effect(server, name)
         if line: log.info('%s', line)
-    self._relog()
-    self._reauthorize()
+    _relog(server)
+    _reauthorize(server)
     log.info('Reloaded server configuration%s', f' ({digest})' if digest else '')
     return [n for n, _ in changes]
 
 # %% ../../nbs/1_nats/05a_reload.ipynb #9b415b08
-@patch
-def _reload_effect(self: Server, name: str):
+def _reload_effect(server: Server, name: str):
     "Carry the option just changed into what is running."
-    o, core = self.opts, self.core
+    o, core = server.opts, server.core
     if name in ('max_payload', 'max_control_line'):
         for c in core.clients.values(): c.parser.max_payload, c.parser.max_control_line = o.max_payload, o.max_control_line
     elif name == 'max_connections':
@@ -231,27 +226,26 @@ def _reload_effect(self: Server, name: str):
         closing = list(core.clients.values())[:max(extra, 0)]
         if closing: log.error('%s - %s - Account:%s', who(closing[0]), E_MAX_CONN, closing[0].acc.name)   # once: the reference rate-limits it
         for c in closing: c.close('Maximum Connections Exceeded', E_MAX_CONN)
-        if closing: log.info('Closed %d connections to fall within max_connections', extra); self._flush()
-    elif name == 'ping_interval' and self._ping is not None:
-        self._ping.cancel(); self._ping = asyncio.get_running_loop().call_later(o.ping_interval, self._ping_tick)
+        if closing: log.info('Closed %d connections to fall within max_connections', extra); server._flush()
+    elif name == 'ping_interval' and server._ping is not None:
+        server._ping.cancel(); server._ping = asyncio.get_running_loop().call_later(o.ping_interval, server._ping_tick)
     elif name == 'pid_file' and o.pid_file:
         try:
             with open(o.pid_file, 'w') as f: f.write(str(os.getpid()))
         except OSError as e: log.error('Failed to write pidfile: %s', e)
     elif name == 'ports_file_dir':       # the old file goes; without one the reference tries the new directory's (and says so)
-        old = self._ports_file or (os.path.join(o.ports_file_dir, f'{os.path.basename(sys.argv[0])}_{os.getpid()}.ports')
+        old = server._ports_file or (os.path.join(o.ports_file_dir, f'{os.path.basename(sys.argv[0])}_{os.getpid()}.ports')
                                    if o.ports_file_dir else None)
         if old:
             try: os.remove(old)
             except OSError as e: log.error('Error cleaning up ports file %s: %s', old, _go_error('remove', old, e))
-        self._ports_file = None
-        if o.ports_file_dir: self._write_ports_file()
-    elif name == 'trace': self.trace = o.trace
+        server._ports_file = None
+        if o.ports_file_dir: server._write_ports_file()
+    elif name == 'trace': server.trace = o.trace
 
-@patch
-def _relog(self: Server):
+def _relog(server: Server):
     "Set the log level from `debug` and `trace`, and send the log to the (new) `logfile`."
-    o = self.opts
+    o = server.opts
     log.setLevel(TRACE if o.trace else logging.DEBUG if o.debug else logging.INFO)
     now = next((h.baseFilename for h in log.handlers if isinstance(h, logging.FileHandler)), None)
     if (os.path.abspath(o.logfile) if o.logfile else None) == now or not log.handlers: return
@@ -303,10 +297,9 @@ def _prune_subs(c):
             log.info('Removed sub %s (sid %s) for %s - not authorized', _goq(s), _goq(i), _auth_user(c))
 
 # %% ../../nbs/1_nats/05a_reload.ipynb #e2db9b56
-@patch
-def _reauthorize(self: Server):
+def _reauthorize(server: Server):
     "Check every client against the reloaded authorization settings (see above)."
-    core, o = self.core, self.opts
+    core, o = server.core, server.opts
     if o.trusted_keys: return            # operator mode: nothing of it can change in a reload (refused above)
     for a in o.accounts:
         if a.name in core.accounts: core.accounts[a.name].cfg = a
@@ -321,4 +314,4 @@ def _reauthorize(self: Server):
         if not auth.required_for(c): c.perms = c.gate = None; continue
         if not auth.check(c, dict(c.options)): violation(c); continue
         _prune_subs(c)
-    self._flush()
+    server._flush()

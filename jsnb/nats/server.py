@@ -153,6 +153,7 @@ class Server:
         self._ports_file = None
         self._stopped: asyncio.Event | None = None
         self.ldm = False                    # in lame duck mode (see `lame_duck`)
+        self.reload_options = None          # () -> ServerOptions: the options a reload runs with (set by jsnb-server; see jsnb.nats.reload)
 
     @property
     def port(self) -> int: return self.core.port
