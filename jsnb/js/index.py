@@ -220,6 +220,25 @@ def trim(self: _Index, min_rows: int = 4096) -> np.ndarray | None:
         self.ttl_heap = [(int(a), int(b)) for a, b in zip(d[ok], s[ok])]; heapq.heapify(self.ttl_heap)
     return keep
 
+# %% ../../nbs/2_js/03a_index.ipynb #c5d3a9b1
+@patch
+def ttl_due(self: _Index, now: int, keep: bool = False) -> list[int]:
+    "Rows whose own TTL has run out at `now`, from the deadline heap: work in proportion to what expires."
+    h, rows, popped = self.ttl_heap, [], []
+    while h and (h[0][0] <= now or not self._ttl_live(*h[0])):
+        d, seq = heapq.heappop(h)
+        if self._ttl_live(d, seq): rows.append(self.row(seq)); popped.append((d, seq))
+    if keep:
+        for e in popped: heapq.heappush(h, e)
+    return rows
+
+@patch
+def _ttl_live(self: _Index, d: int, seq: int) -> bool:
+    "Whether heap entry (deadline `d`, `seq`) still describes a live message."
+    r = self.row(seq)
+    return r >= 0 and not self.dead[r] and self.ttl[r] > 0 and self.ts[r] + self.ttl[r] == d
+
+
 # %% ../../nbs/2_js/03a_index.ipynb #7304c17f
 @patch
 def want(self: _Index, f: str | tuple[str, ...]):

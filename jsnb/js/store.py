@@ -6,7 +6,6 @@
 from __future__ import annotations
 import time
 from dataclasses import dataclass
-import heapq
 import numpy as np
 from fastcore.basics import patch
 from ..nats.subjects import subject_matches, has_wildcard
@@ -365,23 +364,6 @@ def compact(self: MsgStore, seq: int) -> int:
     finally: self._finish()
 
 # %% ../../nbs/2_js/04_store.ipynb #574386bc
-@patch
-def ttl_due(self: _Index, now: int, keep: bool = False) -> list[int]:
-    "Rows whose own TTL has run out at `now`, from the deadline heap: work in proportion to what expires."
-    h, rows, popped = self.ttl_heap, [], []
-    while h and (h[0][0] <= now or not self._ttl_live(*h[0])):
-        d, seq = heapq.heappop(h)
-        if self._ttl_live(d, seq): rows.append(self.row(seq)); popped.append((d, seq))
-    if keep:
-        for e in popped: heapq.heappush(h, e)
-    return rows
-
-@patch
-def _ttl_live(self: _Index, d: int, seq: int) -> bool:
-    "Whether heap entry (deadline `d`, `seq`) still describes a live message."
-    r = self.row(seq)
-    return r >= 0 and not self.dead[r] and self.ttl[r] > 0 and self.ts[r] + self.ttl[r] == d
-
 @patch
 def _due_rows(self: MsgStore, now: int, keep: bool = False) -> np.ndarray:
     "Rows past `max_age` (unless they never expire) or past their own TTL at `now`."
