@@ -6,7 +6,6 @@
 from __future__ import annotations
 import time
 import orjson
-from fastcore.basics import patch
 from ..nats.times import rfc3339, parse_rfc3339, MAX_DURATION
 from ..nats.protocol import text, get_header
 from .errors import (JSApiError, JSConsumerNotFoundErr, JSConsumerInvalidGroupNameErr, JSConsumerInvalidPriorityGroupErr,
@@ -26,7 +25,7 @@ from .stream_api import request, stream_of, require_empty
 # %% auto #0
 __all__ = ['on_next', 'on_ack', 'on_flow_control', 'consumer_create', 'consumer_durable_create', 'consumer_info_of',
            'consumer_of', 'consumer_info', 'consumer_delete', 'consumer_names', 'consumer_list', 'consumer_pause',
-           'consumer_unpin', 'reset_seq', 'on_reset']
+           'consumer_unpin', 'reset_consumer', 'reset_seq', 'on_reset']
 
 # %% ../../nbs/2_js/15_consumer_api.ipynb #a8e23d67
 def _consumer(acct: Account, stream: str, name: str) -> Consumer | None:
@@ -162,21 +161,19 @@ def consumer_unpin(acct: Account, args, body, src) -> dict:
     return {}
 
 # %% ../../nbs/2_js/15_consumer_api.ipynb #efc447d7
-@patch
-def reset(self: Consumer, seq: int):
-    "Start over from stream sequence `seq`: nothing pending or to redeliver, consumer sequences from 1 (`deliver` then hands out)."
-    was, sseq = list(self.pending), self.sseq
-    self.pending, self.rdc, self._acks_due = {}, {}, []
-    self.rdq.clear(); self._ahead = None                # the look-ahead read was for where it stood before
-    self.sseq, self.dseq = seq, 1
-    self.adflr, self.asflr = 0, seq - 1
-    self.last_delivered = self.last_acked = 0
-    if self.stream.cfg.get('retention') == 'interest': self.stream.acked(self, self._skipped(was, sseq, seq))
+def reset_consumer(c: Consumer, seq: int):
+    "Start `c` over from stream sequence `seq`: nothing pending or to redeliver, consumer sequences from 1 (`deliver` then hands out)."
+    was, sseq = list(c.pending), c.sseq
+    c.pending, c.rdc, c._acks_due = {}, {}, []
+    c.rdq.clear(); c._ahead = None                # the look-ahead read was for where it stood before
+    c.sseq, c.dseq = seq, 1
+    c.adflr, c.asflr = 0, seq - 1
+    c.last_delivered = c.last_acked = 0
+    if c.stream.cfg.get('retention') == 'interest': c.stream.acked(c, _skipped(c, was, sseq, seq))
 
-@patch
-def _skipped(self: Consumer, was: list[int], sseq: int, seq: int) -> list[int]:
+def _skipped(c: Consumer, was: list[int], sseq: int, seq: int) -> list[int]:
     "What this consumer needed before a reset to `seq` and no longer does: what it had pending below `seq`, what it had not reached."
-    out, store, f = [s for s in was if s < seq], self.stream.store, self._filter or '>'
+    out, store, f = [s for s in was if s < seq], c.stream.store, c._filter or '>'
     while sseq < seq:
         m = store.load_next_msg(f, sseq)
         if m is None or m.seq >= seq: break
@@ -207,7 +204,7 @@ def on_reset(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes,
         seq = reset_seq(c, go_unmarshal(body, _RESET)['seq'] if body else 0)
     except JSApiError as e:
         return acct.publish(text(reply), json_bytes(dict(type=_RESET_TYPE, error=e.to_dict(), reset_seq=0)))
-    c.reset(seq)
+    reset_consumer(c, seq)
     acct.persist(c, force=True)
     ident = get_header(head, b'Nats-Stream-Identity') is not None        # asked for: the reply says which stream this is
     rhdr = b'NATS/1.0\r\nNats-Stream-Identity: %s\r\n\r\n' % identity(c.stream).encode() if ident else b''
