@@ -92,3 +92,33 @@ def test_no_import_loops():
 def test_the_layers_are_what_the_design_says():
     "Every module belongs to a layer, and the packages exist (a rename must update this test)."
     assert {package_of(m) for m in MODULES} == {p for g in LAYERS for p in g}
+
+
+def _foreign_changes(path: pathlib.Path) -> list[str]:
+    """What a module adds at import time to classes defined elsewhere: `@patch` functions whose `self` is another
+    module's class, and top-level assignments to an attribute of an imported name."""
+    tree = ast.parse(path.read_text())
+    local = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))}
+    local |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    out = []
+    for n in tree.body:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(ast.unparse(d) == 'patch' for d in n.decorator_list):
+            a = n.args.args[0].annotation if n.args.args else None
+            cls = ast.unparse(a) if a is not None else '?'
+            if cls not in local: out.append(f'{n.name} patched into {cls}')
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                while isinstance(t, ast.Attribute) and isinstance(t.value, ast.Attribute): t = t.value
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id not in local:
+                    out.append(f'{ast.unparse(t)} assigned')
+    return out
+
+
+# the one exception: putting back the standard library's function that PySyncObj replaces when it is imported
+RESTORES = {'jsnb.js.cluster': ['socket.inet_ntop assigned']}
+
+
+@pytest.mark.parametrize('mod', sorted(MODULES))
+def test_no_module_changes_another_modules_classes(mod):
+    "Features add to classes by subclassing or owning their code, never by patching a class from another module."
+    assert _foreign_changes(MODULES[mod]) == RESTORES.get(mod, [])
