@@ -155,7 +155,10 @@ async def test_consumer_on_a_replicated_stream(cluster):
     assert r['error'] == {'code': 404, 'err_code': 10059, 'description': 'stream not found'}
     r = await _req(ncs[0], '$JS.API.CONSUMER.DURABLE.CREATE.R1.one', {'stream_name': 'R1', 'config': {'durable_name': 'one'}})
     assert set(r['cluster']) == {'name', 'leader'}                   # a consumer of a stream on one server: no group
-    r = await _req(ncs[2], '$JS.API.CONSUMER.LEADER.STEPDOWN.R1.one')
+    for _ in range(50):                  # the new consumer's assignment reaches every server a moment after the answer
+        r = await _req(ncs[2], '$JS.API.CONSUMER.LEADER.STEPDOWN.R1.one')
+        if r.get('error', {}).get('err_code') != 10014: break
+        await asyncio.sleep(0.1)
     assert r == {'type': 'io.nats.jetstream.api.v1.consumer_leader_stepdown_response', 'success': True}
     r = await _req(ncs[1], '$JS.API.CONSUMER.DELETE.R3.work')
     assert r == {'type': 'io.nats.jetstream.api.v1.consumer_delete_response', 'success': True}
