@@ -1,5 +1,5 @@
 """`jsnb bench`: the frame scanner against its twin and the twin against the protocol module's
-`ClientParser`, a quick run of every scenario against both servers, and (on demand, `pytest -m bench`)
+`ClientParser`, a quick run of every scenario against both servers, and (on demand, `pytest -m bench -n 0`)
 the full comparison with its targets."""
 import csv, math
 import numpy as np

@@ -1,4 +1,4 @@
-"""Resources of a KV hot key, jsnb beside the reference (on demand: `pytest -m bench -s tests/test_resources_bench.py`).
+"""Resources of a KV hot key, jsnb beside the reference (on demand: `pytest -m bench -n 0 -s tests/test_resources_bench.py`).
 
 A bucket with history 1 (a stream with `max_msgs_per_subject=1`) holds one stable key and one
 key overwritten N times (`JSNB_BENCH_OVERWRITES`, default 1,000,000). For each server the

@@ -1,5 +1,5 @@
 """Speed of the `jetstream` Spark source and sink, jsnb and the reference in the same run, printed side by side
-(run on demand: `pytest -m bench -s tests/test_spark_bench.py`). A batch read of a stream of 1M small
+(run on demand: `pytest -m bench -n 0 -s tests/test_spark_bench.py`). A batch read of a stream of 1M small
 messages in two partitions, counted by subject, and a batch write of 100k rows in two tasks.
 `JSNB_SPARK_BENCH_READ` / `JSNB_SPARK_BENCH_WRITE` change the sizes."""
 import os, time
