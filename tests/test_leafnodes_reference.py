@@ -65,16 +65,21 @@ def until(cond, timeout=10):
     raise AssertionError('condition never held')
 
 
-@pytest.fixture
-def hubs():
-    "Factory: `hubs(**kw)` starts one hub of each kind; all are stopped at the end."
+def _one_of_each(cls):
+    "A factory fixture's body: `make(**kw)` starts one `cls` of each kind; all are stopped at the end."
     made = []
     def make(**kw):
-        hs = {k: Hub(k, **kw) for k in KINDS}; made.extend(hs.values())
+        hs = {k: cls(k, **kw) for k in KINDS}; made.extend(hs.values())
         for h in hs.values(): h.start()
         return hs
     yield make
     for h in made: h.stop()
+
+
+@pytest.fixture
+def hubs():
+    "Factory: `hubs(**kw)` starts one hub of each kind; all are stopped at the end."
+    yield from _one_of_each(Hub)
 
 
 def both(hubs, scenario, **kw):
@@ -725,13 +730,7 @@ class Spoke(Hub):
 @pytest.fixture
 def spokes():
     "Factory: a reference hub with a jsnb leaf node, and one with a reference leaf node."
-    made = []
-    def make(**kw):
-        hs = {k: Spoke(k, **kw) for k in KINDS}; made.extend(hs.values())
-        for h in hs.values(): h.start()
-        return hs
-    yield make
-    for h in made: h.stop()
+    yield from _one_of_each(Spoke)
 
 
 @pytest.mark.parametrize('scenario', [_pub_both_ways, _queues, _unsub, _requests])
