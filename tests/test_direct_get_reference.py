@@ -151,11 +151,13 @@ async def test_single_message_forms(start_server, storage):
 
 
 
-@pytest.mark.parametrize('storage', ['file', 'memory'])
-async def test_batches(start_server, storage):
-    "`batch` with `seq`, with `next_by_subj`, with `start_time`, cut by `max_bytes`, larger than what exists, matching nothing."
+@pytest.mark.parametrize('storage', ['file', 'memory', 'file-compiled'])
+async def test_batches(start_server, storage, monkeypatch):
+    """`batch` with `seq`, with `next_by_subj`, with `start_time`, cut by `max_bytes`, larger than what exists, matching nothing.
+    `file-compiled`: jsnb compiles its kernels at start, so file batches are written by the frame kernel."""
+    if storage == 'file-compiled': monkeypatch.setenv('JSNB_JIT_AT_START', '1')
     async def scenario(t):
-        before, mid, after = await setup_d(t, storage)
+        before, mid, after = await setup_d(t, storage.split('-')[0])
         for body in ({'seq': 1, 'batch': 3}, {'seq': 6, 'batch': 3}, {'seq': 7, 'batch': 2}, {'seq': 1, 'batch': 1},
                      {'seq': 12, 'batch': 5}, {'seq': 10, 'batch': 100}, {'seq': 13, 'batch': 5}, {'seq': 1000, 'batch': 2},
                      {'seq': 1, 'batch': 3, 'next_by_subj': 'd.a'}, {'seq': 2, 'batch': 2, 'next_by_subj': 'd.a'},

@@ -15,6 +15,7 @@ from .errors import JSApiError, JSRequiredApiLevelErr
 from .direct_get import level_ok
 from .host import advise, json_bytes
 from .account import Account
+from . import kernels
 from . import stream_api as S, consumer_api as C, snapshot as SN, restore as RS
 
 log = logging.getLogger('jsnb')
@@ -112,6 +113,7 @@ class JetStream:
     def start(self):
         "Bring the account back from disk and subscribe."
         a, sub = self.account, self.core.subscribe
+        if kernels.AT_START: kernels.warm()
         a.restore()
         self._subs = [sub(p, self.on_api) for p in API_SUBJECTS] + [
             sub('$JS.API.CONSUMER.MSG.NEXT.>', partial(C.on_next, a)), sub('$JS.ACK.>', partial(C.on_ack, a)),

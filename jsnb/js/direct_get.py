@@ -9,13 +9,13 @@ from functools import partial
 from typing import TYPE_CHECKING
 import orjson
 from ..nats.times import rfc3339, parse_rfc3339
-from ..nats.protocol import get_header, text, wire
+from ..nats.protocol import encode_hmsg, get_header, text, wire
 from .stream_config import JS_API_LEVEL as API_LEVEL
 if TYPE_CHECKING: from jsnb.js.stream import Stream      # the stream calls this module; it is only named here
 
 # %% auto #0
 __all__ = ['EMPTY', 'MALFORMED', 'BAD', 'NOT_FOUND', 'NO_RESULTS', 'TOO_MANY', 'MIN_LAST_SEQ', 'REQUIRED_LEVEL', 'ERROR_DELAY',
-           'eob', 'level_ok', 'parse_request', 'check', 'answer', 'sync', 'on_request']
+           'eob', 'level_ok', 'parse_request', 'check', 'answer', 'answer_built', 'sync', 'on_request']
 
 # %% ../../nbs/2_js/07_direct_get.ipynb #473303e7
 def _st(code: int, desc: str) -> tuple[bytes, bytes]: return (f'NATS/1.0 {code} {desc}\r\n\r\n'.encode(), b'')
@@ -147,6 +147,129 @@ def _multi(stream, req: dict, max_pending: int) -> list[tuple[bytes, bytes]]:
         if sent >= mb or (batch and len(out) >= batch): break
     return out + [eob(len(msgs) - len(out), lseq, up_to)]
 
+# %% ../../nbs/2_js/07_direct_get.ipynb #2579ec6e
+import numpy as np
+from . import kernels
+
+_LITS = b'NATS/1.0\r\nNats-Stream: \r\nNats-Subject: \r\nNats-Sequence: \r\nNats-Time-Stamp: \r\nNats-Num-Pending: \r\nNats-Last-Sequence: \r\n\r\n0001-01-01T00:00:00Z'
+_LIT_AT = np.cumsum([0, 10, 13, 16, 17, 19, 20, 22, 4, 20])          # where each piece of `_LITS` starts
+_LIT_A = np.frombuffer(_LITS, np.uint8)
+
+def _lit(out, o, lits, at, i):
+    "Copy piece `i` of the literals to `out[o:]`; the offset after it."
+    for j in range(at[i], at[i + 1]): out[o] = lits[j]; o += 1
+    return o
+
+def _ndig(v):
+    "The number of decimal digits of `v` >= 0."
+    n = 1
+    while v >= 10: v //= 10; n += 1
+    return n
+
+def _uint(out, o, v, n):
+    "Write `v` as `n` decimal digits (zero-padded) at `out[o:]`; the offset after them."
+    for k in range(o + n - 1, o - 1, -1): out[k] = 48 + v % 10; v //= 10
+    return o + n
+
+def _ts_len(ns):
+    "The length of `ns` written as the reference writes a time in a header (RFC 3339, trailing zeros of the fraction cut)."
+    f = ns % 1_000_000_000
+    if ns == 0 or f == 0: return 20
+    n = 9
+    while f % 10 == 0: f //= 10; n -= 1
+    return 21 + n
+
+def _ts(out, o, ns, lits, at):
+    "Write `ns` (UNIX nanoseconds) as RFC 3339 UTC, as `rfc3339` does; the offset after it."
+    if ns == 0: return _lit(out, o, lits, at, 8)                 # Go's zero time
+    s, f = ns // 1_000_000_000, ns % 1_000_000_000
+    days, t = s // 86400, s % 86400
+    z = days + 719468                                            # civil date from days since 1970 (H. Hinnant's algorithm)
+    era = z // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    d, m = doy - (153 * mp + 2) // 5 + 1, mp + 3 if mp < 10 else mp - 9
+    y = yoe + era * 400 + (1 if m <= 2 else 0)
+    o = _uint(out, o, y, 4); out[o] = 45; o = _uint(out, o + 1, m, 2); out[o] = 45; o = _uint(out, o + 1, d, 2)
+    out[o] = 84; o = _uint(out, o + 1, t // 3600, 2); out[o] = 58; o = _uint(out, o + 1, t // 60 % 60, 2)
+    out[o] = 58; o = _uint(out, o + 1, t % 60, 2)
+    if f:
+        n = _ts_len(ns) - 21
+        out[o] = 46; o = _uint(out, o + 1, f // 10 ** (9 - n), n)
+    out[o] = 90
+    return o + 1
+
+def _batch_frames(a, cols, prefix, name, pending, last, lits, at, out, stat):
+    """Write the reply frames of a Direct Get batch to `out`: for each record of `cols` (subject, header and payload
+    offsets and lengths in `a`, sequence, time) an `HMSG <prefix>...` frame; the bytes written (`stat[0]`: payload bytes)."""
+    o, nb = 0, 0
+    for i in range(cols.shape[0]):
+        so, sn, ho, hn, po, pn, seq, ts = cols[i, 0], cols[i, 1], cols[i, 2], cols[i, 3], cols[i, 4], cols[i, 5], cols[i, 6], cols[i, 7]
+        pending = max(pending - 1, 0)
+        base = hn - 2 if hn else 10
+        h = (base + 13 + name.shape[0] + 16 + sn + 17 + _ndig(seq) + 19 + _ts_len(ts) + 20 + _ndig(pending)
+             + 22 + _ndig(last) + 4)
+        for j in range(prefix.shape[0]): out[o + j] = prefix[j]
+        o += prefix.shape[0]
+        o = _uint(out, o, h, _ndig(h)); out[o] = 32; o += 1
+        o = _uint(out, o, h + pn, _ndig(h + pn)); out[o] = 13; out[o + 1] = 10; o += 2
+        if hn:
+            for j in range(base): out[o + j] = a[ho + j]
+            o += base
+        else: o = _lit(out, o, lits, at, 0)
+        o = _lit(out, o, lits, at, 1)
+        for j in range(name.shape[0]): out[o + j] = name[j]
+        o = _lit(out, o + name.shape[0], lits, at, 2)
+        for j in range(sn): out[o + j] = a[so + j]
+        o = _lit(out, o + sn, lits, at, 3)
+        o = _uint(out, o, seq, _ndig(seq)); o = _lit(out, o, lits, at, 4)
+        o = _ts(out, o, ts, lits, at); o = _lit(out, o, lits, at, 5)
+        o = _uint(out, o, pending, _ndig(pending)); o = _lit(out, o, lits, at, 6)
+        o = _uint(out, o, last, _ndig(last)); o = _lit(out, o, lits, at, 7)
+        for j in range(pn): out[o + j] = a[po + j]
+        o += pn; out[o] = 13; out[o + 1] = 10; o += 2
+        nb += h + pn; last = seq
+    stat[0] = nb
+    return o
+
+_u8 = lambda b: np.frombuffer(b, np.uint8)
+_i = lambda *s: np.zeros(s, np.int64)
+for _k, _args in (('_lit', lambda: (np.zeros(32, np.uint8), 0, _LIT_A, _LIT_AT, 0)), ('_ndig', lambda: (5,)),
+                  ('_uint', lambda: (np.zeros(8, np.uint8), 0, 5, 1)), ('_ts_len', lambda: (1,)),
+                  ('_ts', lambda: (np.zeros(40, np.uint8), 0, 1, _LIT_A, _LIT_AT)),
+                  ('_batch_frames', lambda: (_u8(bytes(8)), _i(0, 8), _u8(b'x'), _u8(b'x'), 0, 0, _LIT_A, _LIT_AT,
+                                             np.zeros(8, np.uint8), _i(1)))):
+    kernels.register(globals(), _k, _args)
+
+
+# %% ../../nbs/2_js/07_direct_get.ipynb #ba0edad2
+def answer_built(stream, req: dict, to: bytes, max_pending: int = 64 * 1024 * 1024) -> bool:
+    "Answer a plain batch request (from a sequence or a time, any subject filter) with frames written by `_batch_frames`; False when it cannot."
+    batch, store = req.get('batch') or 0, stream.store
+    if (batch <= 0 or not kernels.JIT or req.get('multi_last') or req.get('last_by_subj') or req.get('no_hdr')
+            or not hasattr(store, 'raw_msgs')): return False
+    seq = store.seq_from_time(req['start_time']) if req.get('start_time') is not None else req.get('seq', 0)
+    nxt = req.get('next_by_subj', '')
+    if not (nxt or seq > 0): return False
+    rows = store.next_rows(nxt or '>', seq, batch)
+    raw = store.raw_msgs(rows) if len(rows) else None
+    if raw is None: return False                                 # nothing there (a 404), or a record to report
+    buf, cols = raw
+    sent = np.cumsum(cols[:, 1] + cols[:, 3] + cols[:, 5])
+    k = min(int(np.searchsorted(sent, req.get('max_bytes') or max_pending)) + 1, len(rows))   # up to the one that passes
+    cols, pending = cols[:k], store.num_pending(seq, nxt)
+    end = eob(max(pending - k, 0), int(cols[-1, 6]))[0]
+    name, a, stat = _u8(wire(stream.name)), _u8(buf), np.zeros(1, np.int64)
+    def build(sid: bytes) -> bytes:
+        prefix = b'HMSG %s %s ' % (to, sid)
+        out = np.empty(int(sent[k - 1]) + k * (len(prefix) + len(name) + 300), np.uint8)
+        n = _batch_frames(a, cols, _u8(prefix), name, pending, 0, _LIT_A, _LIT_AT, out, stat)
+        return out[:n].tobytes() + encode_hmsg(to, sid, b'', len(end), end)
+    return stream.host.send_built(to, k + 1, int(sent[k - 1]), build)
+
+
 # %% ../../nbs/2_js/07_direct_get.ipynb #e2a74452
 ERROR_DELAY = 0.5       # seconds before a read-after-write refusal is sent, so clients do not spin
 
@@ -180,6 +303,7 @@ def on_request(s: Stream, appended: bool, subject: bytes, reply: bytes, hdr: int
     mls = req.get('min_last_seq') or 0 if err is None else 0
     if mls and mls > s.store.state()['last_seq']:                                    # read-after-write: not yet
         return s.host.later(ERROR_DELAY, lambda: s.host.publish(to, b'', MIN_LAST_SEQ[0]))
+    if err is None and answer_built(s, req, reply): return
     out = [err] if err is not None else answer(s, req)
     if len(out) == 1: s.host.publish(to, out[0][1], out[0][0])
     else: s.host.send([(to, to, '', h, d) for h, d in out])      # a batch: one subscription lookup for all of it

@@ -547,6 +547,69 @@ def _read(self: FileStore, seq: int, b: int, off: int, need: int):
     p = pos + _HDR + f[6]
     return buf[p:p + f[7]], buf[p + f[7]:pos + f[0]]
 
+# %% ../../nbs/2_js/05_filestore.ipynb #6a69cdef
+from . import kernels
+
+_CRC_IEEE = np.zeros(256, np.int64)             # zlib's CRC-32 (reflected 0xEDB88320), a byte at a time
+for _i in range(256):
+    _c = _i
+    for _ in range(8): _c = (_c >> 1) ^ 0xEDB88320 if _c & 1 else _c >> 1
+    _CRC_IEEE[_i] = _c
+
+def _le(a, p, n):
+    "The little-endian unsigned integer of `n` bytes at `a[p:]`."
+    v = 0
+    for k in range(n - 1, -1, -1): v = (v << 8) | a[p + k]
+    return v
+
+def _raw_records(a, pos, seqs, cols, table):
+    "Check the `_MSG` records at offsets `pos` of `a` (their sequences `seqs`); fill `cols`; how many were intact, in order."
+    for i in range(pos.shape[0]):
+        p = pos[i]
+        if p + 39 > a.shape[0]: return i
+        rlen, slen, hlen = _le(a, p, 4), _le(a, p + 33, 2), _le(a, p + 35, 4)
+        if rlen < 39 + slen + hlen or p + rlen > a.shape[0] or a[p + 8] != 0 or _le(a, p + 9, 8) != seqs[i]: return i
+        c = 0xFFFFFFFF
+        for j in range(p, p + 4): c = table[(c ^ a[j]) & 0xFF] ^ (c >> 8)
+        for j in range(p + 8, p + rlen): c = table[(c ^ a[j]) & 0xFF] ^ (c >> 8)
+        if c ^ 0xFFFFFFFF != _le(a, p + 4, 4): return i
+        cols[i, 0], cols[i, 1] = p + 39, slen
+        cols[i, 2], cols[i, 3] = p + 39 + slen, hlen
+        cols[i, 4], cols[i, 5] = p + 39 + slen + hlen, rlen - 39 - slen - hlen
+        cols[i, 6], cols[i, 7] = seqs[i], _le(a, p + 17, 8)
+    return pos.shape[0]
+
+_z = lambda n, t=np.int64: np.zeros(n, t)
+kernels.register(globals(), '_le', lambda: (np.frombuffer(bytes(8), np.uint8), 0, 4))
+kernels.register(globals(), '_raw_records', lambda: (np.frombuffer(bytes(8), np.uint8), _z(1), _z(1), _z((1, 8)), _CRC_IEEE))
+
+@patch
+def raw_msgs(self: FileStore, rows: np.ndarray):
+    """The messages at index `rows` as `(buffer, cols)`: one row of `cols` per message, the offsets and lengths of its
+    subject, headers and payload in `buffer`, its sequence and time. None when the kernels are not compiled yet or a
+    record is damaged."""
+    if not kernels.JIT: return None
+    self._check()
+    ix = self._ix
+    blks, offs, need = ix.blk[rows], ix.off[rows], ix.size[rows] + 9
+    pos, pieces, base = np.empty(len(rows), np.int64), [], 0
+    cut = (np.flatnonzero(np.diff(blks)) + 1).tolist()
+    for a, b in zip([0] + cut, cut + [len(rows)]):
+        fd, start, end = self._fd(int(blks[a])), int(offs[a]), int(offs[b - 1] + need[b - 1])
+        if end - start <= 2 * int(need[a:b].sum()) + _READ_AHEAD:      # close together: one read
+            piece = os.pread(fd, end - start, start)
+            pos[a:b] = offs[a:b] - start + base
+        else:
+            parts = [os.pread(fd, n, o) for o, n in zip(offs[a:b].tolist(), need[a:b].tolist())]
+            lens = np.fromiter(map(len, parts), np.int64, b - a)
+            piece, pos[a:b] = b''.join(parts), base + np.cumsum(lens) - lens
+        pieces.append(piece); base += len(piece)
+    buf = pieces[0] if len(pieces) == 1 else b''.join(pieces)
+    cols = np.empty((len(rows), 8), np.int64)
+    ok = _raw_records(np.frombuffer(buf, np.uint8), pos, ix.seq[rows], cols, _CRC_IEEE)
+    return (buf, cols) if ok == len(rows) else None
+
+
 # %% ../../nbs/2_js/05_filestore.ipynb #a9025633
 @patch
 def stop(self: FileStore) -> None:

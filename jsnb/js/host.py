@@ -38,6 +38,8 @@ class StreamHost(Protocol):
         "Send one message from the server itself (a reply, an advisory, a republished message)."
     def reply(self, to: bytes, body: bytes) -> None: "Answer a request: `body` to the reply subject `to`, as it arrived."
     def send(self, frames: list[Frame]) -> None: "Send what a consumer produced, in order."
+    def send_built(self, to: bytes, k: int, nb: int, build: Callable) -> bool:
+        "Send `k` messages to `to` as the frames `build(sid)` encodes per subscription; False (nothing sent) if it cannot."
     def has_interest(self, subject: str) -> bool: "Whether anyone subscribes to `subject`."
     def defer(self, fn: Callable) -> None: "Run `fn()` at the end of the current read (work per read, not per message)."
     def flush_deferred(self) -> None: "Run deferred work now (before something that must see its effect)."
@@ -94,6 +96,7 @@ class NullHost:
     def publish(self, subject, data=b'', hdr=b'', reply=''): self.sent.append((subject, subject, reply, hdr, data))
     def reply(self, to, body): self.publish(text(to), body)
     def send(self, frames): self.sent.extend(frames)
+    def send_built(self, to, k, nb, build): return False       # frames here are kept as tuples: the caller sends those
     def has_interest(self, subject): return self.interest(subject) if callable(self.interest) else self.interest
     def defer(self, fn): self.deferred.append(fn)
     def flush_deferred(self):
@@ -157,6 +160,8 @@ class CoreHost(NullHost):
     def no_responders(self, src, subject: bytes, reply: bytes):
         "Answer a request as the core answers one that no subscription takes: a `503` status, if the client asked for it."
         if reply and src is not None and src.no_responders: self.core._no_responders(src, subject, reply)
+
+    def send_built(self, to: bytes, k: int, nb: int, build) -> bool: return self.core.route_built(None, to, k, nb, build)
 
     def send(self, frames):
         "Route frames in order; a run to one inbox takes one subscription lookup."

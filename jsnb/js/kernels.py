@@ -8,8 +8,9 @@ import os, time
 import numpy as np
 
 # %% auto #0
-__all__ = ['WANTED', 'JIT', 'JIT_MIN_ROWS', 'JIT_MIN_SCANS', 'next_row', 'prev_row', 'count_rows', 'select_rows', 'last_rows',
-           'expired_rows', 'cache_dir', 'compile_cached', 'warm', 'warm_in_background', 'speedups']
+__all__ = ['WANTED', 'JIT', 'JIT_MIN_ROWS', 'JIT_MIN_SCANS', 'AT_START', 'next_row', 'prev_row', 'count_rows', 'select_rows',
+           'last_rows', 'expired_rows', 'cache_dir', 'compile_cached', 'register', 'warm', 'warm_in_background',
+           'speedups']
 
 # %% ../../nbs/2_js/03_kernels.ipynb #dffac007
 import importlib.util, threading
@@ -18,6 +19,7 @@ WANTED = importlib.util.find_spec('numba') is not None and os.environ.get('JSNB_
 JIT = False                         # set by `warm()` once the compiled kernels are in place
 JIT_MIN_ROWS = 65_536               # a scan this long starts loading the kernels
 JIT_MIN_SCANS = 50_000              # and so does this many scans of any length
+AT_START = os.environ.get('JSNB_JIT_AT_START', '') not in ('', '0')    # compile before the server says it is ready
 _KERNELS: list[str] = []
 _warming: threading.Thread | None = None
 _scans = 0
@@ -240,6 +242,15 @@ def compile_cached(f):
     try: return numba.njit(cache=True, nogil=True)(f)
     finally: numba.config.CACHE_DIR = saved
 
+_ELSEWHERE: list = []        # kernels of other modules: (module globals, name, arguments to compile it on)
+
+def register(g: dict, name: str, trial):
+    """Have `warm()` compile kernel `name` of the module whose globals are `g` as well, calling it once on `trial()`.
+    Register a kernel's helpers before the kernel: it is compiled against what the module holds then."""
+    _ELSEWHERE.append((g, name, trial))
+    if JIT:                                             # registered after the others were compiled: compile it now
+        g[name] = compile_cached(g[name]); g[name](*trial())
+
 def warm() -> float:
     "Compile (or load from the cache) every kernel and switch them on; returns the seconds it took."
     global JIT
@@ -257,6 +268,9 @@ def warm() -> float:
             _prev0(d, 0, 4); _prev1(d, s, 0, 0, 4); _prev2(d, s, m, 0, 4)
             _count2(d, s, m, 0, 4); _select2(d, s, m, 0, 4, -1); _last2(d, s, m, 0, 4, -1)
             _expired_jit(d, ts_, ts_, 0, 4, 0)
+            for g, name, trial in _ELSEWHERE:
+                if not isinstance(g[name], numba.core.dispatcher.Dispatcher): g[name] = compile_cached(g[name])
+                g[name](*trial())
             JIT = True
     return time.perf_counter() - t
 

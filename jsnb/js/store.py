@@ -271,35 +271,44 @@ def load_msg(self: MsgStore, seq: int) -> StoreMsg | None:
 _JUMP = 65536        # rows a wildcard scan tries before it looks up where its subjects start
 
 @patch
-def load_next_msg(self: MsgStore, filter: str, start: int) -> StoreMsg | None:
-    "The first message at or after `start` whose subject matches `filter`."
+def _next_row(self: MsgStore, filter: str, start: int) -> int:
+    "The index row of the first message at or after `start` whose subject matches `filter`, or -1."
     self._check()
     ix = self._ix
     start = max(start, ix.first)
-    if ix.msgs == 0 or start > ix.last: return None
+    if ix.msgs == 0 or start > ix.last: return -1
     w, lo = ix.want(filter), ix.lb(start)
     if isinstance(w, int):
-        if w < 0 or ix.s_count[w] == 0 or ix.s_last[w] < start: return None
+        if w < 0 or ix.s_count[w] == 0 or ix.s_last[w] < start: return -1
         lo = max(lo, ix.lb(int(ix.s_first[w])))
     elif w is not None and ix.n - lo > _JUMP:
         r = next_row(ix.dead, ix.sid, w, lo, lo + _JUMP)          # usually close; else jump to the subjects' first
-        if r >= 0: return self._msg(r)
+        if r >= 0: return r
         sids = ix._sids(w)
         sids = sids[ix.s_last[sids] >= start]
-        if not len(sids): return None
+        if not len(sids): return -1
         lo = max(lo + _JUMP, ix.lb(int(ix.s_first[sids].min())))
-    r = next_row(ix.dead, ix.sid, w, lo, ix.n)
+    return next_row(ix.dead, ix.sid, w, lo, ix.n)
+
+@patch
+def load_next_msg(self: MsgStore, filter: str, start: int) -> StoreMsg | None:
+    "The first message at or after `start` whose subject matches `filter`."
+    r = self._next_row(filter, start)
     return None if r < 0 else self._msg(r)
+
+@patch
+def next_rows(self: MsgStore, filter: str, start: int, limit: int) -> np.ndarray:
+    "The index rows of the next messages at or after `start` matching `filter`, in order: at most `limit`."
+    r = self._next_row(filter, start)
+    if r < 0 or limit <= 0: return np.zeros(0, np.int64)
+    ix = self._ix
+    more = select_rows(ix.dead, ix.sid, ix.want(filter), r + 1, min(ix.n, r + 1 + 4 * limit), limit - 1) if limit > 1 else ()
+    return np.concatenate(([r], more)).astype(np.int64)
 
 @patch
 def load_next_msgs(self: MsgStore, filter: str, start: int, limit: int) -> list[StoreMsg]:
     "The next messages at or after `start` matching `filter`, in order: at least one if there is one, at most `limit`."
-    m = self.load_next_msg(filter, start)
-    if m is None or limit <= 1: return [] if m is None else [m]
-    ix = self._ix
-    r = ix.row(m.seq)
-    rows = select_rows(ix.dead, ix.sid, ix.want(filter), r + 1, min(ix.n, r + 1 + 4 * limit), limit - 1)
-    return [m] + self._msgs(rows)
+    return self._msgs(self.next_rows(filter, start, limit))
 
 @patch
 def load_last_msg(self: MsgStore, filter: str) -> StoreMsg | None:

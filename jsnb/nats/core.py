@@ -553,6 +553,19 @@ def route_batch(self: Core, src, to: bytes, msgs: list, acc=None):
         self._queue_frames(sub, [encode_hmsg(s, sid, r, h, d) if h and hd else encode_msg(s, sid, r, d[h:] if h else d)
                                  for s, r, h, d in msgs], k, nb)
 
+@patch
+def route_built(self: Core, src, to: bytes, k: int, nb: int, build, acc=None) -> bool:
+    """Queue `k` messages (`nb` bytes) to subject `to` that `build(sid)` encodes as frames for each subscription, when
+    they are all plain client subscriptions that take headers; False, having sent nothing, when they are not."""
+    acc = acc or getattr(src, 'acc', self.gacc)
+    psubs, qgroups = acc.sublist.match(to)
+    if not _plain(psubs, qgroups) or self.cluster is not None or not all(s.client.headers for s in psubs): return False
+    self.in_msgs += k; self.in_bytes += nb
+    for sub in psubs:
+        if sub.client is src and not src.echo: continue
+        self._queue_frames(sub, [build(sub.sid)], k, nb)
+    return True
+
 # %% ../../nbs/1_nats/03_core.ipynb #3968ddc9
 @patch
 def defer(self: Core, fn):
