@@ -529,7 +529,7 @@ def test_missing_tls_files_stop_the_server(tmp_path, certs):
 
 NOT_YET = ['accounts { A: { mappings: { a: b } } }\n', 'resolver_tls { cert_file: x }\n', 'default_sentinel: x\n',
            'accounts { S: { users: [ {user: s, password: s} ] } }\nsystem_account: S\n', 'authorization { auth_callout { issuer: x } }\n',
-           'authorization { users = [ {user: a, password: b, proxy_required: true} ] }\n', 'allow_non_tls: true\n']
+           'authorization { users = [ {user: a, password: b, proxy_required: true} ] }\n']
 
 
 @pytest.mark.parametrize('text', NOT_YET)
@@ -562,7 +562,7 @@ def test_monitoring_with_authentication(start_server, certs):
 # ---------------------------------------------------------------- nothing security-related is read and ignored
 
 SECURITY_KEYS = ('resolver_tls default_sentinel '
-                 'allow_non_tls ocsp auth_callout auth_hook proxy_required').split()
+                 'ocsp auth_callout auth_hook proxy_required').split()
 
 
 def test_every_key_jsnb_does_not_implement_is_refused():

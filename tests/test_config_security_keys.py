@@ -19,6 +19,7 @@ ENFORCED = {
         **dict.fromkeys(['accounts'], 'test_accounts_reference.py::test_isolation_and_imports'),
         **dict.fromkeys(['no_auth_user'], 'test_auth_reference.py::test_no_auth_user'),
         **dict.fromkeys(['tls'], 'test_auth_reference.py::test_tls_client_certificates'),
+        'allow_non_tls': 'test_tls_map_reference.py::test_allow_non_tls',
         **dict.fromkeys(['https', 'https_port'], 'test_https_monitor_reference.py::test_endpoints_over_tls'),
         **dict.fromkeys(['max_subscriptions', 'max_subs'], 'test_auth_reference.py::test_max_subscriptions'),
         **dict.fromkeys(['max_connections', 'max_conn'], 'test_config_security_keys.py::test_server_connection_limit'),

@@ -9,6 +9,7 @@ import nats
 pytestmark = pytest.mark.reference
 
 from jsdiff import VOLATILE, blank
+from conftest import KINDS
 
 
 class Transcript:
@@ -194,3 +195,41 @@ async def test_kv_basics(start_server):
         st = await kv.status()
         assert st.bucket == 'users' and st.history == 5
         await nc.close()
+
+
+def _hpub(subject: str, reply: str, headers: dict, data: bytes = b'x') -> bytes:
+    h = ('NATS/1.0\r\n' + ''.join(f'{k}: {v}\r\n' for k, v in headers.items()) + '\r\n').encode()
+    return b'HPUB %s %s %d %d\r\n%s%s\r\n' % (subject.encode(), reply.encode(), len(h), len(h) + len(data), h, data)
+
+
+@pytest.mark.parametrize('storage', ['file', 'memory'])
+def test_header_runs_in_one_read(start_server, storage):
+    """Messages with headers that arrive in one read (ids, a stream name check, other headers) are stored and answered
+    as one by one: a repeated id in the same read is a duplicate of the first, a wrong stream name is refused, the
+    last id is what `Nats-Expected-Last-Msg-Id` checks next."""
+    from rawclient import Raw
+    M = lambda i: {'Nats-Msg-Id': i}
+    burst = [('s.a', M('a1')), ('s.b', {'Nats-Msg-Id': 'b1', 'Nats-Expected-Stream': 'S'}), ('s.a', M('a1')),
+             ('s.c', {'Nats-Expected-Stream': 'OTHER'}), ('s.d', None), ('s.e', {'X-Foo': 'bar'}), ('s.e', {'Nats-Msg-Id': ''}),
+             ('s.f', M('b1')), ('s.g', {'X-Nats-Thing': '1', 'Nats-Msg-Id': 'g1'}), ('s.h', M('c1'))]
+    later = [('s.a', M('a1')), ('s.i', {'Nats-Expected-Last-Msg-Id': 'c1'}), ('s.j', {'Nats-Expected-Last-Msg-Id': 'c1'}), ('s.k', M('k1'))]
+    out = {}
+    for kind in KINDS:
+        s = start_server(kind, '-js')
+        r = Raw(s.port)
+        r.send(b'SUB _R.> 1\r\nPUB $JS.API.STREAM.CREATE.S _R.0 %d\r\n%s\r\n' % (
+            len(body := json.dumps({'name': 'S', 'subjects': ['s.>'], 'storage': storage}).encode()), body))
+        got = [json.loads(m.data).get('config', {}).get('name') for m in r.msgs(1)]
+        for i, group in enumerate((burst, later)):
+            r.send(b''.join(_hpub(subj, f'_R.{i}.{k}', h) if h else b'PUB %s _R.%d.%d 1\r\nx\r\n' % (subj.encode(), i, k)
+                            for k, (subj, h) in enumerate(group)))
+            got += [(bytes(m.subject).decode(), json.loads(m.data)) for m in r.msgs(len(group))]
+        for seq in range(1, 12):
+            r.send(b'PUB $JS.API.STREAM.MSG.GET.S _R.g %d\r\n{"seq":%d}\r\n' % (len(b'{"seq":%d}' % seq), seq))
+            m = json.loads(r.msgs(1)[0].data).get('message', {})
+            got.append((m.get('subject'), m.get('seq'), base64.b64decode(m.get('hdrs', '')) if m.get('hdrs') else b''))
+        r.close(); s.stop()
+        out[kind] = got
+    assert out['jsnb'] == out['nats-server']
+    acks = dict(out['jsnb'][1:15])
+    assert acks['_R.0.2'] == {'stream': 'S', 'seq': 1, 'duplicate': True} and acks['_R.0.3']['error']['err_code'] == 10060

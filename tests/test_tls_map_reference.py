@@ -143,3 +143,31 @@ def test_verify_and_map_must_be_a_boolean(tmp_path, pki):
     path.write_text(f'tls {{ cert_file: "{pki}/server.pem", key_file: "{pki}/server-key.pem", verify_and_map: "yes" }}\n')
     out = {k: check_config(k, path) for k in KINDS}
     assert all(rc != 0 and "expected 'verify_and_map' to be a boolean" in text for rc, text in out.values()), out
+
+
+def _plain_and_tls(url: str, pki) -> dict:
+    "What a client sees of a server with `allow_non_tls`: INFO's security fields, a plain round trip, a round trip after starting TLS."
+    import json, socket, ssl
+    host, port = url.rsplit('/', 1)[1].rsplit(':', 1)
+    out = {}
+    for mode in ('plain', 'tls'):
+        s = socket.create_connection((host, int(port)), timeout=5)
+        f = s.makefile('rb')
+        info = json.loads(f.readline().split(b' ', 1)[1])
+        out[f'{mode} info'] = {k: info.get(k) for k in ('tls_required', 'tls_available', 'tls_verify')}
+        if mode == 'tls':
+            s = ctx(pki).wrap_socket(s, server_hostname='localhost'); f = s.makefile('rb')
+        s.sendall(b'CONNECT {"verbose":false,"pedantic":false}\r\nSUB q 1\r\nPUB q 2\r\nhi\r\nPING\r\n')
+        got = [f.readline() for _ in range(3)]
+        out[f'{mode} round trip'] = [g.strip() for g in got]
+        s.close()
+    return out
+
+
+def test_allow_non_tls(start_server, pki):
+    "`allow_non_tls`: INFO says `tls_available` instead of `tls_required`; a client may start TLS or stay in plain text."
+    conf = f'tls {{\n  cert_file: "{pki}/server.pem"\n  key_file: "{pki}/server-key.pem"\n}}\nallow_non_tls: true\n'
+    out = {k: _plain_and_tls(start_server(k, config=conf).url, pki) for k in KINDS}
+    assert out['jsnb'] == out['nats-server']
+    assert out['jsnb']['plain info'] == {'tls_required': None, 'tls_available': True, 'tls_verify': None}
+    assert out['jsnb']['tls round trip'] == [b'MSG q 1 2', b'hi', b'PONG']

@@ -334,9 +334,10 @@ def _put(self: FileStore, r, subject, hdr, data):
     self._pending += len(rec); self._wbuf.append(rec)
 
 @patch
-def _put_many(self: FileStore, r, subjects, datas):
+def _put_many(self: FileStore, r, subjects, datas, hdrs=None):
     ix, seq, ts = self._ix, int(self._ix.seq[r]), int(self._ix.ts[r])
-    recs = [_record(_MSG, seq + i, ts, 0, s, b'', d) for i, (s, d) in enumerate(zip(subjects, datas))]
+    if hdrs: recs = [_record(_MSG, seq + i, ts, 0, s, h, d) for i, (s, h, d) in enumerate(zip(subjects, hdrs, datas))]
+    else: recs = [_record(_MSG, seq + i, ts, 0, s, b'', d) for i, (s, d) in enumerate(zip(subjects, datas))]
     lens = np.fromiter(map(len, recs), np.int64, len(recs))
     start = self._size + self._pending
     ix.blk[r:r + len(recs)] = self._cur
@@ -344,7 +345,8 @@ def _put_many(self: FileStore, r, subjects, datas):
     self._pending += int(lens.sum()); self._wbuf.extend(recs)
 
 @patch
-def _sizes(self: FileStore, subjects, datas) -> np.ndarray:
+def _sizes(self: FileStore, subjects, datas, hdrs=None) -> np.ndarray:
+    if hdrs: return np.array([30 + len(s) + len(d) + (4 + len(h) if h else 0) for s, h, d in zip(subjects, hdrs, datas)], np.int64)
     return np.array([30 + len(s) + len(d) for s, d in zip(subjects, datas)], np.int64)
 
 @patch

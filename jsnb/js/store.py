@@ -96,7 +96,8 @@ class MemStore(MsgStore):
         if self.limits.first_seq > 0: self._ix.reset(self.limits.first_seq)
 
     def _put(self, r, subject, hdr, data): self._data.append((hdr, data))
-    def _put_many(self, r, subjects, datas): self._data.extend([(b'', d) for d in datas])
+    def _put_many(self, r, subjects, datas, hdrs=None):
+        self._data.extend(zip(hdrs, datas) if hdrs else [(b'', d) for d in datas])
     def _get(self, r): return self._data[r]
     def _get_many(self, rows): d = self._data; return [d[r] for r in rows.tolist()]
     def _cleared(self): self._data = []
@@ -211,16 +212,17 @@ def skip_msg(self: MsgStore) -> int:
 
 # %% ../../nbs/2_js/04_store.ipynb #109a0de6
 @patch
-def _put_many(self: MsgStore, r: int, subjects: list[bytes], datas: list[bytes]):
-    for i, (s, d) in enumerate(zip(subjects, datas)): self._put(r + i, text(s), b'', d)
+def _put_many(self: MsgStore, r: int, subjects: list[bytes], datas: list[bytes], hdrs: list[bytes] | None = None):
+    for i, (s, d) in enumerate(zip(subjects, datas)): self._put(r + i, text(s), hdrs[i] if hdrs else b'', d)
 
 @patch
-def _sizes(self: MsgStore, subjects: list[bytes], datas: list[bytes]) -> np.ndarray:
+def _sizes(self: MsgStore, subjects: list[bytes], datas: list[bytes], hdrs: list[bytes] | None = None) -> np.ndarray:
+    if hdrs: return np.array([len(s) + len(h) + len(d) + 16 for s, h, d in zip(subjects, hdrs, datas)], np.int64)
     return np.array([len(s) + len(d) + 16 for s, d in zip(subjects, datas)], np.int64)
 
 @patch
-def store_batch(self: MsgStore, subjects: list[bytes], datas: list[bytes]) -> tuple[int, int]:
-    "Store header-less messages in one call, for streams that refuse none of them: `(first_seq, ts)`."
+def store_batch(self: MsgStore, subjects: list[bytes], datas: list[bytes], hdrs: list[bytes] | None = None) -> tuple[int, int]:
+    "Store messages in one call, for streams that refuse none of them (`hdrs`: their header blocks, `b''` for none): `(first_seq, ts)`."
     self._check()
     L, ix = self.limits, self._ix
     refuses = L.discard == 'new' and (L.max_msgs > 0 or L.max_bytes > 0 or L.discard_new_per_subject)
@@ -232,9 +234,9 @@ def store_batch(self: MsgStore, subjects: list[bytes], datas: list[bytes]) -> tu
         if j is None: j = bids[s] = ix.intern(text(s))
         sids[i] = j
     try:
-        r = ix.append_many(sids, ts, self._sizes(subjects, datas))
+        r = ix.append_many(sids, ts, self._sizes(subjects, datas, hdrs))
         seq = int(ix.seq[r])
-        self._put_many(r, subjects, datas)
+        self._put_many(r, subjects, datas, hdrs)
         maxp = L.max_msgs_per_subject
         if maxp > 0:
             for sid in np.unique(sids).tolist():

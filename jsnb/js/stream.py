@@ -127,8 +127,10 @@ def apply(self: Stream, op):
             schedules.on_store(self, op.subject, op.hdr, seq, ts)
         return seq, ts
     if t is StoreRun:
-        first, _ = store.store_batch(op.subjects, op.datas)
-        self.last_seq, self.last_msg_id = first + len(op.subjects) - 1, ''
+        first, ts = store.store_batch(op.subjects, op.datas, op.hdrs)
+        self.last_seq, self.last_msg_id = first + len(op.subjects) - 1, op.ids[-1] if op.ids else ''
+        for i, mid in enumerate(op.ids or ()):
+            if mid: self._remember(mid, first + i, ts)
         if self.schedules:
             for subject in op.subjects: self.schedules.remove(text(subject))     # a plain message cancels a schedule
         return first
@@ -211,14 +213,19 @@ def _bulk_ok(self: Stream) -> bool:
             and not refuses_new and c.get('retention', 'limits') != 'interest'
             and c.get('max_msg_size', -1) in (-1, None) and not c.get('allow_msg_counter'))
 
+def _simple_headers(h: bytes) -> bool:
+    "Whether a header block asks nothing of the stream but de-duplication and a stream name check (and is not too long)."
+    n = h.count(b'Nats-')
+    return n == 0 or (n == h.count(b'\r\nNats-Msg-Id:') + h.count(b'\r\nNats-Expected-Stream:') and len(h) <= 65535)
+
 @patch
 def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    "The stream's subscription: header-less messages from clients wait in an inbox (fast-ingest ones in their own), the rest go one by one."
-    if not hdr and self._bulk and isinstance(src, ClientConn):
+    "The stream's subscription: messages from clients wait in an inbox (fast-ingest ones in their own), the rest go one by one."
+    if self._bulk and isinstance(src, ClientConn) and (not hdr or not reply.endswith(b'.$FI') and _simple_headers(data[:hdr])):
         if not reply.endswith(b'.$FI'):
             if self._fast_inbox: self._flush_fast()  # keep the order of arrival between the two inboxes
             if not self._inbox: self.host.defer(self._flush)
-            self._inbox.append((subject, reply, data))
+            self._inbox.append((subject, reply, data, hdr))
             return
         if self.cfg.get('allow_batched'):
             if self._inbox: self._flush()
@@ -240,23 +247,54 @@ def _flush(self: Stream):
     msgs, self._inbox = self._inbox, []
     if not msgs: return
     if len(msgs) == 1 or not self._bulk or self.host.storage_limit(self.cfg.get('storage', 'file')) >= 0:
-        for subject, reply, data in msgs: self._on_one(subject, reply, 0, data)   # one at a time: the checks apply
+        for subject, reply, data, hdr in msgs: self._on_one(subject, reply, hdr, data)   # one at a time: the checks apply
         return
-    try: first = self.propose(StoreRun([m[0] for m in msgs], [m[2] for m in msgs]))
+    keep, answers = [], []            # the messages to store; per message (reply, index in keep | an answer, duplicate)
+    if any(m[3] for m in msgs): keep, answers = self._dedup_run(msgs)
+    else:
+        keep = msgs; answers = [(m[1], i, False) for i, m in enumerate(msgs)]
+    first = 0
+    try:
+        if keep:
+            hdrs = [m[2][:m[3]] for m in keep] if keep is not msgs else None
+            first = self.propose(StoreRun([m[0] for m in keep], [m[2][m[3]:] if m[3] else m[2] for m in keep], hdrs,
+                                          [m[4] for m in keep] if hdrs else None))
     except StoreError as e:
         nak = self._nak(JSStreamStoreFailedF(err=_STORE_ERRORS.get(e.kind, str(e))))
-        for _, reply, _ in msgs:
-            if reply and not self.cfg.get('no_ack'): self.host.reply(reply, nak)
-        return
+        answers = [(reply, nak if type(k) is int else k, False) for reply, k, _ in answers]
     except Exception:                                # one bad message must not cost its neighbours: each on its own
         log.exception("stream '$G > %s' could not store a run of %d messages; storing them one by one", self.name, len(msgs))
-        for subject, reply, data in msgs: self._on_one(subject, reply, 0, data)
+        for subject, reply, data, hdr in msgs: self._on_one(subject, reply, hdr, data)
         return
-    self._stored()
+    else:
+        if keep: self._stored()
     if self.cfg.get('no_ack'): return
     reply_to, ack = self.host.reply, self._ack
-    for i, (_, reply, _) in enumerate(msgs):
-        if reply: reply_to(reply, ack(first + i))
+    for reply, k, dup in answers:
+        if reply: reply_to(reply, ack(first + k, duplicate=dup) if type(k) is int else k)
+
+@patch
+def _dedup_run(self: Stream, msgs: list) -> tuple[list, list]:
+    "For an inbox with headers: the messages to store (with their ids), and what each message is answered."
+    keep, answers, seen, name = [], [], {}, self.name
+    self._trim_dedup(time.time_ns())
+    for subject, reply, data, hdr in msgs:
+        mid = ''
+        if hdr:
+            h = data[:hdr]
+            exp = get_header(h, b'Nats-Expected-Stream')
+            if exp and text(exp) != name: answers.append((reply, self._nak(JSStreamNotMatchErr()), False)); continue
+            mid = get_header(h, b'Nats-Msg-Id')
+            mid = text(mid) if mid else ''
+            if mid:
+                d = self.dedup.get(mid)
+                if d is not None: answers.append((reply, self._ack(d[0], duplicate=True), False)); continue
+                k = seen.get(mid)
+                if k is not None: answers.append((reply, k, True)); continue
+                seen[mid] = len(keep)
+        answers.append((reply, len(keep), False))
+        keep.append((subject, reply, data, hdr, mid))
+    return keep, answers
 
 @patch
 def _stored(self: Stream):

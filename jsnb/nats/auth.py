@@ -41,8 +41,9 @@ class Auth:
         self.server_info = {}                                  # what INFO says about security, in the reference's order
         if self.required: self.server_info['auth_required'] = True
         if opts.tls is not None:
-            self.server_info['tls_required'] = True
+            if not opts.allow_non_tls: self.server_info['tls_required'] = True
             if opts.tls.verify: self.server_info['tls_verify'] = True
+            if opts.allow_non_tls: self.server_info['tls_available'] = True      # TLS if the client starts it, plain text if not
         self.info = {k: v for k, v in self.server_info.items() if k != 'auth_required' or not opts.no_auth_user}   # a new client's INFO
 
     def required_for(self, c) -> bool:

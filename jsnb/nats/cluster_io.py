@@ -6,6 +6,7 @@
 from __future__ import annotations
 import asyncio, ipaddress, os, socket
 from .cluster import RouteURL, IMPLICIT, EXPLICIT, GOSSIP_DEFAULT
+from .listen import listen, peer as listen_peer
 from .cluster_routing import Cluster
 from .core import log
 
@@ -47,7 +48,7 @@ class _PeerProtocol(asyncio.Protocol):
     def _setup(self, t) -> tuple:
         "Keep the transport, write without delay (`TCP_NODELAY`), set the limits of the write deadline; the peer's address."
         self.t = t
-        peer = t.get_extra_info('peername') or ('', 0)
+        peer = listen_peer(t)
         sock = t.get_extra_info('socket')
         if sock is not None:
             try: sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -152,7 +153,7 @@ async def start_routes(server, addresses: list[str]):
     log.info('Cluster name is %s', cl.name)
     if cl.dynamic: log.warning('Cluster name was dynamically generated, consider setting one')
     host, port = o.cluster_host or '0.0.0.0', o.cluster_port if o.cluster_port > 0 else 0
-    try: server._route_listener = await loop.create_server(lambda: _RouteProtocol(server), host, port, reuse_address=True, backlog=1024)
+    try: server._route_listener = await listen(lambda: _RouteProtocol(server), host, port)
     except OSError: core.cluster = None; raise
     cl.port = server._route_listener.sockets[0].getsockname()[1]
     cl.self_addrs = self_addresses(host, cl.port, addresses)

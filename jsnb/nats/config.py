@@ -52,6 +52,7 @@ class ServerOptions:
     resolver_pinned_accounts: frozenset | None = None  # only users of these accounts may log in (None: any account)
     max_subscriptions: int = 0    # subscriptions per connection; 0 or -1: no limit
     tls: object = None            # jsnb.nats.tls.TLSOptions: clients must use TLS
+    allow_non_tls: bool = False   # with `tls`: clients may also connect without it (INFO says `tls_available`)
     websocket: object = None      # jsnb.nats.websocket.WebsocketOptions: a listener for WebSocket clients
     leafnodes: object = None      # jsnb.nats.leafnode.LeafnodeOptions: a port for leaf nodes (this server as their hub)
     max_payload: int = 1048576    # largest message payload, bytes
@@ -349,7 +350,7 @@ _TOP_KEYS = {
                    "feature_flags default_js_domain ocsp_cache no_fast_producer_stall max_closed_clients proxies")}
 
 # %% ../../nbs/1_nats/02_config.ipynb #c0ef72d2
-_TOP_KEYS.update({"tls": _tls, "no_auth_user": ("no_auth_user", _str), "max_subscriptions": ("max_subscriptions", _int),
+_TOP_KEYS.update({"tls": _tls, "allow_non_tls": ("allow_non_tls", _bool), "no_auth_user": ("no_auth_user", _str), "max_subscriptions": ("max_subscriptions", _int),
                   "max_subs": ("max_subscriptions", _int), "accounts": _accounts, "system_account": _system_account,
                   "system": _system_account, "https": _listen("http_host", "https_port"), "https_port": ("https_port", _port)})
 
@@ -370,7 +371,7 @@ _NOT_YET = " yet: refusing to start rather than run without it"
 _LATER = {**dict.fromkeys("resolver_tls default_sentinel".split(),
                           " yet (of operator mode, jsnb has the MEMORY resolver with preloaded accounts): "
                           "refusing to start rather than run without it"),
-          **dict.fromkeys("auth_callout auth_hook proxy_required allow_non_tls ocsp".split(), _NOT_YET)}
+          **dict.fromkeys("auth_callout auth_hook proxy_required ocsp".split(), _NOT_YET)}
 
 # %% ../../nbs/1_nats/02_config.ipynb #41b4a761
 def _jwt_key(field, reader):

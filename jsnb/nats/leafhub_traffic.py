@@ -8,6 +8,7 @@ import asyncio, time
 from functools import partial
 from fastcore.basics import patch
 from .protocol import encode_err
+from .listen import listen
 from .leafnode import LSub, LUnsub, LMsg
 from .subjects import has_wildcard
 from .cluster_routing import _ack_deliver, _keepalive, _cut_slow
@@ -225,8 +226,7 @@ async def start_leafnodes(server, leafs: type[LeafTraffic], addresses: list[str]
     lf.later = lambda secs, fn: loop.call_later(secs, lambda: (fn(), server._flush()))
     server._leaf_ping = loop.call_later(min(o.ping_interval, 30.0), _ping_tick, server)
     if not lo.port: return                                       # only `remotes` (see jsnb.nats.leafremote)
-    try: server._leaf_listener = await loop.create_server(lambda: _LeafProtocol(server), lf.host, lo.port if lo.port > 0 else 0,
-                                                          reuse_address=True, backlog=1024)
+    try: server._leaf_listener = await listen(lambda: _LeafProtocol(server), lf.host, lo.port if lo.port > 0 else 0)
     except OSError: core.leafs = None; server._leaf_ping.cancel(); raise
     lf.port = server._leaf_listener.sockets[0].getsockname()[1]
     lf.own_urls = [_advertised(lo.advertise, lf.port)] if lo.advertise else client_urls(lf.host, lf.port, addresses)

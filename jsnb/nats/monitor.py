@@ -10,6 +10,7 @@ from asyncio.protocols import _feed_data_to_buffered_proto
 from urllib.parse import urlsplit, parse_qs
 import orjson
 from .core import Core, VERSION
+from .listen import listen, peer
 from .subjects import subject_matches
 from .cluster import EXPLICIT
 from .leafhub_traffic import leafz, leaf_varz
@@ -76,7 +77,7 @@ def varz(core: Core, query: dict | None = None) -> dict:
     o, now = core.opts, time.time()
     d = dict(server_id=core.server_id, server_name=core.server_name, version=VERSION, proto=1,
              host=o.host, port=core.port)
-    d.update(core.auth.server_info)           # auth_required, tls_required, tls_verify: what INFO says
+    d.update({k: v for k, v in core.auth.server_info.items() if k != 'tls_available'})           # auth_required, tls_required, tls_verify: what INFO says
     if core.cluster is not None and core.cluster.advertised: d['connect_urls'] = list(core.cluster.advertised)
     if core.cluster is not None and core.cluster.advertised_ws: d['ws_connect_urls'] = list(core.cluster.advertised_ws)
     d.update(max_connections=o.max_connections)
@@ -263,9 +264,8 @@ class _HTTPProtocol(asyncio.Protocol):
 async def start_monitor(core: Core, host: str, port: int, header_timeout: float = HEADER_TIMEOUT,
                         ssl: _ssl.SSLContext | None = None) -> asyncio.base_events.Server:
     "Serve the monitoring endpoints on `host:port` (port 0 or -1 picks a free one); over TLS with context `ssl`."
-    loop = asyncio.get_running_loop()
     make = (lambda: _HTTPSProtocol(core, header_timeout, ssl)) if ssl is not None else (lambda: _HTTPProtocol(core, header_timeout))
-    srv = await loop.create_server(make, host, port if port > 0 else 0, reuse_address=True)
+    srv = await listen(make, host, port if port > 0 else 0, backlog=100)
     setattr(core, 'https_port' if ssl is not None else 'http_port', srv.sockets[0].getsockname()[1])
     return srv
 
@@ -283,7 +283,7 @@ class _HTTPSProtocol(asyncio.Protocol):
         self.timer = asyncio.get_running_loop().call_later(self.timeout, t.abort)
     def connection_lost(self, exc): self.timer.cancel()
     def _refused(self, why: str):
-        h, p = (self.t.get_extra_info('peername') or ('?', 0))[:2]
+        h, p = peer(self.t)
         _log.error('monitoring: TLS handshake error from %s:%s: %s', h, p, why)
     def data_received(self, data: bytes):
         self.buf += data

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import asyncio, dataclasses, logging, os, random, socket
 from .config import ServerOptions
+from .listen import listen, peer as listen_peer
 from .core import Core
 from .times import NS, go_duration
 from .auth import startup_checks, check_in_background
@@ -46,10 +47,11 @@ class _ClientProtocol(asyncio.Protocol):
         self.server, self.conn, self.t, self.ws = server, None, None, ws    # ws: framed by jsnb.nats.websocket
         self.budget, self.held, self.deadline, self.rest = READ_BUDGET, 0, None, None
         self.waiting = self.auth_timer = None   # input held while a password is checked off the loop (jsnb.nats.auth)
+        self.sniff = False                      # `allow_non_tls`: the client's first byte says whether it starts TLS
 
     def connection_made(self, transport):
         self.t = transport
-        peer = transport.get_extra_info('peername') or ('', 0)
+        peer = listen_peer(transport)
         sock = transport.get_extra_info('socket')
         if sock is not None:
             try: sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -58,7 +60,10 @@ class _ClientProtocol(asyncio.Protocol):
         c = self.conn = self.server.core.new_client(peer[0], peer[1], ws=self.ws)
         c.transport = transport
         log.debug('%s:%s - cid:%d - Client connection created', peer[0], peer[1], c.cid)
-        if self.server.opts.tls is not None and not self.ws and not c.closing: tls_accept(self, self.server.opts.tls); return
+        tls = self.server.opts.tls
+        if tls is not None and not self.ws and not c.closing:
+            if not (self.server.opts.allow_non_tls and not tls.handshake_first): tls_accept(self, tls); return
+            self.sniff = True; transport.write(c.data_to_send())        # INFO in plain text, then wait for the client
         self.authenticating()
 
     def authenticating(self):
@@ -70,6 +75,11 @@ class _ClientProtocol(asyncio.Protocol):
             self.auth_timer = asyncio.get_running_loop().call_later(wait, core.auth_timeout, self.conn)
 
     def data_received(self, data: bytes):
+        if self.sniff:
+            self.sniff = False
+            if data[:1] == b'\x16':                                      # a TLS handshake record: the client wants TLS
+                if self.auth_timer is not None: self.auth_timer.cancel(); self.auth_timer = None
+                tls_accept(self, self.server.opts.tls, first=data); return
         if self.waiting is not None: self.waiting.append(data); return
         if self.server.core.auth.slow and not self.conn.connected and check_in_background(self, data): return
         if self.rest is not None: self.rest = memoryview(bytes(self.rest) + data); return    # already waiting its turn
@@ -246,8 +256,7 @@ async def start(self: Server) -> Server:
         if o.jetstream:
             if why := _store_problem(self.core.store_dir): raise StartupError(f"Can't start JetStream: {why}")
             self._start_jetstream()
-        try: self._listener = await loop.create_server(lambda: _ClientProtocol(self), o.host or '0.0.0.0',
-                                                       o.port if o.port > 0 else 0, reuse_address=True, backlog=1024)
+        try: self._listener = await listen(lambda: _ClientProtocol(self), o.host, o.port if o.port > 0 else 0)
         except OSError as e: raise StartupError(f'Error listening on port: {o.host}:{o.port}, "{_reason(e)}"') from e
         self.core.port = self._listener.sockets[0].getsockname()[1]
         if leaf is not None:

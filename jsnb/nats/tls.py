@@ -137,11 +137,12 @@ def _tls_error(e: BaseException) -> str:
     if isinstance(e, (TimeoutError, asyncio.TimeoutError)) or 'taking longer than' in str(e): return 'i/o timeout'
     return next((v for k, v in _TLS_WORDS.items() if k in str(e)), str(e) or type(e).__name__)
 
-def tls_accept(proto, tls: TLSOptions) -> asyncio.Future:
-    "Start TLS on the new client connection of `proto`, as the reference does; the handshake completes in a task."
+def tls_accept(proto, tls: TLSOptions, first: bytes | None = None) -> asyncio.Future:
+    """Start TLS on the new client connection of `proto`, as the reference does; the handshake completes in a task.
+    `first`: the client's first bytes, already read (with `allow_non_tls`, the INFO went out in plain text before them)."""
     c, t = proto.conn, proto.t
-    info = c.data_to_send()                     # the INFO the core queued, before anything flushes it
-    if not tls.handshake_first: t.write(info)
+    info = c.data_to_send() if first is None else b''   # the INFO the core queued, before anything flushes it
+    if not tls.handshake_first and info: t.write(info)
     loop = asyncio.get_running_loop()
     done = loop.create_future()
     tp = sslproto.SSLProtocol(loop, proto, tls.context, done, server_side=True, call_connection_made=False,
@@ -153,6 +154,9 @@ def tls_accept(proto, tls: TLSOptions) -> asyncio.Future:
     proto.t = c.transport = st
     if tls.handshake_first: st.write(info)
     proto.handshake = asyncio.ensure_future(_handshake(proto, done, t))     # kept: a task nobody holds may vanish
+    mv = memoryview(first or b'')
+    while mv:                                   # what the client sent so far starts the handshake
+        buf = tp.get_buffer(len(mv)); n = min(len(buf), len(mv)); buf[:n] = mv[:n]; tp.buffer_updated(n); mv = mv[n:]
     return proto.handshake
 
 async def _handshake(proto, done: asyncio.Future, raw):

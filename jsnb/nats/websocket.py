@@ -8,6 +8,7 @@ import asyncio, base64, hashlib, ipaddress, logging, zlib
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 from .credentials import AuthConfigError, _where, _used, _got
+from .listen import listen, peer
 from .auth import who
 from .tls import parse_tls
 from .times import NS, parse_go_duration
@@ -530,7 +531,7 @@ class WsProtocol(asyncio.Protocol):
         self.raw.close()
 
     def _addr(self) -> str:
-        host, port = (self.raw.get_extra_info('peername') or ('', 0))[:2]
+        host, port = peer(self.raw)
         return f'[{host}]:{port}' if ':' in host else f'{host}:{port}'
 
 # %% ../../nbs/1_nats/09_websocket.ipynb #9a12d32c
@@ -613,8 +614,8 @@ async def start_websocket(server, make_client) -> asyncio.Server:
     "Listen for WebSocket clients as `server.opts.websocket` says; `make_client()` makes the protocol of one client connection."
     w, loop = server.opts.websocket, asyncio.get_running_loop()
     ctx = w.tls.context if w.tls is not None else None
-    srv = await loop.create_server(lambda: WsProtocol(server, make_client), w.host or '0.0.0.0', max(w.port, 0), reuse_address=True,
-                                   backlog=1024, ssl=ctx, ssl_handshake_timeout=w.tls.timeout if ctx else None)
+    srv = await listen(lambda: WsProtocol(server, make_client), w.host, max(w.port, 0),
+                       ssl=ctx, ssl_handshake_timeout=w.tls.timeout if ctx else None)
     port = srv.sockets[0].getsockname()[1]
     server.core.ws_info = dict(host=w.host, port=port, tls=ctx is not None)
     log.info('Listening for websocket clients on %s://%s:%d', 'wss' if ctx else 'ws', w.host, port)
