@@ -74,6 +74,7 @@ _FIELDS = [   # (jsnb option, the reference's field, what a change does, how val
     ('logfile', 'LogFile', 'Reloaded: log_file = {}', str),
     ('routes', 'Routes', 'jsnb', None),
     ('tls', 'TLSConfig', 'jsnb', None),
+    ('allow_non_tls', 'AllowNonTLS', 'refuse', _gov),
     ('write_deadline', 'WriteDeadline', 'Reloaded: write_deadline = {}', _dur),
     ('lame_duck_duration', 'LameDuckDuration', 'refuse', _dur),
     ('lame_duck_grace_period', 'LameDuckGracePeriod', 'refuse', _dur),
