@@ -37,6 +37,7 @@ class StreamHost(Protocol):
     def publish(self, subject: str, data: bytes = b'', hdr: bytes = b'', reply: str = '') -> None:
         "Send one message from the server itself (a reply, an advisory, a republished message)."
     def reply(self, to: bytes, body: bytes) -> None: "Answer a request: `body` to the reply subject `to`, as it arrived."
+    def reply_many(self, replies: list) -> None: "`reply(to, body)` for each `(to, body)`, in order (one call for a read's acks)."
     def send(self, frames: list[Frame]) -> None: "Send what a consumer produced, in order."
     def send_built(self, to: bytes, k: int, nb: int, build: Callable) -> bool:
         "Send `k` messages to `to` as the frames `build(sid)` encodes per subscription; False (nothing sent) if it cannot."
@@ -95,6 +96,8 @@ class NullHost:
     def unsubscribe(self, sub): self.subs.remove(sub)
     def publish(self, subject, data=b'', hdr=b'', reply=''): self.sent.append((subject, subject, reply, hdr, data))
     def reply(self, to, body): self.publish(text(to), body)
+    def reply_many(self, replies):
+        for to, body in replies: self.reply(to, body)
     def send(self, frames): self.sent.extend(frames)
     def send_built(self, to, k, nb, build): return False       # frames here are kept as tuples: the caller sends those
     def has_interest(self, subject): return self.interest(subject) if callable(self.interest) else self.interest
@@ -162,6 +165,7 @@ class CoreHost(NullHost):
         if reply and src is not None and src.no_responders: self.core._no_responders(src, subject, reply)
 
     def send_built(self, to: bytes, k: int, nb: int, build) -> bool: return self.core.route_built(None, to, k, nb, build)
+    def reply_many(self, replies): self.core.reply_many(replies)
 
     def send(self, frames):
         "Route frames in order; a run to one inbox takes one subscription lookup."

@@ -269,9 +269,8 @@ def _flush(self: Stream):
     else:
         if keep: self._stored()
     if self.cfg.get('no_ack'): return
-    reply_to, ack = self.host.reply, self._ack
-    for reply, k, dup in answers:
-        if reply: reply_to(reply, ack(first + k, duplicate=dup) if type(k) is int else k)
+    ack = self._ack
+    self.host.reply_many([(reply, ack(first + k, duplicate=dup) if type(k) is int else k) for reply, k, dup in answers if reply])
 
 @patch
 def _dedup_run(self: Stream, msgs: list) -> tuple[list, list]:

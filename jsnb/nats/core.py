@@ -554,6 +554,31 @@ def route_batch(self: Core, src, to: bytes, msgs: list, acc=None):
                                  for s, r, h, d in msgs], k, nb)
 
 @patch
+def reply_many(self: Core, replies: list, acc=None):
+    """Send the server's answers `[(to, body)]` in order, as `route(None, to, b'', 0, body)` one by one would: a run of
+    answers to plain client subscriptions is queued with one call per subscription."""
+    acc = acc or self.gacc
+    if self.cluster is not None or self.leafs is not None:
+        for to, body in replies: self.route(None, to, b'', 0, body, acc=acc)
+        return
+    pend: dict = {}                                   # subscription -> [frames, count, bytes]
+    def queue():
+        for sub, (frames, k, nb) in pend.items(): self._queue_frames(sub, frames, k, nb)
+        pend.clear()
+    match = acc.sublist.match
+    for to, body in replies:
+        psubs, qgroups = match(to)
+        if not psubs and not qgroups: self.in_msgs += 1; self.in_bytes += len(body); continue
+        if not _plain(psubs, qgroups):
+            queue(); self.route(None, to, b'', 0, body, acc=acc); continue
+        self.in_msgs += 1; self.in_bytes += len(body)
+        for sub in psubs:
+            p = pend.get(sub)
+            if p is None: p = pend[sub] = [[], 0, 0]
+            p[0].append(encode_msg(to, sub.sid, b'', body)); p[1] += 1; p[2] += len(body)
+    queue()
+
+@patch
 def route_built(self: Core, src, to: bytes, k: int, nb: int, build, acc=None) -> bool:
     """Queue `k` messages (`nb` bytes) to subject `to` that `build(sid)` encodes as frames for each subscription, when
     they are all plain client subscriptions that take headers; False, having sent nothing, when they are not."""
