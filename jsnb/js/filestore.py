@@ -21,13 +21,13 @@ _HDR = _REC.size
 _MSG, _DEL, _SKIP, _PURGE, _ERASED, _LAST = range(6)
 _SEQD = (_MSG, _SKIP, _ERASED, _LAST)          # the kinds that use up their sequence
 
-def _record(kind: int, seq: int, ts: int, ttl: int = 0, subj: bytes = b'', hdr: bytes = b'', data: bytes = b'') -> bytes:
-    "One framed record."
-    head = _REC.pack(_HDR + len(subj) + len(hdr) + len(data), 0, kind, seq, ts, ttl, len(subj), len(hdr))
-    crc = zlib.crc32(data, zlib.crc32(hdr, zlib.crc32(subj, zlib.crc32(head[8:], zlib.crc32(head[:4])))))
-    return b''.join((head[:4], crc.to_bytes(4, 'little'), head[8:], subj, hdr, data))
-
 _TAIL = struct.Struct('<BQqqHI')                # a record header after `rlen` and `crc`
+
+def _record(kind: int, seq: int, ts: int, ttl: int = 0, subj: bytes = b'', hdr: bytes = b'', data: bytes = b'') -> bytes:
+    "One framed record: its length, the CRC-32 of everything but the CRC itself, the fields, subject, headers, payload."
+    body = b''.join((_TAIL.pack(kind, seq, ts, ttl, len(subj), len(hdr)), subj, hdr, data))
+    rlen = (len(body) + 8).to_bytes(4, 'little')
+    return b''.join((rlen, zlib.crc32(body, zlib.crc32(rlen)).to_bytes(4, 'little'), body))
 _LEN39 = _HDR.to_bytes(4, 'little'); _CRC39 = zlib.crc32(_LEN39)
 
 def _mark(kind: int, seq: int, ts: int) -> bytes:

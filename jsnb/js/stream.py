@@ -129,8 +129,9 @@ def apply(self: Stream, op):
     if t is StoreRun:
         first, ts = store.store_batch(op.subjects, op.datas, op.hdrs)
         self.last_seq, self.last_msg_id = first + len(op.subjects) - 1, op.ids[-1] if op.ids else ''
-        for i, mid in enumerate(op.ids or ()):
-            if mid: self._remember(mid, first + i, ts)
+        if op.ids:                                      # `_remember` for each id, in one pass
+            ids = [(mid, first + i) for i, mid in enumerate(op.ids) if mid]
+            self.dedup.update([(mid, (seq, ts)) for mid, seq in ids]); self._dedup_order.extend([(ts, mid) for mid, _ in ids])
         if self.schedules:
             for subject in op.subjects: self.schedules.remove(text(subject))     # a plain message cancels a schedule
         return first
@@ -281,9 +282,10 @@ def _dedup_run(self: Stream, msgs: list) -> tuple[list, list]:
         mid = ''
         if hdr:
             h = data[:hdr]
-            exp = get_header(h, b'Nats-Expected-Stream')
-            if exp and text(exp) != name: answers.append((reply, self._nak(JSStreamNotMatchErr()), False)); continue
-            mid = get_header(h, b'Nats-Msg-Id')
+            if b'Nats-Expected-Stream:' in h:
+                exp = get_header(h, b'Nats-Expected-Stream')
+                if exp and text(exp) != name: answers.append((reply, self._nak(JSStreamNotMatchErr()), False)); continue
+            mid = get_header(h, b'Nats-Msg-Id') if b'Nats-Msg-Id:' in h else None
             mid = text(mid) if mid else ''
             if mid:
                 d = self.dedup.get(mid)
