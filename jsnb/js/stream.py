@@ -214,16 +214,17 @@ def _bulk_ok(self: Stream) -> bool:
             and not refuses_new and c.get('retention', 'limits') != 'interest'
             and c.get('max_msg_size', -1) in (-1, None) and not c.get('allow_msg_counter'))
 
-def _simple_headers(h: bytes) -> bool:
-    "Whether a header block asks nothing of the stream but de-duplication and a stream name check (and is not too long)."
-    n = h.count(b'Nats-')
-    return n == 0 or (n == h.count(b'\r\nNats-Msg-Id:') + h.count(b'\r\nNats-Expected-Stream:') and len(h) <= 65535)
+def _simple_headers(data: bytes, hdr: int) -> bool:
+    "Whether the header block `data[:hdr]` asks nothing of the stream but de-duplication and a stream name check (and is not too long)."
+    n = data.count(b'Nats-', 0, hdr)
+    return n == 0 or (n == data.count(b'\r\nNats-Msg-Id:', 0, hdr) + data.count(b'\r\nNats-Expected-Stream:', 0, hdr) and hdr <= 65535)
 
 @patch
 def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "The stream's subscription: messages from clients wait in an inbox (fast-ingest ones in their own), the rest go one by one."
-    if self._bulk and isinstance(src, ClientConn) and (not hdr or not reply.endswith(b'.$FI') and _simple_headers(data[:hdr])):
-        if not reply.endswith(b'.$FI'):
+    fi = reply.endswith(b'.$FI')
+    if self._bulk and isinstance(src, ClientConn) and (not hdr or not fi and _simple_headers(data, hdr)):
+        if not fi:
             if self._fast_inbox: self._flush_fast()  # keep the order of arrival between the two inboxes
             if not self._inbox: self.host.defer(self._flush)
             self._inbox.append((subject, reply, data, hdr))

@@ -227,7 +227,7 @@ def _hpub(self: ClientConn, op: HPub):
     if self.perms is not None and not may_publish(self, op.subject): return
     if self.pedantic and not valid_literal_subject(op.subject): self.send_err(E_INVALID_PUB_SUBJECT)
     if self.verbose: self.send(OK_B)
-    if b'Nats-Trace-' in op.data[:op.hdr_len]: trace.route(self, op.subject, op.reply, op.hdr_len, op.data); return
+    if op.data.find(b'Nats-Trace-', 0, op.hdr_len) >= 0: trace.route(self, op.subject, op.reply, op.hdr_len, op.data); return
     self.core.route(self, op.subject, op.reply, op.hdr_len, op.data)
 
 # %% ../../nbs/1_nats/03_core.ipynb #a7d22f02
