@@ -201,10 +201,10 @@ def _ts(out, o, ns, lits, at):
     out[o] = 90
     return o + 1
 
-def _batch_frames(a, cols, prefix, name, pending, last, lits, at, out, stat):
+def _batch_frames(a, cols, prefix, name, pending, last, lits, at, out):
     """Write the reply frames of a Direct Get batch to `out`: for each record of `cols` (subject, header and payload
-    offsets and lengths in `a`, sequence, time) an `HMSG <prefix>...` frame; the bytes written (`stat[0]`: payload bytes)."""
-    o, nb = 0, 0
+    offsets and lengths in `a`, sequence, time) an `HMSG <prefix>...` frame; the bytes written."""
+    o = 0
     for i in range(cols.shape[0]):
         so, sn, ho, hn, po, pn, seq, ts = cols[i, 0], cols[i, 1], cols[i, 2], cols[i, 3], cols[i, 4], cols[i, 5], cols[i, 6], cols[i, 7]
         pending = max(pending - 1, 0)
@@ -230,8 +230,7 @@ def _batch_frames(a, cols, prefix, name, pending, last, lits, at, out, stat):
         o = _uint(out, o, last, _ndig(last)); o = _lit(out, o, lits, at, 7)
         for j in range(pn): out[o + j] = a[po + j]
         o += pn; out[o] = 13; out[o + 1] = 10; o += 2
-        nb += h + pn; last = seq
-    stat[0] = nb
+        last = seq
     return o
 
 _u8 = lambda b: np.frombuffer(b, np.uint8)
@@ -240,7 +239,7 @@ for _k, _args in (('_lit', lambda: (np.zeros(32, np.uint8), 0, _LIT_A, _LIT_AT, 
                   ('_uint', lambda: (np.zeros(8, np.uint8), 0, 5, 1)), ('_ts_len', lambda: (1,)),
                   ('_ts', lambda: (np.zeros(40, np.uint8), 0, 1, _LIT_A, _LIT_AT)),
                   ('_batch_frames', lambda: (_u8(bytes(8)), _i(0, 8), _u8(b'x'), _u8(b'x'), 0, 0, _LIT_A, _LIT_AT,
-                                             np.zeros(8, np.uint8), _i(1)))):
+                                             np.zeros(8, np.uint8)))):
     kernels.register(globals(), _k, _args)
 
 
@@ -261,11 +260,11 @@ def answer_built(stream, req: dict, to: bytes, max_pending: int = 64 * 1024 * 10
     k = min(int(np.searchsorted(sent, req.get('max_bytes') or max_pending)) + 1, len(rows))   # up to the one that passes
     cols, pending = cols[:k], store.num_pending(seq, nxt)
     end = eob(max(pending - k, 0), int(cols[-1, 6]))[0]
-    name, a, stat = _u8(wire(stream.name)), _u8(buf), np.zeros(1, np.int64)
+    name, a = _u8(wire(stream.name)), _u8(buf)
     def build(sid: bytes) -> bytes:
         prefix = b'HMSG %s %s ' % (to, sid)
         out = np.empty(int(sent[k - 1]) + k * (len(prefix) + len(name) + 300), np.uint8)
-        n = _batch_frames(a, cols, _u8(prefix), name, pending, 0, _LIT_A, _LIT_AT, out, stat)
+        n = _batch_frames(a, cols, _u8(prefix), name, pending, 0, _LIT_A, _LIT_AT, out)
         return out[:n].tobytes() + encode_hmsg(to, sid, b'', len(end), end)
     return stream.host.send_built(to, k + 1, int(sent[k - 1]), build)
 
