@@ -96,10 +96,11 @@ API_SUBJECTS = ('$JS.API.>',)     # every API subject is taken, as in the refere
 def _above_level(*args): raise JSRequiredApiLevelErr()
 
 def map_domain(core, domain: str):
-    "Answer `$JS.<domain>.API.>` as `$JS.API.>` in `core`'s account (the reference's domain mapping); returns the subscription."
+    "Answer `$JS.<domain>.API.>` as `$JS.API.>` in `core`'s account, and `$JS.<domain>.API.$KV.>` (`$OBJ`) as `$KV.>` (`$OBJ.>`), the reference's domain mappings; returns the subscription."
     prefix = f'$JS.{domain}.API.'.encode()
     def remap(subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-        core.route(src, b'$JS.API.' + subject[len(prefix):], reply, hdr, data)
+        rest = subject[len(prefix):]                 # a bucket's subjects keep their own space: a write to a mirror's origin
+        core.route(src, rest if rest.startswith((b'$KV.', b'$OBJ.')) else b'$JS.API.' + rest, reply, hdr, data)
     return core.subscribe(prefix + b'>', remap)
 
 class JetStream:

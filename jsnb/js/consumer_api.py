@@ -71,6 +71,8 @@ def _create(acct: Account, args: list[str], body: bytes, durable_api: bool) -> d
                                      subject_consumer=cname, subject_filter=filt, durable_api=durable_api,
                                      consumers={n: c.cfg for n, c in existing.items()}, deliver_interest=interest,
                                      account=acct.limits)
+    if cfg.get('direct') and cfg.get('sourcing') and cfg.get('name'):     # a copying stream's stable name: unique per create
+        cfg['name'] = f"{cfg['name']}-{new_consumer_name(existing)}"
     name = cfg.get('name') or cfg.get('durable_name') or new_consumer_name(existing)
     old = existing.get(name)
     if old is None: return consumer_info_of(acct, acct.add_consumer(s, name, cfg))

@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING
 from ..nats.protocol import get_header, remove_header, add_header, text, wire
 from ..nats.subjects import subject_matches, transform_subject
 from ..nats.times import NS, parse_rfc3339, rfc3339
-from .host import CopyMsg
+from .host import CopyMsg, log
+from .feeds import Feed
 if TYPE_CHECKING: from jsnb.js.stream import Stream      # the stream calls this module; it is only named here
 
 # %% auto #0
-__all__ = ['Upstream', 'identity', 'resume', 'pull', 'upstream_info', 'info', 'attach', 'detach', 'release', 'sync', 'catch_up']
+__all__ = ['Upstream', 'hash8', 'identity', 'resume', 'copy_one', 'pull', 'upstream_info', 'info', 'attach', 'detach', 'release',
+           'sync', 'catch_up']
 
 # %% ../../nbs/2_js/08_mirrors.ipynb #25eae963
 class Upstream:
@@ -25,13 +27,18 @@ class Upstream:
         self.filter = spec.get('filter_subject') or ''
         if self.transforms: src, dst = '\f'.join(s for s, _ in self.transforms), '\f'.join(d or '>' for _, d in self.transforms)
         else: src, dst = self.filter or '>', '>'
-        self.iname = f'{self.name} {src} {dst}'
+        ext, con = spec.get('external'), spec.get('consumer')
+        self.iname = (f'{self.name}' + (f':{hash8((ext.get("api") or ""))}' if ext else '')   # another API's is another stream
+                      + (f':C={hash8(con.get("name") or "")}' if con else '') + f' {src} {dst}')
         self.last = 0                      # last upstream sequence looked at
         self.copied = 0                    # last upstream sequence copied
         self.active = 0                    # when a message last arrived (ns)
         self.acked = 0                     # last upstream sequence acknowledged to a work-queue or interest upstream
         self.ack_due = 0                   # when what was copied since is acknowledged (ns); 0: nothing waits
         self.since = time.time_ns()        # when reading began: acknowledgements come at whole seconds after it
+        self.external = spec.get('external') or None   # another JetStream's API (and delivery prefix) to read it through
+        self.feed: Feed | None = None      # the reader of an upstream read through another JetStream's API
+        self.due = False                   # copies were made that the stream has not announced yet
 
     def wants(self, subject: str) -> bool:
         "Whether an upstream message on `subject` is copied."
@@ -47,14 +54,17 @@ class Upstream:
 # %% ../../nbs/2_js/08_mirrors.ipynb #d8e648c2
 _DIGITS = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
 
+def hash8(s: str) -> str:
+    "The reference's 8-character hash of a name."
+    return ''.join(_DIGITS[b % 62] for b in hashlib.sha256(s.encode()).digest()[:8])
+
 def identity(stream: Stream) -> str:
     "The reference's identity of a stream: an 8-character hash of its creation time (changes when it is recreated)."
-    d = hashlib.sha256(rfc3339(stream.created).encode()).digest()
-    return ''.join(_DIGITS[b % 62] for b in d[:8])
+    return hash8(rfc3339(stream.created))
 
 def _source_header(u: Upstream, seq: int, subject: str, ident: str) -> bytes:
-    src, dst = u.iname.split(' ', 1)[1].split(' ')
-    return wire(f'{u.name} {seq} {src} {dst} {subject} {ident}')
+    name, src, dst = u.iname.split(' ')
+    return wire(f'{name} {seq} {src} {dst} {subject}' + (f' {ident}' if ident else ''))   # no identity: an upstream that did not say it
 
 def resume(self: Stream, u: Upstream, upstream: Stream | None):
     "Set `u.last` to where copying into stream `self` continues."
@@ -85,6 +95,16 @@ def resume(self: Stream, u: Upstream, upstream: Stream | None):
     u.last = max(start - 1, 0)
 
 # %% ../../nbs/2_js/08_mirrors.ipynb #d70abb6f
+def copy_one(self: Stream, u: Upstream, seq: int, subject: str, hdr: bytes, data: bytes, ts: int, ident: str) -> bool:
+    "Copy upstream message `seq` into stream `self`; False when the stream refused it (tried again later)."
+    if u.mirror:                       # a mirror keeps the upstream's sequence (gaps become deleted sequences) and time
+        self.propose(CopyMsg(seq, u.subject(subject), hdr, data, ts))
+        return True
+    hdr = add_header(_without(remove_header(hdr, b'Nats-Stream-Source'), (b'Nats-Expected-', b'Nats-Batch-')),
+                     b'Nats-Stream-Source', _source_header(u, seq, subject, ident))
+    ack = self.process(u.subject(subject), hdr, data, sourced=True)
+    return not (ack and ack.startswith(b'{"error"'))
+
 def pull(self: Stream, u: Upstream, upstream: Stream) -> int:
     "Copy what `upstream` stored after `u.last`; returns how many messages were copied."
     n, store, ident = 0, upstream.store, identity(upstream)
@@ -93,12 +113,7 @@ def pull(self: Stream, u: Upstream, upstream: Stream) -> int:
         m = store.load_next_msg('>', u.last + 1)
         if m is None: break
         if u.wants(m.subject):
-            if u.mirror: _mirror_store(self, u, m)
-            else:
-                hdr = add_header(_without(remove_header(m.hdr, b'Nats-Stream-Source'), (b'Nats-Expected-', b'Nats-Batch-')),
-                                 b'Nats-Stream-Source', _source_header(u, m.seq, m.subject, ident))
-                ack = self.process(u.subject(m.subject), hdr, m.data, sourced=True)
-                if ack and ack.startswith(b'{"error"'): break           # refused: tried again at the next pull
+            if not copy_one(self, u, m.seq, m.subject, m.hdr, m.data, m.ts, ident): break    # refused: tried again at the next pull
             n += 1; u.copied = m.seq
         u.last = m.seq
     if n:
@@ -113,37 +128,42 @@ def _without(hdr: bytes, prefixes: tuple[bytes, ...]) -> bytes:
     kept = [l for l in lines[1:-2] if not l.startswith(prefixes)]
     return b'\r\n'.join([lines[0], *kept, b'', b'']) if kept else b''
 
-def _mirror_store(self: Stream, u: Upstream, m):
-    "A mirror keeps the upstream's sequence (gaps become deleted sequences) and time."
-    self.propose(CopyMsg(m.seq, u.subject(m.subject), m.hdr, m.data, m.ts))
-
 # %% ../../nbs/2_js/08_mirrors.ipynb #f440110c
 def upstream_info(u: Upstream, up: Stream | None) -> dict:
-    "The `mirror`/`sources` entry of `stream_info` for `u` (`up`: the upstream stream, if it exists)."
-    lag = max(up.store.state()['last_seq'] - u.last, 0) if up is not None and u.active else 0   # unknown until copying began
-    d = dict(name=u.name, lag=lag, active=time.time_ns() - u.active if u.active else -1)
+    "The `mirror`/`sources` entry of `stream_info` for `u` (`up`: the upstream stream, if it exists here)."
+    if u.feed is not None: d = dict(name=u.name, **u.feed.info())     # read through another JetStream: what its consumer said
+    else:
+        lag = max(up.store.state()['last_seq'] - u.last, 0) if up is not None and u.active else 0   # unknown until copying began
+        d = dict(name=u.name, lag=lag, active=time.time_ns() - u.active if u.active else -1)
+    if u.external: d = dict(name=u.name, external=u.external, **{k: v for k, v in d.items() if k != 'name'})
     if not u.mirror and u.copied: d['seq'] = u.copied    # sources also say the last upstream sequence they copied
     if u.filter: d['filter_subject'] = u.filter
     if u.transforms: d['subject_transforms'] = [dict(src=s, dest=t) for s, t in u.transforms]
     return d
 
 # %% ../../nbs/2_js/08_mirrors.ipynb #ca9c79a8
+def _local(s: Stream, u: Upstream) -> Stream | None:
+    "The upstream of `u` when it is a stream of the same account (not one read through another JetStream)."
+    return None if u.feed is not None else s.host.stream(u.name)
+
 def info(s: Stream) -> dict:
     "`{'mirror': ...}` or `{'sources': [...]}` for stream `s`'s info, or `{}` when it copies nothing."
     if not s.upstreams: return {}
-    entries = [upstream_info(u, s.host.stream(u.name)) for u in s.upstreams]
+    entries = [upstream_info(u, _local(s, u)) for u in s.upstreams]
     return {'mirror': entries[0]} if s.cfg.get('mirror') else {'sources': entries}
 
 # %% ../../nbs/2_js/08_mirrors.ipynb #98f65786
 def attach(s: Stream):
-    "Register `s`'s upstreams with the streams they read."
+    "Register `s`'s upstreams with the streams they read; start reading those of other JetStreams."
     for u in s.upstreams:
+        if u.feed is not None: u.feed.run(); continue
         up = s.host.stream(u.name)
         if up is not None and up is not s: up.readers[(s.name, u.iname)] = u
 
 def detach(s: Stream, ups: list[Upstream] | None = None):
     "`s` no longer reads `ups` (all its upstreams by default)."
     for u in s.upstreams if ups is None else ups:
+        if u.feed is not None: u.feed.halt(); continue
         up = s.host.stream(u.name)
         if up is not None and up.readers.get((s.name, u.iname)) is u: del up.readers[(s.name, u.iname)]
         u.ack_due = 0
@@ -168,6 +188,35 @@ def release(up: Stream, u: Upstream) -> int:
     if seqs: up.acked(u, seqs)
     return len(seqs)
 
+# %% ../../nbs/2_js/08_mirrors.ipynb #68ede434
+def _own_apis(s: Stream) -> tuple[str, ...]:
+    "The API prefixes that name the stream's own JetStream."
+    return ('', '$JS.API') + ((f'$JS.{s.host.domain}.API',) if getattr(s.host, 'domain', '') else ())
+
+def _feed(s: Stream, u: Upstream) -> Feed:
+    "The feed that copies `u` into `s` through `u`'s external API."
+    def begin():
+        if u.mirror: u.last = s.store.state()['last_seq']
+        if u.last: return u.last, dict(deliver_policy='by_start_sequence', opt_start_seq=u.last + 1)
+        if u.spec.get('opt_start_time'): return 0, dict(deliver_policy='by_start_time', opt_start_time=u.spec['opt_start_time'])
+        if (first := u.spec.get('opt_start_seq') or 0) > 1: return first - 1, dict(deliver_policy='by_start_sequence', opt_start_seq=first)
+        return 0, dict(deliver_policy='all')
+    def keep(seq, subject, hdr, data, ts) -> bool:
+        if u.wants(subject):
+            try: ok = copy_one(s, u, seq, subject, hdr, data, ts, f.identity)
+            except Exception as e: log.warning("stream '%s' could not copy %s %d: %s", s.name, u.name, seq, e); ok = False
+            if not ok: return False
+            u.copied = seq
+        u.last, u.active = seq, time.time_ns()
+        if not u.due: u.due = True; s.host.later(0, announce)
+        return True
+    def announce(): u.due = False; s._stored()
+    filters = [src for src, _ in u.transforms] if u.transforms else [u.filter] if u.filter else []
+    ext = u.external or {}
+    f = Feed(s.host, ext.get('api') or '', u.name, u.mirror, s.name, begin, keep, filters, ext.get('deliver') or '',
+             getattr(s.host, 'name', '$G'))
+    return f
+
 # %% ../../nbs/2_js/08_mirrors.ipynb #9b832f06
 def sync(s: Stream, copy: bool = True) -> int:
     "Set up `s.upstreams` from its configuration; unless `copy` is false, copy what they have (returns how many)."
@@ -177,7 +226,8 @@ def sync(s: Stream, copy: bool = True) -> int:
     for spec, mirror in specs:
         u = Upstream(spec, mirror)
         if u.iname in old: ups.append(old[u.iname]); continue
-        resume(s, u, s.host.stream(u.name)); u.acked = u.last; ups.append(u)
+        if u.external and u.external.get('api') not in _own_apis(s): u.feed = _feed(s, u)
+        resume(s, u, _local(s, u)); u.acked = u.last; ups.append(u)
     detach(s, [u for u in s.upstreams if u not in ups])
     s.upstreams = ups
     attach(s)
@@ -187,7 +237,7 @@ def catch_up(s: Stream) -> int:
     "Copy whatever `s`'s upstreams have that it has not; returns how many messages were copied."
     n = 0
     for u in s.upstreams:
-        up = s.host.stream(u.name)
+        up = _local(s, u)
         if up is not None and up is not s: n += pull(s, u, up)
     if n: s._stored()
     return n

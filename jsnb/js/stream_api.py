@@ -101,15 +101,6 @@ def _no_cycle(acct: Account, cfg: dict):
             if m['name'] in seen: raise JSStreamInvalidConfigF(err='detected cycle')
             if (up := upstream(m['name'])) is not None: todo.append(up)
 
-def _only_local(acct: Account, cfg: dict):
-    "Refuse a mirror or source read through another domain's or account's API: jsnb copies from its own streams only."
-    mine = ('', '$JS.API') + ((f'$JS.{acct.domain}.API',) if acct.domain else ())
-    for up in ([cfg['mirror']] if cfg.get('mirror') else []) + list(cfg.get('sources') or []):
-        api = (up.get('external') or {}).get('api') or ''
-        if api not in mine:
-            raise JSStreamInvalidConfigF(err=f'jsnb does not support yet {"a mirror" if up is cfg.get("mirror") else "a source"} '
-                                             f'read through another domain or account (external api {api!r})')
-
 def stream_create(acct: Account, args, body, src) -> dict:
     "`STREAM.CREATE.<stream>`"
     fm, ff = acct.free()
@@ -122,7 +113,6 @@ def stream_create(acct: Account, args, body, src) -> dict:
         return dict(s.info(cluster=False), did_create=True)      # the reference says so here too
     _no_overlap(acct, cfg)
     _no_cycle(acct, cfg)
-    _only_local(acct, cfg)
     s = acct.add_stream(cfg)
     if s.cfg.get('mirror') or s.cfg.get('sources'): mirrors.sync(s, copy=False); acct.later(0, lambda: mirrors.catch_up(s))
     acct.advise_stream(s.name, 'create')
@@ -137,7 +127,6 @@ def stream_update(acct: Account, args, body, src) -> dict:
     _inherit_direct(acct, cfg)
     _no_overlap(acct, cfg, but=s)
     _no_cycle(acct, cfg)
-    _only_local(acct, cfg)
     s.update(cfg)
     if cfg.get('mirror') or cfg.get('sources'): acct._copying = True
     mirrors.sync(s)

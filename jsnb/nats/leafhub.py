@@ -16,12 +16,13 @@ from .core import Core, VERSION, E_AUTH, log
 from .credentials import verify_nonce
 
 # %% auto #0
-__all__ = ['LEAF_PROTO', 'E_LEAF_PORT', 'LDS_PREFIX', 'LeafConn', 'LeafHub']
+__all__ = ['LEAF_PROTO', 'E_LEAF_PORT', 'LDS_PREFIX', 'JS_DENY', 'LeafConn', 'LeafHub']
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #f296a14a
 LEAF_PROTO = 3                                  # the reference's leaf node protocol version
 E_LEAF_PORT = 'attempted to connect to leaf node port'
 LDS_PREFIX = '$LDS.'
+JS_DENY = (b'$JS.API.', b'$KV.', b'$OBJ.')    # JetStream's client API never crosses a leaf connection (the reference's deny)
 _B62 = string.digits + string.ascii_letters
 
 def _nuid() -> str: return ''.join(random.SystemRandom().choice(_B62) for _ in range(22))
@@ -54,6 +55,8 @@ class LeafConn(_PeerConn):
         self.granted = self.perms = None           # the permissions of the user it logged in as (jsnb.nats.auth)
         self.isolated = False                      # not told of other leaf nodes' interest
         self.solicited = self.loop = False         # this server dialled it (it is our hub: jsnb.nats.leafremote); a loop was found
+        o = leafs.core.opts                        # what never goes out here: JetStream's API, and this domain's mapped one
+        self.js_out = JS_DENY + ((f'$JS.{o.js_domain}.API.'.encode(),) if o.jetstream and o.js_domain else ())
         self.transport = None
 
     def __repr__(self): return f'<LeafConn lid={self.cid} {self.name or self.host}>'
@@ -98,6 +101,7 @@ def deliver(self: LeafConn, sub: _LeafSub, subject: bytes, reply: bytes, hdr: in
     if to is not None and to != subject:           # a consumer's delivery: on its delivery subject, as the reference sends it
         if reply.startswith(b'$JS.ACK.') and _ack_deliver(reply) < 0: subject, reply = to, reply + b'@' + subject
         else: subject = to
+    if subject.startswith(self.js_out): return     # each side's JetStream answers its own clients
     if (p := self.perms) is not None:
         if not p.can_subscribe(subject, b''): return   # its user may not receive it
         if p.responses is not None and reply: p.gate(sub, subject, reply)   # `allow_responses`: it may answer
@@ -334,6 +338,7 @@ def _weight(sub) -> int: return (getattr(sub, 'qw', 1) or 1) if sub.queue else 1
 
 def _may_hear(lc, subject: bytes) -> bool:
     "Whether the leaf is told of interest in `subject`: its user may publish there (some of it, for a wildcard)."
+    if lc.solicited and subject.startswith(JS_DENY): return False    # our JetStream API is ours: a hub refuses the interest
     p, g = lc.perms, lc.granted
     if p is None or (p.pub_allow is None and p.pub_deny is None): return True
     if p._static_pub(subject): return True

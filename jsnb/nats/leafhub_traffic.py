@@ -17,7 +17,7 @@ from .accounts import add_shadows, drop_shadows
 from .core import E_AUTH_TIMEOUT, log
 from .times import go_duration, NS
 from .tls import tls_accept
-from .leafhub import LeafHub, LeafConn, _LeafSub
+from .leafhub import LeafHub, LeafConn, _LeafSub, JS_DENY
 
 # %% auto #0
 __all__ = ['LeafTraffic', 'leafz', 'leaf_varz', 'start_leafnodes', 'stop_leafnodes']
@@ -44,6 +44,7 @@ def leaf_sub(self: LeafTraffic, lc: LeafConn, op: LSub):
     if lc.perms is not None and not has_wildcard(op.subject) and not op.subject.startswith(b'$LDS.') \
             and not lc.perms.can_subscribe(op.subject, b''):
         return self.violation(lc, 'Subscription', op.subject)
+    if op.subject.startswith(JS_DENY): return        # interest in the other side's JetStream API: not served from here
     key = (op.subject, op.queue)
     sub = lc.subs.get(key)
     if sub is not None:
@@ -87,6 +88,7 @@ def inbound(self: LeafTraffic, lc: LeafConn, op: LMsg):
             and not (p.responses is not None and p.can_publish(subject)):      # (an answer it may send counts)
         return self.violation(lc, 'Publish', subject)
     target = subject
+    if target.startswith(JS_DENY): return            # the other side's JetStream API is its own (see `LeafConn`)
     if reply and (at := _ack_deliver(reply)) > 0: subject, reply = reply[at + 1:], reply[:at]   # a consumer's delivery
     psubs, qgroups = lc.acc.sublist.match(target)
     for sub in psubs:

@@ -241,9 +241,6 @@ async def start(self: Server) -> Server:
         raise StartupError("JetStream in a cluster needs route credentials (cluster { authorization { user, password } }): "
                            "they key the authenticated Raft traffic between the servers")
     leaf = o.leafnodes if o.leafnodes is not None and (o.leafnodes.port != 0 or o.leafnodes.remotes) else None
-    if leaf is not None and leaf.remotes and o.jetstream:
-        raise StartupError("leafnodes remotes on a server with JetStream are not supported yet (the JetStream domains and "
-                           "API denies a leaf node sets up): remove jetstream or the remotes")
     if o.accounts and o.clustered:
         raise StartupError("accounts are not carried over routes yet: jsnb runs accounts on a single server; "
                            "remove the cluster block (or --cluster) or the accounts")
