@@ -214,20 +214,32 @@ def _bulk_ok(self: Stream) -> bool:
             and not refuses_new and c.get('retention', 'limits') != 'interest'
             and c.get('max_msg_size', -1) in (-1, None) and not c.get('allow_msg_counter'))
 
-def _simple_headers(data: bytes, hdr: int) -> bool:
-    "Whether the header block `data[:hdr]` asks nothing of the stream but de-duplication and a stream name check (and is not too long)."
+_MID, _EXPS = b'NATS/1.0\r\nNats-Msg-Id: ', b'Nats-Expected-Stream: '
+
+def _simple_headers(data: bytes, hdr: int) -> tuple[bytes, bytes] | None:
+    """`(msg id, expected stream)` (`b''` for one not given) when the header block `data[:hdr]` asks nothing of the
+    stream but de-duplication and a stream name check (and is not too long); None when it asks more."""
+    if data.startswith(_MID):                        # the usual layout (a Spark row's): the id, maybe the stream name, nothing else
+        e = data.find(b'\r\n', 22, hdr)
+        if e > 0:
+            if hdr == e + 4: return data[22:e].lstrip(b' '), b''
+            if data.startswith(_EXPS, e + 2) and (f := data.find(b'\r\n', e + 24, hdr)) > 0 and hdr == f + 4:
+                return data[22:e].lstrip(b' '), data[e + 24:f].lstrip(b' ')
     n = data.count(b'Nats-', 0, hdr)
-    return n == 0 or (n == data.count(b'\r\nNats-Msg-Id:', 0, hdr) + data.count(b'\r\nNats-Expected-Stream:', 0, hdr) and hdr <= 65535)
+    if n == 0: return b'', b''
+    if n != data.count(b'\r\nNats-Msg-Id:', 0, hdr) + data.count(b'\r\nNats-Expected-Stream:', 0, hdr) or hdr > 65535: return None
+    h = data[:hdr]
+    return get_header(h, b'Nats-Msg-Id') or b'', get_header(h, b'Nats-Expected-Stream') or b''
 
 @patch
 def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "The stream's subscription: messages from clients wait in an inbox (fast-ingest ones in their own), the rest go one by one."
     fi = reply.endswith(b'.$FI')
-    if self._bulk and isinstance(src, ClientConn) and (not hdr or not fi and _simple_headers(data, hdr)):
+    if self._bulk and isinstance(src, ClientConn) and (not hdr or not fi and (ids := _simple_headers(data, hdr)) is not None):
         if not fi:
             if self._fast_inbox: self._flush_fast()  # keep the order of arrival between the two inboxes
             if not self._inbox: self.host.defer(self._flush)
-            self._inbox.append((subject, reply, data, hdr))
+            self._inbox.append((subject, reply, data, hdr, ids if hdr else None))
             return
         if self.cfg.get('allow_batched'):
             if self._inbox: self._flush()
@@ -249,7 +261,7 @@ def _flush(self: Stream):
     msgs, self._inbox = self._inbox, []
     if not msgs: return
     if len(msgs) == 1 or not self._bulk or self.host.storage_limit(self.cfg.get('storage', 'file')) >= 0:
-        for subject, reply, data, hdr in msgs: self._on_one(subject, reply, hdr, data)   # one at a time: the checks apply
+        for subject, reply, data, hdr, _ in msgs: self._on_one(subject, reply, hdr, data)   # one at a time: the checks apply
         return
     keep, answers = [], []            # the messages to store; per message (reply, index in keep | an answer, duplicate)
     if any(m[3] for m in msgs): keep, answers = self._dedup_run(msgs)
@@ -266,7 +278,7 @@ def _flush(self: Stream):
         answers = [(reply, nak if type(k) is int else k, False) for reply, k, _ in answers]
     except Exception:                                # one bad message must not cost its neighbours: each on its own
         log.exception("stream '$G > %s' could not store a run of %d messages; storing them one by one", self.name, len(msgs))
-        for subject, reply, data, hdr in msgs: self._on_one(subject, reply, hdr, data)
+        for subject, reply, data, hdr, _ in msgs: self._on_one(subject, reply, hdr, data)
         return
     else:
         if keep: self._stored()
@@ -279,16 +291,13 @@ def _dedup_run(self: Stream, msgs: list) -> tuple[list, list]:
     "For an inbox with headers: the messages to store (with their ids), and what each message is answered."
     keep, answers, seen, name = [], [], {}, self.name
     self._trim_dedup(time.time_ns())
-    for subject, reply, data, hdr in msgs:
+    for subject, reply, data, hdr, ids in msgs:
         mid = ''
-        if hdr:
-            h = data[:hdr]
-            if b'Nats-Expected-Stream:' in h:
-                exp = get_header(h, b'Nats-Expected-Stream')
-                if exp and text(exp) != name: answers.append((reply, self._nak(JSStreamNotMatchErr()), False)); continue
-            mid = get_header(h, b'Nats-Msg-Id') if b'Nats-Msg-Id:' in h else None
-            mid = text(mid) if mid else ''
-            if mid:
+        if ids is not None:                                     # what `_simple_headers` read
+            bmid, exp = ids
+            if exp and text(exp) != name: answers.append((reply, self._nak(JSStreamNotMatchErr()), False)); continue
+            if bmid:
+                mid = text(bmid)
                 d = self.dedup.get(mid)
                 if d is not None: answers.append((reply, self._ack(d[0], duplicate=True), False)); continue
                 k = seen.get(mid)
