@@ -8,6 +8,7 @@ import threading, types
 import numpy as np
 from ..nats.protocol import wire
 from . import kernels
+from .kernels import crc_tables
 
 # %% auto #0
 __all__ = ['WAIT_FOR_KERNELS', 'KERNEL_WAIT', 'S2_HEADER', 'ARCHIVE_MAGIC', 'warm', 'ready', 'crc32c', 'masked_crc',
@@ -15,17 +16,7 @@ __all__ = ['WAIT_FOR_KERNELS', 'KERNEL_WAIT', 'S2_HEADER', 'ARCHIVE_MAGIC', 'war
            'ArchiveReader']
 
 # %% ../../nbs/2_js/18b_archive.ipynb #538cd0d4
-def _crc_tables() -> np.ndarray:
-    "The CRC-32C lookup tables, eight of them for eight bytes at a time."
-    t = np.zeros((8, 256), np.int64)
-    for i in range(256):
-        c = i
-        for _ in range(8): c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        t[0, i] = c
-    for k in range(1, 8): t[k] = (t[k - 1] >> 8) ^ t[0][t[k - 1] & 0xff]
-    return t
-
-_CRC_T = _crc_tables()
+_CRC_T = crc_tables(0x82F63B78, 8)              # CRC-32C, eight tables for eight bytes at a time (see the kernels page)
 _CRC_L = _CRC_T[0].tolist()
 
 def _crc_loop(buf, crc, t):

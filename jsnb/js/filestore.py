@@ -5,6 +5,7 @@
 # %% ../../nbs/2_js/05_filestore.ipynb #6b484ccd
 from __future__ import annotations
 import bisect, json, logging, os, shutil, struct, time, zlib
+from itertools import repeat
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
@@ -336,8 +337,7 @@ def _put(self: FileStore, r, subject, hdr, data):
 @patch
 def _put_many(self: FileStore, r, subjects, datas, hdrs=None):
     ix, seq, ts = self._ix, int(self._ix.seq[r]), int(self._ix.ts[r])
-    if hdrs: recs = [_record(_MSG, seq + i, ts, 0, s, h, d) for i, (s, h, d) in enumerate(zip(subjects, hdrs, datas))]
-    else: recs = [_record(_MSG, seq + i, ts, 0, s, b'', d) for i, (s, d) in enumerate(zip(subjects, datas))]
+    recs = [_record(_MSG, seq + i, ts, 0, s, h, d) for i, (s, h, d) in enumerate(zip(subjects, hdrs or repeat(b''), datas))]
     lens = np.fromiter(map(len, recs), np.int64, len(recs))
     start = self._size + self._pending
     ix.blk[r:r + len(recs)] = self._cur
@@ -346,8 +346,7 @@ def _put_many(self: FileStore, r, subjects, datas, hdrs=None):
 
 @patch
 def _sizes(self: FileStore, subjects, datas, hdrs=None) -> np.ndarray:
-    if hdrs: return np.array([30 + len(s) + len(d) + (4 + len(h) if h else 0) for s, h, d in zip(subjects, hdrs, datas)], np.int64)
-    return np.array([30 + len(s) + len(d) for s, d in zip(subjects, datas)], np.int64)
+    return np.array([30 + len(s) + len(d) + (4 + len(h) if h else 0) for s, h, d in zip(subjects, hdrs or repeat(b''), datas)], np.int64)
 
 @patch
 def _skipped(self: FileStore, seq, ts):
@@ -552,11 +551,7 @@ def _read(self: FileStore, seq: int, b: int, off: int, need: int):
 # %% ../../nbs/2_js/05_filestore.ipynb #6a69cdef
 from . import kernels
 
-_CRC_IEEE = np.zeros(256, np.int64)             # zlib's CRC-32 (reflected 0xEDB88320), a byte at a time
-for _i in range(256):
-    _c = _i
-    for _ in range(8): _c = (_c >> 1) ^ 0xEDB88320 if _c & 1 else _c >> 1
-    _CRC_IEEE[_i] = _c
+_CRC_IEEE = kernels.crc_tables(0xEDB88320)[0]   # zlib's CRC-32, a byte at a time
 
 def _le(a, p, n):
     "The little-endian unsigned integer of `n` bytes at `a[p:]`."

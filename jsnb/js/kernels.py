@@ -9,8 +9,8 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['WANTED', 'JIT', 'JIT_MIN_ROWS', 'JIT_MIN_SCANS', 'AT_START', 'next_row', 'prev_row', 'count_rows', 'select_rows',
-           'last_rows', 'expired_rows', 'cache_dir', 'compile_cached', 'register', 'warm', 'warm_in_background',
-           'speedups']
+           'last_rows', 'expired_rows', 'crc_tables', 'cache_dir', 'compile_cached', 'register', 'warm',
+           'warm_in_background', 'speedups']
 
 # %% ../../nbs/2_js/03_kernels.ipynb #dffac007
 import importlib.util, threading
@@ -222,6 +222,17 @@ def expired_rows(dead, ts, ttl, start: int, stop: int, cutoff: int) -> np.ndarra
     end = _age_end_np(dead, ts, start, stop, cutoff)
     rows = np.flatnonzero(~dead[start:end]) + start
     return rows[ttl[rows] != -1]
+
+# %% ../../nbs/2_js/03_kernels.ipynb #2d19173e
+def crc_tables(poly: int, k: int = 1) -> np.ndarray:
+    "`k` lookup tables (int64, `k` x 256) for the reflected CRC-32 of polynomial `poly`."
+    t = np.zeros((k, 256), np.int64)
+    for i in range(256):
+        c = i
+        for _ in range(8): c = (c >> 1) ^ poly if c & 1 else c >> 1
+        t[0, i] = c
+    for j in range(1, k): t[j] = (t[j - 1] >> 8) ^ t[0][t[j - 1] & 0xff]
+    return t
 
 # %% ../../nbs/2_js/03_kernels.ipynb #bd7c44a6
 _lock = threading.Lock()

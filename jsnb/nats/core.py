@@ -553,14 +553,6 @@ def route_batch(self: Core, src, to: bytes, msgs: list, acc=None):
         self._queue_frames(sub, [encode_hmsg(s, sid, r, h, d) if h and hd else encode_msg(s, sid, r, d[h:] if h else d)
                                  for s, r, h, d in msgs], k, nb)
 
-def _last_free(pc: dict, to: bytes, d: int, r) -> tuple | None:
-    "`(to up to its last token, dots)` when the sublist's answer `r` for `to` holds whatever its last token is (a prefix entry says so), else None."
-    n, dot = to.count(b'.') + 1, -1
-    while True:
-        dot = to.find(b'.', dot + 1)
-        if dot < 0 or dot > d: return None
-        if pc.get((to[:dot + 1], n)) is r: return to[:d + 1], n - 1
-
 @patch
 def reply_many(self: Core, replies: list, acc=None):
     """Send the server's answers `[(to, body)]` in order, as `route(None, to, b'', 0, body)` one by one would: a run of
@@ -573,11 +565,10 @@ def reply_many(self: Core, replies: list, acc=None):
     def queue():
         for sub, (frames, k, nb) in pend.items(): self._queue_frames(sub, frames, k, nb)
         pend.clear()
-    match, pc, key, r, plain = acc.sublist.match, acc.sublist.pcache, None, None, False
+    sl, key, r, plain = acc.sublist, None, None, False
     for to, body in replies:
-        d = to.rfind(b'.')
-        if key is not None and to[:d + 1] == key[0] and to.count(b'.') == key[1]: psubs, qgroups = r   # as the one before
-        else: psubs, qgroups = r = match(to); key, plain = _last_free(pc, to, d, r), _plain(*r)
+        if key is not None and len(to) > len(key) and to.startswith(key) and to.find(b'.', len(key)) < 0: psubs, qgroups = r   # as the one before
+        else: psubs, qgroups = r = sl.match(to); key, plain = sl.last_token_free(to, r), _plain(*r)
         if not psubs and not qgroups: self.in_msgs += 1; self.in_bytes += len(body); continue
         if not plain:
             queue(); self.route(None, to, b'', 0, body, acc=acc); key = None; continue

@@ -190,6 +190,17 @@ def match(self: Sublist, subject: bytes):
     self.cache[subject] = r
     return r
 
+# %% ../../nbs/1_nats/01_subjects.ipynb #efd5e93b
+@patch
+def last_token_free(self: Sublist, subject: bytes, r) -> bytes | None:
+    """The prefix of `subject` up to its last token when the answer `r` of `match(subject)` holds whatever that token is
+    (a prefix entry says so: replies to inboxes that differ only there share one lookup), else None."""
+    d, n, dot = subject.rfind(b'.'), subject.count(b'.') + 1, -1
+    while True:
+        dot = subject.find(b'.', dot + 1)
+        if dot < 0 or dot > d: return None
+        if self.pcache.get((subject[:dot + 1], n)) is r: return subject[:d + 1]
+
 # %% ../../nbs/1_nats/01_subjects.ipynb #1c2fa92e
 _WILD = re.compile(r'\{\{\s*wildcard\s*\(\s*(\d+)\s*\)\s*\}\}|\$(\d+)')
 
