@@ -84,7 +84,7 @@ def on_api(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #bebbd1eb
 @patch
-def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int):
+def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int, tries: int = 0):
     subj = text(subject)
     verb, args = _verb(subj)
     if verb in _NOT_YET: return self._refuse(reply, _NOT_YET[verb][0], not_yet(_NOT_YET[verb][1]))
@@ -129,7 +129,16 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
     if verb.startswith('CONSUMER.'): return self._consumer_api(verb, name, g, subject, reply, hdr, data, src, rtype, extra)
     if verb == 'STREAM.SNAPSHOT': return self._refuse(reply, rtype, not_yet('a snapshot of a replicated stream'), extra)
     if verb in _CHANGES: return g.propose(('api', subject, reply, hdr, data, self.core.server_id))
+    s = self.account.streams.get(name)
+    if s is not None and not self._consumers_ready(g, s):      # a new leader reads once its own barrier came back: the whole log applied
+        if tries >= 40 or not g.is_leader(): return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
+        return asyncio.get_running_loop().call_later(0.05, self._serve, subject, reply, hdr, data, src, hops, tries + 1)
     self._local_api(subject, reply, hdr, data, src, name)
+
+@patch
+def _consumers_ready(self: ClusterApi, g, s) -> bool:
+    "Whether this leader of `s` has applied all of its group's log; the server's `ClusteredJetStream` knows (its barrier entry came back)."
+    return True
 
 @patch
 def _answer_r1(self: ClusterApi, verb, name, subject, reply, hdr, data, src):
