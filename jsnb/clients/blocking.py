@@ -192,6 +192,15 @@ def send(self: _Conn, subject: str, payload: bytes = b'', hdr: bytes = b'') -> b
     return reply
 
 @patch
+def send_many(self: _Conn, subjects: list[str], payloads: list[bytes], hdrs: list[bytes]):
+    "`send` for many messages at once, in one pass (their replies: the next inbox numbers, in order)."
+    n, ib = self._n, self.inbox.encode()
+    self._out.extend([b'HPUB %s %s.%d %d %d\r\n%s%s\r\n' % (s.encode(), ib, n + k, len(h), len(h) + len(d), h, d) if h
+                      else b'PUB %s %s.%d %d\r\n%s\r\n' % (s.encode(), ib, n + k, len(d), d)
+                      for k, (s, h, d) in enumerate(zip(subjects, hdrs, payloads), 1)])
+    self._n = n + len(subjects)
+
+@patch
 def flush(self: _Conn):
     "Send what `send` queued."
     if self._out: self.sock.sendall(b''.join(self._out)); self._out = []

@@ -287,8 +287,41 @@ def _acks(buf: bytes, rows: np.ndarray, subject_of) -> int:
                             buf[r[s._DATA]:r[s._DATA] + r[s._DATA_N]])
     return len(_DUPLICATE.findall(text))
 
+def _id_headers(o: _Options, prefix: str, start: int, k: int) -> list[bytes]:
+    "The header blocks `_encode_row` gives rows `start` to `start + k` that have no headers of their own."
+    exp = b'Nats-Expected-Stream: %s\r\n' % o.stream.encode() if o.stream else b''
+    if o.msg_id == 'position':
+        head = b'NATS/1.0\r\nNats-Msg-Id: ' + prefix.encode()
+        return [b'%s%d\r\n%s\r\n' % (head, i, exp) for i in range(start, start + k)]
+    return [b'NATS/1.0\r\n%s\r\n' % exp if exp else b''] * k
+
+def _chunks(batches, o: _Options, prefix: str, size: int = 1024):
+    """`(subjects, header blocks, payloads)` for the rows of `batches` (Arrow record batches, Rows or dicts), at most
+    `size` at a time, as `_encode_row` encodes them. An Arrow batch whose rows need nothing but the default headers
+    is encoded a column at a time, without making a dict per row."""
+    i = 0
+    for b in batches:
+        if isinstance(b, Row): b = [b.asDict()]
+        elif isinstance(b, dict): b = [b]
+        elif not isinstance(b, list):                            # an Arrow record batch
+            names, k = b.schema.names, b.num_rows
+            plain = ('headers' not in names or b.column('headers').null_count == k) and not o.msg_id_column and o.msg_id != 'hash'
+            subjects = b.column('subject').to_pylist() if plain else None
+            if plain and all(subjects):
+                datas = [d if type(d) is bytes else d.encode() if isinstance(d, str) else bytes(d or b'')
+                         for d in b.column('data').to_pylist()]
+                for lo in range(0, k, size):
+                    hi = min(k, lo + size)
+                    yield subjects[lo:hi], _id_headers(o, prefix, i + lo, hi - lo), datas[lo:hi]
+                i += k; continue
+            b = b.to_pylist()
+        for lo in range(0, len(b), size):
+            rows = [_encode_row(d, o, prefix + str(i + j)) for j, d in enumerate(b[lo:lo + size], lo)]
+            yield [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+        i += len(b)
+
 def _publish(c: _Conn, rows, o: _Options, window: int = 4096, write_id: str = '') -> WriteStats:
-    "Publish `rows` (dicts), `window` acks in flight at most; raise the first refusal. Default ids: `<write_id>.<partition>.<row>`."
+    "Publish `rows` (Arrow batches, Rows or dicts), `window` acks in flight at most; raise the first refusal. Default ids: `<write_id>.<partition>.<row>`."
     stats, waiting, fast = WriteStats(), deque(), _jit()        # the subjects of publishes not acked yet, oldest first
     first = c._n + 1                                            # the reply number of `waiting[0]`
     def subject_of(reply: bytes) -> str: return waiting[int(reply.rsplit(b'.', 1)[1]) - first]
@@ -309,11 +342,10 @@ def _publish(c: _Conn, rows, o: _Options, window: int = 4096, write_id: str = ''
                 else: stats.stored += 1
                 waiting.popleft(); first += 1
     prefix = f'{write_id or uuid.uuid4().hex[:16]}.{_position()}.'
-    for i, row in enumerate(rows):
-        subject, hdr, data = _encode_row(row, o, prefix + str(i))
-        c.send(subject, data, hdr); waiting.append(subject)
+    for subjects, hdrs, datas in _chunks(rows, o, prefix):
+        c.send_many(subjects, datas, hdrs); waiting.extend(subjects)
         if len(waiting) >= window: drain(window // 2)
-        elif i & 255 == 255: c.flush()                          # publishes go out 256 at a time, acks are read later
+        else: c.flush()                                         # publishes go out a chunk at a time, acks are read later
     drain(0)
     return stats
 
@@ -329,19 +361,13 @@ def _check_columns(schema: StructType, o: _Options):
         raise ValueError(f"column 'headers' must be {' or '.join(_HEADER_TYPES)}, not {t['headers']}")
     if o.msg_id_column and o.msg_id_column not in t: raise ValueError(f'no column {o.msg_id_column!r} for msg_id_column')
 
-def _dicts(batches):
-    "The rows of Spark's input to a write as dicts: from Arrow record batches, or from rows."
-    for b in batches:
-        if isinstance(b, Row): yield b.asDict()
-        else: yield from b.to_pylist()
-
 class _Writer(DataSourceArrowWriter):
     "Batch writes: each task publishes its rows (Arrow batches) with acks; the write's identity is made once, on the driver."
     def __init__(self, o: _Options, schema: StructType, overwrite: bool):
         if overwrite: raise ValueError('a stream is append-only: write with mode("append")')
         _check_columns(schema, o); self.o, self.write_id = o, uuid.uuid4().hex[:16]
     def write(self, rows) -> WriteStats:
-        with self.o.connect() as c: return _publish(c, _dicts(rows), self.o, write_id=self.write_id)
+        with self.o.connect() as c: return _publish(c, rows, self.o, write_id=self.write_id)
     def commit(self, messages): _report(messages, 'jetstream write')
 
 def _batch_id() -> str:
@@ -356,7 +382,7 @@ class _StreamWriter(DataSourceStreamArrowWriter or DataSourceStreamWriter):
     "Streaming writes: each micro-batch's tasks publish their rows (Arrow batches where Spark has them) with acks."
     def __init__(self, o: _Options, schema: StructType): _check_columns(schema, o); self.o = o
     def write(self, rows) -> WriteStats:
-        with self.o.connect() as c: return _publish(c, _dicts(rows), self.o, write_id=_batch_id())
+        with self.o.connect() as c: return _publish(c, rows, self.o, write_id=_batch_id())
     def commit(self, messages, batchId): _report(messages, f'jetstream micro-batch {batchId}')
     def abort(self, messages, batchId): pass      # nothing to undo: a retry's duplicates are dropped by msg id
 
