@@ -6,6 +6,7 @@
 from __future__ import annotations
 import logging, time
 from collections import deque
+from itertools import repeat
 
 import orjson
 from fastcore.basics import patch
@@ -49,7 +50,7 @@ class Stream:
         self.subs: list = []                         # subscriptions to the stream's subjects
         self.consumers: dict = {}                    # name -> Consumer
         self.dedup: dict[str, tuple[int, int]] = {}  # message id -> (sequence, time stored)
-        self._dedup_order: deque = deque()           # (time stored, message id), oldest first
+        self._dedup_order: deque = deque()           # (time stored, message id or a run's list of ids), oldest first
         self.last_seq = store.state()['last_seq']
         self.last_msg_id = ''
         self._inbox: list = []                       # header-less messages of the current read, stored together
@@ -75,9 +76,10 @@ def _trim_dedup(self: Stream, now: int):
     "Forget message ids older than the duplicate window (oldest first: the cost is what is forgotten)."
     cutoff, order, dedup = now - self.cfg.get('duplicate_window', 0), self._dedup_order, self.dedup
     while order and order[0][0] < cutoff:
-        ts, mid = order.popleft()
-        d = dedup.get(mid)
-        if d is not None and d[1] == ts: del dedup[mid]
+        ts, mids = order.popleft()
+        for mid in mids if type(mids) is list else (mids,):
+            d = dedup.get(mid)
+            if d is not None and d[1] == ts: del dedup[mid]
 
 @patch
 def _rebuild_dedup(self: Stream):
@@ -129,9 +131,10 @@ def apply(self: Stream, op):
     if t is StoreRun:
         first, ts = store.store_batch(op.subjects, op.datas, op.hdrs)
         self.last_seq, self.last_msg_id = first + len(op.subjects) - 1, op.ids[-1] if op.ids else ''
-        if op.ids:                                      # `_remember` for each id, in one pass
-            ids = [(mid, first + i) for i, mid in enumerate(op.ids) if mid]
-            self.dedup.update([(mid, (seq, ts)) for mid, seq in ids]); self._dedup_order.extend([(ts, mid) for mid, _ in ids])
+        if op.ids:                                      # `_remember` for each id, in one pass (one entry in the order for the run)
+            ids = op.ids if all(op.ids) else [mid for mid in op.ids if mid]
+            seqs = range(first, first + len(ids)) if ids is op.ids else [first + i for i, mid in enumerate(op.ids) if mid]
+            self.dedup.update(zip(ids, zip(seqs, repeat(ts)))); self._dedup_order.append((ts, ids))
         if self.schedules:
             for subject in op.subjects: self.schedules.remove(text(subject))     # a plain message cancels a schedule
         return first
@@ -283,8 +286,9 @@ def _flush(self: Stream):
     else:
         if keep: self._stored()
     if self.cfg.get('no_ack'): return
-    ack = self._ack
-    self.host.reply_many([(reply, ack(first + k, duplicate=dup) if type(k) is int else k) for reply, k, dup in answers if reply])
+    ack, fmt = self._ack, b'{"stream":' + self._qname.replace(b'%', b'%%') + b',"seq":%d}'      # `_ack`'s usual answer
+    self.host.reply_many([(reply, (ack(first + k, duplicate=True) if dup else fmt % (first + k)) if type(k) is int else k)
+                          for reply, k, dup in answers if reply])
 
 @patch
 def _dedup_run(self: Stream, msgs: list) -> tuple[list, list]:
