@@ -342,10 +342,11 @@ def _publish(c: _Conn, rows, o: _Options, window: int = 4096, write_id: str = ''
                 else: stats.stored += 1
                 waiting.popleft(); first += 1
     prefix = f'{write_id or uuid.uuid4().hex[:16]}.{_position()}.'
-    for subjects, hdrs, datas in _chunks(rows, o, prefix):
+    size = min(1024, window)
+    for subjects, hdrs, datas in _chunks(rows, o, prefix, size):
+        if len(waiting) + len(subjects) > window: drain(min(window // 2, window - len(subjects)))   # never more than `window` in flight
         c.send_many(subjects, datas, hdrs); waiting.extend(subjects)
-        if len(waiting) >= window: drain(window // 2)
-        else: c.flush()                                         # publishes go out a chunk at a time, acks are read later
+        c.flush()                                               # publishes go out a chunk at a time, acks are read later
     drain(0)
     return stats
 

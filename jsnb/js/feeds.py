@@ -56,6 +56,7 @@ class Feed:
         self.sseq = self.dseq = 0          # last upstream sequence kept, last consumer sequence seen
         self.lag, self.active, self.err = 0, 0, None
         self.fails, self.lreq, self.waiting, self.running = 0, 0, False, False
+        self.again = False                 # a create was asked for while one waited for its answer: made after it
         self.sourcing = True               # ask for a sourcing consumer (API level 4) until the upstream says it has none
         self.identity = ''                 # the upstream's identity, when its answer says it
         self._gen = self._hgen = 0         # bumped by every create (health check: every run) and stop: older timers do nothing
@@ -91,9 +92,10 @@ def _cancel(self: Feed):
 def create(self: Feed):
     "Ask the upstream for a new consumer from the last message kept (or later, if the last ask was too recent)."
     if not self.running: return
+    if self.waiting: self.again = True; return                   # made when the answer (or its timeout) comes
     now = time.time_ns()
-    if now - self.lreq < RETRY_GAP or self.waiting: return self._retry()
-    self._cancel(); self._gen += 1; self.lreq = now
+    if now - self.lreq < RETRY_GAP: return self._retry()
+    self._cancel(); self._gen += 1; self.lreq = now; self.again = False
     last, begin = self.start()
     self.sseq, self.dseq = last, 0
     deliver = f'{self.deliver_prefix}.{"M" if self.mirror else "S"}.{_token()}'.replace('..', '.') if self.deliver_prefix \
@@ -126,7 +128,7 @@ def _later(self: Feed, delay: float, fn: Callable):
 # %% ../../nbs/2_js/08a_feeds.ipynb #7aa9c567
 @_patch
 def _failed(self: Feed, err: dict):
-    self.err, self.waiting = err, False
+    self.err, self.waiting, self.again = err, False, False
     self.fails += 1
     self._cancel()
     self._retry()
@@ -167,6 +169,7 @@ def on_reply(self: Feed, gen: int, subject: bytes, reply: bytes, hdr: int, data:
     self.cname, self.err, self.fails, self.active = r.get('name') or '', None, 0, time.time_ns()
     ident = get_header(data[:hdr], b'Nats-Stream-Identity') if hdr else None
     if ident: self.identity = text(ident)
+    if self.again: self.create()                                 # something went wrong while it was made: again
 
 # %% ../../nbs/2_js/08a_feeds.ipynb #fd306ee2
 @_patch

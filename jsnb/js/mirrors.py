@@ -84,7 +84,7 @@ def resume(self: Stream, u: Upstream, upstream: Stream | None):
         h = get_header(m.hdr, b'Nats-Stream-Source')
         if h:
             parts = text(h).split(' ')
-            if len(parts) >= 4 and f'{parts[0]} {parts[2]} {parts[3]}' == u.iname:
+            if len(parts) >= 4 and f'{parts[0]} {parts[2]} {parts[3]}' in (u.iname, f'{u.name} {u.iname.split(" ", 1)[1]}'):   # (or as written before the name carried the API's hash)
                 same = upstream is None or len(parts) < 6 or parts[5] == identity(upstream)
                 if same: u.last = u.copied = int(parts[1]); return
                 break                               # the upstream was recreated: start over

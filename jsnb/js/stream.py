@@ -222,7 +222,7 @@ _MID, _EXPS = b'NATS/1.0\r\nNats-Msg-Id: ', b'Nats-Expected-Stream: '
 def _simple_headers(data: bytes, hdr: int) -> tuple[bytes, bytes] | None:
     """`(msg id, expected stream)` (`b''` for one not given) when the header block `data[:hdr]` asks nothing of the
     stream but de-duplication and a stream name check (and is not too long); None when it asks more."""
-    if data.startswith(_MID):                        # the usual layout (a Spark row's): the id, maybe the stream name, nothing else
+    if hdr <= 65535 and data.startswith(_MID):       # the usual layout (a Spark row's): the id, maybe the stream name, nothing else
         e = data.find(b'\r\n', 22, hdr)
         if e > 0:
             if hdr == e + 4: return data[22:e].lstrip(b' '), b''
