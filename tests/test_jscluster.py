@@ -352,3 +352,39 @@ async def test_jsnb_cluster_command_with_jetstream(tmp_path):
         assert p.wait(30) == 0
         p.stdout.close()
     assert sorted(d.name for d in tmp_path.iterdir() if d.is_dir()) == ['dev-1', 'dev-2', 'dev-3']   # a store per server
+
+
+async def test_lagging_follower_hands_reads_to_the_leader():
+    """The read-after-write spec's testing recipe with a follower paused: server n2 applies its log 3 s late
+    (`JSNB_APPLY_LAG`). A Direct Get with `min_last_seq` that n2 cannot satisfy yet is handed to the stream leader,
+    which answers it: every request succeeds with the message just written, none gets `412 Min Last Sequence`."""
+    import os
+    c = JSCluster('jsnb')
+    try:
+        for i in range(3):
+            if i == 2: os.environ['JSNB_APPLY_LAG'] = '3'
+            try: c.start(i)
+            finally: os.environ.pop('JSNB_APPLY_LAG', None)
+        c.wait_meta()
+        leader = await _create(c, allow_direct=True)
+        nc0 = await nats.connect(c.url(0))
+        for _ in range(10):                                   # n2 must be a follower
+            if leader != 'n2': break
+            await _req(nc0, '$JS.API.STREAM.LEADER.STEPDOWN.S')
+            await asyncio.sleep(1)
+            leader = (await _info(nc0, 'S'))['cluster']['leader']
+        assert leader != 'n2'
+        _wait(lambda: c.jsz(2)['streams'] == 1)               # n2 has applied the stream's assignment (late)
+        await asyncio.sleep(3.5)                              # and everything before the publish below
+        nc2 = await nats.connect(c.url(2))
+        ack = await nc2.jetstream().publish('s.x', b'one')
+        assert c.jsz(2)['messages'] == 0                      # n2 has not applied it: a plain read there would be stale
+        statuses = []
+        for _ in range(12):                                   # Direct Get's queue group picks any replica, n2 among them
+            m = await nc2.request('$JS.API.DIRECT.GET.S', json.dumps({'seq': ack.seq, 'min_last_seq': ack.seq}).encode(), timeout=5)
+            statuses.append((m.headers or {}).get('Status'))
+            assert m.data == b'one' and m.headers['Nats-Sequence'] == str(ack.seq), (m.headers, m.data)
+        assert c.jsz(2)['messages'] == 0, 'the lag ended during the reads: nothing was shown'
+        assert statuses == [None] * 12
+        await nc0.close(); await nc2.close()
+    finally: c.stop()

@@ -5,6 +5,7 @@
 # %% ../../nbs/2_js/20_cluster.ipynb #ad028825
 from __future__ import annotations
 import asyncio, hashlib, logging, os, socket, time
+from collections import deque
 from functools import partial
 import orjson
 from fastcore.basics import patch
@@ -28,6 +29,8 @@ class RaftGroup(SyncObj):
     "A PySyncObj group whose committed entries are handed, in log order, to `on_apply(index, op)` on the asyncio loop."
     def __init__(self, me: str, others: list[str], password: str, on_apply, loop, journal: str | None = None):
         self._on_apply, self._loop = on_apply, loop
+        self.lag = float(os.environ.get('JSNB_APPLY_LAG') or 0)   # seconds this server applies late (a lagging replica, for tests)
+        self._held: deque = deque()
         self.leader_since, self.applied, self.applied_before = 0, 0, 0
         self.cready = False
         conf = SyncObjConf(password=password, journalFile=journal, onStateChanged=self._state, appendEntriesUseBatch=False,
@@ -39,7 +42,17 @@ class RaftGroup(SyncObj):
     @replicated
     def _entry(self, op):
         idx = self.raftLastApplied + 1           # PySyncObj counts the entry as applied once this returns
-        self._loop.call_soon_threadsafe(self._on_apply, idx, op)
+        self._loop.call_soon_threadsafe(self._hold if self.lag else self._on_apply, idx, op)
+
+    def _hold(self, idx, op):
+        "With `lag`: apply `op` that many seconds late, still in log order."
+        self._held.append((time.monotonic() + self.lag, idx, op))
+        if len(self._held) == 1: self._loop.call_later(self.lag, self._release)
+
+    def _release(self):
+        now = time.monotonic()
+        while self._held and self._held[0][0] <= now + 0.001: _, idx, op = self._held.popleft(); self._on_apply(idx, op)
+        if self._held: self._loop.call_later(max(0.0, self._held[0][0] - now), self._release)
 
     def propose(self, op: tuple):
         "Submit `op` (a tuple of plain values); a follower hands it to the leader."
@@ -101,6 +114,7 @@ class ClusterMeta(JetStream):
                          domain=opts.js_domain)
         self.opts, self.meta = opts, None
         self.account.clustered = True
+        self.account.read_elsewhere = self.read_elsewhere   # a lagging replica hands read-after-write reads to its leader
         self.host = opts.cluster_host if opts.cluster_host not in ('', '0.0.0.0', '::') else '127.0.0.1'
         self._state_dir = os.path.join(core.store_dir, '_meta_')
         self.raft_addr = _read(os.path.join(self._state_dir, 'raft')) or f'{self.host}:{free_port(self.host)}'
@@ -183,6 +197,11 @@ def _wire_msg(self: ClusterMeta, local, i: int, subject: bytes, reply: bytes, hd
 def forward(self: ClusterMeta, server: str, subject: bytes, reply: bytes, hdr: int, data: bytes, hops: int = 1):
     "Send a request on to the server named `server` (by its peer id, which a restart keeps), which answers the client itself."
     self.core.route(None, f'{_FWD}{peer_id(server)}.{hops}.'.encode() + subject, reply, hdr, data)
+
+@patch
+def read_elsewhere(self: ClusterMeta, stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src) -> bool:
+    "Reads go to a stream's leader once the requests API answers cluster-wide (`jsnb.js.cluster_api`); the meta group alone keeps them."
+    return False
 
 # %% ../../nbs/2_js/20_cluster.ipynb #cc28c5c8
 RAFT_META = 'jsnb_meta'      # the route INFO field that carries the members of a server's meta group, once formed

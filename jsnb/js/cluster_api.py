@@ -13,6 +13,7 @@ from .errors import JSApiError, JSClusterNotAvailErr, JSClusterNoPeersErrF, JSSt
 from .host import json_bytes
 from .api import JetStream, route, answer, audit, _RT, ROUTES, _above_level
 from .direct_get import level_ok
+from . import direct_get
 from .stream_config import stream_config_for_create, subjects_overlap
 from . import stream_api as S
 from .cluster import ClusterMeta, RaftGroup, peer_id, _FWD
@@ -91,6 +92,8 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
     if verb == 'META.LEADER.STEPDOWN': return self._meta_stepdown_request(src)
     if subj.startswith('$JS.API.DIRECT.GET.'):
         name = subj.split('.')[4]
+        if hops and (s := self.account.streams.get(name)) is not None:   # a replica behind the read's min_last_seq sent it here
+            return direct_get.on_request(s, len(subj.split('.', 5)) > 5, subject, reply, hdr, data, _LEADER)
         if self.leader_of(name) in ('', self.core.server_name): return self._local_api(subject, reply, hdr, data, src)
         if not self.assignments[name]['config'].get('allow_direct'): self.account.no_responders(src, subject, reply)
         return                                       # otherwise the stream's replicas answer (their queue group)
@@ -144,6 +147,20 @@ def _consumers_ready(self: ClusterApi, g, s) -> bool:
 def _answer_r1(self: ClusterApi, verb, name, subject, reply, hdr, data, src):
     "A request for a stream this server holds alone: answered as on one server (see `_answer_here`)."
     self._answer_here(verb, name, subject, reply, hdr, data, src, True)
+
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #4a10933d
+_LEADER = 'leader'          # the source of a read handed to this server as the stream's leader: it answers or refuses
+
+@patch
+def read_elsewhere(self: ClusterApi, s, subject: bytes, reply: bytes, hdr: int, data: bytes, src) -> bool:
+    """A replica of a replicated stream that has not applied the read's `min_last_seq` yet hands it to the leader, which
+    answers (or refuses, delayed, if it is behind too): the read-after-write spec's followers redirect, mirrors refuse."""
+    g = self.groups.get(s.name)
+    if src is _LEADER or g is None or g.is_leader() or s.cfg.get('mirror'): return False     # (a mirror refuses)
+    lead = self.leader_of(s.name)
+    if not lead or lead == self.core.server_name: return False
+    self.forward(lead, subject, reply, hdr, data)
+    return True
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #bf7f2f38
 @patch

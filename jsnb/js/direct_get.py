@@ -301,6 +301,7 @@ def on_request(s: Stream, appended: bool, subject: bytes, reply: bytes, hdr: int
         if err is None: err = check(req)
     mls = req.get('min_last_seq') or 0 if err is None else 0
     if mls and mls > s.store.state()['last_seq']:                                    # read-after-write: not yet
+        if s.host.read_elsewhere(s, subject, reply, hdr, data, src): return         # a follower: its leader answers
         return s.host.later(ERROR_DELAY, lambda: s.host.publish(to, b'', MIN_LAST_SEQ[0]))
     if err is None and answer_built(s, req, reply): return
     out = [err] if err is not None else answer(s, req)

@@ -54,6 +54,8 @@ class StreamHost(Protocol):
     def stream(self, name: str): "Another stream of the account, or `None`."
     def stored(self, stream) -> None: "`stream` stored messages: its mirrors and sourcing streams may copy them."
     def batches_inflight(self) -> int: "Atomic batches being staged in all the account's streams."
+    def read_elsewhere(self, stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src) -> bool:
+        "Hand a read this replica cannot answer yet (read-after-write) to the stream's leader; False when there is none to ask."
 
 # %% ../../nbs/2_js/05a_host.ipynb #22335403
 _ID_CHARS = string.ascii_letters + string.digits
@@ -113,6 +115,7 @@ class NullHost:
     def stream(self, name): return self.streams.get(name)
     def stored(self, stream): pass
     def batches_inflight(self): return sum(len(s.batches) for s in self.streams.values())
+    def read_elsewhere(self, stream, subject, reply, hdr, data, src): return False        # one server: no other replica
 
     def run_timers(self) -> int:
         "Run the work `later` was given, in order of delay; returns how many ran."
