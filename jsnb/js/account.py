@@ -179,8 +179,8 @@ def advise_stream(self: Account, name: str, action: str):
 
 # %% ../../nbs/2_js/13_account.ipynb #a971d482
 @patch
-def add_consumer(self: Account, s: Stream, name: str, cfg: dict) -> Consumer:
-    "Create consumer `name` of stream `s` (configuration already validated)."
+def add_consumer(self: Account, s: Stream, name: str, cfg: dict, deliver: bool = True) -> Consumer:
+    "Create consumer `name` of stream `s` (configuration already validated); unless `deliver` is false, it delivers what it has at once."
     c = Consumer(s, name, cfg)
     try: self.persist(c, force=True)
     except (OSError, ValueError) as e:
@@ -188,7 +188,7 @@ def add_consumer(self: Account, s: Stream, name: str, cfg: dict) -> Consumer:
         raise JSConsumerCreateErrF(err='error creating store for consumer') from e
     s.consumers[name] = c
     c.advise('CREATED', action='create')
-    self.send(c.deliver())
+    if deliver: self.send(c.deliver())
     return c
 
 @patch

@@ -154,6 +154,8 @@ class JetStream:
         except (TypeError, ValueError):                 # nothing a handler returns should get here, but answer anyway
             log.exception('JetStream API reply to %s could not be encoded', subj)
             out = json_bytes(dict(type=resp['type'], error=JSApiError(500, 0, 'internal error: reply could not be encoded').to_dict()))
+        h = C.identity_header(self.account, resp) if r.rtype == 'consumer_create_response' else b''
         if reply and delay: self.account.later(delay, lambda: self.account.reply(reply, out))
+        elif reply and h: self.account.publish(text(reply), out, hdr=h)
         elif reply: self.account.reply(reply, out)
         if loud: audit(self.account, src, subj, body, out)

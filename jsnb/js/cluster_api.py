@@ -15,7 +15,7 @@ from .api import JetStream, route, answer, audit, _RT, ROUTES, _above_level
 from .direct_get import level_ok
 from . import direct_get
 from .stream_config import stream_config_for_create, subjects_overlap
-from . import stream_api as S
+from . import stream_api as S, consumer_api as C
 from .cluster import ClusterMeta, RaftGroup, peer_id, _FWD
 
 log = logging.getLogger('jsnb')
@@ -252,7 +252,9 @@ def _local_api(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: b
     loud = 'error' in resp or not r.quiet
     if loud: self.account.api_total += 1
     out = json_bytes(resp)
+    h = C.identity_header(self.account, resp) if r.rtype == 'consumer_create_response' else b''
     if reply and delay: self.account.later(delay, lambda: self.account.reply(reply, out))
+    elif reply and h: self.account.publish(text(reply), out, hdr=h)
     elif reply: self.account.reply(reply, out)
     if loud: audit(self.account, src, subj, body, out)
     return resp

@@ -23,9 +23,9 @@ from .account import Account
 from .stream_api import request, stream_of, require_empty
 
 # %% auto #0
-__all__ = ['on_next', 'on_ack', 'on_flow_control', 'consumer_create', 'consumer_durable_create', 'consumer_info_of',
-           'consumer_of', 'consumer_info', 'consumer_delete', 'consumer_names', 'consumer_list', 'consumer_pause',
-           'consumer_unpin', 'reset_consumer', 'reset_seq', 'on_reset']
+__all__ = ['on_next', 'on_ack', 'on_flow_control', 'identity_header', 'consumer_create', 'consumer_durable_create',
+           'consumer_info_of', 'consumer_of', 'consumer_info', 'consumer_delete', 'consumer_names', 'consumer_list',
+           'consumer_pause', 'consumer_unpin', 'reset_consumer', 'reset_seq', 'on_reset']
 
 # %% ../../nbs/2_js/15_consumer_api.ipynb #a8e23d67
 def _consumer(acct: Account, stream: str, name: str) -> Consumer | None:
@@ -75,9 +75,19 @@ def _create(acct: Account, args: list[str], body: bytes, durable_api: bool) -> d
         cfg['name'] = f"{cfg['name']}-{new_consumer_name(existing)}"
     name = cfg.get('name') or cfg.get('durable_name') or new_consumer_name(existing)
     old = existing.get(name)
-    if old is None: return consumer_info_of(acct, acct.add_consumer(s, name, cfg))
+    if old is None:                                  # the answer goes out first, then the first messages, as the reference's do
+        c = acct.add_consumer(s, name, cfg, deliver=False)
+        acct.later(0, lambda: acct.send(c.deliver()) if s.consumers.get(name) is c else None)
+        return consumer_info_of(acct, c)
     if old.cfg != cfg: old.set_config(cfg); acct.persist(old, force=True)
     return consumer_info_of(acct, old)
+
+def identity_header(acct: Account, resp: dict) -> bytes:
+    "The header a created direct or sourcing consumer's answer carries, as the reference's: which stream (which incarnation) it reads."
+    cfg = resp.get('config') if 'error' not in resp else None
+    if not isinstance(cfg, dict) or not (cfg.get('direct') or cfg.get('sourcing')): return b''
+    s = acct.streams.get(resp.get('stream_name') or '')
+    return b'NATS/1.0\r\nNats-Stream-Identity: %s\r\n\r\n' % identity(s).encode() if s is not None else b''
 
 def consumer_create(acct: Account, args, body, src) -> dict:
     "`CONSUMER.CREATE.<stream>[.<consumer>[.<filter>]]`"
