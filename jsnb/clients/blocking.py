@@ -194,10 +194,8 @@ def send(self: _Conn, subject: str, payload: bytes = b'', hdr: bytes = b'') -> b
 @patch
 def send_many(self: _Conn, subjects: list[str], payloads: list[bytes], hdrs: list[bytes]):
     "`send` for many messages at once, in one pass (their replies: the next inbox numbers, in order)."
-    n, ib = self._n, self.inbox.encode()
-    self._out.extend([b'HPUB %s %s.%d %d %d\r\n%s%s\r\n' % (s.encode(), ib, n + k, len(h), len(h) + len(d), h, d) if h
-                      else b'PUB %s %s.%d %d\r\n%s\r\n' % (s.encode(), ib, n + k, len(d), d)
-                      for k, (s, h, d) in enumerate(zip(subjects, hdrs, payloads), 1)])
+    n, ib, enc = self._n, self.inbox.encode(), wire.encode_pub
+    self._out.extend([enc(s.encode(), b'%s.%d' % (ib, n + k), d, h) for k, (s, h, d) in enumerate(zip(subjects, hdrs, payloads), 1)])
     self._n = n + len(subjects)
 
 @patch

@@ -31,6 +31,7 @@ class Route(NamedTuple):
     quiet: bool = False
     error_extra: dict = {}
     nargs: int = -1                  # when set, a subject with another number of arguments is not this verb (no answer)
+    header: Callable | None = None   # `header(account, answer)`: a header block the answer carries (b'' for none)
 
 ROUTES: dict[str, Route] = {
     'INFO': Route(S.account_info, 'account_info_response'),
@@ -45,8 +46,8 @@ ROUTES: dict[str, Route] = {
     'STREAM.MSG.DELETE': Route(S.msg_delete, 'stream_msg_delete_response'),
     'STREAM.SNAPSHOT': Route(SN.stream_snapshot, 'stream_snapshot_response'),
     'STREAM.RESTORE': Route(RS.stream_restore, 'stream_restore_response', error_extra=dict(deliver_subject='')),
-    'CONSUMER.CREATE': Route(C.consumer_create, 'consumer_create_response'),
-    'CONSUMER.DURABLE.CREATE': Route(C.consumer_durable_create, 'consumer_create_response'),
+    'CONSUMER.CREATE': Route(C.consumer_create, 'consumer_create_response', header=C.identity_header),
+    'CONSUMER.DURABLE.CREATE': Route(C.consumer_durable_create, 'consumer_create_response', header=C.identity_header),
     'CONSUMER.INFO': Route(C.consumer_info, 'consumer_info_response'),
     'CONSUMER.DELETE': Route(C.consumer_delete, 'consumer_delete_response'),
     'CONSUMER.NAMES': Route(C.consumer_names, 'consumer_names_response'),
@@ -154,7 +155,7 @@ class JetStream:
         except (TypeError, ValueError):                 # nothing a handler returns should get here, but answer anyway
             log.exception('JetStream API reply to %s could not be encoded', subj)
             out = json_bytes(dict(type=resp['type'], error=JSApiError(500, 0, 'internal error: reply could not be encoded').to_dict()))
-        h = C.identity_header(self.account, resp) if r.rtype == 'consumer_create_response' else b''
+        h = r.header(self.account, resp) if r.header else b''
         if reply and delay: self.account.later(delay, lambda: self.account.reply(reply, out))
         elif reply and h: self.account.publish(text(reply), out, hdr=h)
         elif reply: self.account.reply(reply, out)

@@ -15,7 +15,7 @@ from .api import JetStream, route, answer, audit, _RT, ROUTES, _above_level
 from .direct_get import level_ok
 from . import direct_get
 from .stream_config import stream_config_for_create, subjects_overlap
-from . import stream_api as S, consumer_api as C
+from . import stream_api as S
 from .cluster import ClusterMeta, RaftGroup, peer_id, _FWD
 
 log = logging.getLogger('jsnb')
@@ -129,13 +129,13 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         return self._refuse(reply, rtype, err, extra)
     if g is None: return self._answer_r1(verb, name, subject, reply, hdr, data, src)
     if verb == 'STREAM.UPDATE' and _wanted_replicas(hdr, data) == 1: return self._scale_down(name, subject, reply, hdr, data, src)
+    s = self.account.streams.get(name)
+    if s is not None and not self._consumers_ready(g, s):      # a new leader answers once its own barrier came back: the whole log applied
+        if tries >= 40 or not g.is_leader(): return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
+        return asyncio.get_running_loop().call_later(0.05, self._serve, subject, reply, hdr, data, src, hops, tries + 1)
     if verb.startswith('CONSUMER.'): return self._consumer_api(verb, name, g, subject, reply, hdr, data, src, rtype, extra)
     if verb == 'STREAM.SNAPSHOT': return self._refuse(reply, rtype, not_yet('a snapshot of a replicated stream'), extra)
     if verb in _CHANGES: return g.propose(('api', subject, reply, hdr, data, self.core.server_id))
-    s = self.account.streams.get(name)
-    if s is not None and not self._consumers_ready(g, s):      # a new leader reads once its own barrier came back: the whole log applied
-        if tries >= 40 or not g.is_leader(): return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
-        return asyncio.get_running_loop().call_later(0.05, self._serve, subject, reply, hdr, data, src, hops, tries + 1)
     self._local_api(subject, reply, hdr, data, src, name)
 
 @patch
@@ -252,7 +252,7 @@ def _local_api(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: b
     loud = 'error' in resp or not r.quiet
     if loud: self.account.api_total += 1
     out = json_bytes(resp)
-    h = C.identity_header(self.account, resp) if r.rtype == 'consumer_create_response' else b''
+    h = r.header(self.account, resp) if r.header else b''
     if reply and delay: self.account.later(delay, lambda: self.account.reply(reply, out))
     elif reply and h: self.account.publish(text(reply), out, hdr=h)
     elif reply: self.account.reply(reply, out)

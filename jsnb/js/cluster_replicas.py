@@ -9,7 +9,6 @@ from functools import partial
 import orjson
 from fastcore.basics import patch
 from ..nats.protocol import text
-from .errors import JSClusterNotAvailErr
 from .host import json_bytes
 from .api import _RT
 from .stream import Stream
@@ -118,7 +117,7 @@ def _propose_msgs(self: ClusteredJetStream, name: str):
 _C_CHANGES = {'CONSUMER.CREATE', 'CONSUMER.DURABLE.CREATE', 'CONSUMER.DELETE', 'CONSUMER.PAUSE', 'CONSUMER.UNPIN'}
 
 @patch
-def _consumer_api(self: ClusteredJetStream, verb, name, g, subject, reply, hdr, data, src, rtype, extra, tries: int = 0):
+def _consumer_api(self: ClusteredJetStream, verb, name, g, subject, reply, hdr, data, src, rtype, extra):
     "A consumer request on the leader of a replicated stream: the consumer here answers; a change is answered once the group has its new state."
     s = self.account.streams.get(name)
     if s is not None and s.cfg.get('retention', 'limits') != 'limits':
@@ -129,10 +128,6 @@ def _consumer_api(self: ClusteredJetStream, verb, name, g, subject, reply, hdr, 
         except (orjson.JSONDecodeError, AttributeError): want = None      # the create itself reports the bad request
         if type(want) is int and want not in (0, s.cfg.get('num_replicas', 1)):
             return self._refuse(reply, rtype, not_yet("a consumer with replicas other than its stream's"), extra)
-    if s is not None and not self._consumers_ready(g, s):        # a new leader that has not rebuilt the consumers yet: asked again soon
-        if tries >= 40 or not g.is_leader(): return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
-        return asyncio.get_running_loop().call_later(0.05, self._consumer_api, verb, name, g, subject, reply, hdr, data, src,
-                                                     rtype, extra, tries + 1)
     resp = self._local_api(subject, b'', hdr, data, src, name)
     if resp is None: return
     body = json_bytes(resp)

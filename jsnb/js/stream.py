@@ -46,6 +46,7 @@ class Stream:
         self.name = cfg['name']
         self._qname = orjson.dumps(self.name)        # the name as JSON, for pub acks (and the JetStream domain after it, if any)
         if getattr(host, 'domain', ''): self._qname += b',"domain":' + orjson.dumps(host.domain)
+        self._ack_fmt = b'{"stream":' + self._qname.replace(b'%', b'%%') + b',"seq":%d}'   # the usual pub ack, `% seq`
         self.created = created or time.time_ns()
         self.subs: list = []                         # subscriptions to the stream's subjects
         self.consumers: dict = {}                    # name -> Consumer
@@ -286,7 +287,7 @@ def _flush(self: Stream):
     else:
         if keep: self._stored()
     if self.cfg.get('no_ack'): return
-    ack, fmt = self._ack, b'{"stream":' + self._qname.replace(b'%', b'%%') + b',"seq":%d}'      # `_ack`'s usual answer
+    ack, fmt = self._ack, self._ack_fmt
     self.host.reply_many([(reply, (ack(first + k, duplicate=True) if dup else fmt % (first + k)) if type(k) is int else k)
                           for reply, k, dup in answers if reply])
 
@@ -323,7 +324,7 @@ def _stored(self: Stream):
 def _ack(self: Stream, seq: int, duplicate: bool = False, val: str | None = None) -> bytes:
     if duplicate: return b'{"stream":%s,"seq":%d,"duplicate": true}' % (self._qname, seq)
     if val is not None: return b'{"stream":%s,"seq":%d,"val":"%s"}' % (self._qname, seq, val.encode())
-    return b'{"stream":%s,"seq":%d}' % (self._qname, seq)
+    return self._ack_fmt % seq
 
 @patch
 def _nak(self: Stream, err: JSApiError) -> bytes:
