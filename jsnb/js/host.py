@@ -31,8 +31,9 @@ class StreamHost(Protocol):
     max_payload: int                   # the largest message the server accepts
     domain: str                        # the JetStream domain ('' for none), shown in pub acks and stream info
 
-    def subscribe(self, subject: str, cb: Callable, queue: str = '', defers: bool = False) -> object:
-        "Call `cb(subject, reply, hdr_len, data, src)` for every message on `subject`; returns a handle."
+    def subscribe(self, subject: str, cb: Callable, queue: str = '', defers: bool = False, many: Callable | None = None) -> object:
+        """Call `cb(subject, reply, hdr_len, data, src)` for every message on `subject` (or `many(ops, src)` for a run
+        of one client's messages that go nowhere else, as `(subject, reply, hdr_len, data)`); returns a handle."""
     def unsubscribe(self, sub: object) -> None: "Stop a subscription made by `subscribe`."
     def publish(self, subject: str, data: bytes = b'', hdr: bytes = b'', reply: str = '') -> None:
         "Send one message from the server itself (a reply, an advisory, a republished message)."
@@ -94,7 +95,7 @@ class NullHost:
         self.wakes: dict = {}                        # obj -> when it asked to be ticked
         self.streams: dict = {}
 
-    def subscribe(self, subject, cb, queue='', defers=False): sub = (subject, cb, queue); self.subs.append(sub); return sub
+    def subscribe(self, subject, cb, queue='', defers=False, many=None): sub = (subject, cb, queue); self.subs.append(sub); return sub
     def unsubscribe(self, sub): self.subs.remove(sub)
     def publish(self, subject, data=b'', hdr=b'', reply=''): self.sent.append((subject, subject, reply, hdr, data))
     def reply(self, to, body): self.publish(text(to), body)
@@ -145,7 +146,7 @@ class CoreHost(NullHost):
     @property
     def max_payload(self) -> int: return self.core.opts.max_payload
 
-    def subscribe(self, subject, cb, queue='', defers=False): return self.core.subscribe(subject, cb, queue, defers)
+    def subscribe(self, subject, cb, queue='', defers=False, many=None): return self.core.subscribe(subject, cb, queue, defers, many=many)
     def unsubscribe(self, sub): self.core.unsubscribe(sub)
     def defer(self, fn): self.core.defer(fn)
     def flush_deferred(self):

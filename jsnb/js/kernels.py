@@ -8,8 +8,8 @@ import os, time
 import numpy as np
 
 # %% auto #0
-__all__ = ['WANTED', 'JIT', 'JIT_MIN_ROWS', 'JIT_MIN_SCANS', 'AT_START', 'next_row', 'prev_row', 'count_rows', 'select_rows',
-           'last_rows', 'expired_rows', 'crc_tables', 'cache_dir', 'compile_cached', 'register', 'warm',
+__all__ = ['WANTED', 'JIT', 'JIT_MIN_ROWS', 'JIT_MIN_SCANS', 'AT_START', 'ready', 'next_row', 'prev_row', 'count_rows',
+           'select_rows', 'last_rows', 'expired_rows', 'crc_tables', 'cache_dir', 'compile_cached', 'register', 'warm',
            'warm_in_background', 'speedups']
 
 # %% ../../nbs/2_js/03_kernels.ipynb #dffac007
@@ -31,6 +31,17 @@ def _cold(n: int) -> bool:
     _scans += 1
     if (n >= JIT_MIN_ROWS or _scans >= JIT_MIN_SCANS) and WANTED and _warming is None: warm_in_background()
     return True
+
+_written = 0
+
+def ready(n: int) -> bool:
+    """Whether the compiled kernels are in place for framing `n` more rows (a file store's write of a run); once
+    `JIT_MIN_ROWS` rows were written this way, they start loading, as for a long scan."""
+    global _written
+    if JIT: return True
+    _written += n
+    if _written >= JIT_MIN_ROWS and WANTED and _warming is None: warm_in_background()
+    return False
 
 def _njit(f):
     "Record `f` as a kernel, to be compiled by `warm()`."

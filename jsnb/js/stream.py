@@ -174,7 +174,7 @@ def _rewake(self: Stream):
 def start(self: Stream):
     "Start receiving messages on the stream's subjects, and answering Direct Get when it is allowed."
     self._bulk = self._bulk_ok()
-    for s in self.cfg.get('subjects') or []: self.subs.append(self.host.subscribe(s, self._on_msg, defers=True))
+    for s in self.cfg.get('subjects') or []: self.subs.append(self.host.subscribe(s, self._on_msg, defers=True, many=self._on_many))
     direct_get.sync(self)
     schedules.sync(self)
     mirrors.attach(self)
@@ -254,6 +254,19 @@ def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, s
     self._on_one(subject, reply, hdr, data)
 
 @patch
+def _on_many(self: Stream, ops: list, src):
+    "A run of one client's messages for the stream alone (`(subject, reply, hdr_len, data)`): `_on_msg` for each, inlined."
+    if not (self._bulk and isinstance(src, ClientConn)):
+        for subject, reply, hdr, data in ops: self._on_msg(subject, reply, hdr, data, src)
+        return
+    for subject, reply, hdr, data in ops:
+        if reply.endswith(b'.$FI') or hdr and (ids := _simple_headers(data, hdr)) is None:
+            self._on_msg(subject, reply, hdr, data, src); continue
+        if self._fast_inbox: self._flush_fast()
+        if not self._inbox: self.host.defer(self._flush)
+        self._inbox.append((subject, reply, data, hdr, ids if hdr else None))
+
+@patch
 def _flush_fast(self: Stream):
     "Store the fast-ingest inbox: runs that continue their batch with one store call each (see the batch page)."
     msgs, self._fast_inbox = self._fast_inbox, []
@@ -296,6 +309,11 @@ def _dedup_run(self: Stream, msgs: list) -> tuple[list, list]:
     "For an inbox with headers: the messages to store (with their ids), and what each message is answered."
     keep, answers, seen, name = [], [], {}, self.name
     self._trim_dedup(time.time_ns())
+    ids = [m[4] for m in msgs]
+    if None not in ids and [e for _, e in ids].count(b'') == len(ids):    # the usual run: an id each, no stream names
+        mids = text(b'\r\n'.join([b for b, _ in ids])).split('\r\n')     # (an id never holds a line end)
+        if '' not in mids and len(set(mids)) == len(mids) and self.dedup.keys().isdisjoint(mids):   # all new: store all
+            return [(s, r, d, h, mid) for (s, r, d, h, _), mid in zip(msgs, mids)], [(m[1], k, False) for k, m in enumerate(msgs)]
     for subject, reply, data, hdr, ids in msgs:
         mid = ''
         if ids is not None:                                     # what `_simple_headers` read

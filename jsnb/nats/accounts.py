@@ -287,7 +287,7 @@ class CoreView:
     def sublist(self): return self.acc.sublist
     @property
     def interest_watchers(self): return self.acc.interest_watchers
-    def subscribe(self, subject, cb, queue=b'', defers=False): return self.core.subscribe(subject, cb, queue, defers, acc=self.acc)
+    def subscribe(self, subject, cb, queue=b'', defers=False, many=None): return self.core.subscribe(subject, cb, queue, defers, self.acc, many)
     def unsubscribe(self, sub): self.core.unsubscribe(sub, acc=self.acc)
     def route(self, src, subject, reply, hdr, data, to=None, acc=None):
         return self.core.route(src, subject, reply, hdr, data, to, acc or self.acc)

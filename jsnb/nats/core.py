@@ -182,6 +182,8 @@ def _receive(self: ClientConn, data: bytes):
         t = type(op)
         if not self.connected and t is not Connect and core.auth.required_for(self):
             return violation(self)
+        if (t is Pub or t is HPub) and core.many_subs and (j := core.route_many(self, ops, i - 1)) >= i:
+            i = j; continue                                # a run for a stream, taken in one call
         if t is Pub:
             subject = op.subject
             if self.perms is not None and not may_publish(self, subject): self.in_msgs += 1; self.in_bytes += len(op.data); continue
@@ -309,6 +311,7 @@ class Core:
         self.next_cid = 1
         self.dirty: list[ClientConn] = []
         self.deferred: list = []      # work postponed to the end of the current read (see `defer`)
+        self.many_subs = 0            # internal subscriptions that take runs of messages (see `route_many`)
         self.max_pending = self.opts.max_pending
         self.on_dirty = None          # called when the first connection becomes dirty
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
@@ -475,13 +478,15 @@ def _no_responders(self: Core, src: ClientConn, subject: bytes, reply: bytes):
 
 # %% ../../nbs/1_nats/03_core.ipynb #2b80c83d
 @patch
-def subscribe(self: Core, subject: str | bytes, cb, queue: str | bytes = b'', defers: bool = False, acc=None) -> Subscription:
-    "Add an internal subscription in account `acc` (default `$G`) that calls `cb` for each message (`defers`: `cb` queues work with `defer`)."
+def subscribe(self: Core, subject: str | bytes, cb, queue: str | bytes = b'', defers: bool = False, acc=None, many=None) -> Subscription:
+    """Add an internal subscription in account `acc` (default `$G`) that calls `cb` for each message (`defers`: `cb`
+    queues work with `defer`; `many`: a handler for runs of a client's messages, see `route_many`)."""
     if isinstance(subject, str): subject = subject.encode()
     if isinstance(queue, str): queue = queue.encode()
-    sub = Subscription(None, subject, queue, b'', cb, defers)
+    sub = Subscription(None, subject, queue, b'', cb, defers, many)
     acc = acc or self.gacc
     acc.sublist.insert(sub)
+    if many is not None: self.many_subs += 1
     if acc.stream_imports: add_shadows(self, acc, sub)
     if self.leafs is not None: self.leafs.interest(acc, sub, 1)
     return sub
@@ -489,7 +494,9 @@ def subscribe(self: Core, subject: str | bytes, cb, queue: str | bytes = b'', de
 @patch
 def unsubscribe(self: Core, sub: Subscription, acc=None):
     acc = acc or self.gacc
-    if acc.sublist.remove(sub) and self.leafs is not None: self.leafs.interest(acc, sub, -1)
+    if acc.sublist.remove(sub):
+        if sub.many is not None: self.many_subs -= 1
+        if self.leafs is not None: self.leafs.interest(acc, sub, -1)
     if sub in acc.shadows: drop_shadows(self, acc, sub)
 
 @patch
@@ -561,6 +568,7 @@ def reply_many(self: Core, replies: list, acc=None):
     if self.cluster is not None or self.leafs is not None:
         for to, body in replies: self.route(None, to, b'', 0, body, acc=acc)
         return
+    if self._reply_run(replies, acc): return
     pend: dict = {}                                   # subscription -> [frames, count, bytes]
     def queue():
         for sub, (frames, k, nb) in pend.items(): self._queue_frames(sub, frames, k, nb)
@@ -580,6 +588,20 @@ def reply_many(self: Core, replies: list, acc=None):
     queue()
 
 @patch
+def _reply_run(self: Core, replies: list, acc) -> bool:
+    """Queue all of `replies` at once when they go to one plain subscription whose answer holds whatever their last
+    token is (the usual case: pub acks to one client's inboxes); False, having sent nothing, when they do not."""
+    to = replies[0][0] if replies else b''
+    r = acc.sublist.match(to)
+    if len(r[0]) != 1 or not _plain(*r) or (key := acc.sublist.last_token_free(to, r)) is None: return False
+    if [t[:t.rfind(b'.') + 1] if t[-1] != 46 else b'' for t, _ in replies].count(key) != len(replies): return False
+    sub = r[0][0]; fmt = b'MSG %s ' + sub.sid + b' %d\r\n%s\r\n'
+    k, nb = len(replies), sum([len(b) for _, b in replies])
+    self.in_msgs += k; self.in_bytes += nb
+    self._queue_frames(sub, [fmt % (t, len(b), b) for t, b in replies], k, nb)
+    return True
+
+@patch
 def route_built(self: Core, src, to: bytes, k: int, nb: int, build, acc=None) -> bool:
     """Queue `k` messages (`nb` bytes) to subject `to` that `build(sid)` encodes as frames for each subscription, when
     they are all plain client subscriptions that take headers; False, having sent nothing, when they are not."""
@@ -591,6 +613,32 @@ def route_built(self: Core, src, to: bytes, k: int, nb: int, build, acc=None) ->
         if sub.client is src and not src.echo: continue
         self._queue_frames(sub, [build(sub.sid)], k, nb)
     return True
+
+# %% ../../nbs/1_nats/03_core.ipynb #ddf70eea
+@patch
+def route_many(self: Core, src: ClientConn, ops: list, i: int) -> int:
+    """Hand the `Pub`/`HPub` operations from `ops[i]` on that go to one internal subscription with a `many` handler
+    and nowhere else (a stream's subjects) to that handler in one call; returns the index after them (`i`: none went)."""
+    sl = src.acc.sublist
+    if src.perms is not None or src.verbose or src.pedantic or self.cluster is not None or self.leafs is not None: return i
+    match, memo, n, sub, j = sl.match, {}, len(ops), None, i
+    while j < n:
+        op = ops[j]; t = type(op)
+        if t is HPub:                                  # (what `_hpub` would refuse or trace goes the usual way)
+            if not src.headers or op[3].find(b'Nats-Trace-', 0, op[2]) >= 0: break
+        elif t is not Pub: break
+        r = memo.get(op[0])
+        if r is None: r = memo[op[0]] = match(op[0])
+        psubs = r[0]
+        if r[1] or len(psubs) != 1 or psubs[0].many is None or (sub is not None and psubs[0] is not sub): break
+        sub = psubs[0]; j += 1
+    if j == i: return i
+    run = ops[i:j]; nb = sum([len(op[3]) for op in run])
+    src.in_msgs += j - i; src.in_bytes += nb; self.in_msgs += j - i; self.in_bytes += nb
+    if self.deferred and not sub.defers: self.flush_deferred()
+    try: sub.many(run, src)
+    except Exception: log.exception('internal subscription %s failed on a run of %d messages', sub.subject.decode(), j - i)
+    return j
 
 # %% ../../nbs/1_nats/03_core.ipynb #3968ddc9
 @patch

@@ -49,11 +49,12 @@ def subject_matches(subject: str | bytes, pattern: str | bytes) -> bool:
 # %% ../../nbs/1_nats/01_subjects.ipynb #fc536a83
 class Subscription:
     "One subscription: a connection (or an internal callback), a subject, an optional queue group."
-    __slots__ = ('client', 'subject', 'queue', 'sid', 'max', 'delivered', 'cb', 'defers')
-    def __init__(self, client, subject: bytes, queue: bytes = b'', sid: bytes = b'', cb=None, defers: bool = False):
+    __slots__ = ('client', 'subject', 'queue', 'sid', 'max', 'delivered', 'cb', 'defers', 'many')
+    def __init__(self, client, subject: bytes, queue: bytes = b'', sid: bytes = b'', cb=None, defers: bool = False, many=None):
         self.client, self.subject, self.queue, self.sid, self.cb = client, subject, queue, sid, cb
         self.max = self.delivered = 0
         self.defers = defers        # an internal callback that itself defers work to the end of the read
+        self.many = many            # an internal handler that also takes a run of a client's messages in one call
     def __repr__(self): return f'Subscription({self.subject!r}, queue={self.queue!r}, sid={self.sid!r})'
 
 # %% ../../nbs/1_nats/01_subjects.ipynb #e6302ac8
