@@ -222,6 +222,43 @@ async def test_consumer_survives_the_stream_leader(cluster):
     await nc.close()
 
 
+async def test_work_queue_on_three_replicas(cluster):
+    """A work queue of three replicas: an acknowledged message leaves every replica's store (the leader decides, the
+    log carries the removal); after the leader is killed, the new one hands out only what was not acknowledged, and
+    the replicas' stores end up the same."""
+    leader = await _create(cluster, 'Q', retention='workqueue')
+    li = int(leader[1:])
+    nc = await nats.connect(cluster.url((li + 1) % 3), max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+    js = nc.jetstream()
+    for k in range(30): await js.publish('q.x', f'{k}'.encode())
+    r = await _req(nc, '$JS.API.CONSUMER.DURABLE.CREATE.Q.work',
+                   {'stream_name': 'Q', 'config': {'durable_name': 'work', 'ack_policy': 'explicit', 'ack_wait': 2_000_000_000}})
+    assert 'error' not in r, r
+    sub = await js.pull_subscribe_bind('work', 'Q')
+    first = await sub.fetch(10, timeout=10)
+    acked = set()
+    for m in first[:8]:
+        await m.ack_sync(timeout=10); acked.add(m.metadata.sequence.stream)
+    _quiet(cluster, 22)                                  # removed on every replica, not only on the leader
+    cluster.kill(li)
+    seen, deadline = [], time.time() + 90
+    while len(set(seen)) < 22 and time.time() < deadline:
+        for m in await _fetch(sub, 5, deadline):
+            seen.append(m.metadata.sequence.stream)
+            await _ack_sync(m, deadline)
+    assert not acked & set(seen), f'acknowledged messages handed out again: {sorted(acked & set(seen))}'
+    assert set(seen) == set(range(9, 31))
+    info = await _info(nc, 'Q')
+    assert info['state']['messages'] == 0 and info['cluster']['leader'] != leader
+    await nc.close()
+    _wait(lambda: all(cluster.jsz(i)['messages'] == 0 for i in cluster.up()))
+    cluster.start(li)                                    # the old leader catches up: the removals reach it through the log
+    _quiet(cluster, 0)
+    cluster.stop()
+    stores = cluster.stores('Q')
+    assert stores[0] == stores[1] == stores[2] == []
+
+
 async def test_push_and_ephemeral_consumers_and_a_restart(cluster):
     "Push and ephemeral consumers of an R3 stream through a server that does not lead it; a durable's state survives a restart of the whole cluster."
     leader = await _create(cluster, 'P')

@@ -165,6 +165,37 @@ async def test_consumer_on_a_replicated_stream(cluster):
     for nc in ncs: await nc.close()
 
 
+async def test_work_queue_consumer(cluster):
+    "A consumer of an R3 work queue: acknowledged messages leave the stream on every server; a second unfiltered consumer is refused alike."
+    ncs = await _clients(cluster)
+    base = [cluster.jsz(i)['messages'] for i in range(cluster.n)]
+    r = await _req(ncs[0], '$JS.API.STREAM.CREATE.WQ3', {'name': 'WQ3', 'subjects': ['wq3.>'], 'num_replicas': 3, 'retention': 'workqueue'})
+    assert 'error' not in r, r
+    js = ncs[1].jetstream()
+    for k in range(10): await js.publish('wq3.x', b'%d' % k)
+    cfg = {'ack_policy': 'explicit'}
+    r = await _req(ncs[2], '$JS.API.CONSUMER.DURABLE.CREATE.WQ3.work', {'stream_name': 'WQ3', 'config': dict(cfg, durable_name='work')})
+    assert 'error' not in r, r
+    r = await _req(ncs[2], '$JS.API.CONSUMER.DURABLE.CREATE.WQ3.more', {'stream_name': 'WQ3', 'config': dict(cfg, durable_name='more')})
+    assert r['error'] == {'code': 400, 'err_code': 10099, 'description': 'multiple non-filtered consumers not allowed on workqueue stream'}
+    sub = await js.pull_subscribe_bind('work', 'WQ3')
+    msgs = await _fetch(sub, 4)
+    assert [m.metadata.sequence.stream for m in msgs] == [1, 2, 3, 4]
+    for m in msgs[:3]: await m.ack_sync(timeout=10)
+
+    async def removed_everywhere():
+        return [cluster.jsz(i)['messages'] - base[i] for i in range(cluster.n)] == [7, 7, 7]
+    await _until(removed_everywhere)
+    for nc in ncs:
+        info = await _req(nc, '$JS.API.STREAM.INFO.WQ3')
+        assert (info['state']['messages'], info['state']['first_seq'], info['state'].get('num_deleted', 0)) == (7, 4, 0)
+        ci = await _req(nc, '$JS.API.CONSUMER.INFO.WQ3.work')
+        assert (ci['delivered']['stream_seq'], ci['ack_floor']['stream_seq'], ci['num_ack_pending'], ci['num_pending']) == (4, 3, 1, 6)
+    r = await _req(ncs[0], '$JS.API.STREAM.DELETE.WQ3')
+    assert r.get('success') is True, r
+    for nc in ncs: await nc.close()
+
+
 async def test_meta_leader_stepdown_only_from_the_system_account(cluster):
     "The reference takes `META.LEADER.STEPDOWN` only from the system account: a client of `$G` hears nothing, and the meta leader stays."
     old = cluster.wait_meta()

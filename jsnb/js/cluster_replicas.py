@@ -9,7 +9,7 @@ from functools import partial
 import orjson
 from fastcore.basics import patch
 from ..nats.protocol import text
-from .host import json_bytes
+from .host import json_bytes, Remove, Purge
 from .api import _RT
 from .stream import Stream
 from .consumer import from_snapshot
@@ -88,10 +88,22 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
         _, cfg, reply, origin = op
         g.closing = True
         if origin == me: self.meta.propose(('scale', name, [self.core.server_name], cfg, me, reply))
+    elif op[0] == 'decide':                          # retention's removal, decided by the leader
+        s = self.account.streams.get(name)
+        if s is not None: s.apply(_DECISIONS[op[1]](*op[2]))
     elif op[0] == 'api':
         _, subject, reply, hdr, data, origin = op
         self._answer_here(_verb(text(subject))[0], name, subject, reply if origin == me else b'', hdr, data, None, origin == me)
     _write(g.applied_file, str(idx))
+
+_DECISIONS = {'Remove': Remove, 'Purge': Purge}      # what a stream decides on its own (`Stream.decide`)
+
+@patch
+def _decide(self: ClusteredJetStream, name: str, op):
+    "A replicated stream's own change (work-queue retention's removal): its leader puts it in the log, every replica applies it."
+    g, s = self.groups.get(name), self.account.streams.get(name)
+    if g is None: return s.propose(op) if s is not None else None    # scaled down to this server alone
+    if g.is_leader() and type(op).__name__ in _DECISIONS: g.propose(('decide', type(op).__name__, tuple(op)))
 
 @patch
 def _replicated_msg(self: ClusteredJetStream, s: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
@@ -120,8 +132,8 @@ _C_CHANGES = {'CONSUMER.CREATE', 'CONSUMER.DURABLE.CREATE', 'CONSUMER.DELETE', '
 def _consumer_api(self: ClusteredJetStream, verb, name, g, subject, reply, hdr, data, src, rtype, extra):
     "A consumer request on the leader of a replicated stream: the consumer here answers; a change is answered once the group has its new state."
     s = self.account.streams.get(name)
-    if s is not None and s.cfg.get('retention', 'limits') != 'limits':
-        return self._refuse(reply, rtype, not_yet('a consumer on a replicated work-queue or interest stream'), extra)
+    if s is not None and s.cfg.get('retention', 'limits') == 'interest':
+        return self._refuse(reply, rtype, not_yet('a consumer on a replicated interest stream'), extra)
     if verb not in _C_CHANGES: return self._local_api(subject, reply, hdr, data, src, name)
     if verb in ('CONSUMER.CREATE', 'CONSUMER.DURABLE.CREATE') and s is not None:
         try: want = (orjson.loads(data[hdr:] if hdr else data).get('config') or {}).get('num_replicas')
@@ -258,6 +270,8 @@ def _take_over(self: ClusteredJetStream, g: RaftGroup, s: Stream):
         g.cmarks[cname] = c.state_mark()
         try: self.account.persist(c, force=True)
         except (OSError, ValueError) as e: log.error("consumer '%s > %s' state not written: %s", s.name, cname, e)
+    s.decider = partial(self._decide, s.name)
+    if gone := s.acked_already(): s.decide(Remove(tuple(gone)))
     g.cready = True
     for c in list(s.consumers.values()): self.account.send(c.tick(now))
 

@@ -63,6 +63,7 @@ class Stream:
         self.direct_subs: list = []                       # Direct Get responders
         self.schedules: schedules.Schedules | None = None  # live message schedules, when they are allowed
         self.readers: dict = {}                           # (stream, upstream name) -> Upstream: who mirrors or sources this stream
+        self.decider = None                               # who applies retention's removals (see `decide`): None, this stream
         self._rebuild_dedup()
 
 # %% ../../nbs/2_js/06_stream.ipynb #f5b7a0e6
@@ -550,18 +551,35 @@ def acked(self: Stream, c, seqs: list[int]):
         for seq in seqs:
             m = self.store.load_msg(seq)
             if m is not None and not self._needed(m.subject, seq, c): gone.append(seq)
-    if gone: self.propose(Remove(tuple(gone)))
+    if gone: self.decide(Remove(tuple(gone)))
+
+@patch
+def decide(self: Stream, op):
+    """A change the stream makes on its own (retention's removals): applied here, or handed to `decider`, a replicated
+    stream's group, which applies it on every replica (see [replicated streams](../2_js/20b_cluster_replicas.ipynb))."""
+    return self.propose(op) if self.decider is None else self.decider(op)
+
+@patch
+def acked_already(self: Stream) -> list[int]:
+    """Work-queue or interest retention: stored messages that every consumer taking them has acknowledged (a new leader
+    of a replicated stream removes them: the leader before it may have stopped before its removal was logged)."""
+    if self.cfg.get('retention', 'limits') == 'limits' or not self.consumers: return []
+    top, gone, seq = max(c.sseq for c in self.consumers.values()), [], 0
+    while (m := self.store.load_next_msg('>', seq + 1)) is not None and m.seq < top:
+        if any(c._matches(m.subject) for c in self.consumers.values()) and not self._needed(m.subject, m.seq): gone.append(m.seq)
+        seq = m.seq
+    return gone
 
 @patch
 def lost_interest(self: Stream, by):
     "Interest retention: consumer (or copying stream) `by` is gone; what nobody else needs goes (everything, when nobody is left)."
     if self.cfg.get('retention') != 'interest': return
-    if not self.consumers and not self.readers: self.propose(Purge('', 0, 0)); return
+    if not self.consumers and not self.readers: self.decide(Purge('', 0, 0)); return
     gone, seq = [], 0
     while (m := self.store.load_next_msg('>', seq + 1)) is not None:
         if not self._needed(m.subject, m.seq, by): gone.append(m.seq)
         seq = m.seq
-    if gone: self.propose(Remove(tuple(gone)))
+    if gone: self.decide(Remove(tuple(gone)))
 
 @patch
 def _needed(self: Stream, subject: str, seq: int, by=None) -> bool:
