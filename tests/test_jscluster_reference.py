@@ -178,6 +178,9 @@ async def test_work_queue_consumer(cluster):
     assert 'error' not in r, r
     r = await _req(ncs[2], '$JS.API.CONSUMER.DURABLE.CREATE.WQ3.more', {'stream_name': 'WQ3', 'config': dict(cfg, durable_name='more')})
     assert r['error'] == {'code': 400, 'err_code': 10099, 'description': 'multiple non-filtered consumers not allowed on workqueue stream'}
+    r = await _req(ncs[0], '$JS.API.CONSUMER.DURABLE.CREATE.WQ3.one',
+                   {'stream_name': 'WQ3', 'config': dict(cfg, durable_name='one', num_replicas=1, filter_subject='wq3.one')})
+    assert r['error'] == {'code': 400, 'err_code': 10134, 'description': "consumer config replicas must match interest retention stream's replicas"}
     sub = await js.pull_subscribe_bind('work', 'WQ3')
     msgs = await _fetch(sub, 4)
     assert [m.metadata.sequence.stream for m in msgs] == [1, 2, 3, 4]
@@ -194,6 +197,59 @@ async def test_work_queue_consumer(cluster):
     r = await _req(ncs[0], '$JS.API.STREAM.DELETE.WQ3')
     assert r.get('success') is True, r
     for nc in ncs: await nc.close()
+
+
+async def test_interest_consumers(cluster):
+    "Consumers of an R3 interest stream: nothing kept without interest, a message leaves every server once both consumers acknowledged it, everything once the last consumer is gone."
+    ncs = await _clients(cluster)
+    base = [cluster.jsz(i)['messages'] for i in range(cluster.n)]
+    held = lambda: [cluster.jsz(i)['messages'] - base[i] for i in range(cluster.n)]
+    r = await _req(ncs[0], '$JS.API.STREAM.CREATE.IN3', {'name': 'IN3', 'subjects': ['in3.>'], 'num_replicas': 3, 'retention': 'interest'})
+    assert 'error' not in r, r
+    js = ncs[1].jetstream()
+    for k in range(5): await js.publish('in3.x', b'%d' % k)          # nobody interested yet: not kept
+    for name in ('a', 'b'):
+        r = await _req(ncs[2], f'$JS.API.CONSUMER.DURABLE.CREATE.IN3.{name}',
+                       {'stream_name': 'IN3', 'config': {'durable_name': name, 'ack_policy': 'explicit'}})
+        assert 'error' not in r, r
+    for k in range(10): await js.publish('in3.x', b'%d' % k)
+    info = await _req(ncs[0], '$JS.API.STREAM.INFO.IN3')
+    assert (info['state']['messages'], info['state']['first_seq'], info['state']['last_seq']) == (10, 6, 15)
+    for name, n in (('a', 10), ('b', 6)):
+        sub = await js.pull_subscribe_bind(name, 'IN3')
+        msgs = await _fetch(sub, n)
+        assert [m.metadata.sequence.stream for m in msgs] == list(range(6, 6 + n))
+        for m in msgs: await m.ack_sync(timeout=10)
+
+    async def count(n):
+        return held() == [n] * 3
+    await _until(lambda: count(4))
+    r = await _req(ncs[1], '$JS.API.CONSUMER.DELETE.IN3.b')
+    assert r.get('success') is True, r
+    await _until(lambda: count(0))
+    info = await _req(ncs[2], '$JS.API.STREAM.INFO.IN3')
+    assert (info['state']['messages'], info['state']['last_seq']) == (0, 15)
+    r = await _req(ncs[0], '$JS.API.STREAM.DELETE.IN3')
+    assert r.get('success') is True, r
+    for nc in ncs: await nc.close()
+
+
+async def test_consumer_replicas(cluster):
+    "A consumer's `num_replicas` on an R3 stream: the stream's own count taken and reported, more or a negative one refused alike."
+    nc = await nats.connect(cluster.url(1))
+    r = await _req(nc, '$JS.API.STREAM.CREATE.CR3', {'name': 'CR3', 'subjects': ['cr3.>'], 'num_replicas': 3})
+    assert 'error' not in r, r
+    for n, err in ((5, {'code': 400, 'err_code': 10126, 'description': 'consumer config replica count exceeds parent stream'}),
+                   (-1, {'code': 400, 'err_code': 10133, 'description': 'replicas count cannot be negative'})):
+        r = await _req(nc, '$JS.API.CONSUMER.CREATE.CR3', {'stream_name': 'CR3', 'config': {'ack_policy': 'explicit', 'num_replicas': n}})
+        assert r['error'] == err
+    r = await _req(nc, '$JS.API.CONSUMER.DURABLE.CREATE.CR3.three',
+                   {'stream_name': 'CR3', 'config': {'durable_name': 'three', 'ack_policy': 'explicit', 'num_replicas': 3}})
+    assert 'error' not in r, r
+    assert r['config']['num_replicas'] == 3 and len(r['cluster']['replicas']) == 2
+    r = await _req(nc, '$JS.API.STREAM.DELETE.CR3')
+    assert r.get('success') is True, r
+    await nc.close()
 
 
 async def test_meta_leader_stepdown_only_from_the_system_account(cluster):

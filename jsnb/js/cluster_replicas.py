@@ -10,6 +10,8 @@ import orjson
 from fastcore.basics import patch
 from ..nats.protocol import text
 from .host import json_bytes, Remove, Purge
+from ..nats.subjects import subject_matches
+from .consumer_config import _filters
 from .api import _RT
 from .stream import Stream
 from .consumer import from_snapshot
@@ -69,6 +71,7 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
     "Apply committed entry `idx` of stream `name`'s group on this replica: a message, or a request that changes the stream."
     g = self.groups.get(name)
     if g is None: return
+    if (s := self.account.streams.get(name)) is not None and s.group is None: s.group = _GroupView(self, name)
     if op[0] in ('cstate', 'cdel', 'cbarrier'): return self.apply_consumer(g, name, idx, op)   # a consumer's latest state: applied again on a replay
     if idx <= g.applied_before: return
     g.applied = idx
@@ -97,6 +100,17 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
     _write(g.applied_file, str(idx))
 
 _DECISIONS = {'Remove': Remove, 'Purge': Purge}      # what a stream decides on its own (`Stream.decide`)
+
+class _GroupView:
+    "A replicated stream's group as the stream sees it (`Stream.group`): the changes it decides, the consumers its log recorded."
+    def __init__(self, js, name: str): self.js, self.name = js, name
+    def decide(self, op): return self.js._decide(self.name, op)
+    def interested(self, subject: str) -> bool:
+        "Whether a consumer the log recorded takes `subject` (on one server after a scale-down: its consumers)."
+        g, s = self.js.groups.get(self.name), self.js.account.streams.get(self.name)
+        if g is None: return s is not None and any(c._matches(subject) for c in s.consumers.values())
+        return any(not (fs := _filters(snap.get('config') or {})) or any(subject_matches(subject, f) for f in fs)
+                   for snap in g.cstates.values())
 
 @patch
 def _decide(self: ClusteredJetStream, name: str, op):
@@ -132,14 +146,12 @@ _C_CHANGES = {'CONSUMER.CREATE', 'CONSUMER.DURABLE.CREATE', 'CONSUMER.DELETE', '
 def _consumer_api(self: ClusteredJetStream, verb, name, g, subject, reply, hdr, data, src, rtype, extra):
     "A consumer request on the leader of a replicated stream: the consumer here answers; a change is answered once the group has its new state."
     s = self.account.streams.get(name)
-    if s is not None and s.cfg.get('retention', 'limits') == 'interest':
-        return self._refuse(reply, rtype, not_yet('a consumer on a replicated interest stream'), extra)
     if verb not in _C_CHANGES: return self._local_api(subject, reply, hdr, data, src, name)
     if verb in ('CONSUMER.CREATE', 'CONSUMER.DURABLE.CREATE') and s is not None:
         try: want = (orjson.loads(data[hdr:] if hdr else data).get('config') or {}).get('num_replicas')
         except (orjson.JSONDecodeError, AttributeError): want = None      # the create itself reports the bad request
-        if type(want) is int and want not in (0, s.cfg.get('num_replicas', 1)):
-            return self._refuse(reply, rtype, not_yet("a consumer with replicas other than its stream's"), extra)
+        if type(want) is int and 0 < want < s.cfg.get('num_replicas', 1) and s.cfg.get('retention', 'limits') == 'limits':
+            return self._refuse(reply, rtype, not_yet("a consumer with fewer replicas than its stream"), extra)   # (more: the check below refuses)
     resp = self._local_api(subject, b'', hdr, data, src, name)
     if resp is None: return
     body = json_bytes(resp)
@@ -270,7 +282,6 @@ def _take_over(self: ClusteredJetStream, g: RaftGroup, s: Stream):
         g.cmarks[cname] = c.state_mark()
         try: self.account.persist(c, force=True)
         except (OSError, ValueError) as e: log.error("consumer '%s > %s' state not written: %s", s.name, cname, e)
-    s.decider = partial(self._decide, s.name)
     if gone := s.acked_already(): s.decide(Remove(tuple(gone)))
     g.cready = True
     for c in list(s.consumers.values()): self.account.send(c.tick(now))

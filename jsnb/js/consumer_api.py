@@ -70,7 +70,7 @@ def _create(acct: Account, args: list[str], body: bytes, durable_api: bool) -> d
     cfg = consumer_config_for_create(body, s.cfg if s is not None else None, subject_stream=args[0] if args else '',
                                      subject_consumer=cname, subject_filter=filt, durable_api=durable_api,
                                      consumers={n: c.cfg for n, c in existing.items()}, deliver_interest=interest,
-                                     account=acct.limits)
+                                     account=acct.limits, clustered=acct.clustered)
     if cfg.get('direct') and cfg.get('sourcing') and cfg.get('name'):     # a copying stream's stable name: unique per create
         cfg['name'] = f"{cfg['name']}-{new_consumer_name(existing)}"
     name = cfg.get('name') or cfg.get('durable_name') or new_consumer_name(existing)

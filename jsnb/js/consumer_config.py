@@ -76,8 +76,9 @@ _REQUEST = GoStruct('server.CreateConsumerRequest', {
 
 # %% ../../nbs/2_js/11_consumer_config.ipynb #337e576b
 def _identify(c: dict, stream: str, subject_stream: str, subject_consumer: str | None, subject_filter: str | None,
-              durable_api: bool) -> str:
-    "Check the request against its subject and settle `c['name']`; return the consumer's name (may be empty)."
+              durable_api: bool, clustered: bool = False) -> str:
+    """Check the request against its subject and settle `c['name']`; return the consumer's name (may be empty). Replicas
+    are refused on a single server (a clustered server checks them against the stream's, except for a direct consumer)."""
     if durable_api and subject_consumer is None: raise JSConsumerDurableNameNotInSubjectErr()
     name = c['name'] if subject_consumer is None else subject_consumer
     if stream != subject_stream: raise JSStreamMismatchErr()
@@ -90,7 +91,7 @@ def _identify(c: dict, stream: str, subject_stream: str, subject_consumer: str |
     if subject_filter:
         if c['filter_subjects']: raise JSConsumerMultipleFiltersNotAllowed()
         if c['filter_subject'] != subject_filter: raise JSConsumerCreateFilterSubjectMismatchErr()
-    if c['num_replicas'] > 1: raise JSStreamReplicasNotSupportedErr()
+    if c['num_replicas'] > 1 and (not clustered or c['direct']): raise JSStreamReplicasNotSupportedErr()
     return name
 
 # %% ../../nbs/2_js/11_consumer_config.ipynb #9b45d3ad
@@ -363,12 +364,12 @@ def _create(c: dict, s: dict, action: str, consumers: dict | None, account: dict
 def consumer_config_for_create(req: dict | bytes, stream_cfg: dict | None, *, subject_stream: str,
                                subject_consumer: str | None, subject_filter: str | None, durable_api: bool,
                                action: str | None = None, consumers: dict[str, dict] | None = None,
-                               deliver_interest: bool = False, account: dict | None = None) -> dict:
+                               deliver_interest: bool = False, account: dict | None = None, clustered: bool = False) -> dict:
     "The configuration the reference reports for a consumer create request, or raise its error (`account`: the account's limits)."
     d = go_decode(req, _REQUEST)
     c, action = d['config'], d['action'] if action is None else action
     for k in _LISTS: c[k] = c[k] or None
-    name = _identify(c, d['stream_name'], subject_stream, subject_consumer, subject_filter, durable_api)
+    name = _identify(c, d['stream_name'], subject_stream, subject_consumer, subject_filter, durable_api, clustered)
     if stream_cfg is None: raise JSStreamNotFoundErr()
     old = (consumers or {}).get(name) if name else None
     if old is not None: c['pause_until'] = old.get('pause_until')

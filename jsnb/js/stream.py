@@ -63,7 +63,7 @@ class Stream:
         self.direct_subs: list = []                       # Direct Get responders
         self.schedules: schedules.Schedules | None = None  # live message schedules, when they are allowed
         self.readers: dict = {}                           # (stream, upstream name) -> Upstream: who mirrors or sources this stream
-        self.decider = None                               # who applies retention's removals (see `decide`): None, this stream
+        self.group = None                                 # a replicated stream's group as the stream sees it (`decide`, `interested`)
         self._rebuild_dedup()
 
 # %% ../../nbs/2_js/06_stream.ipynb #f5b7a0e6
@@ -555,9 +555,9 @@ def acked(self: Stream, c, seqs: list[int]):
 
 @patch
 def decide(self: Stream, op):
-    """A change the stream makes on its own (retention's removals): applied here, or handed to `decider`, a replicated
-    stream's group, which applies it on every replica (see [replicated streams](../2_js/20b_cluster_replicas.ipynb))."""
-    return self.propose(op) if self.decider is None else self.decider(op)
+    """A change the stream makes on its own (retention's removals): applied here, or handed to a replicated stream's
+    group, which applies it on every replica (see [replicated streams](../2_js/20b_cluster_replicas.ipynb))."""
+    return self.propose(op) if self.group is None else self.group.decide(op)
 
 @patch
 def acked_already(self: Stream) -> list[int]:
@@ -589,5 +589,8 @@ def _needed(self: Stream, subject: str, seq: int, by=None) -> bool:
 
 @patch
 def _interested(self: Stream, subject: str) -> bool:
-    "Interest retention: whether a new message on `subject` is kept (a consumer's filter, or a copying stream, takes it)."
-    return any(c._matches(subject) for c in self.consumers.values()) or any(u.wants(subject) for u in self.readers.values())
+    """Interest retention: whether a new message on `subject` is kept (a consumer's filter, or a copying stream, takes it;
+    a replicated stream's consumers are the ones its log recorded, the same on every replica)."""
+    if self.group is not None: taken = self.group.interested(subject)
+    else: taken = any(c._matches(subject) for c in self.consumers.values())
+    return taken or any(u.wants(subject) for u in self.readers.values())
