@@ -259,6 +259,26 @@ async def test_work_queue_on_three_replicas(cluster):
     assert stores[0] == stores[1] == stores[2] == []
 
 
+async def test_expiry_decided_once(cluster):
+    """Per-message TTLs and subject delete markers on three replicas: the leader decides each expiry once, so every
+    replica removes the same messages and stores the same markers, at the same sequences and times."""
+    await _create(cluster, 'T', allow_msg_ttl=True, subject_delete_marker_ttl=60_000_000_000, max_age=3_000_000_000)
+    nc = await nats.connect(cluster.url(0))
+    js = nc.jetstream()
+    for k in range(5): await js.publish(f't.{k}', b'x', headers={'Nats-TTL': '1s'})
+    await js.publish('t.keep', b'y', headers={'Nats-TTL': 'never'})
+    await js.publish('t.old', b'z')                      # goes with max_age, leaving a marker too
+    deadline = time.time() + 30
+    while (info := await _info(nc, 'T'))['state']['last_seq'] < 13 and time.time() < deadline: await asyncio.sleep(0.2)
+    assert (info['state']['messages'], info['state']['last_seq']) == (7, 13)
+    _wait(lambda: all(cluster.jsz(i)['messages'] == 7 for i in range(cluster.n)), 30)
+    await nc.close()
+    cluster.stop()
+    stores = cluster.stores('T')
+    assert stores[0] == stores[1] == stores[2]
+    assert [(q, subject) for q, subject, _, _ in stores[0]] == [(6, 't.keep')] + [(8 + k, f't.{k}') for k in range(5)] + [(13, 't.old')]
+
+
 async def test_push_and_ephemeral_consumers_and_a_restart(cluster):
     "Push and ephemeral consumers of an R3 stream through a server that does not lead it; a durable's state survives a restart of the whole cluster."
     leader = await _create(cluster, 'P')

@@ -9,7 +9,7 @@ from functools import partial
 import orjson
 from fastcore.basics import patch
 from ..nats.protocol import text
-from .host import json_bytes, Remove, Purge
+from .host import json_bytes, Remove, Purge, Expire
 from ..nats.subjects import subject_matches
 from .consumer_config import _filters
 from .api import _RT
@@ -91,15 +91,16 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
         _, cfg, reply, origin = op
         g.closing = True
         if origin == me: self.meta.propose(('scale', name, [self.core.server_name], cfg, me, reply))
-    elif op[0] == 'decide':                          # retention's removal, decided by the leader
-        s = self.account.streams.get(name)
-        if s is not None: s.apply(_DECISIONS[op[1]](*op[2]))
+    elif op[0] == 'decide' and s is not None:        # retention's removal or expiry, decided by the leader
+        d = _DECISIONS[op[1]](*op[2])
+        if type(d) is Expire: s.expire(d.now, decided=True); s._rewake()
+        else: s.apply(d)
     elif op[0] == 'api':
         _, subject, reply, hdr, data, origin = op
         self._answer_here(_verb(text(subject))[0], name, subject, reply if origin == me else b'', hdr, data, None, origin == me)
     _write(g.applied_file, str(idx))
 
-_DECISIONS = {'Remove': Remove, 'Purge': Purge}      # what a stream decides on its own (`Stream.decide`)
+_DECISIONS = {'Remove': Remove, 'Purge': Purge, 'Expire': Expire}    # what a stream decides on its own (`Stream.decide`)
 
 class _GroupView:
     "A replicated stream's group as the stream sees it (`Stream.group`): the changes it decides, the consumers its log recorded."
@@ -114,7 +115,7 @@ class _GroupView:
 
 @patch
 def _decide(self: ClusteredJetStream, name: str, op):
-    "A replicated stream's own change (work-queue retention's removal): its leader puts it in the log, every replica applies it."
+    "A replicated stream's own change (retention's removal, expiry): its leader puts it in the log, every replica applies it."
     g, s = self.groups.get(name), self.account.streams.get(name)
     if g is None: return s.propose(op) if s is not None else None    # scaled down to this server alone
     if g.is_leader() and type(op).__name__ in _DECISIONS: g.propose(('decide', type(op).__name__, tuple(op)))

@@ -27,7 +27,7 @@ from . import ttl, batch, direct_get, mirrors, schedules, counters
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'limits_of', 'Stream']
+__all__ = ['log', 'DECIDED_AGAIN', 'limits_of', 'Stream']
 
 # %% ../../nbs/2_js/06_stream.ipynb #29540ec5
 def limits_of(cfg: dict) -> StoreLimits:
@@ -163,13 +163,13 @@ def apply(self: Stream, op):
 
 # %% ../../nbs/2_js/06_stream.ipynb #ca902129
 @patch
-def _rewake(self: Stream):
-    "Ask the host to tick the stream when its next message may expire or its next schedule is due (see expiry, below)."
+def _rewake(self: Stream, not_before: int = 0):
+    "Ask the host to tick the stream when its next message may expire or its next schedule is due (see expiry, below), at `not_before` at the soonest."
     when = self.store.next_expiry()
     if self.schedules:
         due = schedules.next_wake(self)
         if due is not None: when = due if when is None else min(when, due)
-    if when is not None: self.host.wake(self, when)
+    if when is not None: self.host.wake(self, max(when, not_before))
 
 @patch
 def start(self: Stream):
@@ -469,11 +469,16 @@ def _republish(self: Stream, subject: str, hdr: bytes, data: bytes, seq: int, ts
     self.host.publish(dest, b'' if rp.get('headers_only') else data, h)
 
 # %% ../../nbs/2_js/06_stream.ipynb #b99dcf79
+DECIDED_AGAIN = 1_000_000_000     # ns: how soon a replicated stream's timer looks again after handing its expiry over
+
 @patch
-def expire(self: Stream, now: int | None = None) -> int:
-    "Remove what has expired at `now`, leaving subject delete markers where configured."
+def expire(self: Stream, now: int | None = None, decided: bool = False) -> int | None:
+    """Remove what has expired at `now`, leaving subject delete markers where configured. A replicated stream's
+    expiry is decided once, by its leader, for every replica: handed to its `group` (nothing happens here, None), and
+    carried out on each replica with `decided`, the markers stored at the leader's `now`."""
     now = now or time.time_ns()
-    for subject, hdr in ttl.markers(self.store, self.cfg, now): self.process(subject, hdr, b'')
+    if self.group is not None and not decided: return self.group.decide(Expire(now))
+    for subject, hdr in ttl.markers(self.store, self.cfg, now): self.process(subject, hdr, b'', ts=now if decided else 0)
     return self.propose(Expire(now))
 
 @patch
@@ -485,7 +490,7 @@ def tick(self: Stream, now: int) -> list:
     except StoreError as e:
         if e.kind == 'closed': return []             # deleted while its timer was set
         raise
-    self._rewake()
+    self._rewake(now + DECIDED_AGAIN if self.group is not None else 0)   # (a decision's entry re-arms it when it comes back)
     return []
 
 
