@@ -21,10 +21,12 @@ from . import consumer_api as C
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'RAFT_INFO', 'SETTLE', 'CONSUMER_SYNC', 'RAFT_META', 'RaftGroup', 'free_port', 'short_hash', 'peer_id',
-           'group_name', 'ClusterMeta']
+__all__ = ['log', 'LEADER_FALLBACK', 'RAFT_INFO', 'SETTLE', 'CONSUMER_SYNC', 'RAFT_META', 'RaftGroup', 'free_port', 'short_hash',
+           'peer_id', 'group_name', 'ClusterMeta']
 
 # %% ../../nbs/2_js/20_cluster.ipynb #3b204b66
+LEADER_FALLBACK = 2.0    # seconds a leader that hears from no majority stays one (PySyncObj's default: 30)
+
 class RaftGroup(SyncObj):
     "A PySyncObj group whose committed entries are handed, in log order, to `on_apply(index, op)` on the asyncio loop."
     def __init__(self, me: str, others: list[str], password: str, on_apply, loop, journal: str | None = None):
@@ -35,7 +37,7 @@ class RaftGroup(SyncObj):
         self.cready = False
         conf = SyncObjConf(password=password, journalFile=journal, onStateChanged=self._state, appendEntriesUseBatch=False,
                            appendEntriesPeriod=0.05, raftMinTimeout=0.5,
-                           raftMaxTimeout=1.2, connectionRetryTime=0.5, connectionTimeout=2.0,
+                           raftMaxTimeout=1.2, connectionRetryTime=0.5, connectionTimeout=2.0, leaderFallbackTimeout=LEADER_FALLBACK,
                            logCompactionMinEntries=2 ** 62, logCompactionMinTime=2 ** 62)   # never a whole-object snapshot
         super().__init__(me, others, conf)
 
