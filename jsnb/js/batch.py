@@ -267,12 +267,17 @@ def fast_run(s: Stream, msgs: list[tuple[bytes, bytes, bytes]]):
         for subject, reply, data in msgs: s._on_one(subject, reply, 0, data)
         return
     run, ahead = [], {}                         # `ahead`: each batch's last sequence, counting the run
+    stem, nxt = None, 0                         # the reply of the last message taken, up to its sequence; the next one
     for subject, reply, data in msgs:
+        if stem is not None and reply.startswith(stem) and reply.endswith(b'.1.$FI') and reply[len(stem):-6] == b'%d' % nxt:
+            ahead[p[0]] = nxt; run.append((subject, reply, data, b, nxt)); nxt += 1; continue   # the same batch, next in line
         p = parse_fast_reply(text(reply))
         b = s.fast.get(p[0]) if p is not None and p[4] == 1 else None
         if b is not None and not b.commit and p[3] == ahead.get(p[0], b.lseq) + 1:
-            ahead[p[0]] = p[3]; run.append((subject, reply, data, b, p[3])); continue
-        _store_run(s, run); run, ahead = [], {}
+            ahead[p[0]] = p[3]; run.append((subject, reply, data, b, p[3]))
+            stem, nxt = reply[:len(reply) - 6 - len(b'%d' % p[3])], p[3] + 1
+            continue
+        _store_run(s, run); run, ahead, stem = [], {}, None
         s._on_one(subject, reply, 0, data)      # anything else: one by one, after what came before it
     _store_run(s, run)
 
@@ -283,10 +288,10 @@ def _store_run(s: Stream, run: list):
     except Exception:                           # refused as a whole: each message on its own, with its own answer
         for subject, reply, data, _, _ in run: s._on_one(subject, reply, 0, data)
         return
-    now = time.time_ns()
     for i, (_, reply, _, b, seq) in enumerate(run):
-        b.lseq = b.pseq = seq; b.sseq = first + i; b.active = now
-        out = []
-        if _check_flow(s, b, out): s.host.reply(reply, out[0])
+        b.lseq = b.pseq = seq; b.sseq = first + i
+        if seq >= b.fseq + b.ack_msgs and _check_flow(s, b, out := []): s.host.reply(reply, out[0])
+    now = time.time_ns()
+    for b in {r[3] for r in run}: b.active = now
     s._stored()
 

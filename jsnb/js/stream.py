@@ -260,8 +260,14 @@ def _on_many(self: Stream, ops: list, src):
     if not (self._bulk and isinstance(src, ClientConn)):
         for subject, reply, hdr, data in ops: self._on_msg(subject, reply, hdr, data, src)
         return
+    batched = self.cfg.get('allow_batched')
     for subject, reply, hdr, data in ops:
-        if reply.endswith(b'.$FI') or hdr and (ids := _simple_headers(data, hdr)) is None:
+        if reply.endswith(b'.$FI'):
+            if hdr or not batched: self._on_msg(subject, reply, hdr, data, src); continue
+            if self._inbox: self._flush()                # (as `_on_msg` does for a fast-ingest message)
+            if not self._fast_inbox: self.host.defer(self._flush_fast)
+            self._fast_inbox.append((subject, reply, data)); continue
+        if hdr and (ids := _simple_headers(data, hdr)) is None:
             self._on_msg(subject, reply, hdr, data, src); continue
         if self._fast_inbox: self._flush_fast()
         if not self._inbox: self.host.defer(self._flush)
