@@ -279,6 +279,37 @@ async def test_expiry_decided_once(cluster):
     assert [(q, subject) for q, subject, _, _ in stores[0]] == [(6, 't.keep')] + [(8 + k, f't.{k}') for k in range(5)] + [(13, 't.old')]
 
 
+async def test_kv_compare_and_set_on_three_replicas(cluster):
+    """A key-value bucket of three replicas, one key updated with compare-and-set by six clients spread over the three
+    servers at once: no revision is won twice, every win is stored with the value its winner wrote, and the replicas'
+    stores end up the same."""
+    ncs = [await nats.connect(cluster.url(i % 3)) for i in range(6)]
+    kv = await ncs[0].jetstream().create_key_value(bucket='CAS', history=64, replicas=3)
+    first = await kv.put('k', b'start')
+    wins, refused = [], 0
+
+    async def worker(w: int):
+        nonlocal refused
+        b = await ncs[w].jetstream().key_value('CAS')
+        for i in range(15):
+            try: e = await b.get('k'); rev = e.revision
+            except Exception: continue
+            try: wins.append((rev, await b.update('k', f'{w}.{i}'.encode(), last=rev), f'{w}.{i}'))
+            except nats.js.errors.KeyWrongLastSequenceError: refused += 1
+            except (NatsTimeout, asyncio.TimeoutError, nats.js.errors.APIError): pass
+    await asyncio.gather(*(worker(w) for w in range(6)))
+    assert wins and refused, (len(wins), refused)        # the clients did race
+    based_on = [rev for rev, _, _ in wins]
+    assert len(based_on) == len(set(based_on)), 'two updates won on the same revision'
+    assert sorted(new for _, new, _ in wins) == list(range(first + 1, first + 1 + len(wins)))   # each win made the next revision
+    for _, new, value in wins:
+        assert (await kv.get('k', revision=new)).value == value.encode()
+    for nc in ncs: await nc.close()
+    cluster.stop()
+    stores = cluster.stores('KV_CAS')
+    assert stores[0] == stores[1] == stores[2] and len(stores[0]) == len(wins) + 1
+
+
 async def test_push_and_ephemeral_consumers_and_a_restart(cluster):
     "Push and ephemeral consumers of an R3 stream through a server that does not lead it; a durable's state survives a restart of the whole cluster."
     leader = await _create(cluster, 'P')
