@@ -252,6 +252,35 @@ async def test_consumer_replicas(cluster):
     await nc.close()
 
 
+async def test_account_info_across_the_cluster(cluster):
+    "`$JS.API.INFO` through any server: the meta leader answers, with the usage of the whole cluster (each replica's storage counts)."
+    ncs = await _clients(cluster)
+    before = await _req(ncs[0], '$JS.API.INFO')
+    for name, r in (('AI3', 3), ('AI1', 1)):
+        resp = await _req(ncs[0], f'$JS.API.STREAM.CREATE.{name}', {'name': name, 'subjects': [name.lower()], 'num_replicas': r, 'max_bytes': 1 << 20})
+        assert 'error' not in resp, resp
+    js = ncs[1].jetstream()
+    for i in range(10): await js.publish('ai3', b'x' * 100)
+    for i in range(5): await js.publish('ai1', b'y' * 100)
+    r = await _req(ncs[2], '$JS.API.CONSUMER.DURABLE.CREATE.AI3.c', {'stream_name': 'AI3', 'config': {'durable_name': 'c'}})
+    assert 'error' not in r, r
+
+    async def summed():                                  # followers apply a moment later: until the sum is steady
+        total = sum(cluster.jsz(i)['storage'] for i in range(cluster.n))
+        return (await _req(ncs[0], '$JS.API.INFO'))['storage'] == total and total > before['storage']
+    await _until(summed)
+    infos = [await _req(nc, '$JS.API.INFO') for nc in ncs]
+    total = sum(cluster.jsz(i)['storage'] for i in range(cluster.n))
+    for info in infos:
+        assert (info['storage'], info['memory']) == (total, before['memory'])
+        assert (info['streams'], info['consumers']) == (before['streams'] + 2, before['consumers'] + 1)
+        assert info['reserved_storage'] == before['reserved_storage'] + 2 * (1 << 20)      # once per stream, not per replica
+    totals = [i['api']['total'] for i in infos]
+    assert totals[0] < totals[1] < totals[2]            # one server's count, growing with each request
+    for name in ('AI3', 'AI1'): await _req(ncs[0], f'$JS.API.STREAM.DELETE.{name}')
+    for nc in ncs: await nc.close()
+
+
 async def test_meta_leader_stepdown_only_from_the_system_account(cluster):
     "The reference takes `META.LEADER.STEPDOWN` only from the system account: a client of `$G` hears nothing, and the meta leader stays."
     old = cluster.wait_meta()

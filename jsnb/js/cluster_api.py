@@ -97,6 +97,7 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         if self.leader_of(name) in ('', self.core.server_name): return self._local_api(subject, reply, hdr, data, src)
         if not self.assignments[name]['config'].get('allow_direct'): self.account.no_responders(src, subject, reply)
         return                                       # otherwise the stream's replicas answer (their queue group)
+    if verb == 'INFO': return self._account_info(subject, reply, hdr, data, src, hops)
     if verb not in _SCOPED and verb not in ('STREAM.NAMES', 'STREAM.LIST'): return self._local_api(subject, reply, hdr, data, src)
     rtype = _STEPDOWNS.get(verb) or ROUTES[verb].rtype
     extra = {} if verb in _STEPDOWNS else ROUTES[verb].error_extra
@@ -375,6 +376,45 @@ def _gather(self: ClusterApi, req: dict, reply: bytes, timeout: float = 2.0):
     for n in page:
         if to := self.leader_of(n): self.forward(to, f'$JS.API.STREAM.INFO.{n}'.encode(), sub.subject, 0, b'', 2)   # answered there, not sent on
     if not page: finish()
+
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #c3378b6e
+_SUMMED = ('memory', 'storage', 'consumers')     # what each server adds to the account's usage
+
+@patch
+def _account_info(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int, timeout: float = 1.0):
+    """`$JS.API.INFO` in a cluster: the meta leader answers, as the reference's does, with the account's usage over the
+    whole cluster (every server's memory and storage, each replica counting; the streams assigned; the consumers
+    running). Asked by the meta leader (`hops` 2), a server reports its own usage, not counted as a request."""
+    if hops >= 2:
+        if reply: self.account.reply(reply, json_bytes(S.account_info(self.account, [], b'', src)))
+        return
+    lead = self.meta_leader()
+    if self.meta is None or not lead or (hops and lead != self.core.server_name):
+        return self._refuse(reply, 'account_info_response', JSClusterNotAvailErr())
+    if lead != self.core.server_name: return self.forward(lead, subject, reply, hdr, data)
+    others = sorted({n for n in self.members.values() if n != self.core.server_name})
+    got, core, open_ = [], self.core, [True]
+    def finish():
+        if not open_[0]: return
+        open_[0] = False
+        timer.cancel(); core.unsubscribe(sub); core.cluster.local_interest(sub, -1)
+        resp = self._local_api(subject, b'', hdr, data, src)       # this server's answer: the checks, limits, API counters
+        if resp is None: return
+        if 'error' not in resp:
+            for k in _SUMMED: resp[k] += sum(u.get(k, 0) for u in got)
+            res = {'memory': 0, 'file': 0}
+            for a in self.assignments.values():
+                if (mb := a['config'].get('max_bytes') or 0) > 0: res[a['config'].get('storage', 'file')] += mb
+            resp.update(streams=len(self.assignments), reserved_memory=res['memory'], reserved_storage=res['file'])
+        if reply: self.account.reply(reply, json_bytes(resp))
+    def on_usage(subject, _reply, h, d, _src):
+        got.append(orjson.loads(d[h:] if h else d))
+        if len(got) == len(others): finish()
+    sub = core.subscribe(f'$JSC.USAGE.{peer_id(core.server_name)}.{time.time_ns()}', on_usage)
+    core.cluster.local_interest(sub, 1)
+    timer = asyncio.get_running_loop().call_later(timeout, finish)   # a server that does not answer in time is left out
+    for n in others: self.forward(n, subject, sub.subject, 0, b'', 2)
+    if not others: finish()
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #0fe01d7a
 @patch
