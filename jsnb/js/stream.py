@@ -566,8 +566,8 @@ def acked(self: Stream, c, seqs: list[int]):
 
 @patch
 def decide(self: Stream, op):
-    """A change the stream makes on its own (retention's removals): applied here, or handed to a replicated stream's
-    group, which applies it on every replica (see [replicated streams](../2_js/20b_cluster_replicas.ipynb))."""
+    """A change the stream makes on its own (retention's removals, expiry): applied here, or handed to a replicated
+    stream's group, which applies it on every replica (see `jsnb.js.cluster_replicas`)."""
     return self.propose(op) if self.group is None else self.group.decide(op)
 
 @patch
