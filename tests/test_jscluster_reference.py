@@ -281,6 +281,29 @@ async def test_account_info_across_the_cluster(cluster):
     for nc in ncs: await nc.close()
 
 
+async def test_key_value_reads_on_three_replicas(cluster):
+    "A key-value bucket of three replicas read as clients read one: history, keys and a watch (ordered consumers of one replica), and such a consumer's `cluster`."
+    ncs = await _clients(cluster)
+    kv = await ncs[0].jetstream().create_key_value(bucket='KV3', history=5, replicas=3)
+    for v in (b'1', b'2', b'3'): await kv.put('k', v)
+    await kv.put('other', b'x')
+    kv2 = await ncs[2].jetstream().key_value('KV3')
+    assert [e.value for e in await kv2.history('k')] == [b'1', b'2', b'3']
+    assert sorted(await kv2.keys()) == ['k', 'other']
+    w = await kv2.watch('k')
+    assert (await w.updates(timeout=10)).value == b'3'
+    await w.updates(timeout=10)                          # (the end of the initial values)
+    await kv.put('k', b'4')
+    assert (await w.updates(timeout=10)).value == b'4'
+    await w.stop()
+    r = await _req(ncs[1], '$JS.API.CONSUMER.DURABLE.CREATE.KV_KV3.one',
+                   {'stream_name': 'KV_KV3', 'config': {'durable_name': 'one', 'num_replicas': 1, 'mem_storage': True}})
+    assert 'error' not in r, r
+    assert set(r['cluster']) - ONLY_REFERENCE == {'name', 'leader'} and r['config']['num_replicas'] == 1
+    await ncs[0].jetstream().delete_key_value('KV3')
+    for nc in ncs: await nc.close()
+
+
 async def test_meta_leader_stepdown_only_from_the_system_account(cluster):
     "The reference takes `META.LEADER.STEPDOWN` only from the system account: a client of `$G` hears nothing, and the meta leader stays."
     old = cluster.wait_meta()

@@ -168,6 +168,7 @@ def stop(self: ClusterMeta):
 def _share(self: ClusterMeta, subject, cb, queue='', defers=False, many=None):
     "Subscribe for the account; a replicated stream's messages go to its group first."
     if getattr(cb, '__func__', None) is Stream._on_msg and cb.__self__.cfg.get('num_replicas', 1) > 1:
+        cb.__self__.group = self.group_view(cb.__self__.name)    # what the stream decides goes through the group, from the start
         cb, many = partial(self._replicated_msg, cb.__self__), None
     sub = self.core.subscribe(subject, cb, queue, defers, many=many)
     self._shared.add(sub)
@@ -320,6 +321,7 @@ def _apply_scale(self: ClusterMeta, name: str, op: tuple, fresh: bool):
     if me not in peers:
         if me in was: self.account.remove_stream(s)
         return
+    s.group = None                                   # alone now: the stream decides for itself, as on one server
     if g is not None and g.cready is not True: self._take_over(g, s)     # the consumers as the log recorded them
     if origin == self.core.server_id and reply:
         self.account.api_total += 1

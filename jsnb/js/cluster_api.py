@@ -303,6 +303,8 @@ def _consumer_with_cluster(self: ClusterApi, info: dict) -> dict:
         if k == 'cluster': continue
         out[k] = v
         if k == 'num_pending': out['cluster'] = self.cluster_info(info['stream_name'])
+    if (info.get('config') or {}).get('num_replicas') == 1 and 'cluster' in out:    # a consumer of one replica: no group
+        out['cluster'] = {k: v for k, v in out['cluster'].items() if k in ('name', 'leader')}
     return out
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #f168fe31

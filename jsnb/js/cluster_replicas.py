@@ -71,7 +71,7 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
     "Apply committed entry `idx` of stream `name`'s group on this replica: a message, or a request that changes the stream."
     g = self.groups.get(name)
     if g is None: return
-    if (s := self.account.streams.get(name)) is not None and s.group is None: s.group = _GroupView(self, name)
+    s = self.account.streams.get(name)
     if op[0] in ('cstate', 'cdel', 'cbarrier'): return self.apply_consumer(g, name, idx, op)   # a consumer's latest state: applied again on a replay
     if idx <= g.applied_before: return
     g.applied = idx
@@ -107,7 +107,7 @@ class _GroupView:
     def __init__(self, js, name: str): self.js, self.name = js, name
     def decide(self, op): return self.js._decide(self.name, op)
     def interested(self, subject: str) -> bool:
-        "Whether a consumer the log recorded takes `subject` (on one server after a scale-down: its consumers)."
+        "Whether a consumer the log recorded takes `subject` (before the group runs: the consumers here)."
         g, s = self.js.groups.get(self.name), self.js.account.streams.get(self.name)
         if g is None: return s is not None and any(c._matches(subject) for c in s.consumers.values())
         return any(not (fs := _filters(snap.get('config') or {})) or any(subject_matches(subject, f) for f in fs)
@@ -115,10 +115,15 @@ class _GroupView:
 
 @patch
 def _decide(self: ClusteredJetStream, name: str, op):
-    "A replicated stream's own change (retention's removal, expiry): its leader puts it in the log, every replica applies it."
-    g, s = self.groups.get(name), self.account.streams.get(name)
-    if g is None: return s.propose(op) if s is not None else None    # scaled down to this server alone
-    if g.is_leader() and type(op).__name__ in _DECISIONS: g.propose(('decide', type(op).__name__, tuple(op)))
+    """A replicated stream's own change (retention's removal, expiry): its leader puts it in the log, every replica
+    applies it; nothing is decided before the group runs (a restarted server's streams wait for it)."""
+    g = self.groups.get(name)
+    if g is not None and g.is_leader() and type(op).__name__ in _DECISIONS: g.propose(('decide', type(op).__name__, tuple(op)))
+
+@patch
+def group_view(self: ClusteredJetStream, name: str) -> _GroupView:
+    "What replicated stream `name` sees of its group (`Stream.group`), set when the stream subscribes."
+    return _GroupView(self, name)
 
 @patch
 def _replicated_msg(self: ClusteredJetStream, s: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
@@ -143,6 +148,10 @@ def _propose_msgs(self: ClusteredJetStream, name: str):
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #e091f666
 _C_CHANGES = {'CONSUMER.CREATE', 'CONSUMER.DURABLE.CREATE', 'CONSUMER.DELETE', 'CONSUMER.PAUSE', 'CONSUMER.UNPIN'}
 
+def _alone(c) -> bool:
+    "A consumer of one replica on a replicated stream (an ordered consumer's, a key-value watch's): it runs on the stream's leader, unlogged."
+    return c.cfg.get('num_replicas') == 1 and c.stream.cfg.get('num_replicas', 1) > 1
+
 @patch
 def _consumer_api(self: ClusteredJetStream, verb, name, g, subject, reply, hdr, data, src, rtype, extra):
     "A consumer request on the leader of a replicated stream: the consumer here answers; a change is answered once the group has its new state."
@@ -151,7 +160,7 @@ def _consumer_api(self: ClusteredJetStream, verb, name, g, subject, reply, hdr, 
     if verb in ('CONSUMER.CREATE', 'CONSUMER.DURABLE.CREATE') and s is not None:
         try: want = (orjson.loads(data[hdr:] if hdr else data).get('config') or {}).get('num_replicas')
         except (orjson.JSONDecodeError, AttributeError): want = None      # the create itself reports the bad request
-        if type(want) is int and 0 < want < s.cfg.get('num_replicas', 1) and s.cfg.get('retention', 'limits') == 'limits':
+        if type(want) is int and 1 < want < s.cfg.get('num_replicas', 1) and s.cfg.get('retention', 'limits') == 'limits':
             return self._refuse(reply, rtype, not_yet("a consumer with fewer replicas than its stream"), extra)   # (more: the check below refuses)
     resp = self._local_api(subject, b'', hdr, data, src, name)
     if resp is None: return
@@ -160,6 +169,7 @@ def _consumer_api(self: ClusteredJetStream, verb, name, g, subject, reply, hdr, 
     args = _verb(text(subject))[1]
     cname = resp.get('name') or (args[1] if len(args) > 1 else '')
     if verb == 'CONSUMER.DELETE':
+        if cname not in g.cstates and cname not in g.cmarks: return self.account.reply(reply, body) if reply else None   # never logged
         g.cmarks.pop(cname, None)
         return g.propose(('cdel', cname, self.core.server_id, reply, body))
     c = s.consumers.get(cname) if s is not None else None
@@ -169,6 +179,9 @@ def _consumer_api(self: ClusteredJetStream, verb, name, g, subject, reply, hdr, 
 @patch
 def _propose_consumer(self: ClusteredJetStream, g: RaftGroup, c, replies: list):
     "Put consumer `c`'s state in the stream's log; `replies` (subject, body) are sent from here once it is committed."
+    if _alone(c):                                    # a consumer of one replica: nothing to log, answered at once
+        for r, b in replies: self.account.reply(r, b)
+        return
     g.cmarks[c.name] = c.state_mark()
     g.propose(('cstate', c.name, dict(c.snapshot(), config=c.cfg), self.core.server_id, replies))   # the configuration as it runs
 
@@ -181,7 +194,7 @@ def _replicated_ack(self: ClusteredJetStream, g: RaftGroup, name: str, subject: 
     s = self.account.streams.get(name)
     c = s.consumers.get(toks[3]) if s is not None and len(toks) >= 7 else None
     body = data[hdr:] if hdr else data
-    if c is None or c.ack_none or body[:4] == b'+NXT': return C.on_ack(self.account, subject, reply, hdr, data, src)
+    if c is None or c.ack_none or body[:4] == b'+NXT' or _alone(c): return C.on_ack(self.account, subject, reply, hdr, data, src)
     C.on_ack(self.account, subject, b'', hdr, data, src)
     if not reply: return                             # nobody waits: logged with the next round of `_watch_consumers`
     key = (name, c.name)
@@ -247,12 +260,13 @@ def _watch_consumers(self: ClusteredJetStream):
             if not g.is_leader():
                 g.cready = False
                 for c in list(s.consumers.values()):
+                    if _alone(c): self._detach(s, c, True); continue                 # it lived with the leadership here
                     if c.name not in g.cstates: g.cstates[c.name] = c.snapshot()    # restored from disk before the log was
                     self._detach(s, c)
                 continue
             if not self._consumers_ready(g, s): continue
             for c in list(s.consumers.values()):
-                if c.state_mark() != g.cmarks.get(c.name): self._propose_consumer(g, c, [])
+                if not _alone(c) and c.state_mark() != g.cmarks.get(c.name): self._propose_consumer(g, c, [])
             for cname in [n for n in g.cstates if n not in s.consumers and n in g.cmarks]:   # deleted here (inactive)
                 del g.cmarks[cname]; g.propose(('cdel', cname, self.core.server_id, b'', b''))
         except Exception: log.exception("replicated consumers of stream '$G > %s' failed", name)

@@ -256,12 +256,16 @@ def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, s
 
 @patch
 def _on_many(self: Stream, ops: list, src):
-    "A run of one client's messages for the stream alone (`(subject, reply, hdr_len, data)`): `_on_msg` for each, inlined."
+    """A run of one client's messages for the stream alone (`(subject, reply, hdr_len, data)`): `_on_msg` for each,
+    inlined; a publisher closed on the way (an ack it could not take) stops the run, as it stops a read."""
     if not (self._bulk and isinstance(src, ClientConn)):
-        for subject, reply, hdr, data in ops: self._on_msg(subject, reply, hdr, data, src)
+        for subject, reply, hdr, data in ops:
+            if getattr(src, 'closing', False): return
+            self._on_msg(subject, reply, hdr, data, src)
         return
     batched = self.cfg.get('allow_batched')
     for subject, reply, hdr, data in ops:
+        if src.closing: return
         if reply.endswith(b'.$FI'):
             if hdr or not batched: self._on_msg(subject, reply, hdr, data, src); continue
             if self._inbox: self._flush()                # (as `_on_msg` does for a fast-ingest message)
@@ -572,12 +576,16 @@ def decide(self: Stream, op):
 
 @patch
 def acked_already(self: Stream) -> list[int]:
-    """Work-queue or interest retention: stored messages that every consumer taking them has acknowledged (a new leader
-    of a replicated stream removes them: the leader before it may have stopped before its removal was logged)."""
+    """Work-queue or interest retention: stored messages at or below the ack floor of every consumer that takes them (a
+    new leader of a replicated stream removes them: the leader before it may have stopped before its removal was
+    logged). Only floors count: a message a consumer gave up on (`max_deliver`) lies above its floor and stays, as it
+    does on one server."""
     if self.cfg.get('retention', 'limits') == 'limits' or not self.consumers: return []
-    top, gone, seq = max(c.sseq for c in self.consumers.values()), [], 0
-    while (m := self.store.load_next_msg('>', seq + 1)) is not None and m.seq < top:
-        if any(c._matches(m.subject) for c in self.consumers.values()) and not self._needed(m.subject, m.seq): gone.append(m.seq)
+    cs = list(self.consumers.values())
+    top, gone, seq = max(c.asflr for c in cs), [], 0
+    while (m := self.store.load_next_msg('>', seq + 1)) is not None and m.seq <= top:
+        takers = [c for c in cs if c._matches(m.subject)]
+        if takers and all(m.seq <= c.asflr for c in takers) and not self._needed(m.subject, m.seq): gone.append(m.seq)
         seq = m.seq
     return gone
 

@@ -182,8 +182,13 @@ def _receive(self: ClientConn, data: bytes):
         t = type(op)
         if not self.connected and t is not Connect and core.auth.required_for(self):
             return violation(self)
-        if (t is Pub or t is HPub) and core.many_subs and (j := core.route_many(self, ops, i - 1)) >= i:
-            i = j; continue                                # a run for a stream, taken in one call
+        r = None                                           # the subscriptions of `op`'s subject, once looked up
+        if (t is Pub or t is HPub) and core.many_subs:
+            j, r = core.route_many(self, ops, i - 1)
+            if j >= i:                                     # a run for a stream, taken in one call
+                i = j
+                if self.closing: return
+                continue
         if t is Pub:
             subject = op.subject
             if self.perms is not None and not may_publish(self, subject): self.in_msgs += 1; self.in_bytes += len(op.data); continue
@@ -193,13 +198,13 @@ def _receive(self: ClientConn, data: bytes):
                 while j < n and type(ops[j]) is Pub and ops[j].subject == subject: j += 1
                 run, i = ops[i - 1:j], j
                 self.in_msgs += len(run); self.in_bytes += sum([len(o.data) for o in run])
-                core.route_run(self, subject, run)
+                core.route_run(self, subject, run, r)
                 continue
             self.in_msgs += 1; self.in_bytes += len(op.data)
             if self.pedantic and not valid_literal_subject(subject): self.send_err(E_INVALID_PUB_SUBJECT)
             if self.verbose: self.send(OK_B)
-            core.route(self, subject, op.reply, 0, op.data)
-        elif t is HPub: self._hpub(op)
+            core.route(self, subject, op.reply, 0, op.data, r=r)
+        elif t is HPub: self._hpub(op, r)
         elif t is Sub: self._sub(op)
         elif t is Unsub: self._unsub(op)
         elif op is PING: self._ping()
@@ -223,14 +228,14 @@ def _payload_cut(ops: list, i: int, limit: int) -> tuple[list, int]:
 
 # %% ../../nbs/1_nats/03_core.ipynb #afd2f9f3
 @patch
-def _hpub(self: ClientConn, op: HPub):
+def _hpub(self: ClientConn, op: HPub, r=None):
     if not self.headers: return self.close('Protocol Violation')
     self.in_msgs += 1; self.in_bytes += len(op.data)
     if self.perms is not None and not may_publish(self, op.subject): return
     if self.pedantic and not valid_literal_subject(op.subject): self.send_err(E_INVALID_PUB_SUBJECT)
     if self.verbose: self.send(OK_B)
     if op.data.find(b'Nats-Trace-', 0, op.hdr_len) >= 0: trace.route(self, op.subject, op.reply, op.hdr_len, op.data); return
-    self.core.route(self, op.subject, op.reply, op.hdr_len, op.data)
+    self.core.route(self, op.subject, op.reply, op.hdr_len, op.data, r=r)
 
 # %% ../../nbs/1_nats/03_core.ipynb #a7d22f02
 @patch
@@ -447,8 +452,9 @@ def deliver(self: Core, sub: Subscription, subject: bytes, reply: bytes, hdr: in
 _NO_RESP = b'NATS/1.0 503\r\nNats-Subject: %s\r\n\r\n'
 
 @patch
-def route(self: Core, src, subject: bytes, reply: bytes, hdr: int, data: bytes, to: bytes | None = None, acc=None) -> int:
-    "Route one message to every subscription matching `to` (default: `subject`) in account `acc` (default: the sender's); returns how many got it."
+def route(self: Core, src, subject: bytes, reply: bytes, hdr: int, data: bytes, to: bytes | None = None, acc=None, r=None) -> int:
+    """Route one message to every subscription matching `to` (default: `subject`) in account `acc` (default: the
+    sender's), `r` if the caller looked them up already; returns how many got it."""
     if self.leafs is not None:
         self.leafs.seq += 1                                    # a new message: what a leaf node is sent at once (see jsnb.nats.leafhub)
         if self.leafs.to is not to:                            # leaf nodes are told where a consumer's delivery goes
@@ -457,7 +463,7 @@ def route(self: Core, src, subject: bytes, reply: bytes, hdr: int, data: bytes, 
             finally: self.leafs.to = prev
     if self.cluster is not None: return self.cluster.route(src, subject, reply, hdr, data, to)
     self.in_msgs += 1; self.in_bytes += len(data)
-    psubs, qgroups = (acc or getattr(src, 'acc', self.gacc)).sublist.match(to or subject)
+    psubs, qgroups = r if r is not None else (acc or getattr(src, 'acc', self.gacc)).sublist.match(to or subject)
     n = 0
     for sub in psubs: n += self.deliver(sub, subject, reply, hdr, data, src)
     for group in qgroups:
@@ -523,17 +529,17 @@ def _queue_frames(self: Core, sub: Subscription, frames: list, k: int, nb: int):
     if ob + c.io_pending > self.max_pending: self.slow_consumer(c)
 
 @patch
-def route_run(self: Core, src: ClientConn, subject: bytes, run: list[Pub]):
-    "Route consecutive `Pub` operations of one client for one subject."
+def route_run(self: Core, src: ClientConn, subject: bytes, run: list[Pub], r=None):
+    "Route consecutive `Pub` operations of one client for one subject (`r`: its subscriptions, if looked up already)."
     if self.cluster is not None: return self.cluster.route_run(src, subject, run)
-    psubs, qgroups = src.acc.sublist.match(subject)
+    psubs, qgroups = r if r is not None else src.acc.sublist.match(subject)
     if not _plain(psubs, qgroups):
         if psubs and not qgroups and self.leafs is None and all(s.client is None and not s.max for s in psubs):   # internal handlers (a stream): one match
             self.in_msgs += len(run); self.in_bytes += sum([len(op.data) for op in run])
             for op in run:
                 for sub in psubs: self.deliver(sub, subject, op.reply, 0, op.data, src)
             return
-        for op in run: self.route(src, subject, op.reply, 0, op.data)
+        for op in run: self.route(src, subject, op.reply, 0, op.data, r=(psubs, qgroups))
         return
     k, nb = len(run), sum([len(op.data) for op in run])
     self.in_msgs += k; self.in_bytes += nb
@@ -591,14 +597,15 @@ def reply_many(self: Core, replies: list, acc=None):
 def _reply_run(self: Core, replies: list, acc) -> bool:
     """Queue all of `replies` at once when they go to one plain subscription whose answer holds whatever their last
     token is (the usual case: pub acks to one client's inboxes); False, having sent nothing, when they do not."""
-    to = replies[0][0] if replies else b''
+    if not replies: return True
+    to = replies[0][0]
     r = acc.sublist.match(to)
     if len(r[0]) != 1 or not _plain(*r) or (key := acc.sublist.last_token_free(to, r)) is None: return False
-    if [t[:t.rfind(b'.') + 1] if t[-1] != 46 else b'' for t, _ in replies].count(key) != len(replies): return False
-    sub = r[0][0]; fmt = b'MSG %s ' + sub.sid + b' %d\r\n%s\r\n'
+    if [b'' if t.endswith(b'.') else t[:t.rfind(b'.') + 1] for t, _ in replies].count(key) != len(replies): return False
+    sub = r[0][0]; sid = sub.sid                      # (the client's sid is data, never part of a format)
     k, nb = len(replies), sum([len(b) for _, b in replies])
     self.in_msgs += k; self.in_bytes += nb
-    self._queue_frames(sub, [fmt % (t, len(b), b) for t, b in replies], k, nb)
+    self._queue_frames(sub, [b'MSG %s %s %d\r\n%s\r\n' % (t, sid, len(b), b) for t, b in replies], k, nb)
     return True
 
 @patch
@@ -616,11 +623,12 @@ def route_built(self: Core, src, to: bytes, k: int, nb: int, build, acc=None) ->
 
 # %% ../../nbs/1_nats/03_core.ipynb #ddf70eea
 @patch
-def route_many(self: Core, src: ClientConn, ops: list, i: int) -> int:
+def route_many(self: Core, src: ClientConn, ops: list, i: int) -> tuple[int, tuple | None]:
     """Hand the `Pub`/`HPub` operations from `ops[i]` on that go to one internal subscription with a `many` handler
-    and nowhere else (a stream's subjects) to that handler in one call; returns the index after them (`i`: none went)."""
+    and nowhere else (a stream's subjects) to that handler in one call. Returns the index after them, and when none
+    went (the index is `i`), the subscriptions of `ops[i]`'s subject if they were looked up (for the usual path)."""
     sl = src.acc.sublist
-    if src.perms is not None or src.verbose or src.pedantic or self.cluster is not None or self.leafs is not None: return i
+    if src.perms is not None or src.verbose or src.pedantic or self.cluster is not None or self.leafs is not None: return i, None
     match, memo, n, sub, j = sl.match, {}, len(ops), None, i
     while j < n:
         op = ops[j]; t = type(op)
@@ -632,13 +640,13 @@ def route_many(self: Core, src: ClientConn, ops: list, i: int) -> int:
         psubs = r[0]
         if r[1] or len(psubs) != 1 or psubs[0].many is None or (sub is not None and psubs[0] is not sub): break
         sub = psubs[0]; j += 1
-    if j == i: return i
+    if j == i: return i, memo.get(ops[i][0]) if i < n else None
     run = ops[i:j]; nb = sum([len(op[3]) for op in run])
     src.in_msgs += j - i; src.in_bytes += nb; self.in_msgs += j - i; self.in_bytes += nb
     if self.deferred and not sub.defers: self.flush_deferred()
     try: sub.many(run, src)
     except Exception: log.exception('internal subscription %s failed on a run of %d messages', sub.subject.decode(), j - i)
-    return j
+    return j, None
 
 # %% ../../nbs/1_nats/03_core.ipynb #3968ddc9
 @patch
