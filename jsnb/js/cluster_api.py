@@ -399,7 +399,9 @@ def _account_info(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data
     def finish():
         if not open_[0]: return
         open_[0] = False
-        timer.cancel(); core.unsubscribe(sub); core.cluster.local_interest(sub, -1)
+        timer.cancel(); core.unsubscribe(sub)
+        if core.cluster is None: return                              # stopped meanwhile
+        core.cluster.local_interest(sub, -1)
         resp = self._local_api(subject, b'', hdr, data, src)       # this server's answer: the checks, limits, API counters
         if resp is None: return
         if 'error' not in resp:

@@ -237,45 +237,33 @@ def _simple_headers(data: bytes, hdr: int) -> tuple[bytes, bytes] | None:
     return get_header(h, b'Nats-Msg-Id') or b'', get_header(h, b'Nats-Expected-Stream') or b''
 
 @patch
-def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    "The stream's subscription: messages from clients wait in an inbox (fast-ingest ones in their own), the rest go one by one."
-    fi = reply.endswith(b'.$FI')
-    if self._bulk and isinstance(src, ClientConn) and (not hdr or not fi and (ids := _simple_headers(data, hdr)) is not None):
-        if not fi:
-            if self._fast_inbox: self._flush_fast()  # keep the order of arrival between the two inboxes
-            if not self._inbox: self.host.defer(self._flush)
-            self._inbox.append((subject, reply, data, hdr, ids if hdr else None))
-            return
-        if self.cfg.get('allow_batched'):
-            if self._inbox: self._flush()
-            if not self._fast_inbox: self.host.defer(self._flush_fast)
-            self._fast_inbox.append((subject, reply, data))
-            return
-    self.host.flush_deferred()                       # keep the order of arrival
-    self._on_one(subject, reply, hdr, data)
+def _on_many(self: Stream, ops, src):
+    """Messages of one client's read for the stream (`(subject, reply, hdr_len, data)`: one, or a run that goes nowhere
+    else): those the bulk path can take wait in an inbox (fast-ingest ones in their own, each kind flushing the other
+    first), the rest go one by one in their place; a publisher closed on the way (an ack it could not take) stops
+    them, as it stops a read."""
+    client = isinstance(src, ClientConn)
+    bulk = self._bulk and client
+    batched = bulk and self.cfg.get('allow_batched')
+    for subject, reply, hdr, data in ops:
+        if client and src.closing: return
+        if bulk:
+            if reply.endswith(b'.$FI'):
+                if not hdr and batched:
+                    if self._inbox: self._flush()
+                    if not self._fast_inbox: self.host.defer(self._flush_fast)
+                    self._fast_inbox.append((subject, reply, data)); continue
+            elif not hdr or (ids := _simple_headers(data, hdr)) is not None:
+                if self._fast_inbox: self._flush_fast()
+                if not self._inbox: self.host.defer(self._flush)
+                self._inbox.append((subject, reply, data, hdr, ids if hdr else None)); continue
+        self.host.flush_deferred()                   # keep the order of arrival
+        self._on_one(subject, reply, hdr, data)
 
 @patch
-def _on_many(self: Stream, ops: list, src):
-    """A run of one client's messages for the stream alone (`(subject, reply, hdr_len, data)`): `_on_msg` for each,
-    inlined; a publisher closed on the way (an ack it could not take) stops the run, as it stops a read."""
-    if not (self._bulk and isinstance(src, ClientConn)):
-        for subject, reply, hdr, data in ops:
-            if getattr(src, 'closing', False): return
-            self._on_msg(subject, reply, hdr, data, src)
-        return
-    batched = self.cfg.get('allow_batched')
-    for subject, reply, hdr, data in ops:
-        if src.closing: return
-        if reply.endswith(b'.$FI'):
-            if hdr or not batched: self._on_msg(subject, reply, hdr, data, src); continue
-            if self._inbox: self._flush()                # (as `_on_msg` does for a fast-ingest message)
-            if not self._fast_inbox: self.host.defer(self._flush_fast)
-            self._fast_inbox.append((subject, reply, data)); continue
-        if hdr and (ids := _simple_headers(data, hdr)) is None:
-            self._on_msg(subject, reply, hdr, data, src); continue
-        if self._fast_inbox: self._flush_fast()
-        if not self._inbox: self.host.defer(self._flush)
-        self._inbox.append((subject, reply, data, hdr, ids if hdr else None))
+def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+    "The stream's subscription: one message, as `_on_many` takes a run."
+    self._on_many(((subject, reply, hdr, data),), src)
 
 @patch
 def _flush_fast(self: Stream):
