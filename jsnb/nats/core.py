@@ -539,7 +539,7 @@ def route_run(self: Core, src: ClientConn, subject: bytes, run: list[Pub], r=Non
             for op in run:
                 for sub in psubs: self.deliver(sub, subject, op.reply, 0, op.data, src)
             return
-        for op in run: self.route(src, subject, op.reply, 0, op.data, r=(psubs, qgroups))
+        for op in run: self.route(src, subject, op.reply, 0, op.data)    # (each looked up again: a delivery limit may end a subscription)
         return
     k, nb = len(run), sum([len(op.data) for op in run])
     self.in_msgs += k; self.in_bytes += nb
