@@ -188,30 +188,43 @@ async def _ack_sync(m, deadline: float):
     raise TimeoutError('ack never confirmed')
 
 
-async def test_consumer_survives_the_stream_leader(cluster):
-    "A durable pull consumer of an R3 stream: after the leader is killed, the new leader redelivers no acknowledged message and loses no unacknowledged one."
-    leader = await _create(cluster, 'W')
+async def _durable_after(cluster, name: str, n: int, acks: int, **cfg):
+    """An R3 stream `name` (`cfg`) with `n` messages published through a follower, and a durable pull consumer `work`
+    (explicit acks, 2 s ack wait) that fetched 10 and acknowledged the first `acks` with `AckSync`: (the stream's
+    leader, its index, the connection, the consumer's create response, the subscription, the acknowledged sequences)."""
+    leader = await _create(cluster, name, **cfg)
     li = int(leader[1:])
     nc = await nats.connect(cluster.url((li + 1) % 3), max_reconnect_attempts=-1, reconnect_time_wait=0.2)
     js = nc.jetstream()
-    for k in range(20): await js.publish('w.x', f'{k}'.encode())
-    r = await _req(nc, '$JS.API.CONSUMER.DURABLE.CREATE.W.work',
-                   {'stream_name': 'W', 'config': {'durable_name': 'work', 'ack_policy': 'explicit', 'ack_wait': 2_000_000_000}})
+    for k in range(n): await js.publish(f'{name.lower()}.x', f'{k}'.encode())
+    r = await _req(nc, f'$JS.API.CONSUMER.DURABLE.CREATE.{name}.work',
+                   {'stream_name': name, 'config': {'durable_name': 'work', 'ack_policy': 'explicit', 'ack_wait': 2_000_000_000}})
     assert 'error' not in r, r
-    assert r['cluster']['leader'] == leader and len(r['cluster']['replicas']) == 2
-    sub = await js.pull_subscribe_bind('work', 'W')
-    first = await sub.fetch(10, timeout=10)
+    sub = await js.pull_subscribe_bind('work', name)
     acked = set()
-    for m in first[:6]:
+    for m in (await sub.fetch(10, timeout=10))[:acks]:
         await m.ack_sync(timeout=10); acked.add(m.metadata.sequence.stream)
-    info = await _req(nc, '$JS.API.CONSUMER.INFO.W.work')
-    assert (info['delivered']['stream_seq'], info['ack_floor']['stream_seq'], info['num_ack_pending']) == (10, 6, 4)
-    cluster.kill(li)
+    return leader, li, nc, r, sub, acked
+
+
+async def _take_rest(sub, done) -> list:
+    "Fetch and acknowledge (asking again across a leader change) until `done(stream sequences seen)`; the sequences seen."
     seen, deadline = [], time.time() + 90
-    while len(set(seen) - acked) < 14 and time.time() < deadline:   # 4 pending (after ack_wait) and 10 never delivered
+    while not done(seen) and time.time() < deadline:
         for m in await _fetch(sub, 5, deadline):
             seen.append(m.metadata.sequence.stream)
             await _ack_sync(m, deadline)
+    return seen
+
+
+async def test_consumer_survives_the_stream_leader(cluster):
+    "A durable pull consumer of an R3 stream: after the leader is killed, the new leader redelivers no acknowledged message and loses no unacknowledged one."
+    leader, li, nc, r, sub, acked = await _durable_after(cluster, 'W', 20, 6)
+    assert r['cluster']['leader'] == leader and len(r['cluster']['replicas']) == 2
+    info = await _req(nc, '$JS.API.CONSUMER.INFO.W.work')
+    assert (info['delivered']['stream_seq'], info['ack_floor']['stream_seq'], info['num_ack_pending']) == (10, 6, 4)
+    cluster.kill(li)
+    seen = await _take_rest(sub, lambda seen: len(set(seen) - acked) >= 14)   # 4 pending (after ack_wait) and 10 never delivered
     assert not acked & set(seen), f'acknowledged messages redelivered: {sorted(acked & set(seen))}'
     assert set(seen) == set(range(7, 21))
     info = await _info(nc, 'W')
@@ -226,26 +239,10 @@ async def test_work_queue_on_three_replicas(cluster):
     """A work queue of three replicas: an acknowledged message leaves every replica's store (the leader decides, the
     log carries the removal); after the leader is killed, the new one hands out only what was not acknowledged, and
     the replicas' stores end up the same."""
-    leader = await _create(cluster, 'Q', retention='workqueue')
-    li = int(leader[1:])
-    nc = await nats.connect(cluster.url((li + 1) % 3), max_reconnect_attempts=-1, reconnect_time_wait=0.2)
-    js = nc.jetstream()
-    for k in range(30): await js.publish('q.x', f'{k}'.encode())
-    r = await _req(nc, '$JS.API.CONSUMER.DURABLE.CREATE.Q.work',
-                   {'stream_name': 'Q', 'config': {'durable_name': 'work', 'ack_policy': 'explicit', 'ack_wait': 2_000_000_000}})
-    assert 'error' not in r, r
-    sub = await js.pull_subscribe_bind('work', 'Q')
-    first = await sub.fetch(10, timeout=10)
-    acked = set()
-    for m in first[:8]:
-        await m.ack_sync(timeout=10); acked.add(m.metadata.sequence.stream)
+    leader, li, nc, _, sub, acked = await _durable_after(cluster, 'Q', 30, 8, retention='workqueue')
     _quiet(cluster, 22)                                  # removed on every replica, not only on the leader
     cluster.kill(li)
-    seen, deadline = [], time.time() + 90
-    while len(set(seen)) < 22 and time.time() < deadline:
-        for m in await _fetch(sub, 5, deadline):
-            seen.append(m.metadata.sequence.stream)
-            await _ack_sync(m, deadline)
+    seen = await _take_rest(sub, lambda seen: len(set(seen)) >= 22)
     assert not acked & set(seen), f'acknowledged messages handed out again: {sorted(acked & set(seen))}'
     assert set(seen) == set(range(9, 31))
     info = await _info(nc, 'Q')
