@@ -169,8 +169,8 @@ def _share(self: ClusterMeta, subject, cb, queue='', defers=False, many=None):
     "Subscribe for the account; a replicated stream's messages go to its group first."
     if getattr(cb, '__func__', None) is Stream._on_msg and cb.__self__.cfg.get('num_replicas', 1) > 1:
         cb.__self__.group = self.group_view(cb.__self__.name)    # what the stream decides goes through the group, from the start
-        cb, many = partial(self._replicated_msg, cb.__self__), None
-    sub = self.core.subscribe(subject, cb, queue, defers, many=many)
+        cb = partial(self._replicated_msg, cb.__self__)
+    sub = self.core.subscribe(subject, cb, queue, defers)       # (no `many`: a server with routes routes each message itself)
     self._shared.add(sub)
     if self.core.cluster is not None: self.core.cluster.local_interest(sub, 1)
     else: self._early.append(sub)
