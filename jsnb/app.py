@@ -12,7 +12,7 @@ from .js.js_accounts import JetStreamAccounts
 from .js.stream_config import JS_API_LEVEL
 
 # %% auto #0
-__all__ = ['jetstream', 'Server', 'serve', 'serve_cluster', 'ServerThread']
+__all__ = ['jetstream', 'jetstream_relay', 'Server', 'serve', 'serve_cluster', 'ServerThread']
 
 # %% ../nbs/5_app/00_app.ipynb #248be098
 def jetstream(core, opts: ServerOptions) -> JetStream | JetStreamAccounts:
@@ -24,9 +24,14 @@ def jetstream(core, opts: ServerOptions) -> JetStream | JetStreamAccounts:
         return ClusteredJetStream(core, opts)
     return JetStream(core, core.store_dir, opts.max_memory_store, opts.max_file_store, opts.sync_interval, domain=opts.js_domain)
 
+def jetstream_relay(core):
+    "A cluster's server without JetStream relays its clients' JetStream requests to a peer that has it (`jsnb.js.cluster`)."
+    from jsnb.js.cluster import relay_jetstream
+    relay_jetstream(core)
+
 class Server(CoreServer):
     "A jsnb server: core NATS, and JetStream when `jetstream` is set in the options."
-    def __init__(self, opts: ServerOptions | None = None, **kw): super().__init__(opts, js_service=jetstream, **kw)
+    def __init__(self, opts: ServerOptions | None = None, **kw): super().__init__(opts, js_service=jetstream, js_relay=jetstream_relay, **kw)
 
 async def serve(opts: ServerOptions | None = None, **kw) -> Server:
     "Start a jsnb server in the running event loop (on 127.0.0.1 and a free port unless told otherwise)."

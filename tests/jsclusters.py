@@ -17,20 +17,20 @@ def free_ports(n: int) -> list[int]:
 
 
 class JSCluster:
-    "`n` servers of `kind` (jsnb or nats-server) with JetStream, routed to each other with credentials."
-    def __init__(self, kind: str, n: int = 3, name: str = 'c1'):
-        self.kind, self.n, self.name = kind, n, name
+    "`n` servers of `kind` (jsnb or nats-server) with JetStream, routed to each other (with credentials unless `open`)."
+    def __init__(self, kind: str, n: int = 3, name: str = 'c1', open: bool = False, no_js: tuple = ()):
+        self.kind, self.n, self.name, self.open, self.no_js = kind, n, name, open, no_js     # no_js: servers without JetStream
         ports = free_ports(3 * n)
         self.client, self.route, self.http = ports[:n], ports[n:2 * n], ports[2 * n:]
         self.root = Path(tempfile.mkdtemp(prefix=f'jsc-{kind}-'))
         self.procs: list[ServerProc | None] = [None] * n
 
     def config(self, i: int) -> str:
-        routes = ', '.join(f'"nats-route://{USER}:{PASSWORD}@127.0.0.1:{p}"' for p in self.route)
+        cred, auth = ('', '') if self.open else (f'{USER}:{PASSWORD}@', f'authorization {{ user: {USER}, password: {PASSWORD} }}, ')
+        routes = ', '.join(f'"nats-route://{cred}127.0.0.1:{p}"' for p in self.route)
         return (f'server_name: n{i}\nhttp: 127.0.0.1:{self.http[i]}\n'
-                f'jetstream {{ store_dir: "{self.root / f"n{i}" / "store"}" }}\n'
-                f'cluster {{ name: {self.name}, listen: 127.0.0.1:{self.route[i]}, '
-                f'authorization {{ user: {USER}, password: {PASSWORD} }}, routes: [{routes}] }}\n')
+                + ('jetstream: disabled\n' if i in self.no_js else f'jetstream {{ store_dir: "{self.root / f"n{i}" / "store"}" }}\n')
+                + f'cluster {{ name: {self.name}, listen: 127.0.0.1:{self.route[i]}, {auth}routes: [{routes}] }}\n')
 
     def start(self, i: int | None = None):
         "Start server `i` (all of them when None); a restarted server keeps its store and its ports."
@@ -61,7 +61,7 @@ class JSCluster:
         "Wait until every running server reports the same meta leader."
         deadline = time.time() + timeout
         while time.time() < deadline:
-            try: leaders = {self.jsz(i).get('meta_cluster', {}).get('leader') for i in self.up()}
+            try: leaders = {self.jsz(i).get('meta_cluster', {}).get('leader') for i in self.up() if i not in self.no_js}
             except OSError: leaders = {None}
             if len(leaders) == 1 and None not in leaders and '' not in leaders: return leaders.pop()
             time.sleep(0.2)

@@ -1,7 +1,7 @@
 """Faults in a 3-server jsnb JetStream cluster on loopback: the stream leader killed with `kill -9` under acknowledged
 publishing, a server restarted, a majority lost. The promise: nothing acknowledged is lost, a new leader takes over,
 a restarted server catches up, and once quiet every replica's store holds the same messages."""
-import asyncio, json, time
+import asyncio, json, shutil, time
 import pytest
 import nats, nats.js.errors
 from nats.errors import TimeoutError as NatsTimeout, NoRespondersError
@@ -376,6 +376,36 @@ async def test_scale_down_to_one_replica(cluster):
     assert (info['config']['num_replicas'], info['state']['messages'], info['cluster']['leader']) == (1, 6, leader)
     assert (await _publish_acked(nc.jetstream(), 'd.x', b'6', time.time() + 60)).seq == 7
     await nc.close()
+
+
+async def test_empty_disk_rebuilt_from_peers(cluster):
+    "A server whose store is wiped comes back under its name: it rejoins the meta group and every replicated stream, and its replicas are rebuilt from the peers' logs."
+    await _create(cluster, 'E')
+    nc = await nats.connect(cluster.url(0))
+    js = nc.jetstream()
+    for k in range(30): await js.publish('e.x', f'm{k}'.encode())
+    kv = await js.create_key_value(bucket='B', history=5, replicas=3)
+    await kv.put('k', b'v1'); await kv.put('k', b'v2')
+    lost = 2
+    cluster.kill(lost)
+    shutil.rmtree(cluster.root / f'n{lost}' / 'store')
+    for k in range(30, 40): await _publish_acked(js, 'e.x', f'm{k}'.encode(), time.time() + 60)
+    cluster.start(lost)
+    assert cluster.wait_meta() and len(cluster.jsz(lost)['meta_cluster']['replicas']) == 2
+    for k in range(40, 45): await _publish_acked(js, 'e.x', f'm{k}'.encode(), time.time() + 60)
+    _wait(lambda: cluster.jsz(lost)['streams'] == 2)
+    _quiet(cluster, 45 + 2)
+    assert 'has no state on disk: rejoining' in cluster.procs[lost].log_text()
+    await nc.close()
+    nc = await nats.connect(cluster.url(lost))                    # the rebuilt server's clients see the bucket as before
+    kv = await nc.jetstream().key_value('B')
+    assert [e.value for e in await kv.history('k')] == [b'v1', b'v2']
+    await nc.close()
+    cluster.stop()
+    stores = cluster.stores('E')
+    assert len(stores[0]) == 45 and stores[0] == stores[1] == stores[2]
+    kvs = cluster.stores('KV_B')
+    assert len(kvs[0]) == 2 and kvs[0] == kvs[1] == kvs[2]
 
 
 async def _publish_id(js, subject: str, data: bytes, deadline: float):

@@ -325,3 +325,68 @@ async def test_create_refusals(cluster, cfg, err):
     assert r['error'] == err
     await nc.close()
 
+
+
+@pytest.mark.parametrize('kind', ['jsnb', 'nats-server'])
+async def test_cluster_without_route_credentials(kind):
+    "Routes without credentials are allowed, as the reference allows them: replicated streams work; jsnb says in its log that the cluster is open."
+    c = JSCluster(kind, open=True)
+    try:
+        c.start(); c.wait_meta()
+        ncs = await _clients(c)
+        si = await _req(ncs[1], '$JS.API.STREAM.CREATE.OPEN', {'name': 'OPEN', 'subjects': ['open.>'], 'num_replicas': 3})
+        assert si['config']['num_replicas'] == 3 and len(si['cluster']['replicas']) == 2
+        assert [(await ncs[i].jetstream().publish('open.x', b'm')).seq for i in range(3)] == [1, 2, 3]
+        for nc in ncs: await nc.close()
+        if kind == 'jsnb':
+            assert all('JetStream cluster without route credentials: any host that reaches the route port can join'
+                       in p.log_text() for p in c.procs)
+    finally: c.stop()
+
+
+async def test_alternates_of_a_mirrored_stream(cluster):
+    "STREAM.INFO of a stream with a mirror lists both as `alternates` (name, cluster); other replies and unmirrored streams have none."
+    nc = await nats.connect(cluster.url(0))
+    created = await _req(nc, '$JS.API.STREAM.CREATE.ALT', {'name': 'ALT', 'subjects': ['alt.>']})
+    assert 'alternates' not in created
+    assert 'alternates' not in await _req(nc, '$JS.API.STREAM.INFO.ALT')
+    nc1 = await nats.connect(cluster.url(1))
+    m = await _req(nc1, '$JS.API.STREAM.CREATE.ALT_M', {'name': 'ALT_M', 'mirror': {'name': 'ALT'}})
+    assert 'error' not in m and 'alternates' not in m
+    info = await _req(nc1, '$JS.API.STREAM.INFO.ALT')
+    assert sorted(info['alternates'], key=lambda a: a['name']) == [{'name': 'ALT', 'cluster': 'c1'}, {'name': 'ALT_M', 'cluster': 'c1'}]
+    assert 'alternates' not in await _req(nc1, '$JS.API.STREAM.INFO.ALT_M')       # a mirror lists no alternates of its own
+    lst = await _req(nc1, '$JS.API.STREAM.LIST')
+    assert all('alternates' not in s for s in lst['streams'])
+    for c in (nc, nc1): await c.close()
+
+
+@pytest.mark.parametrize('kind', ['jsnb', 'nats-server'])
+async def test_a_server_without_jetstream(kind):
+    "Clients of a cluster's server without JetStream use the streams of the others: the API, publishing, pulling and acking, and a leader change."
+    c = JSCluster(kind, n=4, no_js=(0,))
+    try:
+        c.start(); c.wait_meta()
+        nc = await nats.connect(c.url(0), max_reconnect_attempts=-1)
+        js = nc.jetstream()
+        assert (await js.account_info()).streams == 0
+        si = await js.add_stream(name='DC', subjects=['dc.>'], num_replicas=3)
+        assert si.cluster.leader in ('n1', 'n2', 'n3')
+        assert [(await js.publish('dc.x', f'{k}'.encode())).seq for k in range(5)] == [1, 2, 3, 4, 5]
+        sub = await js.pull_subscribe('dc.>', 'd')
+        msgs = await _fetch(sub, 5)                                 # (a new replicated consumer may need a moment)
+        assert [m.data for m in msgs] == [b'0', b'1', b'2', b'3', b'4']
+        for m in msgs: await m.ack_sync(timeout=10)
+        ci = await js.consumer_info('DC', 'd')
+        assert (ci.ack_floor.stream_seq, ci.num_ack_pending, ci.num_pending) == (5, 0, 0)
+        assert (await _req(nc, '$JS.API.STREAM.INFO.NOPE'))['error']['err_code'] == 10059
+        c.kill(int(si.cluster.leader[1:]))                          # publishing goes on once another replica leads
+        deadline = time.time() + 60
+        while True:
+            try: ack = await js.publish('dc.x', b'after', timeout=2); break
+            except (nats.errors.TimeoutError, nats.js.errors.NoStreamResponseError, nats.js.errors.ServiceUnavailableError):
+                if time.time() > deadline: raise
+                await asyncio.sleep(0.2)
+        assert ack.seq == 6
+        await nc.close()
+    finally: c.stop()

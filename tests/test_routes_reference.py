@@ -285,12 +285,6 @@ async def test_no_advertise(nodes):
     raw.close()
 
 
-def test_jetstream_in_a_cluster_without_route_credentials_is_refused(tmp_path):
-    "Raft traffic between jsnb servers is keyed with the route credentials: without them JetStream does not start in a cluster."
-    p = ServerProc('jsnb', ['-js', '--cluster', 'nats://127.0.0.1:-1', '--cluster_name', 'c1'])
-    with pytest.raises(RuntimeError, match='JetStream in a cluster needs route credentials'): p.start(timeout=15)
-
-
 # ---------------------------------------------------------------- mixed clusters
 
 @pytest.mark.parametrize('dialler', ['jsnb', 'nats-server'])

@@ -21,8 +21,33 @@ from . import consumer_api as C
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'LEADER_FALLBACK', 'RAFT_INFO', 'SETTLE', 'CONSUMER_SYNC', 'RAFT_META', 'RaftGroup', 'free_port', 'short_hash',
-           'peer_id', 'group_name', 'ClusterMeta']
+__all__ = ['log', 'LEADER_FALLBACK', 'RAFT_INFO', 'SETTLE', 'CONSUMER_SYNC', 'RAFT_META', 'plain_loads', 'RaftGroup', 'free_port',
+           'short_hash', 'peer_id', 'group_name', 'ClusterMeta', 'relay_jetstream']
+
+# %% ../../nbs/2_js/20_cluster.ipynb #10bd7a57
+import io, pickle
+import pysyncobj.pickle as _raft_pickle
+
+def _latin1(text: str, codec: str = 'latin1') -> bytes:
+    if codec not in ('latin1', 'latin-1'): raise pickle.UnpicklingError(f'Raft frame asks for codec {codec!r}: refused')
+    return text.encode('latin-1')
+
+_PLAIN = {('_codecs', 'encode'): _latin1, ('__builtin__', 'set'): set, ('builtins', 'set'): set,
+          ('__builtin__', 'frozenset'): frozenset, ('builtins', 'frozenset'): frozenset,
+          ('__builtin__', 'bytes'): bytes, ('builtins', 'bytes'): bytes}
+
+class _PlainUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        try: return _PLAIN[module, name]
+        except KeyError: pass
+        log.warning('Raft: a frame from a peer names %s.%s: refused, connection closed', module, name)
+        raise pickle.UnpicklingError(f'Raft frame names {module}.{name}: refused')
+
+def plain_loads(data) -> object:
+    "Decode a pickled Raft frame or log entry into plain values (numbers, strings, bytes, tuples, lists, dicts, sets); refuse anything else."
+    return _PlainUnpickler(io.BytesIO(data if isinstance(data, bytes) else data.encode()), encoding='latin1').load()
+
+_raft_pickle.loads = plain_loads     # what PySyncObj's connections and log decode with from now on
 
 # %% ../../nbs/2_js/20_cluster.ipynb #3b204b66
 LEADER_FALLBACK = 2.0    # seconds a leader that hears from no majority stays one (PySyncObj's default: 30)
@@ -239,6 +264,7 @@ def _watch(self: ClusterMeta):
     formed = [rc.raft_meta for rc in cl.routes.values() if getattr(rc, 'raft_meta', None)]
     if formed:                                        # a peer has a meta group: this server is one of its members, or of none
         if self.raft_addr in formed[0]: return self.form(formed[0])
+        if (mine := [a for a, n in formed[0].items() if n == self.core.server_name]): return self._rejoin(mine[0], formed[0])
         if not self._outside: log.error('JetStream: this server is not a member of the meta group formed by its peers')
         self._outside = True
         return again()
@@ -249,8 +275,16 @@ def _watch(self: ClusterMeta):
     self.form(peers)
 
 @patch
+def _rejoin(self: ClusterMeta, addr: str, members: dict):
+    "A member of the formed group by name, with no state on disk (a new disk, or a wiped store): take its old Raft address back and rebuild from the peers."
+    log.warning('JetStream: this server is a member of the meta group (as %s) but has no state on disk: '
+                'rejoining, its streams are rebuilt from their peers', addr)
+    self.raft_addr = self.core.route_info_extra[RAFT_INFO] = addr
+    self.form(members)
+
+@patch
 def password(self: ClusterMeta) -> str:
-    "The key of the groups' traffic: the route credentials and the cluster's name."
+    "The key of the groups' traffic: the route credentials (none in an open cluster) and the cluster's name."
     o = self.opts
     return f'{o.cluster_user}:{o.cluster_password}:{self.core.cluster.name}'
 
@@ -292,7 +326,7 @@ def apply(self: ClusterMeta, idx: int, op: tuple):
         _, name, server, addr = op
         a = self.assignments.get(name)
         if a is not None:
-            a['addrs'][server] = addr
+            a['addrs'].setdefault(server, addr)      # the first address recorded stays (one proposed again while rebuilding does not count)
             if len(a['addrs']) == len(a['peers']) and me in a['peers'] and name not in self.groups: self._start_group(name)
     elif kind == 'scale':
         self._apply_scale(name, op, fresh)
@@ -344,3 +378,17 @@ def _create_here(self: ClusterMeta, name: str, a: dict, known: bool, reply: byte
         return
     if reply: self._replies[name] = reply            # the peer that leads the new group answers
     self.meta.propose(('addr', name, self.core.server_name, f'{self.host}:{free_port(self.host)}'))
+
+# %% ../../nbs/2_js/20_cluster.ipynb #019283e5
+_RELAYED = (b'$JS.API.', b'$JS.ACK.', b'$JS.FC.')
+
+def relay_jetstream(core):
+    "On a cluster's server without JetStream: send JetStream requests that no server subscribes to on to a peer that has JetStream."
+    cl = core.cluster
+    def relay(src, subject: bytes, reply: bytes, hdr: int, data: bytes) -> int:
+        if not subject.startswith(_RELAYED): return 0
+        peers = [rc.remote_name for rc in cl.routes.values() if getattr(rc, 'raft', '')]
+        if not peers: return 0
+        to = peers[cl._rand.randrange(len(peers))]
+        return core.route(None, f'{_FWD}{peer_id(to)}.0.'.encode() + subject, reply, hdr, data)
+    cl.unrouted = relay

@@ -244,7 +244,8 @@ def _local_api(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: b
     body = data[hdr:] if hdr else data
     if hdr and not level_ok(data[:hdr]): r = r._replace(handler=_above_level)
     resp, delay = answer(self.account, r, args, body, src, subj)
-    if 'config' in resp and 'state' in resp: resp = self._with_cluster(resp, resp['config'].get('name', ''))
+    if 'config' in resp and 'state' in resp:
+        resp = self._with_cluster(resp, resp['config'].get('name', ''), alternates=resp.get('type') == _RT + 'stream_info_response')
     elif 'delivered' in resp and 'stream_name' in resp: resp = self._consumer_with_cluster(resp)
     elif isinstance(resp.get('streams'), list) and resp['streams'] and isinstance(resp['streams'][0], dict):   # a list answered here
         resp = dict(resp, streams=[self._with_cluster(x, x['config'].get('name', '')) for x in resp['streams']])
@@ -261,10 +262,11 @@ def _local_api(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: b
     return resp
 
 @patch
-def _with_cluster(self: ClusterApi, info: dict, name: str) -> dict:
-    "A stream's info with its `cluster` (before `ts`, where the reference puts it)."
+def _with_cluster(self: ClusterApi, info: dict, name: str, alternates: bool = False) -> dict:
+    "A stream's info with its `cluster` and, for `STREAM.INFO`, its `alternates` (before `ts`, where the reference puts them)."
     out = {k: v for k, v in info.items() if k not in ('ts', 'cluster', 'did_create')}
     out['cluster'] = self.cluster_info(name)
+    if alternates and (alts := self.alternates(name)): out['alternates'] = alts
     out['ts'] = info.get('ts') or rfc3339(time.time_ns())
     if 'did_create' in info: out['did_create'] = info['did_create']
     return out
@@ -306,6 +308,15 @@ def _consumer_with_cluster(self: ClusterApi, info: dict) -> dict:
     if (info.get('config') or {}).get('num_replicas') == 1 and 'cluster' in out:    # a consumer of one replica: no group
         out['cluster'] = {k: v for k, v in out['cluster'].items() if k in ('name', 'leader')}
     return out
+
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #8a8c9e5d
+@patch
+def alternates(self: ClusterApi, name: str) -> list[dict]:
+    "The stream `name` and its mirrors as `alternates` (`name`, `domain`, `cluster`); empty when it has no mirror."
+    dom, cl = ({'domain': self.opts.js_domain} if self.opts.js_domain else {}), self.core.cluster.name
+    alts = [dict(name=n, **dom, cluster=cl) for n, a in self.assignments.items()
+            if n == name or (a['config'].get('mirror') or {}).get('name') == name]
+    return alts if len(alts) > 1 else []
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #f168fe31
 @patch
@@ -369,7 +380,7 @@ def _gather(self: ClusterApi, req: dict, reply: bytes, timeout: float = 2.0):
         info = orjson.loads(data[hdr:] if hdr else data)
         name = (info.get('config') or {}).get('name')
         if name not in page or 'error' in info: return
-        got[name] = {k: v for k, v in info.items() if k not in ('type', 'total', 'offset', 'limit')}
+        got[name] = {k: v for k, v in info.items() if k not in ('type', 'total', 'offset', 'limit', 'alternates')}   # a list has none
         got[name]['config'] = S.stored_cfg(got[name]['config'])
         if len(got) == len(page): finish()
     sub = core.subscribe(f'$JSC.LIST.{peer_id(core.server_name)}.{time.time_ns()}', on_info)

@@ -187,6 +187,7 @@ class ClusterLinks:
         self.conns: dict[int, RouteConn] = {}
         self.rsl = Sublist()
         self.local: dict[tuple, int] = {}
+        self.unrouted = None                       # (src, subject, reply, hdr, data) -> deliveries, for what no server subscribes to
         self.own_urls = list(client_urls)          # this server's client URLs (`host:port`)
         self.remote_urls: dict[str, int] = {}      # the other servers', reference counted
         self.advertised: list[str] | None = None   # `connect_urls` for clients, once a route has come up

@@ -86,6 +86,7 @@ def route(self: Cluster, src, subject: bytes, reply: bytes, hdr: int, data: byte
             members = group if src is None or src.echo else [s for s in group if s.client is not src]
             if members: n += core.deliver(members[core._rand.randrange(len(members))], subject, reply, hdr, data, src)
     else: n += self._route_cluster(src, subject, reply, hdr, data, qgroups, rp, rq, to)
+    if n == 0 and self.unrouted is not None: n = self.unrouted(src, subject, reply, hdr, data)
     if n == 0 and reply and src is not None and src.no_responders: core._no_responders(src, subject, reply)
     return n
 

@@ -148,9 +148,10 @@ def _write_deadline(self: _ClientProtocol):
 # %% ../../nbs/1_nats/05_server.ipynb #dd2fc16a
 class Server:
     "A jsnb server: the core plus its asyncio listeners."
-    def __init__(self, opts: ServerOptions | None = None, js_service=None, **kw):
+    def __init__(self, opts: ServerOptions | None = None, js_service=None, js_relay=None, **kw):
         self.opts = dataclasses.replace(opts or ServerOptions(), **kw)
         self._js_service = js_service       # makes the JetStream service: (core, options) -> service
+        self._js_relay = js_relay           # without JetStream in a cluster: (core) -> relays JetStream requests to a peer
         self.core = Core(self.opts)
         serve_user_info(self.core)          # `$SYS.REQ.USER.INFO` answered in every account (jsnb.nats.jwt)
         self.core.on_dirty = self._schedule_flush
@@ -237,9 +238,6 @@ async def start(self: Server) -> Server:
     if 0 < o.lame_duck_duration <= o.lame_duck_grace_period:
         raise StartupError(f'lame duck grace period ({go_duration(int(o.lame_duck_grace_period * NS))}) should be strictly '
                            f'lower than lame duck duration ({go_duration(int(o.lame_duck_duration * NS))})')
-    if o.jetstream and o.clustered and not (o.cluster_user and o.cluster_password):
-        raise StartupError("JetStream in a cluster needs route credentials (cluster { authorization { user, password } }): "
-                           "they key the authenticated Raft traffic between the servers")
     leaf = o.leafnodes if o.leafnodes is not None and (o.leafnodes.port != 0 or o.leafnodes.remotes) else None
     if o.accounts and o.clustered:
         raise StartupError("accounts are not carried over routes yet: jsnb runs accounts on a single server; "
@@ -247,6 +245,9 @@ async def start(self: Server) -> Server:
     try:
         try: warnings = startup_checks(o)       # users, no_auth_user
         except ValueError as e: raise StartupError(str(e)) from None
+        if o.jetstream and o.clustered and not (o.cluster_user and o.cluster_password):
+            warnings.append("JetStream cluster without route credentials: any host that reaches the route port can join "
+                            "the cluster and its Raft groups (set cluster { authorization { user, password } } to key them)")
         for w in warnings: log.warning('%s', w)
         ws = o.websocket if o.websocket is not None and o.websocket.port != 0 else None
         if ws is not None and (why := check_websocket(ws, o)): raise StartupError(why)
@@ -272,6 +273,7 @@ async def start(self: Server) -> Server:
             except OSError as e:
                 raise StartupError(f'Error listening on router port: {o.cluster_port} - listen tcp '
                                    f'{o.cluster_host}:{max(o.cluster_port, 0)}: bind: {_reason(e).lower()}') from e
+            if not o.jetstream and self._js_relay is not None: self._js_relay(self.core)
     except BaseException:
         self._close_parts(); raise
     self._ping = loop.call_later(o.ping_interval, self._ping_tick)
