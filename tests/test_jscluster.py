@@ -167,8 +167,12 @@ async def test_consumer_on_a_stream_held_by_another_server(cluster):
     assert r['config']['subjects'] == ['one.>', 'uno.>'] and r['cluster']['leader'] == f'n{host}'
     names = await _req(nc0, '$JS.API.STREAM.NAMES', {'subject': 'uno.x'})   # the meta group has the new subjects
     assert names['streams'] == ['ONE']
-    r = await _req(nc, '$JS.API.STREAM.UPDATE.ONE', {'name': 'ONE', 'subjects': ['one.>'], 'num_replicas': 3})
-    assert r['error'] == {'code': 500, 'err_code': 10008, 'description': 'changing the replicas of a stream is not supported by jsnb clusters yet'}
+    r = await _req(nc, '$JS.API.STREAM.UPDATE.ONE', {'name': 'ONE', 'subjects': ['one.>'], 'num_replicas': 3}, timeout=30)
+    assert (r['config']['num_replicas'], r['state']['messages']) == (3, 5), r
+    info = await _req(nc, '$JS.API.CONSUMER.INFO.ONE.worker')        # the consumer's state came along
+    assert (info['num_ack_pending'], info['ack_floor']['stream_seq']) == (0, 5), info
+    r = await _req(nc, '$JS.API.STREAM.UPDATE.ONE', {'name': 'ONE', 'subjects': ['one.>'], 'num_replicas': 2})
+    assert r['error'] == {'code': 500, 'err_code': 10008, 'description': 'changing the replicas of a replicated stream is not supported by jsnb clusters yet'}
     await nc.close(); await nc0.close()
 
 
@@ -349,7 +353,7 @@ async def test_push_and_ephemeral_consumers_and_a_restart(cluster):
 
 
 async def test_scale_down_to_one_replica(cluster):
-    "R3 -> R1 by updating `num_replicas`: the leader keeps the stream and its consumers, the others drop their replicas; it survives a restart."
+    "R3 -> R1 by updating `num_replicas`: the leader keeps the stream and its consumers, the others drop their replicas; it survives a restart, and goes back to R3."
     leader = await _create(cluster, 'D')
     li = int(leader[1:])
     nc = await nats.connect(cluster.url((li + 1) % 3))
@@ -367,14 +371,16 @@ async def test_scale_down_to_one_replica(cluster):
     ci = await _req(nc, '$JS.API.CONSUMER.INFO.D.keep')
     assert (ci['ack_floor']['stream_seq'], ci['num_pending'], ci['cluster']) == (2, 4, {'name': 'c1', 'leader': leader})
     assert [m.metadata.sequence.stream for m in await sub.fetch(4, timeout=10)] == [3, 4, 5, 6]
-    r = await _req(nc, '$JS.API.STREAM.UPDATE.D', {'name': 'D', 'subjects': ['d.>'], 'num_replicas': 3})
-    assert r['error'] == {'code': 500, 'err_code': 10008, 'description': 'changing the replicas of a stream is not supported by jsnb clusters yet'}
     await nc.close()
     cluster.stop(); cluster.start(); cluster.wait_meta()
     nc = await nats.connect(cluster.url((li + 2) % 3))
     info = await _info(nc, 'D', 60)
     assert (info['config']['num_replicas'], info['state']['messages'], info['cluster']['leader']) == (1, 6, leader)
     assert (await _publish_acked(nc.jetstream(), 'd.x', b'6', time.time() + 60)).seq == 7
+    r = await _req(nc, '$JS.API.STREAM.UPDATE.D', {'name': 'D', 'subjects': ['d.>'], 'num_replicas': 3}, timeout=30)
+    assert (r['config']['num_replicas'], r['state']['messages']) == (3, 7), r    # up again: the old group's journals are not replayed
+    assert (await _publish_acked(nc.jetstream(), 'd.x', b'7', time.time() + 60)).seq == 8
+    _quiet(cluster, 8)
     await nc.close()
 
 
@@ -406,6 +412,45 @@ async def test_empty_disk_rebuilt_from_peers(cluster):
     assert len(stores[0]) == 45 and stores[0] == stores[1] == stores[2]
     kvs = cluster.stores('KV_B')
     assert len(kvs[0]) == 2 and kvs[0] == kvs[1] == kvs[2]
+
+
+async def test_scale_up_from_one_replica(cluster):
+    "R1 -> R3 by updating `num_replicas`: the first server's store (deleted sequences and times included) and its consumer are copied to two new replicas; publishing and the consumer go on through the group, across a leader change; the stores end equal."
+    nc = await nats.connect(cluster.url(0), max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+    js = nc.jetstream()
+    r = await _req(nc, '$JS.API.STREAM.CREATE.U', {'name': 'U', 'subjects': ['u.>']})
+    holder = int(r['cluster']['leader'][1:])
+    for k in range(20): await js.publish(f'u.{k % 3}', f'm{k}'.encode())
+    for seq in (5, 20): assert (await _req(nc, '$JS.API.STREAM.MSG.DELETE.U', {'seq': seq}))['success']   # a gap, and a last sequence with no message
+    r = await _req(nc, '$JS.API.CONSUMER.DURABLE.CREATE.U.c', {'stream_name': 'U', 'config': {'durable_name': 'c', 'ack_policy': 'explicit'}})
+    assert 'error' not in r, r
+    sub = await js.pull_subscribe_bind('c', 'U')
+    for m in await sub.fetch(3, timeout=10): await m.ack_sync(timeout=10)
+    r = await _req(nc, '$JS.API.STREAM.UPDATE.U', {'name': 'U', 'subjects': ['u.>'], 'num_replicas': 3}, timeout=30)
+    assert r['type'] == 'io.nats.jetstream.api.v1.stream_update_response', r
+    assert (r['config']['num_replicas'], len(r['cluster']['replicas'])) == (3, 2)
+    assert (r['state']['messages'], r['state']['first_seq'], r['state']['last_seq'], r['state']['num_deleted']) == (18, 1, 20, 2)
+    _wait(lambda: [cluster.jsz(i)['streams'] for i in range(3)] == [1, 1, 1])
+    assert (await _publish_acked(js, 'u.x', b'after', time.time() + 60)).seq == 21
+    _quiet(cluster, 19)
+    ci = await _req(nc, '$JS.API.CONSUMER.INFO.U.c')
+    assert (ci['ack_floor']['stream_seq'], ci['num_pending'], ci['config']['num_replicas']) == (3, 16, 0), ci
+    lead = (await _info(nc, 'U'))['cluster']['leader']
+    cluster.kill(int(lead[1:]))                                    # the group goes on without its leader
+    assert (await _publish_acked(js, 'u.x', b'after kill', time.time() + 60)).seq == 22
+    got = []
+    deadline = time.time() + 60
+    while len(got) < 2 and time.time() < deadline:                 # the consumer resumes after its ack floor on the new leader
+        try: got += [m.metadata.sequence.stream for m in await sub.fetch(2 - len(got), timeout=2)]
+        except (NatsTimeout, asyncio.TimeoutError, nats.js.errors.ServiceUnavailableError): pass
+    assert got == [4, 6]
+    cluster.start(int(lead[1:]))
+    _quiet(cluster, 20)
+    await nc.close()
+    cluster.stop()
+    stores = cluster.stores('U')
+    assert [row[0] for row in stores[0]] == [q for q in range(1, 23) if q not in (5, 20)]
+    assert stores[0] == stores[1] == stores[2]                     # same sequences, subjects, data and times
 
 
 async def _publish_id(js, subject: str, data: bytes, deadline: float):

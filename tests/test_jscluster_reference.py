@@ -390,3 +390,29 @@ async def test_a_server_without_jetstream(kind):
         assert ack.seq == 6
         await nc.close()
     finally: c.stop()
+
+
+async def test_scale_up_from_one_replica(cluster):
+    "An R1 stream updated to `num_replicas: 3` answers with the new replicas and the messages it had; every server then holds it."
+    nc = await nats.connect(cluster.url(0))
+    js = nc.jetstream()
+    r = await _req(nc, '$JS.API.STREAM.CREATE.GROW', {'name': 'GROW', 'subjects': ['grow.>']})
+    assert set(r['cluster']) == {'name', 'leader'}
+    for k in range(10): await js.publish('grow.x', f'{k}'.encode())
+    r = await _req(nc, '$JS.API.STREAM.UPDATE.GROW', {'name': 'GROW', 'subjects': ['grow.>'], 'num_replicas': 3}, timeout=30)
+    assert r['type'] == 'io.nats.jetstream.api.v1.stream_update_response'
+    assert (r['config']['num_replicas'], r['state']['messages'], r['state']['last_seq']) == (3, 10, 10)
+    assert r['cluster']['name'] == 'c1' and r['cluster']['raft_group'].startswith('S-R3F-')
+    deadline = time.time() + 30
+    while True:                                  # (the reference answers before its new group has a leader)
+        try: ack = await js.publish('grow.x', b'10', timeout=2); break
+        except (nats.errors.TimeoutError, nats.js.errors.NoStreamResponseError, nats.js.errors.ServiceUnavailableError):
+            if time.time() > deadline: raise
+            await asyncio.sleep(0.2)
+    assert ack.seq == 11
+
+    async def all_current():
+        info = await _req(nc, '$JS.API.STREAM.INFO.GROW')
+        return info['state']['messages'] == 11 and all(p['current'] for p in info['cluster']['replicas'])
+    await _until(all_current)
+    await nc.close()

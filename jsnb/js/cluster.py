@@ -150,7 +150,7 @@ class ClusterMeta(JetStream):
         self.members: dict[str, str] = {}          # meta raft address -> server name
         self.groups: dict[str, RaftGroup] = {}     # the groups of replicated streams this server is a peer of
         self.applied, self.log_bytes, self.applied_before = 0, 0, 0
-        self._replies: dict[str, bytes] = {}       # replicated streams created here: the reply sent once they have a leader
+        self._replies: dict[str, tuple] = {}       # replicated streams created or grown: (reply, response type), sent once they have a leader
         self._outbox: dict[str, list] = {}         # messages for replicated streams led here, until the end of the read
         self._acks: dict[tuple, list] = {}         # (stream, consumer) -> AckSync replies waiting for the end of the read
         self._seen, self._since, self._timer, self._fwd_sub = None, 0.0, None, None
@@ -330,6 +330,8 @@ def apply(self: ClusterMeta, idx: int, op: tuple):
             if len(a['addrs']) == len(a['peers']) and me in a['peers'] and name not in self.groups: self._start_group(name)
     elif kind == 'scale':
         self._apply_scale(name, op, fresh)
+    elif kind == 'grow':
+        self._apply_grow(name, op, fresh)
     elif kind == 'config':
         if name in self.assignments: self.assignments[name]['config'] = op[2]
     elif kind == 'unassign':                      # a replica whose group had not applied the delete yet removes it now
@@ -376,7 +378,7 @@ def _create_here(self: ClusterMeta, name: str, a: dict, known: bool, reply: byte
         if first:
             self.account.reply(reply, json_bytes(resp)); self.meta.propose(('unassign', name))
         return
-    if reply: self._replies[name] = reply            # the peer that leads the new group answers
+    if reply: self._replies[name] = (reply, 'stream_create_response')     # the peer that leads the new group answers
     self.meta.propose(('addr', name, self.core.server_name, f'{self.host}:{free_port(self.host)}'))
 
 # %% ../../nbs/2_js/20_cluster.ipynb #019283e5

@@ -128,6 +128,8 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         return self._stepdown(name, g, reply, rtype)
     if verb == 'STREAM.UPDATE' and (err := self._update_refused(name, hdr, data)):
         return self._refuse(reply, rtype, err, extra)
+    if verb == 'STREAM.UPDATE' and g is None and (_wanted_replicas(hdr, data) or 1) > 1:
+        return self._scale_up(name, subject, reply, hdr, data, src)
     if g is None: return self._answer_r1(verb, name, subject, reply, hdr, data, src)
     if verb == 'STREAM.UPDATE' and _wanted_replicas(hdr, data) == 1: return self._scale_down(name, subject, reply, hdr, data, src)
     s = self.account.streams.get(name)
@@ -177,11 +179,11 @@ def _answer_here(self: ClusterApi, verb, name, subject, reply, hdr, data, src, o
 
 @patch
 def _update_refused(self: ClusterApi, name: str, hdr: int, data: bytes) -> JSApiError | None:
-    "Scaling up (a larger `num_replicas`, or any change but down to 1) is refused until jsnb clusters copy replicas."
+    "A change of `num_replicas` other than down to 1 or up from 1 (R3 to R5, R5 to R3) is refused for now."
     want = _wanted_replicas(hdr, data)
     have = self.assignments[name]['config'].get('num_replicas', 1)
-    if want is None or want == have or (want == 1 and name in self.groups): return None
-    return not_yet('changing the replicas of a stream')
+    if want is None or want == have or (want == 1 and name in self.groups) or have == 1: return None
+    return not_yet('changing the replicas of a replicated stream')
 
 def _wanted_replicas(hdr: int, data: bytes) -> int | None:
     "The `num_replicas` an update asks for (0 meaning 1), or None."
@@ -196,6 +198,23 @@ def _scale_down(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: 
     if resp is None: return
     if 'error' in resp: return self.account.reply(reply, json_bytes(resp)) if reply else None
     self.groups[name].propose(('scale', resp['config'], reply, self.core.server_id))   # first through the stream's own log
+
+@patch
+def _scale_up(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+    "`num_replicas` up from 1, on the stream's server: the update is applied here, then a `grow` entry in the meta log gives the stream more servers; the group's leader answers once the new replicas hold what this one held."
+    r, n = ROUTES['STREAM.UPDATE'], _wanted_replicas(hdr, data)
+    try:
+        if n > len(self.members): raise JSClusterNoPeersErrF(err='no suitable peers for placement')
+        cfg = self.assignments[name]['config']
+        for key, what in _NOT_REPLICATED:
+            if cfg.get(key): raise not_yet(f'a replicated stream with {what}')
+    except JSApiError as e: return self._refuse(reply, r.rtype, e, r.error_extra)
+    resp = self._local_api(subject, b'', hdr, data, src, name)
+    if resp is None: return
+    if 'error' in resp: return self.account.reply(reply, json_bytes(resp)) if reply else None
+    me, load = self.core.server_name, self._load()
+    others = sorted((p for p in load if p != me), key=lambda p: (load[p], random.random()))[:n - 1]
+    self.meta.propose(('grow', name, [me] + others, resp['config'], self.core.server_id, reply))
 
 @patch
 def _stepdown(self: ClusterApi, name: str, g: RaftGroup | None, reply: bytes, rtype: str = 'stream_leader_stepdown_response'):
@@ -332,15 +351,23 @@ def _propose_create(self: ClusterApi, name: str, subject: bytes, reply: bytes, h
         n = cfg.get('num_replicas', 1)
         if n > len(self.members): raise JSClusterNoPeersErrF(err='no suitable peers for placement')
         if n > 1:
-            for key, what in (('mirror', 'a mirror'), ('sources', 'sources'), ('allow_atomic', 'atomic batches'),
-                              ('allow_batched', 'fast batches'), ('allow_msg_schedules', 'message schedules')):
+            for key, what in _NOT_REPLICATED:
                 if cfg.get(key): raise not_yet(f'a replicated stream with {what}')
     except JSApiError as e: return self._refuse(reply, r.rtype, e, r.error_extra)
+    load = self._load()
+    peers = sorted(load, key=lambda p: (load[p], random.random()))[:n]
+    self.meta.propose(('assign', name, cfg, peers, time.time_ns(), reply, hdr, data))
+
+_NOT_REPLICATED = (('mirror', 'a mirror'), ('sources', 'sources'), ('allow_atomic', 'atomic batches'),
+                   ('allow_batched', 'fast batches'), ('allow_msg_schedules', 'message schedules'))
+
+@patch
+def _load(self: ClusterApi) -> dict:
+    "How many streams each server of the meta group holds: new replicas go to the least loaded."
     load = {nm: 0 for nm in self.members.values()}
     for x in self.assignments.values():
         for p in x['peers']: load[p] = load.get(p, 0) + 1
-    peers = sorted(load, key=lambda p: (load[p], random.random()))[:n]
-    self.meta.propose(('assign', name, cfg, peers, time.time_ns(), reply, hdr, data))
+    return load
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #d956e854
 @patch

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #083c204a
 from __future__ import annotations
-import asyncio, logging, os, time
+import asyncio, glob, logging, os, time
 from functools import partial
 import orjson
 from fastcore.basics import patch
@@ -16,13 +16,13 @@ from .api import _RT
 from .stream import Stream
 from .consumer import from_snapshot
 from . import consumer_api as C
-from .cluster import RaftGroup, group_name, _read, _write, CONSUMER_SYNC
+from .cluster import RaftGroup, group_name, _read, _write, free_port, CONSUMER_SYNC
 from .cluster_api import ClusterApi, _verb, not_yet
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'ClusteredJetStream']
+__all__ = ['log', 'SEED_CHUNK', 'ClusteredJetStream']
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #b2d0f3a1
 class ClusteredJetStream(ClusterApi):
@@ -46,14 +46,16 @@ def _start_group(self: ClusteredJetStream, name: str):
     g.applied_file, g.names = base + '.applied', {v: k for k, v in a['addrs'].items()}
     g.name = g_name
     g.cstates, g.cmarks, g.cready, g.closing = {}, {}, False, False    # replicated consumers: latest states, what was logged, whether they run here
+    g.seeded = not a.get('seed')                     # a grown stream takes nothing before its first server's store is copied
     self.groups[name] = g
-    if name in self._replies: self._answer_created(name, 0)
+    if a.get('seed') == self.core.server_name: self._seed(name)
+    if name in self._replies and g.seeded: self._answer_created(name, 0)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #3759c9a0
 @patch
 def _answer_created(self: ClusteredJetStream, name: str, tries: int):
     "Answer the create of a replicated stream once its group has a leader, from the leader (as the reference does)."
-    g, reply = self.groups.get(name), self._replies.get(name)
+    g, (reply, rtype) = self.groups.get(name), self._replies.get(name, (None, ''))
     if g is None or reply is None: return
     if not g.leader_addr() and tries < 100:
         asyncio.get_running_loop().call_later(0.05, self._answer_created, name, tries + 1); return
@@ -61,7 +63,8 @@ def _answer_created(self: ClusteredJetStream, name: str, tries: int):
     if not g.is_leader(): return
     s = self.account.streams.get(name)
     if s is None: return
-    resp = dict(type=_RT + 'stream_create_response', **self._with_cluster(s.info(cluster=False), name), did_create=True)
+    resp = dict(type=_RT + rtype, **self._with_cluster(s.info(cluster=False), name))
+    if rtype == 'stream_create_response': resp['did_create'] = True
     self.account.api_total += 1
     self.account.reply(reply, json_bytes(resp))
 
@@ -73,6 +76,7 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
     if g is None: return
     s = self.account.streams.get(name)
     if op[0] in ('cstate', 'cdel', 'cbarrier'): return self.apply_consumer(g, name, idx, op)   # a consumer's latest state: applied again on a replay
+    if op[0] == 'seeded': g.seeded = True             # (on a replay too) the grown stream takes messages from here on
     if idx <= g.applied_before: return
     g.applied = idx
     me = self.core.server_id
@@ -91,6 +95,11 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
         _, cfg, reply, origin = op
         g.closing = True
         if origin == me: self.meta.propose(('scale', name, [self.core.server_name], cfg, me, reply))
+    elif op[0] == 'seed' and s is not None:          # the first server's messages, copied where they are missing
+        self._apply_seed(s, op[1])
+    elif op[0] == 'seeded':
+        if s is not None: self._apply_seed(s, [], op[1])
+        if name in self._replies: self._answer_created(name, 0)
     elif op[0] == 'decide' and s is not None:        # retention's removal or expiry, decided by the leader
         d = _DECISIONS[op[1]](*op[2])
         if type(d) is Expire: s.expire(d.now, decided=True); s._rewake()
@@ -118,7 +127,7 @@ def _decide(self: ClusteredJetStream, name: str, op):
     """A replicated stream's own change (retention's removal, expiry): its leader puts it in the log, every replica
     applies it; nothing is decided before the group runs (a restarted server's streams wait for it)."""
     g = self.groups.get(name)
-    if g is not None and g.is_leader() and type(op).__name__ in _DECISIONS: g.propose(('decide', type(op).__name__, tuple(op)))
+    if g is not None and g.is_leader() and g.seeded and type(op).__name__ in _DECISIONS: g.propose(('decide', type(op).__name__, tuple(op)))
 
 @patch
 def group_view(self: ClusteredJetStream, name: str) -> _GroupView:
@@ -129,9 +138,9 @@ def group_view(self: ClusteredJetStream, name: str) -> _GroupView:
 def _replicated_msg(self: ClusteredJetStream, s: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "A message for a replicated stream: its leader puts it in the group's log; every replica stores it once committed."
     g = self.groups.get(s.name)
-    if g is None and self.leader_of(s.name) == self.core.server_name:
+    if g is None and s.group is None:
         return s._on_msg(subject, reply, hdr, data, src)   # scaled down to this server alone: stored as on one server
-    if g is None or not g.is_leader() or g.closing: return   # every replica's server sees the message: the leader takes it
+    if g is None or not g.is_leader() or g.closing or not g.seeded: return   # every replica's server sees the message: the leader takes it
     if reply.endswith(b'.$FI') or (hdr and b'Nats-Batch-Id' in data[:hdr]):
         return s._handle(subject, reply, hdr, data)  # batches are refused on replicated streams (see the create): answered so
     q = self._outbox.setdefault(s.name, [])
@@ -144,6 +153,65 @@ def _propose_msgs(self: ClusteredJetStream, name: str):
     "The messages for a replicated stream that arrived in one read: one entry in its log (work per read, not per message)."
     msgs, g = self._outbox.pop(name, None), self.groups.get(name)
     if msgs and g is not None: g.propose(('msgs', msgs, time.time_ns(), self.core.server_id))
+
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #5434d365
+SEED_CHUNK = 1 << 20          # bytes of messages per `seed` entry
+
+@patch
+def _apply_grow(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
+    "A stream of one server given more servers: each new one makes an empty replica; every one proposes its group address (the group starts once all are known) and the first seeds it."
+    _, name, peers, cfg, origin, reply = op
+    a, me = self.assignments.get(name), self.core.server_name
+    if a is None: return
+    a['peers'], a['config'], a['addrs'], a['seed'] = list(peers), cfg, {}, peers[0]
+    if me not in peers: return
+    s = self.account.streams.get(name)
+    if not fresh:                                    # a replay: a memory replica is made again, the log refills it
+        if s is None: self._local_api(f'$JS.API.STREAM.CREATE.{name}'.encode(), b'', 0, json_bytes(cfg), None)
+        return
+    base = os.path.join(self._state_dir, 'streams', group_name(name, len(peers), cfg.get('storage', 'file'), a['created']))
+    for p in glob.glob(glob.escape(base) + '.*'): os.remove(p)       # a group of that name before (scaled down, then up)
+    if s is None: self._local_api(f'$JS.API.STREAM.CREATE.{name}'.encode(), b'', 0, json_bytes(cfg), None)
+    else: s.stop(); s.start()                        # its messages now go through the group (see `_share`)
+    if reply: self._replies[name] = (reply, 'stream_update_response')
+    self.meta.propose(('addr', name, me, f'{self.host}:{free_port(self.host)}'))
+
+@patch
+def _seed(self: ClusteredJetStream, name: str):
+    "On a grown stream's first server: once its group has a leader, put the store, then the consumers' states, then `seeded` in the log; again if `seeded` did not come back."
+    async def run():
+        while (g := self.groups.get(name)) is not None and not g.seeded and (s := self.account.streams.get(name)) is not None:
+            if not g.leader_addr(): await asyncio.sleep(0.1); continue
+            st, chunk, size, seq = s.store.state(), [], 0, 0
+            while (m := s.store.load_next_msg('>', seq + 1)) is not None:
+                seq = m.seq
+                chunk.append((m.seq, m.subject, m.hdr, m.data, m.ts, s.store.ttl_of(m.seq)))
+                size += len(m.subject) + len(m.hdr) + len(m.data)
+                if size >= SEED_CHUNK: g.propose(('seed', chunk)); chunk, size = [], 0; await asyncio.sleep(0)
+            if chunk: g.propose(('seed', chunk))
+            for c in list(s.consumers.values()):
+                if not _alone(c): g.propose(('cstate', c.name, c.snapshot(), self.core.server_id, []))
+            g.propose(('seeded', st['last_seq']))
+            for _ in range(100):
+                if g.seeded or self.groups.get(name) is not g: return
+                await asyncio.sleep(0.1)
+    asyncio.get_running_loop().create_task(run())
+
+@patch
+def _apply_seed(self: ClusteredJetStream, s: Stream, msgs: list, last: int = 0):
+    "Store the copied messages this replica lacks at their own sequence, time and TTL; then (`last`) use up sequences up to the first server's last one."
+    store = s.store
+    for seq, subject, hdr, data, ts, ttl in msgs:
+        if seq <= store.state()['last_seq']: continue
+        _advance(store, seq - 1)
+        s.last_seq, _ = store.store_msg(subject, hdr, data, ts=ts, ttl=ttl)
+    if last > store.state()['last_seq']: _advance(store, last); s.last_seq = last
+
+def _advance(store, to: int):
+    "Use up sequences until `to` is the last one (a store with no messages starts after it)."
+    st = store.state()
+    if st['messages'] == 0: store.compact(to + 1); return
+    while st['last_seq'] < to: st['last_seq'] = store.skip_msg()
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #e091f666
 _C_CHANGES = {'CONSUMER.CREATE', 'CONSUMER.DURABLE.CREATE', 'CONSUMER.DELETE', 'CONSUMER.PAUSE', 'CONSUMER.UNPIN'}
@@ -255,7 +323,7 @@ def _watch_consumers(self: ClusteredJetStream):
     "Every `CONSUMER_SYNC` seconds, per replicated stream here: a leader (once caught up) runs the replicated consumers and logs their changed states; a follower runs none."
     for name, g in list(self.groups.items()):
         s = self.account.streams.get(name)
-        if s is None: continue
+        if s is None or not g.seeded: continue       # (a grown stream's consumers are copied with its messages)
         try:
             if not g.is_leader():
                 g.cready = False

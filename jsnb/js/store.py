@@ -256,6 +256,12 @@ def _msg(self: MsgStore, r: int) -> StoreMsg:
 def _get_many(self: MsgStore, rows: np.ndarray) -> list: return [self._get(r) for r in rows.tolist()]
 
 @patch
+def ttl_of(self: MsgStore, seq: int) -> int:
+    "The per-message TTL (ns) the message at `seq` was stored with; 0 for none (or no such message)."
+    r = self._ix.row(seq)
+    return int(self._ix.ttl[r]) if r >= 0 else 0
+
+@patch
 def _msgs(self: MsgStore, rows: np.ndarray) -> list[StoreMsg]:
     "The messages at many rows, reading each index column once."
     ix = self._ix
