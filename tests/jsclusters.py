@@ -18,8 +18,9 @@ def free_ports(n: int) -> list[int]:
 
 class JSCluster:
     "`n` servers of `kind` (jsnb or nats-server) with JetStream, routed to each other (with credentials unless `open`)."
-    def __init__(self, kind: str, n: int = 3, name: str = 'c1', open: bool = False, no_js: tuple = ()):
+    def __init__(self, kind: str, n: int = 3, name: str = 'c1', open: bool = False, no_js: tuple = (), tags: dict | None = None):
         self.kind, self.n, self.name, self.open, self.no_js = kind, n, name, open, no_js     # no_js: servers without JetStream
+        self.tags = tags or {}                                                               # server -> its server_tags
         ports = free_ports(3 * n)
         self.client, self.route, self.http = ports[:n], ports[n:2 * n], ports[2 * n:]
         self.root = Path(tempfile.mkdtemp(prefix=f'jsc-{kind}-'))
@@ -28,7 +29,7 @@ class JSCluster:
     def config(self, i: int) -> str:
         cred, auth = ('', '') if self.open else (f'{USER}:{PASSWORD}@', f'authorization {{ user: {USER}, password: {PASSWORD} }}, ')
         routes = ', '.join(f'"nats-route://{cred}127.0.0.1:{p}"' for p in self.route)
-        return (f'server_name: n{i}\nhttp: 127.0.0.1:{self.http[i]}\n'
+        return (f'server_name: n{i}\nhttp: 127.0.0.1:{self.http[i]}\n' + (f'server_tags: {json.dumps(self.tags[i])}\n' if i in self.tags else '')
                 + ('jetstream: disabled\n' if i in self.no_js else f'jetstream {{ store_dir: "{self.root / f"n{i}" / "store"}" }}\n')
                 + f'cluster {{ name: {self.name}, listen: 127.0.0.1:{self.route[i]}, {auth}routes: [{routes}] }}\n')
 

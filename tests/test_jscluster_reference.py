@@ -416,3 +416,29 @@ async def test_scale_up_from_one_replica(cluster):
         return info['state']['messages'] == 11 and all(p['current'] for p in info['cluster']['replicas'])
     await _until(all_current)
     await nc.close()
+
+
+@pytest.mark.parametrize('kind', ['jsnb', 'nats-server'])
+async def test_placement_by_cluster_and_tags(kind):
+    "`placement`: the cluster must be this one; every tag must be a server's (case aside), `!tag` one it must not have; what cannot be placed is refused with 10005 and the reasons."
+    c = JSCluster(kind, tags={0: ['az:1', 'ssd'], 1: ['az:2'], 2: ['az:3', 'ssd']})
+    try:
+        c.start(); c.wait_meta()
+        nc = await nats.connect(c.url(0))
+        time.sleep(1)                                              # (the reference places only on servers it has heard from)
+
+        async def create(name, placement, n=1):
+            r = await _req(nc, f'$JS.API.STREAM.CREATE.{name}', {'name': name, 'subjects': [name.lower()], 'num_replicas': n, 'placement': placement})
+            if 'error' in r: return r['error']
+            return sorted([r['cluster']['leader']] + [p['name'] for p in r['cluster'].get('replicas', [])])
+        none = 'no suitable peers for placement'
+        assert await create('A', {'cluster': 'other'}) == {'code': 400, 'err_code': 10005, 'description': none}
+        assert await create('B', {'tags': ['ssd']}, 2) == ['n0', 'n2']
+        assert await create('C', {'tags': ['ssd']}, 3) == {'code': 400, 'err_code': 10005, 'description': none + ", tags not matched ['ssd']"}
+        assert await create('D', {'tags': ['az:2']}) == ['n1']
+        assert await create('E', {'cluster': 'c1', 'tags': ['nope']}) == {'code': 400, 'err_code': 10005, 'description': none + ", tags not matched ['nope']"}
+        assert await create('F', {'tags': ['AZ:3']}) == ['n2']
+        assert await create('G', {'tags': ['ssd', '!az:1']}) == ['n2']
+        assert await create('H', {'tags': ['!ssd']}, 2) == {'code': 400, 'err_code': 10005, 'description': none + ", tags excluded ['ssd']"}
+        await nc.close()
+    finally: c.stop()

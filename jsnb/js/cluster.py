@@ -145,7 +145,7 @@ class ClusterMeta(JetStream):
         self.host = opts.cluster_host if opts.cluster_host not in ('', '0.0.0.0', '::') else '127.0.0.1'
         self._state_dir = os.path.join(core.store_dir, '_meta_')
         self.raft_addr = _read(os.path.join(self._state_dir, 'raft')) or f'{self.host}:{free_port(self.host)}'
-        core.route_info_extra = {RAFT_INFO: self.raft_addr}
+        core.route_info_extra = {RAFT_INFO: self.raft_addr, 'jsnb_tags': list(opts.server_tags)}   # (tags: for placement)
         self.assignments: dict[str, dict] = {}     # stream -> {config, peers (server names), created, addrs {name: raft address}}
         self.members: dict[str, str] = {}          # meta raft address -> server name
         self.groups: dict[str, RaftGroup] = {}     # the groups of replicated streams this server is a peer of

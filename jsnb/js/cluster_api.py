@@ -208,13 +208,13 @@ def _scale_up(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: in
         cfg = self.assignments[name]['config']
         for key, what in _NOT_REPLICATED:
             if cfg.get(key): raise not_yet(f'a replicated stream with {what}')
+        asked = orjson.loads(data[hdr:] if hdr else data)
+        peers = self._placed(asked.get('placement', cfg.get('placement')), n, [self.core.server_name])
     except JSApiError as e: return self._refuse(reply, r.rtype, e, r.error_extra)
     resp = self._local_api(subject, b'', hdr, data, src, name)
     if resp is None: return
     if 'error' in resp: return self.account.reply(reply, json_bytes(resp)) if reply else None
-    me, load = self.core.server_name, self._load()
-    others = sorted((p for p in load if p != me), key=lambda p: (load[p], random.random()))[:n - 1]
-    self.meta.propose(('grow', name, [me] + others, resp['config'], self.core.server_id, reply))
+    self.meta.propose(('grow', name, peers, resp['config'], self.core.server_id, reply))
 
 @patch
 def _stepdown(self: ClusterApi, name: str, g: RaftGroup | None, reply: bytes, rtype: str = 'stream_leader_stepdown_response'):
@@ -353,13 +353,46 @@ def _propose_create(self: ClusterApi, name: str, subject: bytes, reply: bytes, h
         if n > 1:
             for key, what in _NOT_REPLICATED:
                 if cfg.get(key): raise not_yet(f'a replicated stream with {what}')
+        peers = self._placed(cfg.get('placement'), n)
     except JSApiError as e: return self._refuse(reply, r.rtype, e, r.error_extra)
-    load = self._load()
-    peers = sorted(load, key=lambda p: (load[p], random.random()))[:n]
     self.meta.propose(('assign', name, cfg, peers, time.time_ns(), reply, hdr, data))
 
 _NOT_REPLICATED = (('mirror', 'a mirror'), ('sources', 'sources'), ('allow_atomic', 'atomic batches'),
                    ('allow_batched', 'fast batches'), ('allow_msg_schedules', 'message schedules'))
+
+@patch
+def _placed(self: ClusterApi, placement: dict | None, n: int, existing: list = ()) -> list[str]:
+    """The `n` servers of a stream: `existing` first, then the least loaded that `placement` allows (its cluster; each
+    of its `tags`, `!tag` for one a server must not have; never a server tagged `!jetstream`). Fewer than needed: `10005`
+    with the reasons worded as the reference words them."""
+    pl = placement or {}
+    if pl.get('cluster') and pl['cluster'] != self.core.cluster.name: raise JSClusterNoPeersErrF(err='no suitable peers for placement')
+    want, load, tags = [t.lower() for t in pl.get('tags') or ()], self._load(), self._tags_of()
+    ok, missing, excluded, offline, exclude_set = [], {}, {}, False, False
+    for p in load:
+        if p in existing: continue
+        have = tags.get(p)
+        if have is None and want: offline = True; continue             # no route to it now: its tags are not known
+        have = have or set()
+        if '!jetstream' in have: exclude_set = True; continue
+        bad = next((t for t in want if (t[1:] in have if t.startswith('!') else t not in have)), None)
+        if bad is None: ok.append(p)
+        elif bad.startswith('!'): excluded[bad[1:]] = 1
+        else: missing[bad] = 1
+    if len(ok) < n - len(existing):
+        why = 'no suitable peers for placement' + (', peer offline' if offline else '') + (', exclude tag set' if exclude_set else '')
+        if missing: why += ", tags not matched [" + ', '.join(f"'{t}'" for t in missing) + ']'
+        if excluded: why += ", tags excluded [" + ', '.join(f"'{t}'" for t in excluded) + ']'
+        raise JSClusterNoPeersErrF(err=why)
+    return list(existing) + sorted(ok, key=lambda p: (load[p], random.random()))[:n - len(existing)]
+
+@patch
+def _tags_of(self: ClusterApi) -> dict:
+    "The server tags of this server and of the JetStream servers it has routes to (announced on the routes), lower case."
+    out = {self.core.server_name: {t.lower() for t in self.opts.server_tags}}
+    for rc in self.core.cluster.routes.values():
+        if getattr(rc, 'raft', ''): out[rc.remote_name] = getattr(rc, 'tags', set())
+    return out
 
 @patch
 def _load(self: ClusterApi) -> dict:

@@ -316,6 +316,7 @@ def process_info(self: ClusterLinks, rc: RouteConn, raw: bytes):
     rc.headers = bool(info.get('headers'))
     rc.raft = info.get('jsnb_raft') if type(info.get('jsnb_raft')) is str else ''   # a jsnb server's Raft address
     rc.raft_meta = info.get('jsnb_meta') if type(info.get('jsnb_meta')) is dict else None   # and its meta group's members
+    rc.tags = {t.lower() for t in info.get('jsnb_tags') or () if type(t) is str}         # and its server tags (stream placement)
     rc.connect_urls = [u for u in info.get('connect_urls') or () if type(u) is str]
     rc.ws_connect_urls = [u for u in info.get('ws_connect_urls') or () if type(u) is str]
     lu = info.get('leafnode_urls')
