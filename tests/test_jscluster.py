@@ -453,6 +453,59 @@ async def test_scale_up_from_one_replica(cluster):
     assert stores[0] == stores[1] == stores[2]                     # same sequences, subjects, data and times
 
 
+async def test_peer_remove_and_replica_changes():
+    "On four servers: `STREAM.PEER.REMOVE` of a follower, then of the leader, moves the replica to the server left out; R3 -> R4 -> R2 by updates; the consumer and the messages follow; the holders' stores end equal."
+    c = JSCluster('jsnb', n=4)
+    try:
+        c.start(); c.wait_meta()
+        nc = await nats.connect(c.url(0), max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+        js = nc.jetstream()
+        r = await _req(nc, '$JS.API.STREAM.CREATE.P', {'name': 'P', 'subjects': ['p.>'], 'num_replicas': 3})
+        assert 'error' not in r, r
+        for k in range(10): await js.publish('p.x', f'm{k}'.encode())
+        r = await _req(nc, '$JS.API.CONSUMER.DURABLE.CREATE.P.c', {'stream_name': 'P', 'config': {'durable_name': 'c', 'ack_policy': 'explicit'}})
+        assert 'error' not in r, r
+        sub = await js.pull_subscribe_bind('c', 'P')
+        for m in await sub.fetch(3, timeout=10): await m.ack_sync(timeout=10)
+
+        def holders(): return sorted(f'n{i}' for i in range(4) if c.jsz(i)['streams'])
+        async def members():
+            info = await _info(nc, 'P')
+            return sorted([info['cluster']['leader']] + [p['name'] for p in info['cluster'].get('replicas', [])])
+        async def remove(peer):
+            r = await _req(nc, '$JS.API.STREAM.PEER.REMOVE.P', {'peer': peer})
+            assert r == {'type': 'io.nats.jetstream.api.v1.stream_remove_peer_response', 'success': True}, r
+        info = await _info(nc, 'P')
+        follower = info['cluster']['replicas'][0]['name']
+        await remove(follower)
+        _wait(lambda: len(holders()) == 3 and follower not in holders())
+        assert (await _publish_acked(js, 'p.x', b'm10', time.time() + 60)).seq == 11
+        await remove((await _info(nc, 'P'))['cluster']['leader'])                      # the leader itself
+        _wait(lambda: len(holders()) == 3 and follower in holders())                  # the one left out takes its place
+        assert (await _publish_acked(js, 'p.x', b'm11', time.time() + 60)).seq == 12
+        assert sorted(await members()) == holders()
+        r = await _req(nc, '$JS.API.STREAM.PEER.REMOVE.P', {'peer': 'nobody'})
+        assert r['error'] == {'code': 400, 'err_code': 10040, 'description': 'peer not a member'}
+        r = await _req(nc, '$JS.API.STREAM.UPDATE.P', {'name': 'P', 'subjects': ['p.>'], 'num_replicas': 4}, timeout=30)
+        assert (r['config']['num_replicas'], len(r['cluster']['replicas']), r['state']['messages']) == (4, 3, 12), r
+        _wait(lambda: holders() == ['n0', 'n1', 'n2', 'n3'])
+        r = await _req(nc, '$JS.API.STREAM.PEER.REMOVE.P', {'peer': 'n0'})        # no server left to take its place
+        assert r['error'] == {'code': 503, 'err_code': 10075, 'description': 'peer remap failed'}
+        r = await _req(nc, '$JS.API.STREAM.UPDATE.P', {'name': 'P', 'subjects': ['p.>'], 'num_replicas': 2}, timeout=30)
+        assert (r['config']['num_replicas'], len(r['cluster']['replicas']), r['state']['messages']) == (2, 1, 12), r
+        _wait(lambda: len(holders()) == 2)
+        assert (await _publish_acked(js, 'p.x', b'm12', time.time() + 60)).seq == 13
+        ci = await _req(nc, '$JS.API.CONSUMER.INFO.P.c')
+        assert (ci['ack_floor']['stream_seq'], ci['num_pending']) == (3, 10), ci
+        kept = [int(h[1:]) for h in holders()]
+        _wait(lambda: all(c.jsz(i)['messages'] == 13 for i in kept))
+        await nc.close()
+        c.stop()
+        stores = c.stores('P')
+        assert len(stores[kept[0]]) == 13 and stores[kept[0]] == stores[kept[1]]
+    finally: c.stop()
+
+
 async def _publish_id(js, subject: str, data: bytes, deadline: float):
     "Publish with a message id until acknowledged; a retry of a publish that was committed is a duplicate the stream drops."
     while time.time() < deadline:

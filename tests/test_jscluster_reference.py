@@ -442,3 +442,21 @@ async def test_placement_by_cluster_and_tags(kind):
         assert await create('H', {'tags': ['!ssd']}, 2) == {'code': 400, 'err_code': 10005, 'description': none + ", tags excluded ['ssd']"}
         await nc.close()
     finally: c.stop()
+
+
+async def test_peer_remove_refusals(cluster):
+    "`STREAM.PEER.REMOVE` on three servers: no server to take the peer's place (10075), a peer that is not a member (10040), no stream (10059), no peer named (10003)."
+    nc = await nats.connect(cluster.url(0))
+    r = await _req(nc, '$JS.API.STREAM.CREATE.PR', {'name': 'PR', 'subjects': ['pr.>'], 'num_replicas': 3})
+    follower = r['cluster']['replicas'][0]
+    T = 'io.nats.jetstream.api.v1.stream_remove_peer_response'
+    assert await _req(nc, '$JS.API.STREAM.PEER.REMOVE.PR', {'peer': follower['name']}) == \
+        {'type': T, 'error': {'code': 503, 'err_code': 10075, 'description': 'peer remap failed'}}
+    assert (await _req(nc, '$JS.API.STREAM.PEER.REMOVE.PR', {'peer': follower['peer']}))['error']['err_code'] == 10075   # by peer id
+    assert await _req(nc, '$JS.API.STREAM.PEER.REMOVE.PR', {'peer': 'nx'}) == \
+        {'type': T, 'error': {'code': 400, 'err_code': 10040, 'description': 'peer not a member'}}
+    assert await _req(nc, '$JS.API.STREAM.PEER.REMOVE.NOPE', {'peer': 'n0'}) == \
+        {'type': T, 'error': {'code': 404, 'err_code': 10059, 'description': 'stream not found'}}
+    assert await _req(nc, '$JS.API.STREAM.PEER.REMOVE.PR', {}) == \
+        {'type': T, 'error': {'code': 400, 'err_code': 10003, 'description': 'bad request'}}
+    await nc.close()

@@ -151,6 +151,7 @@ class ClusterMeta(JetStream):
         self.groups: dict[str, RaftGroup] = {}     # the groups of replicated streams this server is a peer of
         self.applied, self.log_bytes, self.applied_before = 0, 0, 0
         self._replies: dict[str, tuple] = {}       # replicated streams created or grown: (reply, response type), sent once they have a leader
+        self._carried: dict[str, dict] = {}        # consumer states a regrouped stream's seeding server puts in its new group
         self._outbox: dict[str, list] = {}         # messages for replicated streams led here, until the end of the read
         self._acks: dict[tuple, list] = {}         # (stream, consumer) -> AckSync replies waiting for the end of the read
         self._seen, self._since, self._timer, self._fwd_sub = None, 0.0, None, None
@@ -332,6 +333,8 @@ def apply(self: ClusterMeta, idx: int, op: tuple):
         self._apply_scale(name, op, fresh)
     elif kind == 'grow':
         self._apply_grow(name, op, fresh)
+    elif kind == 'regroup':
+        self._apply_regroup(name, op, fresh)
     elif kind == 'config':
         if name in self.assignments: self.assignments[name]['config'] = op[2]
     elif kind == 'unassign':                      # a replica whose group had not applied the delete yet removes it now

@@ -9,7 +9,8 @@ import orjson
 from fastcore.basics import patch
 from ..nats.protocol import text
 from ..nats.times import rfc3339
-from .errors import JSApiError, JSClusterNotAvailErr, JSClusterNoPeersErrF, JSStreamNotFoundErr, JSConsumerNotFoundErr, JSStreamSubjectOverlapErr
+from .errors import (JSApiError, JSClusterNotAvailErr, JSClusterNoPeersErrF, JSStreamNotFoundErr, JSConsumerNotFoundErr,
+                            JSStreamSubjectOverlapErr, JSPeerRemapErr, JSClusterPeerNotMemberErr, JSBadRequestErr, JSInvalidJSONErr)
 from .host import json_bytes
 from .api import JetStream, route, answer, audit, _RT, ROUTES, _above_level
 from .direct_get import level_ok
@@ -32,11 +33,11 @@ class ClusterApi(ClusterMeta):
 _SCOPED = {'STREAM.CREATE', 'STREAM.INFO', 'STREAM.UPDATE', 'STREAM.DELETE', 'STREAM.PURGE', 'STREAM.MSG.GET',
            'STREAM.MSG.DELETE', 'STREAM.SNAPSHOT', 'STREAM.LEADER.STEPDOWN', 'CONSUMER.CREATE', 'CONSUMER.DURABLE.CREATE',
            'CONSUMER.INFO', 'CONSUMER.DELETE', 'CONSUMER.NAMES', 'CONSUMER.LIST', 'CONSUMER.PAUSE', 'CONSUMER.UNPIN',
-           'CONSUMER.LEADER.STEPDOWN'}
+           'CONSUMER.LEADER.STEPDOWN', 'STREAM.PEER.REMOVE'}
 _CHANGES = {'STREAM.UPDATE', 'STREAM.DELETE', 'STREAM.PURGE', 'STREAM.MSG.DELETE'}   # through a replicated stream's log
 _NOT_YET = {'STREAM.RESTORE': ('stream_restore_response', 'restoring a stream'),
-            'STREAM.PEER.REMOVE': ('stream_remove_peer_response', 'removing a stream peer'),
             'SERVER.REMOVE': ('meta_server_remove_response', 'removing a server')}
+_CLUSTER_ONLY = {'STREAM.PEER.REMOVE': 'stream_remove_peer_response'}     # verbs the single-server API does not route
 _STEPDOWNS = {'STREAM.LEADER.STEPDOWN': 'stream_leader_stepdown_response', 'META.LEADER.STEPDOWN': 'meta_leader_stepdown_response',
               'CONSUMER.LEADER.STEPDOWN': 'consumer_leader_stepdown_response'}
 
@@ -45,7 +46,7 @@ def _verb(subject: str) -> tuple[str, list[str]]:
     toks = subject.split('.')[2:]
     for n in (3, 2, 1):
         v = '.'.join(toks[:n])
-        if v in ROUTES or v in _NOT_YET or v in _STEPDOWNS: return v, toks[n:]
+        if v in ROUTES or v in _NOT_YET or v in _STEPDOWNS or v in _CLUSTER_ONLY: return v, toks[n:]
     return '', toks
 
 def _error(rtype: str, err: JSApiError, **extra) -> bytes:
@@ -99,8 +100,8 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         return                                       # otherwise the stream's replicas answer (their queue group)
     if verb == 'INFO': return self._account_info(subject, reply, hdr, data, src, hops)
     if verb not in _SCOPED and verb not in ('STREAM.NAMES', 'STREAM.LIST'): return self._local_api(subject, reply, hdr, data, src)
-    rtype = _STEPDOWNS.get(verb) or ROUTES[verb].rtype
-    extra = {} if verb in _STEPDOWNS else ROUTES[verb].error_extra
+    rtype = _STEPDOWNS.get(verb) or _CLUSTER_ONLY.get(verb) or ROUTES[verb].rtype
+    extra = {} if verb in _STEPDOWNS or verb in _CLUSTER_ONLY else ROUTES[verb].error_extra
     if self.meta is None: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
     if verb in ('STREAM.NAMES', 'STREAM.LIST'):      # the meta leader has applied every assignment a client has heard of
         lead = self.meta_leader()
@@ -113,7 +114,7 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         lead = self.meta_leader()
         if lead and lead != self.core.server_name and not hops:   # this server may not have applied the stream's assignment yet
             return self.forward(lead, subject, reply, hdr, data)
-        if verb in _STEPDOWNS: return self._refuse(reply, rtype, JSStreamNotFoundErr())
+        if verb in _STEPDOWNS or verb in _CLUSTER_ONLY: return self._refuse(reply, rtype, JSStreamNotFoundErr())
         return self._local_api(subject, reply, hdr, data, src)         # the account's own answer (not found, bad request)
     to = self.leader_of(name)
     if not to: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)     # a group between leaders
@@ -126,12 +127,12 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         s = self.account.streams.get(name)
         if s is None or len(args) < 2 or args[1] not in s.consumers: return self._refuse(reply, rtype, JSConsumerNotFoundErr())
         return self._stepdown(name, g, reply, rtype)
-    if verb == 'STREAM.UPDATE' and (err := self._update_refused(name, hdr, data)):
-        return self._refuse(reply, rtype, err, extra)
-    if verb == 'STREAM.UPDATE' and g is None and (_wanted_replicas(hdr, data) or 1) > 1:
-        return self._scale_up(name, subject, reply, hdr, data, src)
+    if verb == 'STREAM.PEER.REMOVE': return self._peer_remove(name, g, reply, hdr, data)
+    want, have = (_wanted_replicas(hdr, data), self.assignments[name]['config'].get('num_replicas', 1)) if verb == 'STREAM.UPDATE' else (None, 0)
+    if want and want != have and g is None: return self._scale_up(name, subject, reply, hdr, data, src)
     if g is None: return self._answer_r1(verb, name, subject, reply, hdr, data, src)
-    if verb == 'STREAM.UPDATE' and _wanted_replicas(hdr, data) == 1: return self._scale_down(name, subject, reply, hdr, data, src)
+    if want == 1: return self._scale_down(name, subject, reply, hdr, data, src)
+    if want and want != have: return self._regroup_update(name, g, want, subject, reply, hdr, data, src)
     s = self.account.streams.get(name)
     if s is not None and not self._consumers_ready(g, s):      # a new leader answers once its own barrier came back: the whole log applied
         if tries >= 40 or not g.is_leader(): return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
@@ -177,14 +178,6 @@ def _answer_here(self: ClusterApi, verb, name, subject, reply, hdr, data, src, o
     change = ('unassign', name) if verb == 'STREAM.DELETE' else ('config', name, resp['config'])
     self.meta.propose(change + (reply, body, self.core.server_id))
 
-@patch
-def _update_refused(self: ClusterApi, name: str, hdr: int, data: bytes) -> JSApiError | None:
-    "A change of `num_replicas` other than down to 1 or up from 1 (R3 to R5, R5 to R3) is refused for now."
-    want = _wanted_replicas(hdr, data)
-    have = self.assignments[name]['config'].get('num_replicas', 1)
-    if want is None or want == have or (want == 1 and name in self.groups) or have == 1: return None
-    return not_yet('changing the replicas of a replicated stream')
-
 def _wanted_replicas(hdr: int, data: bytes) -> int | None:
     "The `num_replicas` an update asks for (0 meaning 1), or None."
     try: want = orjson.loads(data[hdr:] if hdr else data).get('num_replicas')
@@ -215,6 +208,40 @@ def _scale_up(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: in
     if resp is None: return
     if 'error' in resp: return self.account.reply(reply, json_bytes(resp)) if reply else None
     self.meta.propose(('grow', name, peers, resp['config'], self.core.server_id, reply))
+
+@patch
+def _regroup_update(self: ClusterApi, name: str, g, want: int, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+    "`num_replicas` from one count above 1 to another (R3 to R5, R5 to R3), on the leader: the servers are chosen (the current ones first, this one first of all), the update is applied here, and the stream's group moves to them (`regroup`)."
+    r, a, me = ROUTES['STREAM.UPDATE'], self.assignments[name], self.core.server_name
+    keep = [me] + [p for p in a['peers'] if p != me]
+    try:
+        if want > len(self.members): raise JSClusterNoPeersErrF(err='no suitable peers for placement')
+        asked = orjson.loads(data[hdr:] if hdr else data)
+        peers = keep[:want] if want < len(keep) else self._placed(asked.get('placement', a['config'].get('placement')), want, keep)
+    except JSApiError as e: return self._refuse(reply, r.rtype, e, r.error_extra)
+    resp = self._local_api(subject, b'', hdr, data, src, name)
+    if resp is None: return
+    if 'error' in resp: return self.account.reply(reply, json_bytes(resp)) if reply else None
+    g.propose(('regroup', peers, resp['config'], reply, self.core.server_id, 'stream_update_response'))
+
+@patch
+def _peer_remove(self: ClusterApi, name: str, g, reply: bytes, hdr: int, data: bytes):
+    "`STREAM.PEER.REMOVE` on the leader: the peer (a server name or peer id) leaves the stream and another server takes its place, as the reference does; no server to take it: `10075`."
+    rtype, a = 'stream_remove_peer_response', self.assignments[name]
+    try:
+        body = data[hdr:] if hdr else data
+        if not body.strip(): raise JSBadRequestErr()
+        try: req = orjson.loads(body)
+        except orjson.JSONDecodeError as e: raise JSInvalidJSONErr(err=str(e)) from None
+        peer = req.get('peer') if type(req) is dict else None
+        if not peer or type(peer) is not str: raise JSBadRequestErr()
+        gone = next((p for p in a['peers'] if p == peer or peer_id(p) == peer), None)
+        if gone is None: raise JSClusterPeerNotMemberErr()
+        if g is None: raise not_yet('moving a stream of one replica to another server')
+        try: peers = self._placed(a['config'].get('placement'), len(a['peers']), [p for p in a['peers'] if p != gone], (gone,))
+        except JSApiError: raise JSPeerRemapErr() from None
+    except JSApiError as e: return self._refuse(reply, rtype, e)
+    g.propose(('regroup', peers, a['config'], reply, self.core.server_id, rtype))
 
 @patch
 def _stepdown(self: ClusterApi, name: str, g: RaftGroup | None, reply: bytes, rtype: str = 'stream_leader_stepdown_response'):
@@ -361,16 +388,16 @@ _NOT_REPLICATED = (('mirror', 'a mirror'), ('sources', 'sources'), ('allow_atomi
                    ('allow_batched', 'fast batches'), ('allow_msg_schedules', 'message schedules'))
 
 @patch
-def _placed(self: ClusterApi, placement: dict | None, n: int, existing: list = ()) -> list[str]:
+def _placed(self: ClusterApi, placement: dict | None, n: int, existing: list = (), ignore: tuple = ()) -> list[str]:
     """The `n` servers of a stream: `existing` first, then the least loaded that `placement` allows (its cluster; each
     of its `tags`, `!tag` for one a server must not have; never a server tagged `!jetstream`). Fewer than needed: `10005`
-    with the reasons worded as the reference words them."""
+    with the reasons worded as the reference words them. Servers in `ignore` are never chosen."""
     pl = placement or {}
     if pl.get('cluster') and pl['cluster'] != self.core.cluster.name: raise JSClusterNoPeersErrF(err='no suitable peers for placement')
     want, load, tags = [t.lower() for t in pl.get('tags') or ()], self._load(), self._tags_of()
     ok, missing, excluded, offline, exclude_set = [], {}, {}, False, False
     for p in load:
-        if p in existing: continue
+        if p in existing or p in ignore: continue
         have = tags.get(p)
         if have is None and want: offline = True; continue             # no route to it now: its tags are not known
         have = have or set()

@@ -9,7 +9,7 @@ from functools import partial
 import orjson
 from fastcore.basics import patch
 from ..nats.protocol import text
-from .host import json_bytes, Remove, Purge, Expire
+from .host import json_bytes, Remove, Purge, Expire, Configure
 from ..nats.subjects import subject_matches
 from .consumer_config import _filters
 from .api import _RT
@@ -22,7 +22,7 @@ from .cluster_api import ClusterApi, _verb, not_yet
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'SEED_CHUNK', 'ClusteredJetStream']
+__all__ = ['log', 'SEED_CHUNK', 'REGROUP_WAIT', 'ClusteredJetStream']
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #b2d0f3a1
 class ClusteredJetStream(ClusterApi):
@@ -95,6 +95,16 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
         _, cfg, reply, origin = op
         g.closing = True
         if origin == me: self.meta.propose(('scale', name, [self.core.server_name], cfg, me, reply))
+    elif op[0] == 'regroup':                         # the group moves to other servers: none takes more from here
+        _, peers, cfg, reply, origin, rtype = op
+        g.closing = True
+        if origin == me:
+            was = self.assignments[name]['peers']
+            seed = next(p for p in [self.core.server_name] + was if p in peers)    # this server if it stays, else a staying one
+            self.meta.propose(('regroup', name, list(peers), cfg, origin, reply, rtype, seed))
+            if rtype == 'stream_remove_peer_response' and reply:
+                self.account.api_total += 1
+                self.account.reply(reply, json_bytes(dict(type=_RT + rtype, success=True)))
     elif op[0] == 'seed' and s is not None:          # the first server's messages, copied where they are missing
         self._apply_seed(s, op[1])
     elif op[0] == 'seeded':
@@ -191,9 +201,11 @@ def _seed(self: ClusteredJetStream, name: str):
             if chunk: g.propose(('seed', chunk))
             for c in list(s.consumers.values()):
                 if not _alone(c): g.propose(('cstate', c.name, c.snapshot(), self.core.server_id, []))
+            for cname, snap in self._carried.get(name, {}).items():       # a follower's: as the group it left recorded them
+                if cname not in s.consumers: g.propose(('cstate', cname, snap, self.core.server_id, []))
             g.propose(('seeded', st['last_seq']))
             for _ in range(100):
-                if g.seeded or self.groups.get(name) is not g: return
+                if g.seeded or self.groups.get(name) is not g: self._carried.pop(name, None); return
                 await asyncio.sleep(0.1)
     asyncio.get_running_loop().create_task(run())
 
@@ -212,6 +224,45 @@ def _advance(store, to: int):
     st = store.state()
     if st['messages'] == 0: store.compact(to + 1); return
     while st['last_seq'] < to: st['last_seq'] = store.skip_msg()
+
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #c000d7ea
+@patch
+def _apply_regroup(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
+    """A replicated stream moved to other servers (`num_replicas` changed, a peer removed): once this server's group
+    has applied the `regroup` entry (at most `REGROUP_WAIT` seconds), it leaves the old group; a server no longer a peer
+    drops its replica, a new one makes an empty one, and every peer joins the new group, which the seeding server fills."""
+    _, name, peers, cfg, origin, reply, rtype, seed = op
+    a, me = self.assignments.get(name), self.core.server_name
+    if a is None: return
+    was, a['peers'], a['config'], a['addrs'], a['seed'] = a['peers'], list(peers), cfg, {}, seed
+    g = self.groups.get(name)
+    if not fresh:                                    # a replay: the old group (started by its replayed addresses) goes
+        if g is not None: self.groups.pop(name); g.destroy()
+        if me in peers and name not in self.account.streams:
+            self._local_api(f'$JS.API.STREAM.CREATE.{name}'.encode(), b'', 0, json_bytes(cfg), None)
+        return
+    storage, created = cfg.get('storage', 'file'), a['created']
+    bases = {os.path.join(self._state_dir, 'streams', group_name(name, n, storage, created)) for n in (len(was), len(peers))}
+    def switch(waited: float = 0.0):
+        if g is not None and not g.closing and waited < REGROUP_WAIT:
+            return asyncio.get_running_loop().call_later(0.05, switch, waited + 0.05)
+        s = self.account.streams.get(name)
+        if g is not None:
+            self._carried[name] = dict(g.cstates)
+            if self.groups.get(name) is g: self.groups.pop(name)
+            g.destroy_synchronous()
+        for base in bases:
+            for p in glob.glob(glob.escape(base) + '.*'): os.remove(p)
+        if me not in peers:
+            if s is not None: self.account.remove_stream(s)
+            return
+        if s is None: self._local_api(f'$JS.API.STREAM.CREATE.{name}'.encode(), b'', 0, json_bytes(cfg), None)
+        else: s.apply(Configure(cfg))
+        if reply and rtype == 'stream_update_response': self._replies[name] = (reply, rtype)
+        self.meta.propose(('addr', name, me, f'{self.host}:{free_port(self.host)}'))
+    switch()
+
+REGROUP_WAIT = 5.0           # seconds a replica waits to apply its group's `regroup` entry before it leaves the group anyway
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #e091f666
 _C_CHANGES = {'CONSUMER.CREATE', 'CONSUMER.DURABLE.CREATE', 'CONSUMER.DELETE', 'CONSUMER.PAUSE', 'CONSUMER.UNPIN'}
