@@ -171,8 +171,10 @@ async def test_consumer_on_a_stream_held_by_another_server(cluster):
     assert (r['config']['num_replicas'], r['state']['messages']) == (3, 5), r
     info = await _req(nc, '$JS.API.CONSUMER.INFO.ONE.worker')        # the consumer's state came along
     assert (info['num_ack_pending'], info['ack_floor']['stream_seq']) == (0, 5), info
-    r = await _req(nc, '$JS.API.STREAM.UPDATE.ONE', {'name': 'ONE', 'subjects': ['one.>'], 'num_replicas': 2})
-    assert r['error'] == {'code': 500, 'err_code': 10008, 'description': 'changing the replicas of a replicated stream is not supported by jsnb clusters yet'}
+    r = await _req(nc, '$JS.API.STREAM.UPDATE.ONE', {'name': 'ONE', 'subjects': ['one.>'], 'num_replicas': 2}, timeout=30)
+    assert (r['config']['num_replicas'], len(r['cluster']['replicas']), r['state']['messages']) == (2, 1, 5), r
+    info = await _req(nc, '$JS.API.CONSUMER.INFO.ONE.worker')        # and through a move of the group (R3 to R2)
+    assert (info['num_ack_pending'], info['ack_floor']['stream_seq']) == (0, 5), info
     await nc.close(); await nc0.close()
 
 

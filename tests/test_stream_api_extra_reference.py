@@ -294,3 +294,15 @@ async def test_required_api_level_header(start_server):
             r = await nc.request(subject, body, headers={'Nats-Required-Api-Level': '9'}, timeout=2)
             t.note(f'{subject} level 9', (dict(r.headers or {}), r.data))
     await run_both(start_server, scenario)
+
+
+async def test_cluster_only_requests_on_one_server(start_server):
+    "Stepdowns and peer removal on a server without a cluster: 10010 (clustering required), for a stream that exists or not; the meta stepdown and server removal are not answered."
+    async def scenario(t):
+        await t.api('$JS.API.STREAM.CREATE.X', {'name': 'X', 'subjects': ['x']})
+        await t.api('$JS.API.CONSUMER.CREATE.X.C', {'stream_name': 'X', 'config': {'durable_name': 'C'}})
+        for subject, body in [('$JS.API.STREAM.LEADER.STEPDOWN.X', None), ('$JS.API.CONSUMER.LEADER.STEPDOWN.X.C', None),
+                              ('$JS.API.STREAM.PEER.REMOVE.X', {'peer': 'a'}), ('$JS.API.STREAM.PEER.REMOVE.NOPE', {'peer': 'a'}),
+                              ('$JS.API.META.LEADER.STEPDOWN', {}), ('$JS.API.SERVER.REMOVE', {'peer': 'a'})]:
+            await t.api(subject, body)
+    await run_both(start_server, scenario)

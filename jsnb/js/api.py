@@ -11,7 +11,7 @@ import orjson
 from ..nats.core import ClientConn
 from ..nats.protocol import text
 from ..nats.times import rfc3339
-from .errors import JSApiError, JSRequiredApiLevelErr
+from .errors import JSApiError, JSRequiredApiLevelErr, JSClusterRequiredErr
 from .direct_get import level_ok
 from .host import advise, json_bytes
 from .account import Account
@@ -54,7 +54,14 @@ ROUTES: dict[str, Route] = {
     'CONSUMER.LIST': Route(C.consumer_list, 'consumer_list_response'),
     'CONSUMER.PAUSE': Route(C.consumer_pause, 'consumer_pause_response', error_extra=dict(paused=False, pause_until=rfc3339(0))),
     'CONSUMER.UNPIN': Route(C.consumer_unpin, 'consumer_unpin_response', nargs=2),
+    'STREAM.LEADER.STEPDOWN': Route(lambda *a: _clustered_only(), 'stream_leader_stepdown_response', nargs=1),
+    'CONSUMER.LEADER.STEPDOWN': Route(lambda *a: _clustered_only(), 'consumer_leader_stepdown_response', nargs=2),
+    'STREAM.PEER.REMOVE': Route(lambda *a: _clustered_only(), 'stream_remove_peer_response', nargs=1),
 }
+
+def _clustered_only():
+    "What a single server answers to a request only a cluster can do (stepdowns, peer removal), as the reference answers it."
+    raise JSClusterRequiredErr()
 
 def route(subject: str) -> tuple[Route, list[str]] | None:
     "The route of an API subject and its arguments, or None when no handler answers it."

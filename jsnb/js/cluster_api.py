@@ -37,7 +37,6 @@ _SCOPED = {'STREAM.CREATE', 'STREAM.INFO', 'STREAM.UPDATE', 'STREAM.DELETE', 'ST
 _CHANGES = {'STREAM.UPDATE', 'STREAM.DELETE', 'STREAM.PURGE', 'STREAM.MSG.DELETE'}   # through a replicated stream's log
 _NOT_YET = {'STREAM.RESTORE': ('stream_restore_response', 'restoring a stream'),
             'SERVER.REMOVE': ('meta_server_remove_response', 'removing a server')}
-_CLUSTER_ONLY = {'STREAM.PEER.REMOVE': 'stream_remove_peer_response'}     # verbs the single-server API does not route
 _STEPDOWNS = {'STREAM.LEADER.STEPDOWN': 'stream_leader_stepdown_response', 'META.LEADER.STEPDOWN': 'meta_leader_stepdown_response',
               'CONSUMER.LEADER.STEPDOWN': 'consumer_leader_stepdown_response'}
 
@@ -46,7 +45,7 @@ def _verb(subject: str) -> tuple[str, list[str]]:
     toks = subject.split('.')[2:]
     for n in (3, 2, 1):
         v = '.'.join(toks[:n])
-        if v in ROUTES or v in _NOT_YET or v in _STEPDOWNS or v in _CLUSTER_ONLY: return v, toks[n:]
+        if v in ROUTES or v in _NOT_YET or v in _STEPDOWNS: return v, toks[n:]
     return '', toks
 
 def _error(rtype: str, err: JSApiError, **extra) -> bytes:
@@ -100,8 +99,8 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         return                                       # otherwise the stream's replicas answer (their queue group)
     if verb == 'INFO': return self._account_info(subject, reply, hdr, data, src, hops)
     if verb not in _SCOPED and verb not in ('STREAM.NAMES', 'STREAM.LIST'): return self._local_api(subject, reply, hdr, data, src)
-    rtype = _STEPDOWNS.get(verb) or _CLUSTER_ONLY.get(verb) or ROUTES[verb].rtype
-    extra = {} if verb in _STEPDOWNS or verb in _CLUSTER_ONLY else ROUTES[verb].error_extra
+    rtype = _STEPDOWNS.get(verb) or ROUTES[verb].rtype
+    extra = {} if verb in _STEPDOWNS else ROUTES[verb].error_extra
     if self.meta is None: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
     if verb in ('STREAM.NAMES', 'STREAM.LIST'):      # the meta leader has applied every assignment a client has heard of
         lead = self.meta_leader()
@@ -114,7 +113,7 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         lead = self.meta_leader()
         if lead and lead != self.core.server_name and not hops:   # this server may not have applied the stream's assignment yet
             return self.forward(lead, subject, reply, hdr, data)
-        if verb in _STEPDOWNS or verb in _CLUSTER_ONLY: return self._refuse(reply, rtype, JSStreamNotFoundErr())
+        if verb in _STEPDOWNS or verb == 'STREAM.PEER.REMOVE': return self._refuse(reply, rtype, JSStreamNotFoundErr())
         return self._local_api(subject, reply, hdr, data, src)         # the account's own answer (not found, bad request)
     to = self.leader_of(name)
     if not to: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)     # a group between leaders
