@@ -27,6 +27,7 @@ class BenchOptions:
     msgs: int = 100_000          # messages per scenario
     size: int = 128              # payload bytes
     storage: str = 'memory'      # stream storage: memory or file
+    replicas: int = 1            # the streams' num_replicas (above 1: a cluster's URL; see tests/test_jscluster_bench.py)
     subjects: int = 1            # subjects the messages are spread over
     window: int = 1000           # outstanding acks (async publish, KV put) and pull window (consume)
     batch: int = 100             # atomic batch size, fetch batch, Direct Get batch
@@ -153,7 +154,7 @@ async def _stream(url: str, o: BenchOptions, name: str, subjects=('bench.js.>',)
         try: await c.api(f'$JS.API.STREAM.DELETE.{name}')
         except ApiError: pass
         await c.api(f'$JS.API.STREAM.CREATE.{name}',
-                    dict(name=name, subjects=list(subjects), storage=o.storage, num_replicas=1, **cfg))
+                    dict(name=name, subjects=list(subjects), storage=o.storage, num_replicas=o.replicas, **cfg))
         yield c
     finally:
         try: await c.api(f'$JS.API.STREAM.DELETE.{name}', timeout=60)

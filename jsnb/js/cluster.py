@@ -49,6 +49,13 @@ def plain_loads(data) -> object:
 
 _raft_pickle.loads = plain_loads     # what PySyncObj's connections and log decode with from now on
 
+class _IntoOurLog(logging.Handler):
+    "PySyncObj's own log lines go to the server's log (its file, its format), marked as PySyncObj's."
+    def emit(self, r: logging.LogRecord): log.log(r.levelno, 'Raft (PySyncObj): %s', r.getMessage())
+
+_raft_log = logging.getLogger('pysyncobj')
+_raft_log.addHandler(_IntoOurLog()); _raft_log.propagate = False
+
 # %% ../../nbs/2_js/20_cluster.ipynb #3b204b66
 LEADER_FALLBACK = 2.0    # seconds a leader that hears from no majority stays one (PySyncObj's default: 30)
 
