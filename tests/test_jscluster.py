@@ -508,6 +508,32 @@ async def test_peer_remove_and_replica_changes():
     finally: c.stop()
 
 
+async def test_runs_of_messages_on_three_replicas(cluster):
+    "Many publishes in one write reach the leader in one read and are one entry of the log, stored as one run by every replica: acks, duplicates within the run and against the window, and the stores (times included) as for one message at a time."
+    await _create(cluster, 'RUN')
+    nc = await nats.connect(cluster.url(1))
+    assert (await nc.jetstream().publish('run.x', b'first', headers={'Nats-Msg-Id': 'id-0'})).seq == 1
+    inbox = nc.new_inbox()
+    acks = []
+    async def took(m): acks.append(json.loads(m.data))
+    sub = await nc.subscribe(inbox, cb=took)
+    for k in range(300):                                # ids 0..199, each id of 100..199 twice; id-0 is already stored
+        await nc.publish('run.x', f'm{k}'.encode(), reply=inbox, headers={'Nats-Msg-Id': f'id-{k if k < 200 else k - 100}'})
+    for k in range(300, 400): await nc.publish('run.y', f'm{k}'.encode(), reply=inbox)       # and a run without headers
+    await nc.flush()
+    deadline = time.time() + 30
+    while len(acks) < 400 and time.time() < deadline: await asyncio.sleep(0.05)
+    assert len(acks) == 400 and not [a for a in acks if 'error' in a]
+    fresh = [a['seq'] for a in acks if not a.get('duplicate')]
+    assert sorted(fresh) == list(range(2, 2 + 199 + 100))              # id-1..id-199 and the 100 without ids, once each
+    assert sum(1 for a in acks if a.get('duplicate')) == 101
+    await sub.unsubscribe(); await nc.close()
+    _quiet(cluster, 1 + 199 + 100)
+    cluster.stop()
+    stores = cluster.stores('RUN')
+    assert len(stores[0]) == 300 and stores[0] == stores[1] == stores[2]
+
+
 async def _publish_id(js, subject: str, data: bytes, deadline: float):
     "Publish with a message id until acknowledged; a retry of a publish that was committed is a duplicate the stream drops."
     while time.time() < deadline:

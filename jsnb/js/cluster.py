@@ -66,7 +66,7 @@ class RaftGroup(SyncObj):
         self.lag = float(os.environ.get('JSNB_APPLY_LAG') or 0)   # seconds this server applies late (a lagging replica, for tests)
         self._held: deque = deque()
         self.leader_since, self.applied, self.applied_before = 0, 0, 0
-        self.cready = False
+        self.cready, self._applied_fd = False, None
         conf = SyncObjConf(password=password, journalFile=journal, onStateChanged=self._state, appendEntriesUseBatch=False,
                            appendEntriesPeriod=0.05, raftMinTimeout=0.5,
                            raftMaxTimeout=1.2, connectionRetryTime=0.5, connectionTimeout=2.0, leaderFallbackTimeout=LEADER_FALLBACK,
@@ -91,6 +91,15 @@ class RaftGroup(SyncObj):
     def propose(self, op: tuple):
         "Submit `op` (a tuple of plain values); a follower hands it to the leader."
         self._entry(op)
+
+    def mark_applied(self, path: str, idx: int):
+        "Record in the file `path` that entry `idx` is applied: one write at the start of a file kept open (per entry, so it is cheap)."
+        if self._applied_fd is None: self._applied_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        os.pwrite(self._applied_fd, b'%-20d\n' % idx, 0)
+
+    def destroy(self):
+        if self._applied_fd is not None: os.close(self._applied_fd); self._applied_fd = None
+        super().destroy()
 
     def status(self) -> dict:
         "PySyncObj's status, read from the group's thread (empty when a table changed under the read)."
@@ -351,7 +360,7 @@ def apply(self: ClusterMeta, idx: int, op: tuple):
         if fresh and g is not None and (s := self.account.streams.get(name)) is not None: self.account.remove_stream(s)
     if fresh and kind in ('config', 'unassign') and len(op) > 3 and op[-1] == self.core.server_id and op[-3]:
         self.account.reply(op[-3], op[-2])          # the update or delete asked here is answered now that it is recorded
-    if fresh: _write(os.path.join(self._state_dir, 'applied'), str(idx))
+    if fresh: self.meta.mark_applied(os.path.join(self._state_dir, 'applied'), idx)
 
 @patch
 def _apply_scale(self: ClusterMeta, name: str, op: tuple, fresh: bool):

@@ -13,7 +13,7 @@ from .host import json_bytes, Remove, Purge, Expire, Configure
 from ..nats.subjects import subject_matches
 from .consumer_config import _filters
 from .api import _RT
-from .stream import Stream
+from .stream import Stream, _simple_headers
 from .consumer import from_snapshot
 from . import consumer_api as C
 from .cluster import RaftGroup, group_name, _read, _write, free_port, CONSUMER_SYNC
@@ -83,7 +83,7 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
     if op[0] == 'msgs':
         _, msgs, ts, origin = op
         s = self.account.streams.get(name)
-        if s is not None:
+        if s is not None and not _as_run(s, msgs, ts, origin == me):
             answer = origin == me and not s.cfg.get('no_ack')
             for i, (subject, reply, hdr, data) in enumerate(msgs):
                 h, payload = (data[:hdr], data[hdr:]) if hdr else (b'', data)
@@ -117,9 +117,22 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
     elif op[0] == 'api':
         _, subject, reply, hdr, data, origin = op
         self._answer_here(_verb(text(subject))[0], name, subject, reply if origin == me else b'', hdr, data, None, origin == me)
-    _write(g.applied_file, str(idx))
+    g.mark_applied(g.applied_file, idx)
 
 _DECISIONS = {'Remove': Remove, 'Purge': Purge, 'Expire': Expire}    # what a stream decides on its own (`Stream.decide`)
+
+def _as_run(s: Stream, msgs: list, ts: int, answer: bool) -> bool:
+    """Store an entry's messages as one run, as a client's read is stored on one server (`Stream._store_inbox`: one
+    store call, one write), at the leader's time, when the bulk path takes them all; False when it does not (the
+    entry is then applied message by message)."""
+    if len(msgs) < 2 or not s._bulk or s.host.storage_limit(s.cfg.get('storage', 'file')) >= 0: return False
+    inbox = []
+    for subject, reply, hdr, data in msgs:
+        ids = _simple_headers(data, hdr) if hdr else None
+        if hdr and ids is None or reply.endswith(b'.$FI'): return False
+        inbox.append((subject.encode(), reply, data, hdr, ids))
+    s._store_inbox(inbox, ts, answer)
+    return True
 
 class _GroupView:
     "A replicated stream's group as the stream sees it (`Stream.group`): the changes it decides, the consumers its log recorded."
@@ -356,7 +369,7 @@ def apply_consumer(self: ClusteredJetStream, g: RaftGroup, name: str, idx: int, 
     if fresh:
         if origin == self.core.server_id:
             for r, b in replies: self.account.reply(r, b)
-        _write(g.applied_file, str(idx))
+        g.mark_applied(g.applied_file, idx)
 
 @patch
 def _detach(self: ClusteredJetStream, s: Stream, c, forget: bool = False):

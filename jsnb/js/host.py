@@ -228,8 +228,8 @@ class StoreMsg(NamedTuple):
     subject: str; hdr: bytes; data: bytes; ttl: int; msg_id: str; rollup: bytes; ts: int = 0
 
 class StoreRun(NamedTuple):
-    "Store messages that one client published in one read (`hdrs`: their header blocks; `ids`: their `Nats-Msg-Id`s, '' for none)."
-    subjects: list; datas: list; hdrs: list | None = None; ids: list | None = None
+    "Store messages that one client published in one read (`hdrs`: their header blocks; `ids`: their `Nats-Msg-Id`s, '' for none; `ts`: the time a replicated stream's leader gave them, 0: now)."
+    subjects: list; datas: list; hdrs: list | None = None; ids: list | None = None; ts: int = 0
 
 class SkipMsg(NamedTuple):
     "Use up a sequence without storing (an interest stream with no consumer)."

@@ -221,13 +221,13 @@ def _sizes(self: MsgStore, subjects: list[bytes], datas: list[bytes], hdrs: list
     return np.array([len(s) + len(d) + 16 for s, d in zip(subjects, datas)], np.int64)
 
 @patch
-def store_batch(self: MsgStore, subjects: list[bytes], datas: list[bytes], hdrs: list[bytes] | None = None) -> tuple[int, int]:
-    "Store messages in one call, for streams that refuse none of them (`hdrs`: their header blocks, `b''` for none): `(first_seq, ts)`."
+def store_batch(self: MsgStore, subjects: list[bytes], datas: list[bytes], hdrs: list[bytes] | None = None, ts: int = 0) -> tuple[int, int]:
+    "Store messages in one call, for streams that refuse none of them (`hdrs`: their header blocks, `b''` for none; `ts`: their time, 0: now): `(first_seq, ts)`."
     self._check()
     L, ix = self.limits, self._ix
     refuses = L.discard == 'new' and (L.max_msgs > 0 or L.max_bytes > 0 or L.discard_new_per_subject)
     assert not refuses and L.max_msg_size < 0, 'store_batch is for streams that refuse nothing'
-    bids, ts = ix.bids, time.time_ns()
+    bids, ts = ix.bids, ts or time.time_ns()
     sids = np.empty(len(subjects), np.int32)
     for i, s in enumerate(subjects):
         j = bids.get(s)

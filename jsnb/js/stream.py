@@ -131,7 +131,7 @@ def apply(self: Stream, op):
             schedules.on_store(self, op.subject, op.hdr, seq, ts)
         return seq, ts
     if t is StoreRun:
-        first, ts = store.store_batch(op.subjects, op.datas, op.hdrs)
+        first, ts = store.store_batch(op.subjects, op.datas, op.hdrs, op.ts)
         self.last_seq, self.last_msg_id = first + len(op.subjects) - 1, op.ids[-1] if op.ids else ''
         if op.ids:                                      # `_remember` for each id, in one pass (one entry in the order for the run)
             ids = op.ids if all(op.ids) else [mid for mid in op.ids if mid]
@@ -279,8 +279,13 @@ def _flush(self: Stream):
     if len(msgs) == 1 or not self._bulk or self.host.storage_limit(self.cfg.get('storage', 'file')) >= 0:
         for subject, reply, data, hdr, _ in msgs: self._on_one(subject, reply, hdr, data)   # one at a time: the checks apply
         return
+    self._store_inbox(msgs)
+
+@patch
+def _store_inbox(self: Stream, msgs: list, ts: int = 0, answer: bool = True):
+    "Store inbox messages `(subject, reply, data, hdr_len, ids)` as one run (at `ts`, 0: now); `answer`: send their pub acks."
     keep, answers = [], []            # the messages to store; per message (reply, index in keep | an answer, duplicate)
-    if any(m[3] for m in msgs): keep, answers = self._dedup_run(msgs)
+    if any(m[3] for m in msgs): keep, answers = self._dedup_run(msgs, ts)
     else:
         keep = msgs; answers = [(m[1], i, False) for i, m in enumerate(msgs)]
     first = 0
@@ -288,26 +293,30 @@ def _flush(self: Stream):
         if keep:
             hdrs = [m[2][:m[3]] for m in keep] if keep is not msgs else None
             first = self.propose(StoreRun([m[0] for m in keep], [m[2][m[3]:] if m[3] else m[2] for m in keep], hdrs,
-                                          [m[4] for m in keep] if hdrs else None))
+                                          [m[4] for m in keep] if hdrs else None, ts))
     except StoreError as e:
         nak = self._nak(JSStreamStoreFailedF(err=_STORE_ERRORS.get(e.kind, str(e))))
         answers = [(reply, nak if type(k) is int else k, False) for reply, k, _ in answers]
     except Exception:                                # one bad message must not cost its neighbours: each on its own
         log.exception("stream '$G > %s' could not store a run of %d messages; storing them one by one", self.name, len(msgs))
-        for subject, reply, data, hdr, _ in msgs: self._on_one(subject, reply, hdr, data)
+        for subject, reply, data, hdr, _ in msgs:
+            if not ts and answer: self._on_one(subject, reply, hdr, data)
+            else:                                    # a replicated entry's: at its time, answered where it was proposed
+                ack = self.process(text(subject), data[:hdr] if hdr else b'', data[hdr:] if hdr else data, bool(reply), ts=ts)
+                if answer and reply and ack is not None and not self.cfg.get('no_ack'): self.host.reply(reply, ack)
         return
     else:
         if keep: self._stored()
-    if self.cfg.get('no_ack'): return
+    if self.cfg.get('no_ack') or not answer: return
     ack, fmt = self._ack, self._ack_fmt
     self.host.reply_many([(reply, (ack(first + k, duplicate=True) if dup else fmt % (first + k)) if type(k) is int else k)
                           for reply, k, dup in answers if reply])
 
 @patch
-def _dedup_run(self: Stream, msgs: list) -> tuple[list, list]:
-    "For an inbox with headers: the messages to store (with their ids), and what each message is answered."
+def _dedup_run(self: Stream, msgs: list, now: int = 0) -> tuple[list, list]:
+    "For an inbox with headers: the messages to store (with their ids), and what each message is answered (`now`: the time the window ends at, 0: now)."
     keep, answers, seen, name = [], [], {}, self.name
-    self._trim_dedup(time.time_ns())
+    self._trim_dedup(now or time.time_ns())
     ids = [m[4] for m in msgs]
     if None not in ids and [e for _, e in ids].count(b'') == len(ids):    # the usual run: an id each, no stream names
         mids = text(b'\r\n'.join([b for b, _ in ids])).split('\r\n')     # (an id never holds a line end)
