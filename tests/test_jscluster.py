@@ -13,10 +13,10 @@ async def _req(nc, subject: str, body=None, timeout: float = 10) -> dict:
     return json.loads(m.data)
 
 
-async def _publish_acked(js, subject: str, data: bytes, deadline: float):
+async def _publish_acked(js, subject: str, data: bytes, deadline: float, headers=None):
     "Publish until acknowledged (a publish that times out was not acknowledged, and is sent again)."
     while time.time() < deadline:
-        try: return await js.publish(subject, data, timeout=1)
+        try: return await js.publish(subject, data, timeout=1, headers=headers)
         except (NatsTimeout, NoRespondersError, asyncio.TimeoutError): await asyncio.sleep(0.1)
     raise TimeoutError(f'{data!r} never acknowledged')
 
@@ -422,7 +422,7 @@ async def test_scale_up_from_one_replica(cluster):
     js = nc.jetstream()
     r = await _req(nc, '$JS.API.STREAM.CREATE.U', {'name': 'U', 'subjects': ['u.>']})
     holder = int(r['cluster']['leader'][1:])
-    for k in range(20): await js.publish(f'u.{k % 3}', f'm{k}'.encode())
+    for k in range(20): await js.publish(f'u.{k % 3}', f'm{k}'.encode(), headers={'Nats-Msg-Id': f'id-{k}'})
     for seq in (5, 20): assert (await _req(nc, '$JS.API.STREAM.MSG.DELETE.U', {'seq': seq}))['success']   # a gap, and a last sequence with no message
     r = await _req(nc, '$JS.API.CONSUMER.DURABLE.CREATE.U.c', {'stream_name': 'U', 'config': {'durable_name': 'c', 'ack_policy': 'explicit'}})
     assert 'error' not in r, r
@@ -437,16 +437,17 @@ async def test_scale_up_from_one_replica(cluster):
     _quiet(cluster, 19)
     ci = await _req(nc, '$JS.API.CONSUMER.INFO.U.c')
     assert (ci['ack_floor']['stream_seq'], ci['num_pending'], ci['config']['num_replicas']) == (3, 16, 0), ci
-    lead = (await _info(nc, 'U'))['cluster']['leader']
-    cluster.kill(int(lead[1:]))                                    # the group goes on without its leader
+    cluster.kill(holder)                                           # the group goes on with the two copies only
     assert (await _publish_acked(js, 'u.x', b'after kill', time.time() + 60)).seq == 22
+    again = await _publish_acked(js, 'u.0', b'm6', time.time() + 60, headers={'Nats-Msg-Id': 'id-6'})
+    assert (again.seq, again.duplicate) == (7, True)               # a copy's duplicate window has the copied ids
     got = []
     deadline = time.time() + 60
     while len(got) < 2 and time.time() < deadline:                 # the consumer resumes after its ack floor on the new leader
         try: got += [m.metadata.sequence.stream for m in await sub.fetch(2 - len(got), timeout=2)]
         except (NatsTimeout, asyncio.TimeoutError, nats.js.errors.ServiceUnavailableError): pass
     assert got == [4, 6]
-    cluster.start(int(lead[1:]))
+    cluster.start(holder)
     _quiet(cluster, 20)
     await nc.close()
     cluster.stop()

@@ -14,6 +14,7 @@ from ..nats.subjects import subject_matches
 from .consumer_config import _filters
 from .api import _RT
 from .stream import Stream, _simple_headers
+from .store import StoreMsg
 from .consumer import from_snapshot
 from . import consumer_api as C
 from .cluster import RaftGroup, group_name, _read, _write, free_port, CONSUMER_SYNC
@@ -224,12 +225,13 @@ def _seed(self: ClusteredJetStream, name: str):
 
 @patch
 def _apply_seed(self: ClusteredJetStream, s: Stream, msgs: list, last: int = 0):
-    "Store the copied messages this replica lacks at their own sequence, time and TTL; then (`last`) use up sequences up to the first server's last one."
+    "Store the copied messages this replica lacks at their own sequence, time, TTL and message id; then (`last`) use up sequences up to the first server's last one."
     store = s.store
     for seq, subject, hdr, data, ts, ttl in msgs:
         if seq <= store.state()['last_seq']: continue
         _advance(store, seq - 1)
         s.last_seq, _ = store.store_msg(subject, hdr, data, ts=ts, ttl=ttl)
+        s._remember_msg(StoreMsg(subject, seq, ts, hdr, data), seq)     # its id, for the duplicate window
     if last > store.state()['last_seq']: _advance(store, last); s.last_seq = last
 
 def _advance(store, to: int):
