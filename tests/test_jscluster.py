@@ -194,9 +194,9 @@ async def _ack_sync(m, deadline: float):
     raise TimeoutError('ack never confirmed')
 
 
-async def _durable_after(cluster, name: str, n: int, acks: int, **cfg):
+async def _durable_after(cluster, name: str, n: int, acks: int, creplicas: int = 0, **cfg):
     """An R3 stream `name` (`cfg`) with `n` messages published through a follower, and a durable pull consumer `work`
-    (explicit acks, 2 s ack wait) that fetched 10 and acknowledged the first `acks` with `AckSync`: (the stream's
+    (explicit acks, 2 s ack wait, `creplicas` replicas: 0 for the stream's) that fetched 10 and acknowledged the first `acks` with `AckSync`: (the stream's
     leader, its index, the connection, the consumer's create response, the subscription, the acknowledged sequences)."""
     leader = await _create(cluster, name, **cfg)
     li = int(leader[1:])
@@ -204,7 +204,8 @@ async def _durable_after(cluster, name: str, n: int, acks: int, **cfg):
     js = nc.jetstream()
     for k in range(n): await js.publish(f'{name.lower()}.x', f'{k}'.encode())
     r = await _req(nc, f'$JS.API.CONSUMER.DURABLE.CREATE.{name}.work',
-                   {'stream_name': name, 'config': {'durable_name': 'work', 'ack_policy': 'explicit', 'ack_wait': 2_000_000_000}})
+                   {'stream_name': name, 'config': {'durable_name': 'work', 'ack_policy': 'explicit', 'ack_wait': 2_000_000_000,
+                                                    **({'num_replicas': creplicas} if creplicas else {})}})
     assert 'error' not in r, r
     sub = await js.pull_subscribe_bind('work', name)
     acked = set()
@@ -223,10 +224,12 @@ async def _take_rest(sub, done) -> list:
     return seen
 
 
-async def test_consumer_survives_the_stream_leader(cluster):
-    "A durable pull consumer of an R3 stream: after the leader is killed, the new leader redelivers no acknowledged message and loses no unacknowledged one."
-    leader, li, nc, r, sub, acked = await _durable_after(cluster, 'W', 20, 6)
-    assert r['cluster']['leader'] == leader and len(r['cluster']['replicas']) == 2
+@pytest.mark.parametrize('creplicas', [0, 1])
+async def test_consumer_survives_the_stream_leader(cluster, creplicas):
+    """A durable pull consumer of an R3 stream (of the stream's replicas, or of one): after the leader is killed, the new
+    leader redelivers no acknowledged message and loses no unacknowledged one."""
+    leader, li, nc, r, sub, acked = await _durable_after(cluster, 'W', 20, 6, creplicas)
+    assert r['cluster']['leader'] == leader and len(r['cluster'].get('replicas', [])) == (0 if creplicas == 1 else 2)
     info = await _req(nc, '$JS.API.CONSUMER.INFO.W.work')
     assert (info['delivered']['stream_seq'], info['ack_floor']['stream_seq'], info['num_ack_pending']) == (10, 6, 4)
     cluster.kill(li)

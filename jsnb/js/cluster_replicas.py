@@ -283,8 +283,8 @@ REGROUP_WAIT = 5.0           # seconds a replica waits to apply its group's `reg
 _C_CHANGES = {'CONSUMER.CREATE', 'CONSUMER.DURABLE.CREATE', 'CONSUMER.DELETE', 'CONSUMER.PAUSE', 'CONSUMER.UNPIN'}
 
 def _alone(c) -> bool:
-    "A consumer of one replica on a replicated stream (an ordered consumer's, a key-value watch's): it runs on the stream's leader, unlogged."
-    return c.cfg.get('num_replicas') == 1 and c.stream.cfg.get('num_replicas', 1) > 1
+    "An ephemeral consumer of one replica on a replicated stream (an ordered consumer's, a key-value watch's): it runs on the stream's leader, unlogged."
+    return c.cfg.get('num_replicas') == 1 and c.stream.cfg.get('num_replicas', 1) > 1 and not c.cfg.get('durable_name')
 
 @patch
 def _consumer_api(self: ClusteredJetStream, verb, name, g, subject, reply, hdr, data, src, rtype, extra):
