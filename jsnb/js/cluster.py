@@ -92,6 +92,14 @@ class RaftGroup(SyncObj):
         "Submit `op` (a tuple of plain values); a follower hands it to the leader."
         self._entry(op)
 
+    def _SyncObj__onMessageReceived(self, node, message):
+        "PySyncObj's handler of a peer's message, except that a follower's acknowledgement of earlier entries does not move back where the next send to it starts."
+        ahead = None
+        if message.get('type') == 'next_node_idx' and message.get('success') and not message.get('reset'):
+            ahead = self._SyncObj__raftNextIndex.get(node)
+        SyncObj._SyncObj__onMessageReceived(self, node, message)
+        if ahead is not None and self._SyncObj__raftNextIndex.get(node, 0) < ahead: self._SyncObj__raftNextIndex[node] = ahead
+
     def mark_applied(self, path: str, idx: int):
         "Record in the file `path` that entry `idx` is applied: one write at the start of a file kept open (per entry, so it is cheap)."
         if self._applied_fd is None: self._applied_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
