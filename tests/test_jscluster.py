@@ -492,23 +492,27 @@ async def test_peer_remove_and_replica_changes():
         assert sorted(await members()) == holders()
         r = await _req(nc, '$JS.API.STREAM.PEER.REMOVE.P', {'peer': 'nobody'})
         assert r['error'] == {'code': 400, 'err_code': 10040, 'description': 'peer not a member'}
-        r = await _req(nc, '$JS.API.STREAM.UPDATE.P', {'name': 'P', 'subjects': ['p.>'], 'num_replicas': 4}, timeout=30)
+        r = await _req(nc, '$JS.API.STREAM.UPDATE.P', {'name': 'P', 'subjects': ['p.>', 'q.>'], 'num_replicas': 4}, timeout=30)
         assert (r['config']['num_replicas'], len(r['cluster']['replicas']), r['state']['messages']) == (4, 3, 12), r
         _wait(lambda: holders() == ['n0', 'n1', 'n2', 'n3'])
+        for k in range(3):                          # every replica took the new subject too, whichever leads
+            assert (await _publish_acked(js, 'q.x', f'q{k}'.encode(), time.time() + 60)).seq == 13 + k
+            assert (await _req(nc, '$JS.API.STREAM.LEADER.STEPDOWN.P'))['success']
+        assert (await _publish_acked(js, 'q.x', b'q3', time.time() + 60)).seq == 16
         r = await _req(nc, '$JS.API.STREAM.PEER.REMOVE.P', {'peer': 'n0'})        # no server left to take its place
         assert r['error'] == {'code': 503, 'err_code': 10075, 'description': 'peer remap failed'}
-        r = await _req(nc, '$JS.API.STREAM.UPDATE.P', {'name': 'P', 'subjects': ['p.>'], 'num_replicas': 2}, timeout=30)
-        assert (r['config']['num_replicas'], len(r['cluster']['replicas']), r['state']['messages']) == (2, 1, 12), r
+        r = await _req(nc, '$JS.API.STREAM.UPDATE.P', {'name': 'P', 'subjects': ['p.>', 'q.>'], 'num_replicas': 2}, timeout=30)
+        assert (r['config']['num_replicas'], len(r['cluster']['replicas']), r['state']['messages']) == (2, 1, 16), r
         _wait(lambda: len(holders()) == 2)
-        assert (await _publish_acked(js, 'p.x', b'm12', time.time() + 60)).seq == 13
+        assert (await _publish_acked(js, 'p.x', b'm12', time.time() + 60)).seq == 17
         ci = await _req(nc, '$JS.API.CONSUMER.INFO.P.c')
-        assert (ci['ack_floor']['stream_seq'], ci['num_pending']) == (3, 10), ci
+        assert (ci['ack_floor']['stream_seq'], ci['num_pending']) == (3, 14), ci
         kept = [int(h[1:]) for h in holders()]
-        _wait(lambda: all(c.jsz(i)['messages'] == 13 for i in kept))
+        _wait(lambda: all(c.jsz(i)['messages'] == 17 for i in kept))
         await nc.close()
         c.stop()
         stores = c.stores('P')
-        assert len(stores[kept[0]]) == 13 and stores[kept[0]] == stores[kept[1]]
+        assert len(stores[kept[0]]) == 17 and stores[kept[0]] == stores[kept[1]]
     finally: c.stop()
 
 

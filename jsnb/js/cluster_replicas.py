@@ -272,7 +272,11 @@ def _apply_regroup(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
             if s is not None: self.account.remove_stream(s)
             return
         if s is None: self._local_api(f'$JS.API.STREAM.CREATE.{name}'.encode(), b'', 0, json_bytes(cfg), None)
-        else: s.apply(Configure(cfg))
+        else:                                        # the update (applied on the leader) may have changed the subjects too
+            moved = (s.cfg.get('subjects') or []) != (cfg.get('subjects') or [])
+            if moved: s.stop()
+            s.apply(Configure(cfg))
+            if moved: s.start()
         if reply and rtype == 'stream_update_response': self._replies[name] = (reply, rtype)
         self.meta.propose(('addr', name, me, f'{self.host}:{free_port(self.host)}'))
     switch()
