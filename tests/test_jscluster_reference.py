@@ -202,6 +202,8 @@ async def test_work_queue_consumer(cluster):
 async def test_interest_consumers(cluster):
     "Consumers of an R3 interest stream: nothing kept without interest, a message leaves every server once both consumers acknowledged it, everything once the last consumer is gone."
     ncs = await _clients(cluster)
+    await _req(ncs[0], '$JS.API.STREAM.DELETE.IN3')                  # (a rerun starts from nothing: the cluster is the module's)
+    await asyncio.sleep(0.5)
     base = [cluster.jsz(i)['messages'] for i in range(cluster.n)]
     held = lambda: [cluster.jsz(i)['messages'] - base[i] for i in range(cluster.n)]
     r = await _req(ncs[0], '$JS.API.STREAM.CREATE.IN3', {'name': 'IN3', 'subjects': ['in3.>'], 'num_replicas': 3, 'retention': 'interest'})
