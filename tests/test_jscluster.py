@@ -14,7 +14,8 @@ async def _req(nc, subject: str, body=None, timeout: float = 10) -> dict:
 
 
 async def _publish_acked(js, subject: str, data: bytes, deadline: float, headers=None):
-    "Publish until acknowledged (a publish that times out was not acknowledged, and is sent again)."
+    """Publish until acknowledged (a publish that times out was not acknowledged, and is sent again; it may have been
+    stored, so a test that counts sequences gives a message id, and the stream drops the second copy)."""
     while time.time() < deadline:
         try: return await js.publish(subject, data, timeout=1, headers=headers)
         except (NatsTimeout, NoRespondersError, asyncio.TimeoutError): await asyncio.sleep(0.1)
@@ -29,6 +30,25 @@ def _wait(cond, timeout: float = 60):
         except OSError: pass
         time.sleep(0.2)
     raise TimeoutError
+
+
+async def _ask(nc, subject: str, body, timeout: float = 30) -> dict:
+    "An API request asked again while the stream's group is between leaders or its new leader is catching up (10008)."
+    deadline = time.time() + timeout
+    while True:
+        r = await _req(nc, subject, body, timeout=timeout)
+        if (r.get('error') or {}).get('err_code') != 10008 or time.time() > deadline: return r
+        await asyncio.sleep(0.2)
+
+
+async def _fetch_n(sub, n: int, timeout: float = 60) -> list:
+    "Fetch `n` messages, asked again while a new replicated consumer is not running yet on its leader."
+    got, deadline = [], time.time() + timeout
+    while len(got) < n:
+        try: got += await sub.fetch(n - len(got), timeout=3)
+        except (NatsTimeout, asyncio.TimeoutError, nats.js.errors.ServiceUnavailableError):
+            if time.time() > deadline: raise
+    return got
 
 
 async def _info(nc, stream: str, timeout: float = 30) -> dict:
@@ -381,10 +401,10 @@ async def test_scale_down_to_one_replica(cluster):
     nc = await nats.connect(cluster.url((li + 2) % 3))
     info = await _info(nc, 'D', 60)
     assert (info['config']['num_replicas'], info['state']['messages'], info['cluster']['leader']) == (1, 6, leader)
-    assert (await _publish_acked(nc.jetstream(), 'd.x', b'6', time.time() + 60)).seq == 7
+    assert (await _publish_acked(nc.jetstream(), 'd.x', b'6', time.time() + 60, headers={'Nats-Msg-Id': 'd6'})).seq == 7
     r = await _req(nc, '$JS.API.STREAM.UPDATE.D', {'name': 'D', 'subjects': ['d.>'], 'num_replicas': 3}, timeout=30)
     assert (r['config']['num_replicas'], r['state']['messages']) == (3, 7), r    # up again: the old group's journals are not replayed
-    assert (await _publish_acked(nc.jetstream(), 'd.x', b'7', time.time() + 60)).seq == 8
+    assert (await _publish_acked(nc.jetstream(), 'd.x', b'7', time.time() + 60, headers={'Nats-Msg-Id': 'd7'})).seq == 8
     _quiet(cluster, 8)
     await nc.close()
 
@@ -436,12 +456,12 @@ async def test_scale_up_from_one_replica(cluster):
     assert (r['config']['num_replicas'], len(r['cluster']['replicas'])) == (3, 2)
     assert (r['state']['messages'], r['state']['first_seq'], r['state']['last_seq'], r['state']['num_deleted']) == (18, 1, 20, 2)
     _wait(lambda: [cluster.jsz(i)['streams'] for i in range(3)] == [1, 1, 1])
-    assert (await _publish_acked(js, 'u.x', b'after', time.time() + 60)).seq == 21
+    assert (await _publish_acked(js, 'u.x', b'after', time.time() + 60, headers={'Nats-Msg-Id': 'after'})).seq == 21
     _quiet(cluster, 19)
     ci = await _req(nc, '$JS.API.CONSUMER.INFO.U.c')
     assert (ci['ack_floor']['stream_seq'], ci['num_pending'], ci['config']['num_replicas']) == (3, 16, 0), ci
     cluster.kill(holder)                                           # the group goes on with the two copies only
-    assert (await _publish_acked(js, 'u.x', b'after kill', time.time() + 60)).seq == 22
+    assert (await _publish_acked(js, 'u.x', b'after kill', time.time() + 60, headers={'Nats-Msg-Id': 'after-kill'})).seq == 22
     again = await _publish_acked(js, 'u.0', b'm6', time.time() + 60, headers={'Nats-Msg-Id': 'id-6'})
     assert (again.seq, again.duplicate) == (7, True)               # a copy's duplicate window has the copied ids
     got = []
@@ -472,39 +492,41 @@ async def test_peer_remove_and_replica_changes():
         r = await _req(nc, '$JS.API.CONSUMER.DURABLE.CREATE.P.c', {'stream_name': 'P', 'config': {'durable_name': 'c', 'ack_policy': 'explicit'}})
         assert 'error' not in r, r
         sub = await js.pull_subscribe_bind('c', 'P')
-        for m in await sub.fetch(3, timeout=10): await m.ack_sync(timeout=10)
+        for m in await _fetch_n(sub, 3): await m.ack_sync(timeout=10)
 
         def holders(): return sorted(f'n{i}' for i in range(4) if c.jsz(i)['streams'])
         async def members():
             info = await _info(nc, 'P')
             return sorted([info['cluster']['leader']] + [p['name'] for p in info['cluster'].get('replicas', [])])
         async def remove(peer):
-            r = await _req(nc, '$JS.API.STREAM.PEER.REMOVE.P', {'peer': peer})
+            r = await _ask(nc, '$JS.API.STREAM.PEER.REMOVE.P', {'peer': peer})
             assert r == {'type': 'io.nats.jetstream.api.v1.stream_remove_peer_response', 'success': True}, r
         info = await _info(nc, 'P')
         follower = info['cluster']['replicas'][0]['name']
         await remove(follower)
         _wait(lambda: len(holders()) == 3 and follower not in holders())
-        assert (await _publish_acked(js, 'p.x', b'm10', time.time() + 60)).seq == 11
+        assert (await _publish_acked(js, 'p.x', b'm10', time.time() + 60, headers={'Nats-Msg-Id': 'm10'})).seq == 11
         await remove((await _info(nc, 'P'))['cluster']['leader'])                      # the leader itself
         _wait(lambda: len(holders()) == 3 and follower in holders())                  # the one left out takes its place
-        assert (await _publish_acked(js, 'p.x', b'm11', time.time() + 60)).seq == 12
+        assert (await _publish_acked(js, 'p.x', b'm11', time.time() + 60, headers={'Nats-Msg-Id': 'm11'})).seq == 12
         assert sorted(await members()) == holders()
         r = await _req(nc, '$JS.API.STREAM.PEER.REMOVE.P', {'peer': 'nobody'})
         assert r['error'] == {'code': 400, 'err_code': 10040, 'description': 'peer not a member'}
-        r = await _req(nc, '$JS.API.STREAM.UPDATE.P', {'name': 'P', 'subjects': ['p.>', 'q.>'], 'num_replicas': 4}, timeout=30)
+        r = await _ask(nc, '$JS.API.STREAM.UPDATE.P', {'name': 'P', 'subjects': ['p.>', 'q.>'], 'num_replicas': 4})
         assert (r['config']['num_replicas'], len(r['cluster']['replicas']), r['state']['messages']) == (4, 3, 12), r
         _wait(lambda: holders() == ['n0', 'n1', 'n2', 'n3'])
         for k in range(3):                          # every replica took the new subject too, whichever leads
-            assert (await _publish_acked(js, 'q.x', f'q{k}'.encode(), time.time() + 60)).seq == 13 + k
-            assert (await _req(nc, '$JS.API.STREAM.LEADER.STEPDOWN.P'))['success']
-        assert (await _publish_acked(js, 'q.x', b'q3', time.time() + 60)).seq == 16
-        r = await _req(nc, '$JS.API.STREAM.PEER.REMOVE.P', {'peer': 'n0'})        # no server left to take its place
+            assert (await _publish_acked(js, 'q.x', f'q{k}'.encode(), time.time() + 60, headers={'Nats-Msg-Id': f'q{k}'})).seq == 13 + k
+            deadline = time.time() + 30
+            while not (await _ask(nc, '$JS.API.STREAM.LEADER.STEPDOWN.P', None)).get('success'):    # (10005 while no follower is
+                assert time.time() < deadline; await asyncio.sleep(0.2)                             # caught up to take over)
+        assert (await _publish_acked(js, 'q.x', b'q3', time.time() + 60, headers={'Nats-Msg-Id': 'q3'})).seq == 16
+        r = await _ask(nc, '$JS.API.STREAM.PEER.REMOVE.P', {'peer': 'n0'})        # no server left to take its place
         assert r['error'] == {'code': 503, 'err_code': 10075, 'description': 'peer remap failed'}
-        r = await _req(nc, '$JS.API.STREAM.UPDATE.P', {'name': 'P', 'subjects': ['p.>', 'q.>'], 'num_replicas': 2}, timeout=30)
+        r = await _ask(nc, '$JS.API.STREAM.UPDATE.P', {'name': 'P', 'subjects': ['p.>', 'q.>'], 'num_replicas': 2})
         assert (r['config']['num_replicas'], len(r['cluster']['replicas']), r['state']['messages']) == (2, 1, 16), r
         _wait(lambda: len(holders()) == 2)
-        assert (await _publish_acked(js, 'p.x', b'm12', time.time() + 60)).seq == 17
+        assert (await _publish_acked(js, 'p.x', b'm12', time.time() + 60, headers={'Nats-Msg-Id': 'm12'})).seq == 17
         ci = await _req(nc, '$JS.API.CONSUMER.INFO.P.c')
         assert (ci['ack_floor']['stream_seq'], ci['num_pending']) == (3, 14), ci
         kept = [int(h[1:]) for h in holders()]
