@@ -406,6 +406,11 @@ def _create_here(self: ClusterMeta, name: str, a: dict, known: bool, reply: byte
             self.account.reply(reply, json_bytes(resp)); self.meta.propose(('unassign', name))
         return
     if reply: self._replies[name] = (reply, 'stream_create_response')     # the peer that leads the new group answers
+    self.propose_addr(name)
+
+@patch
+def propose_addr(self: ClusterMeta, name: str):
+    "Put this server's address for stream `name`'s group (a port free now) in the meta log."
     self.meta.propose(('addr', name, self.core.server_name, f'{self.host}:{free_port(self.host)}'))
 
 # %% ../../nbs/2_js/20_cluster.ipynb #019283e5

@@ -17,7 +17,7 @@ from .stream import Stream, _simple_headers
 from .store import StoreMsg
 from .consumer import from_snapshot
 from . import consumer_api as C
-from .cluster import RaftGroup, group_name, _read, _write, free_port, CONSUMER_SYNC
+from .cluster import RaftGroup, group_name, _read, _write, CONSUMER_SYNC
 from .cluster_api import ClusterApi, _verb, not_yet
 
 log = logging.getLogger('jsnb')
@@ -182,6 +182,15 @@ def _propose_msgs(self: ClusteredJetStream, name: str):
 SEED_CHUNK = 1 << 20          # bytes of messages per `seed` entry
 
 @patch
+def _make_replica(self: ClusteredJetStream, name: str, cfg: dict):
+    "Create this server's (empty) replica of stream `name` with configuration `cfg`, unanswered."
+    self._local_api(f'$JS.API.STREAM.CREATE.{name}'.encode(), b'', 0, json_bytes(cfg), None)
+
+def _drop_journal(base: str):
+    "Remove the journal and applied-index files of the group whose files start with `base`."
+    for p in glob.glob(glob.escape(base) + '.*'): os.remove(p)
+
+@patch
 def _apply_grow(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
     "A stream of one server given more servers: each new one makes an empty replica; every one proposes its group address (the group starts once all are known) and the first seeds it."
     _, name, peers, cfg, origin, reply = op
@@ -191,14 +200,14 @@ def _apply_grow(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
     if me not in peers: return
     s = self.account.streams.get(name)
     if not fresh:                                    # a replay: a memory replica is made again, the log refills it
-        if s is None: self._local_api(f'$JS.API.STREAM.CREATE.{name}'.encode(), b'', 0, json_bytes(cfg), None)
+        if s is None: self._make_replica(name, cfg)
         return
     base = os.path.join(self._state_dir, 'streams', group_name(name, len(peers), cfg.get('storage', 'file'), a['created']))
-    for p in glob.glob(glob.escape(base) + '.*'): os.remove(p)       # a group of that name before (scaled down, then up)
-    if s is None: self._local_api(f'$JS.API.STREAM.CREATE.{name}'.encode(), b'', 0, json_bytes(cfg), None)
+    _drop_journal(base)                              # of a group of that name before (scaled down, then up)
+    if s is None: self._make_replica(name, cfg)
     else: s.stop(); s.start()                        # its messages now go through the group (see `_share`)
     if reply: self._replies[name] = (reply, 'stream_update_response')
-    self.meta.propose(('addr', name, me, f'{self.host}:{free_port(self.host)}'))
+    self.propose_addr(name)
 
 @patch
 def _seed(self: ClusteredJetStream, name: str):
@@ -254,7 +263,7 @@ def _apply_regroup(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
     if not fresh:                                    # a replay: the old group (started by its replayed addresses) goes
         if g is not None: self.groups.pop(name); g.destroy()
         if me in peers and name not in self.account.streams:
-            self._local_api(f'$JS.API.STREAM.CREATE.{name}'.encode(), b'', 0, json_bytes(cfg), None)
+            self._make_replica(name, cfg)
         return
     storage, created = cfg.get('storage', 'file'), a['created']
     bases = {os.path.join(self._state_dir, 'streams', group_name(name, n, storage, created)) for n in (len(was), len(peers))}
@@ -267,18 +276,18 @@ def _apply_regroup(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
             if self.groups.get(name) is g: self.groups.pop(name)
             g.destroy_synchronous()
         for base in bases:
-            for p in glob.glob(glob.escape(base) + '.*'): os.remove(p)
+            _drop_journal(base)
         if me not in peers:
             if s is not None: self.account.remove_stream(s)
             return
-        if s is None: self._local_api(f'$JS.API.STREAM.CREATE.{name}'.encode(), b'', 0, json_bytes(cfg), None)
+        if s is None: self._make_replica(name, cfg)
         else:                                        # the update (applied on the leader) may have changed the subjects too
             moved = (s.cfg.get('subjects') or []) != (cfg.get('subjects') or [])
             if moved: s.stop()
             s.apply(Configure(cfg))
             if moved: s.start()
         if reply and rtype == 'stream_update_response': self._replies[name] = (reply, rtype)
-        self.meta.propose(('addr', name, me, f'{self.host}:{free_port(self.host)}'))
+        self.propose_addr(name)
     switch()
 
 REGROUP_WAIT = 5.0           # seconds a replica waits to apply its group's `regroup` entry before it leaves the group anyway
