@@ -63,7 +63,7 @@ async def interleaved(s):
         await nc.request('i.b', b'b%d' % n, headers=hdr('B', n), timeout=5)
     out.append(('staged', (await js.stream_info('I')).state.messages))
     try: out.append(('before commit', [m.data for m in await psub.fetch(1, timeout=0.5)]))
-    except nats.errors.TimeoutError: out.append(('before commit', []))
+    except asyncio.TimeoutError: out.append(('before commit', []))
     out.append(json.loads((await nc.request('i.b', b'b4', headers=hdr('B', 4, True), timeout=5)).data))
     out.append(('B committed', [m.data for m in await psub.fetch(10, timeout=1)]))
     out.append(json.loads((await nc.request('i.a', b'a4', headers=hdr('A', 4, True), timeout=5)).data))
