@@ -127,3 +127,24 @@ async def test_unread_route_never_stalls_local_traffic(pair, kind):
     await meshed(a, b)
     await crosses(cb, sub)
     await ca.close(); await cb.close(); await local.close()
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_gossip_dials_the_advertised_address(kind):
+    """`cluster { advertise }`: a server that hears of another through gossip dials the address that one advertises
+    (here a proxy in front of its route port), not the one it listens on."""
+    from jsclusters import free_ports
+    made = []
+    try:
+        b = Node(kind, 'b', config=conf()).start(); made.append(b)
+        c = Node(kind, 'c', config=conf([b.route_url])).start(); made.append(c)
+        wait_mesh([b, c])
+        aport = free_ports(1)[0]
+        proxy = FaultProxy(('127.0.0.1', aport))
+        made.append(proxy)
+        cfg = conf([b.route_url]).replace('listen: "127.0.0.1:-1"', f'listen: "127.0.0.1:{aport}", advertise: "127.0.0.1:{proxy.port}"')
+        a = Node(kind, 'a', config=cfg).start(); made.append(a)       # a knows only b; b tells c about a
+        wait_mesh([a, b, c])
+        assert proxy.accepted >= 1, 'c did not dial the advertised address'
+    finally:
+        for x in reversed(made): x.close() if isinstance(x, FaultProxy) else x.stop()

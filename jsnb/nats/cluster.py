@@ -209,6 +209,10 @@ def route_info(self: ClusterLinks, gossip_mode: int = GOSSIP_DEFAULT, ldm: bool 
     core, o = self.core, self.opts
     d = dict(server_id=core.server_id, server_name=core.server_name, version=VERSION, proto=ROUTE_PROTO,
              host=self.host, port=self.port, headers=True)
+    if o.cluster_advertise:     # where the others are told to dial this server when they hear of it (gossip)
+        a = route_url(f'nats-route://{o.cluster_advertise}')
+        d['host'], d['port'] = a.host, a.port or self.port
+        d['ip'] = f"nats-route://{_hp(d['host'], d['port'])}/"
     if o.cluster_user: d['auth_required'] = True
     d['max_payload'] = o.max_payload
     d['cluster'] = self.name

@@ -78,6 +78,7 @@ class ServerOptions:
     cluster_password: str = ""
     cluster_auth_timeout: float = 2.0  # seconds a route has to send CONNECT
     cluster_no_advertise: bool = False # do not tell clients the other servers' client URLs
+    cluster_advertise: str = "" # host[:port] the other servers are told (gossip) to dial for this server's routes
     cluster_connect_retries: int = 0   # reconnect attempts for a route learnt from a peer (configured ones: forever)
     cluster_connect_backoff: bool = False  # double the pause between route connect attempts, up to 30s
     config_file: str = ""         # the file these options were read from
@@ -251,6 +252,10 @@ def _route_url(v) -> str:
     if not u.hostname or port is None: raise ValueError(f"error parsing route url [{s!r}]: expected nats-route://host:port")
     return s
 
+def _advertise(v) -> str:
+    "A `host[:port]` to advertise (without a port: the one listened on)."
+    s = _str(v).strip(); _hostport(s); return s
+
 def _routes(d, k, v, opts, warns, seen):
     "Apply `routes`: an array of route URLs."
     if not isinstance(v, list): raise ConfigError(f"'{k}': expected an array of route URLs, got {_show(v)}", *_loc(d, k))
@@ -322,9 +327,10 @@ _CLUSTER_KEYS = {
     "name": ("cluster_name", _cluster_name), "listen": _listen("cluster_host", "cluster_port"),
     "port": ("cluster_port", _port), "host": ("cluster_host", _str), "net": ("cluster_host", _str),
     "routes": _routes, "authorization": _cluster_auth, "no_advertise": ("cluster_no_advertise", _bool),
+    "advertise": ("cluster_advertise", _advertise), "cluster_advertise": ("cluster_advertise", _advertise),
     "connect_retries": ("cluster_connect_retries", _int), "connect_backoff": ("cluster_connect_backoff", _bool),
     "pool_size": _pool_size, "compression": _no_compression,
-    **_unsupported("tls advertise cluster_advertise permissions accounts ping_interval ping_max write_deadline write_timeout")}
+    **_unsupported("tls permissions accounts ping_interval ping_max write_deadline write_timeout")}
 
 _TOP_KEYS = {
     "listen": _listen("host", "port"), "port": ("port", _port), "host": ("host", _str), "net": ("host", _str),
