@@ -22,8 +22,9 @@ _LISTEN = re.compile(r'Listening for client connections on (\S+):(\d+)')
 
 class ServerProc:
     "A jsnb or reference server in a subprocess, started with the same flags."
-    def __init__(self, kind: str, args=(), config: str | None = None, workdir: str | None = None, isolate_store: bool = True):
-        self.kind, self.args, self.isolate_store = kind, list(args), isolate_store
+    def __init__(self, kind: str, args=(), config: str | None = None, workdir: str | None = None, isolate_store: bool = True,
+                 env: dict | None = None):
+        self.kind, self.args, self.isolate_store, self.env = kind, list(args), isolate_store, env   # env: variables added
         self.dir = pathlib.Path(workdir or tempfile.mkdtemp(prefix=f'{kind}-'))
         self.config = config
         self.proc, self.port, self.log = None, None, self.dir / 'server.log'
@@ -43,7 +44,8 @@ class ServerProc:
         "Start (on `port`, or a free port) and wait for `Server is ready`."
         if self.log.exists(): self.log.unlink()
         self.proc = subprocess.Popen(self.cmd(['-p', str(port if port else -1)]), cwd=self.dir,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     env={**os.environ, **self.env} if self.env else None)
         deadline = time.time() + timeout
         while time.time() < deadline:
             text = self.log.read_text() if self.log.exists() else ''

@@ -11,7 +11,7 @@ class FaultProxy:
     every connection and refuses new ones (a partition); `heal()` passes traffic again."""
     def __init__(self, target: tuple[str, int], delay: float = 0.0):
         self.target, self.delay = target, delay
-        self.mode = 'pass'                       # pass | blackhole | refuse
+        self.mode = 'pass'                       # pass | blackhole | refuse | drop (count the connection, then close it)
         self.lsock = socket.create_server(('127.0.0.1', 0))
         self.port = self.lsock.getsockname()[1]
         self.conns: list[socket.socket] = []
@@ -28,6 +28,7 @@ class FaultProxy:
             try: a, _ = self.lsock.accept()
             except OSError: return
             if self.mode == 'refuse': a.close(); continue
+            if self.mode == 'drop': self.accepted += 1; a.close(); continue
             try: b = socket.create_connection(self.target, timeout=5)
             except OSError: a.close(); continue
             self.accepted += 1
@@ -65,3 +66,67 @@ class FaultProxy:
 
     def close(self):
         self._stop = True; self.sever(); self.lsock.close()
+
+
+def _pipe(src: socket.socket, dst: socket.socket):
+    "Copy `src` to `dst` until either side closes; then close both."
+    try:
+        while data := src.recv(65536): dst.sendall(data)
+    except OSError: pass
+    for s in (src, dst):
+        try: s.shutdown(socket.SHUT_RDWR)
+        except OSError: pass
+
+
+class RaftTunnels:
+    """The proxies jsnb servers dial their Raft peers through (`JSNB_RAFT_PROXY`): one listening port per server, so a
+    link's dialler is known by the port it came in on; the first line of the link names the peer dialled (`host:port`),
+    and `owner(host)` says which server that is. `isolate(i)` cuts every link between server `i` and the others and
+    refuses new ones until `heal()`."""
+    def __init__(self, n: int, owner):
+        self.owner, self.cut = owner, set()
+        self.links: list[tuple[int, int, socket.socket, socket.socket]] = []
+        self._lock = threading.Lock()
+        self.lsocks = [socket.create_server(('127.0.0.1', 0)) for _ in range(n)]
+        self.addrs = ['127.0.0.1:%d' % s.getsockname()[1] for s in self.lsocks]
+        for i, ls in enumerate(self.lsocks): threading.Thread(target=self._accept, args=(i, ls), daemon=True).start()
+
+    def _accept(self, src: int, ls: socket.socket):
+        while True:
+            try: a, _ = ls.accept()
+            except OSError: return
+            threading.Thread(target=self._link, args=(src, a), daemon=True).start()
+
+    def _link(self, src: int, a: socket.socket):
+        line = b''
+        try:
+            a.settimeout(5)
+            while not line.endswith(b'\n'):
+                if not (c := a.recv(1)) or len(line) > 300: raise OSError('no peer line')
+                line += c
+            host, port = line.decode().strip().rsplit(':', 1)
+            dst = self.owner(host)
+            if src in self.cut or dst in self.cut: raise OSError('cut')
+            b = socket.create_connection((host, int(port)), timeout=5)
+        except OSError: a.close(); return
+        a.settimeout(None)
+        with self._lock: self.links.append((src, dst, a, b))
+        threading.Thread(target=_pipe, args=(b, a), daemon=True).start()
+        _pipe(a, b)
+
+    def isolate(self, i: int):
+        "Cut server `i` off from every other one."
+        self.cut.add(i)
+        with self._lock:
+            gone = [l for l in self.links if i in l[:2]]
+            self.links = [l for l in self.links if i not in l[:2]]
+        for _, _, a, b in gone:
+            for s in (a, b):
+                try: s.shutdown(socket.SHUT_RDWR)
+                except OSError: pass
+
+    def heal(self): self.cut.clear()
+
+    def close(self):
+        for i in range(len(self.lsocks)): self.isolate(i)
+        for ls in self.lsocks: ls.close()

@@ -3,6 +3,7 @@ the same configuration file shape for both (server names n0..n2, route credentia
 import hashlib, json, socket, tempfile, time, urllib.request
 from pathlib import Path
 from conftest import ServerProc
+from faultproxy import FaultProxy, RaftTunnels
 
 USER, PASSWORD = 'ru', 'rp'
 
@@ -18,25 +19,38 @@ def free_ports(n: int) -> list[int]:
 
 class JSCluster:
     "`n` servers of `kind` (jsnb or nats-server) with JetStream, routed to each other (with credentials unless `open`)."
-    def __init__(self, kind: str, n: int = 3, name: str = 'c1', open: bool = False, no_js: tuple = (), tags: dict | None = None):
+    def __init__(self, kind: str, n: int = 3, name: str = 'c1', open: bool = False, no_js: tuple = (), tags: dict | None = None,
+                 partitions: bool = False):
         self.kind, self.n, self.name, self.open, self.no_js = kind, n, name, open, no_js     # no_js: servers without JetStream
         self.tags = tags or {}                                                               # server -> its server_tags
         ports = free_ports(3 * n)
         self.client, self.route, self.http = ports[:n], ports[n:2 * n], ports[2 * n:]
+        self.hosts = ['127.0.0.1'] * n
+        self.proxies, self.tunnels = {}, None
+        if partitions:       # every link between two servers through a proxy that `isolate` can cut (see `config`)
+            self.hosts = [f'127.0.0.{11 + i}' for i in range(n)]    # a server's Raft addresses tell whose they are
+            self.proxies = {(i, j): FaultProxy((self.hosts[j], self.route[j])) for i in range(n) for j in range(n) if i != j}
+            if kind == 'jsnb': self.tunnels = RaftTunnels(n, self.hosts.index)
         self.root = Path(tempfile.mkdtemp(prefix=f'jsc-{kind}-'))
         self.procs: list[ServerProc | None] = [None] * n
 
     def config(self, i: int) -> str:
         cred, auth = ('', '') if self.open else (f'{USER}:{PASSWORD}@', f'authorization {{ user: {USER}, password: {PASSWORD} }}, ')
         routes = ', '.join(f'"nats-route://{cred}127.0.0.1:{p}"' for p in self.route)
+        listen = f'127.0.0.1:{self.route[i]}'
+        if self.proxies:     # server i dials j through proxy (i, j); it is advertised through proxy (i+1, i),
+            # so that a server hearing of it through gossip also reaches it through a proxy that `isolate(i)` cuts
+            routes = ', '.join(f'"nats-route://{cred}127.0.0.1:{self.proxies[i, j].port}"' for j in range(self.n) if j != i)
+            listen = f'{self.hosts[i]}:{self.route[i]}, advertise: "127.0.0.1:{self.proxies[(i + 1) % self.n, i].port}"'
         return (f'server_name: n{i}\nhttp: 127.0.0.1:{self.http[i]}\n' + (f'server_tags: {json.dumps(self.tags[i])}\n' if i in self.tags else '')
                 + ('jetstream: disabled\n' if i in self.no_js else f'jetstream {{ store_dir: "{self.root / f"n{i}" / "store"}" }}\n')
-                + f'cluster {{ name: {self.name}, listen: 127.0.0.1:{self.route[i]}, {auth}routes: [{routes}] }}\n')
+                + f'cluster {{ name: {self.name}, listen: {listen}, {auth}routes: [{routes}] }}\n')
 
     def start(self, i: int | None = None):
         "Start server `i` (all of them when None); a restarted server keeps its store and its ports."
         for j in (range(self.n) if i is None else [i]):
-            p = ServerProc(self.kind, ['-a', '127.0.0.1'], self.config(j), workdir=str(self.root / f'n{j}'), isolate_store=False)
+            env = {'JSNB_RAFT_PROXY': self.tunnels.addrs[j]} if self.tunnels else None
+            p = ServerProc(self.kind, ['-a', '127.0.0.1'], self.config(j), workdir=str(self.root / f'n{j}'), isolate_store=False, env=env)
             p.dir.mkdir(parents=True, exist_ok=True)
             self.procs[j] = p.start(self.client[j])
         return self
@@ -55,6 +69,18 @@ class JSCluster:
     def stop(self):
         for p in self.procs:
             if p is not None: p.stop()
+        for x in self.proxies.values(): x.close()
+        if self.tunnels: self.tunnels.close()
+
+    def isolate(self, i: int):
+        "Cut server `i` off from the others (routes and, on jsnb, Raft links), as a network partition does; it keeps running."
+        for pair, x in self.proxies.items():
+            if i in pair: x.sever()
+        if self.tunnels: self.tunnels.isolate(i)
+
+    def heal(self):
+        for x in self.proxies.values(): x.heal()
+        if self.tunnels: self.tunnels.heal()
 
     def up(self) -> list[int]: return [i for i, p in enumerate(self.procs) if p is not None and p.proc.poll() is None]
 

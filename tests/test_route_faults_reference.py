@@ -148,3 +148,21 @@ def test_gossip_dials_the_advertised_address(kind):
         assert proxy.accepted >= 1, 'c did not dial the advertised address'
     finally:
         for x in reversed(made): x.close() if isinstance(x, FaultProxy) else x.stop()
+
+
+@pytest.mark.parametrize('kind', KINDS)
+async def test_route_dialled_again_through_a_long_partition(pair, kind):
+    "While cut, the proxy takes each new connection and drops it at once; B keeps dialling and the route comes back on heal."
+    a, b, proxy = pair(kind)
+    ca, cb, sub = await clients(a, b)
+    await crosses(cb, sub)
+    accepted = proxy.accepted
+    proxy.sever()
+    await until(lambda: not a.peers() and not b.peers(), what='both sides see the route gone')
+    proxy.mode = 'drop'                                          # accept, then close: as a peer that hangs up at once
+    await asyncio.sleep(3.5)                                     # several attempts, each dropped
+    proxy.heal()
+    await meshed(a, b)
+    assert proxy.accepted > accepted + 1
+    await crosses(cb, sub)
+    await ca.close(); await cb.close()

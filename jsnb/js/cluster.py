@@ -11,6 +11,8 @@ import orjson
 from fastcore.basics import patch
 _inet_ntop = socket.inet_ntop
 from pysyncobj import SyncObj, SyncObjConf, replicated
+from pysyncobj.transport import TCPTransport
+from pysyncobj.tcp_connection import TcpConnection
 socket.inet_ntop = _inet_ntop     # PySyncObj 0.3.17 replaces it with a Windows-only version on every platform
 from ..nats.protocol import text
 from .host import json_bytes
@@ -22,7 +24,7 @@ log = logging.getLogger('jsnb')
 
 # %% auto #0
 __all__ = ['log', 'LEADER_FALLBACK', 'RAFT_INFO', 'SETTLE', 'CONSUMER_SYNC', 'RAFT_META', 'plain_loads', 'RaftGroup', 'free_port',
-           'short_hash', 'peer_id', 'group_name', 'ClusterMeta', 'relay_jetstream']
+           'ViaProxy', 'proxy_addr', 'short_hash', 'peer_id', 'group_name', 'ClusterMeta', 'relay_jetstream']
 
 # %% ../../nbs/2_js/20_cluster.ipynb #10bd7a57
 import io, pickle
@@ -61,17 +63,20 @@ LEADER_FALLBACK = 2.0    # seconds a leader that hears from no majority stays on
 
 class RaftGroup(SyncObj):
     "A PySyncObj group whose committed entries are handed, in log order, to `on_apply(index, op)` on the asyncio loop."
-    def __init__(self, me: str, others: list[str], password: str, on_apply, loop, journal: str | None = None):
+    def __init__(self, me: str, others: list[str], password: str, on_apply, loop, journal: str | None = None, via: str | None = None,
+                 hold: bool = True):
         self._on_apply, self._loop = on_apply, loop
+        self.via = proxy_addr(via or os.environ.get('JSNB_RAFT_PROXY'))   # dial peers through this proxy (fault tests)
         self.lag = float(os.environ.get('JSNB_APPLY_LAG') or 0)   # seconds this server applies late (a lagging replica, for tests)
         self._held: deque = deque()
         self.leader_since, self.applied, self.applied_before = 0, 0, 0
         self.cready, self._applied_fd = False, None
         conf = SyncObjConf(password=password, journalFile=journal, onStateChanged=self._state, appendEntriesUseBatch=False,
+                           commandsWaitLeader=hold,    # see 'Proposals while there is no leader'
                            appendEntriesPeriod=0.05, raftMinTimeout=0.5,
                            raftMaxTimeout=1.2, connectionRetryTime=0.5, connectionTimeout=2.0, leaderFallbackTimeout=LEADER_FALLBACK,
                            logCompactionMinEntries=2 ** 62, logCompactionMinTime=2 ** 62)   # never a whole-object snapshot
-        super().__init__(me, others, conf)
+        super().__init__(me, others, conf, transportClass=ViaProxy if self.via else TCPTransport)
 
     @replicated
     def _entry(self, op):
@@ -128,6 +133,27 @@ class RaftGroup(SyncObj):
 def free_port(host: str) -> int:
     "A port the OS has free on `host` now (for a Raft listener whose address must be announced before it starts)."
     with socket.socket() as s: s.bind((host, 0)); return s.getsockname()[1]
+
+# %% ../../nbs/2_js/20_cluster.ipynb #69144640
+class ViaProxy(TCPTransport):
+    "PySyncObj's TCP transport, except that every connection this member dials goes through the group's `via` proxy."
+    def _connectIfNecessarySingle(self, node):
+        conn = self._connections.get(node)
+        if conn is not None and 'connect' not in vars(conn): conn.connect = partial(_dial_via, conn, self._syncObj.via)
+        return super()._connectIfNecessarySingle(node)
+
+def _dial_via(conn: TcpConnection, via: tuple[str, int], host: str, port: int) -> bool:
+    "Dial `via` instead of the peer at `host:port`; the first bytes the connection sends are the line naming the peer."
+    if not TcpConnection.connect(conn, *via): return False
+    conn._TcpConnection__writeBuffer = f'{host}:{port}\n'.encode()    # sent ahead of PySyncObj's first frame
+    return True
+
+def proxy_addr(text: str | None) -> tuple[str, int] | None:
+    "`host:port` (from `JSNB_RAFT_PROXY`) as an address; None when not set."
+    if not text: return None
+    host, _, port = text.rpartition(':')
+    if not host or not port.isdigit(): raise ValueError(f'JSNB_RAFT_PROXY: expected host:port, got {text!r}')
+    return host, int(port)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #011b349e
 _DIGITS = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'

@@ -41,7 +41,7 @@ def _start_group(self: ClusteredJetStream, name: str):
     g_name = group_name(name, len(a['peers']), cfg.get('storage', 'file'), a['created'])
     base = os.path.join(d, g_name)
     g = RaftGroup(me, sorted(v for k, v in a['addrs'].items() if k != self.core.server_name), self.password(),
-                  partial(self.apply_stream, name), asyncio.get_running_loop(), journal=base + '.journal')
+                  partial(self.apply_stream, name), asyncio.get_running_loop(), journal=base + '.journal', hold=False)
     kept = cfg.get('storage', 'file') == 'file'      # a memory store starts empty: the whole log is applied again
     g.applied_before = int(_read(base + '.applied') or 0) if kept else 0
     g.applied_file, g.names = base + '.applied', {v: k for k, v in a['addrs'].items()}

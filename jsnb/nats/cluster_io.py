@@ -99,6 +99,7 @@ class _RouteProtocol(_PeerProtocol):
         peer = self._setup(t)
         cl = self.server.core.cluster
         if cl is None or cl.stopping: t.abort(); return       # the server is shutting down
+        if self.url is not None: cl.dialing.discard(self.url.hostport)   # dialled: a route closed at once is dialled again
         self.rc = cl.new_route(peer[0], peer[1], self.url, self.rtype, self.gossip_mode)
         self.rc.transport = t
         if self.url is None and cl.opts.cluster_user:
