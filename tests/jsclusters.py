@@ -30,6 +30,7 @@ class JSCluster:
         if partitions:       # every link between two servers through a proxy that `isolate` can cut (see `config`)
             self.hosts = [f'127.0.0.{11 + i}' for i in range(n)]    # a server's Raft addresses tell whose they are
             self.proxies = {(i, j): FaultProxy((self.hosts[j], self.route[j])) for i in range(n) for j in range(n) if i != j}
+            self.nowhere = free_ports(n)
             if kind == 'jsnb': self.tunnels = RaftTunnels(n, self.hosts.index)
         self.root = Path(tempfile.mkdtemp(prefix=f'jsc-{kind}-'))
         self.procs: list[ServerProc | None] = [None] * n
@@ -38,10 +39,10 @@ class JSCluster:
         cred, auth = ('', '') if self.open else (f'{USER}:{PASSWORD}@', f'authorization {{ user: {USER}, password: {PASSWORD} }}, ')
         routes = ', '.join(f'"nats-route://{cred}127.0.0.1:{p}"' for p in self.route)
         listen = f'127.0.0.1:{self.route[i]}'
-        if self.proxies:     # server i dials j through proxy (i, j); it is advertised through proxy (i+1, i),
-            # so that a server hearing of it through gossip also reaches it through a proxy that `isolate(i)` cuts
+        if self.proxies:     # server i dials j through proxy (i, j) only; what it is advertised as (gossip) is a port
+            # nobody listens on, so no server dials another one around the proxies
             routes = ', '.join(f'"nats-route://{cred}127.0.0.1:{self.proxies[i, j].port}"' for j in range(self.n) if j != i)
-            listen = f'{self.hosts[i]}:{self.route[i]}, advertise: "127.0.0.1:{self.proxies[(i + 1) % self.n, i].port}"'
+            listen = f'{self.hosts[i]}:{self.route[i]}, advertise: "127.0.0.1:{self.nowhere[i]}"'
         return (f'server_name: n{i}\nhttp: 127.0.0.1:{self.http[i]}\n' + (f'server_tags: {json.dumps(self.tags[i])}\n' if i in self.tags else '')
                 + ('jetstream: disabled\n' if i in self.no_js else f'jetstream {{ store_dir: "{self.root / f"n{i}" / "store"}" }}\n')
                 + f'cluster {{ name: {self.name}, listen: {listen}, {auth}routes: [{routes}] }}\n')

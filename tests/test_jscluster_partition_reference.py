@@ -128,6 +128,7 @@ async def test_leader_cut_off_from_the_majority(cluster):
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize('cluster', KINDS, indirect=True)
 async def test_partition_soak(cluster):
     "Twenty rounds on one cluster; prints the figures."
