@@ -41,6 +41,8 @@ async def scenario(s):
     await send('a.y', b'e2', **{B: 'exp', S: 2, C: 1, 'Nats_Expected_Last_Sequence': 6})
     await send('a.x', b'f1', **{B: 'exp2', S: 1, 'Nats_Expected_Last_Sequence': 7})
     await send('a.y', b'f2', **{B: 'exp2', S: 2, C: 1, 'Nats_Expected_Last_Sequence': 7})
+    await send('a.x', b'h1', **{B: 'exp3', S: 1})                 # a later message's expectation is checked first:
+    await send('a.y', b'h2', **{B: 'exp3', S: 2, C: 1, 'Nats_Expected_Last_Sequence': 99})   # against the batch so far
     await count('A')
     await nc.close()
     return out

@@ -462,3 +462,31 @@ async def test_peer_remove_refusals(cluster):
     assert await _req(nc, '$JS.API.STREAM.PEER.REMOVE.PR', {}) == \
         {'type': T, 'error': {'code': 400, 'err_code': 10003, 'description': 'bad request'}}
     await nc.close()
+
+
+async def test_atomic_batch_on_three_replicas(cluster):
+    "An atomic batch on an R3 stream is one entry of the group's log: stored whole on every replica, or refused whole."
+    ncs = await _clients(cluster)
+    r = await _req(ncs[0], '$JS.API.STREAM.CREATE.AB', {'name': 'AB', 'subjects': ['ab.>'], 'num_replicas': 3,
+                                                         'allow_atomic': True, 'allow_direct': True})
+    assert 'error' not in r, r
+    def hdr(b, n, commit=False, **more):
+        return {'Nats-Batch-Id': b, 'Nats-Batch-Sequence': str(n), **({'Nats-Batch-Commit': '1'} if commit else {}), **more}
+    async def send(nc, b, n, data, commit=False, **more):
+        m = await nc.request('ab.x', data, headers=hdr(b, n, commit, **more), timeout=10)
+        return json.loads(m.data) if m.data else None
+    nc = ncs[1]
+    assert [await send(nc, 'A', n, b'a%d' % n) for n in (1, 2)] == [None, None]             # staged: an empty answer
+    assert await send(nc, 'A', 3, b'a3', True) == {'stream': 'AB', 'seq': 3, 'batch': 'A', 'count': 3}
+    await send(nc, 'B', 1, b'b1')
+    await send(nc, 'B', 2, b'b2', **{'Nats-Expected-Last-Sequence': '99'})                  # fails the whole batch
+    err = await send(nc, 'B', 3, b'b3', True)
+    assert err['error'] == {'code': 400, 'err_code': 10071, 'description': 'wrong last sequence: 4'}, err   # with the batch so far
+    assert await send(ncs[2], 'C', 1, b'c1', True) == {'stream': 'AB', 'seq': 4, 'batch': 'C', 'count': 1}
+    got = {}
+    for i in range(3):                                       # every server's clients read the same four messages
+        got[i] = [(await ncs[i].request('$JS.API.DIRECT.GET.AB', json.dumps({'seq': q}).encode(), timeout=10)).data for q in range(1, 5)]
+    assert got[0] == got[1] == got[2] == [b'a1', b'a2', b'a3', b'c1']
+    info = await _req(ncs[0], '$JS.API.STREAM.INFO.AB')
+    assert (info['state']['messages'], info['state']['last_seq']) == (4, 4)
+    for nc in ncs: await nc.close()

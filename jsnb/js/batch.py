@@ -26,7 +26,7 @@ if TYPE_CHECKING: from jsnb.js.stream import Stream      # the stream calls this
 
 # %% auto #0
 __all__ = ['MAX_BATCH', 'MAX_INFLIGHT_STREAM', 'MAX_INFLIGHT_TOTAL', 'BATCH_TIMEOUT', 'AtomicBatch', 'abandon', 'stage',
-           'expire_batches', 'FastBatch', 'parse_fast_reply', 'fast_ingest', 'expire_fast', 'fast_run']
+           'commit_batch', 'expire_batches', 'FastBatch', 'parse_fast_reply', 'fast_ingest', 'expire_fast', 'fast_run']
 
 # %% ../../nbs/2_js/10_batch.ipynb #0d6151d1
 MAX_BATCH, MAX_INFLIGHT_STREAM, MAX_INFLIGHT_TOTAL = 1000, 50, 1000
@@ -52,8 +52,10 @@ def _precheck(s: Stream, hdr: bytes, data: bytes):
     if s.too_big(hdr, data): return JSStreamMessageExceedsMaximumErr()
     return None
 
-def stage(s: Stream, subject: str, hdr: bytes, data: bytes) -> bytes:
-    "Handle one message of an atomic batch; returns the reply body (b'' for a staged message)."
+def stage(s: Stream, subject: str, hdr: bytes, data: bytes, hand_off=None) -> bytes | None:
+    """Handle one message of an atomic batch; returns the reply body (b'' for a staged message). With `hand_off`, a
+    batch whose commit arrives is given to `hand_off(batch, eob)` instead of being checked and stored here (a replicated
+    stream's leader puts it in the group's log), and None is returned: the answer comes once the log has it."""
     cfg, bid = s.cfg, text(get_header(hdr, b'Nats-Batch-Id'))
     err = _precheck(s, hdr, data)
     if err is not None: return s._nak(err)
@@ -82,7 +84,8 @@ def stage(s: Stream, subject: str, hdr: bytes, data: bytes) -> bytes:
         abandon(s, bid, 'large'); return s._nak(JSAtomicPublishTooLargeBatchErrF(size=MAX_BATCH))
     if not commit or not eob: b.msgs.append((subject, hdr, data))
     if not commit: return b''
-    return _commit(s, b, eob)
+    if hand_off is not None: batches.pop(bid, None); return hand_off(b, eob)
+    return commit_batch(s, b, eob)
 
 # %% ../../nbs/2_js/10_batch.ipynb #0228af04
 def _check_all(s: Stream, b: AtomicBatch):
@@ -118,9 +121,10 @@ def _check_all(s: Stream, b: AtomicBatch):
             else:
                 m = s.store.load_last_msg(sfor); have = m.seq if m else 0
             if not subj_seq.isdigit() or int(subj_seq) != have: return JSStreamWrongLastSequenceErrF(seq=have)
-        exp_seq = get_header(hdr, b'Nats-Expected-Last-Sequence')       # against the stream before the batch
-        if exp_seq is not None and (not exp_seq.isdigit() or int(exp_seq) != s.last_seq):
-            return JSStreamWrongLastSequenceErrF(seq=s.last_seq) if i == 0 else JSStreamWrongLastSequenceConstantErr()
+        exp_seq = get_header(hdr, b'Nats-Expected-Last-Sequence')       # against the stream with the batch so far
+        if exp_seq is not None:
+            if not exp_seq.isdigit() or int(exp_seq) != last: return JSStreamWrongLastSequenceErrF(seq=last)
+            if i: return JSStreamWrongLastSequenceConstantErr()            # right, but only the first may ask
         if b'Nats-Sched' in hdr:                                        # schedules: checked, and stored with their rollup
             err = schedules.check(s, subject, hdr)
             if err is not None: return err
@@ -130,14 +134,16 @@ def _check_all(s: Stream, b: AtomicBatch):
         last += 1; last_by_subj[subject] = last
     return None
 
-def _commit(s: Stream, b: AtomicBatch, eob: bool) -> bytes:
+def commit_batch(s: Stream, b: AtomicBatch, eob: bool, ts: int = 0) -> bytes:
+    """Check the whole batch, then store all of it, or none of it. `ts`: the time of its first message (a replicated
+    stream's replicas each commit the batch from the log, at the leader's time, with the same outcome)."""
     s.batches.pop(b.id, None)
     err = _check_all(s, b)
     if err is not None: return s._nak(err)
     ack = b''
     for i, (subject, hdr, data) in enumerate(b.msgs):
         if eob and i == len(b.msgs) - 1: hdr = add_header(hdr, b'Nats-Batch-Commit', b'1')
-        ack = s.process(subject, hdr, data, checked=True)
+        ack = s.process(subject, hdr, data, checked=True, ts=ts + i if ts else 0)
     d = orjson.loads(ack)
     if 'error' in d: return ack
     return b'{"stream":%s,"seq":%d,"batch":%s,"count":%d}' % (s._qname, d['seq'], orjson.dumps(b.id), len(b.msgs))

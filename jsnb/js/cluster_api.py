@@ -383,7 +383,7 @@ def _propose_create(self: ClusterApi, name: str, subject: bytes, reply: bytes, h
     except JSApiError as e: return self._refuse(reply, r.rtype, e, r.error_extra)
     self.meta.propose(('assign', name, cfg, peers, time.time_ns(), reply, hdr, data))
 
-_NOT_REPLICATED = (('mirror', 'a mirror'), ('sources', 'sources'), ('allow_atomic', 'atomic batches'),
+_NOT_REPLICATED = (('mirror', 'a mirror'), ('sources', 'sources'),
                    ('allow_batched', 'fast batches'), ('allow_msg_schedules', 'message schedules'))
 
 @patch

@@ -8,12 +8,14 @@ import asyncio, glob, logging, os, time
 from functools import partial
 import orjson
 from fastcore.basics import patch
-from ..nats.protocol import text
+from ..nats.protocol import text, get_header
 from .host import json_bytes, Remove, Purge, Expire, Configure
 from ..nats.subjects import subject_matches
 from .consumer_config import _filters
 from .api import _RT
 from .stream import Stream, _simple_headers
+from . import batch
+from .batch import AtomicBatch
 from .store import StoreMsg
 from .consumer import from_snapshot
 from . import consumer_api as C
@@ -115,6 +117,11 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
         d = _DECISIONS[op[1]](*op[2])
         if type(d) is Expire: s.expire(d.now, decided=True); s._rewake()
         else: s.apply(d)
+    elif op[0] == 'abatch' and s is not None:        # an atomic batch: every replica checks it and stores all of it, or none
+        _, bid, msgs, eob, ts, origin, reply = op
+        b = AtomicBatch(bid); b.msgs = [tuple(m) for m in msgs]
+        ack = batch.commit_batch(s, b, eob, ts)
+        if origin == me and reply and not s.cfg.get('no_ack'): self.account.reply(reply, ack)
     elif op[0] == 'api':
         _, subject, reply, hdr, data, origin = op
         self._answer_here(_verb(text(subject))[0], name, subject, reply if origin == me else b'', hdr, data, None, origin == me)
@@ -165,8 +172,9 @@ def _replicated_msg(self: ClusteredJetStream, s: Stream, subject: bytes, reply: 
     if g is None and s.group is None:
         return s._on_msg(subject, reply, hdr, data, src)   # scaled down to this server alone: stored as on one server
     if g is None or not g.is_leader() or g.closing or not g.seeded: return   # every replica's server sees the message: the leader takes it
-    if reply.endswith(b'.$FI') or (hdr and b'Nats-Batch-Id' in data[:hdr]):
-        return s._handle(subject, reply, hdr, data)  # batches are refused on replicated streams (see the create): answered so
+    if reply.endswith(b'.$FI'): return s._handle(subject, reply, hdr, data)   # fast batches are refused (see the create): answered so
+    if hdr and b'Nats-Batch-Id' in data[:hdr] and get_header(data[:hdr], b'Nats-Batch-Id') is not None:
+        return self._stage(s, subject, reply, data[:hdr], data[hdr:])
     q = self._outbox.setdefault(s.name, [])
     q.append((text(subject), reply, hdr, data))
     if src is None: self._propose_msgs(s.name)       # published by the server itself: no read to wait for the end of
@@ -177,6 +185,17 @@ def _propose_msgs(self: ClusteredJetStream, name: str):
     "The messages for a replicated stream that arrived in one read: one entry in its log (work per read, not per message)."
     msgs, g = self._outbox.pop(name, None), self.groups.get(name)
     if msgs and g is not None: g.propose(('msgs', msgs, time.time_ns(), self.core.server_id))
+
+@patch
+def _stage(self: ClusteredJetStream, s: Stream, subject: bytes, reply: bytes, h: bytes, payload: bytes):
+    """A message of an atomic batch, on a replicated stream's leader: staged here. The committed batch goes into the
+    group's log as one entry, which every replica checks and then stores whole, or not at all (`batch.commit_batch`); the
+    leader answers once it has applied it."""
+    def hand_off(b, eob: bool):
+        self._propose_msgs(s.name)                   # what arrived before the commit goes first
+        self.groups[s.name].propose(('abatch', b.id, b.msgs, eob, time.time_ns(), self.core.server_id, reply))
+    ack = batch.stage(s, text(subject), h, payload, hand_off)
+    if reply and ack is not None and not s.cfg.get('no_ack'): self.account.reply(reply, ack)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #5434d365
 SEED_CHUNK = 1 << 20          # bytes of messages per `seed` entry
