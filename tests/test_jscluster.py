@@ -305,6 +305,30 @@ async def test_expiry_decided_once(cluster):
     assert [(q, subject) for q, subject, _, _ in stores[0]] == [(6, 't.keep')] + [(8 + k, f't.{k}') for k in range(5)] + [(13, 't.old')]
 
 
+async def test_schedules_fire_once_on_three_replicas(cluster):
+    """Message schedules on three replicas: the leader's timer decides, and every replica fires what is due at the
+    leader's time, so a one-off schedule leaves one copy, and a repeating one the same copies, on every replica."""
+    await _create(cluster, 'SC', allow_msg_schedules=True)
+    nc = await nats.connect(cluster.url(1))
+    js = nc.jetstream()
+    at = '@at ' + time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(time.time() + 2))
+    await js.publish('sc.once', b'one', headers={'Nats-Schedule': at, 'Nats-Schedule-Target': 'sc.out.once'})
+    await js.publish('sc.every', b'tick', headers={'Nats-Schedule': '@every 1s', 'Nats-Schedule-Target': 'sc.out.every'})
+    deadline = time.time() + 30
+    while (info := await _info(nc, 'SC'))['state']['last_seq'] < 6 and time.time() < deadline: await asyncio.sleep(0.2)
+    await js.publish('sc.every', b'stop')                # a plain message ends the repeating schedule
+    await asyncio.sleep(1.5)
+    info = await _info(nc, 'SC')
+    last = info['state']['last_seq']
+    _wait(lambda: all(cluster.jsz(i)['messages'] == info['state']['messages'] for i in range(cluster.n)), 30)
+    await nc.close()
+    cluster.stop()
+    stores = cluster.stores('SC')
+    assert stores[0] == stores[1] == stores[2]           # same sequences, subjects, data and times everywhere
+    subjects = [subject for _, subject, _, _ in stores[0]]
+    assert subjects.count('sc.out.once') == 1 and subjects.count('sc.out.every') >= 3 and stores[0][-1][0] <= last
+
+
 async def test_kv_compare_and_set_on_three_replicas(cluster):
     """A key-value bucket of three replicas, one key updated with compare-and-set by six clients spread over the three
     servers at once: every revision in the key's history was written by an update based on the revision just before

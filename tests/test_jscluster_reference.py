@@ -490,3 +490,22 @@ async def test_atomic_batch_on_three_replicas(cluster):
     info = await _req(ncs[0], '$JS.API.STREAM.INFO.AB')
     assert (info['state']['messages'], info['state']['last_seq']) == (4, 4)
     for nc in ncs: await nc.close()
+
+
+async def test_one_off_schedule_on_three_replicas(cluster):
+    "A one-off message schedule on an R3 stream fires once, through whichever server the client uses."
+    ncs = await _clients(cluster)
+    r = await _req(ncs[0], '$JS.API.STREAM.CREATE.SC', {'name': 'SC', 'subjects': ['sc.>'], 'num_replicas': 3, 'allow_msg_schedules': True})
+    assert 'error' not in r, r
+    at = '@at ' + time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(time.time() + 2))
+    a = await ncs[1].jetstream().publish('sc.once', b'one', headers={'Nats-Schedule': at, 'Nats-Schedule-Target': 'sc.out'})
+    assert a.seq == 1
+
+    async def fired(): return (await _req(ncs[2], '$JS.API.STREAM.INFO.SC'))['state']['last_seq'] >= 2
+    await _until(fired)
+    await asyncio.sleep(2)                                   # and nothing more
+    info = await _req(ncs[0], '$JS.API.STREAM.INFO.SC')
+    m = (await _req(ncs[2], '$JS.API.STREAM.MSG.GET.SC', {'last_by_subj': 'sc.out'}))['message']
+    print(cluster.kind, info['state'], m)
+    assert (info['state']['messages'], info['state']['last_seq'], m['seq'], m['subject']) == (1, 2, 2, 'sc.out')
+    for nc in ncs: await nc.close()

@@ -384,7 +384,7 @@ def _propose_create(self: ClusterApi, name: str, subject: bytes, reply: bytes, h
     self.meta.propose(('assign', name, cfg, peers, time.time_ns(), reply, hdr, data))
 
 _NOT_REPLICATED = (('mirror', 'a mirror'), ('sources', 'sources'),
-                   ('allow_batched', 'fast batches'), ('allow_msg_schedules', 'message schedules'))
+                   ('allow_batched', 'fast batches'))
 
 @patch
 def _placed(self: ClusterApi, placement: dict | None, n: int, existing: list = (), ignore: tuple = ()) -> list[str]:

@@ -14,7 +14,7 @@ from ..nats.subjects import subject_matches
 from .consumer_config import _filters
 from .api import _RT
 from .stream import Stream, _simple_headers
-from . import batch
+from . import batch, schedules
 from .batch import AtomicBatch
 from .store import StoreMsg
 from .consumer import from_snapshot
@@ -115,7 +115,10 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
         if name in self._replies: self._answer_created(name, 0)
     elif op[0] == 'decide' and s is not None:        # retention's removal or expiry, decided by the leader
         d = _DECISIONS[op[1]](*op[2])
-        if type(d) is Expire: s.expire(d.now, decided=True); s._rewake()
+        if type(d) is Expire:                        # the stream's timer: expiry, and the schedules due, at the leader's time
+            s.expire(d.now, decided=True)
+            if s.schedules: schedules.fire(s, d.now, d.now)
+            s._rewake()
         else: s.apply(d)
     elif op[0] == 'abatch' and s is not None:        # an atomic batch: every replica checks it and stores all of it, or none
         _, bid, msgs, eob, ts, origin, reply = op

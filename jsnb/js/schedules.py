@@ -399,8 +399,9 @@ def sync(s):
     if s.cfg.get('allow_msg_schedules') and s.schedules is None: s.schedules = rebuild(s.store)
 
 # %% ../../nbs/2_js/09a_schedules.ipynb #cc5ec481
-def fire(s, now: int) -> int:
-    "Publish, on stream `s`, what its schedules have due at `now`; returns how many."
+def fire(s, now: int, ts: int = 0) -> int:
+    """Publish, on stream `s`, what its schedules have due at `now`; returns how many. `ts`: the time the messages are
+    stored at (a replicated stream's replicas each fire what its leader decided, at the leader's time)."""
     sc = s.schedules
     if not sc: return 0
     out = []
@@ -408,8 +409,8 @@ def fire(s, now: int) -> int:
         p = produce(s.store, subject, seq, when)
         if p is None: sc.remove(subject)
         else: sc.inflight.add(subject); out.append(p)
-    for target, hdr, data in out:
-        try: s.process(target, hdr, data, want_ack=False, sourced=True)
+    for i, (target, hdr, data) in enumerate(out):
+        try: s.process(target, hdr, data, want_ack=False, sourced=True, ts=ts + i if ts else 0)
         except Exception: log.exception("stream '$G > %s' could not publish a scheduled message to %r", s.name, target)
     return len(out)
 

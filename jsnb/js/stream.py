@@ -492,8 +492,8 @@ def expire(self: Stream, now: int | None = None, decided: bool = False) -> int |
 def tick(self: Stream, now: int) -> list:
     "The stream's timer: expire what is due at `now`, publish what its schedules have due, then wait for the next deadline (a stream sends no frames)."
     try:
-        self.expire(now)
-        if self.schedules: schedules.fire(self, now)
+        self.expire(now)                             # replicated: decided by the leader; its replicas fire the schedules then
+        if self.schedules and self.group is None: schedules.fire(self, now)
     except StoreError as e:
         if e.kind == 'closed': return []             # deleted while its timer was set
         raise
