@@ -58,6 +58,18 @@ class _IntoOurLog(logging.Handler):
 _raft_log = logging.getLogger('pysyncobj')
 _raft_log.addHandler(_IntoOurLog()); _raft_log.propagate = False
 
+# %% ../../nbs/2_js/20_cluster.ipynb #4297c3ee
+import zlib
+import pysyncobj.tcp_connection as _raft_tcp
+
+class _Stored:
+    "The `zlib` that PySyncObj's connections see: every frame stored (level 0), decoded as before."
+    decompress = staticmethod(zlib.decompress)
+    @staticmethod
+    def compress(data: bytes, level: int = 0) -> bytes: return zlib.compress(data, 0)
+
+_raft_tcp.zlib = _Stored
+
 # %% ../../nbs/2_js/20_cluster.ipynb #3b204b66
 LEADER_FALLBACK = 2.0    # seconds a leader that hears from no majority stays one (PySyncObj's default: 30)
 
