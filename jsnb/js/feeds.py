@@ -59,6 +59,7 @@ class Feed:
         self.again = False                 # a create was asked for while one waited for its answer: made after it
         self.sourcing = True               # ask for a sourcing consumer (API level 4) until the upstream says it has none
         self.identity = ''                 # the upstream's identity, when its answer says it
+        self.early: list = []              # deliveries that came before the create's answer (kept for it)
         self._gen = self._hgen = 0         # bumped by every create (health check: every run) and stop: older timers do nothing
         self._arming = False
 
@@ -95,7 +96,7 @@ def create(self: Feed):
     if self.waiting: self.again = True; return                   # made when the answer (or its timeout) comes
     now = time.time_ns()
     if now - self.lreq < RETRY_GAP: return self._retry()
-    self._cancel(); self._gen += 1; self.lreq = now; self.again = False
+    self._cancel(); self._gen += 1; self.lreq = now; self.again, self.early = False, []
     last, begin = self.start()
     self.sseq, self.dseq = last, 0
     deliver = f'{self.deliver_prefix}.{"M" if self.mirror else "S"}.{_token()}'.replace('..', '.') if self.deliver_prefix \
@@ -128,7 +129,7 @@ def _later(self: Feed, delay: float, fn: Callable):
 # %% ../../nbs/2_js/08a_feeds.ipynb #7aa9c567
 @_patch
 def _failed(self: Feed, err: dict):
-    self.err, self.waiting, self.again = err, False, False
+    self.err, self.waiting, self.again, self.early = err, False, False, []
     self.fails += 1
     self._cancel()
     self._retry()
@@ -169,6 +170,8 @@ def on_reply(self: Feed, gen: int, subject: bytes, reply: bytes, hdr: int, data:
     self.cname, self.err, self.fails, self.active = r.get('name') or '', None, 0, time.time_ns()
     ident = get_header(data[:hdr], b'Nats-Stream-Identity') if hdr else None
     if ident: self.identity = text(ident)
+    early, self.early = self.early, []
+    for m in early: self.on_msg(gen, *m)                         # what the upstream delivered before its answer
     if self.again: self.create()                                 # something went wrong while it was made: again
 
 # %% ../../nbs/2_js/08a_feeds.ipynb #fd306ee2
@@ -187,7 +190,7 @@ def on_msg(self: Feed, gen: int, subject: bytes, reply: bytes, hdr: int, data: b
     if a is None or a.delivered > 1: return
     if a.consumer != self.cname:                                 # another consumer's, or the first before the create's answer
         if self.cname or not self.waiting or not a.consumer.startswith(self.base): return
-        self.cname = a.consumer
+        self.early.append((subject, reply, hdr, data)); return   # copied once the answer has said the upstream's identity
     self.active = time.time_ns()
     if a.sseq <= self.sseq:
         if a.dseq == self.dseq + 1: self.dseq += 1
