@@ -23,8 +23,9 @@ from . import consumer_api as C
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'LEADER_FALLBACK', 'RAFT_INFO', 'SETTLE', 'CONSUMER_SYNC', 'RAFT_META', 'plain_loads', 'RaftGroup', 'free_port',
-           'ViaProxy', 'proxy_addr', 'short_hash', 'peer_id', 'group_name', 'ClusterMeta', 'relay_jetstream']
+__all__ = ['log', 'LEADER_FALLBACK', 'RAFT_INFO', 'SETTLE', 'CONSUMER_SYNC', 'RAFT_META', 'plain_loads', 'plain_dumps',
+           'RaftGroup', 'free_port', 'ViaProxy', 'proxy_addr', 'short_hash', 'peer_id', 'group_name', 'ClusterMeta',
+           'relay_jetstream']
 
 # %% ../../nbs/2_js/20_cluster.ipynb #10bd7a57
 import io, pickle
@@ -49,7 +50,12 @@ def plain_loads(data) -> object:
     "Decode a pickled Raft frame or log entry into plain values (numbers, strings, bytes, tuples, lists, dicts, sets); refuse anything else."
     return _PlainUnpickler(io.BytesIO(data if isinstance(data, bytes) else data.encode()), encoding='latin1').load()
 
+def plain_dumps(obj, protocol=None) -> bytes:
+    "Encode a Raft frame or log entry: pickle protocol 5, whatever PySyncObj asks for (see below)."
+    return pickle.dumps(obj, 5)
+
 _raft_pickle.loads = plain_loads     # what PySyncObj's connections and log decode with from now on
+_raft_pickle.dumps = plain_dumps     # and encode with
 
 class _IntoOurLog(logging.Handler):
     "PySyncObj's own log lines go to the server's log (its file, its format), marked as PySyncObj's."
