@@ -16,6 +16,24 @@ def pytest_collection_modifyitems(config, items):
                                           for ds in defs.name2fixturedefs.values() for d in ds)
         if item.get_closest_marker('bench') or item.get_closest_marker('soak'): item.add_marker(pytest.mark.xdist_group('measure'))
         elif shared: item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
+_FIRST_FAILURES: list[tuple[str, str]] = []
+
+
+def pytest_runtest_logreport(report):
+    "Keep why a test that was run again failed the first time: the summary says only that it was run again."
+    if report.outcome == 'rerun':
+        lines = [l for l in report.longreprtext.splitlines() if l.startswith('E ') or re.match(r'\S+\.py:\d+: ', l)]
+        _FIRST_FAILURES.append((report.nodeid, '\n'.join(lines[-12:])))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _FIRST_FAILURES:
+        terminalreporter.section('why the tests run again failed the first time')
+        for nodeid, why in _FIRST_FAILURES: terminalreporter.write_line(f'{nodeid}\n{why}')
+
+
 KINDS = ['jsnb', 'nats-server']
 _LISTEN = re.compile(r'Listening for client connections on (\S+):(\d+)')
 

@@ -95,6 +95,18 @@ class JSCluster:
             time.sleep(0.2)
         raise TimeoutError('no meta leader')
 
+    def clear(self, timeout: float = 30):
+        "Delete every stream (a test run again on a shared cluster starts from none, as the first run did)."
+        import asyncio, nats
+        async def go():
+            nc = await nats.connect(self.url(self.up()[0]))
+            try:
+                r = json.loads((await nc.request('$JS.API.STREAM.NAMES', b'', timeout=timeout)).data)
+                for name in r.get('streams') or ():
+                    await nc.request(f'$JS.API.STREAM.DELETE.{name}', b'', timeout=timeout)
+            finally: await nc.close()
+        asyncio.run(go())
+
     def stores(self, stream: str) -> list[list[tuple]]:
         "Every server's file store of `stream` read from disk (servers stopped): (sequence, subject, data hash, time) per message."
         from jsnb.js.filestore import FileStore

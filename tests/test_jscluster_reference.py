@@ -21,6 +21,13 @@ def cluster(request):
     finally: c.stop()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_when_run_again(request):
+    "A test run again after a failure finds the shared cluster without the streams its first run made."
+    if 'cluster' in request.fixturenames and getattr(request.node, 'execution_count', 1) > 1:
+        request.getfixturevalue('cluster').clear()
+
+
 async def _req(nc, subject: str, body=None, timeout: float = 10) -> dict:
     m = await nc.request(subject, json.dumps(body).encode() if body is not None else b'', timeout=timeout)
     return json.loads(m.data)
