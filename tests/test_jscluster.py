@@ -687,3 +687,97 @@ async def test_lagging_follower_hands_reads_to_the_leader():
         assert statuses == [None] * 12
         await nc0.close(); await nc2.close()
     finally: c.stop()
+
+
+@pytest.fixture
+def compacting():
+    "Three servers whose streams' groups compact their logs every 16 KiB of entries (`JSNB_RAFT_COMPACT`)."
+    import os
+    c = JSCluster('jsnb')
+    os.environ['JSNB_RAFT_COMPACT'] = str(16 << 10)
+    try:
+        try: c.start()
+        finally: os.environ.pop('JSNB_RAFT_COMPACT', None)
+        c.wait_meta()
+        yield c
+    finally: c.stop()
+
+
+def _snapshots(c, i: int) -> list:
+    return sorted((c.root / f'n{i}' / 'store').rglob('*.journal.snapshot'))
+
+
+async def _lead_on(nc, stream: str, server: str):
+    "Step the stream's leader down until `server` leads it."
+    for _ in range(20):
+        if (await _info(nc, stream))['cluster']['leader'] == server: return
+        await _ask(nc, f'$JS.API.STREAM.LEADER.STEPDOWN.{stream}', None)
+        await asyncio.sleep(1)
+    raise TimeoutError(f'{server} never led {stream}')
+
+
+async def test_compacted_log_catch_up_from_a_peer(compacting):
+    """The stream's log is compacted while a replica is down: it comes back, is handed the snapshot, and fetches what
+    it lacks from a peer's store: messages, deletions, the configuration and the consumer's state. Its store ends
+    equal to the others', and as the stream's leader it does not redeliver what was acknowledged while it was down."""
+    c = compacting
+    leader = await _create(c, 'C')
+    down = next(i for i in range(3) if f'n{i}' != leader)
+    nc = await nats.connect(c.url(next(i for i in range(3) if i != down)))
+    js = nc.jetstream()
+    for k in range(100): await js.publish('c.x' if k % 10 else 'c.purge', b'%03d' % k + b'.' * 200)
+    await js.add_consumer('C', durable_name='D', ack_policy='explicit')
+    sub = await js.pull_subscribe_bind('D', 'C')
+    _wait(lambda: all(_snapshots(c, i) for i in range(3)))           # every replica has compacted its log
+    c.kill(down)
+    for m in await _fetch_n(sub, 10): await m.ack_sync()              # acknowledged while the replica is down
+    for k in range(100, 400): await _publish_acked(js, 'c.x', b'%03d' % k + b'.' * 200, time.time() + 60)
+    assert (await _ask(nc, '$JS.API.STREAM.MSG.DELETE.C', {'seq': 55}))['success']
+    assert (await _ask(nc, '$JS.API.STREAM.PURGE.C', {'filter': 'c.purge'}))['success']
+    r = await _ask(nc, '$JS.API.STREAM.UPDATE.C', {'name': 'C', 'subjects': ['c.>'], 'num_replicas': 3, 'description': 'after'})
+    assert r['config']['description'] == 'after', r
+    await asyncio.sleep(1)                                            # the others compact again past what it had
+    c.start(down)
+    _wait(lambda: 'caught up from' in c.procs[down].log_text())
+    await _publish_acked(js, 'c.x', b'last', time.time() + 60)
+    _quiet(c, 400 - 10 - 1 + 1)
+    nc2 = await nats.connect(c.url(down))
+    await _lead_on(nc2, 'C', f'n{down}')
+    info = await _info(nc2, 'C')
+    assert info['config']['description'] == 'after'
+    assert (info['state']['messages'], info['state']['first_seq'], info['state']['last_seq']) == (390, 2, 401)
+    sub2 = await nc2.jetstream().pull_subscribe_bind('D', 'C')
+    first = (await _fetch_n(sub2, 1))[0]
+    assert first.metadata.sequence.stream == 12 and first.metadata.num_delivered == 1, first.metadata   # 1..11 acked or purged (10 is)
+    await nc.close(); await nc2.close()
+    c.stop()
+    stores = c.stores('C')
+    assert len(stores[0]) == 390 and stores[0] == stores[1] == stores[2]
+
+
+async def test_memory_replica_and_empty_disk_after_compaction(compacting):
+    """A memory replica restarts empty, and a server comes back with no disk at all, after the log was compacted: both
+    are rebuilt from a peer's store, not from the (dropped) log."""
+    c = compacting
+    leader = await _create(c, 'M', storage='memory')
+    await _create(c, 'F')
+    nc = await nats.connect(c.url(int(leader[1:])))
+    js = nc.jetstream()
+    for k in range(150):
+        await js.publish('m.x', b'%03d' % k + b'.' * 200); await js.publish('f.x', b'%03d' % k + b'.' * 200)
+    follower = next(i for i in range(3) if f'n{i}' != leader)
+    _wait(lambda: all(_snapshots(c, i) for i in range(3)))
+    c.kill(follower); c.start(follower)                               # its memory replica starts empty
+    _wait(lambda: 'caught up from' in c.procs[follower].log_text())
+    _quiet(c, 300)
+    wiped = next(i for i in range(3) if i != follower and f'n{i}' != leader)
+    c.kill(wiped)
+    shutil.rmtree(c.root / f'n{wiped}' / 'store')
+    for k in range(150, 200): await _publish_acked(js, 'f.x', b'%03d' % k + b'.' * 200, time.time() + 60)
+    c.start(wiped)
+    _wait(lambda: c.jsz(wiped)['streams'] == 2)
+    _quiet(c, 350)
+    await nc.close()
+    c.stop()
+    stores = c.stores('F')
+    assert len(stores[0]) == 200 and stores[0] == stores[1] == stores[2]

@@ -516,3 +516,32 @@ async def test_one_off_schedule_on_three_replicas(cluster):
     print(cluster.kind, info['state'], m)
     assert (info['state']['messages'], info['state']['last_seq'], m['seq'], m['subject']) == (1, 2, 2, 'sc.out')
     for nc in ncs: await nc.close()
+
+
+@pytest.mark.parametrize('kind', ['jsnb', 'nats-server'])
+async def test_update_while_the_meta_leader_is_down(kind):
+    """With the meta leader killed, a stream update (which the meta group records) is answered once another server
+    leads it. The reference drops a request that comes during the election (the client asks again, as here); jsnb
+    keeps it, and answers the first request."""
+    c = JSCluster(kind)
+    try:
+        c.start(); meta = c.wait_meta()
+        nc = await nats.connect(c.url(next(i for i in range(3) if f'n{i}' != meta)))
+        r = await _req(nc, '$JS.API.STREAM.CREATE.U', {'name': 'U', 'subjects': ['u.>'], 'num_replicas': 3})
+        assert 'error' not in r, r
+        for _ in range(10):                      # the stream's leader is not the meta leader (its requests go to its leader)
+            if r['cluster']['leader'] != meta: break
+            await _req(nc, '$JS.API.STREAM.LEADER.STEPDOWN.U'); await asyncio.sleep(1)
+            r = await _req(nc, '$JS.API.STREAM.INFO.U')
+        assert r['cluster']['leader'] != meta
+        c.kill(int(meta[1:]))
+        tries, deadline = 0, time.time() + 90
+        while True:
+            tries += 1
+            try: r = await _req(nc, '$JS.API.STREAM.UPDATE.U', {'name': 'U', 'subjects': ['u.>'], 'num_replicas': 3, 'description': 'd'}, timeout=20); break
+            except nats.errors.TimeoutError:
+                if time.time() > deadline: raise
+        assert (r['type'], r['config']['description']) == ('io.nats.jetstream.api.v1.stream_update_response', 'd'), r
+        if kind == 'jsnb': assert tries == 1
+        await nc.close()
+    finally: c.stop()

@@ -10,7 +10,7 @@ from functools import partial
 import orjson
 from fastcore.basics import patch
 _inet_ntop = socket.inet_ntop
-from pysyncobj import SyncObj, SyncObjConf, replicated
+from pysyncobj import SyncObj, SyncObjConf, replicated, FAIL_REASON
 from pysyncobj.transport import TCPTransport
 from pysyncobj.tcp_connection import TcpConnection
 socket.inet_ntop = _inet_ntop     # PySyncObj 0.3.17 replaces it with a Windows-only version on every platform
@@ -23,9 +23,9 @@ from . import consumer_api as C
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'LEADER_FALLBACK', 'RAFT_INFO', 'SETTLE', 'CONSUMER_SYNC', 'RAFT_META', 'plain_loads', 'plain_dumps',
-           'RaftGroup', 'free_port', 'ViaProxy', 'proxy_addr', 'short_hash', 'peer_id', 'group_name', 'ClusterMeta',
-           'relay_jetstream']
+__all__ = ['log', 'LEADER_FALLBACK', 'COMPACT_BYTES', 'RAFT_INFO', 'SETTLE', 'CONSUMER_SYNC', 'RAFT_META', 'plain_loads',
+           'plain_dumps', 'RaftGroup', 'free_port', 'ViaProxy', 'proxy_addr', 'seal', 'unseal', 'short_hash', 'peer_id',
+           'group_name', 'ClusterMeta', 'relay_jetstream']
 
 # %% ../../nbs/2_js/20_cluster.ipynb #10bd7a57
 import io, pickle
@@ -78,6 +78,7 @@ _raft_tcp.zlib = _Stored
 
 # %% ../../nbs/2_js/20_cluster.ipynb #3b204b66
 LEADER_FALLBACK = 2.0    # seconds a leader that hears from no majority stays one (PySyncObj's default: 30)
+COMPACT_BYTES = 64 << 20 # bytes applied to a stream's group after which its log is compacted (`JSNB_RAFT_COMPACT` overrides)
 
 class RaftGroup(SyncObj):
     "A PySyncObj group whose committed entries are handed, in log order, to `on_apply(index, op)` on the asyncio loop."
@@ -89,17 +90,34 @@ class RaftGroup(SyncObj):
         self._held: deque = deque()
         self.leader_since, self.applied, self.applied_before = 0, 0, 0
         self.cready, self._applied_fd = False, None
+        self._pending, self.catching = None, False       # see 'Compaction and catch-up'
+        self.grown, self._forced, self.snapshot_extra = 0, 0.0, dict
+        self.compact_bytes = int(os.environ.get('JSNB_RAFT_COMPACT') or COMPACT_BYTES)
+        self._dump = journal + '.snapshot' if journal else None
+        self.wait_leader, self._gone = hold, False      # see 'Proposals while there is no leader'
+        self._seen, self._uid, self._uids = {}, f'{me}:{time.time_ns()}', 0
         conf = SyncObjConf(password=password, journalFile=journal, onStateChanged=self._state, appendEntriesUseBatch=False,
                            commandsWaitLeader=hold,    # see 'Proposals while there is no leader'
                            appendEntriesPeriod=0.05, raftMinTimeout=0.5,
                            raftMaxTimeout=1.2, connectionRetryTime=0.5, connectionTimeout=2.0, leaderFallbackTimeout=LEADER_FALLBACK,
-                           logCompactionMinEntries=2 ** 62, logCompactionMinTime=2 ** 62)   # never a whole-object snapshot
+                           logCompactionMinEntries=2 ** 62, logCompactionMinTime=2 ** 62,   # only when `compact` asks
+                           fullDumpFile=self._dump, serializer=self._save if self._dump else None,
+                           deserializer=self._load if self._dump else None)
         super().__init__(me, others, conf, transportClass=ViaProxy if self.via else TCPTransport)
 
     @replicated
     def _entry(self, op):
         idx = self.raftLastApplied + 1           # PySyncObj counts the entry as applied once this returns
-        self._loop.call_soon_threadsafe(self._hold if self.lag else self._on_apply, idx, op)
+        self._loop.call_soon_threadsafe(self._hold if self.lag else self._now, idx, op)
+
+    def _now(self, idx, op):
+        "Apply entry `idx` now, or keep it for after the catch-up under way (`hold`); a snapshot is never kept back."
+        if self._pending is not None and op[0] != 'snapshot': self._pending.append((idx, op))
+        elif op[0] != 'once': self._on_apply(idx, op)
+        elif op[1] not in self._seen:                 # a proposal sent again (below) is applied once
+            self._seen[op[1]] = None
+            if len(self._seen) > 10_000: del self._seen[next(iter(self._seen))]
+            self._on_apply(idx, op[2])
 
     def _hold(self, idx, op):
         "With `lag`: apply `op` that many seconds late, still in log order."
@@ -108,12 +126,21 @@ class RaftGroup(SyncObj):
 
     def _release(self):
         now = time.monotonic()
-        while self._held and self._held[0][0] <= now + 0.001: _, idx, op = self._held.popleft(); self._on_apply(idx, op)
+        while self._held and self._held[0][0] <= now + 0.001: _, idx, op = self._held.popleft(); self._now(idx, op)
         if self._held: self._loop.call_later(max(0.0, self._held[0][0] - now), self._release)
 
     def propose(self, op: tuple):
-        "Submit `op` (a tuple of plain values); a follower hands it to the leader."
-        self._entry(op)
+        "Submit `op` (a tuple of plain values); a follower hands it to the leader. In a group that waits for a leader, sent again until committed."
+        if not self.wait_leader: return self._entry(op)
+        self._uids += 1
+        self._submit(('once', (self._uid, self._uids), op), 0)
+
+    def _submit(self, entry: tuple, tries: int):
+        def done(_, err):
+            if err == FAIL_REASON.SUCCESS or self._gone: return
+            if tries >= 150: return log.warning('Raft: a proposal was not committed after %d tries: dropped', tries)
+            self._loop.call_soon_threadsafe(self._loop.call_later, 0.2, self._submit, entry, tries + 1)
+        if not self._gone: self._entry(entry, callback=done)
 
     def _SyncObj__onMessageReceived(self, node, message):
         "PySyncObj's handler of a peer's message, except that a follower's acknowledgement of earlier entries does not move back where the next send to it starts."
@@ -129,6 +156,7 @@ class RaftGroup(SyncObj):
         os.pwrite(self._applied_fd, b'%-20d\n' % idx, 0)
 
     def destroy(self):
+        self._gone = True
         if self._applied_fd is not None: os.close(self._applied_fd); self._applied_fd = None
         super().destroy()
 
@@ -173,6 +201,70 @@ def proxy_addr(text: str | None) -> tuple[str, int] | None:
     if not host or not port.isdigit(): raise ValueError(f'JSNB_RAFT_PROXY: expected host:port, got {text!r}')
     return host, int(port)
 
+# %% ../../nbs/2_js/20_cluster.ipynb #c3059b20
+import hmac
+
+@patch
+def compact(self: RaftGroup, size: int):
+    "Count `size` more bytes applied; past `compact_bytes`, ask PySyncObj to compact the log (once: again after a failure, a second later)."
+    self.grown += size
+    if self.grown >= self.compact_bytes and self._dump and self._pending is None and time.monotonic() > self._forced:
+        self._forced = time.monotonic() + 5; self.forceLogCompaction()
+
+@patch
+def _save(self: RaftGroup, path: str, data: tuple):
+    """PySyncObj's compaction, on the group's thread: write the log position (its last two applied entries) and the
+    owner's `snapshot_extra()` once the loop has applied that far (PySyncObj then drops the entries before them)."""
+    last, before, _ = data
+    deadline = time.monotonic() + 0.2
+    while max(self.applied, self.applied_before) < last[1]:
+        if time.monotonic() > deadline or self._pending is not None:
+            self._forced = time.monotonic() + 1; raise RuntimeError('entries not applied yet')
+        time.sleep(0.005)
+    with open(path, 'wb') as f: f.write(plain_dumps((tuple(last), tuple(before), self.snapshot_extra())))
+    self.grown, self._forced = 0, 0.0
+
+@patch
+def _load(self: RaftGroup, path: str) -> tuple:
+    """PySyncObj installing a snapshot (this member's own at a restart, or one the leader sent): the log position for
+    PySyncObj; for the loop, an entry `('snapshot', extra)` at that index. Until the owner calls `release`, this
+    member stands for no election."""
+    with open(path, 'rb') as f: last, before, extra = plain_loads(f.read())
+    self.catching = True
+    self._loop.call_soon_threadsafe(self._hold if self.lag else self._now, last[1], ('snapshot', extra))
+    return last, before, set()
+
+@patch
+def hold(self: RaftGroup):
+    "Keep the entries that come from now on, in order, until `release` (a catch-up under way)."
+    if self._pending is None: self._pending = deque()
+
+@patch
+def release(self: RaftGroup):
+    "Apply the entries kept since `hold`, in order, and stand for elections again."
+    p, self._pending, self.catching = self._pending or deque(), None, False
+    self._SyncObj__raftElectionDeadline = time.monotonic() + self._SyncObj__generateRaftTimeout()
+    while p:
+        idx, op = p.popleft(); self._now(idx, op)
+        if self._pending is not None: self._pending.extend(p); return
+
+@patch
+def _SyncObj__generateRaftTimeout(self: RaftGroup) -> float:
+    "PySyncObj's election timeout; a member catching up stands for no election (it still votes)."
+    return 3600.0 if self.catching else SyncObj._SyncObj__generateRaftTimeout(self)
+
+def seal(key: str, obj) -> bytes:
+    "`obj` encoded as a log entry is, behind an HMAC-SHA256 of it keyed with `key` (the groups' password)."
+    body = plain_dumps(obj)
+    return hmac.new(key.encode(), body, 'sha256').digest() + body
+
+def unseal(key: str, data: bytes):
+    "What `seal` made with the same key; None for anything else."
+    data = bytes(data)
+    if len(data) < 32 or not hmac.compare_digest(hmac.new(key.encode(), data[32:], 'sha256').digest(), data[:32]): return None
+    try: return plain_loads(data[32:])
+    except Exception: return None
+
 # %% ../../nbs/2_js/20_cluster.ipynb #011b349e
 _DIGITS = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
 
@@ -200,6 +292,7 @@ def _write(path: str, s: str):
 RAFT_INFO = 'jsnb_raft'      # the route INFO field that carries a jsnb server's meta-group Raft address
 SETTLE = 1.0                 # the route mesh must stay unchanged this long before a new meta group forms
 _FWD = '$JSC.FWD.'           # prefix of requests sent on to the server that leads a stream
+_SYNC = '$JSC.SYNC.'         # a server's subject for its peers' catch-up requests (see 'Compaction and catch-up')
 CONSUMER_SYNC = 0.1          # how often a stream leader puts the consumer states that changed into the stream's log
 
 class ClusterMeta(JetStream):
@@ -255,7 +348,7 @@ def stop(self: ClusterMeta):
     for g in list(self.groups.values()): g.destroy()
     self.groups.clear()
     if self.meta is not None: self.meta.destroy(); self.meta = None
-    if self._fwd_sub is not None: self.core.unsubscribe(self._fwd_sub)
+    if self._fwd_sub is not None: self.core.unsubscribe(self._fwd_sub); self.core.unsubscribe(self._sync_sub)
     JetStream.stop(self)
 
 @patch
@@ -369,8 +462,9 @@ def form(self: ClusterMeta, peers: dict):
                           journal=os.path.join(self._state_dir, 'journal'))
     log.info('JetStream meta group of %d server(s): %s', len(peers), ', '.join(sorted(peers.values())))
     self._fwd_sub = self.core.subscribe(f'{_FWD}{peer_id(self.core.server_name)}.>', self._on_forwarded)
+    self._sync_sub = self.core.subscribe(f'{_SYNC}{peer_id(self.core.server_name)}', self._on_sync)
     cl = self.core.cluster
-    cl.local_interest(self._fwd_sub, 1)
+    cl.local_interest(self._fwd_sub, 1); cl.local_interest(self._sync_sub, 1)
     self.core.route_info_extra[RAFT_META] = self.members           # servers that connect later join this group
     for rc in list(cl.routes.values()): rc.send(cl.route_info())
 

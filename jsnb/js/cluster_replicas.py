@@ -19,7 +19,7 @@ from .batch import AtomicBatch
 from .store import StoreMsg
 from .consumer import from_snapshot
 from . import consumer_api as C
-from .cluster import RaftGroup, group_name, _read, _write, CONSUMER_SYNC
+from .cluster import RaftGroup, group_name, _read, _write, CONSUMER_SYNC, _SYNC, peer_id, seal, unseal
 from .cluster_api import ClusterApi, _verb, not_yet
 
 log = logging.getLogger('jsnb')
@@ -50,6 +50,7 @@ def _start_group(self: ClusteredJetStream, name: str):
     g.name = g_name
     g.cstates, g.cmarks, g.cready, g.closing = {}, {}, False, False    # replicated consumers: latest states, what was logged, whether they run here
     g.seeded = not a.get('seed')                     # a grown stream takes nothing before its first server's store is copied
+    g.snapshot_extra = lambda: {'cstates': dict(g.cstates), 'seeded': g.seeded}     # what a compaction keeps besides the stores
     self.groups[name] = g
     if a.get('seed') == self.core.server_name: self._seed(name)
     if name in self._replies and g.seeded: self._answer_created(name, 0)
@@ -78,13 +79,17 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
     g = self.groups.get(name)
     if g is None: return
     s = self.account.streams.get(name)
-    if op[0] in ('cstate', 'cdel', 'cbarrier'): return self.apply_consumer(g, name, idx, op)   # a consumer's latest state: applied again on a replay
+    if op[0] == 'snapshot': return self._install(g, name, idx, op[1])                           # see 'Compaction and catch-up'
+    if op[0] in ('cstate', 'cdel', 'cbarrier'):      # a consumer's latest state: applied again on a replay
+        self.apply_consumer(g, name, idx, op); return g.compact(256)
     if op[0] == 'seeded': g.seeded = True             # (on a replay too) the grown stream takes messages from here on
     if idx <= g.applied_before: return
     g.applied = idx
     me = self.core.server_id
+    size = 64                                        # roughly, what the entry adds to the log (for compaction)
     if op[0] == 'msgs':
         _, msgs, ts, origin = op
+        size += sum(len(m[3]) + len(m[0]) for m in msgs)
         s = self.account.streams.get(name)
         if s is not None and not _as_run(s, msgs, ts, origin == me):
             answer = origin == me and not s.cfg.get('no_ack')
@@ -122,6 +127,7 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
         else: s.apply(d)
     elif op[0] == 'abatch' and s is not None:        # an atomic batch: every replica checks it and stores all of it, or none
         _, bid, msgs, eob, ts, origin, reply = op
+        size += sum(len(m[-1]) for m in msgs)
         b = AtomicBatch(bid); b.msgs = [tuple(m) for m in msgs]
         ack = batch.commit_batch(s, b, eob, ts)
         if origin == me and reply and not s.cfg.get('no_ack'): self.account.reply(reply, ack)
@@ -129,6 +135,7 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
         _, subject, reply, hdr, data, origin = op
         self._answer_here(_verb(text(subject))[0], name, subject, reply if origin == me else b'', hdr, data, None, origin == me)
     g.mark_applied(g.applied_file, idx)
+    g.compact(size)
 
 _DECISIONS = {'Remove': Remove, 'Purge': Purge, 'Expire': Expire}    # what a stream decides on its own (`Stream.decide`)
 
@@ -313,6 +320,98 @@ def _apply_regroup(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
     switch()
 
 REGROUP_WAIT = 5.0           # seconds a replica waits to apply its group's `regroup` entry before it leaves the group anyway
+
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #cad9d8e2
+@patch
+def _install(self: ClusteredJetStream, g: RaftGroup, name: str, idx: int, extra: dict):
+    "A snapshot of stream `name`'s log at `idx`: its consumer states; the messages are here already (this replica's own snapshot, at a restart), or come from a peer's store (`_catch_up`)."
+    g.cstates = dict(extra.get('cstates') or {})
+    if extra.get('seeded'): g.seeded = True
+    if max(g.applied, g.applied_before) >= idx: return g.release()
+    g.hold()
+    g.target = max(getattr(g, 'target', 0), idx)
+    if not getattr(g, 'syncing', False):
+        g.syncing = True
+        asyncio.get_running_loop().create_task(self._catch_up(name, g))
+
+@patch
+async def _catch_up(self: ClusteredJetStream, name: str, g: RaftGroup):
+    "Copy from a peer (the leader first) what this replica lacks up to the snapshot, then apply the entries held meanwhile."
+    try:
+        while self.groups.get(name) is g and (s := self.account.streams.get(name)) is not None:
+            leader = g.names.get(g.leader_addr())
+            peers = sorted((n for n in g.names.values() if n != self.core.server_name), key=lambda n: n != leader)
+            for peer in peers:
+                try:
+                    if await self._sync_from(peer, name, g, s):
+                        log.info("stream '$G > %s' caught up from %s to entry %d", name, peer, g.applied); return
+                except asyncio.TimeoutError: pass
+            await asyncio.sleep(0.5)
+    finally:
+        g.syncing = False
+        if self.groups.get(name) is g: g.release()
+
+@patch
+async def _sync_from(self: ClusteredJetStream, peer: str, name: str, g: RaftGroup, s: Stream) -> bool:
+    "One catch-up from `peer`: False when it has not applied as far as the snapshot (or did not answer)."
+    st = s.store.state()
+    ans = await self._sync_ask(peer, {'op': 'state', 'stream': name, 'have': [st['first_seq'], st['last_seq']]})
+    if not ans or ans['applied'] < g.target: return False
+    if ans['config'] != s.cfg:
+        r = self._local_api(f'$JS.API.STREAM.UPDATE.{name}'.encode(), b'', 0, json_bytes(ans['config']), None, name)
+        if r and 'error' in r: log.warning("stream '$G > %s': catch-up could not take the peer's configuration: %s", name, r['error'])
+    store = s.store
+    if ans['first'] > st['first_seq']: store.compact(ans['first'])
+    for lo, hi in ans['gone']:
+        q = lo
+        while (m := store.load_next_msg('>', q)) is not None and m.seq <= hi: store.remove_msg(m.seq); q = m.seq + 1
+    seq = max(store.state()['last_seq'] + 1, ans['first'])
+    while seq <= ans['last']:
+        part = await self._sync_ask(peer, {'op': 'msgs', 'stream': name, 'from': seq, 'to': ans['last']})
+        if not part: return False
+        self._apply_seed(s, part['msgs'])
+        seq = part['next']
+    self._apply_seed(s, [], ans['last'])
+    g.cstates, g.seeded = dict(ans['cstates']), g.seeded or ans['seeded']
+    g.applied = g.applied_before = ans['applied']
+    g.mark_applied(g.applied_file, ans['applied'])
+    return True
+
+@patch
+async def _sync_ask(self: ClusteredJetStream, peer: str, body: dict, timeout: float = 5.0):
+    "Send a sealed catch-up request to server `peer`; its unsealed answer (None when it cannot answer)."
+    core, key, fut = self.core, self.password(), asyncio.get_running_loop().create_future()
+    def on_answer(subject, reply, hdr, data, src):
+        if not fut.done(): fut.set_result(data[hdr:] if hdr else data)
+    sub = core.subscribe(f'{_SYNC}R.{peer_id(core.server_name)}.{time.time_ns()}', on_answer)
+    core.cluster.local_interest(sub, 1)
+    try:
+        core.route(None, f'{_SYNC}{peer_id(peer)}'.encode(), sub.subject, 0, seal(key, body))
+        return unseal(key, await asyncio.wait_for(fut, timeout))
+    finally:
+        core.unsubscribe(sub); core.cluster.local_interest(sub, -1)
+
+@patch
+def _on_sync(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+    "A peer's catch-up request, answered from this server's store as it is now (nothing while this replica catches up itself)."
+    key = self.password()
+    req = unseal(key, data[hdr:] if hdr else data)
+    if not isinstance(req, dict) or not reply: return
+    name = req.get('stream')
+    g, s, ans = self.groups.get(name), self.account.streams.get(name), None
+    if g is not None and s is not None and g._pending is None and g.seeded:
+        if req.get('op') == 'state':
+            st, (lo, hi) = s.store.state(), req['have']
+            ans = {'applied': max(g.applied, g.applied_before), 'first': st['first_seq'], 'last': st['last_seq'],
+                   'gone': s.store.gaps(max(lo, st['first_seq']), min(hi, st['last_seq'])),
+                   'config': s.cfg, 'cstates': dict(g.cstates), 'seeded': g.seeded}
+        elif req.get('op') == 'msgs':
+            msgs, size, seq, to = [], 0, req['from'], req['to']
+            while size < SEED_CHUNK and (m := s.store.load_next_msg('>', seq)) is not None and m.seq <= to:
+                msgs.append((m.seq, m.subject, m.hdr, m.data, m.ts, s.store.ttl_of(m.seq)))
+                size += len(m.subject) + len(m.hdr) + len(m.data); seq = m.seq + 1
+            ans = {'msgs': msgs, 'next': seq if msgs and seq <= to else to + 1}
+    self.account.reply(reply, seal(key, ans))
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #e091f666
 _C_CHANGES = {'CONSUMER.CREATE', 'CONSUMER.DURABLE.CREATE', 'CONSUMER.DELETE', 'CONSUMER.PAUSE', 'CONSUMER.UNPIN'}

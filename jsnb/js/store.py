@@ -478,6 +478,19 @@ def num_pending(self: MsgStore, start: int, filter: str = '', last_per_subject: 
         if not len(sids) or ix.s_first[sids].min() >= start: return int(ix.s_count[sids].sum())
     return count_rows(ix.dead, ix.sid, w, ix.lb(start), ix.n)
 
+# %% ../../nbs/2_js/04_store.ipynb #f0c8630a
+@patch
+def gaps(self: MsgStore, lo: int, hi: int) -> list[tuple[int, int]]:
+    "The runs `(first, last)` of sequences in `[lo, hi]` that hold no message: deleted, or outside the store."
+    self._check()
+    if hi < lo: return []
+    ix = self._ix
+    a, b = ix.lb(lo), ix.lb(hi + 1)
+    live = ix.seq[a:b][~ix.dead[a:b]]
+    edges = np.concatenate(([lo - 1], live, [hi + 1]))
+    at = np.nonzero(np.diff(edges) > 1)[0]
+    return [(int(edges[i]) + 1, int(edges[i + 1]) - 1) for i in at]
+
 # %% ../../nbs/2_js/04_store.ipynb #c24f3912
 @patch
 def seq_from_time(self: MsgStore, ts: int) -> int:
