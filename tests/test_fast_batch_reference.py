@@ -6,10 +6,13 @@ import nats
 pytestmark = pytest.mark.reference
 
 
-async def run(s):
+async def run(s, replicas: int = 1):
+    "The frames of each scenario; `replicas`: of stream F (on a cluster, `s.url` is one of its servers)."
     nc = await nats.connect(s.url); js = nc.jetstream(); out = {}
     await js.add_stream(name='OFF', subjects=['off.>'])
-    await nc.request('$JS.API.STREAM.CREATE.F', json.dumps({'name': 'F', 'subjects': ['f.>'], 'allow_batched': True}).encode(), timeout=5)
+    r = await nc.request('$JS.API.STREAM.CREATE.F', json.dumps({'name': 'F', 'subjects': ['f.>'], 'allow_batched': True,
+                                                                'num_replicas': replicas}).encode(), timeout=10)
+    assert 'error' not in json.loads(r.data), r.data
     frames = []
     sub = await nc.subscribe('fi.>', cb=lambda m: frames.append((m.subject.split('.')[1], json.loads(m.data)))) if False else None
     got = []

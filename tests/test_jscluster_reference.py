@@ -545,3 +545,24 @@ async def test_update_while_the_meta_leader_is_down(kind):
         if kind == 'jsnb': assert tries == 1
         await nc.close()
     finally: c.stop()
+
+
+
+async def test_fast_batches_on_three_replicas():
+    """Fast-ingest batches on an R3 stream, frame by frame (`test_fast_batch_reference.run`), on both clusters: every
+    replica moves each batch on alike, the proposing server answers; every server reads the same messages."""
+    from types import SimpleNamespace
+    from test_fast_batch_reference import run
+    res = {}
+    for kind in ('nats-server', 'jsnb'):
+        c = JSCluster(kind)
+        try:
+            c.start(); c.wait_meta()
+            res[kind] = await run(SimpleNamespace(url=c.url(1)), replicas=3)
+            if kind == 'jsnb':                   # every replica's store holds the same messages
+                await asyncio.sleep(1); c.stop()
+                stores = c.stores('F')
+                assert len(stores[0]) == res[kind]['state'] and stores[0] == stores[1] == stores[2]
+        finally: c.stop()
+    diffs = [f'\n{k}:\n jsnb: {res["jsnb"][k]}\n  ref: {res["nats-server"][k]}' for k in res['nats-server'] if res['jsnb'].get(k) != res['nats-server'][k]]
+    assert not diffs, ''.join(diffs)

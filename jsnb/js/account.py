@@ -11,7 +11,7 @@ from ..nats.subjects import subject_matches
 from ..nats.protocol import text
 from ..nats.times import NS
 from ..nats.accounts import GLOBAL, NO_JS_LIMITS
-from .host import CoreHost, advise
+from .host import CoreHost, advise, Expire
 from .store import MemStore
 from .filestore import FileStore
 from .stream_config import JS_API_LEVEL as API_LEVEL, JS_SERVER_VERSION, stored_cfg
@@ -282,7 +282,9 @@ def tick(self: Account, now: int | None = None) -> list:
     now = now or time.time_ns()
     for s in list(self.streams.values()):
         try:
-            batch.expire_batches(s, now); batch.expire_fast(s, now)
+            batch.expire_batches(s, now)
+            if s.group is None: batch.expire_fast(s, now)
+            elif any(now - b.active > batch.BATCH_TIMEOUT for b in s.fast.values()): s.group.decide(Expire(now))   # (its leader decides, for every replica)
             s._trim_dedup(now)
             if s.upstreams: mirrors.catch_up(s)
             if isinstance(s.store, FileStore): s.store.sync_if_due()     # a stream that went quiet is synced on time too

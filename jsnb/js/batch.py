@@ -187,6 +187,7 @@ def _check_flow(s: Stream, b: FastBatch, out: list) -> bool:
     if b.pseq < b.fseq + am: return False
     b.fseq += (b.pseq - b.fseq) // am * am
     mx = max(1, min(500 // len(s.fast), b.max_ack))
+    if s.group is not None: mx = max(1, mx >> min(s.group.pending() // 16, 9))   # a replicated stream: fewer in flight while its log is behind
     if b.ack_msgs < mx: b.ack_msgs = min(b.ack_msgs * 2, mx)
     elif b.ack_msgs > mx: b.ack_msgs = max(b.ack_msgs // 2, mx)
     out.append(_flow_ack(b, b.fseq))
@@ -203,8 +204,8 @@ def _try_commit(s: Stream, bid: str, b: FastBatch, out: list) -> bool:
     return False
 
 # %% ../../nbs/2_js/10_batch.ipynb #fa033b66
-def fast_ingest(s: Stream, subject: str, reply: str, hdr: bytes, data: bytes) -> list[bytes]:
-    "Process one fast-ingest message; returns the frames for its reply subject."
+def fast_ingest(s: Stream, subject: str, reply: str, hdr: bytes, data: bytes, ts: int = 0) -> list[bytes]:
+    "Process one fast-ingest message; returns the frames for its reply subject (`ts`: the time every replica of a replicated stream uses)."
     cfg, out = s.cfg, []
     nak = lambda e: [s._nak(e)]
     err = _precheck(s, hdr, data)
@@ -220,7 +221,7 @@ def fast_ingest(s: Stream, subject: str, reply: str, hdr: bytes, data: bytes) ->
         if seq != 1: return nak(JSBatchPublishUnknownBatchIDErr())
         if len(fast) + 1 > 1000: return nak(JSBatchPublishTooManyInflight())
         b = fast[bid] = FastBatch(gap_ok, flow); _init_flow(s, b)
-    b.active = time.time_ns()
+    b.active = ts or time.time_ns()
     if op == 4:                                           # ping: report gaps, resend the flow state
         send = True
         if seq > b.lseq:
@@ -247,7 +248,7 @@ def fast_ingest(s: Stream, subject: str, reply: str, hdr: bytes, data: bytes) ->
         _try_commit(s, bid, b, out)
         if eob: return out
     if seq == 1 and not commit: out.append(_flow_ack(b, 0))
-    ack = orjson.loads(s.process(subject, hdr, data))
+    ack = orjson.loads(s.process(subject, hdr, data, ts=ts))
     if 'error' in ack:
         out.append(_frame(type='err', seq=seq, error=ack['error']))
         if not b.gap_ok or commit:

@@ -383,8 +383,7 @@ def _propose_create(self: ClusterApi, name: str, subject: bytes, reply: bytes, h
     except JSApiError as e: return self._refuse(reply, r.rtype, e, r.error_extra)
     self.meta.propose(('assign', name, cfg, peers, time.time_ns(), reply, hdr, data))
 
-_NOT_REPLICATED = (('mirror', 'a mirror'), ('sources', 'sources'),
-                   ('allow_batched', 'fast batches'))
+_NOT_REPLICATED = (('mirror', 'a mirror'), ('sources', 'sources'))
 
 @patch
 def _placed(self: ClusterApi, placement: dict | None, n: int, existing: list = (), ignore: tuple = ()) -> list[str]:

@@ -95,7 +95,13 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
             answer = origin == me and not s.cfg.get('no_ack')
             for i, (subject, reply, hdr, data) in enumerate(msgs):
                 h, payload = (data[:hdr], data[hdr:]) if hdr else (b'', data)
-                try: ack = s.process(subject, h, payload, bool(reply), ts=ts + i)
+                try:
+                    if reply.endswith(b'.$FI'):      # a fast batch: every replica moves it on alike; the proposer answers
+                        frames = batch.fast_ingest(s, subject, text(reply), h, payload, ts=ts + i)
+                        if origin == me:
+                            for f in frames: self.account.reply(reply, f)
+                        continue
+                    ack = s.process(subject, h, payload, bool(reply), ts=ts + i)
                 except Exception:
                     log.exception("stream '$G > %s' failed to apply entry %d", name, idx); ack = None
                 if answer and reply and ack is not None: self.account.reply(reply, ack)
@@ -122,6 +128,7 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
         d = _DECISIONS[op[1]](*op[2])
         if type(d) is Expire:                        # the stream's timer: expiry, and the schedules due, at the leader's time
             s.expire(d.now, decided=True)
+            batch.expire_fast(s, d.now)              # fast batches idle too long, by the leader's time
             if s.schedules: schedules.fire(s, d.now, d.now)
             s._rewake()
         else: s.apply(d)
@@ -156,6 +163,10 @@ class _GroupView:
     "A replicated stream's group as the stream sees it (`Stream.group`): the changes it decides, the consumers its log recorded."
     def __init__(self, js, name: str): self.js, self.name = js, name
     def decide(self, op): return self.js._decide(self.name, op)
+    def pending(self) -> int:
+        "Entries in this server's log not applied yet (on the leader: proposals not committed and applied)."
+        g = self.js.groups.get(self.name)
+        return max(0, g._SyncObj__getCurrentLogIndex() - max(g.applied, g.applied_before)) if g is not None else 0
     def interested(self, subject: str) -> bool:
         "Whether a consumer the log recorded takes `subject` (before the group runs: the consumers here)."
         g, s = self.js.groups.get(self.name), self.js.account.streams.get(self.name)
@@ -182,7 +193,6 @@ def _replicated_msg(self: ClusteredJetStream, s: Stream, subject: bytes, reply: 
     if g is None and s.group is None:
         return s._on_msg(subject, reply, hdr, data, src)   # scaled down to this server alone: stored as on one server
     if g is None or not g.is_leader() or g.closing or not g.seeded: return   # every replica's server sees the message: the leader takes it
-    if reply.endswith(b'.$FI'): return s._handle(subject, reply, hdr, data)   # fast batches are refused (see the create): answered so
     if hdr and b'Nats-Batch-Id' in data[:hdr] and get_header(data[:hdr], b'Nats-Batch-Id') is not None:
         return self._stage(s, subject, reply, data[:hdr], data[hdr:])
     q = self._outbox.setdefault(s.name, [])
