@@ -1,6 +1,7 @@
 """Three-server JetStream clusters on loopback, of jsnb or of the reference nats-server, for the clustering tests:
 the same configuration file shape for both (server names n0..n2, route credentials, every route listed)."""
-import hashlib, json, socket, tempfile, time, urllib.request
+import asyncio, hashlib, json, socket, tempfile, time, urllib.request
+import nats
 from pathlib import Path
 from conftest import ServerProc
 from faultproxy import FaultProxy, RaftTunnels
@@ -95,17 +96,22 @@ class JSCluster:
             time.sleep(0.2)
         raise TimeoutError('no meta leader')
 
-    def clear(self, timeout: float = 30):
-        "Delete every stream (a test run again on a shared cluster starts from none, as the first run did)."
-        import asyncio, nats
-        async def go():
-            nc = await nats.connect(self.url(self.up()[0]))
-            try:
-                r = json.loads((await nc.request('$JS.API.STREAM.NAMES', b'', timeout=timeout)).data)
-                for name in r.get('streams') or ():
-                    await nc.request(f'$JS.API.STREAM.DELETE.{name}', b'', timeout=timeout)
-            finally: await nc.close()
-        asyncio.run(go())
+    def streams(self, timeout: float = 30) -> list[str]:
+        "The names of the cluster's streams."
+        return asyncio.run(self._api(lambda nc: nc.request('$JS.API.STREAM.NAMES', b'', timeout=timeout)))['streams'] or []
+
+    def delete(self, names, timeout: float = 30):
+        "Delete the streams `names`."
+        async def go(nc):
+            for name in names: await nc.request(f'$JS.API.STREAM.DELETE.{name}', b'', timeout=timeout)
+        asyncio.run(self._api(go))
+
+    async def _api(self, fn):
+        nc = await nats.connect(self.url(self.up()[0]))
+        try:
+            r = await fn(nc)
+            return json.loads(r.data) if r is not None else None
+        finally: await nc.close()
 
     def stores(self, stream: str) -> list[list[tuple]]:
         "Every server's file store of `stream` read from disk (servers stopped): (sequence, subject, data hash, time) per message."

@@ -116,7 +116,9 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         if verb in _STEPDOWNS or verb == 'STREAM.PEER.REMOVE': return self._refuse(reply, rtype, JSStreamNotFoundErr())
         return self._local_api(subject, reply, hdr, data, src)         # the account's own answer (not found, bad request)
     to = self.leader_of(name)
-    if not to: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)     # a group between leaders
+    if not to:                                       # a group between leaders: asked again for up to 2 s, then refused
+        if tries >= 40: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
+        return asyncio.get_running_loop().call_later(0.05, self._serve, subject, reply, hdr, data, src, hops, tries + 1)
     if to != self.core.server_name:
         if hops >= 2: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)   # leadership is moving: no ping-pong
         return self.forward(to, subject, reply, hdr, data, hops + 1)

@@ -166,7 +166,8 @@ class _GroupView:
     def pending(self) -> int:
         "Entries in this server's log not applied yet (on the leader: proposals not committed and applied)."
         g = self.js.groups.get(self.name)
-        return max(0, g._SyncObj__getCurrentLogIndex() - max(g.applied, g.applied_before)) if g is not None else 0
+        try: return max(0, g._SyncObj__getCurrentLogIndex() - max(g.applied, g.applied_before)) if g is not None else 0
+        except IndexError: return 0                  # (PySyncObj's log, read from another thread, in the middle of a compaction)
     def interested(self, subject: str) -> bool:
         "Whether a consumer the log recorded takes `subject` (before the group runs: the consumers here)."
         g, s = self.js.groups.get(self.name), self.js.account.streams.get(self.name)
