@@ -573,3 +573,33 @@ async def test_fast_batches_on_three_replicas():
         finally: c.stop()
     diffs = [f'\n{k}:\n jsnb: {res["jsnb"][k]}\n  ref: {res["nats-server"][k]}' for k in res['nats-server'] if res['jsnb'].get(k) != res['nats-server'][k]]
     assert not diffs, ''.join(diffs)
+
+
+@pytest.mark.parametrize('kind', ['jsnb', 'nats-server'])
+async def test_mirror_and_source_of_a_stream_on_another_server(kind):
+    "A mirror and a source (one replica each) placed on servers that do not hold their upstream copy it, and what is published later."
+    c = JSCluster(kind, tags={0: ['up'], 1: ['mirror'], 2: ['source']})
+    try:
+        c.start(); c.wait_meta()
+        nc = await nats.connect(c.url(0)); js = nc.jetstream()
+        time.sleep(1)                                              # (the reference places only on servers it has heard from)
+        async def create(cfg, tag):
+            r = await _req(nc, f"$JS.API.STREAM.CREATE.{cfg['name']}", {**cfg, 'placement': {'tags': [tag]}})
+            assert 'error' not in r, r
+            return r['cluster']['leader']
+        assert await create({'name': 'UP', 'subjects': ['up.>']}, 'up') == 'n0'
+        for k in range(5): await js.publish('up.x', b'%d' % k)
+        assert await create({'name': 'MI', 'mirror': {'name': 'UP'}}, 'mirror') == 'n1'
+        assert await create({'name': 'SO', 'sources': [{'name': 'UP', 'filter_subject': 'up.>'}]}, 'source') == 'n2'
+        for k in range(5, 8): await js.publish('up.x', b'%d' % k)
+
+        async def copied():
+            got = [(await _req(nc, f'$JS.API.STREAM.INFO.{n}'))['state']['messages'] for n in ('MI', 'SO')]
+            return got == [8, 8]
+        await _until(copied)
+        m = await js.get_msg('MI', 8)
+        assert m.data == b'7'
+        m = await js.get_msg('SO', 8)
+        assert m.data == b'7' and m.headers['Nats-Stream-Source'].startswith('UP 8 ')
+        await nc.close()
+    finally: c.stop()

@@ -193,8 +193,8 @@ def _own_apis(s: Stream) -> tuple[str, ...]:
     "The API prefixes that name the stream's own JetStream."
     return ('', '$JS.API') + ((f'$JS.{s.host.domain}.API',) if getattr(s.host, 'domain', '') else ())
 
-def _feed(s: Stream, u: Upstream) -> Feed:
-    "The feed that copies `u` into `s` through `u`'s external API."
+def _feed(s: Stream, u: Upstream, api: str = '') -> Feed:
+    "The feed that copies `u` into `s` through `u`'s external API (or `api`)."
     def begin():
         if u.mirror: u.last = s.store.state()['last_seq']
         if u.last: return u.last, dict(deliver_policy='by_start_sequence', opt_start_seq=u.last + 1)
@@ -213,7 +213,7 @@ def _feed(s: Stream, u: Upstream) -> Feed:
     def announce(): u.due = False; s._stored()
     filters = [src for src, _ in u.transforms] if u.transforms else [u.filter] if u.filter else []
     ext = u.external or {}
-    f = Feed(s.host, ext.get('api') or '', u.name, u.mirror, s.name, begin, keep, filters, ext.get('deliver') or '',
+    f = Feed(s.host, ext.get('api') or api, u.name, u.mirror, s.name, begin, keep, filters, ext.get('deliver') or '',
              getattr(s.host, 'name', '$G'))
     return f
 
@@ -227,6 +227,8 @@ def sync(s: Stream, copy: bool = True) -> int:
         u = Upstream(spec, mirror)
         if u.iname in old: ups.append(old[u.iname]); continue
         if u.external and u.external.get('api') not in _own_apis(s): u.feed = _feed(s, u)
+        elif getattr(s.host, 'clustered', False) and s.host.stream(u.name) is None:
+            u.feed = _feed(s, u, '$JS.API')          # in a cluster, a stream other servers hold: through the API, as the reference
         resume(s, u, _local(s, u)); u.acked = u.last; ups.append(u)
     detach(s, [u for u in s.upstreams if u not in ups])
     s.upstreams = ups
