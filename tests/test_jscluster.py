@@ -781,3 +781,43 @@ async def test_memory_replica_and_empty_disk_after_compaction(compacting):
     c.stop()
     stores = c.stores('F')
     assert len(stores[0]) == 200 and stores[0] == stores[1] == stores[2]
+
+
+async def test_replicated_mirror_and_source(cluster):
+    """An R3 mirror and an R3 source of a stream on one server: only each group's leader copies, into the group's log;
+    after a leader change the new leader goes on from its own store; every replica holds the same copies."""
+    c = cluster
+    nc = await nats.connect(c.url(0)); js = nc.jetstream()
+    r = await _req(nc, '$JS.API.STREAM.CREATE.UP', {'name': 'UP', 'subjects': ['up.>']})
+    up_server = r['cluster']['leader']
+    for k in range(20): await js.publish('up.x' if k % 2 else 'up.y', b'%d' % k)
+    for name, cfg in (('MR', {'mirror': {'name': 'UP'}}), ('SR', {'sources': [{'name': 'UP', 'filter_subject': 'up.x'}]})):
+        r = await _ask(nc, f'$JS.API.STREAM.CREATE.{name}', {'name': name, 'num_replicas': 3, **cfg})
+        assert 'error' not in r, r
+
+    async def counts():
+        return [(await _info(nc, n))['state']['messages'] for n in ('MR', 'SR')]
+    async def until(want):
+        deadline = time.time() + 30
+        while await counts() != want:
+            assert time.time() < deadline, await counts()
+            await asyncio.sleep(0.2)
+    await until([20, 10])
+    for name in ('MR', 'SR'):                                     # another leader, not on the upstream's server
+        old = (await _info(nc, name))['cluster']['leader']
+        for _ in range(10):
+            await _ask(nc, f'$JS.API.STREAM.LEADER.STEPDOWN.{name}', None); await asyncio.sleep(1)
+            now = (await _info(nc, name))['cluster']['leader']
+            if now != old and now != up_server: break
+    for k in range(20, 40): await js.publish('up.x' if k % 2 else 'up.y', b'%d' % k)
+    await until([40, 20])
+    info = await _info(nc, 'MR')
+    assert info['mirror']['name'] == 'UP' and info['mirror']['lag'] == 0, info['mirror']
+    m = await js.get_msg('SR', 20)
+    assert m.data == b'39' and m.headers['Nats-Stream-Source'].startswith('UP 40 ')
+    await nc.close()
+    await asyncio.sleep(1)
+    c.stop()
+    for name, n in (('MR', 40), ('SR', 20)):
+        stores = c.stores(name)
+        assert len(stores[0]) == n and stores[0] == stores[1] == stores[2], name

@@ -603,3 +603,25 @@ async def test_mirror_and_source_of_a_stream_on_another_server(kind):
         assert m.data == b'7' and m.headers['Nats-Stream-Source'].startswith('UP 8 ')
         await nc.close()
     finally: c.stop()
+
+
+async def test_replicated_mirror_and_source_info(cluster):
+    "An R3 mirror and an R3 source of an R3 stream: they copy everything, and their info reports the upstream with the same fields."
+    ncs = await _clients(cluster)
+    nc, js = ncs[0], ncs[0].jetstream()
+    assert 'error' not in await _req(nc, '$JS.API.STREAM.CREATE.RUP', {'name': 'RUP', 'subjects': ['rup.>'], 'num_replicas': 3})
+    for k in range(10): await js.publish('rup.a', b'%d' % k)
+    for name, cfg in (('RMI', {'mirror': {'name': 'RUP'}}), ('RSO', {'sources': [{'name': 'RUP'}]})):
+        r = await _req(ncs[1], f'$JS.API.STREAM.CREATE.{name}', {'name': name, 'num_replicas': 3, **cfg})
+        assert 'error' not in r, r
+        assert len(r['cluster'].get('replicas', [])) == 2 or r['cluster'].get('leader') is None
+
+    async def copied():
+        infos = [await _req(nc, f'$JS.API.STREAM.INFO.{n}') for n in ('RMI', 'RSO')]
+        return all('error' not in i and i['state']['messages'] == 10 for i in infos)
+    await _until(copied)
+    mi, so = await _req(nc, '$JS.API.STREAM.INFO.RMI'), await _req(nc, '$JS.API.STREAM.INFO.RSO')
+    assert (sorted(mi['mirror']), sorted(so['sources'][0])) == (['active', 'lag', 'name'], ['active', 'lag', 'name', 'seq'])
+    assert (mi['mirror']['name'], mi['mirror']['lag'], so['sources'][0]['name'], so['sources'][0]['lag']) == ('RUP', 0, 'RUP', 0)
+    assert (mi['state']['first_seq'], mi['state']['last_seq'], so['state']['last_seq']) == (1, 10, 10)
+    for nc_ in ncs: await nc_.close()

@@ -314,6 +314,7 @@ class ClusterMeta(JetStream):
         self._replies: dict[str, tuple] = {}       # replicated streams created or grown: (reply, response type), sent once they have a leader
         self._carried: dict[str, dict] = {}        # consumer states a regrouped stream's seeding server puts in its new group
         self._outbox: dict[str, list] = {}         # messages for replicated streams led here, until the end of the read
+        self._copies: dict[str, list] = {}         # what their leader copied from their upstreams, until the end of the turn
         self._acks: dict[tuple, list] = {}         # (stream, consumer) -> AckSync replies waiting for the end of the read
         self._seen, self._since, self._timer, self._fwd_sub = None, 0.0, None, None
         self._shared, self._early, self._wire, self._outside = set(), [], [], False

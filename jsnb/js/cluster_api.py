@@ -200,8 +200,6 @@ def _scale_up(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: in
     try:
         if n > len(self.members): raise JSClusterNoPeersErrF(err='no suitable peers for placement')
         cfg = self.assignments[name]['config']
-        for key, what in _NOT_REPLICATED:
-            if cfg.get(key): raise not_yet(f'a replicated stream with {what}')
         asked = orjson.loads(data[hdr:] if hdr else data)
         peers = self._placed(asked.get('placement', cfg.get('placement')), n, [self.core.server_name])
     except JSApiError as e: return self._refuse(reply, r.rtype, e, r.error_extra)
@@ -378,14 +376,10 @@ def _propose_create(self: ClusterApi, name: str, subject: bytes, reply: bytes, h
             if subjects_overlap(cfg.get('subjects') or [], other['config'].get('subjects') or []): raise JSStreamSubjectOverlapErr()
         n = cfg.get('num_replicas', 1)
         if n > len(self.members): raise JSClusterNoPeersErrF(err='no suitable peers for placement')
-        if n > 1:
-            for key, what in _NOT_REPLICATED:
-                if cfg.get(key): raise not_yet(f'a replicated stream with {what}')
         peers = self._placed(cfg.get('placement'), n)
     except JSApiError as e: return self._refuse(reply, r.rtype, e, r.error_extra)
     self.meta.propose(('assign', name, cfg, peers, time.time_ns(), reply, hdr, data))
 
-_NOT_REPLICATED = (('mirror', 'a mirror'), ('sources', 'sources'))
 
 @patch
 def _placed(self: ClusterApi, placement: dict | None, n: int, existing: list = (), ignore: tuple = ()) -> list[str]:

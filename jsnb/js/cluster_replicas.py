@@ -9,12 +9,12 @@ from functools import partial
 import orjson
 from fastcore.basics import patch
 from ..nats.protocol import text, get_header
-from .host import json_bytes, Remove, Purge, Expire, Configure
+from .host import json_bytes, Remove, Purge, Expire, Configure, CopyMsg
 from ..nats.subjects import subject_matches
 from .consumer_config import _filters
 from .api import _RT
 from .stream import Stream, _simple_headers
-from . import batch, schedules
+from . import batch, schedules, mirrors
 from .batch import AtomicBatch
 from .store import StoreMsg
 from .consumer import from_snapshot
@@ -52,6 +52,7 @@ def _start_group(self: ClusteredJetStream, name: str):
     g.seeded = not a.get('seed')                     # a grown stream takes nothing before its first server's store is copied
     g.snapshot_extra = lambda: {'cstates': dict(g.cstates), 'seeded': g.seeded}     # what a compaction keeps besides the stores
     self.groups[name] = g
+    if (s := self.account.streams.get(name)) is not None and s.group is None: s.group = self.group_view(name)   # (a mirror subscribes to nothing)
     if a.get('seed') == self.core.server_name: self._seed(name)
     if name in self._replies and g.seeded: self._answer_created(name, 0)
 
@@ -132,6 +133,15 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
             if s.schedules: schedules.fire(s, d.now, d.now)
             s._rewake()
         else: s.apply(d)
+    elif op[0] == 'copies' and s is not None:        # what the leader copied from the stream's upstreams
+        _, entries, ts, origin = op
+        for i, e in enumerate(entries):
+            try:
+                if e[0] == 'm': s.propose(CopyMsg(*e[1:]))
+                else: s.process(e[1], e[2], e[3], sourced=True, ts=ts + i)
+            except Exception: log.exception("stream '$G > %s' failed to apply a copy in entry %d", name, idx)
+            size += len(e[-1]) if e[0] == 's' else len(e[4])
+        s._stored()
     elif op[0] == 'abatch' and s is not None:        # an atomic batch: every replica checks it and stores all of it, or none
         _, bid, msgs, eob, ts, origin, reply = op
         size += sum(len(m[-1]) for m in msgs)
@@ -163,6 +173,16 @@ class _GroupView:
     "A replicated stream's group as the stream sees it (`Stream.group`): the changes it decides, the consumers its log recorded."
     def __init__(self, js, name: str): self.js, self.name = js, name
     def decide(self, op): return self.js._decide(self.name, op)
+    def leads(self) -> bool:
+        "Whether this server leads the group and has applied its whole log (it copies from the stream's upstreams)."
+        g = self.js.groups.get(self.name)
+        return g is not None and g.is_leader() and g.cready is True
+    def copy(self, entry: tuple):
+        "A message copied from an upstream (`mirrors.copy_one`): into the group's log, with the others of this turn of the loop."
+        q = self.js._copies.setdefault(self.name, [])
+        q.append(entry)
+        if len(q) == 1: asyncio.get_running_loop().call_soon(self.js._propose_copies, self.name)
+        elif len(q) >= 1000: self.js._propose_copies(self.name)
     def pending(self) -> int:
         "Entries in this server's log not applied yet (on the leader: proposals not committed and applied)."
         g = self.js.groups.get(self.name)
@@ -200,6 +220,12 @@ def _replicated_msg(self: ClusteredJetStream, s: Stream, subject: bytes, reply: 
     q.append((text(subject), reply, hdr, data))
     if src is None: self._propose_msgs(s.name)       # published by the server itself: no read to wait for the end of
     elif len(q) == 1: self.core.defer(partial(self._propose_msgs, s.name))
+
+@patch
+def _propose_copies(self: ClusteredJetStream, name: str):
+    "What the leader copied from the stream's upstreams in one turn of the loop (at most 1000 messages): one entry."
+    entries, g = self._copies.pop(name, None), self.groups.get(name)
+    if entries and g is not None: g.propose(('copies', entries, time.time_ns(), self.core.server_id))
 
 @patch
 def _propose_msgs(self: ClusteredJetStream, name: str):
@@ -538,12 +564,14 @@ def _watch_consumers(self: ClusteredJetStream):
         try:
             if not g.is_leader():
                 g.cready = False
+                if getattr(s, 'copying', False): mirrors.detach(s); s.copying = False   # only the leader copies
                 for c in list(s.consumers.values()):
                     if _alone(c): self._detach(s, c, True); continue                 # it lived with the leadership here
                     if c.name not in g.cstates: g.cstates[c.name] = c.snapshot()    # restored from disk before the log was
                     self._detach(s, c)
                 continue
             if not self._consumers_ready(g, s): continue
+            if s.upstreams and not getattr(s, 'copying', False): s.copying = True; mirrors.lead(s)
             for c in list(s.consumers.values()):
                 if not _alone(c) and c.state_mark() != g.cmarks.get(c.name): self._propose_consumer(g, c, [])
             for cname in [n for n in g.cstates if n not in s.consumers and n in g.cmarks]:   # deleted here (inactive)

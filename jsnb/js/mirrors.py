@@ -14,8 +14,8 @@ from .feeds import Feed
 if TYPE_CHECKING: from jsnb.js.stream import Stream      # the stream calls this module; it is only named here
 
 # %% auto #0
-__all__ = ['Upstream', 'hash8', 'identity', 'resume', 'copy_one', 'pull', 'upstream_info', 'info', 'attach', 'detach', 'release',
-           'sync', 'catch_up']
+__all__ = ['Upstream', 'hash8', 'identity', 'resume', 'copy_one', 'pull', 'upstream_info', 'info', 'leads', 'attach', 'detach',
+           'release', 'sync', 'catch_up', 'lead']
 
 # %% ../../nbs/2_js/08_mirrors.ipynb #25eae963
 class Upstream:
@@ -98,10 +98,12 @@ def resume(self: Stream, u: Upstream, upstream: Stream | None):
 def copy_one(self: Stream, u: Upstream, seq: int, subject: str, hdr: bytes, data: bytes, ts: int, ident: str) -> bool:
     "Copy upstream message `seq` into stream `self`; False when the stream refused it (tried again later)."
     if u.mirror:                       # a mirror keeps the upstream's sequence (gaps become deleted sequences) and time
+        if self.group is not None: self.group.copy(('m', seq, u.subject(subject), hdr, data, ts)); return True
         self.propose(CopyMsg(seq, u.subject(subject), hdr, data, ts))
         return True
     hdr = add_header(_without(remove_header(hdr, b'Nats-Stream-Source'), (b'Nats-Expected-', b'Nats-Batch-')),
                      b'Nats-Stream-Source', _source_header(u, seq, subject, ident))
+    if self.group is not None: self.group.copy(('s', u.subject(subject), hdr, data)); return True
     ack = self.process(u.subject(subject), hdr, data, sourced=True)
     return not (ack and ack.startswith(b'{"error"'))
 
@@ -153,8 +155,15 @@ def info(s: Stream) -> dict:
     return {'mirror': entries[0]} if s.cfg.get('mirror') else {'sources': entries}
 
 # %% ../../nbs/2_js/08_mirrors.ipynb #98f65786
+def leads(s: Stream) -> bool:
+    """Whether `s` copies from its upstreams here: always on one server; for a replicated stream, only on its leader
+    once caught up (it puts the copies in the group's log, `group.copy`), never before it has joined its group."""
+    if s.group is not None: return s.group.leads()
+    return s.cfg.get('num_replicas', 1) <= 1 or not getattr(s.host, 'clustered', False)
+
 def attach(s: Stream):
-    "Register `s`'s upstreams with the streams they read; start reading those of other JetStreams."
+    "Register `s`'s upstreams with the streams they read; start reading those of other JetStreams (where `s` copies)."
+    if not leads(s): return
     for u in s.upstreams:
         if u.feed is not None: u.feed.run(); continue
         up = s.host.stream(u.name)
@@ -237,9 +246,16 @@ def sync(s: Stream, copy: bool = True) -> int:
 
 def catch_up(s: Stream) -> int:
     "Copy whatever `s`'s upstreams have that it has not; returns how many messages were copied."
+    if not leads(s): return 0
     n = 0
     for u in s.upstreams:
         up = _local(s, u)
         if up is not None and up is not s: n += pull(s, u, up)
     if n: s._stored()
     return n
+
+def lead(s: Stream) -> int:
+    "A replicated stream's new leader: copying continues from what its store holds."
+    for u in s.upstreams: resume(s, u, _local(s, u)); u.acked = max(u.acked, u.last)
+    attach(s)
+    return catch_up(s)
