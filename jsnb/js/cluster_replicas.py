@@ -93,7 +93,6 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
         size += sum(len(m[3]) + len(m[0]) for m in msgs)
         s = self.account.streams.get(name)
         if s is not None and not _as_run(s, msgs, ts, origin == me):
-            answer = origin == me and not s.cfg.get('no_ack')
             for i, (subject, reply, hdr, data) in enumerate(msgs):
                 h, payload = (data[:hdr], data[hdr:]) if hdr else (b'', data)
                 try:
@@ -105,7 +104,7 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
                     ack = s.process(subject, h, payload, bool(reply), ts=ts + i)
                 except Exception:
                     log.exception("stream '$G > %s' failed to apply entry %d", name, idx); ack = None
-                if answer and reply and ack is not None: self.account.reply(reply, ack)
+                if origin == me: s.answer(reply, ack)
     elif op[0] == 'scale':                           # every replica holds the same messages from here on: none takes more
         _, cfg, reply, origin = op
         g.closing = True
@@ -147,7 +146,7 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
         size += sum(len(m[-1]) for m in msgs)
         b = AtomicBatch(bid); b.msgs = [tuple(m) for m in msgs]
         ack = batch.commit_batch(s, b, eob, ts)
-        if origin == me and reply and not s.cfg.get('no_ack'): self.account.reply(reply, ack)
+        if origin == me: s.answer(reply, ack)
     elif op[0] == 'api':
         _, subject, reply, hdr, data, origin = op
         self._answer_here(_verb(text(subject))[0], name, subject, reply if origin == me else b'', hdr, data, None, origin == me)
@@ -242,7 +241,7 @@ def _stage(self: ClusteredJetStream, s: Stream, subject: bytes, reply: bytes, h:
         self._propose_msgs(s.name)                   # what arrived before the commit goes first
         self.groups[s.name].propose(('abatch', b.id, b.msgs, eob, time.time_ns(), self.core.server_id, reply))
     ack = batch.stage(s, text(subject), h, payload, hand_off)
-    if reply and ack is not None and not s.cfg.get('no_ack'): self.account.reply(reply, ack)
+    s.answer(reply, ack)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #5434d365
 SEED_CHUNK = 1 << 20          # bytes of messages per `seed` entry

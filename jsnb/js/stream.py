@@ -195,7 +195,12 @@ def _on_one(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes):
     try: self._handle(subject, reply, hdr, data)
     except Exception:
         log.exception("stream '$G > %s' failed to handle a message on %r", self.name, subject)
-        if reply and not self.cfg.get('no_ack'): self.host.reply(reply, self._nak(JSStreamStoreFailedF(err='internal error')))
+        self.answer(reply, self._nak(JSStreamStoreFailedF(err='internal error')))
+
+@patch
+def answer(self: Stream, reply: bytes, ack: bytes | None):
+    "Send the pub ack (or error) `ack` to `reply`, unless there is no reply or no ack, or the stream sends none (`no_ack`)."
+    if reply and ack is not None and not self.cfg.get('no_ack'): self.host.reply(reply, ack)
 
 @patch
 def _handle(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes):
@@ -206,7 +211,7 @@ def _handle(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes):
         return
     if h and b'Nats-Batch-Id' in h and get_header(h, b'Nats-Batch-Id') is not None: ack = batch.stage(self, subject, h, payload)
     else: ack = self.process(subject, h, payload, bool(reply))
-    if reply and ack is not None and not self.cfg.get('no_ack'): self.host.reply(reply, ack)
+    self.answer(reply, ack)
 
 # %% ../../nbs/2_js/06_stream.ipynb #99e722d3
 @patch
@@ -303,7 +308,7 @@ def _store_inbox(self: Stream, msgs: list, ts: int = 0, answer: bool = True):
             if not ts and answer: self._on_one(subject, reply, hdr, data)
             else:                                    # a replicated entry's: at its time, answered where it was proposed
                 ack = self.process(text(subject), data[:hdr] if hdr else b'', data[hdr:] if hdr else data, bool(reply), ts=ts)
-                if answer and reply and ack is not None and not self.cfg.get('no_ack'): self.host.reply(reply, ack)
+                if answer: self.answer(reply, ack)
         return
     else:
         if keep: self._stored()
