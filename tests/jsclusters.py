@@ -2,11 +2,28 @@
 the same configuration file shape for both (server names n0..n2, route credentials, every route listed)."""
 import asyncio, hashlib, json, socket, tempfile, time, urllib.request
 import nats
+from nats.errors import TimeoutError as NatsTimeout, NoRespondersError
 from pathlib import Path
 from conftest import ServerProc
 from faultproxy import FaultProxy, RaftTunnels
 
 USER, PASSWORD = 'ru', 'rp'
+
+
+async def request(nc, subject: str, body=None, timeout: float = 10) -> dict:
+    "An API request with `body` as JSON (None: empty); the decoded answer."
+    m = await nc.request(subject, json.dumps(body).encode() if body is not None else b'', timeout=timeout)
+    return json.loads(m.data)
+
+
+async def publish_acked(js, subject: str, data: bytes, deadline: float, headers=None, more: tuple = ()):
+    """Publish until acknowledged (a publish that times out was not acknowledged, and is sent again; it may have been
+    stored, so a test that counts sequences gives a message id, and the stream drops the second copy). `more`: other
+    exceptions that mean "not acknowledged yet" (nats-server raises some just after a stream is created)."""
+    while time.time() < deadline:
+        try: return await js.publish(subject, data, timeout=1, headers=headers)
+        except (NatsTimeout, NoRespondersError, asyncio.TimeoutError, *more): await asyncio.sleep(0.1)
+    raise TimeoutError(f'{data!r} never acknowledged')
 
 
 def free_ports(n: int) -> list[int]:

@@ -5,21 +5,7 @@ import asyncio, json, shutil, time
 import pytest
 import nats, nats.js.errors
 from nats.errors import TimeoutError as NatsTimeout, NoRespondersError
-from jsclusters import JSCluster
-
-
-async def _req(nc, subject: str, body=None, timeout: float = 10) -> dict:
-    m = await nc.request(subject, json.dumps(body).encode() if body is not None else b'', timeout=timeout)
-    return json.loads(m.data)
-
-
-async def _publish_acked(js, subject: str, data: bytes, deadline: float, headers=None):
-    """Publish until acknowledged (a publish that times out was not acknowledged, and is sent again; it may have been
-    stored, so a test that counts sequences gives a message id, and the stream drops the second copy)."""
-    while time.time() < deadline:
-        try: return await js.publish(subject, data, timeout=1, headers=headers)
-        except (NatsTimeout, NoRespondersError, asyncio.TimeoutError): await asyncio.sleep(0.1)
-    raise TimeoutError(f'{data!r} never acknowledged')
+from jsclusters import JSCluster, request as _req, publish_acked as _publish_acked
 
 
 def _wait(cond, timeout: float = 60):
@@ -708,11 +694,11 @@ def _snapshots(c, i: int) -> list:
 
 
 async def _lead_on(nc, stream: str, server: str):
-    "Step the stream's leader down until `server` leads it."
-    for _ in range(20):
+    "Hand the stream's leadership to `server` (a stepdown that prefers it; asked again while it is not caught up)."
+    for _ in range(60):
         if (await _info(nc, stream))['cluster']['leader'] == server: return
-        await _ask(nc, f'$JS.API.STREAM.LEADER.STEPDOWN.{stream}', None)
-        await asyncio.sleep(1)
+        await _req(nc, f'$JS.API.STREAM.LEADER.STEPDOWN.{stream}', {'placement': {'preferred': server}})
+        await asyncio.sleep(0.5)
     raise TimeoutError(f'{server} never led {stream}')
 
 

@@ -8,23 +8,15 @@ import pytest
 import nats
 from nats.errors import TimeoutError as NatsTimeout, NoRespondersError
 from nats.js.errors import APIError, NoStreamResponseError
-from jsclusters import JSCluster
+from jsclusters import JSCluster, request as _req, publish_acked
 
 pytestmark = pytest.mark.reference
 KINDS = ['nats-server', 'jsnb']
 
 
-async def _req(nc, subject: str, body=None, timeout: float = 10) -> dict:
-    m = await nc.request(subject, json.dumps(body).encode() if body is not None else b'', timeout=timeout)
-    return json.loads(m.data)
-
-
-async def _acked(js, subject: str, data: bytes, deadline: float):
+def _acked(js, subject: str, data: bytes, deadline: float):
     "Publish (with a message id, so a retry of a stored one is dropped) until acknowledged."
-    while time.time() < deadline:
-        try: return await js.publish(subject, data, timeout=1, headers={'Nats-Msg-Id': data.decode()})
-        except (NatsTimeout, NoRespondersError, NoStreamResponseError, APIError, asyncio.TimeoutError): await asyncio.sleep(0.1)
-    raise TimeoutError(f'{data!r} never acknowledged')
+    return publish_acked(js, subject, data, deadline, {'Nats-Msg-Id': data.decode()}, (NoStreamResponseError, APIError))
 
 
 async def _leader(nc, stream: str, deadline: float, not_this: str = '') -> str:

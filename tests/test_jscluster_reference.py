@@ -5,7 +5,7 @@ from every server. Both clusters use the same server names, so the peer ids must
 import asyncio, json, time
 import pytest
 import nats, nats.js.errors
-from jsclusters import JSCluster
+from jsclusters import JSCluster, request as _req
 
 pytestmark = pytest.mark.reference
 
@@ -31,11 +31,6 @@ def _fresh_when_run_again(request):
     c, key = request.getfixturevalue('cluster'), request.node.nodeid
     if getattr(request.node, 'execution_count', 1) == 1: _BEFORE[key] = set(c.streams())
     else: c.delete(sorted(set(c.streams()) - _BEFORE.get(key, set())))
-
-
-async def _req(nc, subject: str, body=None, timeout: float = 10) -> dict:
-    m = await nc.request(subject, json.dumps(body).encode() if body is not None else b'', timeout=timeout)
-    return json.loads(m.data)
 
 
 async def _clients(c):
@@ -625,3 +620,34 @@ async def test_replicated_mirror_and_source_info(cluster):
     assert (mi['mirror']['name'], mi['mirror']['lag'], so['sources'][0]['name'], so['sources'][0]['lag']) == ('RUP', 0, 'RUP', 0)
     assert (mi['state']['first_seq'], mi['state']['last_seq'], so['state']['last_seq']) == (1, 10, 10)
     for nc_ in ncs: await nc_.close()
+
+
+async def test_stepdown_to_a_preferred_server(cluster):
+    "`STREAM.LEADER.STEPDOWN` with a `placement`: the preferred server takes over; the leader itself, an unknown server, no fitting follower or bad JSON are refused."
+    nc = await nats.connect(cluster.url(0))
+    r = await _req(nc, '$JS.API.STREAM.CREATE.PREF', {'name': 'PREF', 'subjects': ['pref.>'], 'num_replicas': 3})
+    assert 'error' not in r, r
+    T = 'io.nats.jetstream.api.v1.stream_leader_stepdown_response'
+    async def leader():
+        for _ in range(50):
+            info = await _req(nc, '$JS.API.STREAM.INFO.PREF')
+            if (info.get('cluster') or {}).get('leader'): return info['cluster']['leader']
+            await asyncio.sleep(0.2)
+    was = await leader()
+    to = sorted({'n0', 'n1', 'n2'} - {was})[0]
+    for _ in range(20):                                  # (refused while the follower is not caught up yet)
+        r = await _req(nc, '$JS.API.STREAM.LEADER.STEPDOWN.PREF', {'placement': {'preferred': to}})
+        if r.get('success'): break
+        await asyncio.sleep(0.5)
+    assert r == {'type': T, 'success': True}, r
+    async def moved(): return await leader() == to
+    await _until(moved)
+    assert await _req(nc, '$JS.API.STREAM.LEADER.STEPDOWN.PREF', {'placement': {'preferred': to}}) == \
+        {'type': T, 'error': {'code': 400, 'err_code': 10005, 'description': f'preferred server "{to}" is already leader'}}
+    assert await _req(nc, '$JS.API.STREAM.LEADER.STEPDOWN.PREF', {'placement': {'preferred': 'nx'}}) == \
+        {'type': T, 'error': {'code': 400, 'err_code': 10005, 'description': 'preferred server "nx" not known'}}
+    assert await _req(nc, '$JS.API.STREAM.LEADER.STEPDOWN.PREF', {'placement': {'tags': ['nope']}}) == \
+        {'type': T, 'error': {'code': 400, 'err_code': 10005, 'description': 'no replacement peer connected'}}
+    m = await nc.request('$JS.API.STREAM.LEADER.STEPDOWN.PREF', b'{"placement":', timeout=10)
+    assert json.loads(m.data)['error']['err_code'] == 10025
+    await nc.close()

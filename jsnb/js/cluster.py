@@ -144,6 +144,7 @@ class RaftGroup(SyncObj):
 
     def _SyncObj__onMessageReceived(self, node, message):
         "PySyncObj's handler of a peer's message, except that a follower's acknowledgement of earlier entries does not move back where the next send to it starts."
+        if self.catching and message.get('type') == 'timeout_now': return   # a member catching up takes no leadership handed over
         ahead = None
         if message.get('type') == 'next_node_idx' and message.get('success') and not message.get('reset'):
             ahead = self._SyncObj__raftNextIndex.get(node)

@@ -123,11 +123,11 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         if hops >= 2: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)   # leadership is moving: no ping-pong
         return self.forward(to, subject, reply, hdr, data, hops + 1)
     g = self.groups.get(name)
-    if verb == 'STREAM.LEADER.STEPDOWN': return self._stepdown(name, g, reply)
+    if verb == 'STREAM.LEADER.STEPDOWN': return self._stepdown(name, g, reply, body=data[hdr:] if hdr else data)
     if verb == 'CONSUMER.LEADER.STEPDOWN':
         s = self.account.streams.get(name)
         if s is None or len(args) < 2 or args[1] not in s.consumers: return self._refuse(reply, rtype, JSConsumerNotFoundErr())
-        return self._stepdown(name, g, reply, rtype)
+        return self._stepdown(name, g, reply, rtype, data[hdr:] if hdr else data)
     if verb == 'STREAM.PEER.REMOVE': return self._peer_remove(name, g, reply, hdr, data)
     want, have = (_wanted_replicas(hdr, data), self.assignments[name]['config'].get('num_replicas', 1)) if verb == 'STREAM.UPDATE' else (None, 0)
     if want and want != have and g is None: return self._scale_up(name, subject, reply, hdr, data, src)
@@ -243,15 +243,42 @@ def _peer_remove(self: ClusterApi, name: str, g, reply: bytes, hdr: int, data: b
     g.propose(('regroup', peers, a['config'], reply, self.core.server_id, rtype))
 
 @patch
-def _stepdown(self: ClusterApi, name: str, g: RaftGroup | None, reply: bytes, rtype: str = 'stream_leader_stepdown_response'):
-    "`STREAM.LEADER.STEPDOWN` (or the consumer's, whose leader is the stream's) on the leader: hand the group to the most caught-up follower (a stream on one server has nothing to hand over)."
+def _stepdown(self: ClusterApi, name: str, g: RaftGroup | None, reply: bytes, rtype: str = 'stream_leader_stepdown_response',
+              body: bytes = b''):
+    """`STREAM.LEADER.STEPDOWN` (or the consumer's, whose leader is the stream's) on the leader: hand the group to the
+    server the request's `placement` names or allows, else to the most caught-up follower (a stream on one server has
+    nothing to hand over)."""
     def done(res, err):
         body = (json_bytes(dict(type=_RT + rtype, success=True)) if err == 0 else
                 _error(rtype, JSClusterNoPeersErrF(err='no replica is caught up to take over')))
         self.account.api_total += 1
         if reply: self.account.reply(reply, body)
     if g is None: return done(None, 0)
-    g.transferLeadership(callback=lambda res, err: g._loop.call_soon_threadsafe(done, res, err))
+    to = None
+    if body.strip()[:1] in (b'{', b'['):            # as the reference: a JSON object (or array) is a request
+        try:
+            try: req = orjson.loads(body)
+            except orjson.JSONDecodeError as e: raise JSInvalidJSONErr(err=str(e)) from None
+            to = self._stepdown_to(g, req.get('placement') if type(req) is dict else None)
+        except JSApiError as e: return self._refuse(reply, rtype, e)
+    g.transferLeadership(to, callback=lambda res, err: g._loop.call_soon_threadsafe(done, res, err))
+
+@patch
+def _stepdown_to(self: ClusterApi, g: RaftGroup, placement: dict | None) -> str | None:
+    """The Raft address of the member a stepdown hands the group to: the `preferred` server, or one of the followers
+    in the placement's `cluster` with all of its `tags`; None (the most caught-up follower) without a placement."""
+    if not placement or type(placement) is not dict: return None
+    me = self.core.server_name
+    if pref := placement.get('preferred'):
+        addr = next((a for a, n in g.names.items() if n == pref), None)
+        if addr is not None and pref == me: raise JSClusterNoPeersErrF(err=f'preferred server "{pref}" is already leader')
+        if addr is None: raise JSClusterNoPeersErrF(err=f'preferred server "{pref}" not known')
+        return addr
+    tags, want = self._tags_of(), [t.lower() for t in placement.get('tags') or ()]
+    ok = [a for a, n in g.names.items() if n != me and n in tags and (not placement.get('cluster') or placement['cluster'] == self.core.cluster.name)
+          and all(t in tags[n] for t in want)]
+    if not ok: raise JSClusterNoPeersErrF(err='no replacement peer connected')
+    return random.choice(ok)
 
 @patch
 def _meta_stepdown_request(self: ClusterApi, src):
