@@ -3,6 +3,7 @@ the same configuration file shape for both (server names n0..n2, route credentia
 import asyncio, hashlib, json, socket, tempfile, time, urllib.request
 import nats
 from nats.errors import TimeoutError as NatsTimeout, NoRespondersError
+from nats.js.errors import NoStreamResponseError
 from pathlib import Path
 from conftest import ServerProc
 from faultproxy import FaultProxy, RaftTunnels
@@ -19,10 +20,11 @@ async def request(nc, subject: str, body=None, timeout: float = 10) -> dict:
 async def publish_acked(js, subject: str, data: bytes, deadline: float, headers=None, more: tuple = ()):
     """Publish until acknowledged (a publish that times out was not acknowledged, and is sent again; it may have been
     stored, so a test that counts sequences gives a message id, and the stream drops the second copy). `more`: other
-    exceptions that mean "not acknowledged yet" (nats-server raises some just after a stream is created)."""
+    exceptions that mean "not acknowledged yet" (nats-server raises some just after a stream is created). No responders
+    (`NoStreamResponseError` from a JetStream publish): the servers do not know the stream's new leader yet."""
     while time.time() < deadline:
         try: return await js.publish(subject, data, timeout=1, headers=headers)
-        except (NatsTimeout, NoRespondersError, asyncio.TimeoutError, *more): await asyncio.sleep(0.1)
+        except (NatsTimeout, NoRespondersError, NoStreamResponseError, asyncio.TimeoutError, *more): await asyncio.sleep(0.1)
     raise TimeoutError(f'{data!r} never acknowledged')
 
 

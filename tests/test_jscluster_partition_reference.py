@@ -16,7 +16,7 @@ KINDS = ['nats-server', 'jsnb']
 
 def _acked(js, subject: str, data: bytes, deadline: float):
     "Publish (with a message id, so a retry of a stored one is dropped) until acknowledged."
-    return publish_acked(js, subject, data, deadline, {'Nats-Msg-Id': data.decode()}, (NoStreamResponseError, APIError))
+    return publish_acked(js, subject, data, deadline, {'Nats-Msg-Id': data.decode()}, (APIError,))
 
 
 async def _leader(nc, stream: str, deadline: float, not_this: str = '') -> str:

@@ -91,6 +91,7 @@ class RaftGroup(SyncObj):
         self.leader_since, self.applied, self.applied_before = 0, 0, 0
         self.cready, self._applied_fd = False, None
         self._pending, self.catching = None, False       # see 'Compaction and catch-up'
+        self.on_role = None                               # called on the loop when this member becomes or stops being the leader
         self.grown, self._forced, self.snapshot_extra = 0, 0.0, dict
         self.compact_bytes = int(os.environ.get('JSNB_RAFT_COMPACT') or COMPACT_BYTES)
         self._dump = journal + '.snapshot' if journal else None
@@ -176,6 +177,7 @@ class RaftGroup(SyncObj):
     def _state(self, old, new):
         if new == 2: self.leader_since = time.time_ns()      # 2: PySyncObj's leader state
         elif old == 2: self.cready = False                   # a leader no more: its replicated consumers stop (see below)
+        if self.on_role is not None and (new == 2 or old == 2): self._loop.call_soon_threadsafe(self.on_role)
 
 def free_port(host: str) -> int:
     "A port the OS has free on `host` now (for a Raft listener whose address must be announced before it starts)."
@@ -316,6 +318,7 @@ class ClusterMeta(JetStream):
         self._carried: dict[str, dict] = {}        # consumer states a regrouped stream's seeding server puts in its new group
         self._outbox: dict[str, list] = {}         # messages for replicated streams led here, until the end of the read
         self._copies: dict[str, list] = {}         # what their leader copied from their upstreams, until the end of the turn
+        self._lead_subs: dict[str, list] = {}      # replicated stream -> its subscriptions to its subjects (held by its leader)
         self._acks: dict[tuple, list] = {}         # (stream, consumer) -> AckSync replies waiting for the end of the read
         self._seen, self._since, self._timer, self._fwd_sub = None, 0.0, None, None
         self._shared, self._early, self._wire, self._outside = set(), [], [], False
@@ -353,12 +356,24 @@ def stop(self: ClusterMeta):
     if self._fwd_sub is not None: self.core.unsubscribe(self._fwd_sub); self.core.unsubscribe(self._sync_sub)
     JetStream.stop(self)
 
+class _LeaderSub:
+    "A replicated stream's subscription to its subjects: held only while this server leads the stream (`_follow_role`)."
+    def __init__(self, name: str, args: tuple): self.name, self.args, self.sub = name, args, None
+
 @patch
 def _share(self: ClusterMeta, subject, cb, queue='', defers=False, many=None):
-    "Subscribe for the account; a replicated stream's messages go to its group first."
+    "Subscribe for the account; a replicated stream's messages go to its group first, and reach only its leader's server."
     if getattr(cb, '__func__', None) is Stream._on_msg and cb.__self__.cfg.get('num_replicas', 1) > 1:
-        cb.__self__.group = self.group_view(cb.__self__.name)    # what the stream decides goes through the group, from the start
-        cb = partial(self._replicated_msg, cb.__self__)
+        s = cb.__self__
+        s.group = self.group_view(s.name)            # what the stream decides goes through the group, from the start
+        ls = _LeaderSub(s.name, (subject, partial(self._replicated_msg, s), queue, defers))
+        self._lead_subs.setdefault(s.name, []).append(ls)
+        self._follow_role(s.name)
+        return ls
+    return self._share_here(subject, cb, queue, defers)
+
+@patch
+def _share_here(self: ClusterMeta, subject, cb, queue='', defers=False):
     sub = self.core.subscribe(subject, cb, queue, defers)       # (no `many`: a server with routes routes each message itself)
     self._shared.add(sub)
     if self.core.cluster is not None: self.core.cluster.local_interest(sub, 1)
@@ -366,7 +381,23 @@ def _share(self: ClusterMeta, subject, cb, queue='', defers=False, many=None):
     return sub
 
 @patch
+def _follow_role(self: ClusterMeta, name: str):
+    """Hold the subscriptions of replicated stream `name` to its subjects while this server leads it (or holds it alone
+    after a scale down), and only then: a publish then goes to the leader alone, as in the reference, and not to every
+    replica (which would read, then drop it)."""
+    g, s = self.groups.get(name), self.account.streams.get(name)
+    lead = g.is_leader() if g is not None else s is not None and s.group is None
+    for ls in self._lead_subs.get(name, ()):
+        if lead and ls.sub is None: ls.sub = self._share_here(*ls.args)
+        elif not lead and ls.sub is not None: self._unshare(ls.sub); ls.sub = None
+
+@patch
 def _unshare(self: ClusterMeta, sub):
+    if isinstance(sub, _LeaderSub):
+        subs = self._lead_subs.get(sub.name, [])
+        if sub in subs: subs.remove(sub)
+        if sub.sub is not None: self._unshare(sub.sub); sub.sub = None
+        return
     self.core.unsubscribe(sub)
     if sub in self._shared:
         self._shared.discard(sub)
@@ -525,6 +556,7 @@ def _apply_scale(self: ClusterMeta, name: str, op: tuple, fresh: bool):
         if me in was: self.account.remove_stream(s)
         return
     s.group = None                                   # alone now: the stream decides for itself, as on one server
+    self._follow_role(name)
     if g is not None and g.cready is not True: self._take_over(g, s)     # the consumers as the log recorded them
     if origin == self.core.server_id and reply:
         self.account.api_total += 1

@@ -53,6 +53,8 @@ def _start_group(self: ClusteredJetStream, name: str):
     g.snapshot_extra = lambda: {'cstates': dict(g.cstates), 'seeded': g.seeded}     # what a compaction keeps besides the stores
     self.groups[name] = g
     if (s := self.account.streams.get(name)) is not None and s.group is None: s.group = self.group_view(name)   # (a mirror subscribes to nothing)
+    g.on_role = partial(self._follow_role, name)
+    self._follow_role(name)
     if a.get('seed') == self.core.server_name: self._seed(name)
     if name in self._replies and g.seeded: self._answer_created(name, 0)
 
@@ -70,8 +72,12 @@ def _answer_created(self: ClusteredJetStream, name: str, tries: int):
     if s is None: return
     resp = dict(type=_RT + rtype, **self._with_cluster(s.info(cluster=False), name))
     if rtype == 'stream_create_response': resp['did_create'] = True
-    self.account.api_total += 1
-    self.account.reply(reply, json_bytes(resp))
+    self._follow_role(name)                          # this server takes the stream's subjects now
+    def answer():                                    # once every server knows it (or after a second)
+        if not sent: sent.append(1); self.account.api_total += 1; self.account.reply(reply, json_bytes(resp))
+    sent = []
+    self.core.cluster.flush(answer)
+    asyncio.get_running_loop().call_later(1.0, answer)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #cad214cc
 @patch

@@ -55,6 +55,8 @@ class _RemoteSub(Subscription):
 
 class _PeerConn:
     "What a route and a leaf node connection share: taking in bytes, and an answer to our `PING`."
+    pings_sent = pongs_got = 0             # (routes) to tell which PONG answers which PING: `Cluster.flush`
+    pong_waits: list | None = None
     def receive(self, data: bytes):
         "Process bytes received from the other server."
         if self.closing: return
@@ -67,6 +69,8 @@ class _PeerConn:
         "The other server answered our `PING`: it is alive, and the round trip is measured."
         self.pings_out = 0
         if self.ping_sent: self.rtt, self.ping_sent = time.time() - self.ping_sent, 0.0
+        self.pongs_got += 1
+        while self.pong_waits and self.pong_waits[0][0] <= self.pongs_got: self.pong_waits.pop(0)[1]()
 
 class RouteConn(_PeerConn):
     "Sans-I/O state of one route: a connection to another server of the cluster."

@@ -197,7 +197,7 @@ def _keepalive(core, c, ping_max: int, what: str):
     else:
         c.pings_out += 1
         if not c.ping_sent: c.ping_sent = time.time()
-        c.send(PING_B)
+        c.pings_sent += 1; c.send(PING_B)
 
 def _cut_slow(core, c):
     "Cut off a route or leaf node connection `c` whose output is not being taken: drop what is queued and close it."
@@ -205,6 +205,22 @@ def _cut_slow(core, c):
     log.info('%s - Slow Consumer Detected: MaxPending of %d Exceeded', c.tag, core.max_pending)
     c.out = []; c.out_bytes = 0
     c.close('Slow Consumer (Pending Bytes)')
+
+@patch
+def flush(self: Cluster, done):
+    """Call `done()` once every server this one has a route to has read everything sent to it so far (a `PING` on each
+    route, and its `PONG`): interest just announced is then known everywhere. At once when there is no route."""
+    conns = [rc for rc in self.conns.values() if not rc.closing]
+    left = [len(conns)]
+    def one():
+        left[0] -= 1
+        if left[0] == 0: done()
+    if not conns: return done()
+    for rc in conns:
+        rc.pings_sent += 1
+        if rc.pong_waits is None: rc.pong_waits = []
+        rc.pong_waits.append((rc.pings_sent, one))
+        rc.send(PING_B)
 
 @patch
 def ping_tick(self: Cluster):
