@@ -218,7 +218,7 @@ def _replicated_msg(self: ClusteredJetStream, s: Stream, subject: bytes, reply: 
     g = self.groups.get(s.name)
     if g is None and s.group is None:
         return s._on_msg(subject, reply, hdr, data, src)   # scaled down to this server alone: stored as on one server
-    if g is None or not g.is_leader() or g.closing or not g.seeded: return   # every replica's server sees the message: the leader takes it
+    if g is None or not g.is_leader() or g.closing or not g.seeded: return   # (a leader no more, its subscription not dropped yet)
     if hdr and b'Nats-Batch-Id' in data[:hdr] and get_header(data[:hdr], b'Nats-Batch-Id') is not None:
         return self._stage(s, subject, reply, data[:hdr], data[hdr:])
     q = self._outbox.setdefault(s.name, [])
