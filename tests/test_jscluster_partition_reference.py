@@ -101,8 +101,13 @@ def cluster(request):
 
 
 async def _stream(c: JSCluster, name: str):
+    "Create the R3 stream `name` (asked again while the meta group is not ready to answer, as nats-server may be at first)."
     nc = await nats.connect(c.url(0))
-    r = await _req(nc, f'$JS.API.STREAM.CREATE.{name}', dict(name=name, subjects=[f'{name.lower()}.>'], num_replicas=3, allow_direct=True))
+    deadline = time.time() + 60
+    while True:
+        try: r = await _req(nc, f'$JS.API.STREAM.CREATE.{name}', dict(name=name, subjects=[f'{name.lower()}.>'], num_replicas=3, allow_direct=True)); break
+        except NatsTimeout:
+            if time.time() > deadline: raise
     await nc.close()
     assert 'error' not in r, r
 
