@@ -216,7 +216,10 @@ async def test_interest_consumers(cluster):
     r = await _req(ncs[0], '$JS.API.STREAM.CREATE.IN3', {'name': 'IN3', 'subjects': ['in3.>'], 'num_replicas': 3, 'retention': 'interest'})
     assert 'error' not in r, r
     js = ncs[1].jetstream()
-    for k in range(5): await js.publish('in3.x', b'%d' % k)          # nobody interested yet: not kept
+    for k in range(5):                                               # nobody interested yet: not kept
+        for _ in range(50):                      # (nats-server: no responders until this server has heard of the new leader)
+            try: await js.publish('in3.x', b'%d' % k); break
+            except nats.js.errors.NoStreamResponseError: await asyncio.sleep(0.1)
     for name in ('a', 'b'):
         r = await _req(ncs[2], f'$JS.API.CONSUMER.DURABLE.CREATE.IN3.{name}',
                        {'stream_name': 'IN3', 'config': {'durable_name': name, 'ack_policy': 'explicit'}})
