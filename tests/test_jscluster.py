@@ -369,8 +369,6 @@ async def test_push_and_ephemeral_consumers_and_a_restart(cluster):
     assert 'error' not in r, r
     dur = await js.pull_subscribe_bind('keep', 'P')
     for m in await dur.fetch(3, timeout=10): await m.ack_sync(timeout=10)
-    r = await _req(nc, '$JS.API.CONSUMER.CREATE.P', {'stream_name': 'P', 'config': {'ack_policy': 'explicit', 'num_replicas': 2}})
-    assert r['error'] == {'code': 500, 'err_code': 10008, 'description': 'a consumer with fewer replicas than its stream is not supported by jsnb clusters yet'}
     r = await _req(nc, '$JS.API.CONSUMER.CREATE.P', {'stream_name': 'P', 'config': {'ack_policy': 'explicit', 'num_replicas': 5}})
     assert r['error'] == {'code': 400, 'err_code': 10126, 'description': 'consumer config replica count exceeds parent stream'}
     await nc.close()

@@ -247,7 +247,7 @@ async def test_interest_consumers(cluster):
 
 
 async def test_consumer_replicas(cluster):
-    "A consumer's `num_replicas` on an R3 stream: the stream's own count taken and reported, more or a negative one refused alike."
+    "A consumer's `num_replicas` on an R3 stream: the stream's own count and a smaller one taken and reported, more or a negative one refused alike (and a smaller one on an interest stream)."
     nc = await nats.connect(cluster.url(1))
     r = await _req(nc, '$JS.API.STREAM.CREATE.CR3', {'name': 'CR3', 'subjects': ['cr3.>'], 'num_replicas': 3})
     assert 'error' not in r, r
@@ -259,6 +259,22 @@ async def test_consumer_replicas(cluster):
                    {'stream_name': 'CR3', 'config': {'durable_name': 'three', 'ack_policy': 'explicit', 'num_replicas': 3}})
     assert 'error' not in r, r
     assert r['config']['num_replicas'] == 3 and len(r['cluster']['replicas']) == 2
+    r = await _req(nc, '$JS.API.CONSUMER.DURABLE.CREATE.CR3.two',         # fewer than the stream: a leader and one replica
+                   {'stream_name': 'CR3', 'config': {'durable_name': 'two', 'ack_policy': 'explicit', 'num_replicas': 2}})
+    assert 'error' not in r, r
+    assert r['config']['num_replicas'] == 2 and len(r['cluster']['replicas']) == 1
+    assert r['cluster']['leader'] not in [p['name'] for p in r['cluster']['replicas']]
+    await nc.jetstream().publish('cr3.a', b'x')
+    sub = await nc.jetstream().pull_subscribe_bind('two', 'CR3')
+    for m in await sub.fetch(1, timeout=10): await m.ack_sync(timeout=10)
+    ci = await _req(nc, '$JS.API.CONSUMER.INFO.CR3.two')
+    assert (ci['ack_floor']['stream_seq'], ci['num_pending'], len(ci['cluster']['replicas'])) == (1, 0, 1)
+    r = await _req(nc, '$JS.API.STREAM.CREATE.CRI', {'name': 'CRI', 'subjects': ['cri'], 'num_replicas': 3, 'retention': 'interest'})
+    assert 'error' not in r, r
+    r = await _req(nc, '$JS.API.CONSUMER.CREATE.CRI', {'stream_name': 'CRI', 'config': {'ack_policy': 'explicit', 'num_replicas': 2}})
+    assert r['error'] == {'code': 400, 'err_code': 10134, 'description': 'consumer config replicas must match interest retention stream\'s replicas'}
+    r = await _req(nc, '$JS.API.STREAM.DELETE.CRI')
+    assert r.get('success') is True, r
     r = await _req(nc, '$JS.API.STREAM.DELETE.CR3')
     assert r.get('success') is True, r
     await nc.close()

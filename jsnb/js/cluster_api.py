@@ -371,14 +371,20 @@ def cluster_info(self: ClusterApi, name: str) -> dict:
 
 @patch
 def _consumer_with_cluster(self: ClusterApi, info: dict) -> dict:
-    "A consumer's info with its `cluster` after `num_pending`, where the reference puts it: the stream's, since the consumer runs on the stream's leader and its state goes through the stream's group."
+    """A consumer's info with its `cluster` after `num_pending`, where the reference puts it: the stream's, since the
+    consumer runs on the stream's leader and its state goes through the stream's group. A consumer of fewer replicas
+    than its stream lists as many: the leader and the most current of the others (every replica of the stream holds
+    its state); one of a single replica has no group."""
     out = {}
     for k, v in info.items():
         if k == 'cluster': continue
         out[k] = v
         if k == 'num_pending': out['cluster'] = self.cluster_info(info['stream_name'])
-    if (info.get('config') or {}).get('num_replicas') == 1 and 'cluster' in out:    # a consumer of one replica: no group
-        out['cluster'] = {k: v for k, v in out['cluster'].items() if k in ('name', 'leader')}
+    n, c = (info.get('config') or {}).get('num_replicas') or 0, out.get('cluster')
+    if n == 1 and c is not None: out['cluster'] = {k: v for k, v in c.items() if k in ('name', 'leader')}
+    elif n > 1 and c is not None and len(c.get('replicas') or ()) > n - 1:
+        keep = sorted(c['replicas'], key=lambda p: (not p['current'], p.get('lag', 0), p['name']))[:n - 1]
+        out['cluster'] = dict(c, replicas=sorted(keep, key=lambda p: p['name']))
     return out
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #8a8c9e5d

@@ -20,7 +20,7 @@ from .store import StoreMsg
 from .consumer import from_snapshot
 from . import consumer_api as C
 from .cluster import RaftGroup, group_name, _read, _write, CONSUMER_SYNC, _SYNC, peer_id, seal, unseal
-from .cluster_api import ClusterApi, _verb, not_yet
+from .cluster_api import ClusterApi, _verb
 
 log = logging.getLogger('jsnb')
 
@@ -467,11 +467,6 @@ def _consumer_api(self: ClusteredJetStream, verb, name, g, subject, reply, hdr, 
     "A consumer request on the leader of a replicated stream: the consumer here answers; a change is answered once the group has its new state."
     s = self.account.streams.get(name)
     if verb not in _C_CHANGES: return self._local_api(subject, reply, hdr, data, src, name)
-    if verb in ('CONSUMER.CREATE', 'CONSUMER.DURABLE.CREATE') and s is not None:
-        try: want = (orjson.loads(data[hdr:] if hdr else data).get('config') or {}).get('num_replicas')
-        except (orjson.JSONDecodeError, AttributeError): want = None      # the create itself reports the bad request
-        if type(want) is int and 1 < want < s.cfg.get('num_replicas', 1) and s.cfg.get('retention', 'limits') == 'limits':
-            return self._refuse(reply, rtype, not_yet("a consumer with fewer replicas than its stream"), extra)   # (more: the check below refuses)
     resp = self._local_api(subject, b'', hdr, data, src, name)
     if resp is None: return
     body = json_bytes(resp)
