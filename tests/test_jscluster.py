@@ -535,7 +535,7 @@ async def test_peer_remove_and_replica_changes():
         assert (r['config']['num_replicas'], len(r['cluster']['replicas']), r['state']['messages']) == (2, 1, 16), r
         _wait(lambda: len(holders()) == 2)
         assert (await _publish_acked(js, 'p.x', b'm12', time.time() + 60, headers={'Nats-Msg-Id': 'm12'})).seq == 17
-        ci = await _req(nc, '$JS.API.CONSUMER.INFO.P.c')
+        ci = await _ask(nc, '$JS.API.CONSUMER.INFO.P.c', None)                    # (10008 while the group settles)
         assert (ci['ack_floor']['stream_seq'], ci['num_pending']) == (3, 14), ci
         kept = [int(h[1:]) for h in holders()]
         _wait(lambda: all(c.jsz(i)['messages'] == 17 for i in kept))
@@ -545,6 +545,38 @@ async def test_peer_remove_and_replica_changes():
         assert len(stores[kept[0]]) == 17 and stores[kept[0]] == stores[kept[1]]
     finally: c.stop()
 
+
+async def test_peer_remove_of_a_stream_of_one_replica_whose_server_is_gone(cluster):
+    """The only server of a stream is killed, and removed from it through another server: the meta leader starts the
+    stream again, empty, on a third server (its durable consumer is lost with the server that held it); the removed
+    server, back, drops its old copy, files and all. While it was up, the same request moved the consumer too."""
+    nc = await nats.connect(cluster.url(0))
+    js = nc.jetstream()
+    r = await _req(nc, '$JS.API.STREAM.CREATE.M1', {'name': 'M1', 'subjects': ['m1'], 'num_replicas': 1})
+    assert 'error' not in r, r
+    old = int(r['cluster']['leader'][1:])
+    for k in range(3): await js.publish('m1', b'%d' % k)
+    r = await _req(nc, '$JS.API.CONSUMER.DURABLE.CREATE.M1.d', {'stream_name': 'M1', 'config': {'durable_name': 'd', 'ack_policy': 'explicit'}})
+    assert 'error' not in r, r
+    await nc.close()
+    cluster.kill(old)
+    via = (old + 1) % 3
+    nc = await nats.connect(cluster.url(via))
+    js = nc.jetstream()
+    deadline = time.time() + 30
+    while True:                                 # until the servers left see that the killed one is gone (its routes closed)
+        try: r = await _req(nc, '$JS.API.STREAM.PEER.REMOVE.M1', {'peer': f'n{old}'}, timeout=3); break
+        except NatsTimeout: assert time.time() < deadline
+    assert r == {'type': 'io.nats.jetstream.api.v1.stream_remove_peer_response', 'success': True}, r
+    info = await _info(nc, 'M1')
+    assert info['cluster']['leader'] not in ('', f'n{old}') and (info['state']['messages'], info['state']['last_seq']) == (0, 0), info
+    assert (await _req(nc, '$JS.API.CONSUMER.INFO.M1.d'))['error']['err_code'] == 10014
+    assert (await js.publish('m1', b'new')).seq == 1
+    await nc.close()
+    cluster.start(old); cluster.wait_meta()
+    store = cluster.root / f'n{old}' / 'store' / 'jetstream' / '$G' / 'streams' / 'M1'
+    _wait(lambda: cluster.jsz(old)['streams'] == 0 and not store.exists())
+    assert cluster.jsz(int(info['cluster']['leader'][1:]))['messages'] == 1
 
 async def test_runs_of_messages_on_three_replicas(cluster):
     "Many publishes in one write reach the leader in one read and are one entry of the log, stored as one run by every replica: acks, duplicates within the run and against the window, and the stores (times included) as for one message at a time."

@@ -492,6 +492,41 @@ async def test_peer_remove_refusals(cluster):
     await nc.close()
 
 
+async def test_peer_remove_of_a_stream_of_one_replica(cluster):
+    """`STREAM.PEER.REMOVE` of the only server of a stream: it starts again, empty, on another server (sequences from 1),
+    with its durable consumer starting again from the beginning."""
+    nc = await nats.connect(cluster.url(1))
+    js = nc.jetstream()
+    r = await _req(nc, '$JS.API.STREAM.CREATE.MV1', {'name': 'MV1', 'subjects': ['mv1'], 'num_replicas': 1})
+    assert 'error' not in r, r
+    old = r['cluster']['leader']
+    for i in range(5): await js.publish('mv1', b'x%d' % i)
+    sub = await js.pull_subscribe('mv1', 'd', stream='MV1')
+    for m in await sub.fetch(2, timeout=10): await m.ack_sync(timeout=10)
+    assert await _req(nc, '$JS.API.STREAM.PEER.REMOVE.MV1', {'peer': old}) == \
+        {'type': 'io.nats.jetstream.api.v1.stream_remove_peer_response', 'success': True}
+
+    async def moved():                                   # (nats-server may leave a request unanswered while it moves the stream)
+        try: i = await _req(nc, '$JS.API.STREAM.INFO.MV1', timeout=2)
+        except nats.errors.TimeoutError: return False
+        return 'error' not in i and i['cluster'].get('leader') not in (None, old) and i
+    await _until(moved, 60)
+    info = await moved()
+    assert (info['state']['messages'], info['state']['last_seq'], info['config']['num_replicas']) == (0, 0, 1)
+
+    async def consumer():
+        try: c = await _req(nc, '$JS.API.CONSUMER.INFO.MV1.d', timeout=2)
+        except nats.errors.TimeoutError: return False
+        return 'error' not in c and c['cluster'].get('leader') == info['cluster']['leader'] and c
+    await _until(consumer, 30)
+    c = await consumer()
+    assert (c['delivered']['stream_seq'], c['ack_floor']['stream_seq'], c['num_pending']) == (0, 0, 0)
+    ack = await js.publish('mv1', b'after')
+    assert (ack.stream, ack.seq) == ('MV1', 1)
+    assert [m.data for m in await sub.fetch(1, timeout=10)] == [b'after']
+    await _req(nc, '$JS.API.STREAM.DELETE.MV1')
+    await nc.close()
+
 async def test_atomic_batch_on_three_replicas(cluster):
     "An atomic batch on an R3 stream is one entry of the group's log: stored whole on every replica, or refused whole."
     ncs = await _clients(cluster)

@@ -530,6 +530,8 @@ def apply(self: ClusterMeta, idx: int, op: tuple):
         self._apply_grow(name, op, fresh)
     elif kind == 'regroup':
         self._apply_regroup(name, op, fresh)
+    elif kind == 'move':
+        self._apply_move(name, op, fresh)
     elif kind == 'config':
         if name in self.assignments: self.assignments[name]['config'] = op[2]
     elif kind == 'unassign':                      # a replica whose group had not applied the delete yet removes it now

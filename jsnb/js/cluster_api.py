@@ -115,6 +115,10 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
             return self.forward(lead, subject, reply, hdr, data)
         if verb in _STEPDOWNS or verb == 'STREAM.PEER.REMOVE': return self._refuse(reply, rtype, JSStreamNotFoundErr())
         return self._local_api(subject, reply, hdr, data, src)         # the account's own answer (not found, bad request)
+    if verb == 'STREAM.PEER.REMOVE' and len(a['peers']) == 1 and a['peers'][0] not in self._peers_now().values():
+        lead = self.meta_leader()                    # the only server of the stream is gone: the meta leader moves it
+        if lead and lead != self.core.server_name and hops < 2: return self.forward(lead, subject, reply, hdr, data, hops + 1)
+        return self._peer_remove(name, None, reply, hdr, data)
     to = self.leader_of(name)
     if not to:                                       # a group between leaders: asked again for up to 2 s, then refused
         if tries >= 40: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
@@ -225,7 +229,9 @@ def _regroup_update(self: ClusterApi, name: str, g, want: int, subject: bytes, r
 
 @patch
 def _peer_remove(self: ClusterApi, name: str, g, reply: bytes, hdr: int, data: bytes):
-    "`STREAM.PEER.REMOVE` on the leader: the peer (a server name or peer id) leaves the stream and another server takes its place, as the reference does; no server to take it: `10075`."
+    """`STREAM.PEER.REMOVE` on the leader: the peer (a server name or peer id) leaves the stream and another server takes
+    its place, as the reference does; no server to take it: `10075`. A stream of one replica starts again, empty, on
+    another server (see `_apply_move`); its durable consumers go with it when the server it leaves is the one asked."""
     rtype, a = 'stream_remove_peer_response', self.assignments[name]
     try:
         body = data[hdr:] if hdr else data
@@ -236,11 +242,13 @@ def _peer_remove(self: ClusterApi, name: str, g, reply: bytes, hdr: int, data: b
         if not peer or type(peer) is not str: raise JSBadRequestErr()
         gone = next((p for p in a['peers'] if p == peer or peer_id(p) == peer), None)
         if gone is None: raise JSClusterPeerNotMemberErr()
-        if g is None: raise not_yet('moving a stream of one replica to another server')
         try: peers = self._placed(a['config'].get('placement'), len(a['peers']), [p for p in a['peers'] if p != gone], (gone,))
         except JSApiError: raise JSPeerRemapErr() from None
     except JSApiError as e: return self._refuse(reply, rtype, e)
-    g.propose(('regroup', peers, a['config'], reply, self.core.server_id, rtype))
+    if g is not None: return g.propose(('regroup', peers, a['config'], reply, self.core.server_id, rtype))
+    s = self.account.streams.get(name) if gone == self.core.server_name else None
+    durables = [(c.name, c.cfg) for c in s.consumers.values() if c.cfg.get('durable_name')] if s is not None else []
+    self.meta.propose(('move', name, peers[0], durables, self.core.server_id, reply))
 
 @patch
 def _stepdown(self: ClusterApi, name: str, g: RaftGroup | None, reply: bytes, rtype: str = 'stream_leader_stepdown_response',

@@ -363,6 +363,25 @@ def _apply_regroup(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
 
 REGROUP_WAIT = 5.0           # seconds a replica waits to apply its group's `regroup` entry before it leaves the group anyway
 
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #6ff47cfc
+@patch
+def _apply_move(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
+    "A stream of one replica moved to server `to`: made there, empty, with the durable consumers listed; the server it left drops it."
+    _, name, to, durables, origin, reply = op
+    a, me = self.assignments.get(name), self.core.server_name
+    if a is None: return
+    was, a['peers'], a['addrs'] = a['peers'], [to], {}
+    s = self.account.streams.get(name)
+    if me == to and s is None:                       # (on a replay too: a memory stream is made again)
+        self._make_replica(name, a['config'])
+        for cname, cfg in durables if fresh else ():
+            self._local_api(f'$JS.API.CONSUMER.DURABLE.CREATE.{name}.{cname}'.encode(), b'', 0,
+                            json_bytes(dict(stream_name=name, config=cfg)), None)
+    elif me != to and me in was and s is not None: self.account.remove_stream(s)
+    if fresh and origin == self.core.server_id and reply:
+        self.account.api_total += 1
+        self.account.reply(reply, json_bytes(dict(type=_RT + 'stream_remove_peer_response', success=True)))
+
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #cad9d8e2
 @patch
 def _install(self: ClusteredJetStream, g: RaftGroup, name: str, idx: int, extra: dict):
