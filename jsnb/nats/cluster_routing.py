@@ -157,6 +157,11 @@ def route_run(self: Cluster, src, subject: bytes, run: list):
     core = self.core
     psubs, qgroups = core.sublist.match(subject)
     rp, rq = self.rsl.match(subject) if self.rsl.count else _NONE
+    if psubs and not (qgroups or rp or rq) and core.leafs is None and all([s.client is None and not s.max for s in psubs]):
+        core.in_msgs += len(run); core.in_bytes += sum([len(op.data) for op in run])   # internal handlers (a stream's leader)
+        for op in run:
+            for sub in psubs: core.deliver(sub, subject, op.reply, 0, op.data, src)
+        return
     if not (psubs or rp) or qgroups or rq or not all([s.client is not None and not s.max for s in psubs]):
         for op in run: self.route(src, subject, op.reply, 0, op.data)
         return
@@ -176,16 +181,52 @@ def inbound_run(self: Cluster, rc: RouteConn, subject: bytes, run: list):
     "Deliver consecutive routed messages for one subject, none naming a queue group."
     core = self.core
     psubs, _ = core.sublist.match(subject)
-    if (run[0].account != GLOBAL_ACCOUNT or not psubs or not all([s.client is not None and not s.max for s in psubs])
+    if (run[0].account != GLOBAL_ACCOUNT or not psubs or core.leafs is not None
             or any([o.reply.startswith(b'$JS.ACK.') for o in run])):   # consumers' deliveries go to their delivery subject
+        for op in run: self.inbound(rc, op)
+        return
+    internal = all([s.client is None and not s.max for s in psubs])   # internal handlers (a stream's leader): one lookup
+    if not internal and not all([s.client is not None and not s.max for s in psubs]):
         for op in run: self.inbound(rc, op)
         return
     k, nb = len(run), sum([len(op.data) for op in run])
     core.in_msgs += k; core.in_bytes += nb
+    if internal:
+        for o in run:
+            for sub in psubs: core.deliver(sub, subject, o.reply, o.hdr_len, o.data, rc)
+        return
     for sub in psubs:
         sid, hd = sub.sid, sub.client.headers
         core._queue_frames(sub, [encode_hmsg(subject, sid, o.reply, o.hdr_len, o.data) if o.hdr_len and hd else
                                  encode_msg(subject, sid, o.reply, o.data[o.hdr_len:] if o.hdr_len else o.data) for o in run], k, nb)
+
+# %% ../../nbs/1_nats/06b_cluster_routing.ipynb #187cbf35
+_HERE = object()     # (`reply_many`: answers for this server's own subscribers)
+
+@patch
+def reply_many(self: Cluster, replies: list):
+    "Send the server's answers `[(to, body)]` in order, as `route(None, to, b'', 0, body)` one by one would."
+    core, sl, rsl = self.core, self.core.sublist, self.rsl
+    frames, here, k, nb = [], [], 0, 0
+    way = key = last = None                          # where the answer before went (a route, or _HERE), and its lookup
+    def flush():
+        nonlocal frames, k, nb
+        if frames: way.send_frames(b''.join(frames), k, nb); frames, k, nb = [], 0, 0
+        if here: core._reply_here(here, core.gacc); here.clear()
+    for to, body in replies:
+        if to != last and (key is None or len(to) <= len(key) or not to.startswith(key) or to.find(b'.', len(key)) >= 0):
+            lr, rr = sl.match(to), rsl.match(to) if rsl.count else _NONE
+            w = None
+            if not (rr[0] or rr[1]): w = _HERE if lr[0] or lr[1] else None
+            elif not (lr[0] or lr[1] or rr[1]) and len({s.client for s in rr[0]}) == 1 and not rr[0][0].client.closing: w = rr[0][0].client
+            if w is None:                              # (nobody, queue groups, here and elsewhere: one at a time)
+                flush(); way = key = last = None; self.route(None, to, b'', 0, body); continue
+            if w is not way: flush(); way = w
+            key, last = sl.last_token_free(to, lr) if not rsl.count or rsl.last_token_free(to, rr) else None, to
+        if way is _HERE: here.append((to, body)); continue
+        frames.append(encode_rmsg(GLOBAL_ACCOUNT, to, b'', (), 0, body)); k += 1; nb += len(body)
+        core.in_msgs += 1; core.in_bytes += len(body)
+    flush()
 
 # %% ../../nbs/1_nats/06b_cluster_routing.ipynb #62e127c0
 def _keepalive(core, c, ping_max: int, what: str):

@@ -571,9 +571,15 @@ def reply_many(self: Core, replies: list, acc=None):
     """Send the server's answers `[(to, body)]` in order, as `route(None, to, b'', 0, body)` one by one would: a run of
     answers to plain client subscriptions is queued with one call per subscription."""
     acc = acc or self.gacc
+    if self.cluster is not None and self.leafs is None and acc is self.gacc: return self.cluster.reply_many(replies)
     if self.cluster is not None or self.leafs is not None:
         for to, body in replies: self.route(None, to, b'', 0, body, acc=acc)
         return
+    self._reply_here(replies, acc)
+
+@patch
+def _reply_here(self: Core, replies: list, acc):
+    "`reply_many` for answers that no other server wants."
     if self._reply_run(replies, acc): return
     pend: dict = {}                                   # subscription -> [frames, count, bytes]
     def queue():
