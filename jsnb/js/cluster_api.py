@@ -68,13 +68,16 @@ def meta_leader(self: ClusterApi) -> str:
 
 @patch
 def leader_of(self: ClusterApi, name: str) -> str:
-    "The server that answers for stream `name`: its only server, its group's leader, or (not a peer) its first peer, which knows the leader."
+    """The server that answers for stream `name`: its only server, its group's leader, or (not a peer) its first peer,
+    which knows the leader. '' while there is none, and on a peer of a replicated stream whose group does not run here
+    yet (a restarted server): its store may be behind, so it must not answer as the stream's only server."""
     a = self.assignments.get(name)
     if a is None: return ''
     g = self.groups.get(name)
     if g is not None:
         lead = g.leader_addr()
         return g.names.get(lead, '') if lead else ''
+    if a['config'].get('num_replicas', 1) > 1 and self.core.server_name in a['peers']: return ''
     return a['peers'][0]
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #2069c102
