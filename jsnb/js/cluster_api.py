@@ -495,7 +495,7 @@ def _gather(self: ClusterApi, req: dict, reply: bytes, timeout: float = 2.0):
     def finish():
         if not open_[0]: return
         open_[0] = False
-        timer.cancel(); core.unsubscribe(sub); core.cluster.local_interest(sub, -1)
+        timer.cancel(); self._unshare(sub)
         out = dict(type=_RT + 'stream_list_response', total=len(names), offset=offset, limit=256,
                    streams=[got[n] for n in page if n in got])
         if missing := [n for n in page if n not in got]: out['missing'] = missing
@@ -508,8 +508,7 @@ def _gather(self: ClusterApi, req: dict, reply: bytes, timeout: float = 2.0):
         got[name] = {k: v for k, v in info.items() if k not in ('type', 'total', 'offset', 'limit', 'alternates')}   # a list has none
         got[name]['config'] = S.stored_cfg(got[name]['config'])
         if len(got) == len(page): finish()
-    sub = core.subscribe(f'$JSC.LIST.{peer_id(core.server_name)}.{time.time_ns()}', on_info)
-    core.cluster.local_interest(sub, 1)
+    sub = self._share_here(f'$JSC.LIST.{peer_id(core.server_name)}.{time.time_ns()}', on_info)   # (the routes bring the answers)
     timer = asyncio.get_running_loop().call_later(timeout, finish)
     for n in page:
         if to := self.leader_of(n): self.forward(to, f'$JS.API.STREAM.INFO.{n}'.encode(), sub.subject, 0, b'', 2)   # answered there, not sent on

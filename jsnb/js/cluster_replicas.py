@@ -307,10 +307,12 @@ def _seed(self: ClusteredJetStream, name: str):
 def _apply_seed(self: ClusteredJetStream, s: Stream, msgs: list, last: int = 0):
     "Store the copied messages this replica lacks at their own sequence, time, TTL and message id; then (`last`) use up sequences up to the first server's last one."
     store = s.store
+    top = store.state()['last_seq']
     for seq, subject, hdr, data, ts, ttl in msgs:
-        if seq <= store.state()['last_seq']: continue
-        _advance(store, seq - 1)
+        if seq <= top: continue
+        if seq > top + 1: _advance(store, seq - 1)     # (a gap: sequences the first server has no message at)
         s.last_seq, _ = store.store_msg(subject, hdr, data, ts=ts, ttl=ttl)
+        top = s.last_seq
         s._remember_msg(StoreMsg(subject, seq, ts, hdr, data), seq)     # its id, for the duplicate window
     if last > store.state()['last_seq']: _advance(store, last); s.last_seq = last
 
@@ -444,13 +446,11 @@ async def _sync_ask(self: ClusteredJetStream, peer: str, body: dict, timeout: fl
     core, key, fut = self.core, self.password(), asyncio.get_running_loop().create_future()
     def on_answer(subject, reply, hdr, data, src):
         if not fut.done(): fut.set_result(data[hdr:] if hdr else data)
-    sub = core.subscribe(f'{_SYNC}R.{peer_id(core.server_name)}.{time.time_ns()}', on_answer)
-    core.cluster.local_interest(sub, 1)
+    sub = self._share_here(f'{_SYNC}R.{peer_id(core.server_name)}.{time.time_ns()}', on_answer)   # (the routes bring the answer)
     try:
         core.route(None, f'{_SYNC}{peer_id(peer)}'.encode(), sub.subject, 0, seal(key, body))
         return unseal(key, await asyncio.wait_for(fut, timeout))
-    finally:
-        core.unsubscribe(sub); core.cluster.local_interest(sub, -1)
+    finally: self._unshare(sub)
 
 @patch
 def _on_sync(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
