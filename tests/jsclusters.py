@@ -40,8 +40,9 @@ def free_ports(n: int) -> list[int]:
 class JSCluster:
     "`n` servers of `kind` (jsnb or nats-server) with JetStream, routed to each other (with credentials unless `open`)."
     def __init__(self, kind: str, n: int = 3, name: str = 'c1', open: bool = False, no_js: tuple = (), tags: dict | None = None,
-                 partitions: bool = False):
+                 partitions: bool = False, env: dict | None = None):
         self.kind, self.n, self.name, self.open, self.no_js = kind, n, name, open, no_js     # no_js: servers without JetStream
+        self.env = env or {}                                                                 # variables for every server
         self.tags = tags or {}                                                               # server -> its server_tags
         ports = free_ports(3 * n)
         self.client, self.route, self.http = ports[:n], ports[n:2 * n], ports[2 * n:]
@@ -70,7 +71,7 @@ class JSCluster:
     def start(self, i: int | None = None):
         "Start server `i` (all of them when None); a restarted server keeps its store and its ports."
         for j in (range(self.n) if i is None else [i]):
-            env = {'JSNB_RAFT_PROXY': self.tunnels.addrs[j]} if self.tunnels else None
+            env = {**self.env, **({'JSNB_RAFT_PROXY': self.tunnels.addrs[j]} if self.tunnels else {})} or None
             p = ServerProc(self.kind, ['-a', '127.0.0.1'], self.config(j), workdir=str(self.root / f'n{j}'), isolate_store=False, env=env)
             p.dir.mkdir(parents=True, exist_ok=True)
             self.procs[j] = p.start(self.client[j])

@@ -116,7 +116,8 @@ async def test_no_quorum_no_acknowledgement(cluster):
     info = await _info(nc, 'Q')
     await nc.close()
     assert info['state']['last_seq'] == a.seq
-    _quiet(cluster, info['state']['messages'])
+    try: _quiet(cluster, info['state']['messages'])
+    except TimeoutError: raise AssertionError(f"stores hold {[cluster.jsz(i)['messages'] for i in range(3)]} messages, not {info['state']['messages']}")
     cluster.stop()
     stores = cluster.stores('Q')
     assert stores[0] == stores[1] == stores[2]
@@ -577,6 +578,65 @@ async def test_peer_remove_of_a_stream_of_one_replica_whose_server_is_gone(clust
     store = cluster.root / f'n{old}' / 'store' / 'jetstream' / '$G' / 'streams' / 'M1'
     _wait(lambda: cluster.jsz(old)['streams'] == 0 and not store.exists())
     assert cluster.jsz(int(info['cluster']['leader'][1:]))['messages'] == 1
+
+async def test_no_new_replicated_stream_on_a_server_that_is_down(cluster):
+    """A server with no route to it counts as offline when a new stream's servers are chosen: with one of three down,
+    an R3 stream is refused at once with the reference's words for it (before, its group waited forever for the third
+    server), an R1 stream goes to a server that is up, and a stream whose leader is gone is deleted once a new one leads."""
+    nc = await nats.connect(cluster.url(0))
+    assert 'error' not in await _req(nc, '$JS.API.STREAM.CREATE.D3', {'name': 'D3', 'subjects': ['d3'], 'num_replicas': 3})
+    cluster.kill(2)
+    deadline = time.time() + 30
+    while True:                                 # (until the servers left have seen the routes to it close)
+        try: r = await _req(nc, '$JS.API.STREAM.CREATE.N3', {'name': 'N3', 'subjects': ['n3'], 'num_replicas': 3}, timeout=3); break
+        except NatsTimeout: assert time.time() < deadline
+    assert r['error'] == {'code': 400, 'err_code': 10005, 'description': 'no suitable peers for placement, peer offline'}
+    r = await _req(nc, '$JS.API.STREAM.CREATE.N1', {'name': 'N1', 'subjects': ['n1'], 'num_replicas': 1})
+    assert r['cluster']['leader'] in ('n0', 'n1'), r
+    assert (await _ask(nc, '$JS.API.STREAM.DELETE.D3', None)).get('success') is True
+    await nc.close()
+
+async def test_meta_log_compaction():
+    """With a small threshold, the meta log is compacted while a server is down and streams are deleted and created; the
+    server comes back and takes the leader's snapshot (the deleted streams leave its disk, it knows the new ones, and
+    its replicated stream catches up); then every server restarts from its own snapshot with the same streams."""
+    c = JSCluster('jsnb', env={'JSNB_META_COMPACT': '3000'})
+    snap = [c.root / f'n{i}' / 'store' / 'jetstream' / '_meta_' / 'journal.snapshot' for i in range(3)]
+    try:
+        c.start(); c.wait_meta()
+        nc = await nats.connect(c.url(0))
+        for i in range(3):
+            assert 'error' not in await _req(nc, f'$JS.API.STREAM.CREATE.A{i}', {'name': f'A{i}', 'subjects': [f'a{i}'], 'num_replicas': 3})
+            for k in range(3): await nc.jetstream().publish(f'a{i}', b'%d' % k)
+        _wait(lambda: all(c.jsz(i)['messages'] == 9 for i in range(3)))
+        await nc.close()
+        c.kill(2)
+        nc = await nats.connect(c.url(0))
+        for i in range(2): assert (await _ask(nc, f'$JS.API.STREAM.DELETE.A{i}', None)).get('success'), i
+        for k in range(2): await _publish_acked(nc.jetstream(), 'a2', b'more', time.time() + 30)
+        names, k = ['A2'], 0
+        while k < 8 or not snap[0].exists():             # until the meta log was compacted (tried again after a refusal)
+            assert k < 60, 'the meta log was never compacted'
+            r = await _ask(nc, f'$JS.API.STREAM.CREATE.B{k}', {'name': f'B{k}', 'subjects': [f'b{k}'], 'num_replicas': 1})
+            assert 'error' not in r, r
+            names.append(f'B{k}'); k += 1
+        await nc.close()
+        c.start(2); c.wait_meta()
+        gone = [c.root / 'n2' / 'store' / 'jetstream' / '$G' / 'streams' / f'A{i}' for i in range(2)]
+        _wait(lambda: (c.jsz(2)['streams'], c.jsz(2)['messages']) == (1, 5) and not any(p.exists() for p in gone))
+        assert snap[2].exists()                          # (the leader's, installed: the entries it missed were compacted)
+        nc = await nats.connect(c.url(2))
+        assert sorted((await _req(nc, '$JS.API.STREAM.NAMES'))['streams']) == sorted(names)
+        await nc.close()
+        c.stop(); c.start(); c.wait_meta()
+        assert all(p.exists() for p in snap)
+        nc = await nats.connect(c.url(1))
+        assert sorted((await _req(nc, '$JS.API.STREAM.NAMES'))['streams']) == sorted(names)
+        assert (await _publish_acked(nc.jetstream(), 'a2', b'z', time.time() + 60)).seq == 6
+        await nc.close()
+        _wait(lambda: sum(c.jsz(i)['streams'] for i in range(3)) == 3 + len(names) - 1 and c.jsz(2)['messages'] == 6)
+    finally: c.stop()
+
 
 async def test_runs_of_messages_on_three_replicas(cluster):
     "Many publishes in one write reach the leader in one read and are one entry of the log, stored as one run by every replica: acks, duplicates within the run and against the window, and the stores (times included) as for one message at a time."

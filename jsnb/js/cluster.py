@@ -23,9 +23,9 @@ from . import consumer_api as C
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'LEADER_FALLBACK', 'COMPACT_BYTES', 'RAFT_INFO', 'SETTLE', 'CONSUMER_SYNC', 'RAFT_META', 'plain_loads',
-           'plain_dumps', 'RaftGroup', 'free_port', 'ViaProxy', 'proxy_addr', 'seal', 'unseal', 'short_hash', 'peer_id',
-           'group_name', 'ClusterMeta', 'relay_jetstream']
+__all__ = ['log', 'LEADER_FALLBACK', 'COMPACT_BYTES', 'META_COMPACT_BYTES', 'RAFT_INFO', 'SETTLE', 'CONSUMER_SYNC', 'RAFT_META',
+           'plain_loads', 'plain_dumps', 'RaftGroup', 'free_port', 'ViaProxy', 'proxy_addr', 'seal', 'unseal',
+           'short_hash', 'peer_id', 'group_name', 'ClusterMeta', 'relay_jetstream']
 
 # %% ../../nbs/2_js/20_cluster.ipynb #10bd7a57
 import io, pickle
@@ -79,6 +79,7 @@ _raft_tcp.zlib = _Stored
 # %% ../../nbs/2_js/20_cluster.ipynb #3b204b66
 LEADER_FALLBACK = 2.0    # seconds a leader that hears from no majority stays one (PySyncObj's default: 30)
 COMPACT_BYTES = 64 << 20 # bytes applied to a stream's group after which its log is compacted (`JSNB_RAFT_COMPACT` overrides)
+META_COMPACT_BYTES = 1 << 20   # bytes of meta entries after which the meta log is compacted (`JSNB_META_COMPACT` overrides)
 
 class RaftGroup(SyncObj):
     "A PySyncObj group whose committed entries are handed, in log order, to `on_apply(index, op)` on the asyncio loop."
@@ -493,6 +494,8 @@ def form(self: ClusterMeta, peers: dict):
     others = sorted(a for a in peers if a != self.raft_addr)
     self.meta = RaftGroup(self.raft_addr, others, self.password(), self.apply, asyncio.get_running_loop(),
                           journal=os.path.join(self._state_dir, 'journal'))
+    self.meta.snapshot_extra, self.meta.applied_before = self._meta_state, self.applied_before     # see 'Compacting the meta log'
+    self.meta.compact_bytes = int(os.environ.get('JSNB_META_COMPACT') or META_COMPACT_BYTES)
     log.info('JetStream meta group of %d server(s): %s', len(peers), ', '.join(sorted(peers.values())))
     self._fwd_sub = self.core.subscribe(f'{_FWD}{peer_id(self.core.server_name)}.>', self._on_forwarded)
     self._sync_sub = self.core.subscribe(f'{_SYNC}{peer_id(self.core.server_name)}', self._on_sync)
@@ -507,9 +510,12 @@ def apply(self: ClusterMeta, idx: int, op: tuple):
     "Apply committed meta entry `idx` (on the loop, in log order): record it, and act on it unless that was done before a restart."
     if self.meta is None: return                  # stopped: an entry the group's thread handed over late
     kind, name, me = op[0], op[1], self.core.server_name
-    self.applied, self.log_bytes = idx, self.log_bytes + sum(len(x) for x in op if isinstance(x, (bytes, str)))
+    size = 64 + sum(len(x) for x in op if isinstance(x, (bytes, str)))
+    self.applied, self.log_bytes = idx, self.log_bytes + size
     fresh = idx > self.applied_before
-    if kind == 'assign':
+    if kind == 'snapshot':                        # a compacted log's state (see 'Compacting the meta log')
+        self._install_meta(op[1], fresh)
+    elif kind == 'assign':
         _, name, cfg, peers, created, reply, hdr, data = op
         known = name in self.assignments
         if not known: self.assignments[name] = dict(config=cfg, peers=list(peers), created=created, addrs={})
@@ -542,6 +548,8 @@ def apply(self: ClusterMeta, idx: int, op: tuple):
     if fresh and kind in ('config', 'unassign') and len(op) > 3 and op[-1] == self.core.server_id and op[-3]:
         self.account.reply(op[-3], op[-2])          # the update or delete asked here is answered now that it is recorded
     if fresh: self.meta.mark_applied(os.path.join(self._state_dir, 'applied'), idx)
+    self.meta.applied = idx
+    if kind != 'snapshot': self.meta.compact(size)
 
 @patch
 def _apply_scale(self: ClusterMeta, name: str, op: tuple, fresh: bool):
@@ -586,6 +594,14 @@ def _create_here(self: ClusterMeta, name: str, a: dict, known: bool, reply: byte
 def propose_addr(self: ClusterMeta, name: str):
     "Put this server's address for stream `name`'s group (a port free now) in the meta log."
     self.meta.propose(('addr', name, self.core.server_name, f'{self.host}:{free_port(self.host)}'))
+
+# %% ../../nbs/2_js/20_cluster.ipynb #806131a8
+@patch
+def _meta_state(self: ClusterMeta) -> dict:
+    "What a compaction of the meta log keeps (called on the group's thread, see `RaftGroup._save`): the assignments."
+    if any(len(a['peers']) > 1 and len(a['addrs']) < len(a['peers']) for a in list(self.assignments.values())):
+        raise RuntimeError('a stream is moving to other servers')     # (PySyncObj tries again later)
+    return {'assignments': self.assignments}
 
 # %% ../../nbs/2_js/20_cluster.ipynb #019283e5
 _RELAYED = (b'$JS.API.', b'$JS.ACK.', b'$JS.FC.')

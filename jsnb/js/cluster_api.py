@@ -117,12 +117,16 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         if lead and lead != self.core.server_name and not hops:   # this server may not have applied the stream's assignment yet
             return self.forward(lead, subject, reply, hdr, data)
         if verb in _STEPDOWNS or verb == 'STREAM.PEER.REMOVE': return self._refuse(reply, rtype, JSStreamNotFoundErr())
+        if name in self.account.streams:             # its store is here but its assignment is not yet (a restart, the meta
+            if tries >= 40: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)   # log not replayed): not its answer
+            return asyncio.get_running_loop().call_later(0.05, self._serve, subject, reply, hdr, data, src, hops, tries + 1)
         return self._local_api(subject, reply, hdr, data, src)         # the account's own answer (not found, bad request)
     if verb == 'STREAM.PEER.REMOVE' and len(a['peers']) == 1 and a['peers'][0] not in self._peers_now().values():
         lead = self.meta_leader()                    # the only server of the stream is gone: the meta leader moves it
         if lead and lead != self.core.server_name and hops < 2: return self.forward(lead, subject, reply, hdr, data, hops + 1)
         return self._peer_remove(name, None, reply, hdr, data)
     to = self.leader_of(name)
+    if to and to != self.core.server_name and to not in self._peers_now().values(): to = ''   # its server is gone (no route):
     if not to:                                       # a group between leaders: asked again for up to 2 s, then refused
         if tries >= 40: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
         return asyncio.get_running_loop().call_later(0.05, self._serve, subject, reply, hdr, data, src, hops, tries + 1)
@@ -437,7 +441,7 @@ def _placed(self: ClusterApi, placement: dict | None, n: int, existing: list = (
     for p in load:
         if p in existing or p in ignore: continue
         have = tags.get(p)
-        if have is None and want: offline = True; continue             # no route to it now: its tags are not known
+        if have is None: offline = True; continue                       # no route to it now: offline, as the reference counts it
         have = have or set()
         if '!jetstream' in have: exclude_set = True; continue
         bad = next((t for t in want if (t[1:] in have if t.startswith('!') else t not in have)), None)

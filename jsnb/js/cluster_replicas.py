@@ -384,6 +384,27 @@ def _apply_move(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
         self.account.api_total += 1
         self.account.reply(reply, json_bytes(dict(type=_RT + 'stream_remove_peer_response', success=True)))
 
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #8f40bc6a
+@patch
+def _install_meta(self: ClusteredJetStream, extra: dict, fresh: bool):
+    """The meta state of a compacted log (see 'Compacting the meta log' in the meta group's page): a restarted server's
+    own, or (`fresh`) the leader's for entries this server missed. The streams it no longer has a part in go (`fresh`
+    only: at a restart its store is as the entries left it), a group whose servers or creation changed starts again,
+    and the streams it is a peer of are made where missing and their groups started."""
+    me, old = self.core.server_name, self.assignments
+    self.assignments = {n: dict(a, peers=list(a['peers']), addrs=dict(a['addrs'])) for n, a in extra['assignments'].items()}
+    for name, a in list(old.items()) + [(n, None) for n in list(self.account.streams) if n not in old]:
+        new = self.assignments.get(name)
+        kept = new is not None and me in new['peers'] and (a is None or a['created'] == new['created'])
+        g = self.groups.get(name)
+        if g is not None and (not kept or set(g.names) != set(new['addrs'].values())): self.groups.pop(name).destroy()
+        if not kept and fresh and (s := self.account.streams.get(name)) is not None: self.account.remove_stream(s)
+    for name, a in self.assignments.items():
+        if me not in a['peers']: continue
+        if name not in self.account.streams: self._make_replica(name, a['config'])
+        if len(a['peers']) > 1 and len(a['addrs']) == len(a['peers']) and name not in self.groups: self._start_group(name)
+    self.meta.release()                              # (a member that installed a snapshot stands for elections again)
+
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #cad9d8e2
 @patch
 def _install(self: ClusteredJetStream, g: RaftGroup, name: str, idx: int, extra: dict):
