@@ -666,10 +666,7 @@ async def test_runs_of_messages_on_three_replicas(cluster):
 
 async def _publish_id(js, subject: str, data: bytes, deadline: float):
     "Publish with a message id until acknowledged; a retry of a publish that was committed is a duplicate the stream drops."
-    while time.time() < deadline:
-        try: return await js.publish(subject, data, timeout=1, headers={'Nats-Msg-Id': data.decode()})
-        except (NatsTimeout, NoRespondersError, asyncio.TimeoutError): await asyncio.sleep(0.1)
-    raise TimeoutError(f'{data!r} never acknowledged')
+    return await _publish_acked(js, subject, data, deadline, headers={'Nats-Msg-Id': data.decode()})
 
 
 @pytest.mark.soak
