@@ -5,7 +5,7 @@ from every server. Both clusters use the same server names, so the peer ids must
 import asyncio, json, time
 import pytest
 import nats, nats.js.errors
-from jsclusters import JSCluster, request as _req
+from jsclusters import JSCluster, request as _req, publish_acked
 
 pytestmark = pytest.mark.reference
 
@@ -521,7 +521,8 @@ async def test_peer_remove_of_a_stream_of_one_replica(cluster):
     await _until(consumer, 30)
     c = await consumer()
     assert (c['delivered']['stream_seq'], c['ack_floor']['stream_seq'], c['num_pending']) == (0, 0, 0)
-    ack = await js.publish('mv1', b'after')
+    ack = await publish_acked(js, 'mv1', b'after', time.time() + 30, headers={'Nats-Msg-Id': 'after'})   # (no responders until
+                                                     # the new leader's interest is known)
     assert (ack.stream, ack.seq) == ('MV1', 1)
     assert [m.data for m in await sub.fetch(1, timeout=10)] == [b'after']
     await _req(nc, '$JS.API.STREAM.DELETE.MV1')

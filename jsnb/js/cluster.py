@@ -180,9 +180,12 @@ class RaftGroup(SyncObj):
         elif old == 2: self.cready = False                   # a leader no more: its replicated consumers stop (see below)
         if self.on_role is not None and (new == 2 or old == 2): self._loop.call_soon_threadsafe(self.on_role)
 
-def free_port(host: str) -> int:
-    "A port the OS has free on `host` now (for a Raft listener whose address must be announced before it starts)."
-    with socket.socket() as s: s.bind((host, 0)); return s.getsockname()[1]
+def free_port(host: str, avoid=()) -> int:
+    """A port the OS has free on `host` now (for a Raft listener whose address must be announced before it starts),
+    other than the ports in `avoid`: the server's own listeners, which may not be bound yet when it chooses."""
+    while True:
+        with socket.socket() as s: s.bind((host, 0)); p = s.getsockname()[1]
+        if p not in avoid: return p
 
 # %% ../../nbs/2_js/20_cluster.ipynb #69144640
 class ViaProxy(TCPTransport):
@@ -309,7 +312,9 @@ class ClusterMeta(JetStream):
         self.account.read_elsewhere = self.read_elsewhere   # a lagging replica hands read-after-write reads to its leader
         self.host = opts.cluster_host if opts.cluster_host not in ('', '0.0.0.0', '::') else '127.0.0.1'
         self._state_dir = os.path.join(core.store_dir, '_meta_')
-        self.raft_addr = _read(os.path.join(self._state_dir, 'raft')) or f'{self.host}:{free_port(self.host)}'
+        mine = {opts.port, opts.http_port, opts.https_port, opts.cluster_port, getattr(opts.websocket, 'port', 0),
+                getattr(opts.leafnodes, 'port', 0)}       # (a Raft port chosen before these are bound must not take one)
+        self.raft_addr = _read(os.path.join(self._state_dir, 'raft')) or f'{self.host}:{free_port(self.host, mine)}'
         core.route_info_extra = {RAFT_INFO: self.raft_addr, 'jsnb_tags': list(opts.server_tags)}   # (tags: for placement)
         self.assignments: dict[str, dict] = {}     # stream -> {config, peers (server names), created, addrs {name: raft address}}
         self.members: dict[str, str] = {}          # meta raft address -> server name
