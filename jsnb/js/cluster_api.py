@@ -426,7 +426,11 @@ def _propose_create(self: ClusterApi, name: str, subject: bytes, reply: bytes, h
         if n > len(self.members): raise JSClusterNoPeersErrF(err='no suitable peers for placement')
         peers = self._placed(cfg.get('placement'), n)
     except JSApiError as e: return self._refuse(reply, r.rtype, e, r.error_extra)
-    self.meta.propose(('assign', name, cfg, peers, time.time_ns(), reply, hdr, data))
+    sent = []
+    def propose():
+        if not sent: sent.append(1); self.meta.propose(('assign', name, cfg, peers, time.time_ns(), reply, hdr, data))
+    self.core.cluster.flush(propose)                  # see below: the client's inbox first, then the log
+    asyncio.get_running_loop().call_later(1.0, propose)   # (a server that is gone does not answer the PING)
 
 
 @patch
