@@ -436,13 +436,6 @@ def test_service_import_no_responders_status(start_server):
     assert out['jsnb'] == out['nats-server'] and b'503' in out['jsnb']
 
 
-@pytest.mark.parametrize('extra,msg', [('cluster { listen: "127.0.0.1:-1", name: c }\n', 'accounts are not carried over routes yet')])
-def test_refused_at_start(tmp_path, extra, msg):
-    path = tmp_path / 'x.conf'; path.write_text('accounts { A: { jetstream: enabled } }\n' + extra)
-    rc, out = run_briefly('jsnb', path, seconds=10)
-    assert rc not in (None, 0) and msg in out
-
-
 def test_accountz(start_server):
     servers = both(start_server, ACCOUNTS)
     out = {}

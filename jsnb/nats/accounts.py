@@ -15,7 +15,8 @@ from .permissions import parse_users, parse_permissions, _subset
 # %% auto #0
 __all__ = ['GLOBAL', 'SYSTEM', 'RESPONSE_THRESHOLD', 'NO_JS_LIMITS', 'MAX_HOPS', 'Export', 'Import', 'AccountConfig',
            'parse_export', 'parse_import', 'map_subject', 'parse_account_jetstream', 'parse_account_limits',
-           'parse_accounts', 'NatsAccount', 'CoreView', 'wire_imports', 'add_shadows', 'drop_shadows', 'shadow_export']
+           'parse_accounts', 'NatsAccount', 'CoreView', 'forwards_service', 'wire_imports', 'add_shadows',
+           'drop_shadows', 'shadow_export']
 
 # %% ../../nbs/1_nats/07b_accounts.ipynb #597c146c
 GLOBAL = '$G'            # the account of every client that no account claims
@@ -267,6 +268,7 @@ class NatsAccount:
     "An account at run time: its subscriptions, the service replies it owes to importers, its JetStream (if any)."
     def __init__(self, name: str, cfg: AccountConfig | None = None):
         self.name, self.cfg = name, cfg or AccountConfig(name)
+        self.wire = name.encode()                   # its name on routes
         self.sublist = Sublist()
         self.interest_watchers: list = []           # called with the subject of each new client subscription here
         self.reply_prefix = f'_R_.{_token()}.'.encode()
@@ -307,6 +309,10 @@ def _internal(core, acc, subject, cb) -> Subscription:
     sub = Subscription(None, subject if isinstance(subject, bytes) else subject.encode(), cb=cb)
     acc.sublist.insert(sub)
     return sub
+
+def forwards_service(sub) -> bool:
+    "Whether internal subscription `sub` forwards requests through a service import (which only the server they were published on does)."
+    return getattr(sub.cb, 'func', None) is _service_msg
 
 def wire_imports(core):
     "Subscribe what every account's service imports need (stream imports follow subscriptions, see `add_shadows`)."
@@ -354,13 +360,16 @@ def add_shadows(core, acc, sub):
         subject = imp.subject.encode() if part == imp.local.encode() else _exported(imp, part)
         sh = Subscription(None, subject, sub.queue, cb=partial(_shadow_msg, core, acc, imp, sub), defers=True)
         ex.sublist.insert(sh)
+        if core.cluster is not None: core.cluster.local_interest(sh, 1, ex)   # the other servers send this one the exporter's messages
         found.append((ex, sh))
         for watch in ex.interest_watchers: watch(subject)
     if found: acc.shadows[sub] = found
 
 def drop_shadows(core, acc, sub):
     "Remove the shadows of `sub`, which is leaving `acc`."
-    for ex, sh in acc.shadows.pop(sub, ()): ex.sublist.remove(sh)
+    for ex, sh in acc.shadows.pop(sub, ()):
+        ex.sublist.remove(sh)
+        if core.cluster is not None: core.cluster.local_interest(sh, -1, ex)
 
 def _via_service(reply: bytes, data: bytes) -> bool:
     "Whether this message is the request a service import is forwarding."

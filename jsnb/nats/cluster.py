@@ -19,7 +19,7 @@ __all__ = ['GLOBAL_ACCOUNT', 'IMPLICIT', 'EXPLICIT', 'GOSSIP_DEFAULT', 'GOSSIP_D
            'E_ROUTE_PORT', 'dynamic_cluster_name', 'RouteURL', 'route_url', 'RouteConn', 'ClusterLinks']
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #044deb5a
-GLOBAL_ACCOUNT = b'$G'                  # the one account of jsnb: the reference's global account
+GLOBAL_ACCOUNT = b'$G'                  # the reference's global account: clients that no account claims
 IMPLICIT, EXPLICIT = 0, 1               # route types
 GOSSIP_DEFAULT, GOSSIP_DISABLED, GOSSIP_OVERRIDE = 0, 1, 2
 ROUTE_PROTO = 2                         # the reference's route protocol with accounts (3 adds message tracing, not done here)
@@ -125,10 +125,10 @@ def close(self: RouteConn, reason: str, err: str | None = None):
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #c1a0d5e2
 @patch
-def send_msg(self: RouteConn, subject: bytes, reply: bytes, queues, hdr: int, data: bytes):
-    "Send a message to the other server (without headers to one that does not take them)."
+def send_msg(self: RouteConn, subject: bytes, reply: bytes, queues, hdr: int, data: bytes, account: bytes = GLOBAL_ACCOUNT):
+    "Send a message of `account` to the other server (without headers to one that does not take them)."
     if hdr and not self.headers: data, hdr = data[hdr:], 0
-    frame = encode_rmsg(GLOBAL_ACCOUNT, subject, reply, queues, hdr, data)
+    frame = encode_rmsg(account, subject, reply, queues, hdr, data)
     self.out.append(frame); ob = self.out_bytes = self.out_bytes + len(frame)
     if not self.dirty: self.dirty = True; self.core._mark_dirty(self)
     k = len(data); self.out_msgs += 1; self.out_bytes_total += k
@@ -189,8 +189,11 @@ class ClusterLinks:
         self.configured = [route_url(u) for u in o.routes]
         self.routes: dict[str, RouteConn] = {}
         self.conns: dict[int, RouteConn] = {}
-        self.rsl = Sublist()
-        self.local: dict[tuple, int] = {}
+        self.rsl = Sublist()                       # the other servers' interest in `$G`
+        self.rsls: dict[bytes, Sublist] = {GLOBAL_ACCOUNT: self.rsl}   # and in every account, by name
+        self.local: dict[tuple, int] = {}          # (account, subject, queue) -> how many here
+        for acc in core.accounts.values():         # answers to the requests this server forwards through service imports
+            if any(e.kind == 'service' for e in getattr(acc.cfg, 'exports', ())): self.local[(acc.wire, acc.reply_prefix + b'>', b'')] = 1
         self.unrouted = None                       # (src, subject, reply, hdr, data) -> deliveries, for what no server subscribes to
         self.own_urls = list(client_urls)          # this server's client URLs (`host:port`)
         self.remote_urls: dict[str, int] = {}      # the other servers', reference counted
@@ -395,15 +398,24 @@ def request_dial(self: ClusterLinks, url: RouteURL, rtype: int, gossip_mode: int
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #4d9bbd58
 @patch
+def account(self: ClusterLinks, name: bytes):
+    "The account named `name` on a route (None: not one of this server's)."
+    return self.core.gacc if name == GLOBAL_ACCOUNT else self.core.accounts.get(name.decode('utf-8', 'replace'))
+
+@patch
+def forget_remote(self: ClusterLinks, sub: _RemoteSub):
+    "Another server's interest `sub` is gone (its `RS-`, or its route closed)."
+    rsl = self.rsls.get(sub.account)
+    if rsl is not None: rsl.remove(sub)
+    if self.core.leafs is not None and (acc := self.account(sub.account)) is not None: self.core.leafs.interest(acc, sub, -1)
+
+@patch
 def route_closed(self: ClusterLinks, rc: RouteConn):
     "Forget a closed route: its interest, its URLs; dial it again when that is the rule."
     if rc.gone: return
     rc.gone = True
     self.conns.pop(rc.cid, None)
-    for sub in rc.subs.values():
-        if sub.account == GLOBAL_ACCOUNT:
-            self.rsl.remove(sub)
-            if self.core.leafs is not None: self.core.leafs.interest(self.core.gacc, sub, -1)
+    for sub in rc.subs.values(): self.forget_remote(sub)
     rc.subs.clear()
     remote = f' - Remote: {rc.remote_name}' if rc.remote_name else ''
     log.info('%s - Router connection closed: %s%s', rc.tag, rc.close_reason or 'Client Closed', remote)

@@ -8,9 +8,10 @@ import time
 from fastcore.basics import patch
 from .protocol import PING_B, encode_msg, encode_hmsg
 from .routes import RSub, RUnsub, RMsg, encode_rsub, encode_runsub, encode_rmsg
-from .subjects import Subscription
+from .subjects import Subscription, Sublist
 from .core import E_STALE, E_AUTH_TIMEOUT, log
 from .cluster import ClusterLinks, RouteConn, _RemoteSub, GLOBAL_ACCOUNT
+from .accounts import forwards_service
 
 # %% auto #0
 __all__ = ['Cluster', 'deliverable']
@@ -22,23 +23,25 @@ class Cluster(ClusterLinks):
 
 # %% ../../nbs/1_nats/06b_cluster_routing.ipynb #027b0e2c
 @patch
-def local_interest(self: Cluster, sub: Subscription, delta: int):
-    "A client subscription was added (`delta` 1) or removed (-1): tell the other servers when that changes what they see."
-    key = (sub.subject, sub.queue)
+def local_interest(self: Cluster, sub: Subscription, delta: int, acc=None):
+    """A client subscription in account `acc` (default `$G`) was added (`delta` 1) or removed (-1): tell the other
+    servers when that changes what they see."""
+    name = GLOBAL_ACCOUNT if acc is None else acc.wire
+    key = (name, sub.subject, sub.queue)
     n = self.local.get(key, 0) + delta
     if n <= 0:
         if self.local.pop(key, None) is None: return
-        line = encode_runsub(GLOBAL_ACCOUNT, sub.subject, sub.queue)
+        line = encode_runsub(name, sub.subject, sub.queue)
     else:
         self.local[key] = n
         if not sub.queue and not (delta > 0 and n == 1): return
-        line = encode_rsub(GLOBAL_ACCOUNT, sub.subject, sub.queue, n)
+        line = encode_rsub(name, sub.subject, sub.queue, n)
     for r in self.routes.values(): r.send(line)
 
 @patch
 def send_subs(self: Cluster, rc: RouteConn):
     "Send this server's whole interest on a new route."
-    lines = [encode_rsub(GLOBAL_ACCOUNT, s, q, n) for (s, q), n in self.local.items()]
+    lines = [encode_rsub(a, s, q, n) for (a, s, q), n in self.local.items()]
     if lines: rc.send(b''.join(lines))
 
 # %% ../../nbs/1_nats/06b_cluster_routing.ipynb #b6075bcc
@@ -47,52 +50,57 @@ def remote_sub(self: Cluster, rc: RouteConn, op: RSub):
     "Another server has interest (or a queue group's weight changed)."
     key = (op.account, op.subject, op.queue)
     sub = rc.subs.get(key)
+    acc = self.account(op.account)                 # (None: an account this server does not have; its interest is kept)
     if sub is None:
         sub = rc.subs[key] = _RemoteSub(rc, op.subject, op.queue, b' '.join(k for k in key if k))
         sub.qw, sub.account = op.weight, op.account
-        if op.account == GLOBAL_ACCOUNT:
-            self.rsl.insert(sub)
-            for watch in self.core.interest_watchers: watch(op.subject)   # push consumers delivering there start at once
-            if self.core.leafs is not None: self.core.leafs.interest(self.core.gacc, sub, 1)   # leaf nodes hear of it
+        rsl = self.rsls.get(op.account)
+        if rsl is None: rsl = self.rsls[op.account] = Sublist()
+        rsl.insert(sub)
+        if acc is not None:
+            for watch in acc.interest_watchers: watch(op.subject)   # push consumers delivering there start at once
+            if self.core.leafs is not None: self.core.leafs.interest(acc, sub, 1)   # leaf nodes hear of it
     elif op.queue and op.weight != sub.qw:
-        lf = self.core.leafs if sub.account == GLOBAL_ACCOUNT else None
-        if lf is not None: lf.interest(self.core.gacc, sub, -1)
+        lf = self.core.leafs if acc is not None else None
+        if lf is not None: lf.interest(acc, sub, -1)
         sub.qw = op.weight
-        if lf is not None: lf.interest(self.core.gacc, sub, 1)
+        if lf is not None: lf.interest(acc, sub, 1)
 
 @patch
 def remote_unsub(self: Cluster, rc: RouteConn, op: RUnsub):
     "Another server no longer has interest."
     sub = rc.subs.pop((op.account, op.subject, op.queue), None)
-    if sub is not None and sub.account == GLOBAL_ACCOUNT:
-        self.rsl.remove(sub)
-        if self.core.leafs is not None: self.core.leafs.interest(self.core.gacc, sub, -1)
+    if sub is not None: self.forget_remote(sub)
 
 # %% ../../nbs/1_nats/06b_cluster_routing.ipynb #235f0df6
 _NONE = ((), ())
 
 @patch
-def route(self: Cluster, src, subject: bytes, reply: bytes, hdr: int, data: bytes, to: bytes | None = None) -> int:
-    "Route a message published on this server: local subscribers, and the servers with interest; returns deliveries."
+def route(self: Cluster, src, subject: bytes, reply: bytes, hdr: int, data: bytes, to: bytes | None = None, acc=None) -> int:
+    """Route a message published on this server in account `acc` (default: the sender's): local subscribers, and the
+    servers with interest; returns deliveries."""
     core = self.core
     core.in_msgs += 1; core.in_bytes += len(data)
     target = to or subject
-    psubs, qgroups = core.sublist.match(target)
+    acc = acc or getattr(src, 'acc', None) or core.gacc
+    if acc is core.gacc: rsl, name = self.rsl, GLOBAL_ACCOUNT
+    else: rsl, name = self.rsls.get(acc.wire), acc.wire
+    psubs, qgroups = acc.sublist.match(target)
     n = 0
     for sub in psubs: n += core.deliver(sub, subject, reply, hdr, data, src)
-    rp, rq = self.rsl.match(target) if self.rsl.count else _NONE
+    rp, rq = rsl.match(target) if rsl is not None and rsl.count else _NONE
     if not (rp or rq):
         for group in qgroups:
             members = group if src is None or src.echo else [s for s in group if s.client is not src]
             if members: n += core.deliver(members[core._rand.randrange(len(members))], subject, reply, hdr, data, src)
-    else: n += self._route_cluster(src, subject, reply, hdr, data, qgroups, rp, rq, to)
-    if n == 0 and self.unrouted is not None: n = self.unrouted(src, subject, reply, hdr, data)
+    else: n += self._route_cluster(src, subject, reply, hdr, data, qgroups, rp, rq, to, name)
+    if n == 0 and self.unrouted is not None and acc is core.gacc: n = self.unrouted(src, subject, reply, hdr, data)
     if n == 0 and reply and src is not None and src.no_responders: core._no_responders(src, subject, reply)
     return n
 
 @patch
-def _route_cluster(self: Cluster, src, subject, reply, hdr, data, qgroups, rp, rq, to=None) -> int:
-    "The part of `route` for messages that other servers want (`to`: delivered on another subject than their own)."
+def _route_cluster(self: Cluster, src, subject, reply, hdr, data, qgroups, rp, rq, to=None, account=GLOBAL_ACCOUNT) -> int:
+    "The part of `route` for messages of `account` that other servers want (`to`: delivered on another subject than their own)."
     core, n, targets = self.core, 0, {}
     for s in rp: targets.setdefault(s.client, [])
     remote = {g[0].queue: g for g in rq}
@@ -108,7 +116,7 @@ def _route_cluster(self: Cluster, src, subject, reply, hdr, data, qgroups, rp, r
         if total > 0: self._pick(others, core._rand.randrange(total), targets, q)
     rsubject, rreply = deliverable(subject, reply, to) if to and to != subject else (subject, reply)
     for rc, queues in targets.items():
-        if not rc.closing: rc.send_msg(rsubject, rreply, queues, hdr, data); n += 1
+        if not rc.closing: rc.send_msg(rsubject, rreply, queues, hdr, data, account); n += 1
     return n
 
 def deliverable(subject: bytes, reply: bytes, to: bytes) -> tuple[bytes, bytes]:
@@ -136,16 +144,20 @@ def _pick(self: Cluster, others, i: int, targets: dict, q: bytes):
 @patch
 def inbound(self: Cluster, rc: RouteConn, op: RMsg):
     "Deliver a message that came over a route to this server's subscribers."
-    if op.account != GLOBAL_ACCOUNT:
-        log.debug('%s - Unknown account "%s" for routed message on subject: "%s"', rc.tag, op.account.decode(), op.subject.decode())
+    if op.account == GLOBAL_ACCOUNT: acc = self.core.gacc
+    elif (acc := self.account(op.account)) is None:
+        log.debug('%s - Unknown account "%s" for routed message on subject: "%s"', rc.tag,
+                  op.account.decode('utf-8', 'replace'), op.subject.decode('utf-8', 'replace'))
         return
     core, subject, reply, hdr, data = self.core, op.subject, op.reply, op.hdr_len, op.data
     core.in_msgs += 1; core.in_bytes += len(data)
     if core.leafs is not None: core.leafs.seq += 1           # a new message for the leaf nodes (jsnb.nats.leafhub)
     target = subject
     if reply and (at := _ack_deliver(reply)) > 0: target, reply = reply[at + 1:], reply[:at]   # a consumer's delivery
-    psubs, qgroups = core.sublist.match(target)
-    for sub in psubs: core.deliver(sub, subject, reply, hdr, data, rc)
+    psubs, qgroups = acc.sublist.match(target)
+    for sub in psubs:
+        if sub.client is None and forwards_service(sub): continue   # the server the request was published on forwarded it
+        core.deliver(sub, subject, reply, hdr, data, rc)
     if op.queues:
         for group in qgroups:
             if group[0].queue in op.queues: core.deliver(group[core._rand.randrange(len(group))], subject, reply, hdr, data, rc)
@@ -155,6 +167,9 @@ def inbound(self: Cluster, rc: RouteConn, op: RMsg):
 def route_run(self: Cluster, src, subject: bytes, run: list):
     "Route consecutive `Pub` operations of one client for one subject."
     core = self.core
+    if src.acc is not core.gacc:                       # (another account: one at a time)
+        for op in run: self.route(src, subject, op.reply, 0, op.data)
+        return
     psubs, qgroups = core.sublist.match(subject)
     rp, rq = self.rsl.match(subject) if self.rsl.count else _NONE
     if psubs and not (qgroups or rp or rq) and core.leafs is None and all([s.client is None and not s.max for s in psubs]):

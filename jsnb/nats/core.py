@@ -249,7 +249,7 @@ def _sub(self: ClientConn, op: Sub):
         self.acc.sublist.insert(sub)
         if self.acc.stream_imports: add_shadows(self.core, self.acc, sub)   # interest in the accounts it imports from
         for watch in self.acc.interest_watchers: watch(subject)
-        if self.core.cluster is not None: self.core.cluster.local_interest(sub, 1)
+        if self.core.cluster is not None: self.core.cluster.local_interest(sub, 1, self.acc)
         if self.core.leafs is not None: self.core.leafs.interest(self.acc, sub, 1)
     if self.verbose: self.send(OK_B)
 
@@ -268,7 +268,7 @@ def unsubscribe(self: ClientConn, sub: Subscription):
     if self.subs.pop(sub.sid, None) is not None:
         self.acc.sublist.remove(sub)
         if sub in self.acc.shadows: drop_shadows(self.core, self.acc, sub)
-        if self.core.cluster is not None: self.core.cluster.local_interest(sub, -1)
+        if self.core.cluster is not None: self.core.cluster.local_interest(sub, -1, self.acc)
         if self.core.leafs is not None: self.core.leafs.interest(self.acc, sub, -1)
 
 # %% ../../nbs/1_nats/03_core.ipynb #bdd39e3a
@@ -400,7 +400,7 @@ def remove_client(self: Core, c: ClientConn):
     for sub in c.subs.values():
         c.acc.sublist.remove(sub)
         if sub in c.acc.shadows: drop_shadows(self, c.acc, sub)
-        if self.cluster is not None: self.cluster.local_interest(sub, -1)
+        if self.cluster is not None: self.cluster.local_interest(sub, -1, c.acc)
         if self.leafs is not None: self.leafs.interest(c.acc, sub, -1)
     c.subs.clear()
 
@@ -461,7 +461,7 @@ def route(self: Core, src, subject: bytes, reply: bytes, hdr: int, data: bytes, 
             prev, self.leafs.to = self.leafs.to, to
             try: return self.route(src, subject, reply, hdr, data, to, acc)
             finally: self.leafs.to = prev
-    if self.cluster is not None: return self.cluster.route(src, subject, reply, hdr, data, to)
+    if self.cluster is not None: return self.cluster.route(src, subject, reply, hdr, data, to, acc)
     self.in_msgs += 1; self.in_bytes += len(data)
     psubs, qgroups = r if r is not None else (acc or getattr(src, 'acc', self.gacc)).sublist.match(to or subject)
     n = 0

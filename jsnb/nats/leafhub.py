@@ -357,7 +357,7 @@ def send_all_interest(self: LeafHub, lc: LeafConn):
     "Send the bound account's whole interest on a newly connected leaf."
     subs = _all_subs(lc.acc.sublist.root, [])
     cl = self.core.cluster
-    if cl is not None and lc.acc is self.core.gacc and not lc.solicited: _all_subs(cl.rsl.root, subs)   # the other servers' interest too
+    if cl is not None and not lc.solicited and (rsl := cl.rsls.get(lc.acc.wire)) is not None: _all_subs(rsl.root, subs)   # the other servers' interest too
     for sub in subs:
         owner = getattr(sub, 'leaf', None)
         if owner is lc or (owner is not None and (lc.isolated or (lc.solicited and owner.solicited))) or not _may_hear(lc, sub.subject): continue

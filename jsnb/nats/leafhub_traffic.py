@@ -32,7 +32,7 @@ class LeafTraffic(LeafHub):
 def _to_routes(self: LeafTraffic, lc: LeafConn, sub: _LeafSub, sign: int):
     "Tell the other servers of the cluster about a change of a leaf's interest (counted with the queue group's weight)."
     cl = self.core.cluster
-    if cl is not None and lc.acc is self.core.gacc and not lc.solicited: cl.local_interest(sub, sign * (sub.qw if sub.queue else 1))
+    if cl is not None and not lc.solicited: cl.local_interest(sub, sign * (sub.qw if sub.queue else 1), lc.acc)
 
 @patch
 def leaf_sub(self: LeafTraffic, lc: LeafConn, op: LSub):
@@ -94,7 +94,8 @@ def inbound(self: LeafTraffic, lc: LeafConn, op: LMsg):
     for sub in psubs:
         if getattr(sub, 'leaf', None) is not lc: core.deliver(sub, subject, reply, hdr, data, lc)
     cl = core.cluster
-    rp, rq = cl.rsl.match(target) if cl is not None and lc.acc is core.gacc and cl.rsl.count else ((), ())
+    rsl = cl.rsls.get(lc.acc.wire) if cl is not None else None
+    rp, rq = rsl.match(target) if rsl is not None and rsl.count else ((), ())
     targets = {s.client: [] for s in rp}             # the other servers of the cluster that want it, and for which groups
     remote = {g[0].queue: g for g in rq if g[0].queue in op.queues}
     if op.queues:
@@ -109,7 +110,7 @@ def inbound(self: LeafTraffic, lc: LeafConn, op: LMsg):
     for q, others in remote.items():
         if total := sum([s.qw for s in others]): cl._pick(others, core._rand.randrange(total), targets, q)
     for rc, queues in targets.items():
-        if not rc.closing: rc.send_msg(subject, reply, queues, hdr, data)
+        if not rc.closing: rc.send_msg(subject, reply, queues, hdr, data, lc.acc.wire)
 
 # %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #1f2820f2
 @patch

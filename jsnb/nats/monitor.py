@@ -54,6 +54,10 @@ def jsz(core: Core, query: dict | None = None) -> dict:
                 bytes=stats['bytes'], **({'meta_cluster': js.meta_cluster()} if hasattr(js, 'meta_cluster') else {}), total=1)
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #243ad24e
+def _remote_subs(core: Core) -> int:
+    "How many subscriptions the other servers of the cluster announced, in every account."
+    return sum(s.count for s in core.cluster.rsls.values()) if core.cluster else 0
+
 def _websocket_varz(core: Core) -> dict:
     "The `websocket` block of `/varz`: the listener's settings (empty when there is none)."
     w = core.opts.websocket
@@ -97,8 +101,7 @@ def varz(core: Core, query: dict | None = None) -> dict:
              leafnodes=sum(1 for lc in core.leafs.conns.values() if lc.connected) if core.leafs else 0,
              in_msgs=core.in_msgs, in_bytes=core.in_bytes, out_msgs=core.out_msgs, out_bytes=core.out_bytes,
              slow_consumers=core.slow_consumers, stale_connections=core.stale_connections,
-             subscriptions=sum(a.sublist.count for a in core.accounts.values())
- + (core.cluster.rsl.count if core.cluster else 0))
+             subscriptions=sum(a.sublist.count for a in core.accounts.values()) + _remote_subs(core))
     if o.server_tags: d['tags'] = list(o.server_tags)
     d['jsnb_version'] = core.info()['jsnb_version']
     return d
@@ -178,7 +181,7 @@ def subsz(core: Core, query: dict | None = None) -> dict:
     "Subscription index statistics (`/subsz`)."
     q, sl = query or {}, core.sublist
     fanouts = [len(p) + len(g) for p, g in sl.cache.values()]
-    remote = core.cluster.rsl.count if core.cluster else 0
+    remote = _remote_subs(core)
     count = sum(a.sublist.count for a in core.accounts.values())
     d = dict(server_id=core.server_id, now=rfc3339_micro(time.time()), num_subscriptions=count + remote, num_cache=len(sl.cache),
              num_inserts=sl.inserts, num_removes=sl.removes, num_matches=sl.matches,

@@ -239,9 +239,9 @@ async def start(self: Server) -> Server:
         raise StartupError(f'lame duck grace period ({go_duration(int(o.lame_duck_grace_period * NS))}) should be strictly '
                            f'lower than lame duck duration ({go_duration(int(o.lame_duck_duration * NS))})')
     leaf = o.leafnodes if o.leafnodes is not None and (o.leafnodes.port != 0 or o.leafnodes.remotes) else None
-    if o.accounts and o.clustered:
-        raise StartupError("accounts are not carried over routes yet: jsnb runs accounts on a single server; "
-                           "remove the cluster block (or --cluster) or the accounts")
+    if o.accounts and o.clustered and o.jetstream:
+        raise StartupError("JetStream in a cluster runs in the global account only: accounts are carried over routes, but their "
+                           "JetStream is not replicated yet; remove the accounts, the cluster block (or --cluster), or JetStream")
     try:
         try: warnings = startup_checks(o)       # users, no_auth_user
         except ValueError as e: raise StartupError(str(e)) from None
