@@ -8,7 +8,8 @@ import asyncio, threading
 from .nats.config import ServerOptions
 from .nats.server import Server as CoreServer, serve_cluster as _serve_cluster
 from .js.api import JetStream
-from .js.js_accounts import JetStreamAccounts
+from .js.js_accounts import JetStreamAccounts, with_system
+from .nats.accounts import global_account_only
 from .js.stream_config import JS_API_LEVEL
 
 # %% auto #0
@@ -18,11 +19,13 @@ __all__ = ['jetstream', 'jetstream_relay', 'Server', 'serve', 'serve_cluster', '
 def jetstream(core, opts: ServerOptions) -> JetStream | JetStreamAccounts:
     "The JetStream service for a server's core, with the server's storage options; the core reports its API level."
     core.api_level = JS_API_LEVEL
-    if opts.accounts: return JetStreamAccounts(core, opts)       # JetStream in the accounts that have it, not in `$G`
+    if not global_account_only(opts): return JetStreamAccounts(core, opts)   # JetStream in the accounts that have it, not in `$G`
     if opts.clustered:                       # the meta group and the streams' servers; only clustered servers load the Raft library
         from jsnb.js.cluster_replicas import ClusteredJetStream
-        return ClusteredJetStream(core, opts)
-    return JetStream(core, core.store_dir, opts.max_memory_store, opts.max_file_store, opts.sync_interval, domain=opts.js_domain)
+        svc = ClusteredJetStream(core, opts)
+    else: svc = JetStream(core, core.store_dir, opts.max_memory_store, opts.max_file_store, opts.sync_interval, domain=opts.js_domain)
+    sys_acc = core.accounts.get(opts.system_account)
+    return with_system(svc, core, sys_acc) if sys_acc is not None else svc   # (its users get what the reference gives them)
 
 def jetstream_relay(core):
     "A cluster's server without JetStream relays its clients' JetStream requests to a peer that has it (`jsnb.js.cluster`)."

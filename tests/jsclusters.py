@@ -40,8 +40,9 @@ def free_ports(n: int) -> list[int]:
 class JSCluster:
     "`n` servers of `kind` (jsnb or nats-server) with JetStream, routed to each other (with credentials unless `open`)."
     def __init__(self, kind: str, n: int = 3, name: str = 'c1', open: bool = False, no_js: tuple = (), tags: dict | None = None,
-                 partitions: bool = False, env: dict | None = None):
+                 partitions: bool = False, env: dict | None = None, system: bool = False):
         self.kind, self.n, self.name, self.open, self.no_js = kind, n, name, open, no_js     # no_js: servers without JetStream
+        self.system = system     # a system account SYS with user sys/sys (clients without credentials are `g`, in `$G`)
         self.env = env or {}                                                                 # variables for every server
         self.tags = tags or {}                                                               # server -> its server_tags
         ports = free_ports(3 * n)
@@ -64,7 +65,9 @@ class JSCluster:
             # nobody listens on, so no server dials another one around the proxies
             routes = ', '.join(f'"nats-route://{cred}127.0.0.1:{self.proxies[i, j].port}"' for j in range(self.n) if j != i)
             listen = f'{self.hosts[i]}:{self.route[i]}, advertise: "127.0.0.1:{self.nowhere[i]}"'
-        return (f'server_name: n{i}\nhttp: 127.0.0.1:{self.http[i]}\n' + (f'server_tags: {json.dumps(self.tags[i])}\n' if i in self.tags else '')
+        system = ('accounts { SYS: { users: [{user: sys, password: sys}] } }\nsystem_account: SYS\n'
+                  'authorization { users: [{user: g, password: g}] }\nno_auth_user: g\n') if self.system else ''
+        return (f'server_name: n{i}\nhttp: 127.0.0.1:{self.http[i]}\n' + system + (f'server_tags: {json.dumps(self.tags[i])}\n' if i in self.tags else '')
                 + ('jetstream: disabled\n' if i in self.no_js else f'jetstream {{ store_dir: "{self.root / f"n{i}" / "store"}" }}\n')
                 + f'cluster {{ name: {self.name}, listen: {listen}, {auth}routes: [{routes}] }}\n')
 
@@ -77,7 +80,7 @@ class JSCluster:
             self.procs[j] = p.start(self.client[j])
         return self
 
-    def url(self, i: int) -> str: return f'nats://127.0.0.1:{self.client[i]}'
+    def url(self, i: int, user: str = '') -> str: return f'nats://{user + ":" + user + "@" if user else ""}127.0.0.1:{self.client[i]}'
 
     def jsz(self, i: int) -> dict:
         with urllib.request.urlopen(f'http://127.0.0.1:{self.http[i]}/jsz', timeout=5) as r: return json.load(r)

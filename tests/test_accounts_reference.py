@@ -198,7 +198,6 @@ REFUSED = {
     'mappings': ('accounts { A: {mappings: {a: b}} }', 'does not support yet'),
     'account nkey': ('accounts { A: {nkey: ABC} }', 'does not support yet'),
     'share': ('accounts { A: {exports: [{service: "s"}]}, B: {imports: [{service: {account: A, subject: s}, share: true}]} }', 'does not support yet'),
-    'system account users': ('accounts { S: {users: [{user: s, password: s}]} }\nsystem_account: S', "system account's services"),
 }
 
 

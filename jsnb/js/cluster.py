@@ -15,8 +15,9 @@ from pysyncobj.transport import TCPTransport
 from pysyncobj.tcp_connection import TcpConnection
 socket.inet_ntop = _inet_ntop     # PySyncObj 0.3.17 replaces it with a Windows-only version on every platform
 from ..nats.protocol import text
-from .host import json_bytes
+from .host import json_bytes, advise
 from .api import JetStream, _RT, API_SUBJECTS, map_domain
+from .js_accounts import SYSTEM_DIRECTIVES
 from .stream import Stream
 from . import consumer_api as C
 
@@ -24,8 +25,8 @@ log = logging.getLogger('jsnb')
 
 # %% auto #0
 __all__ = ['log', 'LEADER_FALLBACK', 'COMPACT_BYTES', 'META_COMPACT_BYTES', 'RAFT_INFO', 'SETTLE', 'CONSUMER_SYNC', 'RAFT_META',
-           'plain_loads', 'plain_dumps', 'RaftGroup', 'free_port', 'ViaProxy', 'proxy_addr', 'seal', 'unseal',
-           'short_hash', 'peer_id', 'group_name', 'ClusterMeta', 'relay_jetstream']
+           'REMOVED', 'plain_loads', 'plain_dumps', 'RaftGroup', 'free_port', 'ViaProxy', 'proxy_addr', 'seal',
+           'unseal', 'short_hash', 'peer_id', 'group_name', 'ClusterMeta', 'relay_jetstream']
 
 # %% ../../nbs/2_js/20_cluster.ipynb #10bd7a57
 import io, pickle
@@ -84,7 +85,7 @@ META_COMPACT_BYTES = 1 << 20   # bytes of meta entries after which the meta log 
 class RaftGroup(SyncObj):
     "A PySyncObj group whose committed entries are handed, in log order, to `on_apply(index, op)` on the asyncio loop."
     def __init__(self, me: str, others: list[str], password: str, on_apply, loop, journal: str | None = None, via: str | None = None,
-                 hold: bool = True):
+                 hold: bool = True, membership: bool = False):
         self._on_apply, self._loop = on_apply, loop
         self.via = proxy_addr(via or os.environ.get('JSNB_RAFT_PROXY'))   # dial peers through this proxy (fault tests)
         self.lag = float(os.environ.get('JSNB_APPLY_LAG') or 0)   # seconds this server applies late (a lagging replica, for tests)
@@ -104,7 +105,8 @@ class RaftGroup(SyncObj):
                            raftMaxTimeout=1.2, connectionRetryTime=0.5, connectionTimeout=2.0, leaderFallbackTimeout=LEADER_FALLBACK,
                            logCompactionMinEntries=2 ** 62, logCompactionMinTime=2 ** 62,   # only when `compact` asks
                            fullDumpFile=self._dump, serializer=self._save if self._dump else None,
-                           deserializer=self._load if self._dump else None)
+                           deserializer=self._load if self._dump else None,
+                           dynamicMembershipChange=membership)    # (the meta group: `SERVER.REMOVE`, see `remove_member`)
         super().__init__(me, others, conf, transportClass=ViaProxy if self.via else TCPTransport)
 
     @replicated
@@ -222,13 +224,13 @@ def compact(self: RaftGroup, size: int):
 def _save(self: RaftGroup, path: str, data: tuple):
     """PySyncObj's compaction, on the group's thread: write the log position (its last two applied entries) and the
     owner's `snapshot_extra()` once the loop has applied that far (PySyncObj then drops the entries before them)."""
-    last, before, _ = data
+    last, before, nodes = data
     deadline = time.monotonic() + 0.2
     while max(self.applied, self.applied_before) < last[1]:
         if time.monotonic() > deadline or self._pending is not None:
             self._forced = time.monotonic() + 1; raise RuntimeError('entries not applied yet')
         time.sleep(0.005)
-    with open(path, 'wb') as f: f.write(plain_dumps((tuple(last), tuple(before), self.snapshot_extra())))
+    with open(path, 'wb') as f: f.write(plain_dumps((tuple(last), tuple(before), self.snapshot_extra(), sorted(n.id for n in nodes))))
     self.grown, self._forced = 0, 0.0
 
 @patch
@@ -236,10 +238,11 @@ def _load(self: RaftGroup, path: str) -> tuple:
     """PySyncObj installing a snapshot (this member's own at a restart, or one the leader sent): the log position for
     PySyncObj; for the loop, an entry `('snapshot', extra)` at that index. Until the owner calls `release`, this
     member stands for no election."""
-    with open(path, 'rb') as f: last, before, extra = plain_loads(f.read())
+    with open(path, 'rb') as f: last, before, extra, *nodes = plain_loads(f.read())
     self.catching = True
     self._loop.call_soon_threadsafe(self._hold if self.lag else self._now, last[1], ('snapshot', extra))
-    return last, before, set()
+    me, now = self.selfNode.id, [n.id for n in self.otherNodes]
+    return last, before, {n for n in (nodes[0] if nodes else now) if n != me}   # the members then (for a group whose members change)
 
 @patch
 def hold(self: RaftGroup):
@@ -271,6 +274,21 @@ def unseal(key: str, data: bytes):
     if len(data) < 32 or not hmac.compare_digest(hmac.new(key.encode(), data[32:], 'sha256').digest(), data[:32]): return None
     try: return plain_loads(data[32:])
     except Exception: return None
+
+# %% ../../nbs/2_js/20_cluster.ipynb #71f41a12
+from pysyncobj.syncobj import _COMMAND_TYPE
+
+@patch
+def remove_member(self: RaftGroup, addr: str, done):
+    """On the leader of a group started with `membership=True`: take the member at Raft address `addr` out of it;
+    `done(ok, why)` is called on the loop once the change is committed (`ok`), or refused."""
+    def fin(res, err): self._loop.call_soon_threadsafe(done, err == FAIL_REASON.SUCCESS, err)
+    self._applyCommand(_raft_pickle.dumps(['rem', addr]), fin, _COMMAND_TYPE.MEMBERSHIP)
+
+@patch
+def member_addrs(self: RaftGroup) -> set[str]:
+    "The Raft addresses of the group's members as this member knows them (itself included)."
+    return {self.selfNode.id, *(n.id for n in self.otherNodes)}
 
 # %% ../../nbs/2_js/20_cluster.ipynb #011b349e
 _DIGITS = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
@@ -328,6 +346,7 @@ class ClusterMeta(JetStream):
         self._acks: dict[tuple, list] = {}         # (stream, consumer) -> AckSync replies waiting for the end of the read
         self._seen, self._since, self._timer, self._fwd_sub = None, 0.0, None, None
         self._shared, self._early, self._wire, self._outside = set(), [], [], False
+        self._sys, self._sys_subs, self._sys_told, self.removing, self.disabled = None, [], False, None, False
 
 # %% ../../nbs/2_js/20_cluster.ipynb #0dff8ed0
 _WIRE = ((b'$JS.API.CONSUMER.MSG.NEXT.', C.on_next, 5), (b'$JS.ACK.', C.on_ack, 2), (b'$JS.FC.', C.on_flow_control, 2),
@@ -338,6 +357,10 @@ _WIRE = ((b'$JS.API.CONSUMER.MSG.NEXT.', C.on_next, 5), (b'$JS.ACK.', C.on_ack, 
 def start(self: ClusterMeta):
     "Start as a single server does, with subscriptions the cluster sees, then form (or rejoin) the meta group."
     a, sub = self.account, self.core.subscribe
+    os.makedirs(self._state_dir, exist_ok=True)
+    if os.path.exists(os.path.join(self._state_dir, REMOVED)): return self._disabled_at_start()   # (`SERVER.REMOVE`)
+    self._sys = self.core.accounts.get(self.opts.system_account)     # its users' `SERVER.REMOVE` and `META.LEADER.STEPDOWN`
+    self._sys_subs = [sub(s.decode(), self._on_system, acc=self._sys) for s in SYSTEM_DIRECTIVES] if self._sys is not None else []
     a.subscribe, a.unsubscribe = self._share, self._unshare        # what the account's streams subscribe, every server sees
     self._wire = [(p, partial(fn, a), i) for p, fn, i in _WIRE]
     a.restore()
@@ -346,7 +369,6 @@ def start(self: ClusterMeta):
         self._subs.append(sub(p.decode() + ('*.*' if p == b'$JS.API.CONSUMER.RESET.' else '>'), partial(self._wire_msg, local, i)))
     if a.domain: self._subs.append(map_domain(self.core, a.domain))
     self.core.interest_watchers.append(a.on_interest)
-    os.makedirs(self._state_dir, exist_ok=True)
     self.applied_before = int(_read(os.path.join(self._state_dir, 'applied')) or 0)
     self._timer = asyncio.get_running_loop().call_later(0.25, self._watch)
     self._ctimer = asyncio.get_running_loop().call_later(CONSUMER_SYNC, self._watch_consumers)
@@ -359,7 +381,9 @@ def stop(self: ClusterMeta):
     for g in list(self.groups.values()): g.destroy()
     self.groups.clear()
     if self.meta is not None: self.meta.destroy(); self.meta = None
-    if self._fwd_sub is not None: self.core.unsubscribe(self._fwd_sub); self.core.unsubscribe(self._sync_sub)
+    if self._fwd_sub is not None: self.core.unsubscribe(self._fwd_sub); self.core.unsubscribe(self._sync_sub); self._fwd_sub = None
+    for s in self._sys_subs: self.core.unsubscribe(s, acc=self._sys)
+    self._sys_subs = []
     JetStream.stop(self)
 
 class _LeaderSub:
@@ -460,6 +484,9 @@ def _watch(self: ClusterMeta):
     for sub in self._early:
         if sub in self._shared: cl.local_interest(sub, 1)
     self._early = []
+    if not self._sys_told:
+        for sub in self._sys_subs: cl.local_interest(sub, 1, self._sys)    # (the meta leader answers them, wherever it is)
+        self._sys_told, cl.on_raft_meta = True, self._peer_members
     self._timer = None
     if saved := _read(os.path.join(self._state_dir, 'members')): return self.form(orjson.loads(saved))
     formed = [rc.raft_meta for rc in cl.routes.values() if getattr(rc, 'raft_meta', None)]
@@ -495,10 +522,10 @@ def form(self: ClusterMeta, peers: dict):
     "Start this server's member of the meta group over `peers` (Raft address -> server name), saved for restarts and announced on the routes."
     self.members = dict(peers)
     _write(os.path.join(self._state_dir, 'raft'), self.raft_addr)
-    _write(os.path.join(self._state_dir, 'members'), orjson.dumps(self.members).decode())
     others = sorted(a for a in peers if a != self.raft_addr)
     self.meta = RaftGroup(self.raft_addr, others, self.password(), self.apply, asyncio.get_running_loop(),
-                          journal=os.path.join(self._state_dir, 'journal'))
+                          journal=os.path.join(self._state_dir, 'journal'), membership=True)   # (see `SERVER.REMOVE`)
+    self.meta.names, self.meta.on_role = self.members, self._meta_role
     self.meta.snapshot_extra, self.meta.applied_before = self._meta_state, self.applied_before     # see 'Compacting the meta log'
     self.meta.compact_bytes = int(os.environ.get('JSNB_META_COMPACT') or META_COMPACT_BYTES)
     log.info('JetStream meta group of %d server(s): %s', len(peers), ', '.join(sorted(peers.values())))
@@ -506,7 +533,14 @@ def form(self: ClusterMeta, peers: dict):
     self._sync_sub = self.core.subscribe(f'{_SYNC}{peer_id(self.core.server_name)}', self._on_sync)
     cl = self.core.cluster
     cl.local_interest(self._fwd_sub, 1); cl.local_interest(self._sync_sub, 1)
-    self.core.route_info_extra[RAFT_META] = self.members           # servers that connect later join this group
+    self._members_changed()
+
+@patch
+def _members_changed(self: ClusterMeta):
+    "Save the meta group's members for restarts and announce them on the routes (servers that connect later join this group)."
+    _write(os.path.join(self._state_dir, 'members'), orjson.dumps(self.members).decode())
+    self.core.route_info_extra[RAFT_META] = self.members
+    cl = self.core.cluster
     for rc in list(cl.routes.values()): rc.send(cl.route_info())
 
 # %% ../../nbs/2_js/20_cluster.ipynb #6d3699b9
@@ -543,6 +577,8 @@ def apply(self: ClusterMeta, idx: int, op: tuple):
         self._apply_regroup(name, op, fresh)
     elif kind == 'move':
         self._apply_move(name, op, fresh)
+    elif kind == 'remove_server':
+        self._apply_remove_server(op, fresh)
     elif kind == 'config':
         if name in self.assignments: self.assignments[name]['config'] = op[2]
     elif kind == 'unassign':                      # a replica whose group had not applied the delete yet removes it now
@@ -606,7 +642,63 @@ def _meta_state(self: ClusterMeta) -> dict:
     "What a compaction of the meta log keeps (called on the group's thread, see `RaftGroup._save`): the assignments."
     if any(len(a['peers']) > 1 and len(a['addrs']) < len(a['peers']) for a in list(self.assignments.values())):
         raise RuntimeError('a stream is moving to other servers')     # (PySyncObj tries again later)
-    return {'assignments': self.assignments}
+    return {'assignments': self.assignments, 'members': dict(self.members)}
+
+# %% ../../nbs/2_js/20_cluster.ipynb #df58f85f
+REMOVED = 'removed'          # in a server's meta state directory: this server was taken out of the meta group
+
+@patch
+def _leave(self: ClusterMeta):
+    "This server was taken out of the meta group: its JetStream stops for good; its clients' requests go to the other servers."
+    if self.disabled: return
+    self.disabled = True
+    log.error('JetStream being DISABLED, our server was removed from the cluster')
+    cl = self.core.cluster
+    advise(self.account, '$JS.EVENT.ADVISORY.SERVER.REMOVED', 'io.nats.jetstream.advisory.v1.server_removed',
+           server=self.core.server_name, server_id=self.core.server_id, cluster=cl.name if cl else '',
+           **({'domain': self.account.domain} if self.account.domain else {}))
+    for s in list(self.account.streams.values()): self.account.remove_stream(s)     # they carry on on the other servers
+    ClusterMeta.stop(self)
+    for f in os.listdir(self._state_dir):
+        p = os.path.join(self._state_dir, f)
+        if os.path.isfile(p): os.remove(p)
+    _write(os.path.join(self._state_dir, REMOVED), 'this server was removed from the JetStream meta group ($JS.API.SERVER.REMOVE)\n')
+    self._go_relay()
+
+@patch
+def _go_relay(self: ClusterMeta):
+    "JetStream off on this server (`/jsz` says `disabled`); its clients' JetStream requests go to a peer."
+    self.core.jetstream = False
+    self.core.route_info_extra.pop(RAFT_INFO, None); self.core.route_info_extra.pop(RAFT_META, None)
+    if self.core.cluster is not None: relay_jetstream(self.core)
+    else: asyncio.get_running_loop().call_later(0.25, self._go_relay)     # (at start: the cluster layer comes a little later)
+
+@patch
+def _disabled_at_start(self: ClusterMeta):
+    "A server removed from the meta group before this start: its JetStream stays off."
+    log.error('JetStream is DISABLED: this server was removed from the cluster (%s); clear %s to join a cluster again',
+              os.path.join(self._state_dir, REMOVED), self._state_dir)
+    self.disabled = True
+    self._go_relay()
+
+@patch
+def _peer_members(self: ClusterMeta, rc):
+    "A peer announced its meta group's members: if they no longer include this server, it was removed while it was away."
+    m = rc.raft_meta
+    if self.meta is None or self.disabled or rc.remote_name not in self.members.values() or rc.remote_name == self.core.server_name: return
+    if self.raft_addr not in m and self.core.server_name not in m.values(): self._leave()
+
+@patch
+def _meta_role(self: ClusterMeta, tries: int = 0):
+    """The meta group's leadership changed here. A new leader finishes what an old one may have left undone: a server
+    the meta log removed that is still in the Raft group is taken out (one at a time, as PySyncObj changes members)."""
+    m = self.meta
+    if m is None or not m.is_leader():
+        self.removing = None                         # (a removal asked of this leader is not answered: as the reference)
+        return
+    if tries > 30: return
+    extra = sorted(m.member_addrs() - set(self.members))
+    if extra: m.remove_member(extra[0], lambda ok, why: asyncio.get_running_loop().call_later(0 if ok else 1, self._meta_role, tries + 1))
 
 # %% ../../nbs/2_js/20_cluster.ipynb #019283e5
 _RELAYED = (b'$JS.API.', b'$JS.ACK.', b'$JS.FC.')

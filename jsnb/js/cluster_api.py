@@ -10,8 +10,10 @@ from fastcore.basics import patch
 from ..nats.protocol import text
 from ..nats.times import rfc3339
 from .errors import (JSApiError, JSClusterNotAvailErr, JSClusterNoPeersErrF, JSStreamNotFoundErr, JSConsumerNotFoundErr,
-                            JSStreamSubjectOverlapErr, JSPeerRemapErr, JSClusterPeerNotMemberErr, JSBadRequestErr, JSInvalidJSONErr)
+                            JSStreamSubjectOverlapErr, JSPeerRemapErr, JSClusterPeerNotMemberErr, JSBadRequestErr, JSInvalidJSONErr,
+                            JSClusterServerNotMemberErr, JSClusterServerMemberChangeInflightErr, JSRaftGeneralErrF)
 from .host import json_bytes
+from .gojson import go_decode, GoStruct, GoStr, GoSlice
 from .api import JetStream, route, answer, audit, _RT, ROUTES, _above_level
 from .direct_get import level_ok
 from . import direct_get
@@ -35,8 +37,8 @@ _SCOPED = {'STREAM.CREATE', 'STREAM.INFO', 'STREAM.UPDATE', 'STREAM.DELETE', 'ST
            'CONSUMER.INFO', 'CONSUMER.DELETE', 'CONSUMER.NAMES', 'CONSUMER.LIST', 'CONSUMER.PAUSE', 'CONSUMER.UNPIN',
            'CONSUMER.LEADER.STEPDOWN', 'STREAM.PEER.REMOVE'}
 _CHANGES = {'STREAM.UPDATE', 'STREAM.DELETE', 'STREAM.PURGE', 'STREAM.MSG.DELETE'}   # through a replicated stream's log
-_NOT_YET = {'STREAM.RESTORE': ('stream_restore_response', 'restoring a stream'),
-            'SERVER.REMOVE': ('meta_server_remove_response', 'removing a server')}
+_NOT_YET = {'STREAM.RESTORE': ('stream_restore_response', 'restoring a stream')}
+_SYSTEM_ONLY = {'SERVER.REMOVE'}       # the system account's (see below): from another account, not answered, as by the reference
 _STEPDOWNS = {'STREAM.LEADER.STEPDOWN': 'stream_leader_stepdown_response', 'META.LEADER.STEPDOWN': 'meta_leader_stepdown_response',
               'CONSUMER.LEADER.STEPDOWN': 'consumer_leader_stepdown_response'}
 
@@ -45,7 +47,7 @@ def _verb(subject: str) -> tuple[str, list[str]]:
     toks = subject.split('.')[2:]
     for n in (3, 2, 1):
         v = '.'.join(toks[:n])
-        if v in ROUTES or v in _NOT_YET or v in _STEPDOWNS: return v, toks[n:]
+        if v in ROUTES or v in _NOT_YET or v in _STEPDOWNS or v in _SYSTEM_ONLY: return v, toks[n:]
     return '', toks
 
 def _error(rtype: str, err: JSApiError, **extra) -> bytes:
@@ -56,10 +58,10 @@ def not_yet(what: str) -> JSApiError:
     return JSApiError(500, 10008, f'{what} is not supported by jsnb clusters yet')
 
 @patch
-def _refuse(self: ClusterApi, reply: bytes, rtype: str, err: JSApiError, extra: dict | None = None):
-    "Answer a request with an error, counted as the account counts its errors."
-    self.account.api_total += 1; self.account.api_errors += 1
-    if reply: self.account.reply(reply, _error(rtype, err, **(extra or {})))
+def _refuse(self: ClusterApi, reply: bytes, rtype: str, err: JSApiError, extra: dict | None = None, answer=None):
+    "Answer a request with an error, counted as the account counts its errors (`answer`: a system account request's, not counted)."
+    if answer is None: self.account.api_total += 1; self.account.api_errors += 1
+    if reply: (answer or self.account.reply)(reply, _error(rtype, err, **(extra or {})))
 
 @patch
 def meta_leader(self: ClusterApi) -> str:
@@ -92,6 +94,7 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
     subj = text(subject)
     verb, args = _verb(subj)
     if verb in _NOT_YET: return self._refuse(reply, _NOT_YET[verb][0], not_yet(_NOT_YET[verb][1]))
+    if verb in _SYSTEM_ONLY: return
     if verb == 'META.LEADER.STEPDOWN': return self._meta_stepdown_request(src)
     if subj.startswith('$JS.API.DIRECT.GET.'):
         name = subj.split('.')[4]
@@ -259,24 +262,24 @@ def _peer_remove(self: ClusterApi, name: str, g, reply: bytes, hdr: int, data: b
 
 @patch
 def _stepdown(self: ClusterApi, name: str, g: RaftGroup | None, reply: bytes, rtype: str = 'stream_leader_stepdown_response',
-              body: bytes = b''):
-    """`STREAM.LEADER.STEPDOWN` (or the consumer's, whose leader is the stream's) on the leader: hand the group to the
-    server the request's `placement` names or allows, else to the most caught-up follower (a stream on one server has
-    nothing to hand over)."""
+              body: bytes = b'', answer=None):
+    """`STREAM.LEADER.STEPDOWN` (or the consumer's, whose leader is the stream's; or the meta group's, `answer` then
+    being the system account's) on the leader: hand the group to the server the request's `placement` names or
+    allows, else to the most caught-up follower (a stream on one server has nothing to hand over)."""
     def done(res, err):
         body = (json_bytes(dict(type=_RT + rtype, success=True)) if err == 0 else
                 _error(rtype, JSClusterNoPeersErrF(err='no replica is caught up to take over')))
-        self.account.api_total += 1
-        if reply: self.account.reply(reply, body)
+        if answer is None: self.account.api_total += 1
+        if reply: (answer or self.account.reply)(reply, body)
     if g is None: return done(None, 0)
     to = None
     if body.strip()[:1] in (b'{', b'['):            # as the reference: a JSON object (or array) is a request
-        try:
-            try: req = orjson.loads(body)
-            except orjson.JSONDecodeError as e: raise JSInvalidJSONErr(err=str(e)) from None
-            to = self._stepdown_to(g, req.get('placement') if type(req) is dict else None)
-        except JSApiError as e: return self._refuse(reply, rtype, e)
+        try: to = self._stepdown_to(g, go_decode(body, _STEPDOWN_REQUEST).get('placement'))
+        except JSApiError as e: return self._refuse(reply, rtype, e, answer=answer)
     g.transferLeadership(to, callback=lambda res, err: g._loop.call_soon_threadsafe(done, res, err))
+
+_STEPDOWN_REQUEST = GoStruct('server.JSApiLeaderStepdownRequest', {'placement': GoStruct('server.Placement', {
+    'cluster': GoStr(), 'tags': GoSlice(GoStr(), '[]string'), 'preferred': GoStr()}, ptr=True)})
 
 @patch
 def _stepdown_to(self: ClusterApi, g: RaftGroup, placement: dict | None) -> str | None:
@@ -297,7 +300,7 @@ def _stepdown_to(self: ClusterApi, g: RaftGroup, placement: dict | None) -> str 
 
 @patch
 def _meta_stepdown_request(self: ClusterApi, src):
-    "`META.LEADER.STEPDOWN` from a client: the reference takes it only from the system account and leaves others unanswered (with a warning); jsnb clusters have only `$G` so far."
+    "`META.LEADER.STEPDOWN` from an account other than the system account: not answered, with a warning, as by the reference (see `_on_system`)."
     log.warning('JetStream API stepdown request from non-system account: %r', self.account.name)
 
 @patch
@@ -562,6 +565,44 @@ def _account_info(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data
     timer = asyncio.get_running_loop().call_later(timeout, finish)   # a server that does not answer in time is left out
     for n in others: self.forward(n, subject, sub.subject, 0, b'', 2)
     if not others: finish()
+
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #c9772514
+_SERVER_REMOVE = GoStruct('server.JSApiMetaServerRemoveRequest', {'peer': GoStr(), 'peer_id': GoStr()})
+
+@patch
+def _sys_answer(self: ClusterApi, reply: bytes, body: bytes):
+    "Answer a request of the system account."
+    self.core.route(None, reply, b'', 0, body, acc=self._sys)
+
+@patch
+def _on_system(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+    "`META.LEADER.STEPDOWN` or `SERVER.REMOVE` from the system account: the meta leader answers."
+    m = self.meta
+    if m is None or not m.is_leader() or not reply: return
+    if hdr: return log.warning('Malformed JetStream API Request: ""')
+    if subject == b'$JS.API.META.LEADER.STEPDOWN': return self._stepdown('', m, reply, 'meta_leader_stepdown_response', data, self._sys_answer)
+    self._server_remove(reply, data)
+
+@patch
+def _server_remove(self: ClusterApi, reply: bytes, body: bytes, tries: int = 0):
+    "`SERVER.REMOVE` on the meta leader: checked, then recorded in the meta log (answered once applied, see `_apply_remove_server`)."
+    rtype, me = 'meta_server_remove_response', self.core.server_name
+    try:
+        if body.strip() in (b'', b'{}'): raise JSBadRequestErr()
+        req = go_decode(body, _SERVER_REMOVE)
+        if self.removing is not None: raise JSClusterServerMemberChangeInflightErr()
+        addr = next((a for a, n in self.members.items() if (peer_id(n) == req['peer_id'] if req['peer_id'] else n == req['peer'])), None)
+        if addr is None: raise JSClusterServerNotMemberErr()
+        if len(self.members) == 1: raise JSRaftGeneralErrF(err='raft: cannot remove the last peer')
+    except JSApiError as e: return self._refuse(reply, rtype, e, answer=self._sys_answer)
+    if self.members[addr] == me:                     # the leader itself: another member leads first, then takes the request
+        if tries == 0: self.meta_stepdown()
+        lead = self.meta_leader()
+        if lead and lead != me: return self.core.route(None, b'$JS.API.SERVER.REMOVE', reply, 0, body, acc=self._sys)
+        if tries < 60: return asyncio.get_running_loop().call_later(0.05, self._server_remove, reply, body, tries + 1)
+        return self._refuse(reply, rtype, JSClusterNoPeersErrF(err='no member is caught up to take over'), answer=self._sys_answer)
+    self.removing = (self.members[addr], reply)
+    self.meta.propose(('remove_server', self.members[addr], addr, self.core.server_id, reply))
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #0fe01d7a
 @patch

@@ -21,6 +21,7 @@ from .consumer import from_snapshot
 from . import consumer_api as C
 from .cluster import RaftGroup, group_name, _read, _write, CONSUMER_SYNC, _SYNC, peer_id, seal, unseal
 from .cluster_api import ClusterApi, _verb
+from .errors import JSApiError, JSRaftGeneralErrF
 
 log = logging.getLogger('jsnb')
 
@@ -117,6 +118,7 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
         if origin == me: self.meta.propose(('scale', name, [self.core.server_name], cfg, me, reply))
     elif op[0] == 'regroup':                         # the group moves to other servers: none takes more from here
         _, peers, cfg, reply, origin, rtype = op
+        if g.closing: return                         # (one proposed again by `_regroup_until_done` that also came through)
         g.closing = True
         if origin == me:
             was = self.assignments[name]['peers']
@@ -384,6 +386,60 @@ def _apply_move(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
         self.account.api_total += 1
         self.account.reply(reply, json_bytes(dict(type=_RT + 'stream_remove_peer_response', success=True)))
 
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #031ad428
+@patch
+def _apply_remove_server(self: ClusteredJetStream, op: tuple, fresh: bool):
+    "Server `name` left the meta group: every server forgets it, it stops its JetStream, its streams go on without it."
+    _, name, addr, origin, reply = op
+    me = self.core.server_name
+    self.members.pop(addr, None); self._members_changed()
+    if name == me:
+        if fresh: self._leave()
+        return
+    if not fresh: return                             # (what became of its streams is in the entries that follow)
+    lead = self.meta.is_leader()
+    for sname, a in list(self.assignments.items()):
+        if name not in a['peers']: continue
+        rest, placement = [p for p in a['peers'] if p != name], a['config'].get('placement')
+        if not rest:
+            if not lead: continue
+            try: to = self._placed(placement, 1, [], (name,))[0]
+            except JSApiError: log.warning("JetStream cluster could not move stream '$G > %s' off the removed server", sname); continue
+            self.meta.propose(('move', sname, to, [], self.core.server_id, b''))
+            continue
+        if rest[0] != me or sname not in self.groups: continue
+        try: peers = self._placed(placement, len(a['peers']), rest, (name,))
+        except JSApiError:
+            log.warning("JetStream cluster could not replace peer for stream '$G > %s'", sname); peers = rest
+        self._regroup_until_done(sname, name, ('regroup', peers, a['config'], b'', self.core.server_id, 'stream_remove_peer_response'))
+    if lead and origin == self.core.server_id: self._out_of_raft(addr, reply)
+
+@patch
+def _regroup_until_done(self: ClusteredJetStream, sname: str, gone: str, op: tuple, tries: int = 0):
+    """Propose `op` (a `regroup` without server `gone`) to stream `sname`'s group, again every second until the group
+    applied one: the removed server may have been its leader, and a stream's group drops what is proposed while it has
+    none (see 'Proposals while there is no leader')."""
+    g, a = self.groups.get(sname), self.assignments.get(sname)
+    if g is None or g.closing or a is None or gone not in a['peers'] or tries >= 60: return
+    g.propose(op)
+    asyncio.get_running_loop().call_later(1.0, self._regroup_until_done, sname, gone, op, tries + 1)
+
+@patch
+def _out_of_raft(self: ClusteredJetStream, addr: str, reply: bytes, tries: int = 0):
+    "On the meta leader: take the removed server out of the Raft group, then answer `SERVER.REMOVE` (PySyncObj refuses a change while another is being committed: tried again)."
+    rtype = 'meta_server_remove_response'
+    def done(ok, why):
+        if ok or addr not in self.meta.member_addrs():
+            self.removing = None
+            return self._sys_answer(reply, json_bytes(dict(type=_RT + rtype, success=True))) if reply else None
+        if tries < 20 and self.meta is not None and self.meta.is_leader():
+            return asyncio.get_running_loop().call_later(0.25, self._out_of_raft, addr, reply, tries + 1)
+        self.removing = None
+        self._refuse(reply, rtype, JSRaftGeneralErrF(err=f'raft: membership change failed ({why})'), answer=self._sys_answer)
+    if self.meta is None or not self.meta.is_leader(): self.removing = None; return
+    if addr not in self.meta.member_addrs(): return done(True, 0)
+    self.meta.remove_member(addr, done)
+
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #8f40bc6a
 @patch
 def _install_meta(self: ClusteredJetStream, extra: dict, fresh: bool):
@@ -392,6 +448,9 @@ def _install_meta(self: ClusteredJetStream, extra: dict, fresh: bool):
     only: at a restart its store is as the entries left it), a group whose servers or creation changed starts again,
     and the streams it is a peer of are made where missing and their groups started."""
     me, old = self.core.server_name, self.assignments
+    if 'members' in extra and extra['members'] != self.members:     # servers were removed meanwhile (`SERVER.REMOVE`)
+        self.members.clear(); self.members.update(extra['members']); self._members_changed()
+        if fresh and me not in self.members.values(): return self._leave()
     self.assignments = {n: dict(a, peers=list(a['peers']), addrs=dict(a['addrs'])) for n, a in extra['assignments'].items()}
     for name, a in list(old.items()) + [(n, None) for n in list(self.account.streams) if n not in old]:
         new = self.assignments.get(name)

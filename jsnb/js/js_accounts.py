@@ -12,7 +12,7 @@ from .host import json_bytes
 from .api import JetStream, route, map_domain, _RT
 
 # %% auto #0
-__all__ = ['NoJetStream', 'JetStreamAccounts']
+__all__ = ['SYSTEM_DIRECTIVES', 'NoJetStream', 'SystemJetStream', 'with_system', 'JetStreamAccounts']
 
 # %% ../../nbs/2_js/16a_js_accounts.ipynb #8a510936
 class _NotEnabled:
@@ -41,6 +41,30 @@ class NoJetStream:
         try: r.handler(_NotEnabled(), args, data[hdr:] if hdr else data, src); err = JSNotEnabledForAccountErr()
         except JSApiError as e: err = e
         self.core.route(None, reply, b'', 0, json_bytes(dict(type=_RT + r.rtype, error=err.to_dict(), **r.error_extra)))
+
+# %% ../../nbs/2_js/16a_js_accounts.ipynb #28bc2c7b
+SYSTEM_DIRECTIVES = (b'$JS.API.SERVER.REMOVE', b'$JS.API.META.LEADER.STEPDOWN')
+
+class SystemJetStream:
+    "The `$JS.API` of the system account on a server whose JetStream is `$G`'s: not enabled, and the meta group's requests left to the meta leader."
+    def __init__(self, core): self.core, self._subs = core, []
+    def start(self): self._subs = [self.core.subscribe('$JS.API.>', self.on_api)]
+    def stop(self):
+        for s in self._subs: self.core.unsubscribe(s)
+        self._subs = []
+
+    def on_api(self, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+        if not reply or subject in SYSTEM_DIRECTIVES or subject.startswith(b'$JS.API.ACCOUNT.'): return
+        rtype = 'account_info_response' if subject == b'$JS.API.INFO' else 'system_response'
+        self.core.route(None, reply, b'', 0, json_bytes(dict(type=_RT + rtype, error=JSNotEnabledForAccountErr().to_dict())))
+
+def with_system(svc, core, acc):
+    "JetStream service `svc` of `$G`, started and stopped together with the system account `acc`'s `SystemJetStream`."
+    part, start, stop = SystemJetStream(CoreView(core, acc)), svc.start, svc.stop
+    def both_start(): start(); part.start()
+    def both_stop(): part.stop(); stop()
+    svc.start, svc.stop, svc.system = both_start, both_stop, part
+    return svc
 
 # %% ../../nbs/2_js/16a_js_accounts.ipynb #e26c228c
 class JetStreamAccounts:

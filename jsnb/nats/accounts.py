@@ -15,8 +15,8 @@ from .permissions import parse_users, parse_permissions, _subset
 # %% auto #0
 __all__ = ['GLOBAL', 'SYSTEM', 'RESPONSE_THRESHOLD', 'NO_JS_LIMITS', 'MAX_HOPS', 'Export', 'Import', 'AccountConfig',
            'parse_export', 'parse_import', 'map_subject', 'parse_account_jetstream', 'parse_account_limits',
-           'parse_accounts', 'NatsAccount', 'CoreView', 'forwards_service', 'wire_imports', 'add_shadows',
-           'drop_shadows', 'shadow_export']
+           'global_account_only', 'parse_accounts', 'NatsAccount', 'CoreView', 'forwards_service', 'wire_imports',
+           'add_shadows', 'drop_shadows', 'shadow_export']
 
 # %% ../../nbs/1_nats/07b_accounts.ipynb #597c146c
 GLOBAL = '$G'            # the account of every client that no account claims
@@ -235,6 +235,11 @@ def _check_imports(accounts: dict, where):
             if not any(e.kind == i.kind and _subset(i.subject.encode(), e.subject.encode()) and (e.accounts is None or a.name in e.accounts)
                        for e in src.exports):
                 raise AuthConfigError(f'Error adding {i.kind} import {_goq(i.subject)}: {i.kind} import not authorized', where)
+
+def global_account_only(opts) -> bool:
+    """Whether the accounts are at most the system account, besides `$G` (not in operator mode): the reference then
+    runs JetStream in `$G`, as without accounts."""
+    return not getattr(opts, 'trusted_keys', None) and all(a.name == opts.system_account for a in opts.accounts)
 
 def parse_accounts(v, where=None, size=int) -> tuple:
     "The `accounts` block (or array of names): `AccountConfig`s in order; `size` reads byte sizes."

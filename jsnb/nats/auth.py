@@ -15,8 +15,8 @@ log = logging.getLogger('jsnb')
 
 
 # %% auto #0
-__all__ = ['log', 'all_users', 'Auth', 'conn_type', 'who', 'violation', 'may_publish', 'apply_account_limits',
-           'check_in_background', 'startup_checks']
+__all__ = ['log', 'SYSTEM_ACCOUNT_SERVED', 'all_users', 'Auth', 'conn_type', 'who', 'violation', 'may_publish',
+           'apply_account_limits', 'check_in_background', 'startup_checks']
 
 # %% ../../nbs/1_nats/07_auth.ipynb #0be90529
 def all_users(opts) -> tuple:
@@ -257,6 +257,10 @@ def _checked(proto, key, f):
     proto.data_received(data)
 
 # %% ../../nbs/1_nats/07_auth.ipynb #ba349448
+SYSTEM_ACCOUNT_SERVED = ("system account %r has users: jsnb answers them $SYS.REQ.USER.INFO and, in a JetStream cluster, "
+                         "$JS.API.SERVER.REMOVE and $JS.API.META.LEADER.STEPDOWN; nats-server's other system services and "
+                         "its events are not there")
+
 def startup_checks(opts) -> list[str]:
     "Warnings to log when a server starts with `opts`; raises ValueError for settings it cannot start with."
     n, users = opts.no_auth_user, all_users(opts)
@@ -272,4 +276,6 @@ def startup_checks(opts) -> list[str]:
     warns = ['Plaintext passwords detected, use nkeys or bcrypt'] if plain else []
     if opts.tls is not None and opts.tls.handshake_first:
         warns.append('Clients that are not using "TLS Handshake First" option will fail to connect')
+    if any(a.name == sys_acc and a.users for a in getattr(opts, 'accounts', ())):
+        warns.append(SYSTEM_ACCOUNT_SERVED % sys_acc)
     return warns

@@ -195,6 +195,7 @@ class ClusterLinks:
         for acc in core.accounts.values():         # answers to the requests this server forwards through service imports
             if any(e.kind == 'service' for e in getattr(acc.cfg, 'exports', ())): self.local[(acc.wire, acc.reply_prefix + b'>', b'')] = 1
         self.unrouted = None                       # (src, subject, reply, hdr, data) -> deliveries, for what no server subscribes to
+        self.on_raft_meta = None                   # (route) -> None: a peer announced its meta group's members (jsnb.js.cluster)
         self.own_urls = list(client_urls)          # this server's client URLs (`host:port`)
         self.remote_urls: dict[str, int] = {}      # the other servers', reference counted
         self.advertised: list[str] | None = None   # `connect_urls` for clients, once a route has come up
@@ -313,7 +314,9 @@ def process_info(self: ClusterLinks, rc: RouteConn, raw: bytes):
             wurls, rc.ws_connect_urls = rc.ws_connect_urls, []
             if not self.opts.cluster_no_advertise: self._update_urls(urls, False); self._update_urls(wurls, False, ws=True)
         elif rc.remote_id and sid != rc.remote_id: self.implicit_route(info)
-        if sid == rc.remote_id and type(info.get('jsnb_meta')) is dict: rc.raft_meta = info['jsnb_meta']   # its meta group formed
+        if sid == rc.remote_id and type(info.get('jsnb_meta')) is dict:          # its meta group formed, or its members changed
+            rc.raft_meta = info['jsnb_meta']
+            if self.on_raft_meta is not None: self.on_raft_meta(rc)
         return
     if not rc.solicited and info.get('server_name') == core.server_name:
         log.error('%s - Remote server has a duplicate name: "%s"', rc.tag, core.server_name)
@@ -327,6 +330,7 @@ def process_info(self: ClusterLinks, rc: RouteConn, raw: bytes):
     rc.headers = bool(info.get('headers'))
     rc.raft = info.get('jsnb_raft') if type(info.get('jsnb_raft')) is str else ''   # a jsnb server's Raft address
     rc.raft_meta = info.get('jsnb_meta') if type(info.get('jsnb_meta')) is dict else None   # and its meta group's members
+    if rc.raft_meta is not None and self.on_raft_meta is not None: self.on_raft_meta(rc)
     rc.tags = {t.lower() for t in info.get('jsnb_tags') or () if type(t) is str}         # and its server tags (stream placement)
     rc.connect_urls = [u for u in info.get('connect_urls') or () if type(u) is str]
     rc.ws_connect_urls = [u for u in info.get('ws_connect_urls') or () if type(u) is str]

@@ -44,7 +44,7 @@ class ServerOptions:
     users: tuple | None = None    # `authorization { users [...] }`: jsnb.nats.auth.User entries (None: no such array)
     no_auth_user: str = ""        # the user a client without credentials is taken for
     accounts: tuple = ()          # `accounts { ... }`: jsnb.nats.accounts.AccountConfig entries (users, exports, imports)
-    system_account: str = "$SYS"  # the account named as the system account (jsnb runs no system services in it)
+    system_account: str = "$SYS"  # the account named as the system account (what jsnb serves in it: jsnb.nats.auth)
     operators: tuple = ()         # `operator`: the trusted operators' decoded JWT claims (jsnb.nats.jwt)
     trusted_keys: tuple = ()      # keys that may sign account JWTs (`trusted`, or the operators' keys): operator mode
     resolver: str = ""            # `resolver`: 'MEMORY' (the only account resolver jsnb has)
@@ -219,7 +219,7 @@ def _system_account(d, k, v, opts, warns, seen):
     opts.system_account = _conv(d, k, v, _str)
 
 def _check_accounts(d, opts):
-    "Checks across keys: a user is in one place only; jsnb runs no system services, so no client may log in to the system account."
+    "Checks across keys: a user is in one place only."
     if any(a.users for a in opts.accounts) and (opts.token or opts.user):
         raise ConfigError(f'Can not have a {"token" if opts.token else "single user/pass"} and a users array', *_loc(d, "authorization"))
     seen = set()
@@ -227,10 +227,6 @@ def _check_accounts(d, opts):
         if (key := u.nkey or u.name) in seen:
             raise ConfigError(f'Duplicate {"nkey" if u.nkey else "user"} "{key}" detected', *_loc(d, "accounts"))
         seen.add(key)
-    if any(a.name == opts.system_account and a.users for a in opts.accounts):
-        raise ConfigError(f"account {opts.system_account!r} is the system account and has users: the system account's services "
-                          "and events are a nats-server feature that jsnb does not support yet: refusing to start rather than "
-                          "run without it", *_loc(d, "accounts"))
 
 def _tls(d, k, v, opts, warns, seen):
     "Apply a `tls` block: the client port uses TLS (the certificate files are loaded now)."

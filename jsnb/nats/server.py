@@ -11,6 +11,7 @@ from .core import Core
 from .times import NS, go_duration
 from .auth import startup_checks, check_in_background
 from .jwt import serve_user_info
+from .accounts import global_account_only
 from .tls import tls_accept, tls_context
 from .protocol import encode_err
 from .cluster_io import start_routes, stop_routes
@@ -239,7 +240,7 @@ async def start(self: Server) -> Server:
         raise StartupError(f'lame duck grace period ({go_duration(int(o.lame_duck_grace_period * NS))}) should be strictly '
                            f'lower than lame duck duration ({go_duration(int(o.lame_duck_duration * NS))})')
     leaf = o.leafnodes if o.leafnodes is not None and (o.leafnodes.port != 0 or o.leafnodes.remotes) else None
-    if o.accounts and o.clustered and o.jetstream:
+    if o.clustered and o.jetstream and not global_account_only(o):
         raise StartupError("JetStream in a cluster runs in the global account only: accounts are carried over routes, but their "
                            "JetStream is not replicated yet; remove the accounts, the cluster block (or --cluster), or JetStream")
     try:
