@@ -528,13 +528,13 @@ def test_missing_tls_files_stop_the_server(tmp_path, certs):
 
 
 NOT_YET = ['accounts { A: { mappings: { a: b } } }\n', 'resolver_tls { cert_file: x }\n', 'default_sentinel: x\n',
-           'accounts { S: { users: [ {user: s, password: s} ] } }\nsystem_account: S\n', 'authorization { auth_callout { issuer: x } }\n',
+           'authorization { auth_callout { issuer: x } }\n',
            'authorization { users = [ {user: a, password: b, proxy_required: true} ] }\n']
 
 
 @pytest.mark.parametrize('text', NOT_YET)
 def test_settings_not_implemented_yet_stop_the_server(tmp_path, text):
-    "Account mappings, a system account with users, the resolver TLS and default sentinel of operator mode, auth callouts: refused, never run without."
+    "Account mappings, the resolver TLS and default sentinel of operator mode, auth callouts: refused, never run without."
     path = tmp_path / 'a.conf'; path.write_text(text)
     rc, out = check_config('jsnb', path)
     assert rc == 1 and 'jsnb does not support yet' in out and 'refusing to start rather than run without it' in out, out

@@ -108,6 +108,10 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
     rtype = _STEPDOWNS.get(verb) or ROUTES[verb].rtype
     extra = {} if verb in _STEPDOWNS else ROUTES[verb].error_extra
     if self.meta is None: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
+    def again():
+        "Asked again 50 ms later, for up to 2 s; then refused (`10008`)."
+        if tries >= 40: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
+        asyncio.get_running_loop().call_later(0.05, self._serve, subject, reply, hdr, data, src, hops, tries + 1)
     if verb in ('STREAM.NAMES', 'STREAM.LIST'):      # the meta leader has applied every assignment a client has heard of
         lead = self.meta_leader()
         if lead and lead != self.core.server_name and not hops: return self.forward(lead, subject, reply, hdr, data)
@@ -120,9 +124,8 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         if lead and lead != self.core.server_name and not hops:   # this server may not have applied the stream's assignment yet
             return self.forward(lead, subject, reply, hdr, data)
         if verb in _STEPDOWNS or verb == 'STREAM.PEER.REMOVE': return self._refuse(reply, rtype, JSStreamNotFoundErr())
-        if name in self.account.streams:             # its store is here but its assignment is not yet (a restart, the meta
-            if tries >= 40: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)   # log not replayed): not its answer
-            return asyncio.get_running_loop().call_later(0.05, self._serve, subject, reply, hdr, data, src, hops, tries + 1)
+        if name in self.account.streams: return again()   # its store is here but its assignment is not yet (a restart, the
+                                                          # meta log not replayed): not its answer
         return self._local_api(subject, reply, hdr, data, src)         # the account's own answer (not found, bad request)
     if verb == 'STREAM.PEER.REMOVE' and len(a['peers']) == 1 and a['peers'][0] not in self._peers_now().values():
         lead = self.meta_leader()                    # the only server of the stream is gone: the meta leader moves it
@@ -130,9 +133,7 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         return self._peer_remove(name, None, reply, hdr, data)
     to = self.leader_of(name)
     if to and to != self.core.server_name and to not in self._peers_now().values(): to = ''   # its server is gone (no route):
-    if not to:                                       # a group between leaders: asked again for up to 2 s, then refused
-        if tries >= 40: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
-        return asyncio.get_running_loop().call_later(0.05, self._serve, subject, reply, hdr, data, src, hops, tries + 1)
+    if not to: return again()                        # a group between leaders
     if to != self.core.server_name:
         if hops >= 2: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)   # leadership is moving: no ping-pong
         return self.forward(to, subject, reply, hdr, data, hops + 1)
@@ -150,8 +151,7 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
     if want and want != have: return self._regroup_update(name, g, want, subject, reply, hdr, data, src)
     s = self.account.streams.get(name)
     if s is not None and not self._consumers_ready(g, s):      # a new leader answers once its own barrier came back: the whole log applied
-        if tries >= 40 or not g.is_leader(): return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
-        return asyncio.get_running_loop().call_later(0.05, self._serve, subject, reply, hdr, data, src, hops, tries + 1)
+        return again() if g.is_leader() else self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
     if verb.startswith('CONSUMER.'): return self._consumer_api(verb, name, g, subject, reply, hdr, data, src, rtype, extra)
     if verb == 'STREAM.SNAPSHOT': return self._refuse(reply, rtype, not_yet('a snapshot of a replicated stream'), extra)
     if verb in _CHANGES: return g.propose(('api', subject, reply, hdr, data, self.core.server_id))
