@@ -155,17 +155,30 @@ async def test_a_removed_server_stops_its_jetstream():
             return 'JetStream being DISABLED, our server was removed from the cluster' in c.procs[d].log_text() and c.jsz(d).get('disabled')
         assert await until(out)
         g = await nats.connect(c.url(d)); assert await until(lambda: served(g.jetstream())); await g.close()
-        # removed while running
+        # removed while running, leading an interest stream (nothing it does while stopping may reach the others)
+        await js.add_stream(name='INT', subjects=['int'], num_replicas=2, retention='interest')
+        await js.add_consumer('INT', durable_name='D', ack_policy='explicit')
+        for i in range(5): await publish_acked(js, 'int', b'%d' % i, time.time() + 30)
+        async def led():
+            info = await js.stream_info('INT')
+            if info.cluster.leader == gone: return True
+            await ask(nc, '$JS.API.STREAM.LEADER.STEPDOWN.INT', json.dumps({'placement': {'preferred': gone}}).encode())
+            return False
+        assert await until(led)
         g = await nats.connect(c.url(k)); gjs = g.jetstream()
-        advisories = await g.subscribe('$JS.EVENT.ADVISORY.SERVER.REMOVED')
-        await g.flush()
+        advisories = await sys.subscribe('$JS.EVENT.ADVISORY.SERVER.REMOVED')     # in the system account
+        await sys.flush()
         assert (await ask(sys, '$JS.API.SERVER.REMOVE', json.dumps({'peer': gone}).encode(), 10)).get('success') is True
         adv = json.loads((await advisories.next_msg(timeout=10)).data)
         assert (adv['type'], adv['server'], adv['cluster']) == ('io.nats.jetstream.advisory.v1.server_removed', gone, 'c1')
         assert 'JetStream being DISABLED, our server was removed from the cluster' in c.procs[k].log_text()
         assert c.jsz(k).get('disabled') is True
-        assert not (c.root / gone / 'store' / 'jetstream' / '$G' / 'streams' / 'R3').exists()    # its copy is dropped
+        assert (c.root / gone / 'store' / 'jetstream' / '$G' / 'streams' / 'R3').exists()    # its files are kept, untouched
         assert await until(lambda: served(gjs))
+        async def kept():
+            try: return (await js.stream_info('INT')).state.messages == 5 and (await js.stream_info('INT')).cluster.leader == meta
+            except Exception: return False
+        assert await until(kept)
         await g.close()
         c.procs[k].stop(); c.start(k)                          # it stays out after a restart
         assert 'JetStream is DISABLED: this server was removed from the cluster' in c.procs[k].log_text()

@@ -15,7 +15,8 @@ from pysyncobj.transport import TCPTransport
 from pysyncobj.tcp_connection import TcpConnection
 socket.inet_ntop = _inet_ntop     # PySyncObj 0.3.17 replaces it with a Windows-only version on every platform
 from ..nats.protocol import text
-from .host import json_bytes, advise
+from .host import json_bytes, event_id
+from ..nats.times import rfc3339
 from .api import JetStream, _RT, API_SUBJECTS, map_domain
 from .js_accounts import SYSTEM_DIRECTIVES
 from .stream import Stream
@@ -381,8 +382,15 @@ def stop(self: ClusterMeta):
     for g in list(self.groups.values()): g.destroy()
     self.groups.clear()
     if self.meta is not None: self.meta.destroy(); self.meta = None
-    if self._fwd_sub is not None: self.core.unsubscribe(self._fwd_sub); self.core.unsubscribe(self._sync_sub); self._fwd_sub = None
-    for s in self._sys_subs: self.core.unsubscribe(s, acc=self._sys)
+    cl = self.core.cluster
+    if self._fwd_sub is not None:
+        for s in (self._fwd_sub, self._sync_sub):
+            self.core.unsubscribe(s)
+            if cl is not None: cl.local_interest(s, -1)
+        self._fwd_sub = None
+    for s in self._sys_subs:
+        self.core.unsubscribe(s, acc=self._sys)
+        if cl is not None and self._sys_told: cl.local_interest(s, -1, self._sys)
     self._sys_subs = []
     JetStream.stop(self)
 
@@ -534,6 +542,8 @@ def form(self: ClusterMeta, peers: dict):
     cl = self.core.cluster
     cl.local_interest(self._fwd_sub, 1); cl.local_interest(self._sync_sub, 1)
     self._members_changed()
+    for rc in list(cl.routes.values()):              # (a peer that announced its members before: was this server removed?)
+        if rc.raft_meta: self._peer_members(rc)
 
 @patch
 def _members_changed(self: ClusterMeta):
@@ -588,6 +598,7 @@ def apply(self: ClusterMeta, idx: int, op: tuple):
         if fresh and g is not None and (s := self.account.streams.get(name)) is not None: self.account.remove_stream(s)
     if fresh and kind in ('config', 'unassign') and len(op) > 3 and op[-1] == self.core.server_id and op[-3]:
         self.account.reply(op[-3], op[-2])          # the update or delete asked here is answered now that it is recorded
+    if self.meta is None: return                  # (this server was removed: see `_leave`)
     if fresh: self.meta.mark_applied(os.path.join(self._state_dir, 'applied'), idx)
     self.meta.applied = idx
     if kind != 'snapshot': self.meta.compact(size)
@@ -649,16 +660,21 @@ REMOVED = 'removed'          # in a server's meta state directory: this server w
 
 @patch
 def _leave(self: ClusterMeta):
-    "This server was taken out of the meta group: its JetStream stops for good; its clients' requests go to the other servers."
+    """This server was taken out of the meta group: its JetStream stops for good (its groups first, so that nothing it
+    does while stopping reaches the others); its clients' requests go to the other servers."""
     if self.disabled: return
     self.disabled = True
     log.error('JetStream being DISABLED, our server was removed from the cluster')
     cl = self.core.cluster
-    advise(self.account, '$JS.EVENT.ADVISORY.SERVER.REMOVED', 'io.nats.jetstream.advisory.v1.server_removed',
-           server=self.core.server_name, server_id=self.core.server_id, cluster=cl.name if cl else '',
-           **({'domain': self.account.domain} if self.account.domain else {}))
-    for s in list(self.account.streams.values()): self.account.remove_stream(s)     # they carry on on the other servers
-    ClusterMeta.stop(self)
+    if self._sys is not None:                        # the advisory, in the system account (as the reference's)
+        adv = dict(type='io.nats.jetstream.advisory.v1.server_removed', id=event_id(), timestamp=rfc3339(time.time_ns()),
+                   server=self.core.server_name, server_id=self.core.server_id, cluster=cl.name if cl else '')
+        if self.account.domain: adv['domain'] = self.account.domain
+        self.core.publish('$JS.EVENT.ADVISORY.SERVER.REMOVED', json_bytes(adv), acc=self._sys)
+    for g in list(self.groups.values()): g.destroy()
+    self.groups.clear()
+    if self.meta is not None: self.meta.destroy(); self.meta = None
+    ClusterMeta.stop(self)                           # (the streams stop; their files stay on disk, untouched)
     for f in os.listdir(self._state_dir):
         p = os.path.join(self._state_dir, f)
         if os.path.isfile(p): os.remove(p)
@@ -670,14 +686,16 @@ def _go_relay(self: ClusterMeta):
     "JetStream off on this server (`/jsz` says `disabled`); its clients' JetStream requests go to a peer."
     self.core.jetstream = False
     self.core.route_info_extra.pop(RAFT_INFO, None); self.core.route_info_extra.pop(RAFT_META, None)
-    if self.core.cluster is not None: relay_jetstream(self.core)
-    else: asyncio.get_running_loop().call_later(0.25, self._go_relay)     # (at start: the cluster layer comes a little later)
+    cl = self.core.cluster
+    if cl is None: return asyncio.get_running_loop().call_later(0.25, self._go_relay)   # (at start: the cluster layer comes later)
+    relay_jetstream(self.core)
+    for rc in list(cl.routes.values()): rc.send(cl.route_info())      # the peers forget its Raft address
 
 @patch
 def _disabled_at_start(self: ClusterMeta):
     "A server removed from the meta group before this start: its JetStream stays off."
-    log.error('JetStream is DISABLED: this server was removed from the cluster (%s); clear %s to join a cluster again',
-              os.path.join(self._state_dir, REMOVED), self._state_dir)
+    log.error('JetStream is DISABLED: this server was removed from the cluster (%s); its store is kept, and it can join '
+              'a new cluster once the store is cleared', os.path.join(self._state_dir, REMOVED))
     self.disabled = True
     self._go_relay()
 
@@ -686,7 +704,7 @@ def _peer_members(self: ClusterMeta, rc):
     "A peer announced its meta group's members: if they no longer include this server, it was removed while it was away."
     m = rc.raft_meta
     if self.meta is None or self.disabled or rc.remote_name not in self.members.values() or rc.remote_name == self.core.server_name: return
-    if self.raft_addr not in m and self.core.server_name not in m.values(): self._leave()
+    if self.raft_addr not in m and self.core.server_name not in m.values(): asyncio.get_running_loop().call_soon(self._leave)
 
 @patch
 def _meta_role(self: ClusterMeta, tries: int = 0):

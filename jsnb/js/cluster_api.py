@@ -572,13 +572,13 @@ _SERVER_REMOVE = GoStruct('server.JSApiMetaServerRemoveRequest', {'peer': GoStr(
 @patch
 def _sys_answer(self: ClusterApi, reply: bytes, body: bytes):
     "Answer a request of the system account."
-    self.core.route(None, reply, b'', 0, body, acc=self._sys)
+    if reply: self.core.route(None, reply, b'', 0, body, acc=self._sys)
 
 @patch
 def _on_system(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "`META.LEADER.STEPDOWN` or `SERVER.REMOVE` from the system account: the meta leader answers."
     m = self.meta
-    if m is None or not m.is_leader() or not reply: return
+    if m is None or not m.is_leader(): return       # (without a reply subject it is done all the same, as by the reference)
     if hdr: return log.warning('Malformed JetStream API Request: ""')
     if subject == b'$JS.API.META.LEADER.STEPDOWN': return self._stepdown('', m, reply, 'meta_leader_stepdown_response', data, self._sys_answer)
     self._server_remove(reply, data)

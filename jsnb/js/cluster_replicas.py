@@ -394,7 +394,7 @@ def _apply_remove_server(self: ClusteredJetStream, op: tuple, fresh: bool):
     me = self.core.server_name
     self.members.pop(addr, None); self._members_changed()
     if name == me:
-        if fresh: self._leave()
+        if fresh: asyncio.get_running_loop().call_soon(self._leave)
         return
     if not fresh: return                             # (what became of its streams is in the entries that follow)
     lead = self.meta.is_leader()
@@ -412,15 +412,21 @@ def _apply_remove_server(self: ClusteredJetStream, op: tuple, fresh: bool):
         except JSApiError:
             log.warning("JetStream cluster could not replace peer for stream '$G > %s'", sname); peers = rest
         self._regroup_until_done(sname, name, ('regroup', peers, a['config'], b'', self.core.server_id, 'stream_remove_peer_response'))
-    if lead and origin == self.core.server_id: self._out_of_raft(addr, reply)
+    if lead: self._out_of_raft(addr, reply if origin == self.core.server_id else b'')   # (a new leader finishes an old one's)
 
 @patch
 def _regroup_until_done(self: ClusteredJetStream, sname: str, gone: str, op: tuple, tries: int = 0):
     """Propose `op` (a `regroup` without server `gone`) to stream `sname`'s group, again every second until the group
     applied one: the removed server may have been its leader, and a stream's group drops what is proposed while it has
-    none (see 'Proposals while there is no leader')."""
+    none (see 'Proposals while there is no leader'). A group that commits nothing for three seconds has no majority
+    without the removed server (an R2 stream, or another replica down too): the move then goes through the meta log
+    alone, seeded by this server, which holds what the group committed."""
     g, a = self.groups.get(sname), self.assignments.get(sname)
-    if g is None or g.closing or a is None or gone not in a['peers'] or tries >= 60: return
+    if g is None or g.closing or a is None or gone not in a['peers']: return
+    if tries == 3:
+        _, peers, cfg, reply, origin, rtype = op
+        log.warning("JetStream cluster stream '$G > %s' has no majority without removed server %s: moved through the meta log", sname, gone)
+        return self.meta.propose(('regroup', sname, list(peers), cfg, origin, reply, rtype, self.core.server_name))
     g.propose(op)
     asyncio.get_running_loop().call_later(1.0, self._regroup_until_done, sname, gone, op, tries + 1)
 
@@ -429,6 +435,7 @@ def _out_of_raft(self: ClusteredJetStream, addr: str, reply: bytes, tries: int =
     "On the meta leader: take the removed server out of the Raft group, then answer `SERVER.REMOVE` (PySyncObj refuses a change while another is being committed: tried again)."
     rtype = 'meta_server_remove_response'
     def done(ok, why):
+        if self.meta is None: return
         if ok or addr not in self.meta.member_addrs():
             self.removing = None
             return self._sys_answer(reply, json_bytes(dict(type=_RT + rtype, success=True))) if reply else None
@@ -450,7 +457,7 @@ def _install_meta(self: ClusteredJetStream, extra: dict, fresh: bool):
     me, old = self.core.server_name, self.assignments
     if 'members' in extra and extra['members'] != self.members:     # servers were removed meanwhile (`SERVER.REMOVE`)
         self.members.clear(); self.members.update(extra['members']); self._members_changed()
-        if fresh and me not in self.members.values(): return self._leave()
+        if fresh and me not in self.members.values(): return asyncio.get_running_loop().call_soon(self._leave)
     self.assignments = {n: dict(a, peers=list(a['peers']), addrs=dict(a['addrs'])) for n, a in extra['assignments'].items()}
     for name, a in list(old.items()) + [(n, None) for n in list(self.account.streams) if n not in old]:
         new = self.assignments.get(name)

@@ -314,6 +314,8 @@ def process_info(self: ClusterLinks, rc: RouteConn, raw: bytes):
             wurls, rc.ws_connect_urls = rc.ws_connect_urls, []
             if not self.opts.cluster_no_advertise: self._update_urls(urls, False); self._update_urls(wurls, False, ws=True)
         elif rc.remote_id and sid != rc.remote_id: self.implicit_route(info)
+        if sid == rc.remote_id:                      # a jsnb peer's Raft address (gone once it stops its JetStream)
+            rc.raft = info.get('jsnb_raft') if type(info.get('jsnb_raft')) is str else ''
         if sid == rc.remote_id and type(info.get('jsnb_meta')) is dict:          # its meta group formed, or its members changed
             rc.raft_meta = info['jsnb_meta']
             if self.on_raft_meta is not None: self.on_raft_meta(rc)

@@ -155,9 +155,12 @@ def inbound(self: Cluster, rc: RouteConn, op: RMsg):
     target = subject
     if reply and (at := _ack_deliver(reply)) > 0: target, reply = reply[at + 1:], reply[:at]   # a consumer's delivery
     psubs, qgroups = acc.sublist.match(target)
-    for sub in psubs:
-        if sub.client is None and forwards_service(sub): continue   # the server the request was published on forwarded it
-        core.deliver(sub, subject, reply, hdr, data, rc)
+    if acc is core.gacc:                                     # (`$G` has no imports)
+        for sub in psubs: core.deliver(sub, subject, reply, hdr, data, rc)
+    else:
+        for sub in psubs:
+            if sub.client is None and forwards_service(sub): continue   # the server the request was published on forwarded it
+            core.deliver(sub, subject, reply, hdr, data, rc)
     if op.queues:
         for group in qgroups:
             if group[0].queue in op.queues: core.deliver(group[core._rand.randrange(len(group))], subject, reply, hdr, data, rc)

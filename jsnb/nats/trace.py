@@ -108,7 +108,7 @@ def _deliver(self: Trace, sub, subject: bytes, reply: bytes, hdr: int, data: byt
     if n: self._egress(c, sub)
     return n
 
-def _send_route(self: Trace, rc, send, subject: bytes, reply: bytes, queues, hdr: int, data: bytes):
+def _send_route(self: Trace, rc, send, subject: bytes, reply: bytes, queues, hdr: int, data: bytes, account: bytes = b'$G'):
     "A route's `send_msg` while this message is routed: the hop is counted, named in the message, and recorded."
     self.hops += 1; hop = str(self.hops)
     e = dict(type='eg', ts=_now(), kind=ROUTER, cid=rc.cid)
@@ -116,7 +116,7 @@ def _send_route(self: Trace, rc, send, subject: bytes, reply: bytes, queues, hdr
     e['hop'] = hop
     self.events.append(e)
     block = set_header(data[:hdr], TRACE_HOP, hop)
-    send(subject, reply, queues, len(block), block + data[hdr:])
+    send(subject, reply, queues, len(block), block + data[hdr:], account)
 
 Trace._egress, Trace.deliver, Trace.send_route = _egress, _deliver, _send_route
 
