@@ -590,7 +590,7 @@ def _server_remove(self: ClusterApi, reply: bytes, body: bytes, tries: int = 0):
     try:
         if body.strip() in (b'', b'{}'): raise JSBadRequestErr()
         req = go_decode(body, _SERVER_REMOVE)
-        if self.removing is not None: raise JSClusterServerMemberChangeInflightErr()
+        if self.removing is not None and time.monotonic() < self.removing[2]: raise JSClusterServerMemberChangeInflightErr()
         addr = next((a for a, n in self.members.items() if (peer_id(n) == req['peer_id'] if req['peer_id'] else n == req['peer'])), None)
         if addr is None: raise JSClusterServerNotMemberErr()
         if len(self.members) == 1: raise JSRaftGeneralErrF(err='raft: cannot remove the last peer')
@@ -601,7 +601,7 @@ def _server_remove(self: ClusterApi, reply: bytes, body: bytes, tries: int = 0):
         if lead and lead != me: return self.core.route(None, b'$JS.API.SERVER.REMOVE', reply, 0, body, acc=self._sys)
         if tries < 60: return asyncio.get_running_loop().call_later(0.05, self._server_remove, reply, body, tries + 1)
         return self._refuse(reply, rtype, JSClusterNoPeersErrF(err='no member is caught up to take over'), answer=self._sys_answer)
-    self.removing = (self.members[addr], reply)
+    self.removing = (self.members[addr], reply, time.monotonic() + 30)   # (in flight for 30 s at most: a lost proposal)
     self.meta.propose(('remove_server', self.members[addr], addr, self.core.server_id, reply))
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #0fe01d7a
