@@ -14,9 +14,6 @@ from .jwt import serve_user_info
 from .accounts import global_account_only
 from .tls import tls_accept, tls_context
 from .protocol import encode_err
-from .cluster_io import start_routes, stop_routes
-from .leafhub_traffic import start_leafnodes, stop_leafnodes
-from .leafremote import Leafs, start_remotes, stop_remotes
 from .websocket import start_websocket, check_websocket
 from fastcore.basics import patch
 
@@ -259,6 +256,8 @@ async def start(self: Server) -> Server:
         except OSError as e: raise StartupError(f'Error listening on port: {o.host}:{o.port}, "{_reason(e)}"') from e
         self.core.port = self._listener.sockets[0].getsockname()[1]
         if leaf is not None:
+            from jsnb.nats.leafhub_traffic import start_leafnodes     # (loaded by a server that has leaf nodes only)
+            from jsnb.nats.leafremote import Leafs
             try: await start_leafnodes(self, Leafs, _interface_addresses())
             except OSError as e:
                 raise StartupError(f'Error listening on leafnode port: {leaf.port} - listen tcp '
@@ -270,6 +269,7 @@ async def start(self: Server) -> Server:
                 raise StartupError(f'Unable to listen for websocket connections: listen tcp {ws.host}:{max(ws.port, 0)}: '
                                    f'bind: {_reason(e).lower()}') from e
         if o.clustered:
+            from jsnb.nats.cluster_io import start_routes             # (loaded by a server that has a cluster only)
             try: await start_routes(self, _interface_addresses())
             except OSError as e:
                 raise StartupError(f'Error listening on router port: {o.cluster_port} - listen tcp '
@@ -280,7 +280,9 @@ async def start(self: Server) -> Server:
     self._ping = loop.call_later(o.ping_interval, self._ping_tick)
     if self._ws_listener is not None and ws.ping_interval > 0:    # WebSocket clients pinged on their own schedule
         self._ws_ping = loop.call_later(ws.ping_interval, self._ws_ping_tick)
-    if leaf is not None and leaf.remotes: start_remotes(self)    # dial the hubs once everything listens
+    if leaf is not None and leaf.remotes:                        # dial the hubs once everything listens
+        from jsnb.nats.leafremote import start_remotes
+        start_remotes(self)
     if o.ports_file_dir: self._write_ports_file()
     log.info('Listening for client connections on %s:%d', o.host, self.core.port)
     if o.tls is not None: log.info('TLS required for client connections')
@@ -288,12 +290,22 @@ async def start(self: Server) -> Server:
     return self
 
 @patch
+def _stop_links(self: Server):
+    "Close the routes and the leaf node connections, when there are any (their modules are loaded only then)."
+    if self._route_listener is not None:
+        from jsnb.nats.cluster_io import stop_routes
+        stop_routes(self)
+    if self.core.leafs is not None:
+        from jsnb.nats.leafremote import stop_remotes
+        from jsnb.nats.leafhub_traffic import stop_leafnodes
+        stop_remotes(self); stop_leafnodes(self)
+
+@patch
 def _close_parts(self: Server):
     "Close whatever `start` had opened before a part failed."
     if self._listener is not None: self._listener.close(); self._listener = None
     if self._monitor is not None: self._monitor.close(); self._monitor = None
-    if self._route_listener is not None: stop_routes(self)
-    if self.core.leafs is not None: stop_remotes(self); stop_leafnodes(self)
+    self._stop_links()
     if self._ws_listener is not None: self._ws_listener.close(); self._ws_listener = None
     if self.js is not None: self._js_tick.cancel(); self.js.stop(); self.js = self.core.js = None
 
@@ -352,8 +364,7 @@ async def stop(self: Server):
     if self._ping is not None: self._ping.cancel()
     if self._ws_ping is not None: self._ws_ping.cancel()
     if self.js is not None: self._js_tick.cancel(); self.js.stop()
-    if self._route_listener is not None: stop_routes(self)
-    if self.core.leafs is not None: stop_remotes(self); stop_leafnodes(self)
+    self._stop_links()
     self._flush()
     for c in list(self.core.clients.values()): self._drop(c)
     await self._listener.wait_closed()
