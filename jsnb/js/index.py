@@ -168,9 +168,13 @@ def remove_rows(self: _Index, rows) -> np.ndarray:
     self.dead[rows] = True; self.epoch += 1
     self.msgs -= len(rows); self.bytes -= int(self.size[rows].sum())
     self.n_ttl -= int(np.count_nonzero(self.ttl[rows] > 0))
-    cnt = np.bincount(self.sid[rows], minlength=len(self.s_count))
-    self.s_count -= cnt
-    touched = np.flatnonzero(cnt)
+    if len(rows) * 8 < len(self.s_count):           # a few rows among many subjects (a batch of key-value puts)
+        touched, cnt = np.unique(self.sid[rows], return_counts=True)
+        self.s_count[touched] -= cnt
+    else:
+        cnt = np.bincount(self.sid[rows], minlength=len(self.s_count))
+        self.s_count -= cnt
+        touched = np.flatnonzero(cnt)
     left = touched[self.s_count[touched] > 0]
     self.nsubj -= len(touched) - len(left)
     r = self.lb(self.first)

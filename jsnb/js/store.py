@@ -145,6 +145,23 @@ def _enforce_limits(self: MsgStore):
     self._remove_rows(live[:k])
 
 @patch
+def _enforce_subjects(self: MsgStore, over: np.ndarray):
+    """`_enforce_subject` for the subjects `over` at once (a batch of key-value puts, each key over its history by
+    one): their oldest rows are found together where `s_first` still names a live row, and removed in one call."""
+    ix, maxp = self._ix, self.limits.max_msgs_per_subject
+    extra = ix.s_count[over] - maxp
+    one, found = over[extra == 1], []
+    if len(one):
+        r = ix.rows_of(np.maximum(ix.s_first[one], ix.first))
+        ok = r < ix.n
+        ok[ok] = ~ix.dead[r[ok]] & (ix.sid[r[ok]] == one[ok])
+        found.append(r[ok])
+        found.append(np.array([ix.first_row_of(s) for s in one[~ok].tolist()], np.int64))
+    for s, e in zip(over[extra > 1].tolist(), extra[extra > 1].tolist()):
+        found.append(select_rows(ix.dead, ix.sid, s, ix.first_row_of(s), ix.n)[:e])
+    self._remove_rows(np.concatenate(found))
+
+@patch
 def _enforce_subject(self: MsgStore, sid: int):
     "Remove the oldest messages of subject `sid` beyond `max_msgs_per_subject`."
     ix, maxp = self._ix, self.limits.max_msgs_per_subject
@@ -237,10 +254,11 @@ def store_batch(self: MsgStore, subjects: list[bytes], datas: list[bytes], hdrs:
         r = ix.append_many(sids, ts, self._sizes(subjects, datas, hdrs))
         seq = int(ix.seq[r])
         self._put_many(r, subjects, datas, hdrs)
-        maxp = L.max_msgs_per_subject
-        if maxp > 0:
-            for sid in np.unique(sids).tolist():
-                if ix.s_count[sid] > maxp: self._enforce_subject(sid)
+        if L.max_msgs_per_subject > 0:
+            u = np.unique(sids)
+            over = u[ix.s_count[u] > L.max_msgs_per_subject]
+            if len(over) == 1: self._enforce_subject(int(over[0]))
+            elif len(over): self._enforce_subjects(over)
         if L.max_msgs > 0 or L.max_bytes > 0: self._enforce_limits()
     finally: self._finish()
     return seq, ts
