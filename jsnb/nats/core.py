@@ -534,6 +534,12 @@ def route_run(self: Core, src: ClientConn, subject: bytes, run: list[Pub], r=Non
     if self.cluster is not None: return self.cluster.route_run(src, subject, run)
     psubs, qgroups = r if r is not None else src.acc.sublist.match(subject)
     if not _plain(psubs, qgroups):
+        if not psubs and not qgroups and self.leafs is None:      # nobody wants them: counted, and answered when they ask
+            self.in_msgs += len(run); self.in_bytes += sum([len(op.data) for op in run])
+            if src.no_responders:
+                for op in run:
+                    if op.reply: self._no_responders(src, subject, op.reply)
+            return
         if psubs and not qgroups and self.leafs is None and all(s.client is None and not s.max for s in psubs):   # internal handlers (a stream): one match
             self.in_msgs += len(run); self.in_bytes += sum([len(op.data) for op in run])
             for op in run:
