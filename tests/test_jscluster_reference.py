@@ -492,6 +492,16 @@ async def test_peer_remove_refusals(cluster):
     await nc.close()
 
 
+async def _fetch_until(sub, n: int, timeout: float = 30):
+    "Fetch `n` messages, asking again while the servers do not know the consumer's interest yet (nats-server answers 503 then)."
+    deadline = time.time() + timeout
+    while True:
+        try: return await sub.fetch(n, timeout=5)
+        except (nats.js.errors.ServiceUnavailableError, nats.errors.TimeoutError):
+            if time.time() > deadline: raise
+            await asyncio.sleep(0.2)
+
+
 async def test_peer_remove_of_a_stream_of_one_replica(cluster):
     """`STREAM.PEER.REMOVE` of the only server of a stream: it starts again, empty, on another server (sequences from 1),
     with its durable consumer starting again from the beginning."""
@@ -502,7 +512,7 @@ async def test_peer_remove_of_a_stream_of_one_replica(cluster):
     old = r['cluster']['leader']
     for i in range(5): await js.publish('mv1', b'x%d' % i)
     sub = await js.pull_subscribe('mv1', 'd', stream='MV1')
-    for m in await sub.fetch(2, timeout=10): await m.ack_sync(timeout=10)
+    for m in await _fetch_until(sub, 2): await m.ack_sync(timeout=10)
     assert await _req(nc, '$JS.API.STREAM.PEER.REMOVE.MV1', {'peer': old}) == \
         {'type': 'io.nats.jetstream.api.v1.stream_remove_peer_response', 'success': True}
 
@@ -524,7 +534,7 @@ async def test_peer_remove_of_a_stream_of_one_replica(cluster):
     ack = await publish_acked(js, 'mv1', b'after', time.time() + 30, headers={'Nats-Msg-Id': 'after'})   # (no responders until
                                                      # the new leader's interest is known)
     assert (ack.stream, ack.seq) == ('MV1', 1)
-    assert [m.data for m in await sub.fetch(1, timeout=10)] == [b'after']
+    assert [m.data for m in await _fetch_until(sub, 1)] == [b'after']
     await _req(nc, '$JS.API.STREAM.DELETE.MV1')
     await nc.close()
 
