@@ -111,7 +111,7 @@ class ClientConn:
     "Sans-I/O state of one client connection."
     def __init__(self, core: Core, cid: int, host: str = '', port: int = 0):
         self.core, self.cid, self.host, self.port = core, cid, host, port
-        self.parser = Parser(core.opts.max_payload, core.opts.max_control_line)
+        self.parser = Parser(core.opts.max_payload, core.opts.max_control_line, runs=True)
         self.subs: dict[bytes, Subscription] = {}
         self.out: list[bytes] = []
         self.out_bytes = self.io_pending = 0
@@ -182,6 +182,13 @@ def _receive(self: ClientConn, data: bytes):
         t = type(op)
         if not self.connected and t is not Connect and core.auth.required_for(self):
             return violation(self)
+        if t is Run:                                       # frames with one control line (see jsnb.nats.protocol)
+            if self.perms is None and not self.verbose and not self.pedantic and core.route_same(self, op):
+                self.in_msgs += op.count; self.in_bytes += op.count * op.size
+                if self.closing: return
+                continue
+            ops[i - 1:i] = op.pubs(); n = len(ops); i -= 1        # where single messages are needed: as if parsed one by one
+            continue
         r = None                                           # the subscriptions of `op`'s subject, once looked up
         if (t is Pub or t is HPub) and core.many_subs:
             j, r = core.route_many(self, ops, i - 1)
@@ -220,6 +227,7 @@ def _receive(self: ClientConn, data: bytes):
 # %% ../../nbs/1_nats/03_core.ipynb #3a032103
 def _payload_cut(ops: list, i: int, limit: int) -> tuple[list, int]:
     "`ops` up to the first message from index `i` on whose size is over `limit`, which becomes the payload error."
+    ops = ops[:i] + [p for op in ops[i:] for p in (op.pubs() if type(op) is Run else (op,))]
     for k in range(i, len(ops)):
         if isinstance(ops[k], Pub) and len(ops[k].data) > limit:
             ops = ops[:k] + [Close(E_MAX_PAYLOAD)]; break
@@ -553,6 +561,24 @@ def route_run(self: Core, src: ClientConn, subject: bytes, run: list[Pub], r=Non
         if sub.client is src and not src.echo: continue
         sid = sub.sid
         self._queue_frames(sub, [encode_msg(subject, sid, op.reply, op.data) for op in run], k, nb)
+
+@patch
+def route_same(self: Core, src: ClientConn, run: Run) -> bool:
+    """Route a `Run` as a block when nobody here wants it or only plain client subscriptions do: each of those gets
+    the run's bytes with every `PUB` line replaced by its `MSG` line, in one `replace`. False, having done nothing,
+    when the run must go message by message (other servers, internal handlers, queue groups, delivery limits)."""
+    if self.cluster is not None or self.leafs is not None: return False
+    psubs, qgroups = src.acc.sublist.match(run.subject)
+    if psubs or qgroups:
+        if not _plain(psubs, qgroups): return False
+        frames = run.frames()
+        if frames.count(run.line) != run.count: return False     # the line inside a payload too: not a plain replace
+        for sub in psubs:
+            if sub.client is src and not src.echo: continue
+            self._queue_frames(sub, [frames.replace(run.line, b'MSG %s %s %d\r\n' % (run.subject, sub.sid, run.size))],
+                               run.count, run.count * run.size)
+    self.in_msgs += run.count; self.in_bytes += run.count * run.size
+    return True
 
 # %% ../../nbs/1_nats/03_core.ipynb #eebacc93
 @patch

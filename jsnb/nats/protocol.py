@@ -11,10 +11,10 @@ from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['PING', 'PONG', 'OK', 'MAX_CONTROL_LINE', 'MAX_PAYLOAD', 'E_UNKNOWN', 'E_CONTROL_LINE', 'E_MAX_PAYLOAD', 'PING_B',
-           'PONG_B', 'OK_B', 'Connect', 'Pub', 'HPub', 'Sub', 'Unsub', 'Close', 'Msg', 'Info', 'Err', 'encode_err',
-           'encode_info', 'encode_msg', 'encode_hmsg', 'make_headers', 'header_status', 'parse_headers', 'text', 'wire',
-           'get_header', 'remove_header', 'add_header', 'Parser', 'encode_pub', 'encode_sub', 'encode_unsub',
-           'encode_connect', 'ClientParser']
+           'PONG_B', 'OK_B', 'RUN_MIN', 'Connect', 'Pub', 'HPub', 'Sub', 'Unsub', 'Close', 'Msg', 'Info', 'Err',
+           'encode_err', 'encode_info', 'encode_msg', 'encode_hmsg', 'make_headers', 'header_status', 'parse_headers',
+           'text', 'wire', 'get_header', 'remove_header', 'add_header', 'Parser', 'Run', 'encode_pub', 'encode_sub',
+           'encode_unsub', 'encode_connect', 'ClientParser']
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #cbfa0c8c
 class Connect(NamedTuple):
@@ -193,10 +193,10 @@ class _Framer:
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #805c9c62
 class Parser(_Framer):
-    "Sans-I/O parser for what clients send: the server's side of the wire."
-    def __init__(self, max_payload: int = MAX_PAYLOAD, max_control_line: int = MAX_CONTROL_LINE):
+    "Sans-I/O parser for what clients send: the server's side of the wire; `runs`: emit `Run`s (see below)."
+    def __init__(self, max_payload: int = MAX_PAYLOAD, max_control_line: int = MAX_CONTROL_LINE, runs: bool = False):
         super().__init__(max_control_line)
-        self.max_payload = max_payload
+        self.max_payload, self.runs = max_payload, runs
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #3961c6a6
 def _size(b: bytes) -> int:
@@ -291,6 +291,11 @@ def feed(self: Parser, data: bytes) -> list:
         if c == 80 and (m := fast(data, pos)) is not None:              # 'P': the common form, in one match
             subj, rep, size = m.groups(b''); start = m.end(); stop = start + int(size)
             if stop + 2 <= n and data[stop:stop+2] == b'\r\n' and stop - start <= mp and start - pos <= mcl + 2:
+                step = stop + 2 - pos
+                if self.runs and not rep and data.startswith(data[pos:start], pos + step) \
+                        and (k := _repeats(data, pos, start - pos, step)) >= RUN_MIN:   # frames like this one: at once
+                    ops.append(new(Run, (subj, data[pos:start], stop - start, k, data, pos))); pos += k * step
+                    continue
                 ops.append(new(Pub, (subj, rep, 0, data[start:stop]))); pos = stop + 2
                 continue
         elif c == 80 and data[pos:pos+6] in _PINGPONG:                   # keepalives, as fast (a flood of them is cheap)
@@ -344,6 +349,34 @@ def _payload(self: Parser, data: bytes, pos: int, end: int, nl: int, ops: list, 
     if data[stop:stop+2] != b'\r\n': return self._stop(ops, E_UNKNOWN)
     ops.append(_new(HPub if hdr else Pub, (subj, reply, hl, data[start:stop])))
     return stop + 2
+
+# %% ../../nbs/1_nats/00_protocol.ipynb #b6e26147
+RUN_MIN = 4                     # frames in a row that make a `Run`
+
+class Run(NamedTuple):
+    "`count` `PUB` frames in a row with control line `line` (subject `subject`, no reply, `size`-byte payloads) at `data[start:]`."
+    subject: bytes; line: bytes; size: int; count: int; data: bytes; start: int
+
+    @property
+    def step(self) -> int: return len(self.line) + self.size + 2
+
+    def frames(self) -> bytes:
+        "The run's bytes, as the client sent them."
+        return self.data[self.start:self.start + self.count * self.step]
+
+    def pubs(self) -> list:
+        "The run as the `Pub` operations it stands for."
+        a, s, d, subj = self.start + len(self.line), self.size, self.data, self.subject
+        return [tuple.__new__(Pub, (subj, b'', 0, d[p:p + s])) for p in range(a, a + self.count * self.step, self.step)]
+
+def _repeats(data: bytes, pos: int, head: int, step: int) -> int:
+    "How many whole frames of `step` bytes from `pos` on start with the `head` bytes at `pos` and end in `\\r\\n`."
+    k = (len(data) - pos) // step
+    for j in (*range(head), step - 2, step - 1):
+        if k < 2: break
+        col = data[pos + j:pos + j + (k - 1) * step + 1:step]        # byte j of each of the k frames
+        k -= len(col.lstrip(col[:1])) if j < head else len(col.lstrip(b'\r' if j == step - 2 else b'\n'))
+    return k
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #70fcfb14
 def encode_pub(subject: bytes, reply: bytes, payload: bytes, hdr: bytes = b'') -> bytes:
