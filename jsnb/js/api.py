@@ -125,7 +125,7 @@ class JetStream:
         if kernels.AT_START: kernels.warm()
         a.restore()
         self._subs = [sub(p, self.on_api) for p in API_SUBJECTS] + [
-            sub('$JS.API.CONSUMER.MSG.NEXT.>', partial(C.on_next, a)), sub('$JS.ACK.>', partial(C.on_ack, a)),
+            sub('$JS.API.CONSUMER.MSG.NEXT.>', partial(C.on_next, a)), sub('$JS.ACK.>', partial(C.on_ack, a), many=partial(C.on_acks, a)),
             sub('$JS.FC.>', partial(C.on_flow_control, a)), sub('$JS.API.CONSUMER.RESET.*.*', partial(C.on_reset, a))]
         if a.domain: self._subs.append(map_domain(self.core, a.domain))
         self.core.interest_watchers.append(a.on_interest)

@@ -276,6 +276,33 @@ def _send(self: Consumer, m, redelivery: bool, to: str, prep: tuple | None = Non
     self._paced(m, len(m.subject) + len(hdr) + len(data))
     return size
 
+@patch
+def _send_new(self: Consumer, to: str, msgs: list, now: int, take) -> int:
+    """Send new messages `msgs` (the next ones from `sseq`, nothing to pace or rewrite) to `to`, as `_prepare` and
+    `_send` would one by one, while `take(size)` says: 1 send it, 2 send it and stop, 0 stop before it. How many went."""
+    pfx = f'$JS.ACK.{self.stream.name}.{self.name}.1.'
+    p = self._pend if self._pend is not None else self.num_pending(msgs[0].seq + 1) + 1
+    out, dseq, track, sent = self.out, self.dseq, not self.ack_none, 0
+    pending, heap, wait = self.pending, self._acks_due, (None if self.cfg.get('backoff') else self._ack_wait(0))
+    for m in msgs:
+        left = p - 1 if p > 0 else 0
+        reply = f'{pfx}{m.seq}.{dseq}.{m.ts}.{left}'
+        go = take(len(m.subject) + len(reply) + len(m.hdr) + len(m.data))
+        if not go: break
+        out.append((to, m.subject, reply, m.hdr, m.data))
+        if track:
+            pending[m.seq] = [dseq, now]
+            heapq.heappush(heap, (now + (self._ack_wait(m.seq) if wait is None else wait), m.seq, now))
+        dseq += 1; sent += 1; p = left
+        if go == 2: break
+    if sent:
+        last = msgs[sent - 1]
+        self.sseq, self._pend = last.seq + 1, p
+        if not track: self.adflr, self.asflr = dseq - 1, last.seq
+        self.dseq, self.last_delivered, self.active = dseq, now, now
+        if len(heap) > 2 * len(pending) + 1024: self._rebuild_acks_due()
+    return sent
+
 # %% ../../nbs/2_js/12_consumer.ipynb #25c94e57
 @patch
 def _room(self: Consumer) -> bool:
@@ -386,8 +413,18 @@ def _acks_by_fc(self: Consumer) -> bool: return self.cfg.get('ack_policy') == 'f
 def _deliver_push(self: Consumer):
     to = self.cfg['deliver_subject']
     if not self.stream.host.has_interest(to): return
-    sent = self._fc_bytes
+    sent, fc = self._fc_bytes, self.cfg.get('flow_control')
+    def take(size: int) -> int:
+        nonlocal sent
+        sent += size
+        return 2 if fc and sent >= _FC_EVERY else 1
     while not self.fc_pending:
+        if self._plain and not self.rdq and self._lps is None:      # new messages, nothing to pace: a run at a time
+            msgs = self._next_run(self._room_left())
+            if not msgs: break
+            self._send_new(to, msgs, time.time_ns(), take)
+            if fc and sent >= _FC_EVERY: self._flow_control(); sent = 0
+            continue
         m, redelivery = self._next()
         if m is None or (not redelivery and not self._room()): break
         sent += self._send(m, redelivery, to)
@@ -438,6 +475,13 @@ def ack(self: Consumer, sseq: int, dseq: int, dc: int, body: bytes, reply: str =
         self._ack(sseq, dseq)
         if kind == b'+NXT' and reply: return self.pull(reply, body[4:].strip())
     if reply: self._emit(reply, b'')
+    self._deliver()
+
+@patch
+@_produces
+def ack_many(self: Consumer, acks: list):
+    "Plain acknowledgements `(stream seq, consumer seq)` of one read, in order: each as `ack` takes it, then one delivery round."
+    for sseq, dseq in acks: self._ack(sseq, dseq)
     self._deliver()
 
 @patch

@@ -23,7 +23,7 @@ from .account import Account
 from .stream_api import request, stream_of, require_empty
 
 # %% auto #0
-__all__ = ['on_next', 'on_ack', 'on_flow_control', 'identity_header', 'consumer_create', 'consumer_durable_create',
+__all__ = ['on_next', 'on_ack', 'on_acks', 'on_flow_control', 'identity_header', 'consumer_create', 'consumer_durable_create',
            'consumer_info_of', 'consumer_of', 'consumer_info', 'consumer_delete', 'consumer_names', 'consumer_list',
            'consumer_pause', 'consumer_unpin', 'reset_consumer', 'reset_seq', 'on_reset']
 
@@ -49,6 +49,24 @@ def on_ack(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, s
     try: dc, sseq, dseq = int(toks[4]), int(toks[5]), int(toks[6])
     except ValueError: return
     acct.send(c.ack(sseq, dseq, dc, data[hdr:] if hdr else data, text(reply)))
+
+_NOT_ACKS = (b'+WPI', b'-NAK', b'+TER')
+
+def on_acks(acct: Account, ops: list, src):
+    """A run of one client's acknowledgements `(subject, reply, hdr_len, data)`, in order: consecutive plain ones (no
+    reply, not `+WPI`, `-NAK` or `+TERM`) to one consumer are taken with one `Consumer.ack_many`, the rest by `on_ack`."""
+    run, c0 = [], None
+    for subject, reply, hdr, data in ops:
+        toks = subject.split(b'.')
+        c = None
+        if not reply and len(toks) >= 7 and (data[hdr:hdr + 4] if hdr else data[:4]) not in _NOT_ACKS:
+            c = _consumer(acct, text(toks[2]), text(toks[3]))
+            if c is not None and (c.ack_none or not (toks[4].isdigit() and toks[5].isdigit() and toks[6].isdigit())): c = None
+        if c is not c0 and run: acct.send(c0.ack_many(run)); run = []
+        c0 = c
+        if c is None: on_ack(acct, subject, reply, hdr, data, src)
+        else: run.append((int(toks[5]), int(toks[6])))
+    if run: acct.send(c0.ack_many(run))
 
 def on_flow_control(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "A push consumer's flow-control reply: delivery goes on."

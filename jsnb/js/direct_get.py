@@ -15,7 +15,7 @@ if TYPE_CHECKING: from jsnb.js.stream import Stream      # the stream calls this
 
 # %% auto #0
 __all__ = ['EMPTY', 'MALFORMED', 'BAD', 'NOT_FOUND', 'NO_RESULTS', 'TOO_MANY', 'MIN_LAST_SEQ', 'REQUIRED_LEVEL', 'ERROR_DELAY',
-           'eob', 'level_ok', 'parse_request', 'check', 'answer', 'answer_built', 'sync', 'on_request']
+           'eob', 'level_ok', 'parse_request', 'check', 'answer', 'answer_built', 'sync', 'on_request', 'on_requests']
 
 # %% ../../nbs/2_js/07_direct_get.ipynb #473303e7
 def _st(code: int, desc: str) -> tuple[bytes, bytes]: return (f'NATS/1.0 {code} {desc}\r\n\r\n'.encode(), b'')
@@ -278,7 +278,8 @@ def sync(s: Stream, on: bool = True):
     if want and not s.direct_subs:
         names = [s.name]
         if s.cfg.get('mirror') and s.cfg.get('mirror_direct'): names.append(s.cfg['mirror']['name'])   # the origin's group too
-        s.direct_subs = [s.host.subscribe(f'$JS.API.DIRECT.GET.{n}{tail}', partial(on_request, s, bool(tail)), '_sys_')
+        s.direct_subs = [s.host.subscribe(f'$JS.API.DIRECT.GET.{n}{tail}', partial(on_request, s, bool(tail)), '_sys_',
+                                          many=None if tail else partial(on_requests, s))
                          for n in names for tail in ('', '.>')]
     elif not want:
         for sub in s.direct_subs: s.host.unsubscribe(sub)
@@ -307,3 +308,21 @@ def on_request(s: Stream, appended: bool, subject: bytes, reply: bytes, hdr: int
     out = [err] if err is not None else answer(s, req)
     if len(out) == 1: s.host.publish(to, out[0][1], out[0][0])
     else: s.host.send([(to, to, '', h, d) for h, d in out])      # a batch: one subscription lookup for all of it
+
+def on_requests(s: Stream, ops: list, src):
+    """A run of one client's requests `(subject, reply, hdr_len, data)` to the stream's Direct Get subject, in order:
+    the usual one (a single message by sequence, no headers) is answered in this loop and the answers of the run go
+    out with one `send`; any other takes its place through `on_request`."""
+    out, name, store = [], wire(s.name), s.store
+    for subject, reply, hdr, data in ops:
+        req = None
+        if reply and not hdr and data.startswith(b'{"seq":'):
+            req, err = parse_request(data)
+            if err is not None or len(req) != 1 or 'seq' not in req or req['seq'] <= 0: req = None
+        if req is None:
+            if out: s.host.send(out); out = []
+            on_request(s, False, subject, reply, hdr, data, src); continue
+        m, to = store.load_msg(req['seq']), text(reply)
+        h, d = NOT_FOUND if m is None else (_headers(name, m), m.data)
+        out.append((to, to, '', h, d))
+    if out: s.host.send(out)

@@ -553,6 +553,15 @@ def route_run(self: Core, src: ClientConn, subject: bytes, run: list[Pub], r=Non
             for op in run:
                 for sub in psubs: self.deliver(sub, subject, op.reply, 0, op.data, src)
             return
+        if len(qgroups) == 1 and len(qgroups[0]) == 1 and self.leafs is None and (q := qgroups[0][0]).client is None \
+                and q.many is not None and all(s.client is None and not s.max for s in psubs):   # one internal responder that takes runs
+            self.in_msgs += len(run); self.in_bytes += sum([len(op.data) for op in run])
+            for op in run:
+                for sub in psubs: self.deliver(sub, subject, op.reply, 0, op.data, src)
+            if self.deferred and not q.defers: self.flush_deferred()
+            try: q.many(run, src)
+            except Exception: log.exception('internal subscription %s failed on a run of %d messages', q.subject.decode(), len(run))
+            return
         for op in run: self.route(src, subject, op.reply, 0, op.data)    # (each looked up again: a delivery limit may end a subscription)
         return
     k, nb = len(run), sum([len(op.data) for op in run])
