@@ -4,7 +4,7 @@
 
 # %% ../../nbs/2_js/12b_pull.ipynb #8c4920d0
 from __future__ import annotations
-import collections, heapq, re, time
+import collections, re, time
 from typing import TYPE_CHECKING
 from ..nats.times import go_duration
 from .errors import JSApiError, JSInvalidJSONErr
@@ -175,29 +175,12 @@ def _take(c: Consumer, wr: PullRequest, size: int) -> bool:
 # %% ../../nbs/2_js/12b_pull.ipynb #c64d5ff9
 def _send_run(c: Consumer, wr: PullRequest, msgs: list, now: int) -> int:
     "Send new messages `msgs` (the next ones from `sseq`) to `wr`, as `_prepare` and `_send` would one by one; how many went."
-    pfx = f'$JS.ACK.{c.stream.name}.{c.name}.1.'
-    p = c._pend if c._pend is not None else c.num_pending(msgs[0].seq + 1) + 1
-    to, out, dseq, track, sent = wr.reply, c.out, c.dseq, not c.ack_none, 0
-    pending, heap, wait = c.pending, c._acks_due, (None if c.cfg.get('backoff') else c._ack_wait(0))
-    for m in msgs:
-        left = p - 1 if p > 0 else 0
-        reply = f'{pfx}{m.seq}.{dseq}.{m.ts}.{left}'
+    def take(size: int) -> int:
         if wr.b:
-            if not _take(c, wr, len(m.subject) + len(reply) + len(m.hdr) + len(m.data)): break
+            if not _take(c, wr, size): return 0
         else: wr.n -= 1; wr.d += 1
-        out.append((to, m.subject, reply, m.hdr, m.data))
-        if track:
-            pending[m.seq] = [dseq, now]
-            heapq.heappush(heap, (now + (c._ack_wait(m.seq) if wait is None else wait), m.seq, now))
-        dseq += 1; sent += 1; p = left
-        if wr.n <= 0: break
-    if sent:
-        last = msgs[sent - 1]
-        c.sseq, c._pend = last.seq + 1, p
-        if not track: c.adflr, c.asflr = dseq - 1, last.seq
-        c.dseq, c.last_delivered, c.active = dseq, now, now
-        if len(heap) > 2 * len(pending) + 1024: c._rebuild_acks_due()
-    return sent
+        return 2 if wr.n <= 0 else 1
+    return c._send_new(wr.reply, msgs, now, take)
 
 # %% ../../nbs/2_js/12b_pull.ipynb #d5008d29
 def end_no_wait(c: Consumer):
