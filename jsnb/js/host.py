@@ -8,13 +8,15 @@ import asyncio, heapq, logging, random, string, time
 from typing import Callable, NamedTuple, Protocol, runtime_checkable
 import orjson
 from ..nats.times import rfc3339
-from ..nats.protocol import text, wire
+from functools import partial
+from ..nats.protocol import text, wire, encode_msg, encode_hmsg
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'Frame', 'MAX_SEQ', 'frame', 'StreamHost', 'event_id', 'json_bytes', 'advise', 'NullHost', 'CoreHost',
-           'StoreMsg', 'StoreRun', 'SkipMsg', 'CopyMsg', 'DeleteMsg', 'Purge', 'Expire', 'Remove', 'Configure']
+__all__ = ['log', 'Frame', 'MAX_SEQ', 'frame', 'encode_frames', 'StreamHost', 'event_id', 'json_bytes', 'advise', 'NullHost',
+           'CoreHost', 'StoreMsg', 'StoreRun', 'SkipMsg', 'CopyMsg', 'DeleteMsg', 'Purge', 'Expire', 'Remove',
+           'Configure']
 
 # %% ../../nbs/2_js/05a_host.ipynb #e51d4921
 Frame = tuple[str, str, str, bytes, bytes]      # (to, subject, reply, header block, payload)
@@ -22,6 +24,19 @@ Frame = tuple[str, str, str, bytes, bytes]      # (to, subject, reply, header bl
 def frame(to: str, subject: str, reply: str = '', hdr: bytes = b'', data: bytes = b'') -> Frame:
     "A frame; `to` is where it is routed, `subject` what the receiver sees."
     return (to, subject, reply, hdr, data)
+
+def encode_frames(frames: list, sid: bytes) -> bytes:
+    "`frames` as the `MSG`/`HMSG` frames of a client subscription `sid` (one that takes headers), in one buffer."
+    out, sd = [], sid.decode('utf-8', 'surrogateescape')
+    try:
+        for _, s, r, h, d in frames:
+            if h: out.append(f'HMSG {s} {sd} {r} {len(h)} {len(h) + len(d)}\r\n'.encode() if r else f'HMSG {s} {sd} {len(h)} {len(h) + len(d)}\r\n'.encode())
+            else: out.append(f'MSG {s} {sd} {r} {len(d)}\r\n'.encode() if r else f'MSG {s} {sd} {len(d)}\r\n'.encode())
+            out.append(h); out.append(d); out.append(b'\r\n')
+    except UnicodeEncodeError:                   # a subject that is not UTF-8: byte by byte, as the wire had it
+        return b''.join([encode_hmsg(wire(s), sid, wire(r), len(h), h + d) if h else encode_msg(wire(s), sid, wire(r), d)
+                         for _, s, r, h, d in frames])
+    return b''.join(out)
 
 # %% ../../nbs/2_js/05a_host.ipynb #d14e3db9
 @runtime_checkable
@@ -180,7 +195,10 @@ class CoreHost(NullHost):
             if j - i == 1:
                 _, s, r, h, d = frames[i]
                 core.route(None, wire(s), wire(r), len(h), h + d if h else d, wire(to))
-            else: core.route_batch(None, wire(to), [(wire(s), wire(r), len(h), h + d if h else d) for _, s, r, h, d in frames[i:j]])
+            else:
+                run = frames[i:j]
+                if not core.route_built(None, wire(to), j - i, sum([len(f[3]) + len(f[4]) for f in run]), partial(encode_frames, run)):
+                    core.route_batch(None, wire(to), [(wire(s), wire(r), len(h), h + d if h else d) for _, s, r, h, d in run])
             i = j
 
     def later(self, delay, fn):
