@@ -647,8 +647,10 @@ def _reply_run(self: Core, replies: list, acc) -> bool:
     if not replies: return True
     to = replies[0][0]
     r = acc.sublist.match(to)
-    if len(r[0]) != 1 or not _plain(*r) or (key := acc.sublist.last_token_free(to, r)) is None: return False
-    if [b'' if t.endswith(b'.') else t[:t.rfind(b'.') + 1] for t, _ in replies].count(key) != len(replies): return False
+    if len(r[0]) != 1 or not _plain(*r): return False
+    if (key := acc.sublist.last_token_free(to, r)) is None:                    # one reply subject for all of them, or none
+        if [t for t, _ in replies].count(to) != len(replies): return False
+    elif [b'' if t.endswith(b'.') else t[:t.rfind(b'.') + 1] for t, _ in replies].count(key) != len(replies): return False
     sub = r[0][0]; sid = sub.sid                      # (the client's sid is data, never part of a format)
     k, nb = len(replies), sum([len(b) for _, b in replies])
     self.in_msgs += k; self.in_bytes += nb
