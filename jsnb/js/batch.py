@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 import orjson
-from ..nats.protocol import get_header, add_header, text, wire
+from ..nats.protocol import get_header, add_header, text, wire, Counted
 from .errors import (JSAtomicPublishContainsDuplicateMessageErr, JSAtomicPublishDisabledErr,
                            JSAtomicPublishIncompleteBatchErr, JSAtomicPublishInvalidBatchCommitErr,
                            JSAtomicPublishInvalidBatchIDErr, JSAtomicPublishMissingSeqErr, JSAtomicPublishTooLargeBatchErrF,
@@ -26,7 +26,8 @@ if TYPE_CHECKING: from jsnb.js.stream import Stream      # the stream calls this
 
 # %% auto #0
 __all__ = ['MAX_BATCH', 'MAX_INFLIGHT_STREAM', 'MAX_INFLIGHT_TOTAL', 'BATCH_TIMEOUT', 'AtomicBatch', 'abandon', 'stage',
-           'commit_batch', 'expire_batches', 'FastBatch', 'parse_fast_reply', 'fast_ingest', 'expire_fast', 'fast_run']
+           'commit_batch', 'expire_batches', 'FastBatch', 'parse_fast_reply', 'fast_ingest', 'expire_fast',
+           'counts_fast', 'fast_run']
 
 # %% ../../nbs/2_js/10_batch.ipynb #0d6151d1
 MAX_BATCH, MAX_INFLIGHT_STREAM, MAX_INFLIGHT_TOTAL = 1000, 50, 1000
@@ -268,14 +269,33 @@ def expire_fast(s: Stream, now: int):
         if now - b.active > BATCH_TIMEOUT: s.fast.pop(bid, None)
 
 # %% ../../nbs/2_js/10_batch.ipynb #1c62bb80
-def fast_run(s: Stream, msgs: list[tuple[bytes, bytes, bytes]]):
-    "Header-less fast-ingest messages `(subject, reply, data)` that arrived in one read, in order."
-    if len(msgs) == 1 or s.host.storage_limit(s.cfg.get('storage', 'file')) >= 0:
-        for subject, reply, data in msgs: s._on_one(subject, reply, 0, data)
+def counts_fast(run: Counted) -> bool:
+    "Whether the numbered replies of a `Counted` run are fast-ingest ones that add to one batch, numbered by their sequence."
+    a, z = parse_fast_reply(text(run.reply(0))), parse_fast_reply(text(run.reply(run.count - 1)))
+    return a is not None and z is not None and a[4] == z[4] == 1 and a[3] == run.first and z[3] == run.first + run.count - 1
+
+def _singles(msgs: list) -> list:
+    "`(subject, reply, data)` of each message, `Counted` runs taken apart."
+    return [t for m in msgs for t in ([(p[0], p[1], p[3]) for p in m.pubs()] if type(m) is Counted else (m,))]
+
+def fast_run(s: Stream, msgs: list):
+    "Header-less fast-ingest messages `(subject, reply, data)`, or `Counted` runs of them, that arrived in one read, in order."
+    if (len(msgs) == 1 and type(msgs[0]) is not Counted) or s.host.storage_limit(s.cfg.get('storage', 'file')) >= 0:
+        for subject, reply, data in _singles(msgs): s._on_one(subject, reply, 0, data)
         return
     run, ahead = [], {}                         # `ahead`: each batch's last sequence, counting the run
     stem, nxt = None, 0                         # the reply of the last message taken, up to its sequence; the next one
-    for subject, reply, data in msgs:
+    for m in msgs:
+        if type(m) is Counted:                  # many in a row (`counts_fast` said so): taken whole when they continue
+            p = parse_fast_reply(text(m.reply(0)))
+            b, stem = s.fast.get(p[0]), None
+            if b is not None and not b.commit and p[3] == ahead.get(p[0], b.lseq) + 1:
+                ahead[p[0]] = p[3] + m.count - 1; run.append((m, b, p[3]))
+                continue
+            _store_run(s, run); run, ahead = [], {}
+            for subject, reply, data in _singles([m]): s._on_one(subject, reply, 0, data)
+            continue
+        subject, reply, data = m
         if stem is not None and reply.startswith(stem) and reply.endswith(b'.1.$FI') and reply[len(stem):-6] == b'%d' % nxt:
             ahead[p[0]] = nxt; run.append((subject, reply, data, b, nxt)); nxt += 1; continue   # the same batch, next in line
         p = parse_fast_reply(text(reply))
@@ -291,14 +311,28 @@ def fast_run(s: Stream, msgs: list[tuple[bytes, bytes, bytes]]):
 def _store_run(s: Stream, run: list):
     "Store a run of messages that continue their batches with one store call, then move each batch on as `fast_ingest` would."
     if not run: return
-    try: first = s.propose(StoreRun([r[0] for r in run], [r[2] for r in run]))
+    subjects, datas = [], []
+    for r in run:
+        if len(r) == 3: subjects += [r[0].subject] * r[0].count; datas += r[0].payloads()
+        else: subjects.append(r[0]); datas.append(r[2])
+    try: first = s.propose(StoreRun(subjects, datas))
     except Exception:                           # refused as a whole: each message on its own, with its own answer
-        for subject, reply, data, _, _ in run: s._on_one(subject, reply, 0, data)
+        for subject, reply, data in _singles([r[0] if len(r) == 3 else r[:3] for r in run]): s._on_one(subject, reply, 0, data)
         return
-    for i, (_, reply, _, b, seq) in enumerate(run):
-        b.lseq = b.pseq = seq; b.sseq = first + i
+    i = 0
+    for r in run:
+        if len(r) == 3:                         # a `Counted` run: straight to each message a flow ack is due at
+            m, b, seq0 = r; last = seq0 + m.count - 1; seq = seq0
+            while (due := max(seq, b.fseq + b.ack_msgs)) <= last:
+                b.lseq = b.pseq = due; b.sseq = first + i + due - seq0
+                if _check_flow(s, b, out := []): s.host.reply(m.reply(due - seq0), out[0])
+                seq = due + 1
+            b.lseq = b.pseq = last; b.sseq = first + i + m.count - 1; i += m.count
+            continue
+        _, reply, _, b, seq = r
+        b.lseq = b.pseq = seq; b.sseq = first + i; i += 1
         if seq >= b.fseq + b.ack_msgs and _check_flow(s, b, out := []): s.host.reply(reply, out[0])
     now = time.time_ns()
-    for b in {r[3] for r in run}: b.active = now
+    for b in {r[-2] for r in run}: b.active = now
     s._stored()
 

@@ -11,7 +11,7 @@ from itertools import repeat
 import orjson
 from fastcore.basics import patch
 from ..nats.core import ClientConn
-from ..nats.protocol import get_header, text
+from ..nats.protocol import get_header, text, Counted
 from ..nats.subjects import transform_subject
 from ..nats.times import NS, rfc3339
 from .errors import (JSApiError, JSInsufficientResourcesErr, JSAccountResourcesExceededErr,
@@ -250,6 +250,12 @@ def _on_many(self: Stream, ops, src):
     client = isinstance(src, ClientConn)
     bulk = self._bulk and client
     batched = bulk and self.cfg.get('allow_batched')
+    if type(ops) is Counted:                          # a run with numbered replies: taken whole if it continues a fast batch
+        if not batched or src.closing or not batch.counts_fast(ops): return False
+        if self._inbox: self._flush()
+        if not self._fast_inbox: self.host.defer(self._flush_fast)
+        self._fast_inbox.append(ops)
+        return True
     for subject, reply, hdr, data in ops:
         if client and src.closing: return
         if bulk:
@@ -264,6 +270,8 @@ def _on_many(self: Stream, ops, src):
                 self._inbox.append((subject, reply, data, hdr, ids if hdr else None)); continue
         self.host.flush_deferred()                   # keep the order of arrival
         self._on_one(subject, reply, hdr, data)
+
+Stream._on_many.takes_runs = True                    # the core may hand it a `Counted` run (see `route_counted`)
 
 @patch
 def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):

@@ -182,8 +182,9 @@ def _receive(self: ClientConn, data: bytes):
         t = type(op)
         if not self.connected and t is not Connect and core.auth.required_for(self):
             return violation(self)
-        if t is Run:                                       # frames with one control line (see jsnb.nats.protocol)
-            if self.perms is None and not self.verbose and not self.pedantic and core.route_same(self, op):
+        if t is Run or t is Counted:                       # frames alike, or with numbered replies (see jsnb.nats.protocol)
+            if self.perms is None and not self.verbose and not self.pedantic and \
+                    (core.route_same(self, op) if t is Run else core.route_counted(self, op)):
                 self.in_msgs += op.count; self.in_bytes += op.count * op.size
                 if self.closing: return
                 continue
@@ -227,7 +228,7 @@ def _receive(self: ClientConn, data: bytes):
 # %% ../../nbs/1_nats/03_core.ipynb #3a032103
 def _payload_cut(ops: list, i: int, limit: int) -> tuple[list, int]:
     "`ops` up to the first message from index `i` on whose size is over `limit`, which becomes the payload error."
-    ops = ops[:i] + [p for op in ops[i:] for p in (op.pubs() if type(op) is Run else (op,))]
+    ops = ops[:i] + [p for op in ops[i:] for p in (op.pubs() if type(op) in (Run, Counted) else (op,))]
     for k in range(i, len(ops)):
         if isinstance(ops[k], Pub) and len(ops[k].data) > limit:
             ops = ops[:k] + [Close(E_MAX_PAYLOAD)]; break
@@ -586,6 +587,19 @@ def route_same(self: Core, src: ClientConn, run: Run) -> bool:
             if sub.client is src and not src.echo: continue
             self._queue_frames(sub, [frames.replace(run.line, b'MSG %s %s %d\r\n' % (run.subject, sub.sid, run.size))],
                                run.count, run.count * run.size)
+    self.in_msgs += run.count; self.in_bytes += run.count * run.size
+    return True
+
+@patch
+def route_counted(self: Core, src: ClientConn, run: Counted) -> bool:
+    """Hand a `Counted` run to the one internal subscription that takes its subject, when that subscription's `many`
+    handler is marked `takes_runs` and says it took it (a stream, for fast-ingest batches); False, nothing done, else."""
+    if self.cluster is not None or self.leafs is not None: return False
+    psubs, qgroups = src.acc.sublist.match(run.subject)
+    if qgroups or len(psubs) != 1 or (sub := psubs[0]).client is not None or sub.max or not getattr(sub.many, 'takes_runs', False):
+        return False
+    if self.deferred and not sub.defers: self.flush_deferred()
+    if not sub.many(run, src): return False
     self.in_msgs += run.count; self.in_bytes += run.count * run.size
     return True
 

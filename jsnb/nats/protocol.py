@@ -13,8 +13,8 @@ from fastcore.basics import patch
 __all__ = ['PING', 'PONG', 'OK', 'MAX_CONTROL_LINE', 'MAX_PAYLOAD', 'E_UNKNOWN', 'E_CONTROL_LINE', 'E_MAX_PAYLOAD', 'PING_B',
            'PONG_B', 'OK_B', 'RUN_MIN', 'Connect', 'Pub', 'HPub', 'Sub', 'Unsub', 'Close', 'Msg', 'Info', 'Err',
            'encode_err', 'encode_info', 'encode_msg', 'encode_hmsg', 'make_headers', 'header_status', 'parse_headers',
-           'text', 'wire', 'get_header', 'remove_header', 'add_header', 'Parser', 'Run', 'encode_pub', 'encode_sub',
-           'encode_unsub', 'encode_connect', 'ClientParser']
+           'text', 'wire', 'get_header', 'remove_header', 'add_header', 'Parser', 'Run', 'Counted', 'encode_pub',
+           'encode_sub', 'encode_unsub', 'encode_connect', 'ClientParser']
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #cbfa0c8c
 class Connect(NamedTuple):
@@ -197,6 +197,7 @@ class Parser(_Framer):
     def __init__(self, max_payload: int = MAX_PAYLOAD, max_control_line: int = MAX_CONTROL_LINE, runs: bool = False):
         super().__init__(max_control_line)
         self.max_payload, self.runs = max_payload, runs
+        self._skip = 0                   # frames to parse before looking for numbered replies again
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #3961c6a6
 def _size(b: bytes) -> int:
@@ -292,10 +293,17 @@ def feed(self: Parser, data: bytes) -> list:
             subj, rep, size = m.groups(b''); start = m.end(); stop = start + int(size)
             if stop + 2 <= n and data[stop:stop+2] == b'\r\n' and stop - start <= mp and start - pos <= mcl + 2:
                 step = stop + 2 - pos
-                if self.runs and not rep and data.startswith(data[pos:start], pos + step) \
-                        and (k := _repeats(data, pos, start - pos, step)) >= RUN_MIN:   # frames like this one: at once
-                    ops.append(new(Run, (subj, data[pos:start], stop - start, k, data, pos))); pos += k * step
-                    continue
+                if self.runs:
+                    if not rep:
+                        if data.startswith(data[pos:start], pos + step) and (k := _repeats(data, pos, start - pos, step)) >= RUN_MIN:
+                            ops.append(new(Run, (subj, data[pos:start], stop - start, k, data, pos))); pos += k * step
+                            continue                              # frames like this one: at once
+                    elif self._skip > 0: self._skip -= 1
+                    elif data.startswith(b'\r\n', pos + step + start - pos - 2):
+                        if (c := _counted(data, pos, start - pos, step, subj)) is not None:   # replies numbered 1, 2, 3...
+                            ops.append(c); pos += c.count * step
+                            continue
+                        self._skip = 64                           # not numbered: look again a few frames on
                 ops.append(new(Pub, (subj, rep, 0, data[start:stop]))); pos = stop + 2
                 continue
         elif c == 80 and data[pos:pos+6] in _PINGPONG:                   # keepalives, as fast (a flood of them is cheap)
@@ -377,6 +385,67 @@ def _repeats(data: bytes, pos: int, head: int, step: int) -> int:
         col = data[pos + j:pos + j + (k - 1) * step + 1:step]        # byte j of each of the k frames
         k -= len(col.lstrip(col[:1])) if j < head else len(col.lstrip(b'\r' if j == step - 2 else b'\n'))
     return k
+
+# %% ../../nbs/1_nats/00_protocol.ipynb #61990813
+class Counted(NamedTuple):
+    "`count` `PUB` frames in a row like the one at `data[start:]` (control line `line`), the reply's digits `line[lo:hi]` counting up from `first`."
+    subject: bytes; line: bytes; size: int; count: int; data: bytes; start: int; lo: int; hi: int; first: int
+
+    @property
+    def step(self) -> int: return len(self.line) + self.size + 2
+
+    def replies(self) -> list:
+        "The reply subject of each frame."
+        ra, rb = len(self.subject) + 5, self.line.rfind(b' ')
+        pre, suf = self.line[ra:self.lo], self.line[self.hi:rb]
+        return [b'%s%d%s' % (pre, c, suf) for c in range(self.first, self.first + self.count)]
+
+    def reply(self, i: int) -> bytes:
+        "The reply subject of frame `i`."
+        return b'%s%d%s' % (self.line[len(self.subject) + 5:self.lo], self.first + i, self.line[self.hi:self.line.rfind(b' ')])
+
+    def payloads(self) -> list:
+        "The payload of each frame."
+        a, s, d = self.start + len(self.line), self.size, self.data
+        return [d[p:p + s] for p in range(a, a + self.count * self.step, self.step)]
+
+    def pubs(self) -> list:
+        "The run as the `Pub` operations it stands for."
+        subj = self.subject
+        return [tuple.__new__(Pub, (subj, r, 0, d)) for r, d in zip(self.replies(), self.payloads())]
+
+def _first_differ(a: bytes, b: bytes) -> int:
+    "The index of the first byte where `a` and `b` differ (their common length when one starts the other)."
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:                                   # halving: a few comparisons of slices, each one C call
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]: lo = mid
+        else: hi = mid - 1
+    return lo
+
+def _counted(data: bytes, pos: int, head: int, step: int, subj: bytes) -> Counted | None:
+    "The frames of `step` bytes from `pos` on (lines of `head` bytes, subject `subj`) that count up in their reply, as a `Counted`."
+    reply_at = len(subj) + 5
+    a, b = data[pos:pos + head], data[pos + step:pos + step + head]
+    lo = _first_differ(a, b)
+    if lo >= head: return None
+    hi = head - _first_differ(a[::-1], b[::-1])
+    while lo > reply_at and 48 <= a[lo - 1] <= 57: lo -= 1
+    while hi < head and 48 <= a[hi] <= 57: hi += 1
+    x, y, rb = a[lo:hi], b[lo:hi], a.rfind(b' ')
+    if lo < reply_at or hi > rb or not x.isdigit() or not y.isdigit() or int(y) != int(x) + 1 or b'%d' % int(x) != x: return None
+    c0, w = int(x), hi - lo
+    k = min((len(data) - pos) // step, 10 ** w - c0)
+    for j in (*range(lo), *range(hi, head), step - 2, step - 1):
+        if k < 2: return None
+        col = data[pos + j:pos + j + (k - 1) * step + 1:step]
+        k -= len(col.lstrip(col[:1])) if j < head else len(col.lstrip(b'\r' if j == step - 2 else b'\n'))
+    want = b''.join([b'%d' % c for c in range(c0, c0 + k)])
+    for j in range(lo, hi):
+        col, exp = data[pos + j:pos + j + (k - 1) * step + 1:step], want[j - lo::w][:k]
+        if col != exp: k = _first_differ(col, exp)
+    if k < RUN_MIN: return None
+    return tuple.__new__(Counted, (subj, a, step - head - 2, k, data, pos, lo, hi, c0))
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #70fcfb14
 def encode_pub(subject: bytes, reply: bytes, payload: bytes, hdr: bytes = b'') -> bytes:
