@@ -14,11 +14,12 @@ from .scenarios import (BenchOptions, Result, Progress, BenchError, SCENARIOS, C
 
 
 # %% auto #0
-__all__ = ['MEMORY_COLUMNS', 'STARTUP_COLUMNS', 'STARTUP_TARGET', 'SCALING_OPS', 'SCALING_COLUMNS', 'SCALING_SIZES', 'GOAL',
-           'TARGETS', 'OWN_TARGETS', 'GROUPS', 'EXTRA', 'BenchServer', 'proc_memory', 'reset_peak', 'server_label',
-           'memory_per_msg', 'ready_after', 'startup', 'scaling', 'judge', 'plan', 'compare', 'own_judgements',
-           'misses', 'pairs', 'table', 'write_csv', 'chart', 'scaling_chart', 'start_cluster', 'compare_cluster',
-           'kernel_rows', 'kernel_table', 'select', 'bench', 'main']
+__all__ = ['MEMORY_COLUMNS', 'STARTUP_COLUMNS', 'STARTUP_TARGET', 'IMPORT_COLUMNS', 'IMPORT_STEPS', 'LEFT_OUT', 'SCALING_OPS',
+           'SCALING_COLUMNS', 'SCALING_SIZES', 'GOAL', 'TARGETS', 'OWN_TARGETS', 'GROUPS', 'EXTRA', 'BenchServer',
+           'proc_memory', 'reset_peak', 'server_label', 'memory_per_msg', 'ready_after', 'startup', 'import_costs',
+           'idle_rss', 'scaling', 'judge', 'plan', 'compare', 'own_judgements', 'misses', 'pairs', 'table', 'write_csv',
+           'chart', 'scaling_chart', 'start_cluster', 'compare_cluster', 'kernel_rows', 'kernel_table', 'select',
+           'bench', 'main']
 
 # %% ../../nbs/4_bench/02_compare.ipynb #5a1b2cf7
 def _server_cmd(kind: str) -> list[str]:
@@ -174,6 +175,38 @@ async def startup(kinds=('nats-server', 'jsnb'), o: BenchOptions | None = None, 
             rows.append(dict(server=k, what='restart, file stream', msgs=restart_msgs, seconds=t))
     return rows
 
+
+# %% ../../nbs/4_bench/02_compare.ipynb #db0204a0
+IMPORT_COLUMNS = ['what', 'by_server', 'rss_bytes', 'added_bytes']
+IMPORT_STEPS = (('the interpreter', ''), ('numpy', 'import numpy'), ('orjson, uvloop', 'import orjson, uvloop'),
+                ('core NATS: jsnb.nats.server', 'import jsnb.nats.server'), ('JetStream: jsnb.js.api', 'import jsnb.js.api'))
+LEFT_OUT = (('numba (the compiled kernels)', 'import numba'), ('pandas', 'import pandas'))
+_SELF_RSS = "print([int(l.split()[1]) * 1024 for l in open('/proc/self/status') if l.startswith('VmRSS')][0])"
+
+def _rss_after(stmts: list[str]) -> int:
+    "Resident bytes of a fresh interpreter after running `stmts`."
+    out = subprocess.run([sys.executable, '-c', '; '.join(stmts + [_SELF_RSS])], capture_output=True, text=True, check=True)
+    return int(out.stdout.split()[-1])
+
+def import_costs() -> list[dict]:
+    "Resident memory after each of the server's import steps (cumulative), then what each module it leaves out would add."
+    rows, done, prev = [], [], 0
+    for what, stmt in IMPORT_STEPS:
+        done += [stmt] if stmt else []
+        r = _rss_after(done); rows.append(dict(what=what, by_server=True, rss_bytes=r, added_bytes=r - prev)); prev = r
+    for what, stmt in LEFT_OUT:
+        r = _rss_after(done + [stmt]); rows.append(dict(what=what, by_server=False, rss_bytes=r, added_bytes=r - prev))
+    return rows
+
+def idle_rss(kinds=('nats-server', 'jsnb'), settle: float = 2.0) -> list[dict]:
+    "Each server's resident memory, JetStream on, nothing stored, `settle` seconds after it is ready."
+    rows = []
+    for k in kinds:
+        with tempfile.TemporaryDirectory() as d:
+            _, p, _ = ready_after(k, d)
+            try: time.sleep(settle); rows.append(dict(what=f'idle server: {k}', by_server=True, rss_bytes=proc_memory(p.pid)['rss'], added_bytes=0))
+            finally: _stop(p)
+    return rows
 
 # %% ../../nbs/4_bench/02_compare.ipynb #4267baba
 SCALING_OPS = ('first_fetch', 'num_pending', 'last_by_subject', 'multi_last')
@@ -468,7 +501,7 @@ def kernel_table(rows: list[dict]) -> str:
 GROUPS = {'core': ['pub', 'pubsub'], 'js': [n for n, (_, g) in SCENARIOS.items() if g == 'js'],
           'direct': ['direct-get', 'direct-batch', 'direct-pipe'], 'kv': ['kv-put', 'kv-get'], 'backup': ['js-backup', 'js-restore']}
 GROUPS['all'] = GROUPS['core'] + GROUPS['js'] + GROUPS['direct'] + GROUPS['kv'] + GROUPS['backup']
-EXTRA = ('memory', 'scaling', 'kernels', 'cluster', 'startup')
+EXTRA = ('memory', 'scaling', 'kernels', 'cluster', 'startup', 'imports')
 
 def _count(s: str) -> int:
     "`5000`, `500k`, `0.5M`, `5_000_000` as an int."
@@ -491,7 +524,7 @@ def select(names: list[str]) -> tuple[list[str], set[str]]:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='jsnb bench', description='Benchmark a NATS server (or jsnb against nats-server).')
     a = p.add_argument
-    a('scenarios', nargs='*', help=f'scenarios or groups ({", ".join([*GROUPS, *EXTRA])}); default: all, and memory')
+    a('scenarios', nargs='*', help=f'scenarios or groups ({", ".join([*GROUPS, *EXTRA])}); default: all, memory and startup')
     a('-s', '--server', default='nats://127.0.0.1:4222', help='server URL (without --compare)')
     a('--compare', action='store_true', help='start nats-server and jsnb and run everything against both')
     a('--msgs', type=_count, default=100_000, help='messages per scenario (default 100k)')
@@ -539,7 +572,12 @@ async def bench(args: argparse.Namespace) -> int:
                      batch=args.batch, sync_msgs=args.sync_msgs, keys=args.keys, progress=not args.quiet, stall=args.stall)
     out = pathlib.Path(args.out or '.')
     write_files = args.compare or args.out is not None or args.save_docs
-    results, mem, scale, starts = [], [], [], []
+    results, mem, scale, starts, imps = [], [], [], [], []
+    if 'imports' in extra and args.compare:         # (it starts a server of each kind)
+        imps = import_costs() + idle_rss()
+        for r in imps: print(f"imports: {r['what']:<32}{r['rss_bytes'] / 2**20:8.1f} MB  {'+' if r['added_bytes'] else ' '}{r['added_bytes'] / 2**20:6.1f} MB"
+                             f"{'' if r['by_server'] else '  (not imported by the server)'}")
+    elif 'imports' in extra: print('imports: needs --compare (it starts servers of each kind)')
     if 'kernels' in extra:
         rows = kernel_rows(args.msgs)
         print(kernel_table(rows) if rows is not None else 'kernels: jsnb.js.kernels.speedups is not available, skipped')
@@ -553,7 +591,7 @@ async def bench(args: argparse.Namespace) -> int:
             for k in ('nats-server', 'jsnb'):
                 with BenchServer(k) as srv:
                     scale += await scaling(srv.url, o, [_count(x) for x in args.scaling_sizes.split(',')], args.scaling_subjects, label=k)
-    elif names or extra - {'kernels'}:
+    elif names or extra - {'kernels', 'imports'}:
         _warm()
         c = await Conn.connect(args.server); label = args.label or server_label(c.info); await c.close()
         for name, storage in plan(names, storages):
@@ -578,6 +616,7 @@ async def bench(args: argparse.Namespace) -> int:
             if args.compare: _write(out, args.save_docs, 'bench-compare.png', lambda p: chart(results, p))
         if mem: _write(out, args.save_docs, 'bench-memory.csv', lambda p: write_csv(p, mem, MEMORY_COLUMNS))
         if starts: _write(out, args.save_docs, 'bench-startup.csv', lambda p: write_csv(p, starts, STARTUP_COLUMNS))
+        if imps: _write(out, args.save_docs, 'bench-imports.csv', lambda p: write_csv(p, imps, IMPORT_COLUMNS))
         if scale:
             _write(out, args.save_docs, 'bench-scaling.csv', lambda p: write_csv(p, scale, SCALING_COLUMNS))
             _write(out, args.save_docs, 'bench-scaling.png', lambda p: scaling_chart(scale, p))
