@@ -160,6 +160,7 @@ def _enforce_subjects(self: MsgStore, over: np.ndarray):
     for s, e in zip(over[extra > 1].tolist(), extra[extra > 1].tolist()):
         found.append(select_rows(ix.dead, ix.sid, s, ix.first_row_of(s), ix.n)[:e])
     self._remove_rows(np.concatenate(found))
+    if maxp == 1: ix.s_first[over] = ix.s_last[over]      # each keeps its newest only, which is now its first too
 
 @patch
 def _enforce_subject(self: MsgStore, sid: int):
@@ -168,6 +169,7 @@ def _enforce_subject(self: MsgStore, sid: int):
     extra = int(ix.s_count[sid]) - maxp
     if extra == 1: self._remove(ix.first_row_of(sid))
     elif extra > 1: self._remove_rows(select_rows(ix.dead, ix.sid, sid, ix.first_row_of(sid), ix.n)[:extra])
+    if extra > 0 and maxp == 1: ix.s_first[sid] = ix.s_last[sid]     # its newest is now its first too
 
 # %% ../../nbs/2_js/04_store.ipynb #1afa98a2
 @patch
