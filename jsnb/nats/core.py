@@ -692,14 +692,19 @@ def route_many(self: Core, src: ClientConn, ops: list, i: int) -> tuple[int, tup
     went (the index is `i`), the subscriptions of `ops[i]`'s subject if they were looked up (for the usual path)."""
     sl = src.acc.sublist
     if src.perms is not None or src.verbose or src.pedantic or self.cluster is not None or self.leafs is not None: return i, None
-    match, memo, n, sub, j = sl.match, {}, len(ops), None, i
+    match, memo, n, sub, j, pk, pr = sl.match, {}, len(ops), None, i, None, None
     while j < n:
         op = ops[j]; t = type(op)
         if t is HPub:                                  # (what `_hpub` would refuse or trace goes the usual way)
             if not src.headers or op[3].find(b'Nats-Trace-', 0, op[2]) >= 0: break
         elif t is not Pub: break
-        r = memo.get(op[0])
-        if r is None: r = memo[op[0]] = match(op[0])
+        s = op[0]
+        r = memo.get(s)
+        if r is None:
+            if pr is not None and s.startswith(pk[0]) and s.count(b'.') + 1 == pk[1] and s[-1] != 46 and b'..' not in s: r = pr
+            else:                                      # (a prefix entry answers all subjects of its prefix and length)
+                r = memo[s] = match(s)
+                if (k := sl.last_prefix) is not None and sl.pcache.get(k) is r: pk, pr = k, r
         psubs = r[0]
         if r[1] or len(psubs) != 1 or psubs[0].many is None or (sub is not None and psubs[0] is not sub): break
         sub = psubs[0]; j += 1

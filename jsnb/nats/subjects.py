@@ -77,6 +77,7 @@ class Sublist:
     def __init__(self, cache_size: int = 4096):
         self.root, self.cache, self.cache_size = _Level(), {}, cache_size
         self.pcache: dict[bytes, tuple] = {}       # results that depend only on a subject's first tokens (see `match`)
+        self.last_prefix: tuple | None = None      # the `pcache` key that answered a `match` last
         self.count = self.inserts = self.removes = self.matches = self.cache_hits = 0
 
     def _node(self, level: _Level, tok: bytes, create: bool):
@@ -178,8 +179,8 @@ def match(self: Sublist, subject: bytes):
     for _ in range(_PREFIX_DEPTH):                     # a result known to depend only on a prefix and the number of tokens
         dot = subject.find(b'.', dot + 1)
         if dot < 0: break
-        r = pc.get((subject[:dot + 1], n))
-        if r is not None: self.cache_hits += 1; return r
+        r = pc.get(key := (subject[:dot + 1], n))
+        if r is not None: self.cache_hits += 1; self.last_prefix = key; return r
     psubs, qsubs, toks = [], {}, subject.split(b'.')
     dep = _match(self.root, toks, 0, psubs, qsubs)
     r = (tuple(psubs), tuple(qsubs.values())) if psubs or qsubs else _EMPTY
