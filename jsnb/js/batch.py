@@ -17,6 +17,7 @@ from .errors import (JSAtomicPublishContainsDuplicateMessageErr, JSAtomicPublish
                            JSMessageTTLInvalidErr, JSStreamMessageExceedsMaximumErr, JSStreamNotMatchErr, JSStreamSealedErr,
                            JSStreamWrongLastSequenceConstantErr, JSStreamWrongLastSequenceErrF)
 from .host import advise, StoreRun
+from .store import StoreError
 from .ttl import parse_ttl
 from . import schedules, counters
 from .errors import JSApiError
@@ -89,11 +90,15 @@ def stage(s: Stream, subject: str, hdr: bytes, data: bytes, hand_off=None) -> by
     return commit_batch(s, b, eob)
 
 # %% ../../nbs/2_js/10_batch.ipynb #0228af04
-def _check_all(s: Stream, b: AtomicBatch):
-    "The first error the batch would meet, or None."
+def _check_all(s: Stream, b: AtomicBatch, plain: list | None = None):
+    "The first error the batch would meet, or None (`plain`: for each message, whether it has only the batch's headers)."
     last, last_by_subj, ids, counted = s.last_seq, {}, set(), {}
-    tr = s.cfg.get('subject_transform')
+    tr, counting = s.cfg.get('subject_transform'), s.cfg.get('allow_msg_counter')
     for i, (subject, hdr, data) in enumerate(b.msgs):
+        if plain is not None and plain[i] and not counting:        # no header asks anything: only the size is checked
+            if s.too_big(hdr, data): return JSStreamMessageExceedsMaximumErr()
+            last += 1; last_by_subj[subject] = last
+            continue
         if get_header(hdr, b'Nats-Expected-Last-Msg-Id') is not None:
             return JSAtomicPublishUnsupportedHeaderBatchErr(header='Nats-Expected-Last-Msg-Id')
         if b'Nats-Incr:' in hdr:
@@ -135,12 +140,26 @@ def _check_all(s: Stream, b: AtomicBatch):
         last += 1; last_by_subj[subject] = last
     return None
 
+def _batch_headers_only(hdr: bytes) -> bool:
+    "Whether a header block holds nothing but the batch's own headers (`Nats-Batch-Id`, `-Sequence`, `-Commit`)."
+    lines = hdr.split(b'\r\n')
+    return lines[0] == b'NATS/1.0' and lines[-2:] == [b'', b''] and all([l.startswith(b'Nats-Batch-') for l in lines[1:-2]])
+
 def commit_batch(s: Stream, b: AtomicBatch, eob: bool, ts: int = 0) -> bytes:
     """Check the whole batch, then store all of it, or none of it. `ts`: the time of its first message (a replicated
     stream's replicas each commit the batch from the log, at the leader's time, with the same outcome)."""
     s.batches.pop(b.id, None)
-    err = _check_all(s, b)
+    plain = [_batch_headers_only(h) for _, h, _ in b.msgs]
+    err = _check_all(s, b, plain)
     if err is not None: return s._nak(err)
+    if not ts and s._bulk and all(plain):
+        hdrs = [h for _, h, _ in b.msgs]               # nothing to do per message: one store call for the batch
+        if eob: hdrs[-1] = add_header(hdrs[-1], b'Nats-Batch-Commit', b'1')
+        try: first = s.propose(StoreRun([wire(m[0]) for m in b.msgs], [m[2] for m in b.msgs], hdrs))
+        except StoreError: pass                        # (nothing stored: the way below answers it message by message)
+        else:
+            s._stored()
+            return b'{"stream":%s,"seq":%d,"batch":%s,"count":%d}' % (s._qname, first + len(b.msgs) - 1, orjson.dumps(b.id), len(b.msgs))
     ack = b''
     for i, (subject, hdr, data) in enumerate(b.msgs):
         if eob and i == len(b.msgs) - 1: hdr = add_header(hdr, b'Nats-Batch-Commit', b'1')
