@@ -124,7 +124,7 @@ class JetStream:
         a, sub = self.account, self.core.subscribe
         if kernels.AT_START: kernels.warm()
         a.restore()
-        self._subs = [sub(p, self.on_api) for p in API_SUBJECTS] + [
+        self._subs = [sub(p, self.on_api, many=self.on_api_run) for p in API_SUBJECTS] + [
             sub('$JS.API.CONSUMER.MSG.NEXT.>', partial(C.on_next, a)), sub('$JS.ACK.>', partial(C.on_ack, a), many=partial(C.on_acks, a)),
             sub('$JS.FC.>', partial(C.on_flow_control, a)), sub('$JS.API.CONSUMER.RESET.*.*', partial(C.on_reset, a))]
         if a.domain: self._subs.append(map_domain(self.core, a.domain))
@@ -141,6 +141,17 @@ class JetStream:
         "Run every timer due at `now` (the event loop does this by itself; tests and a safety net call it)."
         return self.account.run_due(now or time.time_ns())
     def stats(self) -> dict: return self.account.stats()
+
+    def on_api_run(self, ops: list, src):
+        "A run of one client's requests `(subject, reply, hdr_len, data)`: Direct Gets to one subject are checked for a responder once, the rest go one by one."
+        s = ops[0][0]
+        if s.startswith(b'$JS.API.DIRECT.GET.') and [op[0] for op in ops].count(s) == len(ops):
+            p, q = self.core.sublist.match(s)
+            if len(p) + len(q) <= 1:
+                for subject, reply, _, _ in ops:
+                    if reply: self.account.no_responders(src, subject, reply)
+            return
+        for subject, reply, hdr, data in ops: self.on_api(subject, reply, hdr, data, src)
 
     def on_api(self, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
         "One `$JS.API` request: route it, answer it (once), count and audit it."

@@ -557,11 +557,11 @@ def route_run(self: Core, src: ClientConn, subject: bytes, run: list[Pub], r=Non
         if len(qgroups) == 1 and len(qgroups[0]) == 1 and self.leafs is None and (q := qgroups[0][0]).client is None \
                 and q.many is not None and all(s.client is None and not s.max for s in psubs):   # one internal responder that takes runs
             self.in_msgs += len(run); self.in_bytes += sum([len(op.data) for op in run])
-            for op in run:
-                for sub in psubs: self.deliver(sub, subject, op.reply, 0, op.data, src)
-            if self.deferred and not q.defers: self.flush_deferred()
-            try: q.many(run, src)
-            except Exception: log.exception('internal subscription %s failed on a run of %d messages', q.subject.decode(), len(run))
+            for sub in psubs:                                          # (a handler that takes runs, in one call)
+                if sub.many is not None: self._many(sub, run, src)
+                else:
+                    for op in run: self.deliver(sub, subject, op.reply, 0, op.data, src)
+            self._many(q, run, src)
             return
         for op in run: self.route(src, subject, op.reply, 0, op.data)    # (each looked up again: a delivery limit may end a subscription)
         return
@@ -711,10 +711,15 @@ def route_many(self: Core, src: ClientConn, ops: list, i: int) -> tuple[int, tup
     if j == i: return i, memo.get(ops[i][0]) if i < n else None
     run = ops[i:j]; nb = sum([len(op[3]) for op in run])
     src.in_msgs += j - i; src.in_bytes += nb; self.in_msgs += j - i; self.in_bytes += nb
+    self._many(sub, run, src)
+    return j, None
+
+@patch
+def _many(self: Core, sub: Subscription, run: list, src):
+    "Hand `run` to internal subscription `sub`'s `many` handler (deferred work first, unless it defers too); a failure is logged."
     if self.deferred and not sub.defers: self.flush_deferred()
     try: sub.many(run, src)
-    except Exception: log.exception('internal subscription %s failed on a run of %d messages', sub.subject.decode(), j - i)
-    return j, None
+    except Exception: log.exception('internal subscription %s failed on a run of %d messages', sub.subject.decode(), len(run))
 
 # %% ../../nbs/1_nats/03_core.ipynb #3968ddc9
 @patch
