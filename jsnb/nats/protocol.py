@@ -298,6 +298,10 @@ def feed(self: Parser, data: bytes) -> list:
                         if data.startswith(data[pos:start], pos + step) and (k := _repeats(data, pos, start - pos, step)) >= RUN_MIN:
                             ops.append(new(Run, (subj, data[pos:start], stop - start, k, data, pos))); pos += k * step
                             continue                              # frames like this one: at once
+                        if (stop == start or (stop - start == 4 and data[start:stop] == b'+ACK')) and \
+                                (r := _acks(data, pos, stop - start, mcl)) is not None:   # acks: empty or `+ACK`, back to back
+                            ops += r[0]; pos = r[1]
+                            continue
                     elif self._skip > 0: self._skip -= 1
                     elif data.startswith(b'\r\n', pos + step + start - pos - 2):
                         if (c := _counted(data, pos, start - pos, step, subj)) is not None:   # replies numbered 1, 2, 3...
@@ -446,6 +450,19 @@ def _counted(data: bytes, pos: int, head: int, step: int, subj: bytes) -> Counte
         if col != exp: k = _first_differ(col, exp)
     if k < RUN_MIN: return None
     return tuple.__new__(Counted, (subj, a, step - head - 2, k, data, pos, lo, hi, c0))
+
+# %% ../../nbs/1_nats/00_protocol.ipynb #115f6a16
+_ACK_ROWS = {0: (re.compile(rb'(?:PUB [^ \t\r\n]+ 0\r\n\r\n)+').match, re.compile(rb'PUB ([^ \t\r\n]+) 0\r\n\r\n').findall, b''),
+             4: (re.compile(rb'(?:PUB [^ \t\r\n]+ 4\r\n\+ACK\r\n)+').match, re.compile(rb'PUB ([^ \t\r\n]+) 4\r\n\+ACK\r\n').findall, b'+ACK')}
+
+def _acks(data: bytes, pos: int, size: int, mcl: int) -> tuple[list, int] | None:
+    "The `Pub`s of a row of at least two frames from `pos` without reply whose payload is empty (`size` 0) or `+ACK` (4), and where it ends."
+    row, subjects, payload = _ACK_ROWS[size]
+    m = row(data, pos)
+    if m is None: return None
+    subjects = subjects(data, pos, m.end())
+    if len(subjects) < 2 or max(map(len, subjects)) > mcl - 6: return None   # (a line over the limit: the usual way reports it)
+    return [tuple.__new__(Pub, (s, b'', 0, payload)) for s in subjects], m.end()
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #70fcfb14
 def encode_pub(subject: bytes, reply: bytes, payload: bytes, hdr: bytes = b'') -> bytes:
