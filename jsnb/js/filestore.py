@@ -495,6 +495,7 @@ def _rewrite(self: FileStore, b: int, keep_all: bool = False):
 
 # %% ../../nbs/2_js/05_filestore.ipynb #aa56fbfc
 _READ_AHEAD = 65536
+_LEN_CRC: dict = {}                # record length -> the CRC-32 of its 4 bytes, the start of each record's CRC
 
 @patch
 def _get(self: FileStore, r):
@@ -509,15 +510,22 @@ def _get_many(self: FileStore, rows) -> list:
     if len(seqs) < 8 or blks[0] != blks[-1] or end - start > 2 * (sum(sizes) + 9 * len(sizes)) + _READ_AHEAD:
         return [self._read(q, b, off, size + 9) for q, b, off, size in zip(seqs, blks, offs, sizes)]
     buf = os.pread(self._fd(blks[0]), end - start, start)   # rows of one block, close together: one read for all
-    out = []
-    for q, off in zip(seqs, offs):
+    out, mv, n, unpack, crc, lens = [], memoryview(buf), len(buf), _REC.unpack_from, zlib.crc32, _LEN_CRC
+    for q, off in zip(seqs, offs):                          # `_read_rec`, inlined: the CRC of each length is kept
         pos = off - start
-        f, _ = _read_rec(buf, pos)
-        if f is None or f[3] != q or f[2] != _MSG: return [self._read(q, b, o, s + 9) for q, b, o, s in zip(seqs, blks, offs, sizes)]
+        f = unpack(buf, pos) if n - pos >= _HDR else None
+        if f is None or f[3] != q or f[2] != _MSG or f[0] < _HDR + f[6] + f[7] or pos + f[0] > n: break
+        c = lens.get(f[0])
+        if c is None:
+            if len(lens) > 4096: lens.clear()              # (sizes vary without end: the cache stays small)
+            c = lens[f[0]] = crc(f[0].to_bytes(4, 'little'))
+        if crc(mv[pos + 8:pos + f[0]], c) != f[1]: break
         p = pos + _HDR + f[6]
         out.append((buf[p:p + f[7]], buf[p + f[7]:pos + f[0]]))
-    self._last_get = seqs[-1]
-    return out
+    else:
+        self._last_get = seqs[-1]
+        return out
+    return [self._read(q, b, o, s + 9) for q, b, o, s in zip(seqs, blks, offs, sizes)]   # damaged: each on its own, reported
 
 @patch
 def _read(self: FileStore, seq: int, b: int, off: int, need: int):
