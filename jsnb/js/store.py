@@ -6,6 +6,7 @@
 from __future__ import annotations
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 import numpy as np
 from fastcore.basics import patch
 from ..nats.subjects import subject_matches, has_wildcard
@@ -18,9 +19,8 @@ from .index import _Index
 __all__ = ['StoreMsg', 'StoreLimits', 'StoreError', 'mem_msg_size', 'file_msg_size', 'MsgStore', 'MemStore']
 
 # %% ../../nbs/2_js/04_store.ipynb #a630f4b3
-@dataclass
-class StoreMsg:
-    "One stored message."
+class StoreMsg(NamedTuple):
+    "One stored message (a tuple: consumers and Direct Get load them by the hundred)."
     subject: str
     seq: int
     ts: int
@@ -286,7 +286,8 @@ def _msgs(self: MsgStore, rows: np.ndarray) -> list[StoreMsg]:
     "The messages at many rows, reading each index column once."
     ix = self._ix
     names = ix.names
-    return [StoreMsg(names[s], q, t, h, d) for q, s, t, (h, d)
+    new = tuple.__new__
+    return [new(StoreMsg, (names[s], q, t, h, d)) for q, s, t, (h, d)
             in zip(ix.seq[rows].tolist(), ix.sid[rows].tolist(), ix.ts[rows].tolist(), self._get_many(rows))]
 
 @patch
