@@ -481,7 +481,15 @@ def ack(self: Consumer, sseq: int, dseq: int, dc: int, body: bytes, reply: str =
 @_produces
 def ack_many(self: Consumer, acks: list):
     "Plain acknowledgements `(stream seq, consumer seq)` of one read, in order: each as `ack` takes it, then one delivery round."
-    for sseq, dseq in acks: self._ack(sseq, dseq)
+    if self.cfg.get('ack_policy') != 'explicit' or self._sample_pct:
+        for sseq, dseq in acks: self._ack(sseq, dseq)
+    else:                                        # `_ack` for explicit acks, with retention told once for all of them
+        rdc, acked, floor = self.rdc, [], self._move_ack_floor
+        for sseq, _ in acks:
+            p = self.pending.pop(sseq, None)           # (`pending` itself, each time: moving the floor may compact it)
+            if rdc: rdc.pop(sseq, None)
+            if p is not None: acked.append(sseq); floor(p[0], sseq)
+        if acked: self.last_acked = time.time_ns(); self.stream.acked(self, acked)
     self._deliver()
 
 @patch

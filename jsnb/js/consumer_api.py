@@ -55,12 +55,13 @@ _NOT_ACKS = (b'+WPI', b'-NAK', b'+TER')
 def on_acks(acct: Account, ops: list, src):
     """A run of one client's acknowledgements `(subject, reply, hdr_len, data)`, in order: consecutive plain ones (no
     reply, not `+WPI`, `-NAK` or `+TERM`) to one consumer are taken with one `Consumer.ack_many`, the rest by `on_ack`."""
-    run, c0 = [], None
+    run, c0, key, found = [], None, None, None
     for subject, reply, hdr, data in ops:
         toks = subject.split(b'.')
         c = None
         if not reply and len(toks) >= 7 and (data[hdr:hdr + 4] if hdr else data[:4]) not in _NOT_ACKS:
-            c = _consumer(acct, text(toks[2]), text(toks[3]))
+            if (toks[2], toks[3]) != key: key, found = (toks[2], toks[3]), _consumer(acct, text(toks[2]), text(toks[3]))
+            c = found                                   # (looked up once for a row of acks to one consumer)
             if c is not None and (c.ack_none or not (toks[4].isdigit() and toks[5].isdigit() and toks[6].isdigit())): c = None
         if c is not c0 and run: acct.send(c0.ack_many(run)); run = []
         c0 = c
