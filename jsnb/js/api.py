@@ -151,7 +151,13 @@ class JetStream:
                 for subject, reply, _, _ in ops:
                     if reply: self.account.no_responders(src, subject, reply)
             return
-        for subject, reply, hdr, data in ops: self.on_api(subject, reply, hdr, data, src)
+        core = self.core
+        for subject, reply, hdr, data in ops:
+            if getattr(src, 'closing', False): return    # closed on the way (a slow consumer): the rest is dropped, as the core drops it
+            if subject.startswith(b'$JS.API.DIRECT.GET.'):  # its responder may have come with a request before it in this run:
+                core.in_msgs -= 1; core.in_bytes -= len(data)   # routed again, as if on its own (and counted once)
+                core.route(src, subject, reply, hdr, data)
+            else: self.on_api(subject, reply, hdr, data, src)
 
     def on_api(self, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
         "One `$JS.API` request: route it, answer it (once), count and audit it."

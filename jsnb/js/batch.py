@@ -187,10 +187,11 @@ def parse_fast_reply(reply: str):
     parts = reply.rsplit('.', 6)
     if len(parts) < 7: return None
     bid, flow, gap, seq, op = parts[1:6]
-    if not (op.isdigit() and 0 <= int(op) <= 4) or not seq.isdigit() or int(seq) == 0 or gap not in ('ok', 'fail'): return None
+    if not (op.isascii() and op.isdigit() and 0 <= int(op) <= 4) or not (seq.isascii() and seq.isdigit()) or int(seq) == 0 \
+            or gap not in ('ok', 'fail'): return None
     op, seq = int(op), int(seq)
     if (seq == 1 and op == 3) or (op == 0 and seq != 1) or (op == 1 and seq <= 1): return None
-    f = int(flow) if flow.lstrip('-').isdigit() else 0
+    f = int(flow) if flow.isascii() and flow.lstrip('-').isdigit() else 0
     return bid, (10 if f <= 0 else min(f, 65535)), gap == 'ok', seq, op
 
 # %% ../../nbs/2_js/10_batch.ipynb #219bfe53
@@ -290,7 +291,9 @@ def expire_fast(s: Stream, now: int):
 # %% ../../nbs/2_js/10_batch.ipynb #1c62bb80
 def counts_fast(run: Counted) -> bool:
     "Whether the numbered replies of a `Counted` run are fast-ingest ones that add to one batch, numbered by their sequence."
-    a, z = parse_fast_reply(text(run.reply(0))), parse_fast_reply(text(run.reply(run.count - 1)))
+    r0 = run.reply(0)
+    if not r0.endswith(b'.$FI'): return False
+    a, z = parse_fast_reply(text(r0)), parse_fast_reply(text(run.reply(run.count - 1)))
     return a is not None and z is not None and a[4] == z[4] == 1 and a[3] == run.first and z[3] == run.first + run.count - 1
 
 def _singles(msgs: list) -> list:

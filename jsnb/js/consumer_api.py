@@ -57,6 +57,7 @@ def on_acks(acct: Account, ops: list, src):
     reply, not `+WPI`, `-NAK` or `+TERM`) to one consumer are taken with one `Consumer.ack_many`, the rest by `on_ack`."""
     run, c0, key, found = [], None, None, None
     for subject, reply, hdr, data in ops:
+        if getattr(src, 'closing', False): break      # closed on the way: what came before still counts
         toks = subject.split(b'.')
         c = None
         if not reply and len(toks) >= 7 and (data[hdr:hdr + 4] if hdr else data[:4]) not in _NOT_ACKS:

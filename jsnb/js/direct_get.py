@@ -315,6 +315,7 @@ def on_requests(s: Stream, ops: list, src):
     out with one `send`; any other takes its place through `on_request`."""
     out, name, store = [], wire(s.name), s.store
     for subject, reply, hdr, data in ops:
+        if getattr(src, 'closing', False): break      # closed on the way: nothing more for it
         req = None
         if reply and not hdr and data.startswith(b'{"seq":'):
             req, err = parse_request(data)

@@ -599,7 +599,9 @@ def route_counted(self: Core, src: ClientConn, run: Counted) -> bool:
     if qgroups or len(psubs) != 1 or (sub := psubs[0]).client is not None or sub.max or not getattr(sub.many, 'takes_runs', False):
         return False
     if self.deferred and not sub.defers: self.flush_deferred()
-    if not sub.many(run, src): return False
+    try:
+        if not sub.many(run, src): return False
+    except Exception: log.exception('internal subscription %s failed on a run of %d messages', sub.subject.decode(), run.count)
     self.in_msgs += run.count; self.in_bytes += run.count * run.size
     return True
 

@@ -381,14 +381,21 @@ class Run(NamedTuple):
         a, s, d, subj = self.start + len(self.line), self.size, self.data, self.subject
         return [tuple.__new__(Pub, (subj, b'', 0, d[p:p + s])) for p in range(a, a + self.count * self.step, self.step)]
 
-def _repeats(data: bytes, pos: int, head: int, step: int) -> int:
-    "How many whole frames of `step` bytes from `pos` on start with the `head` bytes at `pos` and end in `\\r\\n`."
-    k = (len(data) - pos) // step
-    for j in (*range(head), step - 2, step - 1):
+_LOOK = 16                      # frames a first check covers: a row that ends sooner costs only that much
+
+def _alike(data: bytes, pos: int, step: int, k: int, cols) -> int:
+    "How many of the `k` frames of `step` bytes from `pos` on have, at every offset in `cols`, the first frame's byte."
+    for j in cols:
         if k < 2: break
         col = data[pos + j:pos + j + (k - 1) * step + 1:step]        # byte j of each of the k frames
-        k -= len(col.lstrip(col[:1])) if j < head else len(col.lstrip(b'\r' if j == step - 2 else b'\n'))
+        k -= len(col.lstrip(col[:1]))
     return k
+
+def _repeats(data: bytes, pos: int, head: int, step: int) -> int:
+    "How many whole frames of `step` bytes from `pos` on start with the `head` bytes at `pos` and end in `\\r\\n` (as the first does)."
+    k, cols = (len(data) - pos) // step, (*range(head), step - 2, step - 1)
+    n = _alike(data, pos, step, min(k, _LOOK), cols)
+    return _alike(data, pos, step, k, cols) if n == _LOOK < k else n
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #61990813
 class Counted(NamedTuple):
@@ -439,15 +446,17 @@ def _counted(data: bytes, pos: int, head: int, step: int, subj: bytes) -> Counte
     x, y, rb = a[lo:hi], b[lo:hi], a.rfind(b' ')
     if lo < reply_at or hi > rb or not x.isdigit() or not y.isdigit() or int(y) != int(x) + 1 or b'%d' % int(x) != x: return None
     c0, w = int(x), hi - lo
-    k = min((len(data) - pos) // step, 10 ** w - c0)
-    for j in (*range(lo), *range(hi, head), step - 2, step - 1):
-        if k < 2: return None
-        col = data[pos + j:pos + j + (k - 1) * step + 1:step]
-        k -= len(col.lstrip(col[:1])) if j < head else len(col.lstrip(b'\r' if j == step - 2 else b'\n'))
-    want = b''.join([b'%d' % c for c in range(c0, c0 + k)])
-    for j in range(lo, hi):
-        col, exp = data[pos + j:pos + j + (k - 1) * step + 1:step], want[j - lo::w][:k]
-        if col != exp: k = _first_differ(col, exp)
+    cols = (*range(lo), *range(hi, head), step - 2, step - 1)
+    def counting(k: int) -> int:                       # how many of k frames are alike and count up
+        k = _alike(data, pos, step, k, cols)
+        want = b''.join([b'%d' % c for c in range(c0, c0 + k)])
+        for j in range(lo, hi):
+            col, exp = data[pos + j:pos + j + (k - 1) * step + 1:step], want[j - lo::w][:k]
+            if col != exp: k = _first_differ(col, exp)
+        return k
+    most = min((len(data) - pos) // step, 10 ** w - c0)
+    k = counting(min(most, _LOOK))
+    if k == _LOOK < most: k = counting(most)
     if k < RUN_MIN: return None
     return tuple.__new__(Counted, (subj, a, step - head - 2, k, data, pos, lo, hi, c0))
 
@@ -460,9 +469,12 @@ def _acks(data: bytes, pos: int, size: int, mcl: int) -> tuple[list, int] | None
     row, subjects, payload = _ACK_ROWS[size]
     m = row(data, pos)
     if m is None: return None
-    subjects = subjects(data, pos, m.end())
-    if len(subjects) < 2 or max(map(len, subjects)) > mcl - 6: return None   # (a line over the limit: the usual way reports it)
-    return [tuple.__new__(Pub, (s, b'', 0, payload)) for s in subjects], m.end()
+    subjects, end = subjects(data, pos, m.end()), m.end()
+    if max(map(len, subjects)) > mcl - 6:              # a line over the limit ends the row: the usual way reports it
+        subjects = subjects[:[len(s) > mcl - 6 for s in subjects].index(True)]
+        end = pos + sum(map(len, subjects)) + len(subjects) * (10 + len(payload))    # (`PUB `, ` 0\r\n`, payload, `\r\n`)
+    if len(subjects) < 2: return None
+    return [tuple.__new__(Pub, (s, b'', 0, payload)) for s in subjects], end
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #70fcfb14
 def encode_pub(subject: bytes, reply: bytes, payload: bytes, hdr: bytes = b'') -> bytes:
