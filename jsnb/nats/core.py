@@ -598,10 +598,7 @@ def route_counted(self: Core, src: ClientConn, run: Counted) -> bool:
     psubs, qgroups = src.acc.sublist.match(run.subject)
     if qgroups or len(psubs) != 1 or (sub := psubs[0]).client is not None or sub.max or not getattr(sub.many, 'takes_runs', False):
         return False
-    if self.deferred and not sub.defers: self.flush_deferred()
-    try:
-        if not sub.many(run, src): return False
-    except Exception: log.exception('internal subscription %s failed on a run of %d messages', sub.subject.decode(), run.count)
+    if self._many(sub, run, src) is False: return False
     self.in_msgs += run.count; self.in_bytes += run.count * run.size
     return True
 
@@ -694,19 +691,14 @@ def route_many(self: Core, src: ClientConn, ops: list, i: int) -> tuple[int, tup
     went (the index is `i`), the subscriptions of `ops[i]`'s subject if they were looked up (for the usual path)."""
     sl = src.acc.sublist
     if src.perms is not None or src.verbose or src.pedantic or self.cluster is not None or self.leafs is not None: return i, None
-    match, memo, n, sub, j, pk, pr = sl.match, {}, len(ops), None, i, None, None
+    match, memo, n, sub, j = sl.matcher(), {}, len(ops), None, i
     while j < n:
         op = ops[j]; t = type(op)
         if t is HPub:                                  # (what `_hpub` would refuse or trace goes the usual way)
             if not src.headers or op[3].find(b'Nats-Trace-', 0, op[2]) >= 0: break
         elif t is not Pub: break
-        s = op[0]
-        r = memo.get(s)
-        if r is None:
-            if pr is not None and s.startswith(pk[0]) and s.count(b'.') + 1 == pk[1] and s[-1] != 46 and b'..' not in s: r = pr
-            else:                                      # (a prefix entry answers all subjects of its prefix and length)
-                r = memo[s] = match(s)
-                if (k := sl.last_prefix) is not None and sl.pcache.get(k) is r: pk, pr = k, r
+        r = memo.get(op[0])
+        if r is None: r = memo[op[0]] = match(op[0])
         psubs = r[0]
         if r[1] or len(psubs) != 1 or psubs[0].many is None or (sub is not None and psubs[0] is not sub): break
         sub = psubs[0]; j += 1
@@ -717,11 +709,13 @@ def route_many(self: Core, src: ClientConn, ops: list, i: int) -> tuple[int, tup
     return j, None
 
 @patch
-def _many(self: Core, sub: Subscription, run: list, src):
-    "Hand `run` to internal subscription `sub`'s `many` handler (deferred work first, unless it defers too); a failure is logged."
+def _many(self: Core, sub: Subscription, run, src):
+    """Hand `run` (a list of operations, or a `Counted`) to internal subscription `sub`'s `many` handler (deferred work
+    first, unless it defers too) and return what it returns; a failure is logged (None)."""
     if self.deferred and not sub.defers: self.flush_deferred()
-    try: sub.many(run, src)
-    except Exception: log.exception('internal subscription %s failed on a run of %d messages', sub.subject.decode(), len(run))
+    try: return sub.many(run, src)
+    except Exception:
+        log.exception('internal subscription %s failed on a run of %d messages', sub.subject.decode(), run.count if type(run) is Counted else len(run))
 
 # %% ../../nbs/1_nats/03_core.ipynb #3968ddc9
 @patch

@@ -185,12 +185,27 @@ def match(self: Sublist, subject: bytes):
     dep = _match(self.root, toks, 0, psubs, qsubs)
     r = (tuple(psubs), tuple(qsubs.values())) if psubs or qsubs else _EMPTY
     if 0 <= dep < min(_PREFIX_DEPTH, len(toks) - 1):  # the same for every subject with this prefix and as many tokens
-        pc[b'.'.join(toks[:dep + 1]) + b'.', len(toks)] = r
+        key = (b'.'.join(toks[:dep + 1]) + b'.', len(toks))
+        pc[key] = r; self.last_prefix = key
         return r
     if len(self.cache) >= self.cache_size:      # evict about a quarter, arbitrary entries
         for k in list(self.cache)[: self.cache_size // 4]: del self.cache[k]
     self.cache[subject] = r
     return r
+
+@patch
+def matcher(self: Sublist):
+    """A `match` for a batch of lookups during which no subscription changes (a client's run of messages): a prefix
+    entry that answered one subject also answers the following subjects of its prefix and length, without a lookup."""
+    key, got = None, None
+    def match(subject: bytes):
+        nonlocal key, got
+        if got is not None and subject.startswith(key[0]) and subject.count(b'.') + 1 == key[1] and subject[-1] != 46 \
+                and b'..' not in subject: return got
+        r = self.match(subject)
+        if (k := self.last_prefix) is not None and self.pcache.get(k) is r: key, got = k, r
+        return r
+    return match
 
 # %% ../../nbs/1_nats/01_subjects.ipynb #efd5e93b
 @patch
