@@ -481,21 +481,16 @@ def ack(self: Consumer, sseq: int, dseq: int, dc: int, body: bytes, reply: str =
 @_produces
 def ack_many(self: Consumer, acks: list):
     "Plain acknowledgements `(stream seq, consumer seq)` of one read, in order: each as `ack` takes it, then one delivery round."
-    if self.cfg.get('ack_policy') != 'explicit' or self._sample_pct:
-        for sseq, dseq in acks: self._ack(sseq, dseq)
-    else:                                        # `_ack` for explicit acks, with retention told once for all of them
-        rdc, acked, floor = self.rdc, [], self._move_ack_floor
-        for sseq, _ in acks:
-            p = self.pending.pop(sseq, None)           # (`pending` itself, each time: moving the floor may compact it)
-            if rdc: rdc.pop(sseq, None)
-            if p is not None: acked.append(sseq); floor(p[0], sseq)
-        if acked: self.last_acked = time.time_ns(); self.stream.acked(self, acked)
+    acked = []
+    for sseq, dseq in acks: self._ack(sseq, dseq, acked)
+    if acked: self.stream.acked(self, acked)             # (retention told once for all of them)
     self._deliver()
 
 @patch
-def _ack(self: Consumer, sseq: int, dseq: int):
+def _ack(self: Consumer, sseq: int, dseq: int, acked: list | None = None):
+    "Take one acknowledgement; what it removes from pending is told to retention, or added to `acked` for the caller to tell."
     if self.ack_none: return
-    acked = []
+    tell, acked = acked is None, [] if acked is None else acked
     if self.cfg.get('ack_policy') in ('all', 'flow_control'):      # both ack everything up to the sequence
         if dseq <= self.adflr or sseq <= self.asflr: return
         for s in [s for s in self.pending if s <= sseq]: del self.pending[s]; self.rdc.pop(s, None); acked.append(s)
@@ -508,7 +503,7 @@ def _ack(self: Consumer, sseq: int, dseq: int):
         acked.append(sseq)
         self._move_ack_floor(p[0], sseq)
     self.last_acked = time.time_ns()
-    if acked: self.stream.acked(self, acked)
+    if tell and acked: self.stream.acked(self, acked)
 
 @patch
 def _sample(self: Consumer, sseq: int, p: list):

@@ -37,15 +37,26 @@ def _mark(kind: int, seq: int, ts: int) -> bytes:
     return _LEN39 + zlib.crc32(body, _CRC39).to_bytes(4, 'little') + body
 
 # %% ../../nbs/2_js/05_filestore.ipynb #d9e8fe62
+def _read_recs(buf, positions) -> list:
+    "`(fields, end)` of the record at each of `positions`: fields None if damaged, end -1 if not framed."
+    out, mv, n, unpack, crc, lens = [], memoryview(buf), len(buf), _REC.unpack_from, zlib.crc32, _LEN_CRC
+    for pos in positions:
+        if n - pos < _HDR: out.append((None, -1)); continue
+        f = unpack(buf, pos)
+        end = pos + f[0]
+        if f[0] < _HDR + f[6] + f[7] or end > n or f[2] > _LAST: out.append((None, -1)); continue
+        c = lens.get(f[0])                                 # the CRC of the record's 4 length bytes, kept per length
+        if c is None:
+            if len(lens) > 4096: lens.clear()              # (sizes vary without end: the cache stays small)
+            c = lens[f[0]] = crc(buf[pos:pos + 4])
+        out.append((f if crc(mv[pos + 8:end], c) == f[1] else None, end))
+    return out
+
 def _read_rec(buf, pos: int):
     "`(fields, end)` of the record at `pos`: fields None if damaged, end -1 if not framed."
-    if len(buf) - pos < _HDR: return None, -1
-    f = _REC.unpack_from(buf, pos)
-    end = pos + f[0]
-    if f[0] < _HDR + f[6] + f[7] or end > len(buf) or f[2] > _LAST: return None, -1
-    mv = memoryview(buf)
-    ok = zlib.crc32(mv[pos + 8:end], zlib.crc32(mv[pos:pos + 4])) == f[1]
-    return (f if ok else None), end
+    return _read_recs(buf, (pos,))[0]
+
+_LEN_CRC: dict = {}             # record length -> the CRC-32 of its 4 bytes, where each record's CRC starts
 
 # %% ../../nbs/2_js/05_filestore.ipynb #3e1f0a02
 def _u(a: np.ndarray, i: np.ndarray, n: int) -> np.ndarray:
@@ -495,7 +506,6 @@ def _rewrite(self: FileStore, b: int, keep_all: bool = False):
 
 # %% ../../nbs/2_js/05_filestore.ipynb #aa56fbfc
 _READ_AHEAD = 65536
-_LEN_CRC: dict = {}                # record length -> the CRC-32 of its 4 bytes, the start of each record's CRC
 
 @patch
 def _get(self: FileStore, r):
@@ -510,16 +520,10 @@ def _get_many(self: FileStore, rows) -> list:
     if len(seqs) < 8 or blks[0] != blks[-1] or end - start > 2 * (sum(sizes) + 9 * len(sizes)) + _READ_AHEAD:
         return [self._read(q, b, off, size + 9) for q, b, off, size in zip(seqs, blks, offs, sizes)]
     buf = os.pread(self._fd(blks[0]), end - start, start)   # rows of one block, close together: one read for all
-    out, mv, n, unpack, crc, lens = [], memoryview(buf), len(buf), _REC.unpack_from, zlib.crc32, _LEN_CRC
-    for q, off in zip(seqs, offs):                          # `_read_rec`, inlined: the CRC of each length is kept
+    out = []
+    for (f, _), q, off in zip(_read_recs(buf, [o - start for o in offs]), seqs, offs):   # checked together
         pos = off - start
-        f = unpack(buf, pos) if n - pos >= _HDR else None
-        if f is None or f[3] != q or f[2] != _MSG or f[0] < _HDR + f[6] + f[7] or pos + f[0] > n: break
-        c = lens.get(f[0])
-        if c is None:
-            if len(lens) > 4096: lens.clear()              # (sizes vary without end: the cache stays small)
-            c = lens[f[0]] = crc(f[0].to_bytes(4, 'little'))
-        if crc(mv[pos + 8:pos + f[0]], c) != f[1]: break
+        if f is None or f[3] != q or f[2] != _MSG: break
         p = pos + _HDR + f[6]
         out.append((buf[p:p + f[7]], buf[p + f[7]:pos + f[0]]))
     else:
