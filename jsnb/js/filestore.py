@@ -112,9 +112,10 @@ class _Blk:
 class FileStore(MsgStore):
     "A message store in append-only block files under `directory`."
     def __init__(self, directory, limits: StoreLimits | None = None, sync_always: bool = False,
-                 sync_interval: float = 120.0, block_size: int = 8 << 20):
+                 sync_interval: float = 120.0, block_size: int = 8 << 20, cache_bytes: int = 32 << 20):
         super().__init__(limits)
         self.directory, self.sync_always, self.sync_interval, self.block_size = Path(directory), sync_always, sync_interval, block_size
+        self.cache_bytes, self._mc, self._mc0, self._mcb, self._mcu, self._mc_seen = cache_bytes, [], 0, 0, 0, (0, 0.0)
         self.name, self._bdir = self.directory.name, self.directory / 'msgs'
         self._bdir.mkdir(parents=True, exist_ok=True)
         self._fds: dict[int, int] = {}
@@ -329,7 +330,9 @@ def sync(self: FileStore) -> None:
 @patch
 def sync_if_due(self: FileStore, now: float | None = None) -> bool:
     "Sync if `sync_interval` passed since the last sync and something is unsynced (a stream gone quiet still gets synced)."
-    if not (self._dirty or self._stale) or (now or time.monotonic()) - self._synced < self.sync_interval: return False
+    now = now or time.monotonic()
+    self._expire_cache(now)
+    if not (self._dirty or self._stale) or now - self._synced < self.sync_interval: return False
     self.sync(); return True
 
 @patch
@@ -344,15 +347,18 @@ def _put(self: FileStore, r, subject, hdr, data):
     rec = _record(_MSG, ix.last, int(ix.ts[r]), int(ix.ttl[r]), wire(subject), hdr, data)
     ix.blk[r], ix.off[r] = self._cur, self._size + self._pending
     self._pending += len(rec); self._wbuf.append(rec)
+    self._cached(ix.last, ((hdr or b'', data),), len(rec) + _SLOT)
 
 @patch
 def _skipped(self: FileStore, seq, ts):
     rec = _mark(_SKIP, seq, ts)
     self._pending += len(rec); self._wbuf.append(rec); self._bm[self._cur].dead += len(rec)
+    self._cached(seq, (None,), _SLOT)
 
 @patch
 def _cleared(self: FileStore):
     "Every message went at once (a purge of everything): count all of them dead."
+    self._forget()
     for b, m in self._bm.items(): m.dead = max(m.dead, (self._size if b == self._cur else m.size) - m.marks)
 
 @patch
@@ -360,6 +366,8 @@ def _dropped(self: FileStore, rows, erase):
     ix, bm, cur = self._ix, self._bm, self._cur
     if type(rows) is tuple and len(rows) == 1 and not erase:            # one message: no numpy on the way
         r = rows[0]; seq = int(ix.seq[r]); self._dels.append(seq)
+        i = seq - self._mc0
+        if 0 <= i < len(self._mc): self._mc[i] = None
         m = bm.get(int(ix.blk[r]))
         if m is None: return
         d = int(ix.size[r]) + 9; m.dead += d
@@ -370,6 +378,9 @@ def _dropped(self: FileStore, rows, erase):
     rows = np.asarray(rows)
     seqs = ix.seq[rows]
     self._dels.extend(seqs.tolist())
+    if self._mc:
+        mc, b = self._mc, self._mc0
+        for i in (seqs[(seqs >= b) & (seqs < b + len(mc))] - b).tolist(): mc[i] = None
     if erase: self._erase.extend(zip(ix.blk[rows].tolist(), ix.off[rows].tolist()))
     if len(rows) == 1:
         d = int(ix.size[rows[0]]) + 9
@@ -510,12 +521,21 @@ _READ_AHEAD = 65536
 @patch
 def _get(self: FileStore, r):
     ix = self._ix
-    return self._read(int(ix.seq[r]), int(ix.blk[r]), int(ix.off[r]), int(ix.size[r]) + 9)
+    seq = int(ix.seq[r])
+    i = seq - self._mc0
+    if 0 <= i < len(self._mc):
+        m = self._mc[i]
+        if m is not None: self._mcu += 1; return m
+    return self._read(seq, int(ix.blk[r]), int(ix.off[r]), int(ix.size[r]) + 9)
 
 @patch
 def _get_many(self: FileStore, rows) -> list:
-    ix = self._ix
-    seqs, blks, offs, sizes = ix.seq[rows].tolist(), ix.blk[rows].tolist(), ix.off[rows].tolist(), ix.size[rows].tolist()
+    ix, mc, b = self._ix, self._mc, self._mc0
+    seqs = ix.seq[rows].tolist()
+    if seqs and mc and min(seqs) >= b and max(seqs) < b + len(mc):
+        out = [mc[q - b] for q in seqs]
+        if None not in out: self._mcu += 1; return out
+    blks, offs, sizes = ix.blk[rows].tolist(), ix.off[rows].tolist(), ix.size[rows].tolist()
     start, end = (offs[0], offs[-1] + sizes[-1] + 9) if seqs else (0, 0)
     if len(seqs) < 8 or blks[0] != blks[-1] or end - start > 2 * (sum(sizes) + 9 * len(sizes)) + _READ_AHEAD:
         return [self._read(q, b, off, size + 9) for q, b, off, size in zip(seqs, blks, offs, sizes)]
@@ -545,6 +565,32 @@ def _read(self: FileStore, seq: int, b: int, off: int, need: int):
     if f is None or f[3] != seq or f[2] != _MSG: raise StoreError('corrupt')
     p = pos + _HDR + f[6]
     return buf[p:p + f[7]], buf[p + f[7]:pos + f[0]]
+
+# %% ../../nbs/2_js/05_filestore.ipynb #d65060a6
+_SLOT = 100             # bytes a cached message costs beyond its headers and payload: its tuple and list slot
+_CACHE_IDLE = 10.0      # seconds a cache nobody used is kept
+
+@patch
+def _cached(self: FileStore, seq: int, items, nbytes: int):
+    "Remember `(hdr, data)` (None for a sequence without a message) for the sequences from `seq` on."
+    mc = self._mc
+    if seq != self._mc0 + len(mc): mc.clear(); self._mc0, self._mcb = seq, 0
+    mc.extend(items); self._mcb += nbytes
+    if self._mcb > self.cache_bytes and mc:
+        k = len(mc) // 2 or 1
+        self._mcb -= self._mcb * k // len(mc); del mc[:k]; self._mc0 += k
+
+@patch
+def _forget(self: FileStore):
+    "Drop the cache."
+    self._mc, self._mc0, self._mcb = [], 0, 0
+
+@patch
+def _expire_cache(self: FileStore, now: float):
+    "Drop the cache if nothing wrote or read it for `_CACHE_IDLE` seconds."
+    used = self._mcu + self._ix.last
+    if used != self._mc_seen[0]: self._mc_seen = (used, now)
+    elif self._mc and now - self._mc_seen[1] >= _CACHE_IDLE: self._forget()
 
 # %% ../../nbs/2_js/05_filestore.ipynb #6a69cdef
 from . import kernels
@@ -652,16 +698,18 @@ def _put_many(self: FileStore, r, subjects, datas, hdrs=None):
     else:
         recs = [_record(_MSG, seq + i, ts, 0, s, h, d) for i, (s, h, d) in enumerate(zip(subjects, hdrs or repeat(b''), datas))]
         lens = _lens(recs)
-    start = self._size + self._pending
+    start, nbytes = self._size + self._pending, int(lens.sum())
     ix.blk[r:r + k] = self._cur
     ix.off[r:r + k] = start + np.cumsum(lens) - lens
-    self._pending += int(lens.sum()); self._wbuf.extend(recs)
+    self._pending += nbytes; self._wbuf.extend(recs)
+    self._cached(seq, zip(hdrs, datas) if hdrs else zip(repeat(b''), datas), nbytes + _SLOT * k)
 
 # %% ../../nbs/2_js/05_filestore.ipynb #a9025633
 @patch
 def stop(self: FileStore) -> None:
     "Commit, sync and close the files."
     if self._closed: return
+    self._forget()
     try:
         if self._werr is None: self._commit(); self.sync()
     finally:
