@@ -18,7 +18,8 @@ from .nats.reload import ReloadError, config_digest, reload
 from .app import Server
 
 # %% auto #0
-__all__ = ['options', 'setup_logging', 'reopen_log', 'on_signal', 'main', 'jsnb_main', 'cluster_commands', 'cluster_main']
+__all__ = ['GC_YOUNG', 'options', 'setup_logging', 'reopen_log', 'on_signal', 'tune_gc', 'main', 'jsnb_main', 'cluster_commands',
+           'cluster_main']
 
 # %% ../nbs/5_app/01_cli.ipynb #75916e9e
 def _parser() -> argparse.ArgumentParser:
@@ -148,6 +149,16 @@ def on_signal(server: Server, sig: int):
         except Exception as e: log.exception('Failed to reload server configuration: %s', e)
 
 
+# %% ../nbs/5_app/01_cli.ipynb #c1f59a3c
+import gc
+
+GC_YOUNG = 20_000       # allocations between two looks at new objects (Python's default: 700)
+
+def tune_gc():
+    "Collect, freeze what exists out of later collections, and look at new objects every `GC_YOUNG` allocations."
+    gc.collect(); gc.freeze()
+    gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
+
 # %% ../nbs/5_app/01_cli.ipynb #0e8e0d17
 def _banner(server: Server, warnings: list[str]):
     o, core = server.opts, server.core
@@ -182,6 +193,7 @@ async def _run(opts: ServerOptions, warnings: list[str], argv: list[str] | None 
         try: loop.add_signal_handler(sig, held.append, sig)
         except (NotImplementedError, RuntimeError): pass
     await server.start()
+    tune_gc()
     for sig in _SIGNALS:
         try: loop.add_signal_handler(sig, on_signal, server, sig)
         except (NotImplementedError, RuntimeError): pass

@@ -10,7 +10,8 @@ from fastcore.basics import patch
 from ..nats.subjects import subject_matches
 from ..nats.protocol import get_header
 from ..nats.times import NS, rfc3339, parse_rfc3339
-from .host import Frame, advise
+from .host import Frame, Built, RUN_MIN, advise, encode_run
+from . import kernels
 from .stream_config import stored_cfg
 from . import priority
 from . import pull as pq                   # the queue of waiting pull requests, and how it is served
@@ -284,17 +285,38 @@ def _send_new(self: Consumer, to: str, msgs: list, now: int, take) -> int:
     p = self._pend if self._pend is not None else self.num_pending(msgs[0].seq + 1) + 1
     out, dseq, track, sent = self.out, self.dseq, not self.ack_none, 0
     pending, heap, wait = self.pending, self._acks_due, (None if self.cfg.get('backoff') else self._ack_wait(0))
-    for m in msgs:
-        left = p - 1 if p > 0 else 0
-        reply = f'{pfx}{m.seq}.{dseq}.{m.ts}.{left}'
-        go = take(len(m.subject) + len(reply) + len(m.hdr) + len(m.data))
-        if not go: break
-        out.append((to, m.subject, reply, m.hdr, m.data))
-        if track:
-            pending[m.seq] = [dseq, now]
-            heapq.heappush(heap, (now + (self._ack_wait(m.seq) if wait is None else wait), m.seq, now))
-        dseq += 1; sent += 1; p = left
-        if go == 2: break
+    sid = self.stream.host.solo_sid(to) if len(msgs) >= RUN_MIN and kernels.ready(len(msgs)) else None
+    run = encode_run(msgs, sid, pfx, dseq, p) if sid is not None else None
+    if run is not None:                                 # encoded already: only how many go is left to decide
+        buf, ends, sizes, nbs = run
+        for size in sizes.tolist():
+            go = take(size)
+            if not go: break
+            sent += 1
+            if go == 2: break
+        if sent:
+            sent_msgs, d0, p0 = msgs[:sent], dseq, p
+            out.append(Built(to, sid, sent, int(nbs[:sent].sum()), buf[:ends[sent - 1]].tobytes(),
+                             lambda: [(to, m.subject, f'{pfx}{m.seq}.{d0 + i}.{m.ts}.{max(p0 - 1 - i, 0)}', m.hdr, m.data)
+                                      for i, m in enumerate(sent_msgs)]))
+            if track:
+                for m in sent_msgs:
+                    pending[m.seq] = [dseq, now]; dseq += 1
+                    heapq.heappush(heap, (now + (self._ack_wait(m.seq) if wait is None else wait), m.seq, now))
+            else: dseq += sent
+            p = max(p - sent, 0)
+    else:
+        for m in msgs:
+            left = p - 1 if p > 0 else 0
+            reply = f'{pfx}{m.seq}.{dseq}.{m.ts}.{left}'
+            go = take(len(m.subject) + len(reply) + len(m.hdr) + len(m.data))
+            if not go: break
+            out.append((to, m.subject, reply, m.hdr, m.data))
+            if track:
+                pending[m.seq] = [dseq, now]
+                heapq.heappush(heap, (now + (self._ack_wait(m.seq) if wait is None else wait), m.seq, now))
+            dseq += 1; sent += 1; p = left
+            if go == 2: break
     if sent:
         last = msgs[sent - 1]
         self.sseq, self._pend = last.seq + 1, p

@@ -14,9 +14,9 @@ from ..nats.protocol import text, wire, encode_msg, encode_hmsg
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'Frame', 'MAX_SEQ', 'frame', 'encode_frames', 'StreamHost', 'event_id', 'json_bytes', 'advise', 'NullHost',
-           'CoreHost', 'StoreMsg', 'StoreRun', 'SkipMsg', 'CopyMsg', 'DeleteMsg', 'Purge', 'Expire', 'Remove',
-           'Configure']
+__all__ = ['log', 'Frame', 'RUN_MIN', 'MAX_SEQ', 'frame', 'encode_frames', 'Built', 'encode_run', 'StreamHost', 'event_id',
+           'json_bytes', 'advise', 'NullHost', 'CoreHost', 'StoreMsg', 'StoreRun', 'SkipMsg', 'CopyMsg', 'DeleteMsg',
+           'Purge', 'Expire', 'Remove', 'Configure']
 
 # %% ../../nbs/2_js/05a_host.ipynb #e51d4921
 Frame = tuple[str, str, str, bytes, bytes]      # (to, subject, reply, header block, payload)
@@ -38,6 +38,98 @@ def encode_frames(frames: list, sid: bytes) -> bytes:
                          for _, s, r, h, d in frames])
     return b''.join(out)
 
+# %% ../../nbs/2_js/05a_host.ipynb #d09ff06b
+import numpy as np
+from . import kernels
+
+RUN_MIN = 8             # shorter runs are framed one by one
+
+class Built(NamedTuple):
+    """`k` messages to `to` (`nb` bytes of headers and payloads), encoded as the frames of subscription `sid` in `buf`;
+    `frames()` gives them as frames (for another subscription, or another way)."""
+    to: str
+    sid: bytes
+    k: int
+    nb: int
+    buf: bytes
+    frames: Callable
+
+def _nd(v):
+    "The number of decimal digits of `v` >= 0 (compared, not divided: most are short)."
+    if v < 10: return 1
+    if v < 100: return 2
+    if v < 1000: return 3
+    if v < 10000: return 4
+    if v < 100000: return 5
+    n, p = 6, 1000000
+    while n < 19 and v >= p: p *= 10; n += 1
+    return n
+
+def _put_uint(out, o, v):
+    "Write `v` >= 0 in decimal at `out[o:]`; the offset after it."
+    n = _nd(v)
+    for k in range(o + n - 1, o - 1, -1): out[k] = 48 + v % 10; v //= 10
+    return o + n
+
+def _run_frames(sb, sl, hb, hl, db, dl, seqs, tss, dseq, p, mid, plen, out, ends, sizes):
+    """Write a frame per message to `out`: `MSG`/`HMSG`, the subject (`sl` bytes of `sb` each), `mid` (the sid and the
+    reply's prefix of `plen` bytes), `<seq>.<dseq + i>.<ts>.<max(p - 1 - i, 0)>`, the lengths, headers and payload.
+    `ends[i]`: where frame `i` ends; `sizes[i]`: subject, reply, headers and payload, as `max_bytes` counts them."""
+    o = so = ho = do = 0
+    m, tprev, tpos, tlen = mid.shape[0], -1, 0, 0
+    for i in range(seqs.shape[0]):
+        ns, nh, nd = sl[i], hl[i], dl[i]
+        left = p - 1 - i
+        if left < 0: left = 0
+        if nh:
+            out[o] = 72; o += 1                                          # H
+        out[o] = 77; out[o + 1] = 83; out[o + 2] = 71; out[o + 3] = 32; o += 4   # MSG
+        out[o:o + ns] = sb[so:so + ns]; o += ns; so += ns
+        out[o:o + m] = mid; r = o + m - plen; o += m
+        o = _put_uint(out, o, seqs[i]); out[o] = 46
+        o = _put_uint(out, o + 1, dseq + i); out[o] = 46; o += 1
+        t = tss[i]
+        if t == tprev: out[o:o + tlen] = out[tpos:tpos + tlen]; tpos = o; o += tlen     # a time like the one before: copied
+        else: tpos = o; o = _put_uint(out, o, t); tlen, tprev = o - tpos, t
+        out[o] = 46
+        o = _put_uint(out, o + 1, left)
+        sizes[i] = ns + (o - r) + nh + nd
+        out[o] = 32; o += 1
+        if nh:
+            o = _put_uint(out, o, nh); out[o] = 32; o += 1
+        o = _put_uint(out, o, nh + nd); out[o] = 13; out[o + 1] = 10; o += 2
+        out[o:o + nh] = hb[ho:ho + nh]; o += nh; ho += nh
+        out[o:o + nd] = db[do:do + nd]; o += nd; do += nd
+        out[o] = 13; out[o + 1] = 10; o += 2
+        ends[i] = o
+    return o
+
+_u8 = lambda b: np.frombuffer(b, np.uint8)
+_i64 = lambda *v: np.array(v, np.int64)
+for _k, _args in (('_nd', lambda: (5,)), ('_put_uint', lambda: (np.zeros(8, np.uint8), 0, 5)),
+                  ('_run_frames', lambda: (_u8(b'a'), _i64(1), _u8(b'h'), _i64(1), _u8(b'd'), _i64(1), _i64(1), _i64(1), 1, 1,
+                                           _u8(b' 1 p.'), 2, np.zeros(200, np.uint8), _i64(0), _i64(0)))):
+    kernels.register(globals(), _k, _args)
+
+def _lens(items) -> np.ndarray: return np.fromiter(map(len, items), np.int64, len(items))
+
+def encode_run(msgs: list, sid: bytes, prefix: str, dseq: int, pending: int):
+    """Messages `msgs` (`StoreMsg`s) as the frames a consumer sends subscription `sid`, with ack replies
+    `<prefix><seq>.<dseq + i>.<ts>.<max(pending - 1 - i, 0)>`: `(out, ends, sizes, header and payload bytes)`, the first
+    three as `_run_frames` writes them, or None when they are framed one by one (no kernels, a short run, a subject or prefix that is not ASCII)."""
+    k = len(msgs)
+    if k < RUN_MIN or not kernels.JIT or not prefix.isascii(): return None
+    subjects, seqs, tss, hdrs, datas = zip(*msgs)
+    sj = ''.join(subjects)
+    if not sj.isascii(): return None
+    sl, hl, dl = _lens(subjects), _lens(hdrs), _lens(datas)
+    mid = b' %s %s' % (sid, prefix.encode())
+    out = np.empty(len(sj) + int(hl.sum()) + int(dl.sum()) + k * (len(mid) + 120), np.uint8)
+    ends, sizes = np.empty(k, np.int64), np.empty(k, np.int64)
+    _run_frames(_u8(sj.encode()), sl, _u8(b''.join(hdrs)), hl, _u8(b''.join(datas)), dl, np.array(seqs, np.int64),
+                np.array(tss, np.int64), dseq, pending, _u8(mid), len(prefix), out, ends, sizes)
+    return out, ends, sizes, hl + dl
+
 # %% ../../nbs/2_js/05a_host.ipynb #d14e3db9
 @runtime_checkable
 class StreamHost(Protocol):
@@ -57,6 +149,8 @@ class StreamHost(Protocol):
     def send(self, frames: list[Frame]) -> None: "Send what a consumer produced, in order."
     def send_built(self, to: bytes, k: int, nb: int, build: Callable) -> bool:
         "Send `k` messages to `to` as the frames `build(sid)` encodes per subscription; False (nothing sent) if it cannot."
+    def solo_sid(self, to: str) -> bytes | None:
+        "The sid of the one subscription that takes `to` when `send` can take a `Built` run for it; else None."
     def has_interest(self, subject: str) -> bool: "Whether anyone subscribes to `subject`."
     def defer(self, fn: Callable) -> None: "Run `fn()` at the end of the current read (work per read, not per message)."
     def flush_deferred(self) -> None: "Run deferred work now (before something that must see its effect)."
@@ -118,6 +212,7 @@ class NullHost:
         for to, body in replies: self.reply(to, body)
     def send(self, frames): self.sent.extend(frames)
     def send_built(self, to, k, nb, build): return False       # frames here are kept as tuples: the caller sends those
+    def solo_sid(self, to): return None
     def has_interest(self, subject): return self.interest(subject) if callable(self.interest) else self.interest
     def defer(self, fn): self.deferred.append(fn)
     def flush_deferred(self):
@@ -184,14 +279,20 @@ class CoreHost(NullHost):
         if reply and src is not None and src.no_responders: self.core._no_responders(src, subject, reply)
 
     def send_built(self, to: bytes, k: int, nb: int, build) -> bool: return self.core.route_built(None, to, k, nb, build)
+    def solo_sid(self, to: str) -> bytes | None: return self.core.solo_sid(wire(to))
     def reply_many(self, replies): self.core.reply_many(replies)
 
     def send(self, frames):
         "Route frames in order; a run to one inbox takes one subscription lookup."
         i, n, core = 0, len(frames), self.core
         while i < n:
+            if type(frames[i]) is Built:
+                b = frames[i]; i += 1
+                if not core.route_built(None, wire(b.to), b.k, b.nb, lambda sid: b.buf if sid == b.sid else encode_frames(b.frames(), sid)):
+                    self.send(b.frames())
+                continue
             to, j = frames[i][0], i + 1
-            while j < n and frames[j][0] == to: j += 1
+            while j < n and frames[j][0] == to and type(frames[j]) is not Built: j += 1
             if j - i == 1:
                 _, s, r, h, d = frames[i]
                 core.route(None, wire(s), wire(r), len(h), h + d if h else d, wire(to))

@@ -300,6 +300,7 @@ class CoreView:
         return self.core.route(src, subject, reply, hdr, data, to, acc or self.acc)
     def route_batch(self, src, to, msgs, acc=None): return self.core.route_batch(src, to, msgs, acc or self.acc)
     def route_built(self, src, to, k, nb, build, acc=None): return self.core.route_built(src, to, k, nb, build, acc or self.acc)
+    def solo_sid(self, to, acc=None): return self.core.solo_sid(to, acc or self.acc)
     def reply_many(self, replies, acc=None): return self.core.reply_many(replies, acc or self.acc)
     def publish(self, subject, data=b'', reply=b'', headers=b'', acc=None):
         return self.core.publish(subject, data, reply, headers, acc=acc or self.acc)

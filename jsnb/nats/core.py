@@ -683,6 +683,13 @@ def route_built(self: Core, src, to: bytes, k: int, nb: int, build, acc=None) ->
         self._queue_frames(sub, [build(sub.sid)], k, nb)
     return True
 
+@patch
+def solo_sid(self: Core, to: bytes, acc=None) -> bytes | None:
+    "The sid of the one subscription that takes `to`, when `route_built` would take frames for it from the server; else None."
+    psubs, qgroups = (acc or self.gacc).sublist.match(to)
+    if len(psubs) != 1 or not _plain(psubs, qgroups) or self.cluster is not None or not psubs[0].client.headers: return None
+    return psubs[0].sid
+
 # %% ../../nbs/1_nats/03_core.ipynb #ddf70eea
 @patch
 def route_many(self: Core, src: ClientConn, ops: list, i: int) -> tuple[int, tuple | None]:
