@@ -4,7 +4,7 @@
 
 # %% ../../nbs/2_js/10_batch.ipynb #4814b180
 from __future__ import annotations
-import time
+import re, time
 from typing import TYPE_CHECKING
 import orjson
 from ..nats.protocol import get_header, add_header, text, wire, Counted
@@ -38,6 +38,7 @@ class AtomicBatch:
     "A batch being staged: its messages and when it last grew."
     def __init__(self, bid: str):
         self.id, self.msgs, self.lseq, self.active = bid, [], 0, time.time_ns()
+        self.plain: list[bool] = []          # per message: whether it has only the batch's own headers (found on staging)
 
 # %% ../../nbs/2_js/10_batch.ipynb #8212e98b
 def abandon(s: Stream, bid: str, reason: str):
@@ -47,6 +48,9 @@ def abandon(s: Stream, bid: str, reason: str):
            stream=s.name, batch=bid, reason=reason)
 
 # %% ../../nbs/2_js/10_batch.ipynb #a8d7edcc
+_BATCH_ONLY = re.compile(rb'NATS/1\.0\r\nNats-Batch-Id: *([^\r\n]*)\r\nNats-Batch-Sequence: *([^\r\n]*)\r\n'
+                         rb'(?:Nats-Batch-Commit: *([^\r\n]*)\r\n)?\r\n')   # what `get_header` reads in a block of only these
+
 def _precheck(s: Stream, hdr: bytes, data: bytes):
     "What both kinds of batch check first, in the reference's order: sealed, storage, message size."
     if s.cfg.get('sealed'): return JSStreamSealedErr()
@@ -58,15 +62,16 @@ def stage(s: Stream, subject: str, hdr: bytes, data: bytes, hand_off=None) -> by
     """Handle one message of an atomic batch; returns the reply body (b'' for a staged message). With `hand_off`, a
     batch whose commit arrives is given to `hand_off(batch, eob)` instead of being checked and stored here (a replicated
     stream's leader puts it in the group's log), and None is returned: the answer comes once the log has it."""
-    cfg, bid = s.cfg, text(get_header(hdr, b'Nats-Batch-Id'))
+    cfg, m = s.cfg, _BATCH_ONLY.fullmatch(hdr)        # the usual layout: the three headers read at once
+    bid = text(m[1] if m else get_header(hdr, b'Nats-Batch-Id'))
     err = _precheck(s, hdr, data)
     if err is not None: return s._nak(err)
     if not cfg.get('allow_atomic'): return s._nak(JSAtomicPublishDisabledErr())
     if len(bid) > 64: return s._nak(JSAtomicPublishInvalidBatchIDErr())
-    raw = get_header(hdr, b'Nats-Batch-Sequence')
+    raw = m[2] if m else get_header(hdr, b'Nats-Batch-Sequence')
     if not raw: return s._nak(JSAtomicPublishMissingSeqErr())
     seq = int(raw) if raw.isdigit() else 0
-    c = get_header(hdr, b'Nats-Batch-Commit')
+    c = m[3] if m else get_header(hdr, b'Nats-Batch-Commit')
     commit, eob = c is not None, c == b'eob'
     batches = s.batches
     b = batches.get(bid)
@@ -84,7 +89,7 @@ def stage(s: Stream, subject: str, hdr: bytes, data: bytes, hand_off=None) -> by
         abandon(s, bid, 'incomplete'); return s._nak(JSAtomicPublishIncompleteBatchErr())
     if (seq - 1 if eob else seq) > MAX_BATCH:
         abandon(s, bid, 'large'); return s._nak(JSAtomicPublishTooLargeBatchErrF(size=MAX_BATCH))
-    if not commit or not eob: b.msgs.append((subject, hdr, data))
+    if not commit or not eob: b.msgs.append((subject, hdr, data)); b.plain.append(m is not None or _batch_headers_only(hdr))
     if not commit: return b''
     if hand_off is not None: batches.pop(bid, None); return hand_off(b, eob)
     return commit_batch(s, b, eob)
@@ -149,7 +154,7 @@ def commit_batch(s: Stream, b: AtomicBatch, eob: bool, ts: int = 0) -> bytes:
     """Check the whole batch, then store all of it, or none of it. `ts`: the time of its first message (a replicated
     stream's replicas each commit the batch from the log, at the leader's time, with the same outcome)."""
     s.batches.pop(b.id, None)
-    plain = [_batch_headers_only(h) for _, h, _ in b.msgs]
+    plain = b.plain if len(b.plain) == len(b.msgs) else [_batch_headers_only(h) for _, h, _ in b.msgs]   # (a batch from a log: found again)
     err = _check_all(s, b, plain)
     if err is not None: return s._nak(err)
     if not ts and s._bulk and all(plain):
