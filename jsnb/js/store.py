@@ -270,7 +270,7 @@ def store_batch(self: MsgStore, subjects: list[bytes], datas: list[bytes], hdrs:
 def _msg(self: MsgStore, r: int) -> StoreMsg:
     ix = self._ix
     hdr, data = self._get(r)
-    return StoreMsg(ix.names[ix.sid[r]], int(ix.seq[r]), int(ix.ts[r]), hdr, data)
+    return StoreMsg(ix.names[ix.sid.item(r)], ix.seq.item(r), ix.ts.item(r), hdr, data)
 
 @patch
 def _get_many(self: MsgStore, rows: np.ndarray) -> list: return [self._get(r) for r in rows.tolist()]

@@ -16,11 +16,18 @@ ZERO_TIME = '0001-01-01T00:00:00Z'       # Go's zero time, as JSON writes it
 @functools.lru_cache(maxsize=4096)
 def _second(s: int) -> str: return time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(s))
 
+_last = (0, ZERO_TIME)                   # the time written last (messages stored together share theirs), swapped whole
+
 def rfc3339(ns: int) -> str:
     "UNIX nanoseconds as the reference's JSON writes a time (0 is the zero time)."
+    global _last
+    last = _last
+    if ns == last[0]: return last[1]
     if not ns: return ZERO_TIME
     s, frac = divmod(ns, NS)
-    return _second(s) + (('.%09d' % frac).rstrip('0') if frac else '') + 'Z'
+    out = _second(s) + (('.%09d' % frac).rstrip('0') if frac else '') + 'Z'
+    _last = (ns, out)
+    return out
 
 def rfc3339_micro(t: float) -> str:
     "A UNIX time in seconds as RFC 3339 UTC with microseconds, as the monitoring endpoints write their clocks."
