@@ -26,8 +26,8 @@ from ..nats.times import NS
 if TYPE_CHECKING: from jsnb.js.stream import Stream      # the stream calls this module; it is only named here
 
 # %% auto #0
-__all__ = ['MAX_BATCH', 'MAX_INFLIGHT_STREAM', 'MAX_INFLIGHT_TOTAL', 'BATCH_TIMEOUT', 'AtomicBatch', 'abandon', 'stage',
-           'commit_batch', 'expire_batches', 'FastBatch', 'parse_fast_reply', 'fast_ingest', 'expire_fast',
+__all__ = ['MAX_BATCH', 'MAX_INFLIGHT_STREAM', 'MAX_INFLIGHT_TOTAL', 'BATCH_TIMEOUT', 'batch_only', 'AtomicBatch', 'abandon',
+           'stage', 'commit_batch', 'expire_batches', 'FastBatch', 'parse_fast_reply', 'fast_ingest', 'expire_fast',
            'counts_fast', 'fast_run']
 
 # %% ../../nbs/2_js/10_batch.ipynb #0d6151d1
@@ -48,8 +48,9 @@ def abandon(s: Stream, bid: str, reason: str):
            stream=s.name, batch=bid, reason=reason)
 
 # %% ../../nbs/2_js/10_batch.ipynb #a8d7edcc
-_BATCH_ONLY = re.compile(rb'NATS/1\.0\r\nNats-Batch-Id: *([^\r\n]*)\r\nNats-Batch-Sequence: *([^\r\n]*)\r\n'
-                         rb'(?:Nats-Batch-Commit: *([^\r\n]*)\r\n)?\r\n')   # what `get_header` reads in a block of only these
+_BATCH_ONLY = re.compile(rb'NATS/1\.0\r\nNats-Batch-Id: *([^\r]*)\r\nNats-Batch-Sequence: *(\d*)\r\n'
+                         rb'(?:Nats-Batch-Commit: *([^\r]*)\r\n)?\r\n')   # what `get_header` reads in a block of only these
+batch_only = _BATCH_ONLY.fullmatch          # `batch_only(data, 0, hdr_len)`: the match for a message's header block, or None
 
 def _precheck(s: Stream, hdr: bytes, data: bytes):
     "What both kinds of batch check first, in the reference's order: sealed, storage, message size."
@@ -58,11 +59,12 @@ def _precheck(s: Stream, hdr: bytes, data: bytes):
     if s.too_big(hdr, data): return JSStreamMessageExceedsMaximumErr()
     return None
 
-def stage(s: Stream, subject: str, hdr: bytes, data: bytes, hand_off=None) -> bytes | None:
+def stage(s: Stream, subject: str, hdr: bytes, data: bytes, hand_off=None, m=None) -> bytes | None:
     """Handle one message of an atomic batch; returns the reply body (b'' for a staged message). With `hand_off`, a
     batch whose commit arrives is given to `hand_off(batch, eob)` instead of being checked and stored here (a replicated
-    stream's leader puts it in the group's log), and None is returned: the answer comes once the log has it."""
-    cfg, m = s.cfg, _BATCH_ONLY.fullmatch(hdr)        # the usual layout: the three headers read at once
+    stream's leader puts it in the group's log), and None is returned: the answer comes once the log has it. `m`: the
+    match of `batch_only` when the caller found it already."""
+    cfg, m = s.cfg, m or _BATCH_ONLY.fullmatch(hdr)   # the usual layout: the three headers read at once
     bid = text(m[1] if m else get_header(hdr, b'Nats-Batch-Id'))
     err = _precheck(s, hdr, data)
     if err is not None: return s._nak(err)

@@ -190,9 +190,10 @@ def stop(self: Stream):
     mirrors.detach(self)
 
 @patch
-def _on_one(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes):
-    "One message through the checked publish path, or to the batch handlers; a failure is logged and answered, never silent."
-    try: self._handle(subject, reply, hdr, data)
+def _on_one(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, m=None):
+    """One message through the checked publish path, or to the batch handlers (`m`: its `batch.batch_only` match, when
+    found already); a failure is logged and answered, never silent."""
+    try: self._handle(subject, reply, hdr, data, m)
     except Exception:
         log.exception("stream '$G > %s' failed to handle a message on %r", self.name, subject)
         self.answer(reply, self._nak(JSStreamStoreFailedF(err='internal error')))
@@ -203,13 +204,13 @@ def answer(self: Stream, reply: bytes, ack: bytes | None):
     if reply and ack is not None and not self.cfg.get('no_ack'): self.host.reply(reply, ack)
 
 @patch
-def _handle(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes):
+def _handle(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, m=None):
     h, payload = (data[:hdr], data[hdr:]) if hdr else (b'', data)
     subject = text(subject)
     if reply.endswith(b'.$FI'):                                    # a fast-ingest batch answers with frames
         for f in batch.fast_ingest(self, subject, text(reply), h, payload): self.host.reply(reply, f)
         return
-    if h and b'Nats-Batch-Id' in h and get_header(h, b'Nats-Batch-Id') is not None: ack = batch.stage(self, subject, h, payload)
+    if m is not None or (h and b'\r\nNats-Batch-Id:' in h): ack = batch.stage(self, subject, h, payload, m=m)   # (where `get_header` finds it)
     else: ack = self.process(subject, h, payload, bool(reply))
     self.answer(reply, ack)
 
@@ -264,6 +265,8 @@ def _on_many(self: Stream, ops, src):
                     if self._inbox: self._flush()
                     if not self._fast_inbox: self.host.defer(self._flush_fast)
                     self._fast_inbox.append((subject, reply, data)); continue
+            elif hdr and (m := batch.batch_only(data, 0, hdr)) is not None:   # an atomic batch's message with only its headers
+                self.host.flush_deferred(); self._on_one(subject, reply, hdr, data, m); continue
             elif not hdr or (ids := _simple_headers(data, hdr)) is not None:
                 if self._fast_inbox: self._flush_fast()
                 if not self._inbox: self.host.defer(self._flush)
