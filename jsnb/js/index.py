@@ -107,6 +107,21 @@ def rows_of(self: _Index, seqs) -> np.ndarray:
     seqs = np.asarray(seqs, np.int64)
     return np.where(seqs >= self.ds, self.dr + seqs - self.ds, np.searchsorted(self.seq[:self.dr], seqs))
 
+# %% ../../nbs/2_js/03a_index.ipynb #a3ffd9ed
+def _groups(a: np.ndarray) -> tuple:
+    """`(values, first, count, last)` of `a`'s distinct values, sorted: where each occurs first and last, and how often;
+    what two `np.unique` calls with `return_index` and `return_counts` give, with one stable sort."""
+    order = np.argsort(a, kind='stable')
+    t = a[order]
+    starts = np.flatnonzero(np.concatenate(([True], t[1:] != t[:-1])))
+    ends = np.append(starts[1:], len(a))
+    return t[starts], order[starts], ends - starts, order[ends - 1]
+
+def _distinct(a: np.ndarray) -> np.ndarray:
+    "`a`'s distinct values, sorted (`np.unique`, without its overhead for the short arrays of a run)."
+    t = np.sort(a)
+    return t[np.concatenate(([True], t[1:] != t[:-1]))] if len(t) else t
+
 # %% ../../nbs/2_js/03a_index.ipynb #be1e7a34
 @patch
 def append_many(self: _Index, sids: np.ndarray, ts: int, sizes: np.ndarray) -> int:
@@ -122,8 +137,7 @@ def append_many(self: _Index, sids: np.ndarray, ts: int, sizes: np.ndarray) -> i
     if sids[0] == sids[-1] and (sids == sids[0]).all():            # the common case: one subject
         u, first, cnt, last = sids[:1], np.zeros(1, np.int64), np.array([k]), np.array([k - 1])
     else:
-        u, first, cnt = np.unique(sids, return_index=True, return_counts=True)
-        last = k - 1 - np.unique(sids[::-1], return_index=True)[1]
+        u, first, cnt, last = _groups(sids)
     new = self.s_count[u] == 0
     self.nsubj += int(np.count_nonzero(new))
     self.s_first[u[new]] = seq + first[new]
@@ -162,7 +176,7 @@ def remove(self: _Index, r: int) -> bool:
 @patch
 def remove_rows(self: _Index, rows) -> np.ndarray:
     "Mark many rows deleted; returns the rows that were live."
-    rows = np.unique(np.asarray(rows, np.int64))
+    rows = _distinct(np.asarray(rows, np.int64))
     rows = rows[~self.dead[rows]]
     if not len(rows): return rows
     self.dead[rows] = True; self.epoch += 1

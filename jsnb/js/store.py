@@ -13,7 +13,7 @@ from ..nats.subjects import subject_matches, has_wildcard
 from ..nats.times import rfc3339
 from ..nats.protocol import text, wire
 from .kernels import next_row, prev_row, count_rows, select_rows, last_rows, expired_rows
-from .index import _Index
+from .index import _Index, _distinct
 
 # %% auto #0
 __all__ = ['StoreMsg', 'StoreLimits', 'StoreError', 'mem_msg_size', 'file_msg_size', 'MsgStore', 'MemStore']
@@ -257,7 +257,7 @@ def store_batch(self: MsgStore, subjects: list[bytes], datas: list[bytes], hdrs:
         seq = int(ix.seq[r])
         self._put_many(r, subjects, datas, hdrs)
         if L.max_msgs_per_subject > 0:
-            u = np.unique(sids)
+            u = _distinct(sids)
             over = u[ix.s_count[u] > L.max_msgs_per_subject]
             if len(over) == 1: self._enforce_subject(int(over[0]))
             elif len(over): self._enforce_subjects(over)
