@@ -81,6 +81,19 @@ async def scenario(nc, storage: str) -> dict:
         out[f'pull {label}'] = [shape(m) for m in got]
         await sub.unsubscribe()
     out['pull info'] = counters(await api(nc, '$JS.API.CONSUMER.INFO.RUNS.PULL'))
+    # a request that ends with its max_bytes in the middle of a run: the messages that fit, then the 409
+    await api(nc, '$JS.API.STREAM.CREATE.CUT', {'name': 'CUT', 'subjects': ['cut.>'], 'storage': storage})
+    for i in range(40): await nc.publish('cut.a', b'%020d' % i)
+    await nc.flush()
+    await api(nc, '$JS.API.CONSUMER.CREATE.CUT.P', {'stream_name': 'CUT', 'config': {'durable_name': 'P', 'ack_policy': 'explicit'}})
+    for label, req in (('cut', {'batch': 30, 'max_bytes': 300}), ('cut again', {'batch': 30, 'max_bytes': 1000})):
+        inbox = nc.new_inbox()
+        got, sub = await collect(nc, inbox)
+        await nc.publish('$JS.API.CONSUMER.MSG.NEXT.CUT.P', json.dumps(req).encode(), reply=inbox)
+        await nc.flush(); await asyncio.sleep(0.5)
+        out[f'pull {label}'] = [shape(m) for m in got]
+        await sub.unsubscribe()
+    out['pull cut info'] = counters(await api(nc, '$JS.API.CONSUMER.INFO.CUT.P'))
     return out
 
 
@@ -96,4 +109,5 @@ async def test_consumer_runs(start_server, storage, monkeypatch):
     ref, ours = res['nats-server'], res['jsnb']
     assert len(ref['push none']) == 60 and len(ref['push ack']) == 25 and len(ref['pull batch']) == 20
     assert ref['pull too small'][0][2].get('Status') == '409'
+    assert len(ref['pull cut']) > 2 and ref['pull cut'][-1][2].get('Status') == '409'
     for k in ref: assert ours[k] == ref[k], f'{k}:\n jsnb: {ours[k]}\n  ref: {ref[k]}'

@@ -289,6 +289,7 @@ def _send_new(self: Consumer, to: str, msgs: list, now: int, take) -> int:
     run = encode_run(msgs, sid, pfx, dseq, p) if sid is not None else None
     if run is not None:                                 # encoded already: only how many go is left to decide
         buf, ends, sizes, nbs = run
+        at = len(out)                                   # (the run goes before what `take` may add: a request's end)
         for size in sizes.tolist():
             go = take(size)
             if not go: break
@@ -296,7 +297,7 @@ def _send_new(self: Consumer, to: str, msgs: list, now: int, take) -> int:
             if go == 2: break
         if sent:
             sent_msgs, d0, p0 = msgs[:sent], dseq, p
-            out.append(Built(to, sid, sent, int(nbs[:sent].sum()), buf[:ends[sent - 1]].tobytes(),
+            out.insert(at, Built(to, sid, sent, int(nbs[:sent].sum()), buf[:ends[sent - 1]].tobytes(),
                              lambda: [(to, m.subject, f'{pfx}{m.seq}.{d0 + i}.{m.ts}.{max(p0 - 1 - i, 0)}', m.hdr, m.data)
                                       for i, m in enumerate(sent_msgs)]))
             if track:

@@ -14,7 +14,7 @@ from .store import MsgStore, StoreLimits, StoreError, file_msg_size
 from ..nats.protocol import text, wire
 
 # %% auto #0
-__all__ = ['log', 'FileStore']
+__all__ = ['log', 'CACHE_TOTAL', 'FileStore']
 
 # %% ../../nbs/2_js/05_filestore.ipynb #e099f7aa
 _REC = struct.Struct('<IIBQqqHI')
@@ -312,7 +312,7 @@ def _write(self: FileStore, data: bytes):
         if self.sync_always: os.fdatasync(fd)
         else: self._dirty.add(self._cur)
     except OSError as e:
-        self._werr = e
+        self._werr = e; self._forget()                 # (what it holds may not have reached the block)
         raise StoreError('io', f'store write failed: {e}') from e
     self._size, self._stale = off, True
     if time.monotonic() - self._synced >= self.sync_interval: self.sync()
@@ -569,20 +569,23 @@ def _read(self: FileStore, seq: int, b: int, off: int, need: int):
 # %% ../../nbs/2_js/05_filestore.ipynb #d65060a6
 _SLOT = 100             # bytes a cached message costs beyond its headers and payload: its tuple and list slot
 _CACHE_IDLE = 10.0      # seconds a cache nobody used is kept
+CACHE_TOTAL = 256 << 20 # bytes the caches of all file stores hold together, at most (about)
+_held = [0]             # bytes they hold now
 
 @patch
 def _cached(self: FileStore, seq: int, items, nbytes: int):
     "Remember `(hdr, data)` (None for a sequence without a message) for the sequences from `seq` on."
     mc = self._mc
-    if seq != self._mc0 + len(mc): mc.clear(); self._mc0, self._mcb = seq, 0
-    mc.extend(items); self._mcb += nbytes
-    if self._mcb > self.cache_bytes and mc:
+    if seq != self._mc0 + len(mc): self._forget(); mc = self._mc; self._mc0 = seq
+    mc.extend(items); self._mcb += nbytes; _held[0] += nbytes
+    if (self._mcb > self.cache_bytes or _held[0] > CACHE_TOTAL) and mc:     # too big, or all of them are: its older half goes
         k = len(mc) // 2 or 1
-        self._mcb -= self._mcb * k // len(mc); del mc[:k]; self._mc0 += k
+        d = self._mcb * k // len(mc); self._mcb -= d; _held[0] -= d; del mc[:k]; self._mc0 += k
 
 @patch
 def _forget(self: FileStore):
     "Drop the cache."
+    _held[0] -= self._mcb
     self._mc, self._mc0, self._mcb = [], 0, 0
 
 @patch

@@ -13,7 +13,7 @@ __all__ = ['WANTED', 'JIT', 'JIT_MIN_ROWS', 'JIT_MIN_SCANS', 'AT_START', 'ready'
            'warm_in_background', 'speedups']
 
 # %% ../../nbs/2_js/03_kernels.ipynb #dffac007
-import gc, importlib.util, threading
+import importlib.util, threading
 
 WANTED = importlib.util.find_spec('numba') is not None and os.environ.get('JSNB_NO_JIT', '') in ('', '0')
 JIT = False                         # set by `warm()` once the compiled kernels are in place
@@ -294,7 +294,6 @@ def warm() -> float:
                 if not isinstance(g[name], numba.core.dispatcher.Dispatcher): g[name] = compile_cached(g[name])
                 g[name](*trial())
             JIT = True
-            if gc.get_freeze_count(): gc.freeze()      # a server that froze its start-up objects (`tune_gc`): these too
     return time.perf_counter() - t
 
 def warm_in_background() -> threading.Thread:
