@@ -36,6 +36,16 @@ async def collect(nc, subject):
     return got, await nc.subscribe(subject, cb=cb)
 
 
+async def pull(nc, stream: str, consumer: str, req: dict) -> list:
+    "What one pull request `req` gets on its own inbox within half a second, as `shape`s."
+    inbox = nc.new_inbox()
+    got, sub = await collect(nc, inbox)
+    await nc.publish(f'$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}', json.dumps(req).encode(), reply=inbox)
+    await nc.flush(); await asyncio.sleep(0.5)
+    await sub.unsubscribe()
+    return [shape(m) for m in got]
+
+
 async def until(pred, timeout=10):
     end = asyncio.get_running_loop().time() + timeout
     while asyncio.get_running_loop().time() < end:
@@ -74,12 +84,7 @@ async def scenario(nc, storage: str) -> dict:
         'durable_name': 'PULL', 'ack_policy': 'explicit'}})
     for label, req in (('batch', {'batch': 20}), ('max_bytes', {'batch': 30, 'max_bytes': 200}),
                        ('too small', {'batch': 5, 'max_bytes': 3}), ('rest', {'batch': 40, 'no_wait': True})):
-        inbox = nc.new_inbox()
-        got, sub = await collect(nc, inbox)
-        await nc.publish('$JS.API.CONSUMER.MSG.NEXT.RUNS.PULL', json.dumps(req).encode(), reply=inbox)
-        await nc.flush(); await asyncio.sleep(0.5)
-        out[f'pull {label}'] = [shape(m) for m in got]
-        await sub.unsubscribe()
+        out[f'pull {label}'] = await pull(nc, 'RUNS', 'PULL', req)
     out['pull info'] = counters(await api(nc, '$JS.API.CONSUMER.INFO.RUNS.PULL'))
     # a request that ends with its max_bytes in the middle of a run: the messages that fit, then the 409
     await api(nc, '$JS.API.STREAM.CREATE.CUT', {'name': 'CUT', 'subjects': ['cut.>'], 'storage': storage})
@@ -87,12 +92,7 @@ async def scenario(nc, storage: str) -> dict:
     await nc.flush()
     await api(nc, '$JS.API.CONSUMER.CREATE.CUT.P', {'stream_name': 'CUT', 'config': {'durable_name': 'P', 'ack_policy': 'explicit'}})
     for label, req in (('cut', {'batch': 30, 'max_bytes': 300}), ('cut again', {'batch': 30, 'max_bytes': 1000})):
-        inbox = nc.new_inbox()
-        got, sub = await collect(nc, inbox)
-        await nc.publish('$JS.API.CONSUMER.MSG.NEXT.CUT.P', json.dumps(req).encode(), reply=inbox)
-        await nc.flush(); await asyncio.sleep(0.5)
-        out[f'pull {label}'] = [shape(m) for m in got]
-        await sub.unsubscribe()
+        out[f'pull {label}'] = await pull(nc, 'CUT', 'P', req)
     out['pull cut info'] = counters(await api(nc, '$JS.API.CONSUMER.INFO.CUT.P'))
     return out
 

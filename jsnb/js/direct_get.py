@@ -150,6 +150,7 @@ def _multi(stream, req: dict, max_pending: int) -> list[tuple[bytes, bytes]]:
 # %% ../../nbs/2_js/07_direct_get.ipynb #2579ec6e
 import numpy as np
 from . import kernels
+from .host import _nd, _uint                 # the digit writers the consumer's frame kernel uses too
 
 _LITS = b'NATS/1.0\r\nNats-Stream: \r\nNats-Subject: \r\nNats-Sequence: \r\nNats-Time-Stamp: \r\nNats-Num-Pending: \r\nNats-Last-Sequence: \r\n\r\n0001-01-01T00:00:00Z'
 _LIT_AT = np.cumsum([0, 10, 13, 16, 17, 19, 20, 22, 4, 20])          # where each piece of `_LITS` starts
@@ -159,17 +160,6 @@ def _lit(out, o, lits, at, i):
     "Copy piece `i` of the literals to `out[o:]`; the offset after it."
     for j in range(at[i], at[i + 1]): out[o] = lits[j]; o += 1
     return o
-
-def _ndig(v):
-    "The number of decimal digits of `v` >= 0."
-    n = 1
-    while v >= 10: v //= 10; n += 1
-    return n
-
-def _uint(out, o, v, n):
-    "Write `v` as `n` decimal digits (zero-padded) at `out[o:]`; the offset after them."
-    for k in range(o + n - 1, o - 1, -1): out[k] = 48 + v % 10; v //= 10
-    return o + n
 
 def _ts_len(ns):
     "The length of `ns` written as the reference writes a time in a header (RFC 3339, trailing zeros of the fraction cut)."
@@ -209,12 +199,12 @@ def _batch_frames(a, cols, prefix, name, pending, last, lits, at, out):
         so, sn, ho, hn, po, pn, seq, ts = cols[i, 0], cols[i, 1], cols[i, 2], cols[i, 3], cols[i, 4], cols[i, 5], cols[i, 6], cols[i, 7]
         pending = max(pending - 1, 0)
         base = hn - 2 if hn else 10
-        h = (base + 13 + name.shape[0] + 16 + sn + 17 + _ndig(seq) + 19 + _ts_len(ts) + 20 + _ndig(pending)
-             + 22 + _ndig(last) + 4)
+        h = (base + 13 + name.shape[0] + 16 + sn + 17 + _nd(seq) + 19 + _ts_len(ts) + 20 + _nd(pending)
+             + 22 + _nd(last) + 4)
         for j in range(prefix.shape[0]): out[o + j] = prefix[j]
         o += prefix.shape[0]
-        o = _uint(out, o, h, _ndig(h)); out[o] = 32; o += 1
-        o = _uint(out, o, h + pn, _ndig(h + pn)); out[o] = 13; out[o + 1] = 10; o += 2
+        o = _uint(out, o, h, _nd(h)); out[o] = 32; o += 1
+        o = _uint(out, o, h + pn, _nd(h + pn)); out[o] = 13; out[o + 1] = 10; o += 2
         if hn:
             for j in range(base): out[o + j] = a[ho + j]
             o += base
@@ -224,10 +214,10 @@ def _batch_frames(a, cols, prefix, name, pending, last, lits, at, out):
         o = _lit(out, o + name.shape[0], lits, at, 2)
         for j in range(sn): out[o + j] = a[so + j]
         o = _lit(out, o + sn, lits, at, 3)
-        o = _uint(out, o, seq, _ndig(seq)); o = _lit(out, o, lits, at, 4)
+        o = _uint(out, o, seq, _nd(seq)); o = _lit(out, o, lits, at, 4)
         o = _ts(out, o, ts, lits, at); o = _lit(out, o, lits, at, 5)
-        o = _uint(out, o, pending, _ndig(pending)); o = _lit(out, o, lits, at, 6)
-        o = _uint(out, o, last, _ndig(last)); o = _lit(out, o, lits, at, 7)
+        o = _uint(out, o, pending, _nd(pending)); o = _lit(out, o, lits, at, 6)
+        o = _uint(out, o, last, _nd(last)); o = _lit(out, o, lits, at, 7)
         for j in range(pn): out[o + j] = a[po + j]
         o += pn; out[o] = 13; out[o + 1] = 10; o += 2
         last = seq
@@ -235,7 +225,7 @@ def _batch_frames(a, cols, prefix, name, pending, last, lits, at, out):
 
 _u8 = lambda b: np.frombuffer(b, np.uint8)
 _i = lambda *s: np.zeros(s, np.int64)
-for _k, _args in (('_lit', lambda: (np.zeros(32, np.uint8), 0, _LIT_A, _LIT_AT, 0)), ('_ndig', lambda: (5,)),
+for _k, _args in (('_lit', lambda: (np.zeros(32, np.uint8), 0, _LIT_A, _LIT_AT, 0)), ('_nd', lambda: (5,)),
                   ('_uint', lambda: (np.zeros(8, np.uint8), 0, 5, 1)), ('_ts_len', lambda: (1,)),
                   ('_ts', lambda: (np.zeros(40, np.uint8), 0, 1, _LIT_A, _LIT_AT)),
                   ('_batch_frames', lambda: (_u8(bytes(8)), _i(0, 8), _u8(b'x'), _u8(b'x'), 0, 0, _LIT_A, _LIT_AT,

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
 from .store import MsgStore, StoreLimits, StoreError, file_msg_size
+from .index import _lens
 from ..nats.protocol import text, wire
 
 # %% auto #0
@@ -678,7 +679,6 @@ def _write_records(src, sl, hl, dl, seq, ts, out, table):
 kernels.register(globals(), '_put_le', lambda: (np.zeros(8, np.uint8), 0, 1, 4))
 kernels.register(globals(), '_write_records', lambda: (np.zeros(1, np.uint8), _z(1), _z(1), _z(1), 1, 0, np.zeros(40, np.uint8), _CRC_IEEE))
 
-def _lens(items) -> np.ndarray: return np.fromiter(map(len, items), np.int64, len(items))
 
 @patch
 def _sizes(self: FileStore, subjects, datas, hdrs=None) -> np.ndarray:

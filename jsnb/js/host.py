@@ -41,6 +41,7 @@ def encode_frames(frames: list, sid: bytes) -> bytes:
 # %% ../../nbs/2_js/05a_host.ipynb #d09ff06b
 import numpy as np
 from . import kernels
+from .index import _lens
 
 RUN_MIN = 8             # shorter runs are framed one by one
 
@@ -65,11 +66,14 @@ def _nd(v):
     while n < 19 and v >= p: p *= 10; n += 1
     return n
 
-def _put_uint(out, o, v):
-    "Write `v` >= 0 in decimal at `out[o:]`; the offset after it."
-    n = _nd(v)
+def _uint(out, o, v, n):
+    "Write `v` as `n` decimal digits (zero-padded) at `out[o:]`; the offset after them."
     for k in range(o + n - 1, o - 1, -1): out[k] = 48 + v % 10; v //= 10
     return o + n
+
+def _put_uint(out, o, v):
+    "Write `v` >= 0 in decimal at `out[o:]`; the offset after it."
+    return _uint(out, o, v, _nd(v))
 
 def _run_frames(sb, sl, hb, hl, db, dl, seqs, tss, dseq, p, mid, plen, out, ends, sizes):
     """Write a frame per message to `out`: `MSG`/`HMSG`, the subject (`sl` bytes of `sb` each), `mid` (the sid and the
@@ -106,12 +110,10 @@ def _run_frames(sb, sl, hb, hl, db, dl, seqs, tss, dseq, p, mid, plen, out, ends
 
 _u8 = lambda b: np.frombuffer(b, np.uint8)
 _i64 = lambda *v: np.array(v, np.int64)
-for _k, _args in (('_nd', lambda: (5,)), ('_put_uint', lambda: (np.zeros(8, np.uint8), 0, 5)),
+for _k, _args in (('_nd', lambda: (5,)), ('_uint', lambda: (np.zeros(8, np.uint8), 0, 5, 1)), ('_put_uint', lambda: (np.zeros(8, np.uint8), 0, 5)),
                   ('_run_frames', lambda: (_u8(b'a'), _i64(1), _u8(b'h'), _i64(1), _u8(b'd'), _i64(1), _i64(1), _i64(1), 1, 1,
                                            _u8(b' 1 p.'), 2, np.zeros(200, np.uint8), _i64(0), _i64(0)))):
     kernels.register(globals(), _k, _args)
-
-def _lens(items) -> np.ndarray: return np.fromiter(map(len, items), np.int64, len(items))
 
 def encode_run(msgs: list, sid: bytes, prefix: str, dseq: int, pending: int):
     """Messages `msgs` (`StoreMsg`s) as the frames a consumer sends subscription `sid`, with ack replies

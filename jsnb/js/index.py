@@ -117,6 +117,10 @@ def _groups(a: np.ndarray) -> tuple:
     ends = np.append(starts[1:], len(a))
     return t[starts], order[starts], ends - starts, order[ends - 1]
 
+def _lens(items) -> np.ndarray:
+    "The lengths of `items` (the subjects, headers or payloads of a run), as an array."
+    return np.fromiter(map(len, items), np.int64, len(items))
+
 def _distinct(a: np.ndarray) -> np.ndarray:
     "`a`'s distinct values, sorted (`np.unique`, without its overhead for the short arrays of a run)."
     t = np.sort(a)

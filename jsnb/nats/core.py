@@ -676,7 +676,7 @@ def route_built(self: Core, src, to: bytes, k: int, nb: int, build, acc=None) ->
     they are all plain client subscriptions that take headers; False, having sent nothing, when they are not."""
     acc = acc or getattr(src, 'acc', self.gacc)
     psubs, qgroups = acc.sublist.match(to)
-    if not _plain(psubs, qgroups) or self.cluster is not None or not all(s.client.headers for s in psubs): return False
+    if not self._built_ok(psubs, qgroups): return False
     self.in_msgs += k; self.in_bytes += nb
     for sub in psubs:
         if sub.client is src and not src.echo: continue
@@ -684,11 +684,15 @@ def route_built(self: Core, src, to: bytes, k: int, nb: int, build, acc=None) ->
     return True
 
 @patch
+def _built_ok(self: Core, psubs, qgroups) -> bool:
+    "Whether a match is what `route_built` can queue built frames for: plain client subscriptions that take headers, no cluster."
+    return _plain(psubs, qgroups) and self.cluster is None and all(s.client.headers for s in psubs)
+
+@patch
 def solo_sid(self: Core, to: bytes, acc=None) -> bytes | None:
     "The sid of the one subscription that takes `to`, when `route_built` would take frames for it from the server; else None."
     psubs, qgroups = (acc or self.gacc).sublist.match(to)
-    if len(psubs) != 1 or not _plain(psubs, qgroups) or self.cluster is not None or not psubs[0].client.headers: return None
-    return psubs[0].sid
+    return psubs[0].sid if len(psubs) == 1 and self._built_ok(psubs, qgroups) else None
 
 # %% ../../nbs/1_nats/03_core.ipynb #ddf70eea
 @patch
