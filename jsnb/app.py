@@ -17,8 +17,7 @@ __all__ = ['jetstream', 'jetstream_relay', 'Server', 'serve', 'serve_cluster', '
 
 # %% ../nbs/5_app/00_app.ipynb #248be098
 def jetstream(core, opts: ServerOptions) -> JetStream | JetStreamAccounts:
-    "The JetStream service for a server's core, with the server's storage options; the core reports its API level."
-    core.api_level = JS_API_LEVEL
+    "The JetStream service for a server's core, with the server's storage options."
     if not global_account_only(opts): return JetStreamAccounts(core, opts)   # JetStream in the accounts that have it, not in `$G`
     if opts.clustered:                       # the meta group and the streams' servers; only clustered servers load the Raft library
         from jsnb.js.cluster_replicas import ClusteredJetStream
@@ -34,7 +33,9 @@ def jetstream_relay(core):
 
 class Server(CoreServer):
     "A jsnb server: core NATS, and JetStream when `jetstream` is set in the options."
-    def __init__(self, opts: ServerOptions | None = None, **kw): super().__init__(opts, js_service=jetstream, js_relay=jetstream_relay, **kw)
+    def __init__(self, opts: ServerOptions | None = None, **kw):
+        super().__init__(opts, js_service=jetstream, js_relay=jetstream_relay, **kw)
+        self.core.api_level = JS_API_LEVEL     # the JetStream API this build serves, in INFO with JetStream on or off (as the reference)
 
 async def serve(opts: ServerOptions | None = None, **kw) -> Server:
     "Start a jsnb server in the running event loop (on 127.0.0.1 and a free port unless told otherwise)."

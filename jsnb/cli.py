@@ -18,8 +18,8 @@ from .nats.reload import ReloadError, config_digest, reload
 from .app import Server
 
 # %% auto #0
-__all__ = ['GC_YOUNG', 'options', 'setup_logging', 'reopen_log', 'on_signal', 'tune_gc', 'main', 'jsnb_main', 'cluster_commands',
-           'cluster_main']
+__all__ = ['GC_YOUNG', 'options', 'setup_logging', 'reopen_log', 'on_signal', 'tune_gc', 'exit_at_once', 'main', 'jsnb_main',
+           'cluster_commands', 'cluster_main']
 
 # %% ../nbs/5_app/01_cli.ipynb #75916e9e
 def _parser() -> argparse.ArgumentParser:
@@ -184,8 +184,8 @@ def _write_pid(path: str):
     except OSError as e: raise StartupError(f'Could not write pidfile: {e.strerror or e}: {path}') from e
 
 async def _run(opts: ServerOptions, warnings: list[str], argv: list[str] | None = None):
-    server = Server(opts)
-    server.reload_options = lambda: options(argv)[0]     # a reload reads the file again, and the flags win over it again
+    server = Server(opts, reload_options=lambda: options(argv)[0],   # a reload reads the file again, and the flags win over it again
+                    on_stopped=lambda: exit_at_once(0))
     _banner(server, warnings)
     if opts.pid_file: _write_pid(opts.pid_file)
     loop, held = asyncio.get_running_loop(), []
@@ -199,6 +199,11 @@ async def _run(opts: ServerOptions, warnings: list[str], argv: list[str] | None 
         except (NotImplementedError, RuntimeError): pass
     for sig in held: on_signal(server, sig)
     await server.wait_stopped()
+
+def exit_at_once(code: int):
+    "End the process now that the server has stopped: flush the log and output, skip the teardown."
+    logging.shutdown(); sys.stdout.flush(); sys.stderr.flush()
+    os._exit(code)
 
 def main(argv: list[str] | None = None) -> int:
     "Entry point of `jsnb-server`."

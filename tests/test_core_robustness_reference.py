@@ -278,6 +278,28 @@ def test_ports_file_and_server_tags(how, tmp_path):
     assert got['jsnb'][3] == ['region:east', 'az:1']
 
 
+def test_ports_file_with_cluster_and_websocket(tmp_path):
+    """With a cluster and a WebSocket listener, the ports file has their URLs too (`cluster`, `websocket`), in the
+    reference's shape, and is written only once every one of them listens: a launcher (nats.js's test servers) reads
+    the file as soon as it appears and dials those ports."""
+    import json, re, socket
+    from urllib.parse import urlsplit
+    got = {}
+    for kind in ('nats-server', 'jsnb'):
+        d = tmp_path / kind; d.mkdir()
+        conf = ('server_name: x\ncluster { listen: "127.0.0.1:-1", name: c }\n'
+                'websocket { listen: "127.0.0.1:-1", no_tls: true }\nleafnodes { listen: "127.0.0.1:-1" }\n')
+        s = ScriptProc(kind, ['-m', '-1', '--ports_file_dir', str(d)], conf).start()
+        try:
+            _, ports = s.ports_file(d)
+            for key in ('nats', 'monitoring', 'cluster', 'websocket'):
+                u = urlsplit(ports[key][0])
+                socket.create_connection((u.hostname, u.port), timeout=5).close()     # listening when the file says so
+            got[kind] = {k: [re.sub(r':\d+$', ':N', u) for u in v] for k, v in ports.items()}
+        finally: s.stop()
+    assert got['jsnb'] == got['nats-server']
+
+
 def test_ports_file_dir_that_does_not_exist(tmp_path):
     "Both servers log the error and run on."
     for kind in ('nats-server', 'jsnb'):
@@ -293,9 +315,8 @@ def test_ports_file_dir_that_does_not_exist(tmp_path):
 # ---------------------------------------------------------------------------------------------- INFO
 
 def test_info_carries_the_jetstream_api_level(start_server):
-    """With JetStream on, INFO has `api_lvl` right after the client's fields, as the reference's; jsnb's value is
-    its own constant, the level `$JS.API.INFO` and /jsz report. (The reference sends it without JetStream too;
-    jsnb only where it serves JetStream.)"""
+    """INFO has `api_lvl` right after the client's fields, with JetStream on or off, as the reference's; jsnb's value
+    is its own constant, the level `$JS.API.INFO` and /jsz report."""
     import json, nats
     from jsnb.js.stream_config import JS_API_LEVEL
     got = {}
@@ -303,11 +324,11 @@ def test_info_carries_the_jetstream_api_level(start_server):
         for js in (True, False):
             s = start_server(kind, *(['-js'] if js else []))
             info = json.loads(Raw(s.port, None).info)
-            keys = [k for k in info if k not in ('git_commit', 'go', 'xkey', 'jsnb_version')]
+            keys = [k for k in info if k != 'jsnb_version']
             got[kind, js] = keys, info.get('api_lvl')
     assert got['jsnb', True] == (got['nats-server', True][0], JS_API_LEVEL)
-    assert got['nats-server', True][1] == 5
-    assert got['jsnb', False][1] is None
+    assert got['jsnb', False] == (got['nats-server', False][0], JS_API_LEVEL)
+    assert got['nats-server', True][1] == got['nats-server', False][1] == 5
 
 
 async def test_api_level_is_the_same_everywhere(start_server):

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/2_js/06_stream.ipynb #1bb0caad
 from __future__ import annotations
-import logging, time
+import contextlib, logging, time
 from collections import deque
 from itertools import repeat
 
@@ -54,6 +54,7 @@ class Stream:
         self._dedup_order: deque = deque()           # (time stored, message id or a run's list of ids), oldest first
         self.last_seq = store.state()['last_seq']
         self.last_msg_id = ''
+        self._answering, self._wake_due = 0, False   # a publish being answered; consumers to wake once it is (see `answering`)
         self._inbox: list = []                       # header-less messages of the current read, stored together
         self._fast_inbox: list = []                  # and the fast-ingest ones
         self._bulk = False
@@ -193,10 +194,11 @@ def stop(self: Stream):
 def _on_one(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, m=None):
     """One message through the checked publish path, or to the batch handlers (`m`: its `batch.batch_only` match, when
     found already); a failure is logged and answered, never silent."""
-    try: self._handle(subject, reply, hdr, data, m)
-    except Exception:
-        log.exception("stream '$G > %s' failed to handle a message on %r", self.name, subject)
-        self.answer(reply, self._nak(JSStreamStoreFailedF(err='internal error')))
+    with self.answering():
+        try: self._handle(subject, reply, hdr, data, m)
+        except Exception:
+            log.exception("stream '$G > %s' failed to handle a message on %r", self.name, subject)
+            self.answer(reply, self._nak(JSStreamStoreFailedF(err='internal error')))
 
 @patch
 def answer(self: Stream, reply: bytes, ack: bytes | None):
@@ -285,7 +287,8 @@ def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, s
 def _flush_fast(self: Stream):
     "Store the fast-ingest inbox: runs that continue their batch with one store call each (see the batch page)."
     msgs, self._fast_inbox = self._fast_inbox, []
-    if msgs: batch.fast_run(self, msgs)
+    if msgs:
+        with self.answering(): batch.fast_run(self, msgs)
 
 @patch
 def _flush(self: Stream):
@@ -295,7 +298,7 @@ def _flush(self: Stream):
     if len(msgs) == 1 or not self._bulk or self.host.storage_limit(self.cfg.get('storage', 'file')) >= 0:
         for subject, reply, data, hdr, _ in msgs: self._on_one(subject, reply, hdr, data)   # one at a time: the checks apply
         return
-    self._store_inbox(msgs)
+    with self.answering(): self._store_inbox(msgs)
 
 @patch
 def _store_inbox(self: Stream, msgs: list, ts: int = 0, answer: bool = True):
@@ -356,10 +359,27 @@ def _dedup_run(self: Stream, msgs: list, now: int = 0) -> tuple[list, list]:
 
 @patch
 def _stored(self: Stream):
-    "Messages were stored: the stream wakes its consumers, and the account lets copies of the stream follow."
-    for c in list(self.consumers.values()): self.host.send(c.deliver())
+    "Messages were stored: the stream wakes its consumers (after the pub ack, when one is being sent), and the account lets copies of the stream follow."
+    if self._answering: self._wake_due = True
+    else: self._wake()
     self.host.stored(self)
     self._rewake()
+
+@patch
+def _wake(self: Stream):
+    "Every consumer delivers what it can."
+    self._wake_due = False
+    for c in list(self.consumers.values()): self.host.send(c.deliver())
+
+@patch
+@contextlib.contextmanager
+def answering(self: Stream):
+    "While a publish is answered: consumers woken by what it stored deliver after the answer has been sent."
+    self._answering += 1
+    try: yield
+    finally:
+        self._answering -= 1
+        if not self._answering and self._wake_due: self._wake()
 
 # %% ../../nbs/2_js/06_stream.ipynb #a222b72c
 @patch

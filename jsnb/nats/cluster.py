@@ -12,7 +12,7 @@ from fastcore.basics import patch
 from .protocol import Info, Connect, Err, Close, PING, PONG, OK, PONG_B, encode_info, encode_err
 from .routes import RouteParser, RSub, RUnsub, RMsg, encode_rmsg
 from .subjects import Sublist, Subscription
-from .core import Core, VERSION, E_AUTH, log
+from .core import Core, VERSION, GO_VERSION, GIT_COMMIT, E_AUTH, log
 
 # %% auto #0
 __all__ = ['GLOBAL_ACCOUNT', 'IMPLICIT', 'EXPLICIT', 'GOSSIP_DEFAULT', 'GOSSIP_DISABLED', 'GOSSIP_OVERRIDE', 'ROUTE_PROTO',
@@ -216,7 +216,7 @@ def route_info(self: ClusterLinks, gossip_mode: int = GOSSIP_DEFAULT, ldm: bool 
     "The `INFO` line this server sends on a new route."
     core, o = self.core, self.opts
     d = dict(server_id=core.server_id, server_name=core.server_name, version=VERSION, proto=ROUTE_PROTO,
-             host=self.host, port=self.port, headers=True)
+             go=GO_VERSION, host=self.host, port=self.port, headers=True)
     if o.cluster_advertise:     # where the others are told to dial this server when they hear of it (gossip)
         a = route_url(f'nats-route://{o.cluster_advertise}')
         d['host'], d['port'] = a.host, a.port or self.port

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/1_nats/03_core.ipynb #8ed3edc4
 from __future__ import annotations
-import logging, os, random, time, string
+import base64, binascii, logging, os, platform, random, secrets, time, string
 import orjson
 from .protocol import *
 from .protocol import E_UNKNOWN, E_MAX_PAYLOAD
@@ -20,16 +20,75 @@ from fastcore.basics import patch
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'VERSION', 'E_AUTH', 'E_AUTH_TIMEOUT', 'E_INVALID_SUBJECT', 'E_INVALID_PUB_SUBJECT', 'E_SLOW_CONSUMER',
-           'E_STALE', 'E_MAX_CONN', 'E_BAD_PROTOCOL', 'E_NO_RESPONDERS', 'new_server_id', 'ClientConn', 'Core']
+__all__ = ['log', 'VERSION', 'GO_VERSION', 'GIT_COMMIT', 'PREFIX_CURVE', 'E_AUTH', 'E_AUTH_TIMEOUT', 'E_INVALID_SUBJECT',
+           'E_INVALID_PUB_SUBJECT', 'E_SLOW_CONSUMER', 'E_STALE', 'E_MAX_CONN', 'E_BAD_PROTOCOL', 'E_NO_RESPONDERS',
+           'new_server_id', 'source_commit', 'x25519_public', 'encode_nkey', 'new_curve_key', 'ClientConn', 'Core']
 
 # %% ../../nbs/1_nats/03_core.ipynb #b5be2ca5
 VERSION = "2.15.1"
+GO_VERSION = platform.python_implementation().lower() + platform.python_version()   # what runs the server, as `go1.27.2`
 _B32 = string.ascii_uppercase + '234567'
 
 def new_server_id() -> str:
     "A fresh server id in the reference's format."
     return 'N' + ''.join(random.SystemRandom().choice(_B32) for _ in range(55))
+
+# %% ../../nbs/1_nats/03_core.ipynb #89facfc1
+def _git_file(d: str, name: str) -> str:
+    try:
+        with open(os.path.join(d, name)) as f: return f.read().strip()
+    except OSError: return ''
+
+def source_commit(root: str) -> str:
+    "The short commit of the git checkout at `root` ('' when it is not one); worktrees and packed refs included."
+    gitdir = os.path.join(root, '.git')
+    if os.path.isfile(gitdir): gitdir = os.path.join(root, _git_file(root, '.git').removeprefix('gitdir:').strip())
+    head = _git_file(gitdir, 'HEAD')
+    if not head.startswith('ref:'): return head[:7]
+    ref = head[4:].strip()
+    common = os.path.join(gitdir, _git_file(gitdir, 'commondir') or '.')
+    sha = _git_file(gitdir, ref) or _git_file(common, ref)
+    if not sha:
+        packed = _git_file(common, 'packed-refs').splitlines()
+        sha = next((l.split()[0] for l in packed if l.endswith(' ' + ref)), '')
+    return sha[:7]
+
+def _package_commit() -> str:
+    import jsnb
+    pkg = os.path.dirname(os.path.abspath(jsnb.__file__))
+    return _git_file(pkg, 'COMMIT')[:7] or source_commit(os.path.dirname(pkg))
+
+GIT_COMMIT = _package_commit()
+
+# %% ../../nbs/1_nats/03_core.ipynb #4dd61d1c
+_P25519 = 2 ** 255 - 19
+PREFIX_CURVE = 23 << 3          # nkeys' prefix for curve keys: they start with X
+
+def x25519_public(k: bytes) -> bytes:
+    "The X25519 public key of private key `k` (RFC 7748's Montgomery ladder on the base point 9)."
+    n = int.from_bytes(k, 'little') & ~7 & ~(128 << 248) | (64 << 248)
+    x2, z2, x3, z3, swap, P = 1, 0, 9, 1, 0, _P25519
+    for t in range(254, -1, -1):
+        b = (n >> t) & 1; swap ^= b
+        if swap: x2, x3, z2, z3 = x3, x2, z3, z2
+        swap = b
+        a, d0 = x2 + z2, x2 - z2
+        aa, bb = a * a % P, d0 * d0 % P
+        e, da, cb = aa - bb, (x3 - z3) * a % P, (x3 + z3) * d0 % P
+        x3, z3 = (da + cb) ** 2 % P, 9 * (da - cb) ** 2 % P
+        x2, z2 = aa * bb % P, e * (aa + 121665 * e) % P
+    if swap: x2, z2 = x3, z3
+    return (x2 * pow(z2, P - 2, P) % P).to_bytes(32, 'little')
+
+def encode_nkey(raw: bytes, prefix: int) -> str:
+    "`raw` as an nkey public key of kind `prefix`: base32 of prefix, key and CRC-16, unpadded."
+    b = bytes([prefix]) + raw
+    return base64.b32encode(b + binascii.crc_hqx(b, 0).to_bytes(2, 'little')).rstrip(b'=').decode()
+
+def new_curve_key() -> tuple[bytes, str]:
+    "A fresh curve key pair: the private key and the public key as an nkey (`X...`)."
+    k = secrets.token_bytes(32)
+    return k, encode_nkey(x25519_public(k), PREFIX_CURVE)
 
 # %% ../../nbs/1_nats/03_core.ipynb #c4d0a506
 E_AUTH = "Authorization Violation"
@@ -318,6 +377,7 @@ class Core:
         self.opts = opts or ServerOptions()
         self.server_id = server_id or new_server_id()
         self.server_name = self.opts.server_name or self.server_id
+        self.curve_key, self.xkey = new_curve_key()   # the curve key pair announced in INFO (`xkey`)
         self.accounts = {GLOBAL: NatsAccount(GLOBAL), **{a.name: NatsAccount(a.name, a) for a in self.opts.accounts}}
         self.gacc = self.accounts[GLOBAL]   # the global account: clients no account claims, and the default for internal work
         self.sublist = self.gacc.sublist
@@ -356,8 +416,9 @@ from .. import __version__ as _jsnb_version
 @patch
 def info(self: Core, client: ClientConn | None = None, **extra) -> dict:
     "The INFO document, for one client when given."
-    d = dict(server_id=self.server_id, server_name=self.server_name, version=VERSION, proto=1,
-             host=self.opts.host, port=self.port, headers=True)
+    d = dict(server_id=self.server_id, server_name=self.server_name, version=VERSION, proto=1)
+    if GIT_COMMIT: d['git_commit'] = GIT_COMMIT
+    d.update(go=GO_VERSION, host=self.opts.host, port=self.port, headers=True)
     sec = self.auth.server_info if extra.get('connect_info') else self.auth.info   # auth_required, tls_required, tls_verify
     ws = client is not None and client.ws and self.ws_info is not None
     if ws:                                    # a WebSocket client is told about the WebSocket listener and its TLS
@@ -373,7 +434,8 @@ def info(self: Core, client: ClientConn | None = None, **extra) -> dict:
     if self.cluster is not None: d.update(self.cluster.client_info(ws))     # a WebSocket client is given WebSocket URLs
     if self.opts.js_domain and self.jetstream: d['domain'] = self.opts.js_domain
     d.update(extra)
-    if self.jetstream and self.api_level: d['api_lvl'] = self.api_level
+    if self.api_level: d['api_lvl'] = self.api_level           # set by the application: the JetStream API it can serve
+    d['xkey'] = self.xkey
     d['jsnb_version'] = _jsnb_version
     return d
 

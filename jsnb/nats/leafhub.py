@@ -12,7 +12,7 @@ from .leafnode import LeafParser, LSub, LUnsub, LMsg, encode_lsub, encode_lunsub
 from .subjects import Subscription, has_wildcard, subject_matches
 from .cluster import _PeerConn
 from .cluster_routing import _ack_deliver
-from .core import Core, VERSION, E_AUTH, log
+from .core import Core, VERSION, GO_VERSION, GIT_COMMIT, E_AUTH, log
 from .credentials import verify_nonce
 
 # %% auto #0
@@ -180,8 +180,9 @@ class LeafHub:
 def info(self: LeafHub, lc: LeafConn | None, **extra) -> bytes:
     "The `INFO` line for a leaf node connection (`None`: the update every leaf node is sent)."
     core = self.core
-    d = dict(server_id=core.server_id, server_name=core.server_name, version=VERSION, proto=LEAF_PROTO,
-             host=self.host, port=self.port, headers=True, auth_required=True)
+    d = dict(server_id=core.server_id, server_name=core.server_name, version=VERSION, proto=LEAF_PROTO)
+    if GIT_COMMIT: d['git_commit'] = GIT_COMMIT
+    d.update(go=GO_VERSION, host=self.host, port=self.port, headers=True, auth_required=True)
     if self.lo.tls is not None:
         d['tls_required'] = True
         if self.lo.tls.verify: d['tls_verify'] = True
@@ -191,7 +192,7 @@ def info(self: LeafHub, lc: LeafConn | None, **extra) -> bytes:
     if core.cluster is not None: d['cluster'] = core.cluster.name
     if lc is not None and 'connect_info' not in extra: d['compression'] = 'off'
     d.update(extra)
-    if core.jetstream and core.api_level: d['api_lvl'] = core.api_level
+    if core.api_level: d['api_lvl'] = core.api_level
     d['info_on_connect'] = True
     if urls := self.urls: d['leafnode_urls'] = urls
     return encode_info(orjson.dumps(d))

@@ -9,7 +9,7 @@ from asyncio import sslproto
 from asyncio.protocols import _feed_data_to_buffered_proto
 from urllib.parse import urlsplit, parse_qs
 import orjson
-from .core import Core, VERSION
+from .core import Core, VERSION, GO_VERSION, GIT_COMMIT
 from .listen import listen, peer
 from .subjects import subject_matches
 from .cluster import EXPLICIT
@@ -79,8 +79,9 @@ def _cert_not_after(path: str) -> str:
 def varz(core: Core, query: dict | None = None) -> dict:
     "General server information and statistics (`/varz`)."
     o, now = core.opts, time.time()
-    d = dict(server_id=core.server_id, server_name=core.server_name, version=VERSION, proto=1,
-             host=o.host, port=core.port)
+    d = dict(server_id=core.server_id, server_name=core.server_name, version=VERSION, proto=1)
+    if GIT_COMMIT: d['git_commit'] = GIT_COMMIT
+    d.update(go=GO_VERSION, host=o.host, port=core.port)
     d.update({k: v for k, v in core.auth.server_info.items() if k != 'tls_available'})           # auth_required, tls_required, tls_verify: what INFO says
     if core.cluster is not None and core.cluster.advertised: d['connect_urls'] = list(core.cluster.advertised)
     if core.cluster is not None and core.cluster.advertised_ws: d['ws_connect_urls'] = list(core.cluster.advertised_ws)

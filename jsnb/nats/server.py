@@ -146,7 +146,7 @@ def _write_deadline(self: _ClientProtocol):
 # %% ../../nbs/1_nats/05_server.ipynb #dd2fc16a
 class Server:
     "A jsnb server: the core plus its asyncio listeners."
-    def __init__(self, opts: ServerOptions | None = None, js_service=None, js_relay=None, **kw):
+    def __init__(self, opts: ServerOptions | None = None, js_service=None, js_relay=None, reload_options=None, on_stopped=None, **kw):
         self.opts = dataclasses.replace(opts or ServerOptions(), **kw)
         self._js_service = js_service       # makes the JetStream service: (core, options) -> service
         self._js_relay = js_relay           # without JetStream in a cluster: (core) -> relays JetStream requests to a peer
@@ -162,7 +162,8 @@ class Server:
         self._ports_file = None
         self._stopped: asyncio.Event | None = None
         self.ldm = False                    # in lame duck mode (see `lame_duck`)
-        self.reload_options = None          # () -> ServerOptions: the options a reload runs with (set by jsnb-server; see jsnb.nats.reload)
+        self.reload_options = reload_options   # () -> ServerOptions: the options a reload runs with (given by jsnb-server; see jsnb.nats.reload)
+        self.on_stopped = on_stopped        # called last in `stop` (jsnb-server ends its process there)
 
     @property
     def port(self) -> int: return self.core.port
@@ -375,6 +376,7 @@ async def stop(self: Server):
         except OSError as e: log.error('Error cleaning up ports file %s: %s', self._ports_file, _go_error('remove', self._ports_file, e))
     log.info('Server Exiting..')
     self._stopped.set()
+    if self.on_stopped is not None: self.on_stopped()
 
 @patch
 async def wait_stopped(self: Server):
