@@ -36,6 +36,7 @@ class Account(CoreHost):
         self.tier = self.limits.pop('tier', '')      # 'R1' when they are an account JWT's tier of that name (shown under `tiers`)
         self.max_memory, self.max_file, self.sync_interval = max_memory, max_file, sync_interval
         self.streams: dict[str, Stream] = {}
+        self.templates: dict = {}              # name -> stream template (jsnb.js.templates)
         self.api_total = self.api_errors = 0
         self._copying = False                  # does any stream mirror or source another?
         self._last_expire = 0                  # when expiry last ran (ns)
@@ -168,14 +169,21 @@ def remove_stream(self: Account, s: Stream):
     s.stop(); del self.streams[s.name]
     for c in list(s.consumers.values()): self.delete_consumer(c)
     s.store.delete()
-    self.advise_stream(s.name, 'delete')
+    self.advise_stream(s.name, 'delete', s.cfg.get('template_owner', ''))
+    if (t := self.templates.get(s.cfg.get('template_owner', ''))) is not None: t.forget(s.name)
 
 @patch
-def advise_stream(self: Account, name: str, action: str):
-    "Send a stream action advisory (`create`, `modify`, `delete`)."
+def owned_by_template(self: Account, template: str, stream: str) -> bool:
+    "Whether stream template `template` of the account made (or is making) stream `stream`."
+    t = self.templates.get(template)
+    return t is not None and stream in t.streams
+
+@patch
+def advise_stream(self: Account, name: str, action: str, template: str = ''):
+    "Send a stream action advisory (`create`, `modify`, `delete`); `template`: the stream template that made the stream."
     kind = {'create': 'CREATED', 'modify': 'UPDATED', 'delete': 'DELETED'}[action]
     advise(self, f'$JS.EVENT.ADVISORY.STREAM.{kind}.{name}', 'io.nats.jetstream.advisory.v1.stream_action',
-           stream=name, action=action)
+           stream=name, action=action, **({'template': template} if template else {}))
 
 # %% ../../nbs/2_js/13_account.ipynb #a971d482
 @patch

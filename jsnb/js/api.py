@@ -16,7 +16,7 @@ from .direct_get import level_ok
 from .host import advise, json_bytes
 from .account import Account
 from . import kernels
-from . import stream_api as S, consumer_api as C, snapshot as SN, restore as RS
+from . import stream_api as S, consumer_api as C, snapshot as SN, restore as RS, templates as T
 
 log = logging.getLogger('jsnb')
 
@@ -57,6 +57,11 @@ ROUTES: dict[str, Route] = {
     'STREAM.LEADER.STEPDOWN': Route(lambda *a: _clustered_only(), 'stream_leader_stepdown_response', nargs=1),
     'CONSUMER.LEADER.STEPDOWN': Route(lambda *a: _clustered_only(), 'consumer_leader_stepdown_response', nargs=2),
     'STREAM.PEER.REMOVE': Route(lambda *a: _clustered_only(), 'stream_remove_peer_response', nargs=1),
+    'STREAM.TEMPLATE.CREATE': Route(T.template_create, 'stream_template_create_response', nargs=1),
+    'STREAM.TEMPLATE.NAMES': Route(T.template_names, 'stream_template_names_response', nargs=0,
+                                   error_extra=dict(total=0, offset=0, limit=0, streams=None)),
+    'STREAM.TEMPLATE.INFO': Route(T.template_info, 'stream_template_info_response', nargs=1),
+    'STREAM.TEMPLATE.DELETE': Route(T.template_delete, 'stream_template_delete_response', nargs=1),
 }
 
 def _clustered_only():
@@ -124,6 +129,7 @@ class JetStream:
         a, sub = self.account, self.core.subscribe
         if kernels.AT_START: kernels.warm()
         a.restore()
+        T.restore(a)                                   # the stream templates, with the streams they made
         self._subs = [sub(p, self.on_api, many=self.on_api_run) for p in API_SUBJECTS] + [
             sub('$JS.API.CONSUMER.MSG.NEXT.>', partial(C.on_next, a)), sub('$JS.ACK.>', partial(C.on_ack, a), many=partial(C.on_acks, a)),
             sub('$JS.FC.>', partial(C.on_flow_control, a)), sub('$JS.API.CONSUMER.RESET.*.*', partial(C.on_reset, a))]

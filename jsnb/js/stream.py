@@ -176,7 +176,8 @@ def _rewake(self: Stream, not_before: int = 0):
 def start(self: Stream):
     "Start receiving messages on the stream's subjects, and answering Direct Get when it is allowed."
     self._bulk = self._bulk_ok()
-    for s in self.cfg.get('subjects') or []: self.subs.append(self.host.subscribe(s, self._on_msg, defers=True, many=self._on_many))
+    if not self.cfg.get('template_owner'):           # (a template's stream takes its messages from the template: jsnb.js.templates)
+        for s in self.cfg.get('subjects') or []: self.subs.append(self.host.subscribe(s, self._on_msg, defers=True, many=self._on_many))
     direct_get.sync(self)
     schedules.sync(self)
     mirrors.attach(self)

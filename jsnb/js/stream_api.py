@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 from ..nats.times import rfc3339
 from .errors import (JSBadRequestErr, JSNoMessageFoundErr, JSStreamMinLastSeqErr, JSStreamNameExistErr, JSStreamInvalidConfigF,
-                           JSStreamNotFoundErr, JSStreamSubjectOverlapErr, JSStreamPurgeFailedF)
+                           JSStreamNotFoundErr, JSStreamSubjectOverlapErr, JSStreamPurgeFailedF, JSStreamCreateErrF)
 from .gojson import go_decode, GoStruct, GoInt, GoStr, GoBool, GoTime, GoSlice
 from .stream_config import (JS_API_LEVEL as API_LEVEL, stream_config_for_create, stream_config_for_update,
                                    subjects_overlap, stored_cfg)
@@ -111,19 +111,23 @@ def stream_create(acct: Account, args, body, src) -> dict:
     if s is not None:
         if stored_cfg(s.cfg) != stored_cfg(cfg): raise JSStreamNameExistErr()
         return dict(s.info(cluster=False), did_create=True)      # the reference says so here too
+    if cfg.get('template_owner') and not acct.owned_by_template(cfg['template_owner'], cfg['name']):
+        raise JSStreamCreateErrF(err='stream not owned by template')    # only a template makes its streams (jsnb.js.templates)
     _no_overlap(acct, cfg)
     _no_cycle(acct, cfg)
     s = acct.add_stream(cfg)
     if s.cfg.get('mirror') or s.cfg.get('sources'): mirrors.sync(s, copy=False); acct.later(0, lambda: mirrors.catch_up(s))
-    acct.advise_stream(s.name, 'create')
+    acct.advise_stream(s.name, 'create', s.cfg.get('template_owner', ''))
     return dict(s.info(cluster=False), did_create=True)
 
 def stream_update(acct: Account, args, body, src) -> dict:
     "`STREAM.UPDATE.<stream>`"
     s = stream_of(acct, args)
+    if s.cfg.get('template_owner'): raise JSStreamInvalidConfigF(err='stream configuration update not allowed on template owned stream')
     fm, ff = acct.free()                                  # the update checks the growth of max_bytes against this
     cfg = stream_config_for_update(s.cfg, body, args[0], max_memory=fm, max_file=ff, limits=acct.limits,
                                    clustered=acct.clustered)
+    if cfg.get('template_owner'): raise JSStreamInvalidConfigF(err='stream configuration update can not be owned by a template')
     _inherit_direct(acct, cfg)
     _no_overlap(acct, cfg, but=s)
     _no_cycle(acct, cfg)

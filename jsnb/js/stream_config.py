@@ -68,7 +68,7 @@ STREAM_CONFIG_REQUEST = GoStruct('server.StreamConfigRequest', {
     'max_msgs_per_subject': GoInt('int64'), 'max_msg_size': GoInt('int32'),
     'discard': _enum('server.DiscardPolicy', 'old', ('old', 'new'), fold=True),
     'storage': _enum('server.StorageType', None, ('file', 'memory')),
-    'num_replicas': _INT, 'no_ack': _BOOL, 'duplicate_window': _DURATION,
+    'num_replicas': _INT, 'no_ack': _BOOL, 'template_owner': _STR, 'duplicate_window': _DURATION,   # (template_owner: jsnb.js.templates)
     'placement': GoStruct('server.Placement', {'cluster': _STR, 'tags': GoSlice(_STR, '[]string'), 'preferred': _STR}, ptr=True),
     'mirror': _SOURCE, 'sources': GoSlice(_SOURCE, '[]*server.StreamSource'),
     'compression': GoEnum('server.StoreCompression', 'none', _compression), 'first_seq': GoInt('uint64'),
@@ -449,7 +449,7 @@ def _set_static_metadata(cfg: dict):
     cfg['metadata'] = {**md, '_nats.req.level': str(_required_level(cfg))}
 
 _OMIT = {  # fields Go leaves out when empty, per struct
-    'stream': {'description', 'subjects', 'max_msg_size', 'no_ack', 'duplicate_window', 'placement', 'mirror',
+    'stream': {'description', 'subjects', 'max_msg_size', 'no_ack', 'template_owner', 'duplicate_window', 'placement', 'mirror',
                'sources', 'first_seq', 'subject_transform', 'republish', 'discard_new_per_subject',
                'subject_delete_marker_ttl', 'allow_msg_counter', 'allow_atomic', 'allow_msg_schedules',
                'persist_mode', 'allow_batched', 'metadata'},
