@@ -118,7 +118,8 @@ def _foreign_changes(path: pathlib.Path) -> list[str]:
 # imported, giving it a decoder that builds plain values only and an encoder with protocol 5 (see `plain_loads`),
 # and a zlib that stores frames instead of compressing them (see 'Frames are stored, not compressed')
 RESTORES = {'jsnb.js.cluster': ['socket.inet_ntop assigned', '_raft_pickle.loads assigned', '_raft_pickle.dumps assigned',
-                                '_raft_tcp.zlib assigned']}
+                                '_raft_tcp.zlib assigned'],
+            'jsnb.js.raft': ['socket.inet_ntop assigned']}
 
 
 @pytest.mark.parametrize('mod', sorted(MODULES))

@@ -154,6 +154,7 @@ def add_stream(self: Account, cfg: dict, store=None, created: int | None = None)
     s = Stream(self, cfg, store, created)
     if new and isinstance(s.store, FileStore): self.write_meta(s)
     self.streams[s.name] = s
+    if (t := self.templates.get(cfg.get('template_owner', ''))) is not None and s.name not in t.streams: t.streams.append(s.name)   # (restored)
     s.start()
     if cfg.get('mirror') or cfg.get('sources'): self._copying = True
     return s

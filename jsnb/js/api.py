@@ -9,6 +9,7 @@ from functools import partial
 from typing import Callable, NamedTuple
 import orjson
 from ..nats.core import ClientConn
+from ..nats.auth import may_publish
 from ..nats.protocol import text
 from ..nats.times import rfc3339
 from .errors import JSApiError, JSRequiredApiLevelErr, JSClusterRequiredErr
@@ -113,7 +114,9 @@ def map_domain(core, domain: str):
     prefix = f'$JS.{domain}.API.'.encode()
     def remap(subject: bytes, reply: bytes, hdr: int, data: bytes, src):
         rest = subject[len(prefix):]                 # a bucket's subjects keep their own space: a write to a mirror's origin
-        core.route(src, rest if rest.startswith((b'$KV.', b'$OBJ.')) else b'$JS.API.' + rest, reply, hdr, data)
+        to = rest if rest.startswith((b'$KV.', b'$OBJ.')) else b'$JS.API.' + rest
+        if getattr(src, 'perms', None) is not None and not may_publish(src, to): return   # the mapped subject is checked too, as by the reference
+        core.route(src, to, reply, hdr, data)
     return core.subscribe(prefix + b'>', remap)
 
 class JetStream:

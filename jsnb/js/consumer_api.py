@@ -85,7 +85,8 @@ def _create(acct: Account, args: list[str], body: bytes, durable_api: bool) -> d
     existing = s.consumers if s is not None else {}
     try: peek = orjson.loads(body).get('config') or {}
     except Exception: peek = {}
-    guess = existing.get(peek.get('name') or peek.get('durable_name') or cname or '') if isinstance(peek, dict) else None
+    key = (peek.get('name') or peek.get('durable_name') or cname or '') if isinstance(peek, dict) else ''
+    guess = existing.get(key) if isinstance(key, str) else None      # (a name that is no string is refused below, as invalid JSON)
     interest = guess is not None and not guess.is_pull and acct.has_interest(guess.cfg['deliver_subject'])
     cfg = consumer_config_for_create(body, s.cfg if s is not None else None, subject_stream=args[0] if args else '',
                                      subject_consumer=cname, subject_filter=filt, durable_api=durable_api,

@@ -13,6 +13,7 @@ from .protocol import Info, Connect, Err, Close, PING, PONG, OK, PONG_B, encode_
 from .routes import RouteParser, RSub, RUnsub, RMsg, encode_rmsg
 from .subjects import Sublist, Subscription
 from .core import Core, VERSION, GO_VERSION, GIT_COMMIT, E_AUTH, log
+from .credentials import check_password
 
 # %% auto #0
 __all__ = ['GLOBAL_ACCOUNT', 'IMPLICIT', 'EXPLICIT', 'GOSSIP_DEFAULT', 'GOSSIP_DISABLED', 'GOSSIP_OVERRIDE', 'ROUTE_PROTO',
@@ -271,7 +272,8 @@ def process_connect(self: ClusterLinks, rc: RouteConn, raw: bytes):
         log.error('%s - %s', rc.tag, E_ROUTE_PORT)
         return rc.close('Incorrect Port', E_ROUTE_PORT)
     o = self.opts
-    if o.cluster_user and (d.get('user') != o.cluster_user or d.get('pass') != o.cluster_password):
+    pw = d.get('pass')
+    if o.cluster_user and (d.get('user') != o.cluster_user or not isinstance(pw, str) or not check_password(o.cluster_password, pw)):
         log.error('%s - authentication error', rc.tag)
         return rc.close('Authentication Failure', E_AUTH)
     name = d.get('cluster') or ''

@@ -34,7 +34,7 @@ class ServerOptions:
     max_file_store: int = -1      # bytes for file streams; -1: not set
     sync_interval: float = 120.0  # seconds between file store syncs; 0 (`always`): sync before every ack
     js_domain: str = ""           # the JetStream domain: its API also answers on `$JS.<domain>.API.>`
-    http_host: str = "0.0.0.0"    # address for the monitoring endpoint
+    http_host: str = ""           # address for the monitoring endpoint; empty: `host`'s, as the reference
     http_port: int = 0            # monitoring port; 0: no monitoring
     https_port: int = 0           # monitoring over TLS (the `tls {}` block's certificate); 0: none
     user: str = ""                # single user (with `password`)

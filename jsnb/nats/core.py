@@ -7,10 +7,10 @@ from __future__ import annotations
 import base64, binascii, logging, os, platform, random, secrets, time, string
 import orjson
 from .protocol import *
-from .protocol import E_UNKNOWN, E_MAX_PAYLOAD
+from .protocol import E_UNKNOWN, E_MAX_PAYLOAD, E_CONTROL_LINE
 from .subjects import Sublist, Subscription, valid_subject, valid_literal_subject
 from .config import ServerOptions, DEFAULT_STORE_DIR
-from .auth import Auth, may_publish, violation
+from .auth import Auth, may_publish, violation, who
 from .accounts import NatsAccount, GLOBAL, wire_imports, add_shadows, drop_shadows
 from .jwt import JwtAuth
 from .times import go_duration
@@ -239,7 +239,7 @@ def _receive(self: ClientConn, data: bytes):
     while i < n:
         op = ops[i]; i += 1
         t = type(op)
-        if not self.connected and t is not Connect and core.auth.required_for(self):
+        if not self.connected and t is not Connect and t is not Close and core.auth.required_for(self):   # (a protocol error is told as such)
             return violation(self)
         if t is Run or t is Counted:                       # frames alike, or with numbered replies (see jsnb.nats.protocol)
             if self.perms is None and not self.verbose and not self.pedantic and \
@@ -281,7 +281,9 @@ def _receive(self: ClientConn, data: bytes):
             self._connect(op.options)
             if self.parser.max_payload < mp and i < n: ops, n = _payload_cut(ops, i, self.parser.max_payload)
         elif t is Info and _go_json(op.info, _INFO_FIELDS) is None: return self.close('Protocol Violation')
-        elif t is Close: return self.close('Protocol Violation' if op.error != E_MAX_PAYLOAD else 'Maximum Payload Exceeded', op.error)
+        elif t is Close:
+            if op.error == E_CONTROL_LINE: log.error('%s - %s', who(self), op.error)      # (logged by the reference too)
+            return self.close('Protocol Violation' if op.error != E_MAX_PAYLOAD else 'Maximum Payload Exceeded', op.error)
         if self.closing: return
 
 # %% ../../nbs/1_nats/03_core.ipynb #3a032103

@@ -13,7 +13,7 @@ from .subjects import Subscription, has_wildcard, subject_matches
 from .cluster import _PeerConn
 from .cluster_routing import _ack_deliver
 from .core import Core, VERSION, GO_VERSION, GIT_COMMIT, E_AUTH, log
-from .credentials import verify_nonce
+from .credentials import verify_nonce, check_password
 
 # %% auto #0
 __all__ = ['LEAF_PROTO', 'E_LEAF_PORT', 'LDS_PREFIX', 'JS_DENY', 'LeafConn', 'LeafHub']
@@ -231,13 +231,14 @@ def _json(raw: bytes) -> dict | None:
 def authorize(self: LeafHub, lc: LeafConn, d: dict) -> str | None:
     "The account name the leaf's CONNECT `d` binds it to (`''`: the global account), or None when refused."
     lo, user, pw = self.lo, d.get('user') or '', d.get('pass') or ''
-    if lo.user: return lo.account if (user, pw) == (lo.user, lo.password) else None
+    if not isinstance(pw, str): pw = ''
+    if lo.user: return lo.account if user == lo.user and check_password(lo.password, pw) else None   # (plain or bcrypt, as for clients)
     if lo.nkey:
         ok = d.get('nkey') == lo.nkey and verify_nonce(lo.nkey, lc.nonce.encode(), d.get('sig') or '')
         return lo.account if ok else None
     if lo.users:
         u = next((u for u in lo.users if u.user == user), None)
-        return u.account if u is not None and u.password == pw else None
+        return u.account if u is not None and check_password(u.password, pw) else None
     return self.client_login(lc, d)
 
 @patch

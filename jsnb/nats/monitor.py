@@ -88,7 +88,7 @@ def varz(core: Core, query: dict | None = None) -> dict:
     d.update(max_connections=o.max_connections)
     if o.max_subscriptions > 0: d['max_subscriptions'] = o.max_subscriptions
     d.update(ping_interval=int(o.ping_interval * NS), ping_max=o.ping_max,
-             http_host=o.http_host, http_port=core.http_port, https_port=o.https_port, auth_timeout=o.auth_timeout,
+             http_host=o.http_host or o.host, http_port=core.http_port, https_port=o.https_port, auth_timeout=o.auth_timeout,
              max_control_line=o.max_control_line, max_payload=o.max_payload, max_pending=o.max_pending,
              cluster=_cluster_varz(core), leaf=leaf_varz(core), websocket=_websocket_varz(core))
     if core.jetstream:

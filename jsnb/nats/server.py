@@ -346,10 +346,11 @@ async def _start_monitor(self: Server):
         raise StartupError(f"Can't start monitoring: can't specify both HTTP ({o.http_port}) and HTTPs ({o.https_port}) ports")
     if o.https_port and o.tls is None: raise StartupError("Can't start monitoring: TLS cert and key required for HTTPS")
     port, ctx = (o.https_port, tls_context(dataclasses.replace(o.tls, verify=False))) if o.https_port else (o.http_port, None)
-    try: self._monitor = await start_monitor(self.core, o.http_host, port, ssl=ctx)
+    host = o.http_host or o.host                     # (not set: the client host, as the reference)
+    try: self._monitor = await start_monitor(self.core, host, port, ssl=ctx)
     except OSError as e:
-        raise StartupError(f"Can't start monitoring: can't listen to the monitor port: {o.http_host}:{port}: {_reason(e)}") from e
-    log.info('Starting %s monitor on %s:%d', 'https' if ctx else 'http', o.http_host,
+        raise StartupError(f"Can't start monitoring: can't listen to the monitor port: {host}:{port}: {_reason(e)}") from e
+    log.info('Starting %s monitor on %s:%d', 'https' if ctx else 'http', host,
              self.core.https_port if ctx else self.core.http_port)
 
 
