@@ -1,0 +1,191 @@
+"""The admin CLI (`jsnb stream ...`, `jsnb consumer ...`, `jsnb server ...`) run against jsnb and against the reference
+nats-server: the seed's walkthrough, command by command, with the outputs compared field by field (JSON) and line by line
+(text, with times, ids and ports taken out)."""
+import json, os, pathlib, re, subprocess, sys, time
+import pytest
+
+from jsnb.admin.core import capture
+from jsnb.admin.main import admin_parser
+
+KINDS = ['jsnb', 'nats-server']
+ENV = dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).resolve().parent.parent))
+
+
+def cli(url, line, ok=True, user=None):
+    "Run one admin command line in this process against `url`: its standard output (and error, when it failed)."
+    argv = (line if isinstance(line, list) else __import__('shlex').split(line)) + ['-s', url, '--timeout', '10s']
+    if user: argv += ['--user', user, '--password', user]
+    rc, o, e = capture(admin_parser(), argv)
+    assert (rc == 0) == ok, (line, rc, o, e)
+    return o if ok else e
+
+
+def norm(text: str) -> str:
+    "Text output without what differs from run to run and server to server: times, dates, ids, ports, round trips."
+    text = re.sub(r'\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(\.\d+)?Z?', 'DATE', text)
+    text = re.sub(r'\b\d\d:\d\d:\d\d\b', 'TIME', text)
+    text = re.sub(r'\bN[A-Z0-9]{55}\b', 'SERVER_ID', text)
+    text = re.sub(r'127\.0\.0\.1:\d+', '127.0.0.1:PORT', text)
+    text = re.sub(r'\d+(\.\d+)?(µs|ms)\b', 'RTT', text)
+    text = re.sub(r'Client ID: \d+', 'Client ID: CID', text)
+    return text
+
+
+def walk_streams(url, tmp):
+    "The seed's stream section; what each step printed."
+    out = {}
+    out['add'] = cli(url, 'str add ORDERS --subjects "ORDERS.*" --ack --max-msgs=-1 --max-bytes=-1 --max-age=1y --storage file '
+                          '--retention limits --max-msg-size=-1 --discard=old --dupe-window=2m')
+    out['ls'] = cli(url, 'str ls -n')
+    info = json.loads(cli(url, 'str info ORDERS -j'))
+    out['config'] = info['config']
+    (tmp / 'orders.json').write_text(json.dumps(info['config']))
+    out['add --config'] = cli(url, f'str add ORDERS2 --config {tmp}/orders.json --subjects "ORDERS2.*" -j')
+    out['copy'] = cli(url, 'str cp ORDERS ARCHIVE --subjects "ORDERS_ARCHIVE.*" --max-age 2y')
+    out['edit'] = cli(url, 'str edit ORDERS2 --subjects "ORDERS2.new" --max-msgs 10 -f')
+    (tmp / 'orders2.json').write_text(json.dumps(dict(info['config'], name='ORDERS2', subjects=['ORDERS2.*'], max_msgs=5)))
+    out['edit --config'] = cli(url, f'str edit ORDERS2 --config {tmp}/orders2.json -f')
+    out['edit refused'] = cli(url, 'str edit ARCHIVE --retention work -f', ok=False)
+    out['pub'] = [cli(url, f'pub ORDERS.scratch "hello {i}" -J -H X-N:{i}') for i in (1, 2, 3)]
+    out['req dedup'] = [cli(url, ['req', 'ORDERS.new', f'hello{i}', '-H', 'Nats-Msg-Id:1', '-r']) for i in (1, 2)]
+    out['req expect stream'] = cli(url, ['req', 'ORDERS.new', 'new order', '-H', 'Nats-Expected-Stream:ORDERS_DEVELOPMENT', '-r'])
+    out['req expect seq'] = [cli(url, ['req', 'ORDERS.new', 'new order', '-H', f'Nats-Expected-Last-Sequence:{s}', '-r']) for s in (4, 6)]
+    out['req expect id'] = [cli(url, ['req', 'ORDERS.new', 'new order', '-H', f'Nats-Msg-Id:{a}', '-H', f'Nats-Expected-Last-Msg-Id:{b}', '-r'])
+                            for a, b in ((124, None), (125, 124), (126, 999)) if b] if cli(url, 'req ORDERS.new first -H Nats-Msg-Id:124 -r') else None
+    out['info'] = cli(url, 'str info ORDERS')
+    out['state'] = cli(url, 'str state ORDERS')
+    out['get'] = cli(url, 'str get ORDERS 2')
+    out['get -j'] = {k: v for k, v in json.loads(cli(url, 'str get ORDERS 2 -j')).items() if k != 'time'}
+    out['get last'] = cli(url, 'str get ORDERS -S ORDERS.new')
+    out['rmm'] = cli(url, 'str rmm ORDERS 1 -f')
+    out['get gone'] = cli(url, 'str get ORDERS 1', ok=False)
+    out['report'] = cli(url, 'str report')
+    out['report -j'] = json.loads(cli(url, 'str report -j'))
+    out['purge'] = cli(url, 'str purge ORDERS -f --subject ORDERS.scratch')
+    out['purge all'] = cli(url, 'str purge ORDERS -f')
+    out['rm'] = cli(url, 'str rm ORDERS2 -f')
+    out['rm missing'] = cli(url, 'str rm ORDERS2 -f', ok=False)
+    out['rm unconfirmed'] = cli(url, 'str rm ORDERS', ok=False)
+    out['info missing'] = cli(url, 'str info NOPE', ok=False)
+    out['add bad'] = cli(url, 'str add BAD --subjects "ORDERS.*"', ok=False)
+    out['ls after'] = cli(url, 'str ls -j')
+    return out
+
+
+@pytest.fixture
+def both(start_server):
+    return {k: start_server(k, '-js') for k in KINDS}
+
+
+def compare(got: dict):
+    "Each step's output on jsnb against nats-server's, the text ones normalised."
+    a, b = got['jsnb'], got['nats-server']
+    assert a.keys() == b.keys()
+    for k in a:
+        x, y = (norm(a[k]), norm(b[k])) if isinstance(a[k], str) else (a[k], b[k])
+        if isinstance(x, list) and x and isinstance(x[0], str): x, y = [norm(v) for v in x], [norm(v) for v in y]
+        assert x == y, (k, x, y)
+
+
+def test_stream_walkthrough(both, tmp_path):
+    got = {}
+    for k, s in both.items():
+        (tmp_path / k).mkdir()
+        got[k] = walk_streams(s.url, tmp_path / k)
+    for k in KINDS:
+        g = got[k]
+        assert 'Stream ORDERS was created' in g['add'] and 'Maximum Age: 8760h0m0s' in g['add'], g['add']
+        assert 'Maximum Age: 17520h0m0s' in g['copy'] and 'Subjects: ORDERS_ARCHIVE.*' in g['copy']
+        assert '- max_msgs: -1' in g['edit'] and '+ max_msgs: 10' in g['edit']
+        assert 'Stored in Stream: ORDERS Sequence: 3' in g['pub'][2]
+        assert '"duplicate": true' in g['req dedup'][1] and '"seq":7' in g['req expect id'][0] and 'wrong last msg ID: 125' in g['req expect id'][1]
+        assert 'Messages: 7' in g['info'] and 'Active Consumers: 0' in g['info']
+        assert 'X-N: 2' in g['get'] and g['get'].rstrip().endswith('hello 2')
+        assert 'First Sequence: 8' in g['purge all'], g['purge all']
+        assert 'give -f' in g['rm unconfirmed'] and 'stream not found (10059)' in g['info missing']
+        assert 'subjects overlap with an existing stream (10065)' in g['add bad']
+        assert json.loads(g['ls after']) == ['ARCHIVE', 'ORDERS']
+    compare(got)
+
+
+def walk_consumers(url, tmp):
+    "The seed's consumer section and its ack models; what each step printed."
+    out = {}
+    cli(url, 'str add ORDERS --subjects "ORDERS.*" --max-age=1y --storage file --defaults')
+    out['ls empty'] = cli(url, 'con ls ORDERS')
+    out['add NEW'] = cli(url, 'con add ORDERS NEW --filter ORDERS.received --ack explicit --pull --deliver all --max-deliver=-1 --sample 100')
+    out['add DISPATCH'] = cli(url, 'con add ORDERS DISPATCH --filter ORDERS.processed --ack explicit --pull --deliver all --sample 100 --max-deliver 20')
+    out['add MONITOR'] = cli(url, "con add ORDERS MONITOR --ack none --target monitor.ORDERS --deliver last --replay instant --filter ''")
+    cfg = json.loads(cli(url, 'con info ORDERS MONITOR -j'))['config']
+    (tmp / 'monitor.json').write_text(json.dumps(cfg))
+    out['add --config'] = cli(url, f'con add ORDERS MONITOR2 --config {tmp}/monitor.json')
+    out['add exists'] = cli(url, 'con add ORDERS NEW --filter ORDERS.x --ack explicit --pull --deliver all --max-deliver=-1', ok=False)
+    out['ls'] = cli(url, 'con ls ORDERS -n')
+    for i in (1, 2, 3): cli(url, f'pub ORDERS.processed "order {i}" -J')
+    out['next'] = [cli(url, 'con next ORDERS DISPATCH'), cli(url, 'con next ORDERS DISPATCH --no-ack'), cli(url, 'con next ORDERS DISPATCH --no-ack')]
+    out['info after'] = cli(url, 'con info ORDERS DISPATCH')
+    out['state'] = cli(url, 'con state ORDERS DISPATCH')
+    out['next push'] = cli(url, 'con next ORDERS MONITOR', ok=False)
+    out['report'] = cli(url, 'con report ORDERS')
+    for name, deliver in (('ALL', 'all'), ('LAST', 'last'), ('TEN', '2'), ('2MIN', '2m')):
+        cli(url, f'con add ORDERS {name} --pull --filter ORDERS.processed --ack none --replay instant --deliver {deliver}')
+        out[f'next {name}'] = cli(url, f'con next ORDERS {name} --raw')
+    out['ephemeral'] = json.loads(cli(url, "con add ORDERS --filter '' --ack none --target my.monitor --deliver last --replay instant --ephemeral -j"))['config']
+    out['ephemeral'] = {k: v for k, v in out['ephemeral'].items() if k not in ('name', 'inactive_threshold')}
+    out['rm'] = cli(url, 'con rm ORDERS NEW -f')
+    out['rm missing'] = cli(url, 'con rm ORDERS NEW -f', ok=False)
+    out['info missing'] = cli(url, 'con info ORDERS NEW', ok=False)
+    return out
+
+
+def test_consumer_walkthrough(both, tmp_path):
+    got = {}
+    for k, s in both.items():
+        (tmp_path / k).mkdir()
+        got[k] = walk_consumers(s.url, tmp_path / k)
+    for k in KINDS:
+        g = got[k]
+        assert g['ls empty'] == 'No Consumers defined\n'
+        assert 'Sampling Rate: 100' in g['add DISPATCH'] and 'Pull Mode: true' in g['add DISPATCH']
+        assert 'Delivery Subject: monitor.ORDERS' in g['add MONITOR'] and 'Ack Policy: None' in g['add MONITOR']
+        assert 'consumer already exists (10148)' in g['add exists'], g['add exists']
+        assert 'order 1' in g['next'][0] and 'Acknowledged message' in g['next'][0] and 'Acknowledged' not in g['next'][1]
+        assert 'Last Delivered Message: Consumer sequence: 3 Stream sequence: 3' in g['info after']
+        assert 'Outstanding Acks: 2' in g['info after'] and 'Unprocessed Messages: 0' in g['info after']
+        assert 'is not a Pull consumer' in g['next push']
+        assert [g[f'next {n}'] for n in ('ALL', 'LAST', 'TEN', '2MIN')] == ['order 1\n', 'order 3\n', 'order 2\n', 'order 1\n']
+        assert '| DISPATCH | Pull | Explicit   | 30.00s   | 2           | 0           | 0           | 1         |' in g['report'], g['report']
+    compare(got)
+
+
+def test_account_info_and_errors(both):
+    got = {k: {'info': cli(s.url, 'account info'), 'json': set(json.loads(cli(s.url, 'account info -j')))} for k, s in both.items()}
+    for k in KINDS: assert 'JetStream Account Information:' in got[k]['info'] and 'Streams: 0 of Unlimited' in got[k]['info']
+    compare(got)
+    for k, s in both.items():
+        assert 'no reply' in cli(s.url, 'req nobody.home x --timeout 1s', ok=False) or 'no responders' in cli(s.url, 'req nobody.home x', ok=False)
+        assert cli('nats://127.0.0.1:1', 'str ls', ok=False).startswith('jsnb: error: cannot connect to nats://127.0.0.1:1')
+
+
+def test_templates_say_when_the_server_has_none(start_server):
+    "nats-server has no stream templates any more: the commands say so rather than wait or crash."
+    s = start_server('nats-server', '-js')
+    for line in ('str template ls', 'str template add CLIENTS --subjects "CLIENT.*" --max-streams 10', 'str template info CLIENTS'):
+        e = cli(s.url, line + ' --timeout 1s', ok=False)
+        assert 'the server does not support stream templates' in e, e
+
+
+def test_the_jsnb_command(start_server, tmp_path):
+    "The installed entry point: `jsnb --help` lists the groups, `jsnb stream --help` the nats CLI's verbs, and a command runs."
+    run = lambda *a: subprocess.run([sys.executable, '-c', 'import sys; from jsnb.cli import jsnb_main; sys.exit(jsnb_main())', *a],
+                                    capture_output=True, text=True, env=ENV, timeout=120)
+    r = run('--help')
+    assert r.returncode == 0 and 'JetStream administration' in r.stdout and 'Messages:' in r.stdout
+    r = run('str', '--help')
+    for verb in ('add (create, new)', 'ls (list, l)', 'info (nfo, i)', 'report', 'backup (snapshot)', 'restore', 'cluster (c)', 'rmm', 'purge'):
+        assert verb in r.stdout, verb
+    s = start_server('nats-server', '-js')
+    r = run('-s', s.url, 'str', 'add', 'ORDERS', '--subjects', 'ORDERS.*', '--defaults')
+    assert r.returncode == 0 and 'Stream ORDERS was created' in r.stdout and '\x1b[' not in r.stdout, r.stderr
+    r = run('con', 'add', 'ORDERS', '-s', s.url)                      # not a terminal: no question, a clear error
+    assert r.returncode == 1 and r.stderr.strip() == 'jsnb: error: consumer name is required: give the consumer name (or --ephemeral)', r.stderr
