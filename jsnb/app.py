@@ -13,7 +13,7 @@ from .nats.accounts import global_account_only
 from .js.stream_config import JS_API_LEVEL
 
 # %% auto #0
-__all__ = ['jetstream', 'jetstream_relay', 'Server', 'serve', 'serve_cluster', 'serve_jsz', 'ServerThread']
+__all__ = ['jetstream', 'jetstream_relay', 'Server', 'serve', 'serve_cluster', 'serve_jsz', 'announce_jsz', 'ServerThread']
 
 # %% ../nbs/5_app/00_app.ipynb #248be098
 def jetstream(core, opts: ServerOptions) -> JetStream | JetStreamAccounts:
@@ -37,6 +37,12 @@ class Server(CoreServer):
     def __init__(self, opts: ServerOptions | None = None, **kw):
         super().__init__(opts, js_service=jetstream, js_relay=jetstream_relay, **kw)
         self.core.api_level = JS_API_LEVEL     # the JetStream API this build serves, in INFO with JetStream on or off (as the reference)
+
+    async def start(self):
+        "Start the server; then its system-account `JSZ` answers are announced to the routes (JetStream starts before them)."
+        r = await super().start()
+        announce_jsz(self.core)
+        return r
 
 async def serve(opts: ServerOptions | None = None, **kw) -> Server:
     "Start a jsnb server in the running event loop (on 127.0.0.1 and a free port unless told otherwise)."
@@ -73,8 +79,14 @@ def serve_jsz(core, opts: ServerOptions):
     "Answer `$SYS.REQ.SERVER.PING.JSZ` and `$SYS.REQ.SERVER.<id>.JSZ` in the system account, when there is one."
     acc = core.accounts.get(opts.system_account)
     if acc is None: return
-    for s in ('$SYS.REQ.SERVER.PING.JSZ', f'$SYS.REQ.SERVER.{core.server_id}.JSZ'):
-        core.subscribe(s, lambda *a: _answer_jsz(core, acc, *a), acc=acc)
+    core.jsz_subs = acc, [core.subscribe(s, lambda *a: _answer_jsz(core, acc, *a), acc=acc)
+                          for s in ('$SYS.REQ.SERVER.PING.JSZ', f'$SYS.REQ.SERVER.{core.server_id}.JSZ')]
+
+def announce_jsz(core):
+    "Tell the other servers of the cluster that this one answers `JSZ` requests, so that a request made anywhere reaches it."
+    acc, subs = getattr(core, 'jsz_subs', (None, ()))
+    if core.cluster is not None:
+        for s in subs: core.cluster.local_interest(s, 1, acc)
 
 # %% ../nbs/5_app/00_app.ipynb #2d324c55
 class ServerThread:

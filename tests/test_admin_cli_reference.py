@@ -11,9 +11,13 @@ KINDS = ['jsnb', 'nats-server']
 ENV = dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).resolve().parent.parent))
 
 
+TIMEOUT = '10s'       # each answer's; a busy machine's cluster can take longer (see `test_cluster_commands`)
+
+
 def cli(url, line, ok=True, user=None):
     "Run one admin command line in this process against `url`: its standard output (and error, when it failed)."
-    argv = (line if isinstance(line, list) else __import__('shlex').split(line)) + ['-s', url, '--timeout', '10s']
+    argv = (line if isinstance(line, list) else __import__('shlex').split(line)) + ['-s', url]
+    if '--timeout' not in argv: argv += ['--timeout', TIMEOUT]
     if user: argv += ['--user', user, '--password', user]
     rc, o, e = capture(admin_parser(), argv)
     assert (rc == 0) == ok, (line, rc, o, e)
@@ -163,7 +167,7 @@ def test_account_info_and_errors(both):
     for k in KINDS: assert 'JetStream Account Information:' in got[k]['info'] and 'Streams: 0 of Unlimited' in got[k]['info']
     compare(got)
     for k, s in both.items():
-        assert 'no reply' in cli(s.url, 'req nobody.home x --timeout 1s', ok=False) or 'no responders' in cli(s.url, 'req nobody.home x', ok=False)
+        assert 'no responders are available for nobody.home' in cli(s.url, 'req nobody.home x --timeout 1s', ok=False)
         assert cli('nats://127.0.0.1:1', 'str ls', ok=False).startswith('jsnb: error: cannot connect to nats://127.0.0.1:1')
 
 
@@ -189,3 +193,74 @@ def test_the_jsnb_command(start_server, tmp_path):
     assert r.returncode == 0 and 'Stream ORDERS was created' in r.stdout and '\x1b[' not in r.stdout, r.stderr
     r = run('con', 'add', 'ORDERS', '-s', s.url)                      # not a terminal: no question, a clear error
     assert r.returncode == 1 and r.stderr.strip() == 'jsnb: error: consumer name is required: give the consumer name (or --ephemeral)', r.stderr
+
+
+def _leader_of(url, what):
+    return (json.loads(cli(url, f'{what} -j')).get('cluster') or {}).get('leader')
+
+
+def _until(f, timeout=60):
+    "The first true value of `f()` within `timeout` seconds (commands may fail while a cluster elects)."
+    end, why = time.time() + timeout, None
+    while time.time() < end:
+        try:
+            if v := f(): return v
+        except AssertionError as e: why = e
+        time.sleep(0.5)
+    raise TimeoutError(f'not within {timeout} s: {why}')
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_cluster_commands(kind):
+    """The seed's clustering section on a 4-server cluster (a removed peer needs a server to be replaced by): placement in info
+    and reports, stream, consumer and meta step-down, peer remove."""
+    from jsclusters import JSCluster
+    global TIMEOUT
+    TIMEOUT, before_timeout = '30s', TIMEOUT
+    c = JSCluster(kind, n=4, system=True).start()
+    try:
+        c.wait_meta()
+        url = c.url(0)
+        _until(lambda: cli(url, 'str add ORDERS --subjects "ORDERS.*" --replicas 3 --storage file --defaults -j'))
+        _until(lambda: len((json.loads(cli(url, 'str info ORDERS -j')).get('cluster') or {}).get('replicas') or []) == 2
+               and all(r.get('current') for r in json.loads(cli(url, 'str info ORDERS -j'))['cluster']['replicas']))
+        text = cli(url, 'str info ORDERS')
+        assert 'Cluster Information:' in text and 'Name: c1' in text and text.count('Replica: n') == 2 and ', current, ' in text, text
+        rows = json.loads(cli(url, 'str report -j'))
+        peers = sorted(rows[0]['cluster'].replace('*', '').split(', '))
+        assert rows[0]['cluster'].count('*') == 1 and len(peers) == 3 and set(peers) < {'n0', 'n1', 'n2', 'n3'}
+        assert re.search(r'\| ORDERS \| File    \|          \|             \| 0         \| 0        \| 0 B   \| 0    \| 0       \| n\d\*?, n\d\*?, n\d\*? \|',
+                         cli(url, 'str report')), cli(url, 'str report')
+        before = _leader_of(url, 'str info ORDERS')
+        out = cli(url, 'str cluster step-down ORDERS')
+        assert f'Requesting leader step down of "{before}" in a 3 peer RAFT group' in out, out
+        after = re.search(r'New leader elected "(\w+)"', out).group(1)
+        assert after != before and 'Cluster Information:' in out
+        _until(lambda: cli(url, 'con add ORDERS C1 --pull --deliver all --ack explicit --max-deliver=-1 --filter "" -j'))
+        _until(lambda: len((json.loads(cli(url, 'con info ORDERS C1 -j')).get('cluster') or {}).get('replicas') or []) == 2)
+        cb = _leader_of(url, 'con info ORDERS C1')
+        out = cli(url, 'con cluster step-down ORDERS C1')
+        assert f'Requesting leader step down of "{cb}"' in out and re.search(r'New leader elected "(\w+)"', out).group(1) != cb, out
+        assert re.search(r'\| C1       \| Pull \| Explicit   \| 30.00s   \| 0           \| 0           \| 0           \| 0         \| n\d\*?, n\d\*?, n\d\*? \|',
+                         cli(url, 'con report ORDERS')), cli(url, 'con report ORDERS')
+        rep = cli(url, 'server report jetstream --expect 4', user='sys')
+        summary = [l for l in rep.splitlines() if re.match(r'\| n\d', l)]
+        assert len(summary) == 8 and sum('*' in l.split('|')[1] for l in summary[:4]) == 1, rep       # 4 servers, then the meta group
+        assert re.search(r'\|\s+\|\s+\|\s+3\s+\|', rep), rep                                         # totals: the stream on each
+        assert sum(l.split('|')[2].strip() == 'yes' for l in summary[4:]) == 1, rep
+        meta = json.loads(cli(url, 'server request jetstream --leader', user='sys'))
+        assert len(meta) == 1 and meta[0]['data']['meta_cluster']['leader'] == meta[0]['server']['name']
+        out = cli(url, 'server raft step-down', user='sys')
+        assert re.search(r'New leader elected "(\w+)"', out), out
+        assert 'connect as a user of the system account' in cli(url, 'server report jetstream --timeout 2s', ok=False)
+        peer = next(r['name'] for r in json.loads(cli(url, 'str info ORDERS -j'))['cluster']['replicas'])
+        out = _until(lambda: cli(url, f'str cluster peer-remove ORDERS {peer} -f'))
+        assert f'Requested removal of peer "{peer}"' in out
+        def replaced():                                              # back to 3 servers, without the removed one
+            cl = json.loads(cli(url, 'str info ORDERS -j'))['cluster']
+            names = [cl.get('leader')] + [r['name'] for r in cl.get('replicas') or []]
+            return len(names) == 3 and peer not in names
+        _until(replaced)
+        assert cli(url, 'str cluster peer-remove ORDERS nobody -f', ok=False).startswith('jsnb: error: could not remove peer nobody: ')
+    finally:
+        c.stop(); TIMEOUT = before_timeout

@@ -80,13 +80,14 @@ async def step_down(nc, ns, subject: str, leader_of, show, what: str, body: dict
     if not before: raise AdminError(f'{what} has no leader: is it replicated in a cluster?')
     print(f'{time.strftime("%H:%M:%S")} Requesting leader step down of "{before}" in a {peers} peer RAFT group', flush=True)
     await request(nc, subject, body, timeout_of(ns), what=f'could not step down {what}')
-    deadline = time.monotonic() + max(timeout_of(ns), 10)
+    wait = max(3 * timeout_of(ns), 30)                # an election, and answers that stop while it runs
+    deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         try: now, _ = await leader_of()
         except AdminError: now = None              # no leader to answer for a moment
         if now and now != before: break
         await asyncio.sleep(0.2)
-    else: raise AdminError(f'{what}: no new leader elected within {max(timeout_of(ns), 10):g}s (the leader is still "{before}")')
+    else: raise AdminError(f'{what}: no new leader elected within {wait:g}s (the leader is still "{before}")')
     print(f'{time.strftime("%H:%M:%S")} New leader elected "{now}"\n', flush=True)
     if show: await show()
 

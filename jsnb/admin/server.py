@@ -55,16 +55,16 @@ def _fmt(v): return [num(v[0]), num(v[1]), num(v[2]), ibytes(v[3]), ibytes(v[4])
 
 # %% ../../nbs/5_app/02e_admin_server.ipynb #c04653eb
 def meta_rows(got: list[dict]) -> list[list]:
-    "The RAFT meta group as its leader reports it (or as any server does when none leads): one row per member."
-    mcs = [(g['data'].get('meta_cluster') or {}) for g in got if g.get('data')]
-    mc = next((m for m in mcs if m.get('leader') and any(g['server'].get('name') == m['leader'] for g in got if g.get('data', {}).get('meta_cluster') is m)), None)
-    mc = mc or next((m for m in mcs if m.get('leader')), None) or (mcs[0] if mcs else {})
-    rows = [[mc['leader'], 'yes', 'true', 'false', '0.00s', '0']] if mc.get('leader') else []
+    "The RAFT meta group as its leader sees it (or, when the leader did not answer, as another member does): one row per member."
+    views = [(g['server'].get('name', ''), g['data']['meta_cluster']) for g in got if (g.get('data') or {}).get('meta_cluster')]
+    if not views: return []
+    me, mc = next(((n, m) for n, m in views if m.get('leader') == n), views[0])
+    rows = {me: [me, 'yes' if mc.get('leader') == me else '', 'true', 'false', '0.00s', '0']}   # who answers sees itself current
     for r in mc.get('replicas') or []:
         act = r.get('active', 0)
-        rows.append([r['name'], '', str(bool(r.get('current'))).lower(), str(bool(r.get('offline'))).lower(),
-                     ago(act / 1e9) if 0 < act < 2**63 - 1 else 'never' if r.get('offline') else '0.00s', num(r.get('lag', 0))])
-    return sorted(rows)
+        rows[r['name']] = [r['name'], 'yes' if r['name'] == mc.get('leader') else '', str(bool(r.get('current'))).lower(), str(bool(r.get('offline'))).lower(),
+                           ago(act / 1e9) if 0 < act < 2**63 - 1 else 'never' if r.get('offline') else '0.00s', num(r.get('lag', 0))]
+    return sorted(rows.values())
 
 async def report_jetstream(nc, ns):
     "`server report jetstream`: the JetStream summary of every server, and the meta group."
