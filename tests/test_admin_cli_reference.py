@@ -226,7 +226,7 @@ def test_cluster_commands(kind):
                and all(r.get('current') for r in json.loads(cli(url, 'str info ORDERS -j'))['cluster']['replicas']))
         text = cli(url, 'str info ORDERS')
         assert 'Cluster Information:' in text and 'Name: c1' in text and text.count('Replica: n') == 2 and ', current, ' in text, text
-        rows = json.loads(cli(url, 'str report -j'))
+        rows = _until(lambda: json.loads(cli(url, 'str report -j')))   # (a list may lag the create on a busy machine)
         peers = sorted(rows[0]['cluster'].replace('*', '').split(', '))
         assert rows[0]['cluster'].count('*') == 1 and len(peers) == 3 and set(peers) < {'n0', 'n1', 'n2', 'n3'}
         assert re.search(r'\| ORDERS \| File    \|          \|             \| 0         \| 0        \| 0 B   \| 0    \| 0       \| n\d\*?, n\d\*?, n\d\*? \|',
