@@ -250,7 +250,9 @@ def test_cluster_commands(kind):
         assert sum(l.split('|')[2].strip() == 'yes' for l in summary[4:]) == 1, rep
         meta = json.loads(cli(url, 'server request jetstream --leader', user='sys'))
         assert len(meta) == 1 and meta[0]['data']['meta_cluster']['leader'] == meta[0]['server']['name']
-        out = cli(url, 'server raft step-down', user='sys')
+        # (on a machine this busy a jsnb meta leader has been seen to keep the lead after a hand-over it answered as done:
+        # the command then says so after its wait, and is run again)
+        out = _until(lambda: cli(url, 'server raft step-down --timeout 10s', user='sys'), timeout=100)
         assert re.search(r'New leader elected "(\w+)"', out), out
         assert 'connect as a user of the system account' in cli(url, 'server report jetstream --timeout 2s', ok=False)
         peer = next(r['name'] for r in json.loads(cli(url, 'str info ORDERS -j'))['cluster']['replicas'])
@@ -264,3 +266,78 @@ def test_cluster_commands(kind):
         assert cli(url, 'str cluster peer-remove ORDERS nobody -f', ok=False).startswith('jsnb: error: could not remove peer nobody: ')
     finally:
         c.stop(); TIMEOUT = before_timeout
+
+
+JSNB = [sys.executable, '-c', 'import sys; from jsnb.cli import jsnb_main; sys.exit(jsnb_main())']
+
+
+def test_questions_only_on_a_terminal(start_server):
+    "On a terminal `str add` asks what its flags leave out, with the defaults offered, and a report has colour; in a pipe neither."
+    import pexpect
+    s = start_server('jsnb', '-js')
+    child = pexpect.spawn(JSNB[0], JSNB[1:] + ['str', 'add', '-s', s.url], env=dict(ENV, TERM='xterm-256color', COLUMNS='120'),
+                          encoding='utf-8', timeout=60)
+    try:
+        for question, answer in (('Stream Name', 'ORDERS'), ('Subjects', 'ORDERS.*'), (r'Storage.*file/memory.*\(file\)', 'memory'),
+                                 (r'Replicas.*\(1\)', ''), (r'Retention Policy.*limits/interest/work.*\(limits\)', ''),
+                                 (r'Discard Policy.*new/old.*\(old\)', 'new'), (r'Stream Messages Limit.*\(-1\)', '100'),
+                                 (r'Total Stream Size.*\(-1\)', ''), (r'Message TTL.*\(-1\)', '1h'), (r'Max Message Size.*\(-1\)', ''),
+                                 (r'Duplicate tracking time window.*\(2m0s\)', '')):
+            child.expect(question); child.sendline(answer)
+        child.expect('Stream ORDERS was created'); child.expect(pexpect.EOF)
+        assert child.wait() == 0
+    finally: child.close(force=True)
+    cfg = json.loads(cli(s.url, 'str info ORDERS -j'))['config']
+    assert (cfg['storage'], cfg['discard'], cfg['max_msgs'], cfg['max_age'], cfg['subjects']) == ('memory', 'new', 100, 3600 * 10**9, ['ORDERS.*'])
+    child = pexpect.spawn(JSNB[0], JSNB[1:] + ['str', 'report', '-s', s.url], env=dict(ENV, TERM='xterm-256color'), encoding='utf-8', timeout=60)
+    child.expect(pexpect.EOF); child.close()
+    assert '\x1b[1m' in child.before and 'ORDERS' in child.before                         # bold headers on a terminal
+    r = subprocess.run(JSNB + ['str', 'report', '-s', s.url], capture_output=True, text=True, env=ENV, timeout=60)
+    assert r.returncode == 0 and '\x1b[' not in r.stdout and '| ORDERS |' in r.stdout
+    child = pexpect.spawn(JSNB[0], JSNB[1:] + ['str', 'rm', 'ORDERS', '-s', s.url], env=ENV, encoding='utf-8', timeout=60)
+    child.expect(r'Really delete Stream ORDERS'); child.sendline('y'); child.expect(pexpect.EOF); child.close()
+    assert cli(s.url, 'str ls -j') == '[]\n'
+
+
+def test_events_and_sub(both):
+    "`event --js-advisory` and `sub` see what the server publishes, the same on both servers (ids and times aside)."
+    got = {}
+    for k, s in both.items():
+        ev = subprocess.Popen(JSNB + ['event', '--js-advisory', '--count', '2', '--wait', '30s', '--json', '-s', s.url], stdout=subprocess.PIPE, text=True, env=ENV)
+        sb = subprocess.Popen(JSNB + ['sub', 'ORDERS.*', '--count', '2', '--wait', '30s', '-s', s.url], stdout=subprocess.PIPE, text=True, env=ENV)
+        assert 'Subscribing on ORDERS.*' in sb.stdout.readline()
+        time.sleep(1.0)                                               # (the event listener prints nothing before events with --json)
+        cli(s.url, 'str add ORDERS --subjects "ORDERS.*" --defaults -j')
+        cli(s.url, 'pub ORDERS.new "order 1" -H X:1'); cli(s.url, 'pub ORDERS.new "order 2"')
+        evs, subs = ev.communicate(timeout=60)[0], sb.communicate(timeout=60)[0]
+        evs = [json.loads(x) for x in re.split(r'(?<=\n})\n(?={)', evs.strip())]
+        got[k] = {'types': sorted(e['type'] for e in evs), 'sub': norm(subs)}
+    assert 'io.nats.jetstream.advisory.v1.stream_action' in got['jsnb']['types'], got
+    assert '[#1] Received on "ORDERS.new"\nX: 1\n\norder 1' in got['jsnb']['sub'], got
+    compare({k: {'sub': v['sub']} for k, v in got.items()})
+    assert got['jsnb']['types'] == got['nats-server']['types']
+
+
+def test_jsnb_cluster_ports(tmp_path):
+    "`jsnb cluster --port/--http_port/--cluster_port`: the servers listen where they were told, counting up."
+    from jsclusters import free_ports
+    import socket, signal, urllib.request
+    base = free_ports(1)[0]
+    ports = [base + 10 * i for i in range(3)]
+    p = subprocess.Popen(JSNB + ['cluster', '--size', '2', '--port', str(ports[0]), '--http_port', str(ports[1]), '--cluster_port', str(ports[2]),
+                                 '--dir', str(tmp_path)], stdout=subprocess.PIPE, text=True, env=ENV)
+    try:
+        lines = [p.stdout.readline() for _ in range(2)]
+        assert lines[1].startswith(f'jsnb-2: nats://127.0.0.1:{ports[0] + 1}  monitoring http://127.0.0.1:{ports[1] + 1}  '
+                                   f'routes nats-route://127.0.0.1:{ports[2] + 1}'), lines
+        end = time.time() + 60
+        while time.time() < end:
+            try:
+                with urllib.request.urlopen(f'http://127.0.0.1:{ports[1] + 1}/varz', timeout=2) as r: v = json.load(r)
+                if v.get('port') == ports[0] + 1 and v['cluster'].get('cluster_port') == ports[2] + 1: break
+            except OSError: pass
+            time.sleep(0.3)
+        else: raise AssertionError('the second server never answered on its monitoring port')
+        socket.create_connection(('127.0.0.1', ports[0]), timeout=5).close()
+    finally:
+        p.send_signal(signal.SIGTERM); p.wait(30)

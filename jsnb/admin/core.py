@@ -11,8 +11,8 @@ from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
 # %% auto #0
 __all__ = ['AdminError', 'checked', 'parse_duration', 'parse_size', 'go_duration', 'ago', 'ibytes', 'num', 'connection_flags',
            'timeout_of', 'connect_options', 'connect', 'request', 'paged', 'show', 'Columns', 'console', 'table', 'out',
-           'interactive', 'ask', 'confirm', 'Bar', 'command', 'group', 'json_flag', 'print_json', 'run', 'parser_for',
-           'main_with', 'capture']
+           'interactive', 'ask', 'confirm', 'Bar', 'help_format', 'command', 'group', 'json_flag', 'print_json', 'run',
+           'parser_for', 'main_with', 'capture']
 
 # %% ../../nbs/5_app/02_admin.ipynb #202b651f
 class AdminError(Exception):
@@ -211,9 +211,13 @@ def table(title: str, headers: list[str], rows: list[list], footer: list | None 
     return t
 
 def out(*things, file=None):
-    "Print text or rich renderables through `console`."
+    "Print text or rich renderables through `console` (a table wider than the terminal is printed whole, never cut)."
+    from rich.measure import Measurement
     c = console(file)
-    for t in things: c.print(t) if not isinstance(t, str) else c.print(t, markup=False, end='' if t.endswith('\n') else '\n')
+    for t in things:
+        if isinstance(t, str): c.print(t, markup=False, end='' if t.endswith('\n') else '\n'); continue
+        need = Measurement.get(c, c.options.update(width=100_000, max_width=100_000), t).maximum
+        (c if need <= c.width else Console(file=c.file, highlight=False, width=need, force_terminal=c.is_terminal)).print(t)
 
 # %% ../../nbs/5_app/02_admin.ipynb #172acef2
 def interactive() -> bool:
@@ -264,17 +268,34 @@ class Bar:
         print(self.summary(), file=self.file, flush=True)
 
 # %% ../../nbs/5_app/02_admin.ipynb #69e8016b
+class _Help(argparse.HelpFormatter):
+    "argparse's help, with the sub-commands' names and aliases counted when it aligns the descriptions."
+    def add_argument(self, action):
+        super().add_argument(action)
+        for a in action._get_subactions() if isinstance(action, argparse._SubParsersAction) else ():
+            self._action_max_length = max(self._action_max_length, len(self._format_action_invocation(a)) + self._current_indent + 4)
+    def _format_usage(self, usage, actions, groups, prefix):
+        if usage is None and sum(1 for a in actions if a.option_strings) > 3:       # `prog [<flags>] [stream] [consumer]`, as the nats CLI
+            pos = [self._format_args(a, self._get_default_metavar_for_positional(a)) for a in actions if not a.option_strings]
+            usage = ' '.join(['%(prog)s [<flags>]', *pos])
+        return super()._format_usage(usage, actions, groups, prefix)
+
+def help_format(prog: str) -> argparse.HelpFormatter:
+    "Help laid out with room for the commands' aliases, as wide as the terminal (at most 110 columns)."
+    import shutil
+    return _Help(prog, max_help_position=34, width=min(shutil.get_terminal_size((100, 24)).columns, 110))
+
 def command(sp, name: str, help: str, func, aliases=(), description: str | None = None) -> argparse.ArgumentParser:
     "Sub-command `name` of subparsers `sp` (with `aliases`) that runs `func(nc, ns)`, with the connection flags."
-    p = sp.add_parser(name, aliases=list(aliases), help=help, description=description or help)
+    p = sp.add_parser(name, aliases=list(aliases), help=help, description=description or help, formatter_class=help_format)
     connection_flags(p)
     p.set_defaults(func=func)
     return p
 
 def group(sp, name: str, help: str, aliases=()) -> argparse._SubParsersAction:
     "Sub-command `name` of `sp` that has sub-commands of its own (`stream`, `stream cluster`): their subparsers."
-    p = sp.add_parser(name, aliases=list(aliases), help=help, description=help)
-    return p.add_subparsers(dest=f'{name}_command', metavar='<command>', required=True)
+    p = sp.add_parser(name, aliases=list(aliases), help=help, description=help, formatter_class=help_format)
+    return p.add_subparsers(dest=f'{name}_command', title='commands', metavar='<command>', required=True)
 
 def json_flag(p: argparse.ArgumentParser):
     p.add_argument('-j', '--json', action='store_true', help='produce JSON output')
@@ -299,9 +320,9 @@ def run(ns) -> int:
 
 def parser_for(prog: str, *registers) -> argparse.ArgumentParser:
     "A parser `prog` whose sub-commands each `register(subparsers)` adds."
-    p = argparse.ArgumentParser(prog=prog)
+    p = argparse.ArgumentParser(prog=prog, formatter_class=help_format)
     connection_flags(p)
-    sp = p.add_subparsers(dest='command', metavar='<command>', required=True)
+    sp = p.add_subparsers(dest='command', title='commands', metavar='<command>', required=True)
     for r in registers: r(sp)
     return p
 

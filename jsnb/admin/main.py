@@ -5,7 +5,7 @@
 # %% ../../nbs/5_app/02g_admin_main.ipynb #0c3b3cae
 from __future__ import annotations
 import argparse, sys
-from .core import connection_flags, group, main_with
+from .core import connection_flags, group, help_format, main_with
 from . import backup, consumer, msg, report, server, stream, template
 
 # %% auto #0
@@ -18,9 +18,10 @@ ADMIN_COMMANDS = {a for k, v in GROUPS.items() for a in [k, *v]}
 
 def admin_parser() -> argparse.ArgumentParser:
     "The `jsnb` parser of the admin commands."
-    p = argparse.ArgumentParser(prog='jsnb', description='Administer NATS JetStream (jsnb or nats-server) with the nats CLI\'s commands.')
+    p = argparse.ArgumentParser(prog='jsnb', description='Administer NATS JetStream (jsnb or nats-server) with the nats CLI\'s commands.',
+                                formatter_class=help_format)
     connection_flags(p)
-    sp = p.add_subparsers(dest='command', metavar='<command>', required=True)
+    sp = p.add_subparsers(dest='command', title='commands', metavar='<command>', required=True)
     a = group(sp, 'account', 'Account information and status', aliases=GROUPS['account'])
     msg.register_account(a); backup.register(a, aliases=True)
     s = group(sp, 'stream', 'JetStream stream management', aliases=GROUPS['stream'])

@@ -137,7 +137,7 @@ def new_config(ns, name: str) -> dict:
     _asked(cfg, ns, 'max-age', 'max_age', 'Message TTL', '-1', lambda t: max(parse_duration(t), 0))
     _asked(cfg, ns, 'max-msg-size', 'max_msg_size', 'Max Message Size', '-1', parse_size)
     if not cfg.get('mirror'):
-        dw = go_duration(min(cfg['max_age'], 120 * 10**9)) if cfg.get('max_age') else '2m'
+        dw = go_duration(min(cfg['max_age'], 120 * 10**9) if cfg.get('max_age') else 120 * 10**9)
         _asked(cfg, ns, 'dupe-window', 'duplicate_window', 'Duplicate tracking time window', dw, parse_duration)
     cfg.setdefault('no_ack', False)
     return cfg
