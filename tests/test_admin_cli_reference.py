@@ -32,6 +32,7 @@ def norm(text: str) -> str:
     text = re.sub(r'127\.0\.0\.1:\d+', '127.0.0.1:PORT', text)
     text = re.sub(r'\d+(\.\d+)?(µs|ms)\b', 'RTT', text)
     text = re.sub(r'Client ID: \d+', 'Client ID: CID', text)
+    text = re.sub(r'\b\d+\.\d\ds\b', 'S.SSs', text)                        # elapsed times: last seen, active
     return text
 
 
@@ -63,8 +64,15 @@ def walk_streams(url, tmp):
     out['get last'] = cli(url, 'str get ORDERS -S ORDERS.new')
     out['rmm'] = cli(url, 'str rmm ORDERS 1 -f')
     out['get gone'] = cli(url, 'str get ORDERS 1', ok=False)
-    out['report'] = cli(url, 'str report')
-    out['report -j'] = json.loads(cli(url, 'str report -j'))
+    out['add sourced'] = cli(url, 'str add ARCHIVED --source ORDERS --storage file --defaults')
+    out['add mirror'] = cli(url, 'str add REPORT --mirror ARCHIVED --storage file --max-age 1M --defaults')
+    _until(lambda: json.loads(cli(url, 'str info REPORT -j'))['state']['messages'] == 6)
+    out['info sourced'] = cli(url, 'str info ARCHIVED')
+    out['report'] = cli(url, 'str report -n')
+    out['report -j'] = json.loads(cli(url, 'str report -j -n'))
+    cli(url, f'str report --dot {tmp}/replication.dot')
+    out['dot'] = (tmp / 'replication.dot').read_text()
+    for name in ('REPORT', 'ARCHIVED'): cli(url, f'str rm {name} -f')
     out['purge'] = cli(url, 'str purge ORDERS -f --subject ORDERS.scratch')
     out['purge all'] = cli(url, 'str purge ORDERS -f')
     out['rm'] = cli(url, 'str rm ORDERS2 -f')
@@ -109,6 +117,9 @@ def test_stream_walkthrough(both, tmp_path):
         assert 'give -f' in g['rm unconfirmed'] and 'stream not found (10059)' in g['info missing']
         assert 'subjects overlap with an existing stream (10065)' in g['add bad']
         assert json.loads(g['ls after']) == ['ARCHIVE', 'ORDERS']
+        assert 'Source Information:' in g['info sourced'] and 'Stream Name: ORDERS' in g['info sourced'] and 'Messages: 6' in g['info sourced']
+        assert '| ARCHIVED | Source | ORDERS        |' in g['report'] and '| REPORT   | Mirror | ARCHIVED      |' in g['report'], g['report']
+        assert '"ORDERS" -> "ARCHIVED" [color=green];' in g['dot'] and '"ARCHIVED" -> "REPORT" [color=blue, label="Mirror"];' in g['dot']
     compare(got)
 
 
@@ -134,6 +145,7 @@ def walk_consumers(url, tmp):
     for name, deliver in (('ALL', 'all'), ('LAST', 'last'), ('TEN', '2'), ('2MIN', '2m')):
         cli(url, f'con add ORDERS {name} --pull --filter ORDERS.processed --ack none --replay instant --deliver {deliver}')
         out[f'next {name}'] = cli(url, f'con next ORDERS {name} --raw')
+    out['add REPLAY'] = cli(url, 'con add ORDERS REPLAY --target out.original --filter ORDERS.processed --ack none --deliver all --sample 100 --replay original')
     out['ephemeral'] = json.loads(cli(url, "con add ORDERS --filter '' --ack none --target my.monitor --deliver last --replay instant --ephemeral -j"))['config']
     out['ephemeral'] = {k: v for k, v in out['ephemeral'].items() if k not in ('name', 'inactive_threshold')}
     out['rm'] = cli(url, 'con rm ORDERS NEW -f')
@@ -158,6 +170,7 @@ def test_consumer_walkthrough(both, tmp_path):
         assert 'Outstanding Acks: 2' in g['info after'] and 'Unprocessed Messages: 0' in g['info after']
         assert 'is not a Pull consumer' in g['next push']
         assert [g[f'next {n}'] for n in ('ALL', 'LAST', 'TEN', '2MIN')] == ['order 1\n', 'order 3\n', 'order 2\n', 'order 1\n']
+        assert 'Replay Policy: Original' in g['add REPLAY'] and 'Sampling Rate: 100' in g['add REPLAY']
         assert '| DISPATCH | Pull | Explicit   | 30.00s   | 2           | 0           | 0           | 1         |' in g['report'], g['report']
     compare(got)
 
@@ -264,6 +277,14 @@ def test_cluster_commands(kind):
             return len(names) == 3 and peer not in names
         _until(replaced)
         assert cli(url, 'str cluster peer-remove ORDERS nobody -f', ok=False).startswith('jsnb: error: could not remove peer nobody: ')
+        gone = next(f'n{i}' for i in range(4) if c.url(i) != url and f'n{i}' != _until(lambda: json.loads(cli(url, 'server request jetstream --leader', user='sys'))[0]['server']['name']))
+        c.kill(int(gone[1]))
+        out = _until(lambda: cli(url, f'server raft peer-remove {gone} -f', user='sys'), timeout=100)
+        assert f'Removing {gone} can not be reversed' in out and f'Removed peer {gone}' in out
+        def meta_without():
+            rows = [l.split('|')[1].strip() for l in cli(url, 'server report jetstream --expect 3', user='sys').split('RAFT Meta Group Information')[1].splitlines() if re.match(r'\| n\d', l)]
+            return len(rows) == 3 and gone not in rows
+        _until(meta_without, timeout=100)
     finally:
         c.stop(); TIMEOUT = before_timeout
 
