@@ -12,7 +12,7 @@ from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
 __all__ = ['AdminError', 'checked', 'parse_duration', 'parse_size', 'go_duration', 'ago', 'ibytes', 'num', 'connection_flags',
            'timeout_of', 'connect_options', 'connect', 'request', 'paged', 'show', 'Columns', 'console', 'table', 'out',
            'interactive', 'ask', 'confirm', 'Bar', 'help_format', 'command', 'group', 'json_flag', 'print_json', 'run',
-           'parser_for', 'main_with', 'capture']
+           'parser_for', 'main_with', 'scrub', 'capture']
 
 # %% ../../nbs/5_app/02_admin.ipynb #202b651f
 class AdminError(Exception):
@@ -331,6 +331,14 @@ def main_with(parser: argparse.ArgumentParser, argv: list[str]) -> int:
     try: ns = parser.parse_args(argv)
     except SystemExit as e: return e.code or 0
     return run(ns)
+
+def scrub(text: str) -> str:
+    "Command output with what changes from run to run made constant (dates, times, ports, server ids, round trips, rates), for saved pages."
+    for pat, rep in ((r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z', '2026-01-01T12:00:00.000000000Z'), (r'\d{4}-\d\d-\d\d \d\d:\d\d:\d\d', '2026-01-01 12:00:00'), (r'\b\d\d:\d\d:\d\d\b', '12:00:00'),
+                     (r'127\.0\.0\.1:\d+', '127.0.0.1:4222'), (r'\bN[A-Z0-9]{55}\b', 'N' + 'X' * 55), (r'\d+\.\d+(ms|µs)', '0.150ms'),
+                     (r' in \d+\.\d+s', ' in 0.010s'), (r'\(\d+(\.\d+)? [KMG]?i?B/s\)', '(1.0 MiB/s)'), (r'seen \d+\.\d\ds ago', 'seen 0.10s ago')):
+        text = re.sub(pat, rep, text)
+    return text
 
 def capture(parser: argparse.ArgumentParser, argv) -> tuple[int, str, str]:
     "Exit status, standard output and standard error of the command line `argv` (a list, or a string split like a shell)."
