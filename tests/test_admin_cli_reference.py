@@ -362,3 +362,37 @@ def test_jsnb_cluster_ports(tmp_path):
         socket.create_connection(('127.0.0.1', ports[0]), timeout=5).close()
     finally:
         p.send_signal(signal.SIGTERM); p.wait(30)
+
+
+from test_tls_map_reference import pki        # noqa: F401  (a CA, server and client certificates)
+
+
+def test_tls_client_certificates(start_server, pki):
+    "`--tlscert/--tlskey/--tlsca`: a server that requires client certificates is reached with them, and refuses without."
+    conf = f'tls {{\n  cert_file: "{pki}/server.pem"\n  key_file: "{pki}/server-key.pem"\n  ca_file: "{pki}/ca.pem"\n  verify: true\n}}\n'
+    for k in KINDS:
+        s = start_server(k, '-js', config=conf)
+        tls = f'--tlscert {pki}/dn.pem --tlskey {pki}/dn-key.pem --tlsca {pki}/ca.pem'
+        assert 'Streams: 1 of Unlimited' in (cli(s.url, f'str add ORDERS --subjects "ORDERS.*" --defaults -j {tls}') and cli(s.url, f'account info {tls}')), k
+        assert cli(s.url, f'str ls -n {tls}') == 'ORDERS\n'
+        assert cli(s.url, f'str ls --tlsca {pki}/ca.pem --timeout 3s', ok=False).startswith('jsnb: error: cannot connect to'), k
+        assert 'go together' in cli(s.url, f'str ls --tlscert {pki}/dn.pem', ok=False)
+
+
+def test_credentials_files(start_server):
+    "`--creds`: a user of a JWT account (operator mode) sees its account's JetStream limits, on both servers."
+    from test_jwt_reference import keys, account, user, operator_conf
+    aseed, acc = keys('account')
+    useed, upub = keys('user')
+    conf = operator_conf({acc: account(acc, 'A', limits={'mem_storage': 100000, 'disk_storage': 1 << 20, 'streams': 2, 'consumer': 4})})
+    got = {}
+    for k in KINDS:
+        s = start_server(k, '-js', config=conf)
+        creds = s.dir / 'u.creds'
+        creds.write_text(f'-----BEGIN NATS USER JWT-----\n{user(upub, aseed)}\n------END NATS USER JWT------\n\n'
+                         f'-----BEGIN USER NKEY SEED-----\n{useed.decode()}\n------END USER NKEY SEED------\n')
+        cli(s.url, f'str add ORDERS --subjects "ORDERS.*" --storage memory --max-bytes 1K --defaults -j --creds {creds}')
+        got[k] = {'info': cli(s.url, f'account info --creds {creds}'), 'no creds': cli(s.url, 'str ls --timeout 3s', ok=False)}
+        assert 'Memory: 0 B of 98 KiB' in got[k]['info'] and 'Storage: 0 B of 1.0 MiB' in got[k]['info'] and 'Streams: 1 of 2' in got[k]['info'], got[k]
+        assert 'Authorization Violation' in got[k]['no creds'] or 'cannot connect' in got[k]['no creds']
+    compare({k: {'info': v['info']} for k, v in got.items()})
