@@ -316,6 +316,8 @@ def run(ns) -> int:
     try: return asyncio.run(go()) or 0
     except AdminError as e: print(f'jsnb: error: {e}', file=sys.stderr); return 1
     except OSError as e: print(f'jsnb: error: {e}', file=sys.stderr); return 1
+    except (nats.errors.Error, asyncio.TimeoutError) as e:       # a connection lost on the way, an answer that never came
+        print(f'jsnb: error: {type(e).__name__}: {e}'.rstrip(': '), file=sys.stderr); return 1
     except KeyboardInterrupt: print('jsnb: interrupted', file=sys.stderr); return 130
 
 def parser_for(prog: str, *registers) -> argparse.ArgumentParser:

@@ -50,6 +50,7 @@ async def pub(nc, ns):
             try: ack = await js.publish(subject, data, headers=hdrs)
             except nats.js.errors.APIError as e: raise AdminError(f'publish to {subject} failed: {e.description} ({e.err_code})') from None
             except (NoRespondersError, nats.js.errors.NoStreamResponseError): raise AdminError(f'no stream stores {subject}') from None
+            except NatsTimeout: raise AdminError(f'no acknowledgement for {subject} within {timeout_of(ns):g}s') from None
         else: await nc.publish(subject, data, reply=ns.reply or '', headers=hdrs)
         size += len(data)
         if bar: bar(size, i, None)

@@ -112,10 +112,10 @@ async def cluster_peer_remove(nc, ns):
     peer = ns.peer
     if not peer:
         cl = (await stream_info(nc, ns, name)).get('cluster') or {}
-        peers = sorted([cl['leader']] if cl.get('leader') else [] + [r['name'] for r in cl.get('replicas') or []])
+        peers = sorted(([cl['leader']] if cl.get('leader') else []) + [r['name'] for r in cl.get('replicas') or []])
         if not peers or not interactive(): raise AdminError('a peer name is required')
         peer = ask('Select a Peer', peers[0], choices=peers, required=True)
-    if not confirm(f'Really remove peer {peer} from Stream {name}', ns.force or not interactive()): return 1
+    if not confirm(f'Really remove peer {peer} from Stream {name}', ns.force): return 1
     print(f'{time.strftime("%H:%M:%S")} Removing peer "{peer}"', flush=True)
     await request(nc, f'$JS.API.STREAM.PEER.REMOVE.{name}', {'peer': peer}, timeout_of(ns), what=f'could not remove peer {peer}')
     print(f'{time.strftime("%H:%M:%S")} Requested removal of peer "{peer}"')

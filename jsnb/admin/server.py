@@ -4,13 +4,13 @@
 
 # %% ../../nbs/5_app/02e_admin_server.ipynb #67091a86
 from __future__ import annotations
-import asyncio, json, time
+import argparse, asyncio, json, time
 from .core import AdminError, ago, ask, command, confirm, group, ibytes, interactive, json_flag, num, out, print_json, request, table, timeout_of
 from .report import step_down
 
 # %% auto #0
 __all__ = ['gather', 'jsz_all', 'summary_rows', 'meta_rows', 'report_jetstream', 'request_jetstream', 'raft_step_down',
-           'raft_peer_remove', 'register', 'argparse_hide']
+           'raft_peer_remove', 'register']
 
 # %% ../../nbs/5_app/02e_admin_server.ipynb #282a468f
 async def gather(nc, subject: str, body: dict, timeout: float, expect: int = 0) -> list[dict]:
@@ -110,9 +110,6 @@ def register(sp):
     p.add_argument('--leader', action='store_true', help='only the meta group leader'); p.add_argument('--expect', type=int, metavar='N', help='stop once this many answered')
     raft = group(sp, 'raft', 'Manage the JetStream meta group')
     p = command(raft, 'step-down', 'Force a new meta group leader election', raft_step_down, aliases=['elect'])
-    p.add_argument('--preferred', metavar='SERVER', help='prefer this server as the new leader'); p.add_argument('--expect', type=int, metavar='N', help=argparse_hide())
+    p.add_argument('--preferred', metavar='SERVER', help='prefer this server as the new leader'); p.add_argument('--expect', type=int, metavar='N', help=argparse.SUPPRESS)
     p = command(raft, 'peer-remove', 'Remove a server from the meta group for good', raft_peer_remove)
     p.add_argument('peer', nargs='?', help='server name'); p.add_argument('-f', '--force', action='store_true', help='remove without asking')
-
-def argparse_hide():
-    import argparse; return argparse.SUPPRESS

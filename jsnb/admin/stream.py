@@ -296,10 +296,10 @@ async def ls(nc, ns):
     out(table('Streams', ['Name', 'Description', 'Created', 'Messages', 'Size', 'Last Message'], rows))
 
 def _since(ts: str) -> float:
-    "Seconds since API time `ts`."
-    t = datetime.fromisoformat(ts[:19]).replace(tzinfo=timezone.utc)
-    frac = float('0.' + ts[20:ts.index('Z')].rstrip('Z')) if '.' in ts[19:20] and 'Z' in ts else 0.0
-    return max((datetime.now(timezone.utc) - t).total_seconds() - frac, 0.0)
+    "Seconds since API time `ts` (RFC 3339 in UTC, with up to nanoseconds)."
+    base, _, frac = ts.rstrip('Z').partition('.')
+    t = datetime.fromisoformat(base).replace(tzinfo=timezone.utc).timestamp() + float('0.' + (frac or '0'))
+    return max(datetime.now(timezone.utc).timestamp() - t, 0.0)
 
 # %% ../../nbs/5_app/02a_admin_stream.ipynb #2fb7b80d
 async def copy(nc, ns):
