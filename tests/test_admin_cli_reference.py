@@ -396,3 +396,93 @@ def test_credentials_files(start_server):
         assert 'Memory: 0 B of 98 KiB' in got[k]['info'] and 'Storage: 0 B of 1.0 MiB' in got[k]['info'] and 'Streams: 1 of 2' in got[k]['info'], got[k]
         assert 'Authorization Violation' in got[k]['no creds'] or 'cannot connect' in got[k]['no creds']
     compare({k: {'info': v['info']} for k, v in got.items()})
+
+
+# Every `nats ...` command line of the seed (jetstream-streams-consumers.md), as written there, but for those of features jsnb
+# leaves out on purpose: contexts (`nats context ...`, `--context`: a jsnb command takes its connection from flags and the
+# environment) and `nats rtt`.
+SEED = r"""
+account info
+backup /data/js-backup
+c report ORDERS
+con add
+con add --sample 100
+con add ORDERS --config monitor.json
+con add ORDERS --filter '' --ack none --target 'my.monitor' --deliver last --replay instant --ephemeral
+con add ORDERS 2MIN --pull --filter ORDERS.processed --ack none --replay instant --deliver 2m
+con add ORDERS ALL --pull --filter ORDERS.processed --ack none --replay instant --deliver all
+con add ORDERS DISPATCH --filter ORDERS.processed --ack explicit --pull --deliver all --max-deliver=-1 --sample 100
+con add ORDERS DISPATCH --filter ORDERS.processed --ack explicit --pull --deliver all --sample 100 --max-deliver 20
+con add ORDERS LAST --pull --filter ORDERS.processed --ack none --replay instant --deliver last
+con add ORDERS MONITOR --ack none --target monitor.ORDERS --deliver last --replay instant --filter ''
+con add ORDERS MONITOR --config monitor.json
+con add ORDERS MONITOR --filter '' --ack none --target monitor.ORDERS --deliver last --replay instant
+con add ORDERS NEW --config orders_new.json
+con add ORDERS NEW --filter ORDERS.received --ack explicit --pull --deliver all --max-deliver=-1 --sample 100
+con add ORDERS REPLAY --target out.original --filter ORDERS.processed --ack none --deliver all --sample 100 --replay original
+con add ORDERS TEN --pull --filter ORDERS.processed --ack none --replay instant --deliver 10
+con events ORDERS NEW
+con events ORDERS NEW --json
+con info ORDERS DISPATCH
+con ls ORDERS
+con next ORDERS DISPATCH
+con next ORDERS DISPATCH --no-ack
+pub CLIENT.acme hello
+pub ORDERS.processed "order 1"
+pub ORDERS.scratch hello
+req '$JS.API.CONSUMER.MSG.NEXT.ORDERS.DISPATCH' ''
+req '$JS.API.STREAM.MSG.GET.ORDERS' '{"seq": 1}'
+req -H Nats-Msg-Id:1 ORDERS.new hello1
+req ORDERS.new "ORDER {{Count}}" --count 100
+req ORDERS.new 'new order' -H Nats-Expected-Last-Sequence:1
+req ORDERS.new 'new order' -H Nats-Expected-Stream:ORDERS_DEVELOPMENT
+req ORDERS.new 'new order' -H Nats-Msg-Id:125 -H Nats-Expected-Last-Msg-Id:124
+restore /tmp/backup --update-streams
+s add ARCHIVE --source ORDERS --source RETURNS
+s add REPORT --mirror ARCHIVE
+s add WEATHER --user storage --password password
+s add WEATHER --user weather --mirror WEATHER
+s cluster peer-remove ORDERS
+s report
+s report --dot replication.dot
+server raft peer-remove n4-c1 --user system
+server raft step-down --user system
+server report jetstream --user system
+server req jetstream --leader
+str add ORDERS
+str add ORDERS --config orders.json
+str add ORDERS --replicas 3
+str add ORDERS --subjects "ORDERS.*" --ack --max-msgs=-1 --max-bytes=-1 --max-age=1y --storage file --retention limits --max-msg-size=-1
+str add ORDERS --subjects "ORDERS.*" --ack --max-msgs=-1 --max-bytes=-1 --max-age=1y --storage file --retention limits --max-msg-size=-1 --discard old --replicas 3
+str add ORDERS --subjects "ORDERS.*" --ack --max-msgs=-1 --max-bytes=-1 --max-age=1y --storage file --retention limits --max-msg-size=-1 --discard=old --dupe-window=2m
+str cp ORDERS ARCHIVE --subjects "ORDERS_ARCVHIVE.*" --max-age 2y
+str edit ORDERS --config orders.json
+str edit ORDERS --subjects "ORDERS.*"
+str info ORDERS
+str info ORDERS -j
+str ls
+str purge ORDERS
+str purge ORDERS -f
+str restore ORDERS /data/js-backup
+str rm ORDERS -f
+str rmm ORDERS 1 -f
+str template add CLIENTS --subjects "CLIENT.*" --ack --max-msgs=-1 --max-bytes=-1 --max-age=1y --storage file --retention limits --max-msg-size 2048 --max-streams 1024 --discard old
+stream backup ORDERS /data/js-backup
+stream cluster step-down ORDERS
+consumer cluster step-down ORDERS NEW
+stream info ORDERS
+stream report
+sub -t out.original
+sub monitor.ORDERS
+"""
+
+
+PARSER = admin_parser()
+
+
+@pytest.mark.parametrize('line', [l for l in SEED.strip().splitlines()])
+def test_every_seed_command_line_parses(line):
+    "Each of the seed's command lines is a jsnb command line: the same verbs, aliases and flags (what it then does is tested above)."
+    import shlex
+    ns = PARSER.parse_args(shlex.split(line))
+    assert callable(ns.func)

@@ -91,12 +91,18 @@ async def test_cli_stream_and_all(start_server, kind, tmp_path):
     assert r.returncode == 1 and '10130' in r.stderr and 'exists with' in r.stderr and 'the same as the backup' in r.stderr, r.stderr
     js = nc.jetstream()
     for n in ('A', 'B', 'C'): await js.delete_stream(n)
-    r = cli('stream', 'restore', str(tmp_path / 'a'), '--server', s.url)
+    r = cli('stream', 'restore', 'B', str(tmp_path / 'a'), '--server', s.url)       # the seed's form names the stream: not this one
+    assert r.returncode == 1 and 'holds a backup of stream A, not B' in r.stderr, r.stderr
+    r = cli('stream', 'restore', 'A', str(tmp_path / 'a'), '--server', s.url)
     assert r.returncode == 0, r.stderr
     await js.delete_stream('A')
     r = cli('restore', '--all', str(tmp_path / 'all'), '--server', s.url)
     assert r.returncode == 0, r.stderr
     assert {n: await view(nc, n) for n in ('A', 'B', 'C')} == before
+    await js.update_stream(name='B', subjects=['b.*'], max_msgs=1000)
+    r = cli('restore', str(tmp_path / 'all'), '--update-streams', '--server', s.url)     # they exist: the backup's configuration
+    assert r.returncode == 0 and r.stdout.count('Updated Stream') == 3, r.stdout + r.stderr
+    assert (await js.stream_info('B')).config.max_msgs == -1 and {n: await view(nc, n) for n in ('A', 'B', 'C')} == before
     await nc.close()
     r = cli('stream', 'backup', 'A', str(tmp_path / 'z'), '--server', 'nats://127.0.0.1:1')
     assert r.returncode == 1 and 'cannot connect' in r.stderr

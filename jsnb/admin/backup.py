@@ -31,9 +31,13 @@ async def stream_backup(nc, ns):
 
 # %% ../../nbs/5_app/02f_admin_backup.ipynb #a544b923
 async def stream_restore(nc, ns):
-    "`stream restore DIR`: restore the stream backed up in DIR (optionally renamed, or with `--config`/`--replicas`/placement changes)."
+    "`stream restore [STREAM] DIR`: restore the stream backed up in DIR (optionally renamed, or with `--config`/`--replicas`/placement changes)."
+    if len(ns.file) > 2: raise AdminError('give the backup directory (and, before it, the stream name it holds)')
+    ns.file, name = ns.file[-1], ns.file[0] if len(ns.file) == 2 else None
     try: meta = lib._load_meta(pathlib.Path(ns.file))
     except lib.BackupError as e: raise AdminError(str(e)) from None
+    if name and name != meta['config'].get('name') and name != ns.name:
+        raise AdminError(f"{ns.file} holds a backup of stream {meta['config'].get('name')}, not {name} (--name restores it under another name)")
     cfg = _changed(dict(meta['config']), ns)
     name = cfg['name']
     print(f'Starting restore of Stream "{name}" from file "{ns.file}"\n', flush=True)
@@ -71,9 +75,11 @@ async def account_backup(nc, ns):
 async def account_restore(nc, ns):
     "`restore DIR`: every stream of a `backup DIR` directory, plain streams before those that mirror or source them."
     print(f'{time.strftime("%H:%M:%S")} Restoring JetStream backup from {ns.directory}', flush=True)
-    try: infos = await lib.restore_all(nc, ns.directory, progress=_each(ns, 'Sent'))
+    try: infos = await lib.restore_all(nc, ns.directory, progress=_each(ns, 'Sent'), update_existing=ns.update_streams)
     except lib.BackupError as e: raise AdminError(f'restore failed: {e}', e.code, e.err_code) from None
-    for n, i in infos.items(): print(f"{time.strftime('%H:%M:%S')} Restored stream {n}: {num(i['state']['messages'])} messages, {num(i['state'].get('consumer_count', 0))} consumers")
+    for n, i in infos.items():
+        st = f"{num(i['state']['messages'])} messages, {num(i['state'].get('consumer_count', 0))} consumers"
+        print(f"{time.strftime('%H:%M:%S')} {'Updated Stream ' + n + ' configuration' if i.get('updated') else 'Restored stream ' + n}: {st}")
 
 # %% ../../nbs/5_app/02f_admin_backup.ipynb #b25b5020
 def _progress(p):
@@ -87,7 +93,7 @@ def register_stream(sp):
     p.add_argument('--consumers', action=argparse.BooleanOptionalAction, default=True, help='back up the consumers too (default: true)')
     p.add_argument('--chunk-size', type=int, metavar='BYTES', help='chunk size the server sends'); p.add_argument('--window-size', type=int, metavar='BYTES', help='bytes in flight unacknowledged')
     p = command(sp, 'restore', 'Restore a stream over the NATS network', stream_restore)
-    p.add_argument('file', help='directory holding the backup'); _progress(p)
+    p.add_argument('file', nargs='+', metavar='[STREAM] DIR', help='directory holding the backup (after the name of the stream it holds, as the seed writes it)'); _progress(p)
     p.add_argument('--config', metavar='FILE', help='restore with this configuration instead'); p.add_argument('--name', help='restore under this stream name')
     p.add_argument('--replicas', type=int, help='replicas of the restored stream'); p.add_argument('--cluster', help='place the stream in this cluster')
     p.add_argument('--tag', action='append', help='place the stream on servers with this tag'); p.add_argument('-j', '--json', action='store_true', help='show the restored stream as JSON')
@@ -100,4 +106,5 @@ def register(sp, aliases: bool = False):
     p.add_argument('--all', action='store_true', help=argparse.SUPPRESS)
     p = command(sp, 'restore', 'Restore every stream of an account backup', account_restore)
     p.add_argument('directory', help='directory holding the account backup'); _progress(p)
+    p.add_argument('--update-streams', action='store_true', help="give streams that exist the backup's configuration instead of stopping")
     p.add_argument('--all', action='store_true', help=argparse.SUPPRESS)

@@ -214,13 +214,18 @@ def _restore_order(path: pathlib.Path, names: list[str]) -> list[str]:
     def reads(n): c = _load_meta(path / n)['config']; return bool(c.get('mirror') or c.get('sources'))
     return sorted(names, key=reads)
 
-async def restore_all(nc, path, *, progress=None) -> dict:
-    "Restore every stream of a `backup_all` directory; returns their infos by name."
+async def restore_all(nc, path, *, progress=None, update_existing: bool = False) -> dict:
+    """Restore every stream of a `backup_all` directory; returns their infos by name. With `update_existing`, a stream that
+    exists already is not restored but given the backup's configuration (its info then has `updated: True`)."""
     path = pathlib.Path(path)
     try: names = json.loads((path / INDEX_FILE).read_text())['streams']
     except FileNotFoundError: raise BackupError(f'{path} holds no account backup: {INDEX_FILE} is missing') from None
     out = {}
     for n in _restore_order(path, names):
+        if update_existing and 'error' not in json.loads((await nc.request(f'$JS.API.STREAM.INFO.{n}', b'', timeout=5)).data):
+            try: out[n] = dict(await _api(nc, f'$JS.API.STREAM.UPDATE.{n}', _load_meta(path / n)['config']), updated=True)
+            except BackupError as e: raise BackupError(f'{n}: {e.description}', e.code, e.err_code) from None
+            continue
         cb = progress(n) if progress else None
         try: out[n] = await restore(nc, path / n, progress=cb)
         except BackupError as e: raise BackupError(f'{n}: {e.description}', e.code, e.err_code) from None
