@@ -184,11 +184,36 @@ def test_account_info_and_errors(both):
         assert cli('nats://127.0.0.1:1', 'str ls', ok=False).startswith('jsnb: error: cannot connect to nats://127.0.0.1:1')
 
 
-def test_templates_say_when_the_server_has_none(start_server):
-    "nats-server has no stream templates any more: the commands say so rather than wait or crash."
-    s = start_server('nats-server', '-js')
-    for line in ('str template ls', 'str template add CLIENTS --subjects "CLIENT.*" --max-streams 10', 'str template info CLIENTS'):
-        e = cli(s.url, line + ' --timeout 1s', ok=False)
+def test_templates(start_server):
+    """The seed's template example on jsnb: the template, a message making its stream, the stream in the template's info and in
+    the report's Template column, a restart keeping both, and the template's removal taking the stream. nats-server has no
+    stream templates any more: there the commands say so rather than wait or crash."""
+    s = start_server('jsnb', '-js')
+    out = cli(s.url, 'str template add CLIENTS --subjects "CLIENT.*" --ack --max-msgs=-1 --max-bytes=-1 --max-age=1y --storage file '
+                     '--retention limits --max-msg-size 2048 --max-streams 1024 --discard old')
+    for row in ('Subjects: CLIENT.*', 'Maximum Age: 8760h0m0s', 'Maximum Message Size: 2.0 KiB', 'Maximum Streams: 1,024',
+                'No Streams have been defined by this template'):
+        assert row in out, (row, out)
+    cli(s.url, 'pub CLIENT.acme hello')
+    _until(lambda: 'CLIENT_acme' in cli(s.url, 'str ls -n'))
+    assert cli(s.url, 'str template info CLIENTS').rstrip().endswith('CLIENT_acme')
+    assert json.loads(cli(s.url, 'str report -j'))[0]['template'] == 'CLIENTS'
+    assert re.search(r'\| CLIENT_acme \| File    \| CLIENTS  \|', cli(s.url, 'str report')), cli(s.url, 'str report')
+    s.restart()
+    assert json.loads(cli(s.url, 'str template ls -j')) == ['CLIENTS'] and cli(s.url, 'str ls -n') == 'CLIENT_acme\n'
+    assert 'template with name "CLIENTS" already exists' in cli(s.url, 'str template add CLIENTS --subjects "CLIENT.*" --defaults --max-streams 1', ok=False)
+    assert 'give -f' in cli(s.url, 'str template rm CLIENTS', ok=False)
+    out = cli(s.url, f'backup {s.dir}/backup')                            # the account's backup carries the template
+    assert 'Backed up 1 streams' in out and 'Stream Templates: CLIENTS' in out, out
+    cli(s.url, 'str template rm CLIENTS -f')
+    assert cli(s.url, 'str ls -n') == '' and cli(s.url, 'str template ls') == 'No Stream Templates defined\n'
+    out = cli(s.url, f'restore {s.dir}/backup')
+    assert 'Restored Stream Template CLIENTS' in out and 'Restored stream CLIENT_acme: 1 messages' in out, out
+    assert json.loads(cli(s.url, 'str template ls -j')) == ['CLIENTS'] and cli(s.url, 'str get CLIENT_acme 1').rstrip().endswith('hello')
+    cli(s.url, 'str template rm CLIENTS -f')
+    r = start_server('nats-server', '-js')
+    for line in ('str template ls', 'str template add CLIENTS --subjects "CLIENT.*" --max-streams 10 --defaults', 'str template info CLIENTS'):
+        e = cli(r.url, line + ' --timeout 1s', ok=False)
         assert 'the server does not support stream templates' in e, e
 
 

@@ -71,12 +71,16 @@ async def account_backup(nc, ns):
     try: names = await lib.backup_all(nc, ns.target, consumers=ns.consumers, progress=_each(ns, 'Received'))
     except lib.BackupError as e: raise AdminError(f'backup failed: {e}', e.code, e.err_code) from None
     print(f'{time.strftime("%H:%M:%S")} Backed up {len(names)} streams into {ns.target}: {", ".join(names)}')
+    tf = pathlib.Path(ns.target) / lib.TEMPLATES_FILE
+    if tf.exists(): print(f'{time.strftime("%H:%M:%S")} Stream Templates: {", ".join(t["name"] for t in json.loads(tf.read_text()))}')
 
 async def account_restore(nc, ns):
     "`restore DIR`: every stream of a `backup DIR` directory, plain streams before those that mirror or source them."
     print(f'{time.strftime("%H:%M:%S")} Restoring JetStream backup from {ns.directory}', flush=True)
     try: infos = await lib.restore_all(nc, ns.directory, progress=_each(ns, 'Sent'), update_existing=ns.update_streams)
     except lib.BackupError as e: raise AdminError(f'restore failed: {e}', e.code, e.err_code) from None
+    tf = pathlib.Path(ns.directory) / lib.TEMPLATES_FILE
+    for t in json.loads(tf.read_text()) if tf.exists() else []: print(f"{time.strftime('%H:%M:%S')} Restored Stream Template {t['name']}")
     for n, i in infos.items():
         st = f"{num(i['state']['messages'])} messages, {num(i['state'].get('consumer_count', 0))} consumers"
         print(f"{time.strftime('%H:%M:%S')} {'Updated Stream ' + n + ' configuration' if i.get('updated') else 'Restored stream ' + n}: {st}")

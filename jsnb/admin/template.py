@@ -4,12 +4,15 @@
 
 # %% ../../nbs/5_app/02h_admin_template.ipynb #5241b27f
 from __future__ import annotations
-import argparse
+import argparse, json
 from .core import AdminError, Columns, command, confirm, group, json_flag, num, out, paged, print_json, request, timeout_of
-from .stream import config_flags, config_rows, load_config, new_config
+from .stream import config_flags, config_rows, load_config, new_config, _value
+from .core import ask
+
+UNLIMITED = 2**32 - 1          # `max_streams` is an unsigned 32-bit count: its largest value is "no limit" (the nats CLI's -1)
 
 # %% auto #0
-__all__ = ['template_text', 'add', 'info', 'ls', 'rm', 'register']
+__all__ = ['UNLIMITED', 'template_text', 'add', 'info', 'ls', 'rm', 'register']
 
 # %% ../../nbs/5_app/02h_admin_template.ipynb #cb2f2f29
 async def _api(nc, ns, subject: str, body=None, what: str = '') -> dict:
@@ -18,7 +21,7 @@ async def _api(nc, ns, subject: str, body=None, what: str = '') -> dict:
     except AdminError as e:
         if e.code in (None, 503) and ('no answer' in str(e) or 'no responders' in str(e)):
             raise AdminError(f'{what}: the server does not support stream templates (no answer to {subject}); '
-                             'nats-server removed them, jsnb has them from the release that adds the template API') from None
+                             'nats-server removed them in 2.14, jsnb has them') from None
         raise
 
 # %% ../../nbs/5_app/02h_admin_template.ipynb #7ba9f2d9
@@ -26,7 +29,8 @@ def template_text(t: dict) -> str:
     "A template's info as `stream template info` shows it: its stream configuration, its limit and the streams it made."
     c = Columns(f"Information for Stream Template {t['config']['name']}")
     config_rows(c, t['config'].get('config', {}))
-    c.row('Maximum Streams', t['config'].get('max_streams', 0))
+    n = t['config'].get('max_streams', 0)
+    c.row('Maximum Streams', 'unlimited' if n >= UNLIMITED else n)
     c.section('Managed Streams')
     text = c.render()
     streams = sorted(t.get('streams') or [])
@@ -38,8 +42,9 @@ async def add(nc, ns):
     if not ns.template: raise AdminError('a template name is required')
     cfg = new_config(ns, '') if not ns.config else load_config(ns.config)
     cfg['name'] = ''                                   # each stream made gets its own name
-    if ns.max_streams is None: raise AdminError('--max-streams is required (-1 for unlimited)')
-    body = {'name': ns.template, 'max_streams': ns.max_streams, 'config': cfg}
+    n = ns.max_streams if ns.max_streams is not None else _value('max-streams', int, ask('Maximum Streams', '-1', flag='--max-streams'))
+    if not -1 <= n < UNLIMITED: raise AdminError(f'--max-streams: between 0 and {UNLIMITED - 1}, or -1 for unlimited')
+    body = {'name': ns.template, 'max_streams': UNLIMITED if n == -1 else n, 'config': cfg}
     t = await _api(nc, ns, f'$JS.API.STREAM.TEMPLATE.CREATE.{ns.template}', body, what='could not create stream template')
     if ns.json: return print_json({k: v for k, v in t.items() if k != 'type'})
     out(f'Stream Template {ns.template} was created\n\n' + template_text(t))
@@ -68,7 +73,7 @@ def register(sp):
     t = group(sp, 'template', 'Manage stream templates', aliases=['t'])
     p = command(t, 'add', 'Create a new stream template', add, aliases=['create', 'new'])
     p.add_argument('template', nargs='?', help='template name'); p.add_argument('--config', metavar='FILE', help='JSON file with the stream configuration')
-    p.add_argument('--max-streams', type=int, metavar='N', help='most streams the template may create (-1 for unlimited)')
+    p.add_argument('--max-streams', type=int, metavar='N', help='most streams the template may create (default: -1, unlimited)')
     p.add_argument('--defaults', action='store_true', help='accept the default for every value not given'); config_flags(p)
     p = command(t, 'info', 'Stream template information', info, aliases=['nfo']); p.add_argument('template', help='template name'); json_flag(p)
     p = command(t, 'ls', 'List stream templates', ls, aliases=['list']); json_flag(p)

@@ -8,8 +8,8 @@ import asyncio, json, pathlib, time
 import nats
 
 # %% auto #0
-__all__ = ['DATA_FILE', 'META_FILE', 'INDEX_FILE', 'DEFAULT_CHUNK', 'BackupError', 'snapshot', 'restore', 'stream_names',
-           'backup_all', 'restore_all']
+__all__ = ['DATA_FILE', 'META_FILE', 'INDEX_FILE', 'DEFAULT_CHUNK', 'TEMPLATES_FILE', 'BackupError', 'snapshot', 'restore',
+           'stream_names', 'backup_all', 'restore_all', 'stream_templates', 'restore_templates']
 
 # %% ../../nbs/3_clients/04_backup.ipynb #b78acc5e
 DATA_FILE, META_FILE, INDEX_FILE = 'stream.tar.s2', 'backup.json', 'streams.json'
@@ -31,7 +31,7 @@ def _check(reply: dict) -> dict:
 # %% ../../nbs/3_clients/04_backup.ipynb #f7ca9c31
 async def _api(nc, subject: str, body: dict, timeout: float = 5) -> dict:
     "Send a JetStream API request; its reply, or `BackupError`."
-    try: msg = await nc.request(subject, json.dumps(body).encode(), timeout=timeout)
+    try: msg = await nc.request(subject, json.dumps(body).encode() if body is not None else b'', timeout=timeout)
     except nats.errors.NoRespondersError: raise BackupError(f'no responders for {subject}: is JetStream enabled?', 503) from None
     except nats.errors.TimeoutError: raise BackupError(f'no reply to {subject} within {timeout:g} s') from None
     return _check(json.loads(msg.data))
@@ -206,6 +206,8 @@ async def backup_all(nc, path, *, consumers: bool = True, progress=None) -> list
         cb = progress(n) if progress else None
         await snapshot(nc, n, path / n, consumers=consumers, progress=cb)
         if hasattr(cb, 'close'): cb.close()
+    templates = await stream_templates(nc)
+    if templates: (path / TEMPLATES_FILE).write_text(json.dumps(templates, indent=2) + '\n')
     (path / INDEX_FILE).write_text(json.dumps(dict(streams=names), indent=2) + '\n')
     return names
 
@@ -221,6 +223,7 @@ async def restore_all(nc, path, *, progress=None, update_existing: bool = False)
     try: names = json.loads((path / INDEX_FILE).read_text())['streams']
     except FileNotFoundError: raise BackupError(f'{path} holds no account backup: {INDEX_FILE} is missing') from None
     out = {}
+    await restore_templates(nc, path)
     for n in _restore_order(path, names):
         if update_existing and 'error' not in json.loads((await nc.request(f'$JS.API.STREAM.INFO.{n}', b'', timeout=5)).data):
             try: out[n] = dict(await _api(nc, f'$JS.API.STREAM.UPDATE.{n}', _load_meta(path / n)['config']), updated=True)
@@ -232,3 +235,32 @@ async def restore_all(nc, path, *, progress=None, update_existing: bool = False)
         finally:
             if hasattr(cb, 'close'): cb.close()
     return out
+
+# %% ../../nbs/3_clients/04_backup.ipynb #7e1a0b02
+TEMPLATES_FILE = 'templates.json'
+
+async def stream_templates(nc, timeout: float = 1) -> list[dict]:
+    "The configuration of every stream template of the account (none when the server has no templates)."
+    out, offset = [], 0
+    while True:
+        try: r = json.loads((await nc.request('$JS.API.STREAM.TEMPLATE.NAMES', json.dumps(dict(offset=offset)).encode(), timeout=timeout)).data)
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError): return out
+        if 'error' in r: return out                        # (a clustered jsnb: templates are for single servers)
+        for n in r.get('streams') or []:
+            cfg = _check(await _api(nc, f'$JS.API.STREAM.TEMPLATE.INFO.{n}', None))['config']
+            out.append(dict(cfg, config=dict(cfg['config'], name='')))
+        offset += len(r.get('streams') or [])
+        if not r.get('streams') or offset >= r.get('total', 0): return out
+
+async def restore_templates(nc, path) -> list[str]:
+    "Create the stream templates of an account backup (left as they are where they exist with the same configuration); their names."
+    f = pathlib.Path(path) / TEMPLATES_FILE
+    if not f.exists(): return []
+    for t in json.loads(f.read_text()):
+        try: await _api(nc, f"$JS.API.STREAM.TEMPLATE.CREATE.{t['name']}", t)
+        except BackupError as e:
+            if 'already exists' not in e.description: raise BackupError(f"stream template {t['name']}: {e.description}", e.code, e.err_code) from None
+            now = (await _api(nc, f"$JS.API.STREAM.TEMPLATE.INFO.{t['name']}", None))['config']
+            if dict(now, config=dict(now['config'], name='')) != t:
+                raise BackupError(f"stream template {t['name']} exists with another configuration than the backup's: remove it to restore", e.code, e.err_code) from None
+    return [t['name'] for t in json.loads(f.read_text())]
