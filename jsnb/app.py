@@ -13,11 +13,12 @@ from .nats.accounts import global_account_only
 from .js.stream_config import JS_API_LEVEL
 
 # %% auto #0
-__all__ = ['jetstream', 'jetstream_relay', 'Server', 'serve', 'serve_cluster', 'ServerThread']
+__all__ = ['jetstream', 'jetstream_relay', 'Server', 'serve', 'serve_cluster', 'serve_jsz', 'announce_jsz', 'ServerThread']
 
 # %% ../nbs/5_app/00_app.ipynb #248be098
 def jetstream(core, opts: ServerOptions) -> JetStream | JetStreamAccounts:
     "The JetStream service for a server's core, with the server's storage options."
+    serve_jsz(core, opts)                    # `$SYS.REQ.SERVER.PING.JSZ` for `server report jetstream` (below)
     if not global_account_only(opts): return JetStreamAccounts(core, opts)   # JetStream in the accounts that have it, not in `$G`
     if opts.clustered:                       # the meta group and the streams' servers; only clustered servers load the Raft library
         from jsnb.js.cluster_replicas import ClusteredJetStream
@@ -37,6 +38,12 @@ class Server(CoreServer):
         super().__init__(opts, js_service=jetstream, js_relay=jetstream_relay, **kw)
         self.core.api_level = JS_API_LEVEL     # the JetStream API this build serves, in INFO with JetStream on or off (as the reference)
 
+    async def start(self):
+        "Start the server; then its system-account `JSZ` answers are announced to the routes (JetStream starts before them)."
+        r = await super().start()
+        announce_jsz(self.core)
+        return r
+
 async def serve(opts: ServerOptions | None = None, **kw) -> Server:
     "Start a jsnb server in the running event loop (on 127.0.0.1 and a free port unless told otherwise)."
     kw.setdefault('host', '127.0.0.1'); kw.setdefault('port', 0)
@@ -45,6 +52,41 @@ async def serve(opts: ServerOptions | None = None, **kw) -> Server:
 async def serve_cluster(n: int = 3, name: str = 'jsnb', **kw) -> list[Server]:
     "Start `n` jsnb servers routed to each other in the running event loop (127.0.0.1, free ports, each dialling the first)."
     return await _serve_cluster(n, name, server=Server, **kw)
+
+# %% ../nbs/5_app/00_app.ipynb #5a7c1e02
+import json
+from .nats.monitor import jsz
+from .nats.trace import server_info
+
+_JSZ_DETAILS = ('accounts', 'streams', 'consumer', 'config', 'raft', 'account')
+
+def _answer_jsz(core, acc, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+    "Answer one `JSZ` request of the system account with this server's `/jsz` figures."
+    if not reply: return
+    try: opts = json.loads(data[hdr:] or b'{}') or {}
+    except ValueError: opts = {}
+    if not isinstance(opts, dict): opts = {}
+    if opts.get('leader_only'):
+        mc = getattr(core.js, 'meta_cluster', None)
+        if mc is None or mc().get('leader') != core.server_name: return
+    d = dict(server=server_info(core))
+    if any(opts.get(k) for k in _JSZ_DETAILS if k != 'raft'):
+        d['error'] = dict(code=400, description='jsnb answers JetStream summaries only (no account, stream or consumer details)')
+    else: d['data'] = jsz(core)
+    core.route(None, reply, b'', 0, json.dumps(d).encode(), acc=acc)
+
+def serve_jsz(core, opts: ServerOptions):
+    "Answer `$SYS.REQ.SERVER.PING.JSZ` and `$SYS.REQ.SERVER.<id>.JSZ` in the system account, when there is one."
+    acc = core.accounts.get(opts.system_account)
+    if acc is None: return
+    core.jsz_subs = acc, [core.subscribe(s, lambda *a: _answer_jsz(core, acc, *a), acc=acc)
+                          for s in ('$SYS.REQ.SERVER.PING.JSZ', f'$SYS.REQ.SERVER.{core.server_id}.JSZ')]
+
+def announce_jsz(core):
+    "Tell the other servers of the cluster that this one answers `JSZ` requests, so that a request made anywhere reaches it."
+    acc, subs = getattr(core, 'jsz_subs', (None, ()))
+    if core.cluster is not None:
+        for s in subs: core.cluster.local_interest(s, 1, acc)
 
 # %% ../nbs/5_app/00_app.ipynb #2d324c55
 class ServerThread:

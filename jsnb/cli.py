@@ -18,12 +18,12 @@ from .nats.reload import ReloadError, config_digest, reload
 from .app import Server
 
 # %% auto #0
-__all__ = ['GC_YOUNG', 'options', 'setup_logging', 'reopen_log', 'on_signal', 'tune_gc', 'exit_at_once', 'main', 'jsnb_main',
-           'cluster_commands', 'cluster_main']
+__all__ = ['GC_YOUNG', 'options', 'setup_logging', 'reopen_log', 'on_signal', 'tune_gc', 'exit_at_once', 'main', 'usage',
+           'jsnb_main', 'cluster_commands', 'cluster_ports', 'cluster_main']
 
 # %% ../nbs/5_app/01_cli.ipynb #75916e9e
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='jsnb-server', description='jsnb: a NATS JetStream server in Python.',
+def _parser(prog: str = 'jsnb-server') -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description='jsnb: a NATS JetStream server in Python.',
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     a = p.add_argument
     a('-a', '--addr', '--net', dest='host', help='bind to host address (default: 0.0.0.0)')
@@ -54,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     a('-D', '--debug', action='store_true', default=None, help='enable debug output')
     a('-V', '--trace', action='store_true', default=None, help='trace the raw protocol')
     a('-DV', dest='debug_trace', action='store_true', help='debug and trace')
-    a('-v', '--version', action='version', version=f'jsnb-server: v{__version__} (nats-server {VERSION} compatible)')
+    a('-v', '--version', action='version', version=f'{prog}: v{__version__} (nats-server {VERSION} compatible)')
     return p
 
 # %% ../nbs/5_app/01_cli.ipynb #8545395d
@@ -75,10 +75,10 @@ def _switches(argv: list[str]) -> tuple[list[str], list[str]]:
         else: raise ConfigError(f'invalid boolean value {val!r} for flag -{name}')
     return out, off
 
-def options(argv: list[str] | None = None) -> tuple[ServerOptions, list[str], argparse.Namespace]:
-    "Parse `argv` (and the config file it names) into server options and warnings."
+def options(argv: list[str] | None = None, prog: str = 'jsnb-server') -> tuple[ServerOptions, list[str], argparse.Namespace]:
+    "Parse `argv` (and the config file it names) into server options and warnings (`prog`: the name in usage and errors)."
     argv, off = _switches(sys.argv[1:] if argv is None else list(argv))
-    ns = _parser().parse_args(argv)
+    ns = _parser(prog).parse_args(argv)
     opts, warnings = ServerOptions(), []
     if ns.config_file: opts, warnings = options_from_config(load_config(ns.config_file), opts)
     for f in _FLAG_FIELDS:
@@ -205,17 +205,17 @@ def exit_at_once(code: int):
     logging.shutdown(); sys.stdout.flush(); sys.stderr.flush()
     os._exit(code)
 
-def main(argv: list[str] | None = None) -> int:
-    "Entry point of `jsnb-server`."
-    try: opts, warnings, ns = options(argv)
+def main(argv: list[str] | None = None, prog: str = 'jsnb-server') -> int:
+    "Entry point of `jsnb-server` (and of `jsnb serve`, with `prog` naming it)."
+    try: opts, warnings, ns = options(argv, prog)
     except (ConfigError, AuthConfigError, OSError) as e:
-        print(f'jsnb-server: configuration error: {e}', file=sys.stderr); return 1
+        print(f'{prog}: configuration error: {e}', file=sys.stderr); return 1
     if ns.test_config:
-        for w in warnings: print(f'jsnb-server: warning: {w}', file=sys.stderr)
-        print(f'jsnb-server: configuration file {opts.config_file} test is successful', file=sys.stderr); return 0
+        for w in warnings: print(f'{prog}: warning: {w}', file=sys.stderr)
+        print(f'{prog}: configuration file {opts.config_file} test is successful', file=sys.stderr); return 0
     try: setup_logging(opts)
     except OSError as e:
-        print(f'jsnb-server: error opening log file: {opts.logfile}: {e.strerror or e}', file=sys.stderr); return 1
+        print(f'{prog}: error opening log file: {opts.logfile}: {e.strerror or e}', file=sys.stderr); return 1
     try:
         import uvloop
         runner = uvloop.run
@@ -226,27 +226,39 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 # %% ../nbs/5_app/01_cli.ipynb #b37dae23
-_COMMANDS = {'serve': 'run a server (the flags of jsnb-server)', 'cluster': 'run a local cluster of servers',
-             'bench': 'benchmark a server, or jsnb against nats-server',
-             'stream': 'back up or restore one stream (stream backup STREAM DIR, stream restore DIR)',
-             'backup': 'back up every stream with its consumers (backup --all DIR)',
-             'restore': 'restore a backup --all directory (restore --all DIR)'}
+_GROUPS = {'Servers': {'serve': 'run a server (the flags of jsnb-server)', 'cluster': 'run a local cluster of servers',
+                       'bench': 'benchmark a server, or jsnb against nats-server'},
+           "JetStream administration (the nats CLI's commands, for jsnb or nats-server)": {
+               'account': 'account information, usage and limits; account backups (a)',
+               'stream': 'streams: add, ls, info, edit, rm, purge, get, report, backup, restore, cluster, template (str, s)',
+               'consumer': 'consumers: add, ls, info, next, rm, report, cluster, events (con, c)',
+               'backup': 'back up every stream of the account (backup DIR)', 'restore': 'restore an account backup (restore DIR)',
+               'server': 'report jetstream, request jetstream, raft step-down|peer-remove (system account users)'},
+           'Messages': {'pub': 'publish messages', 'sub': 'subscribe and show messages', 'req': 'send requests and show the replies',
+                        'event': 'show JetStream advisories and metrics, and server events'}}
+
+def usage() -> str:
+    "`jsnb --help`: the commands by group."
+    lines = ['usage: jsnb [<connection flags>] <command> [<args> ...]', '']
+    for g, cmds in _GROUPS.items(): lines += [f'{g}:'] + [f'  {k:<10}{v}' for k, v in cmds.items()] + ['']
+    lines += ['Connection flags of the administration commands: -s/--server URL, --user, --password, --creds FILE,',
+              '--tlscert FILE, --tlskey FILE, --tlsca FILE, --timeout DURATION.', '', "'jsnb <command> --help' for a command's own."]
+    return '\n'.join(lines)
 
 def jsnb_main(argv: list[str] | None = None) -> int:
-    "Entry point of `jsnb`: `jsnb serve ...`, `jsnb bench ...`, `jsnb stream backup ...`."
+    "Entry point of `jsnb`: `jsnb serve ...`, `jsnb stream add ...`, `jsnb bench ...`."
     argv = sys.argv[1:] if argv is None else list(argv)
-    if not argv or argv[0] in ('-h', '--help') or argv[0] not in _COMMANDS:
-        out = sys.stdout if argv and argv[0] in ('-h', '--help') else sys.stderr
-        if argv and argv[0] not in ('-h', '--help'): print(f'jsnb: unknown command {argv[0]!r}', file=out)
-        print('usage: jsnb {' + ','.join(_COMMANDS) + '} ...\n' + '\n'.join(f'  {k:<8}{v}' for k, v in _COMMANDS.items()), file=out)
-        return 0 if out is sys.stdout else 2
-    if argv[0] == 'serve': return main(argv[1:])
+    if not argv or argv[0] in ('-h', '--help'):
+        print(usage(), file=sys.stdout if argv else sys.stderr); return 0 if argv else 2
+    if argv[0] in ('-v', '--version'): print(f'jsnb: v{__version__} (nats-server {VERSION} compatible)'); return 0
+    if argv[0] == 'serve': return main(argv[1:], prog='jsnb serve')
     if argv[0] == 'cluster': return cluster_main(argv[1:])
-    if argv[0] in ('stream', 'backup', 'restore'):
-        from jsnb.clients import backup
-        return {'stream': backup.stream_main, 'backup': backup.backup_main, 'restore': backup.restore_main}[argv[0]](argv[1:])
-    from jsnb.bench.compare import main as bench_main
-    return bench_main(argv[1:])
+    if argv[0] == 'bench':
+        from jsnb.bench.compare import main as bench_main
+        return bench_main(argv[1:])
+    from jsnb.admin.main import ADMIN_COMMANDS, admin_main
+    if argv[0] in ADMIN_COMMANDS or argv[0].startswith('-'): return admin_main(argv)
+    print(f'jsnb: unknown command {argv[0]!r}\n\n{usage()}', file=sys.stderr); return 2
 
 # %% ../nbs/5_app/01_cli.ipynb #6703b8d8
 import secrets, socket, subprocess, tempfile, threading, time
@@ -276,6 +288,17 @@ def cluster_commands(size: int, name: str, ports: list[int], flags=(), log_dir: 
         out[node] = cmd + list(flags)
     return out
 
+# %% ../nbs/5_app/01_cli.ipynb #c1a5e0f1
+def cluster_ports(size: int, port: int | None = None, http_port: int | None = None, cluster_port: int | None = None) -> list[int]:
+    "Client, monitoring and route port of each server: counting up from the first ones given, free ports for the rest."
+    free, out = iter(_free_ports(3 * size)), []
+    for base, what in ((port, '--port'), (http_port, '--http_port'), (cluster_port, '--cluster_port')):
+        if base is not None and not 1 <= base <= 65535 - size + 1: raise ValueError(f'{what} {base}: ports of {size} servers must fit in 1-65535')
+    for i in range(size):
+        out += [port + i if port is not None else next(free), http_port + i if http_port is not None else next(free),
+                cluster_port + i if cluster_port is not None else next(free)]
+    return out
+
 # %% ../nbs/5_app/01_cli.ipynb #1935849e
 def _cluster_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='jsnb cluster', description='Run a local cluster of jsnb servers; Ctrl-C stops them all.')
@@ -284,6 +307,9 @@ def _cluster_parser() -> argparse.ArgumentParser:
     p.add_argument('--dir', help="write each server's log to <dir>/<server>.log instead of this terminal")
     p.add_argument('--js', action='store_true', help='JetStream on every server, replicated across them: route credentials made up '
                    'for this run, a store per server in <dir>/<server> (or a temporary directory)')
+    p.add_argument('-p', '--port', type=int, help='client port of the first server, the next ones counting up (default: free ports)')
+    p.add_argument('-m', '--http_port', type=int, help='monitoring port of the first server, counting up (default: free ports)')
+    p.add_argument('--cluster_port', type=int, help='route port of the first server, counting up (default: free ports)')
     p.add_argument('flags', nargs=argparse.REMAINDER, help='after --: flags for every server')
     return p
 
@@ -297,7 +323,8 @@ def cluster_main(argv: list[str] | None = None) -> int:
     if ns.size < 1: print('jsnb cluster: --size must be at least 1', file=sys.stderr); return 2
     flags = ns.flags[1:] if ns.flags[:1] == ['--'] else ns.flags
     if ns.dir: os.makedirs(ns.dir, exist_ok=True)
-    ports = _free_ports(3 * ns.size)
+    try: ports = cluster_ports(ns.size, ns.port, ns.http_port, ns.cluster_port)
+    except ValueError as e: print(f'jsnb cluster: {e}', file=sys.stderr); return 2
     procs = {}
     def stop(*_): raise KeyboardInterrupt
     old = signal.signal(signal.SIGTERM, stop)

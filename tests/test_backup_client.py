@@ -82,21 +82,27 @@ async def test_cli_stream_and_all(start_server, kind, tmp_path):
     for n in ('A', 'B', 'C'): await populate(nc, n, n=20 + ord(n))
     before = {n: await view(nc, n) for n in ('A', 'B', 'C')}
     r = cli('stream', 'backup', 'A', str(tmp_path / 'a'), '--server', s.url)
-    assert r.returncode == 0 and 'chunks' in r.stderr, r.stderr
+    assert r.returncode == 0 and 'chunks' in r.stderr and '/s)' in r.stderr and 'Received' in r.stdout, r.stderr   # bytes, rate
     r = cli('stream', 'backup', 'NOPE', str(tmp_path / 'n'), '--server', s.url)
     assert r.returncode == 1 and 'stream not found' in r.stderr
-    r = cli('backup', '--all', str(tmp_path / 'all'), '--server', s.url)
-    assert r.returncode == 0, r.stderr
-    r = cli('restore', '--all', str(tmp_path / 'all'), '--server', s.url)
-    assert r.returncode == 1 and '10130' in r.stderr
+    r = cli('backup', str(tmp_path / 'all'), '--server', s.url)      # every stream: the only thing it does (no --all needed)
+    assert r.returncode == 0 and 'Backed up 3 streams' in r.stdout, r.stderr
+    r = cli('restore', str(tmp_path / 'all'), '--server', s.url)
+    assert r.returncode == 1 and '10130' in r.stderr and 'exists with' in r.stderr and 'the same as the backup' in r.stderr, r.stderr
     js = nc.jetstream()
     for n in ('A', 'B', 'C'): await js.delete_stream(n)
-    r = cli('stream', 'restore', str(tmp_path / 'a'), '--server', s.url)
+    r = cli('stream', 'restore', 'B', str(tmp_path / 'a'), '--server', s.url)       # the seed's form names the stream: not this one
+    assert r.returncode == 1 and 'holds a backup of stream A, not B' in r.stderr, r.stderr
+    r = cli('stream', 'restore', 'A', str(tmp_path / 'a'), '--server', s.url)
     assert r.returncode == 0, r.stderr
     await js.delete_stream('A')
     r = cli('restore', '--all', str(tmp_path / 'all'), '--server', s.url)
     assert r.returncode == 0, r.stderr
     assert {n: await view(nc, n) for n in ('A', 'B', 'C')} == before
+    await js.update_stream(name='B', subjects=['b.*'], max_msgs=1000)
+    r = cli('restore', str(tmp_path / 'all'), '--update-streams', '--server', s.url)     # they exist: the backup's configuration
+    assert r.returncode == 0 and r.stdout.count('Updated Stream') == 3, r.stdout + r.stderr
+    assert (await js.stream_info('B')).config.max_msgs == -1 and {n: await view(nc, n) for n in ('A', 'B', 'C')} == before
     await nc.close()
     r = cli('stream', 'backup', 'A', str(tmp_path / 'z'), '--server', 'nats://127.0.0.1:1')
     assert r.returncode == 1 and 'cannot connect' in r.stderr
@@ -242,3 +248,63 @@ async def test_backup_throughput(start_server, kind, tmp_path):
     size = n * 16384 / 1e6
     print(f'\n{kind}: {size:.0f} MB stream, backup {size / (t1 - t0):.1f} MB/s, restore {size / (t3 - t2):.1f} MB/s')
     await nc.close()
+
+
+LOAD = r"""
+import asyncio, sys, time, nats
+async def main(url, seconds):
+    nc = await nats.connect(url); js = nc.jetstream()
+    await js.add_stream(name='LOAD', subjects=['load.>'], max_msgs=5000)
+    end, n = time.monotonic() + float(seconds), 0
+    while time.monotonic() < end and n < 2_000_000:
+        for _ in range(200): await nc.publish('load.x', b'x' * 512); n += 1
+        await js.publish('load.x', b'sync')
+    await nc.close()
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+async def big_backup(s, path, n=2500):
+    "A stream S of `n` messages with a consumer, backed up into `path`; its digest."
+    nc = await connect(s)
+    js = nc.jetstream()
+    await js.add_stream(name='S', subjects=['s.>'])
+    for i in range(n): await nc.publish('s.x', os.urandom(600))
+    await nc.flush()
+    while (await js.stream_info('S')).state.messages < n: await asyncio.sleep(0.1)
+    await js.add_consumer('S', durable_name='C', ack_policy='explicit')
+    await snapshot(nc, 'S', path)
+    before = await digest(nc, 'S')
+    await js.delete_stream('S')
+    return nc, before
+
+
+@pytest.mark.parametrize('kind', KINDS)
+async def test_restore_stalled_client_under_load(start_server, kind, tmp_path):
+    """A restore whose client stalls longer than the server waits (8 s > 5 s), on a server busy with other publishers: the
+    client and the server agree afterwards (the client removed what the server had partly restored, and says so), and a
+    retry succeeds; then a client that gives up waiting for the final answer finds the server finished it, and says done."""
+    s = start_server(kind, '-js')
+    nc, before = await big_backup(s, tmp_path / 'b')
+    load = await asyncio.create_subprocess_exec(sys.executable, '-c', LOAD, s.url, '60', env=ENV)
+    try:
+        stalled = []
+        def stall(done, chunks, total):
+            if chunks == 2 and not stalled: stalled.append(1); time.sleep(8)     # the whole client stops, as a suspended process
+        with pytest.raises(BackupError) as e: await restore(nc, tmp_path / 'b', chunk_size=64 << 10, window=1, progress=stall)
+        msg = str(e.value)
+        assert 'no longer receives this restore' in msg and ('was removed, nothing is left' in msg or 'holds no stream S' in msg), msg
+        r = json.loads((await nc.request('$JS.API.STREAM.INFO.S', b'', timeout=10)).data)
+        assert r['error']['err_code'] == 10059                      # both sides agree: nothing of S is left
+        info = await restore(nc, tmp_path / 'b')                    # and a retry succeeds
+        assert info['state']['messages'] == before[0][0]
+        assert await digest(nc, 'S') == before
+        await nc.jetstream().delete_stream('S')
+        info = await restore(nc, tmp_path / 'b', timeout=0.001)     # the client stops waiting at once; the server goes on
+        assert (info['state']['messages'], info['state']['last_seq']) == (before[0][0], before[0][3])
+        with pytest.raises(BackupError) as e: await restore(nc, tmp_path / 'b')   # a retry over it says what is there
+        assert e.value.err_code in (10058, 10130) and f"exists with {before[0][0]:,} messages" in str(e.value) and 'the same as the backup' in str(e.value)
+    finally:
+        if load.returncode is None: load.kill()
+        await load.wait()
+        await nc.close()

@@ -8,7 +8,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / 'jsnb'
 
 # lowest first; a module may import its own package and any package of a lower layer
 # the benchmark sits above the clients: it measures them too (backup and restore through jsnb.clients.backup)
-LAYERS = [('jsnb',), ('jsnb.nats',), ('jsnb.js',), ('jsnb.clients', 'jsnb.tools'), ('jsnb.bench',), ('jsnb.app',), ('jsnb.cli',)]
+LAYERS = [('jsnb',), ('jsnb.nats',), ('jsnb.js',), ('jsnb.clients', 'jsnb.tools'), ('jsnb.bench',), ('jsnb.app',), ('jsnb.admin',), ('jsnb.cli',)]
 
 
 def module_name(path: pathlib.Path) -> str:

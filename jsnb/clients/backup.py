@@ -4,12 +4,12 @@
 
 # %% ../../nbs/3_clients/04_backup.ipynb #24a6b647
 from __future__ import annotations
-import argparse, asyncio, json, os, pathlib, sys, time
+import asyncio, json, pathlib, time
 import nats
 
 # %% auto #0
-__all__ = ['DATA_FILE', 'META_FILE', 'INDEX_FILE', 'DEFAULT_CHUNK', 'BackupError', 'snapshot', 'restore', 'stream_names',
-           'backup_all', 'restore_all', 'stream_main', 'backup_main', 'restore_main']
+__all__ = ['DATA_FILE', 'META_FILE', 'INDEX_FILE', 'DEFAULT_CHUNK', 'TEMPLATES_FILE', 'BackupError', 'snapshot', 'restore',
+           'stream_names', 'backup_all', 'restore_all', 'stream_templates', 'restore_templates']
 
 # %% ../../nbs/3_clients/04_backup.ipynb #b78acc5e
 DATA_FILE, META_FILE, INDEX_FILE = 'stream.tar.s2', 'backup.json', 'streams.json'
@@ -31,7 +31,7 @@ def _check(reply: dict) -> dict:
 # %% ../../nbs/3_clients/04_backup.ipynb #f7ca9c31
 async def _api(nc, subject: str, body: dict, timeout: float = 5) -> dict:
     "Send a JetStream API request; its reply, or `BackupError`."
-    try: msg = await nc.request(subject, json.dumps(body).encode(), timeout=timeout)
+    try: msg = await nc.request(subject, json.dumps(body).encode() if body is not None else b'', timeout=timeout)
     except nats.errors.NoRespondersError: raise BackupError(f'no responders for {subject}: is JetStream enabled?', 503) from None
     except nats.errors.TimeoutError: raise BackupError(f'no reply to {subject} within {timeout:g} s') from None
     return _check(json.loads(msg.data))
@@ -88,25 +88,40 @@ def _load_meta(path: pathlib.Path) -> dict:
 
 # %% ../../nbs/3_clients/04_backup.ipynb #6b20b35a
 async def restore(nc, path, *, stream: str | None = None, chunk_size: int = DEFAULT_CHUNK, window: int = 16,
-                  progress=None, timeout: float = 60) -> dict:
-    "Restore the backup in directory `path` (as `stream` if given); returns the restored stream's info."
+                  progress=None, timeout: float = 60, stall: float = 30, config: dict | None = None) -> dict:
+    "Restore the backup in directory `path` (as `stream`, or with `config`, if given); returns the restored stream's info."
     path = pathlib.Path(path)
     meta = _load_meta(path)
-    cfg = dict(meta['config'])
+    cfg = dict(config or meta['config'])
     if stream: cfg['name'] = stream
     name, size = cfg.get('name', ''), (path / DATA_FILE).stat().st_size
-    r = await _api(nc, f'$JS.API.STREAM.RESTORE.{name}', dict(config=cfg, state=meta['state']))
-    target, inbox = r['deliver_subject'], nc.new_inbox()
-    slots, failed = asyncio.Semaphore(window), []
+    try: r = await _api(nc, f'$JS.API.STREAM.RESTORE.{name}', dict(config=cfg, state=meta['state']))
+    except BackupError as e:
+        if e.err_code in (10058, 10130): await _exists(nc, name, meta, e)
+        raise
+    try: return await _upload(nc, path, name, r['deliver_subject'], size, chunk_size, window, progress, timeout, stall)
+    except _Broken as e: return await _after_break(nc, name, meta, e.description)
+
+class _Broken(BackupError):
+    "The client side of a restore broke off (no acknowledgement, no listener, no final answer): the server may still be at work."
+
+
+# %% ../../nbs/3_clients/04_backup.ipynb #6c1d0a01
+async def _upload(nc, path, name: str, target: str, size: int, chunk_size: int, window: int, progress, timeout: float, stall: float) -> dict:
+    "Send the archive in a window of acknowledged chunks, then the end; the server's final answer."
+    inbox, slots, failed = nc.new_inbox(), asyncio.Semaphore(window), []
     async def acked(m):
-        if m.data: failed.append(m.data)
+        if m.headers and m.headers.get('Status') == '503': failed.append(_Broken('the server no longer receives this restore (it gave up waiting for chunks)'))
+        elif m.data:
+            try: _check(json.loads(m.data))
+            except BackupError as e: failed.append(e)
         slots.release()
     sub = await nc.subscribe(inbox + '.*', cb=acked)
     try:
         async def slot():
-            try: await asyncio.wait_for(slots.acquire(), 10)
-            except asyncio.TimeoutError: raise BackupError(f'restore of {name} stalled: chunks not acknowledged') from None
-            if failed: _check(json.loads(failed[0]))
+            try: await asyncio.wait_for(slots.acquire(), stall)
+            except asyncio.TimeoutError: raise _Broken(f'no chunk acknowledged for {stall:g} s') from None
+            if failed: raise failed[0]
         sent = chunks = 0
         with open(path / DATA_FILE, 'rb') as f:
             while block := f.read(min(chunk_size, nc.max_payload or chunk_size)):
@@ -116,11 +131,61 @@ async def restore(nc, path, *, stream: str | None = None, chunk_size: int = DEFA
                 if progress: progress(sent, chunks, size)
         for _ in range(window): await slot()
         try: final = await nc.request(target, b'', timeout=timeout)
-        except nats.errors.TimeoutError: raise BackupError(f'restore of {name}: no final reply within {timeout:g} s') from None
+        except nats.errors.TimeoutError: raise _Broken(f'no final answer within {timeout:g} s') from None
+        except nats.errors.NoRespondersError: raise _Broken('the server no longer receives this restore (it gave up waiting for chunks)') from None
         return _check(json.loads(final.data))
     finally:
         try: await sub.unsubscribe()
         except Exception: pass
+
+
+# %% ../../nbs/3_clients/04_backup.ipynb #6c1d0a03
+def _state_text(st: dict) -> str:
+    "`20,000 messages, sequences 1-20,000`."
+    return f"{st.get('messages', 0):,} messages" + (f", sequences {st.get('first_seq', 0):,}-{st.get('last_seq', 0):,}" if st.get('messages') else '')
+
+def _complete(info: dict, meta: dict) -> bool:
+    "Whether a stream holds what the backup holds (messages, first and last sequence)."
+    a, b = info.get('state', {}), meta['state']
+    return all(a.get(k) == b.get(k) for k in ('messages', 'first_seq', 'last_seq'))
+
+async def _settle(nc, name: str, meta: dict, quiet: float = 6, limit: float = 120) -> dict | None:
+    "Wait until the server is done with a broken-off restore of `name` (finished, or its state unchanged for `quiet` s); its info, or None."
+    last, since, end = object(), time.monotonic(), time.monotonic() + limit
+    while time.monotonic() < end:
+        try: r = json.loads((await nc.request(f'$JS.API.STREAM.INFO.{name}', b'', timeout=5)).data)
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError): r = None
+        if r is not None:
+            info = None if 'error' in r else r
+            if info and _complete(info, meta): return info
+            now = (info or {}).get('state')
+            if now != last: last, since = now, time.monotonic()
+            elif time.monotonic() - since >= quiet: return info
+        await asyncio.sleep(0.5)
+    return info if r is not None else None
+
+
+# %% ../../nbs/3_clients/04_backup.ipynb #6c1d0a04
+async def _after_break(nc, name: str, meta: dict, why: str) -> dict:
+    "Agree with the server after the client broke off: its info if it finished, else `BackupError` once nothing partial is left."
+    info = await _settle(nc, name, meta)
+    if info and _complete(info, meta): return info
+    if info is None: raise BackupError(f'restore of {name} failed: {why}; the server holds no stream {name}: restore again')
+    try: _check(json.loads((await nc.request(f'$JS.API.STREAM.DELETE.{name}', b'', timeout=10)).data))
+    except (BackupError, nats.errors.TimeoutError, nats.errors.NoRespondersError) as e:
+        raise BackupError(f"restore of {name} failed: {why}; the server holds a partial stream {name} ({_state_text(info['state'])} of the "
+                          f"backup's {_state_text(meta['state'])}) that could not be removed ({e}): remove it and restore again") from None
+    raise BackupError(f"restore of {name} failed: {why}; the partial stream the server had made ({_state_text(info['state'])} of the "
+                      f"backup's {_state_text(meta['state'])}) was removed, nothing is left: restore again")
+
+async def _exists(nc, name: str, meta: dict, e: BackupError):
+    "A restore refused because stream `name` exists: `BackupError` saying what it holds, against the backup."
+    try: r = json.loads((await nc.request(f'$JS.API.STREAM.INFO.{name}', b'', timeout=5)).data)
+    except (nats.errors.TimeoutError, nats.errors.NoRespondersError): return
+    if 'error' in r: return
+    same = 'the same as the backup' if _complete(r, meta) else f"where the backup has {_state_text(meta['state'])}"
+    raise BackupError(f"{e.description}: stream {name} exists with {_state_text(r['state'])}, {same}; remove it to restore", e.code, e.err_code)
+
 
 # %% ../../nbs/3_clients/04_backup.ipynb #e70efd23
 async def stream_names(nc) -> list[str]:
@@ -141,6 +206,8 @@ async def backup_all(nc, path, *, consumers: bool = True, progress=None) -> list
         cb = progress(n) if progress else None
         await snapshot(nc, n, path / n, consumers=consumers, progress=cb)
         if hasattr(cb, 'close'): cb.close()
+    templates = await stream_templates(nc)
+    if templates: (path / TEMPLATES_FILE).write_text(json.dumps(templates, indent=2) + '\n')
     (path / INDEX_FILE).write_text(json.dumps(dict(streams=names), indent=2) + '\n')
     return names
 
@@ -149,13 +216,19 @@ def _restore_order(path: pathlib.Path, names: list[str]) -> list[str]:
     def reads(n): c = _load_meta(path / n)['config']; return bool(c.get('mirror') or c.get('sources'))
     return sorted(names, key=reads)
 
-async def restore_all(nc, path, *, progress=None) -> dict:
-    "Restore every stream of a `backup_all` directory; returns their infos by name."
+async def restore_all(nc, path, *, progress=None, update_existing: bool = False) -> dict:
+    """Restore every stream of a `backup_all` directory; returns their infos by name. With `update_existing`, a stream that
+    exists already is not restored but given the backup's configuration (its info then has `updated: True`)."""
     path = pathlib.Path(path)
     try: names = json.loads((path / INDEX_FILE).read_text())['streams']
     except FileNotFoundError: raise BackupError(f'{path} holds no account backup: {INDEX_FILE} is missing') from None
     out = {}
+    await restore_templates(nc, path)
     for n in _restore_order(path, names):
+        if update_existing and 'error' not in json.loads((await nc.request(f'$JS.API.STREAM.INFO.{n}', b'', timeout=5)).data):
+            try: out[n] = dict(await _api(nc, f'$JS.API.STREAM.UPDATE.{n}', _load_meta(path / n)['config']), updated=True)
+            except BackupError as e: raise BackupError(f'{n}: {e.description}', e.code, e.err_code) from None
+            continue
         cb = progress(n) if progress else None
         try: out[n] = await restore(nc, path / n, progress=cb)
         except BackupError as e: raise BackupError(f'{n}: {e.description}', e.code, e.err_code) from None
@@ -163,117 +236,31 @@ async def restore_all(nc, path, *, progress=None) -> dict:
             if hasattr(cb, 'close'): cb.close()
     return out
 
-# %% ../../nbs/3_clients/04_backup.ipynb #7e701b90
-def _size(n: int) -> str:
-    "Bytes for people: `12.3 MB`."
-    for unit in ('B', 'KB', 'MB', 'GB'):
-        if n < 1000 or unit == 'GB': return f'{n:.0f} {unit}' if unit == 'B' else f'{n:.1f} {unit}'
-        n /= 1000
+# %% ../../nbs/3_clients/04_backup.ipynb #7e1a0b02
+TEMPLATES_FILE = 'templates.json'
 
-class _Bar:
-    "A progress callback: a bar of bytes and chunks redrawn on a terminal, one summary line otherwise."
-    def __init__(self, label: str, out=None, width: int = 30):
-        self.label, self.out, self.width = label, out or sys.stderr, width
-        self.tty = hasattr(self.out, 'isatty') and self.out.isatty()
-        self.done = self.chunks = 0; self.total = None; self.drawn = 0.0
-    def __call__(self, done: int, chunks: int, total: int | None):
-        self.done, self.chunks, self.total = done, chunks, total
-        if self.tty and time.monotonic() - self.drawn > 0.1:
-            self.drawn = time.monotonic(); print('\r' + self.line(), end='', file=self.out, flush=True)
-    def line(self, final: bool = False) -> str:
-        frac = 1.0 if final else min(1.0, self.done / self.total) if self.total else 0.0
-        fill = int(frac * self.width)
-        return f"{self.label} [{'#' * fill}{'.' * (self.width - fill)}] {_size(self.done)} {self.chunks} chunks"
-    def close(self):
-        print(('\r' if self.tty else '') + self.line(final=True), file=self.out, flush=True)
+async def stream_templates(nc, timeout: float = 1) -> list[dict]:
+    "The configuration of every stream template of the account (none when the server has no templates)."
+    out, offset = [], 0
+    while True:
+        try: r = json.loads((await nc.request('$JS.API.STREAM.TEMPLATE.NAMES', json.dumps(dict(offset=offset)).encode(), timeout=timeout)).data)
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError): return out
+        if 'error' in r: return out                        # (a clustered jsnb: templates are for single servers)
+        for n in r.get('streams') or []:
+            cfg = _check(await _api(nc, f'$JS.API.STREAM.TEMPLATE.INFO.{n}', None))['config']
+            out.append(dict(cfg, config=dict(cfg['config'], name='')))
+        offset += len(r.get('streams') or [])
+        if not r.get('streams') or offset >= r.get('total', 0): return out
 
-# %% ../../nbs/3_clients/04_backup.ipynb #41bfc4aa
-async def _connect(url: str, timeout: float = 5):
-    "A connection to `url` for one backup or restore, or `BackupError` at the first failure (nats-py would retry)."
-    failed = asyncio.get_running_loop().create_future()
-    async def on_error(e):
-        if not failed.done(): failed.set_result(e)
-    task = asyncio.ensure_future(nats.connect(url, allow_reconnect=False, connect_timeout=timeout, error_cb=on_error))
-    done, _ = await asyncio.wait([task, failed], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    if task in done and not task.exception(): return task.result()
-    task.cancel()
-    try: await task
-    except BaseException: pass
-    e = failed.result() if failed.done() else 'timed out'
-    raise BackupError(f'cannot connect to {url}: {e or type(e).__name__}')
-
-def _url_arg(p: argparse.ArgumentParser):
-    p.add_argument('--server', '-s', default=os.environ.get('NATS_URL', 'nats://127.0.0.1:4222'),
-                   help='server URL (default: $NATS_URL or nats://127.0.0.1:4222)')
-
-def _run(prog: str, url: str, work) -> int:
-    "Connect, run `work(nc)`, close; 0, or 1 with the error on standard error."
-    async def go():
-        nc = await _connect(url)
-        try: return await work(nc)
-        finally: await nc.close()
-    try: asyncio.run(go()); return 0
-    except BackupError as e: print(f'{prog}: error: {e}', file=sys.stderr); return 1
-    except OSError as e: print(f'{prog}: error: {e}', file=sys.stderr); return 1
-    except KeyboardInterrupt: print(f'{prog}: interrupted', file=sys.stderr); return 130
-
-# %% ../../nbs/3_clients/04_backup.ipynb #a7e16ed9
-def stream_main(argv: list[str] | None = None) -> int:
-    "Entry point of `jsnb stream backup STREAM DIR` and `jsnb stream restore DIR`."
-    p = argparse.ArgumentParser(prog='jsnb stream', description='Back up and restore one stream over the NATS protocol.')
-    sp = p.add_subparsers(dest='cmd', required=True)
-    b = sp.add_parser('backup', help='snapshot a stream (messages and consumers) into a directory')
-    b.add_argument('stream'); b.add_argument('dir')
-    b.add_argument('--no-consumers', action='store_true', help='leave the consumers out')
-    b.add_argument('--check', action='store_true', help='have the server check the stream first (jsck)')
-    _url_arg(b)
-    r = sp.add_parser('restore', help='restore a stream from a backup directory')
-    r.add_argument('dir'); r.add_argument('--name', help='restore under this stream name')
-    _url_arg(r)
-    ns = p.parse_args(sys.argv[1:] if argv is None else argv)
-    if ns.cmd == 'backup':
-        async def work(nc):
-            bar = _Bar(ns.stream)
-            meta = await snapshot(nc, ns.stream, ns.dir, consumers=not ns.no_consumers, check=ns.check, progress=bar)
-            bar.close()
-            st = meta['state']
-            print(f"backed up {ns.stream}: {st['messages']} messages, {st.get('consumer_count', 0)} consumers, "
-                  f"sequences {st['first_seq']}-{st['last_seq']} into {ns.dir}", file=sys.stderr)
-        return _run('jsnb stream backup', ns.server, work)
-    async def work(nc):
-        try: label = ns.name or _load_meta(pathlib.Path(ns.dir))['config'].get('name') or 'restore'
-        except BackupError: label = 'restore'
-        bar = _Bar(label)
-        info = await restore(nc, ns.dir, stream=ns.name, progress=bar)
-        bar.close()
-        st = info['state']
-        print(f"restored {info['config']['name']}: {st['messages']} messages, {st.get('consumer_count', 0)} consumers, "
-              f"sequences {st['first_seq']}-{st['last_seq']}", file=sys.stderr)
-    return _run('jsnb stream restore', ns.server, work)
-
-# %% ../../nbs/3_clients/04_backup.ipynb #2ac30fce
-def _all_parser(cmd: str, what: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f'jsnb {cmd}', description=what)
-    p.add_argument('--all', action='store_true', required=True, help='every stream of the account, with its consumers')
-    p.add_argument('dir')
-    if cmd == 'backup': p.add_argument('--no-consumers', action='store_true', help='leave the consumers out')
-    _url_arg(p)
-    return p
-
-def backup_main(argv: list[str] | None = None) -> int:
-    "Entry point of `jsnb backup --all DIR`: every stream with its consumers."
-    ns = _all_parser('backup', 'Back up every stream (config, messages, consumers) into DIR/<stream>/.').parse_args(
-        sys.argv[1:] if argv is None else argv)
-    async def work(nc):
-        names = await backup_all(nc, ns.dir, consumers=not ns.no_consumers, progress=_Bar)
-        print(f"backed up {len(names)} streams into {ns.dir}", file=sys.stderr)
-    return _run('jsnb backup', ns.server, work)
-
-def restore_main(argv: list[str] | None = None) -> int:
-    "Entry point of `jsnb restore --all DIR`."
-    ns = _all_parser('restore', 'Restore every stream of a `jsnb backup --all` directory.').parse_args(
-        sys.argv[1:] if argv is None else argv)
-    async def work(nc):
-        out = await restore_all(nc, ns.dir, progress=_Bar)
-        print(f"restored {len(out)} streams", file=sys.stderr)
-    return _run('jsnb restore', ns.server, work)
+async def restore_templates(nc, path) -> list[str]:
+    "Create the stream templates of an account backup (left as they are where they exist with the same configuration); their names."
+    f = pathlib.Path(path) / TEMPLATES_FILE
+    if not f.exists(): return []
+    for t in json.loads(f.read_text()):
+        try: await _api(nc, f"$JS.API.STREAM.TEMPLATE.CREATE.{t['name']}", t)
+        except BackupError as e:
+            if 'already exists' not in e.description: raise BackupError(f"stream template {t['name']}: {e.description}", e.code, e.err_code) from None
+            now = (await _api(nc, f"$JS.API.STREAM.TEMPLATE.INFO.{t['name']}", None))['config']
+            if dict(now, config=dict(now['config'], name='')) != t:
+                raise BackupError(f"stream template {t['name']} exists with another configuration than the backup's: remove it to restore", e.code, e.err_code) from None
+    return [t['name'] for t in json.loads(f.read_text())]
