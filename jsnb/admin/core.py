@@ -139,7 +139,13 @@ async def connect(ns):
         if not failed.done(): failed.set_result(e)
     task = asyncio.ensure_future(nats.connect(error_cb=on_error, **kw))
     done, _ = await asyncio.wait([task, failed], timeout=kw['connect_timeout'] + 1, return_when=asyncio.FIRST_COMPLETED)
-    if task in done and not task.exception(): return task.result()
+    if task in done and not task.exception():
+        nc = task.result()                           # a server that refuses a TLS client after the handshake (TLS 1.3) closes
+        try: await nc.flush(kw['connect_timeout']); return nc          # right after it: a round trip tells
+        except Exception as x:
+            e = failed.result() if failed.done() else x
+            await nc.close()
+            raise AdminError(f"cannot connect to {','.join(kw['servers'])}: {e or type(e).__name__}") from None
     e = task.exception() if task in done else failed.result() if failed.done() else 'timed out'
     task.cancel()
     try: await task
