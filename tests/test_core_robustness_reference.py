@@ -5,7 +5,7 @@
 """
 import re, socket, time
 import pytest
-from conftest import ServerProc
+from conftest import ServerProc, log_lines
 from rawclient import Raw
 
 pytestmark = pytest.mark.reference
@@ -147,6 +147,26 @@ def test_still_serving_after_the_cases(pair):
     "Every case above touched only its own connection."
     for s in pair:
         assert answer(s.port, C, b'PING\r\n') == (b'PONG\r\n', False)
+
+
+def nested(depth: int, kind: str) -> bytes:
+    "A CONNECT whose unknown field holds arrays or objects nested so that the document is `depth` deep."
+    inner = b'[' * (depth - 1) + b']' * (depth - 1) if kind == 'arrays' else b'{"a":' * (depth - 2) + b'{}' + b'}' * (depth - 2)
+    return b'{"verbose":false,"zzz":' + inner + b'}'
+
+
+@pytest.mark.parametrize('kind', ['arrays', 'objects'])
+@pytest.mark.parametrize('depth', [1025, 10_000, 10_001, 30_000])
+def test_connect_nested_past_the_decoders_limits(start_server, depth, kind):
+    """With a control line long enough, a CONNECT nested 10,000 deep is fine and one level more is refused, as Go's
+    decoder does: the connection is closed without -ERR and the log says `exceeded max depth`, on every Python."""
+    servers = [start_server(k, config='max_control_line: 1000000\n') for k in ('nats-server', 'jsnb')]
+    ref, ours = [answer(s.port, *connect_case(nested(depth, kind))) for s in servers]
+    assert ours == ref == ((b'PONG\r\n', False) if depth <= 10_000 else (b'', True)), (ours, ref)
+    if depth > 10_000:
+        deadline = time.time() + 10
+        while not all('exceeded max depth' in s.log_text() for s in servers) and time.time() < deadline: time.sleep(0.05)
+        assert [log_lines(s, 'exceeded max depth') for s in servers] == [['[ERR] CLIENT - exceeded max depth']] * 2
 
 
 # ---------------------------------------------------------------------------------------------- monitoring port

@@ -122,6 +122,48 @@ _INFO_FIELDS = _fields(
 _INTS = {'int': (-2**63, 2**63 - 1), 'i32': (-2**31, 2**31 - 1), 'u64': (0, 2**64 - 1), 'u8': (0, 255)}
 _FOLD = str.maketrans({'\u017f': 's', '\u212a': 'k'})      # the two letters Go folds onto ASCII ones
 
+# %% ../../nbs/1_nats/03_core.ipynb #36749a92
+_GO_MAX_DEPTH = 10_000
+_JSON_TOKEN = re.compile(r'[ \t\n\r]*(?:("(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*")'
+                         r'|(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null)|([\[\]{},:]))')
+
+def _go_step(state: str, stack: list, kind: str) -> str | None:
+    "The scanner's state after a token (`s` a string, `n` another scalar, or a mark); `None` where Go refuses it."
+    if kind == 's' and state in ('k', 'k}'): return ':'
+    if kind in ('s', 'n') and state in ('v', 'v]'): return ',' if stack else 'end'
+    if kind in ('[', '{') and state in ('v', 'v]'): stack.append(kind); return 'v]' if kind == '[' else 'k}'
+    if kind in (']', '}') and stack and stack[-1] == '[{'[kind == '}'] and state in (',', 'v]' if kind == ']' else 'k}'):
+        stack.pop(); return ',' if stack else 'end'
+    if kind == ':' and state == ':': return 'v'
+    if kind == ',' and state == ',': return 'v' if stack[-1] == '[' else 'k'
+    return None
+
+def _go_bad(text: str, pos: int, state: str, stack: list) -> str:
+    "Go's words for the character at `pos` that its scanner refuses in `state`."
+    rest = text[pos:].lstrip(' \t\n\r')
+    if not rest or rest[0] == '"' and '"' not in rest[1:]: return 'unexpected end of JSON input'
+    where = {'v': 'looking for beginning of value', 'v]': 'looking for beginning of value', ':': 'after object key',
+             'k': 'looking for beginning of object key string', 'k}': 'looking for beginning of object key string',
+             'end': 'after top-level value'}.get(state) or f"after {'array element' if stack[-1] == '[' else 'object key:value pair'}"
+    return f"invalid character '{rest[0]}' {where}"
+
+def _go_scan(text: str, keep: int = 3) -> str:
+    "`text` with containers nested deeper than `keep` emptied; `ValueError` (in Go's words) where Go refuses it."
+    out, stack, state, pos, end = [], [], 'v', 0, len(text.rstrip(' \t\n\r'))
+    while pos < end:
+        m = _JSON_TOKEN.match(text, pos)
+        kind = None if m is None else 's' if m[1] else 'n' if m[2] else m[3]
+        depth, new = len(stack), kind and _go_step(state, stack, kind)
+        if new is None: raise ValueError(_go_bad(text, pos, state, stack))
+        if len(stack) > _GO_MAX_DEPTH: raise ValueError('exceeded max depth')
+        tok, state, pos = m[0].lstrip(' \t\n\r'), new, m.end()
+        if kind in ('[', '{'):
+            if depth < keep: out.append(tok)
+            elif depth == keep: out.append(tok + ']}'[kind == '{'])
+        elif depth <= keep: out.append(tok)
+    if state != 'end': raise ValueError('unexpected end of JSON input')
+    return ''.join(out)
+
 # %% ../../nbs/1_nats/03_core.ipynb #3c7d5d29
 def _go_fits(kind: str, v) -> bool:
     "Whether Go decodes JSON value `v` into a field of type `kind` without an error."
@@ -144,26 +186,37 @@ class _Pairs(dict):
     def __init__(self, pairs): super().__init__(pairs); self.pairs = pairs
 _SURROGATE = re.compile('[\ud800-\udfff]').sub
 
-def _go_json(raw: bytes, fields: dict) -> dict | None:
-    "The known `fields` of a JSON object as the reference decodes them; `None` where it reports an error."
+def _go_kind(x) -> str:
+    "How Go's decoder names a JSON value in its errors."
+    return {str: 'string', bool: 'bool', list: 'array', dict: 'object'}.get(type(x)) or f'number {x}'
+
+def _go_decode(raw: bytes, fields: dict) -> dict | str:
+    "The known `fields` of a JSON object as the reference decodes them, or the reference's error (a string)."
     text = raw.decode('utf-8', 'replace')
-    try: v = orjson.loads(text)
-    except orjson.JSONDecodeError:                       # numbers past 64 bits and lone surrogates: valid JSON for Go
-        try: v = json.loads(text, parse_constant=_refuse)
-        except (ValueError, RecursionError): return None
+    try:
+        if text.count('[') + text.count('{') > 64: text = _go_scan(text)    # deep documents made shallow, or refused
+        try: v = orjson.loads(text)
+        except orjson.JSONDecodeError: v = json.loads(text, parse_constant=_refuse)   # numbers past 64 bits, lone surrogates
+    except (ValueError, RecursionError) as e:
+        try: _go_scan(text); return str(e)
+        except ValueError as e: return str(e)
     if v is None: return {}
-    if type(v) is not dict: return None
+    if type(v) is not dict: return f'json: cannot unmarshal {_go_kind(v)} into Go value'
     items = v.items()
     if len({k.translate(_FOLD).lower() for k in v}) < len(v):    # one field written several ways: the last one wins
-        try: items = json.loads(text, object_pairs_hook=_Pairs, parse_constant=_refuse).pairs
-        except RecursionError: pass
+        items = json.loads(text, object_pairs_hook=_Pairs, parse_constant=_refuse).pairs
     out = {}
     for k, x in items:
         f = k.translate(_FOLD).lower()
         if f not in fields: continue
-        if not _go_fits(fields[f], x): return None
+        if not _go_fits(fields[f], x): return f'json: cannot unmarshal {_go_kind(x)} into Go struct field {f} of type {fields[f]}'
         if x is not None: out[f] = _SURROGATE('\ufffd', x) if type(x) is str else x
     return out
+
+def _go_json(raw: bytes, fields: dict) -> dict | None:
+    "The known `fields` of a JSON object as the reference decodes them; `None` where it reports an error."
+    d = _go_decode(raw, fields)
+    return d if type(d) is dict else None
 
 # %% ../../nbs/1_nats/03_core.ipynb #bd3f2636
 class ClientConn:
@@ -344,8 +397,9 @@ def unsubscribe(self: ClientConn, sub: Subscription):
 # %% ../../nbs/1_nats/03_core.ipynb #bdd39e3a
 @patch
 def _connect(self: ClientConn, raw: bytes):
-    d = _go_json(raw, _CONNECT_FIELDS)
-    if d is None: return self.close('Protocol Violation')
+    d = _go_decode(raw, _CONNECT_FIELDS)
+    if type(d) is str:                                  # logged as the reference does; the client gets no -ERR
+        log.error('%s:%s - cid:%d - %s', self.host, self.port, self.cid, d); return self.close('Protocol Violation')
     o = self.options = {**self.options, **d}
     core = self.core
     for sub in list(self.subs.values()) if self.connected else (): self.unsubscribe(sub)   # a second CONNECT starts afresh, as in the reference
