@@ -4,7 +4,7 @@
 
 # %% ../nbs/5_app/01_cli.ipynb #57713fb3
 from __future__ import annotations
-import argparse, asyncio, logging, os, signal, sys
+import argparse, asyncio, logging, os, re, signal, sys
 from urllib.parse import urlsplit, unquote
 from . import __version__
 from .nats.conf_format import ConfigError, load_config
@@ -22,9 +22,23 @@ __all__ = ['GC_YOUNG', 'options', 'setup_logging', 'reopen_log', 'on_signal', 't
            'jsnb_main', 'cluster_commands', 'cluster_ports', 'cluster_main']
 
 # %% ../nbs/5_app/01_cli.ipynb #75916e9e
+class _FlagError(ValueError):
+    "A flag or its value that `jsnb-server` refuses, in the words of Go's `flag` package (as the reference prints them)."
+
+_FLAG_WORDS = [(re.compile(r"argument (-[^/ :]+)\S*: invalid \w+ value: '(.*)'"), 'invalid value "{1}" for flag {0}: parse error'),
+               (re.compile(r'argument (-[^/ :]+)\S*: expected one argument'), 'flag needs an argument: {0}'),
+               (re.compile(r'unrecognized arguments: (\S+)'), 'flag provided but not defined: {0}')]
+
+class _FlagParser(argparse.ArgumentParser):
+    def error(self, message):
+        "Raise `_FlagError` with Go's words where argparse's have an equivalent (one line, no usage)."
+        for pattern, words in _FLAG_WORDS:
+            if m := pattern.match(message): message = words.format('-' + m[1].lstrip('-'), *m.groups()[1:])
+        raise _FlagError(message)
+
 def _parser(prog: str = 'jsnb-server') -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description='jsnb: a NATS JetStream server in Python.',
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _FlagParser(prog=prog, description='jsnb: a NATS JetStream server in Python.',
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     a = p.add_argument
     a('-a', '--addr', '--net', dest='host', help='bind to host address (default: 0.0.0.0)')
     a('-p', '--port', type=int, help='port for clients (default: 4222; -1 picks a free port)')
@@ -72,7 +86,7 @@ def _switches(argv: list[str]) -> tuple[list[str], list[str]]:
         if not (a.startswith('-') and eq and name in _SWITCHES): out.append(a); continue
         if val in _GO_TRUE: out.append('-' + name if len(name) <= 2 else '--' + name)
         elif val in _GO_FALSE: off += _SWITCHES[name]
-        else: raise ConfigError(f'invalid boolean value {val!r} for flag -{name}')
+        else: raise _FlagError(f'invalid boolean value "{val}" for -{name}: parse error')
     return out, off
 
 def options(argv: list[str] | None = None, prog: str = 'jsnb-server') -> tuple[ServerOptions, list[str], argparse.Namespace]:
@@ -208,6 +222,7 @@ def exit_at_once(code: int):
 def main(argv: list[str] | None = None, prog: str = 'jsnb-server') -> int:
     "Entry point of `jsnb-server` (and of `jsnb serve`, with `prog` naming it)."
     try: opts, warnings, ns = options(argv, prog)
+    except _FlagError as e: print(f'{prog}: {e} ({prog} -h lists the flags)', file=sys.stderr); return 2
     except (ConfigError, AuthConfigError, OSError) as e:
         print(f'{prog}: configuration error: {e}', file=sys.stderr); return 1
     if ns.test_config:

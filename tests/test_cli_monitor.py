@@ -226,3 +226,37 @@ def test_monitoring_answers_only_once_clients_can_connect(tmp_path):
                 assert time.time() < deadline and p.poll() is None; time.sleep(0.002)
         socket.create_connection(('127.0.0.1', port), timeout=2).close()
     finally: p.terminate(); p.wait(10)
+
+
+BAD_FLAGS = {   # flags with a bad value: the reference's message (first line), which jsnb prints as its only line
+    'client port too big': ['-p', '99999'], 'client port 65536': ['-p', '65536'], 'client port negative': ['-p', '-5'],
+    'client port not a number': ['-p', 'abc'], 'client port missing': ['-p'],
+    'monitor port too big': ['-m', '99999'], 'monitor port negative': ['-p', '-1', '-m', '-2'], 'monitor port not a number': ['-m', 'x'],
+    'https port not a number': ['-ms', 'x'], 'connect retries not a number': ['--connect_retries', 'abc'],
+    'unknown flag': ['--zzz'], 'switch with a bad value': ['-js=maybe'], 'unknown host': ['-a', '999.1.1.1', '-p', '-1'],
+    'pid file in no directory': ['-p', '-1', '-P', '/nonexistent/x.pid'], 'store in no directory': ['-p', '-1', '-js', '-sd', '/proc/x/y'],
+}
+
+
+def _first_error(text: str) -> str:
+    "The error of a failed start, without the log's pid, time and level, or a program name before it."
+    import re
+    line = next(l for l in text.splitlines() if l.strip() and ('[FTL]' in l or not l.startswith('[')))
+    return re.sub(r'^(\[\d+\] \S+ \S+ \[FTL\] |jsnb-server: |nats-server: )', '', line).removesuffix(' (jsnb-server -h lists the flags)')
+
+
+@pytest.mark.parametrize('case', list(BAD_FLAGS))
+def test_bad_flag_values_are_one_line(case, tmp_path):
+    """A bad flag value stops jsnb-server with one line on stderr (no traceback, no usage) that says what the
+    reference says, and a non-zero status."""
+    if REF_BIN is None: pytest.skip('no reference')
+    args = BAD_FLAGS[case]
+    ref = subprocess.run([REF_BIN, *args], capture_output=True, text=True, timeout=30, cwd=tmp_path)
+    ours = subprocess.run([sys.executable, '-c', 'import sys; from jsnb.cli import main; sys.exit(main())', *args],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    lines = [l for l in ours.stderr.splitlines() if l.strip() and '[INF]' not in l and '[WRN]' not in l]
+    assert ours.returncode != 0 and len(lines) == 1 and 'Traceback' not in ours.stderr, (ours.returncode, ours.stderr)
+    theirs = _first_error(ref.stderr + ref.stdout)
+    if case == 'pid file in no directory': theirs = theirs.replace('open /nonexistent/x.pid: no such file or directory', 'No such file or directory: /nonexistent/x.pid')
+    if case == 'store in no directory': theirs = theirs.replace('mkdir /proc/x: no such file or directory', 'No such file or directory')
+    assert _first_error(ours.stderr) == theirs, (ours.stderr, ref.stderr)

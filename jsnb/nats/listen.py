@@ -20,8 +20,9 @@ def _dual_stack() -> socket.socket | None:
     return s
 
 async def listen(factory, host: str | None, port: int, backlog: int = 1024, **kw) -> asyncio.base_events.Server:
-    "`loop.create_server(factory, ...)` on `host:port` (port 0: a free one); a wildcard host on both IPv6 and IPv4, as the reference."
+    "`loop.create_server(factory, ...)` on `host:port` (0 or -1: a free one); a wildcard host on both IPv6 and IPv4, as the reference."
     loop = asyncio.get_running_loop()
+    if not -1 <= port <= 65535: raise OSError(f'listen tcp: address {port}: invalid port')     # Go's words, no errno
     port = max(port, 0)
     if host in WILDCARD and (s := _dual_stack()) is not None:
         try: s.bind(('::', port))
@@ -29,7 +30,8 @@ async def listen(factory, host: str | None, port: int, backlog: int = 1024, **kw
             s.close()
             if e.errno not in (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL): raise     # in use, refused: as for IPv4
         else: return await loop.create_server(factory, sock=s, backlog=backlog, **kw)
-    return await loop.create_server(factory, host or '0.0.0.0', port, reuse_address=True, backlog=backlog, **kw)
+    try: return await loop.create_server(factory, host or '0.0.0.0', port, reuse_address=True, backlog=backlog, **kw)
+    except socket.gaierror: raise OSError(f'listen tcp: lookup {host}: no such host') from None
 
 def peer(transport) -> tuple[str, int]:
     "The address and port a connection comes from; an IPv4 client of a dual-stack socket shows as IPv4 (`::ffff:` dropped), as in the reference's logs."

@@ -269,7 +269,7 @@ async def start_monitor(core: Core, host: str, port: int, header_timeout: float 
                         ssl: _ssl.SSLContext | None = None) -> asyncio.base_events.Server:
     "Serve the monitoring endpoints on `host:port` (port 0 or -1 picks a free one); over TLS with context `ssl`."
     make = (lambda: _HTTPSProtocol(core, header_timeout, ssl)) if ssl is not None else (lambda: _HTTPProtocol(core, header_timeout))
-    srv = await listen(make, host, port if port > 0 else 0, backlog=100)
+    srv = await listen(make, host, port if port else 0, backlog=100)
     setattr(core, 'https_port' if ssl is not None else 'http_port', srv.sockets[0].getsockname()[1])
     return srv
 

@@ -253,8 +253,8 @@ async def start(self: Server) -> Server:
         if o.jetstream:
             if why := _store_problem(self.core.store_dir): raise StartupError(f"Can't start JetStream: {why}")
             self._start_jetstream()
-        try: self._listener = await listen(lambda: _ClientProtocol(self), o.host, o.port if o.port > 0 else 0)
-        except OSError as e: raise StartupError(f'Error listening on port: {o.host}:{o.port}, "{_reason(e)}"') from e
+        try: self._listener = await listen(lambda: _ClientProtocol(self), o.host, o.port)
+        except OSError as e: raise StartupError(f'Error listening on port: {o.host}:{0 if o.port == -1 else o.port}, "{_reason(e)}"') from e
         self.core.port = self._listener.sockets[0].getsockname()[1]
         if leaf is not None:
             from jsnb.nats.leafhub_traffic import start_leafnodes     # (loaded by a server that has leaf nodes only)
@@ -349,7 +349,8 @@ async def _start_monitor(self: Server):
     host = o.http_host or o.host                     # (not set: the client host, as the reference)
     try: self._monitor = await start_monitor(self.core, host, port, ssl=ctx)
     except OSError as e:
-        raise StartupError(f"Can't start monitoring: can't listen to the monitor port: {host}:{port}: {_reason(e)}") from e
+        where = f'{host}:{port}: ' if e.errno else ''            # Go's own words name the address already
+        raise StartupError(f"Can't start monitoring: can't listen to the monitor port: {where}{_reason(e)}") from e
     log.info('Starting %s monitor on %s:%d', 'https' if ctx else 'http', host,
              self.core.https_port if ctx else self.core.http_port)
 
