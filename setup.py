@@ -8,13 +8,14 @@ config = ConfigParser(delimiters=['='])
 config.read('settings.ini', encoding='utf-8')
 cfg = config['DEFAULT']
 
-licenses = {'apache2': ('Apache Software License 2.0', 'OSI Approved :: Apache Software License')}
-statuses = ['Pre-Alpha', 'Alpha', 'Beta', 'Production/Stable', 'Mature', 'Inactive']
-lic = licenses[cfg['license']]
+licenses = {'apache2': 'Apache-2.0'}          # SPDX expressions (PEP 639)
+statuses = ['1 - Planning', '2 - Pre-Alpha', '3 - Alpha', '4 - Beta', '5 - Production/Stable', '6 - Mature', '7 - Inactive']
 requirements = shlex.split(cfg.get('requirements', ''))
-dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
-spark_requirements = shlex.split(cfg.get('spark_requirements', ''))
+# every `<name>_requirements` key is an extra; `dev` also takes every other extra (it runs all the tests)
+extras = {k.removesuffix('_requirements'): shlex.split(v) for k, v in cfg.items() if k.endswith('_requirements')}
+extras['dev'] = list(dict.fromkeys([r for k in extras if k != 'dev' for r in extras[k]] + extras.get('dev', [])))
 scripts = cfg.get('console_scripts', '').split()
+repo = cfg['git_url']
 
 def _commit() -> str:
     "The commit the package is built from: this checkout's, else the one an sdist recorded ('' when neither)."
@@ -39,15 +40,17 @@ class Sdist(sdist):
 
 setuptools.setup(
     cmdclass={'build_py': BuildPy, 'sdist': Sdist},
-    name=cfg['lib_name'], version=cfg['version'], license=lic[0],
+    name=cfg['lib_name'], version=cfg['version'], license_expression=licenses[cfg['license']], license_files=['LICENSE'],
     classifiers=['Development Status :: ' + statuses[int(cfg['status'])],
-                 'Intended Audience :: ' + cfg['audience'].title(),
-                 'License :: ' + lic[1], 'Natural Language :: ' + cfg['language'].title(),
-                 'Programming Language :: Python :: 3.11', 'Programming Language :: Python :: 3.12'],
-    url=cfg['git_url'], packages=setuptools.find_packages(include=['jsnb', 'jsnb.*']),
+                 'Intended Audience :: ' + cfg['audience'].title(), 'Natural Language :: ' + cfg['language'].title(),
+                 'Programming Language :: Python :: 3 :: Only', 'Programming Language :: Python :: 3.11',
+                 'Programming Language :: Python :: 3.12', 'Programming Language :: Python :: 3.13',
+                 'Operating System :: POSIX :: Linux', 'Topic :: System :: Networking', 'Framework :: Jupyter'],
+    url=repo, project_urls={'Documentation': cfg['doc_host'] + cfg['doc_baseurl'], 'Source': repo, 'Issues': repo + '/issues'},
+    packages=setuptools.find_packages(include=['jsnb', 'jsnb.*']),
     include_package_data=True, install_requires=requirements,
-    extras_require={'dev': dev_requirements, 'spark': spark_requirements}, python_requires='>=' + cfg['min_python'],
+    extras_require=extras, python_requires='>=' + cfg['min_python'],
     long_description=open('README.md', encoding='utf-8').read(), long_description_content_type='text/markdown',
     zip_safe=False, entry_points={'console_scripts': scripts, 'nbdev': [f"{cfg['lib_path']}={cfg['lib_path']}._modidx:d"]},
-    author=cfg['author'], author_email=cfg['author_email'], description=cfg['description'],
+    author=cfg['author'], description=cfg['description'],
     keywords=cfg['keywords'])

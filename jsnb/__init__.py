@@ -11,10 +11,24 @@ __version__ = "0.1.0"
 _LAZY = {'serve': 'jsnb.app', 'serve_cluster': 'jsnb.app', 'Server': 'jsnb.app', 'ServerOptions': 'jsnb.nats.config',
          'stream_frame': 'jsnb.clients.frames', 'messages_frame': 'jsnb.clients.frames'}
 
+# the packages that only an extra installs (`pip install "jsnb[extra]"`), by the name they are imported as
+_EXTRAS = {'pandas': 'analysis', 'matplotlib': 'analysis', 'nbformat': 'docs', 'nbconvert': 'docs', 'pygments': 'docs',
+           'yaml': 'docs', 'pyspark': 'spark', 'pyarrow': 'spark'}
+
+def _extra_hint(e: ModuleNotFoundError, what: str) -> str:
+    "Say which extra installs the module that `e` found missing, which `what` needs."
+    top = (e.name or '').split('.')[0]
+    if top not in _EXTRAS: return str(e)
+    return f'{what} needs {top}, which the "{_EXTRAS[top]}" extra installs: pip install "jsnb[{_EXTRAS[top]}]"'
+
 def __getattr__(name: str):
     "Import the public helpers on first use, so that `import jsnb` stays cheap."
     if name not in _LAZY: raise AttributeError(f"module 'jsnb' has no attribute {name!r}")
     import importlib
-    return getattr(importlib.import_module(_LAZY[name]), name)
+    try: module = importlib.import_module(_LAZY[name])
+    except ModuleNotFoundError as e:
+        if (e.name or '').split('.')[0] not in _EXTRAS: raise
+        raise ModuleNotFoundError(_extra_hint(e, f'jsnb.{name}'), name=e.name) from None
+    return getattr(module, name)
 
 def __dir__() -> list[str]: return sorted([*globals(), *_LAZY])

@@ -136,12 +136,13 @@ def test_single_user_or_token(start_server, config, flags):
 
 @pytest.mark.parametrize('timeout', ['1', '"500ms"'])
 def test_auth_timeout(start_server, timeout):
-    "A client that sends nothing is cut off after `timeout` with the reference's error."
+    "A client that sends nothing is cut off after `timeout` (not before) with the reference's error."
     servers = both(start_server, f'authorization {{ user: u, password: p, timeout: {timeout} }}\n')
     for s in servers.values():
         r, t0 = Raw(s.port, connect=None), time.monotonic()
-        out = r.until(b'Timeout', 3)
-        assert out == b"-ERR 'Authentication Timeout'\r\n" and time.monotonic() - t0 < 1.8, (s.kind, out)
+        out = r.until(b'Timeout', 30)                    # a wait, not a bound: a busy machine may be late
+        took = time.monotonic() - t0
+        assert out == b"-ERR 'Authentication Timeout'\r\n" and took >= (1 if timeout == '1' else 0.5) * 0.9, (s.kind, out, took)
         r.close()
 
 

@@ -21,16 +21,13 @@ def cluster(request):
     finally: c.stop()
 
 
-_BEFORE: dict[str, set] = {}
-
-
 @pytest.fixture(autouse=True)
-def _fresh_when_run_again(request):
-    "A test run again after a failure finds the shared cluster as its first run did: the streams that run made are deleted."
+def _clean_slate(request):
+    """Each test finds the shared cluster without streams, whatever ran before it (in any order, alone, or again after
+    a failure): it makes the streams it uses."""
     if 'cluster' not in request.fixturenames: return
-    c, key = request.getfixturevalue('cluster'), request.node.nodeid
-    if getattr(request.node, 'execution_count', 1) == 1: _BEFORE[key] = set(c.streams())
-    else: c.delete(sorted(set(c.streams()) - _BEFORE.get(key, set())))
+    c = request.getfixturevalue('cluster')
+    if left := c.streams(): c.delete(sorted(left))
 
 
 async def _clients(c):
@@ -63,10 +60,26 @@ def test_meta_cluster_in_jsz(cluster):
     assert cluster.jsz(0)['ha_assets'] >= 1
 
 
-async def test_streams_known_everywhere_and_cluster_info(cluster):
-    ncs = await _clients(cluster)
+async def _r3_and_r1(ncs) -> tuple[dict, dict]:
+    "Streams R3 (three replicas) and R1 (one), and their create responses."
     r3 = await _req(ncs[0], '$JS.API.STREAM.CREATE.R3', {'name': 'R3', 'subjects': ['r3.>'], 'num_replicas': 3, 'allow_direct': True})
     r1 = await _req(ncs[1], '$JS.API.STREAM.CREATE.R1', {'name': 'R1', 'subjects': ['r1.>']})
+    return r3, r1
+
+
+async def _publish_to_r3(ncs, n: int = 3):
+    "Messages m0, m1, ... to R3, one through each server in turn, until every replica holds them."
+    acks = [await ncs[i % len(ncs)].jetstream().publish('r3.x', f'm{i}'.encode()) for i in range(n)]
+    async def all_current():
+        info = await _req(ncs[2], '$JS.API.STREAM.INFO.R3')
+        return info['state']['messages'] == n and all(p['current'] for p in info['cluster']['replicas'])
+    await _until(all_current)
+    return acks
+
+
+async def test_streams_known_everywhere_and_cluster_info(cluster):
+    ncs = await _clients(cluster)
+    r3, r1 = await _r3_and_r1(ncs)
     assert r3['config']['num_replicas'] == 3 and r1['config']['num_replicas'] == 1
     assert set(r1['cluster']) == {'name', 'leader'} and r1['cluster']['name'] == 'c1'
     c = r3['cluster']
@@ -80,13 +93,8 @@ async def test_streams_known_everywhere_and_cluster_info(cluster):
         lst = await _req(ncs[i], '$JS.API.STREAM.LIST')
         assert (lst['total'], [x['config']['name'] for x in lst['streams']], 'missing' in lst) == (2, ['R1', 'R3'], False)
         assert all(x['cluster']['name'] == 'c1' and x['cluster']['leader'] for x in lst['streams'])
-    acks = [await ncs[i].jetstream().publish('r3.x', f'm{i}'.encode()) for i in range(3)]
+    acks = await _publish_to_r3(ncs)
     assert [a.seq for a in acks] == [1, 2, 3]
-
-    async def all_current():
-        info = await _req(ncs[2], '$JS.API.STREAM.INFO.R3')
-        return info['state']['messages'] == 3 and all(p['current'] for p in info['cluster']['replicas'])
-    await _until(all_current)
     info = await _req(ncs[2], '$JS.API.STREAM.INFO.R3')
     for p in info['cluster']['replicas']:
         assert set(p) <= {'name', 'current', 'active', 'lag', 'peer', 'offline'} and {'name', 'current', 'active', 'peer'} <= set(p)
@@ -99,6 +107,7 @@ async def test_streams_known_everywhere_and_cluster_info(cluster):
 
 async def test_stepdown(cluster):
     ncs = await _clients(cluster)
+    await _r3_and_r1(ncs); await _publish_to_r3(ncs)
     old = (await _req(ncs[0], '$JS.API.STREAM.INFO.R3'))['cluster']['leader']
     r = await _req(ncs[1], '$JS.API.STREAM.LEADER.STEPDOWN.R3')
     assert r == {'type': 'io.nats.jetstream.api.v1.stream_leader_stepdown_response', 'success': True}
@@ -127,6 +136,7 @@ async def _fetch(sub, n: int, timeout: float = 30) -> list:
 async def test_consumer_on_a_replicated_stream(cluster):
     "A durable pull consumer of R3: `cluster` in its info, the same counters from every server, its leader stepping down without losing its state."
     ncs = await _clients(cluster)
+    await _r3_and_r1(ncs); await _publish_to_r3(ncs, 4)
     r = await _req(ncs[0], '$JS.API.CONSUMER.DURABLE.CREATE.R3.work',
                    {'stream_name': 'R3', 'config': {'durable_name': 'work', 'ack_policy': 'explicit'}})
     assert 'error' not in r, r

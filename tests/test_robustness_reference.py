@@ -13,7 +13,7 @@ KINDS = ['nats-server', 'jsnb']
 
 async def api(nc, subject, body=b''):
     "The `error` of an API reply, or 'ok'."
-    r = await nc.request(subject, body if isinstance(body, bytes) else json.dumps(body).encode(), timeout=5)
+    r = await nc.request(subject, body if isinstance(body, bytes) else json.dumps(body).encode(), timeout=60)          # a wait, not a bound: a loaded machine may be slow
     d = json.loads(r.data)
     return d.get('error', 'ok')
 
@@ -172,37 +172,48 @@ async def test_sequences_jsnb_cannot_store_are_refused(start_server):
 
 
 async def _worst_round_trip(url: str, work) -> tuple[float, object]:
-    "Run `work()` on one connection while another pings every 20 ms; the worst round trip seen, and what `work` returned."
+    """Run `work()` on one connection while another pings every 20 ms: the worst round trip seen as a share of the time
+    `work` took, and what `work` returned. A server that handled a request in one go, making other clients wait for it,
+    gives a share near 1; one that shares its time gives a small one, however fast or loaded the machine."""
     other = await nats.connect(url)
     worst, done = 0.0, asyncio.Event()
     async def ping():
         nonlocal worst
         while not done.is_set():
-            t0 = time.perf_counter(); await other.flush(timeout=30); worst = max(worst, time.perf_counter() - t0)
+            t0 = time.perf_counter(); await other.flush(timeout=60); worst = max(worst, time.perf_counter() - t0)
             await asyncio.sleep(0.02)
     pinger = asyncio.create_task(ping())
     await asyncio.sleep(0.1)
+    t0 = time.perf_counter()
     try: out = await work()
-    finally: done.set(); await pinger; await other.close()
-    return worst, out
+    finally: took = time.perf_counter() - t0; done.set(); await pinger; await other.close()
+    return worst / took, out
 
 
 async def test_big_requests_do_not_stall_other_clients(start_server):
-    "A 6,000-subject stream and a 4,000-filter consumer are checked without making other clients wait (issue: 8 s stalls)."
+    """A 6,000-subject stream and a 4,000-filter consumer are checked without making other clients wait (issue: 8 s
+    stalls): the wait another client sees grows with the size of the requests, not with its square. Measured against
+    the same requests one tenth the size on the same machine at the same time, so a busy machine slows both."""
     async def scenario(nc, js):
-        subjects = [f'big.{i}.x' for i in range(6000)]
-        filters = [f'big.{i}.x' for i in range(4000)]
-        async def work():
-            a = await api(nc, '$JS.API.STREAM.CREATE.BIG', {'name': 'BIG', 'subjects': subjects, 'storage': 'memory'})
-            b = await api(nc, '$JS.API.CONSUMER.CREATE.BIG.C', {'stream_name': 'BIG', 'config': {'durable_name': 'C', 'filter_subjects': filters}})
-            c = await api(nc, '$JS.API.STREAM.CREATE.BIG2', {'name': 'BIG2', 'subjects': subjects[-2:] + ['other']})   # overlaps
-            return a, b, c.get('err_code') if isinstance(c, dict) else c
-        worst, out = await _worst_round_trip(nc.connected_url.geturl(), work)
-        return out, worst
+        out = []
+        for n in (600, 6000):
+            subjects = [f'big{n}.{i}.x' for i in range(n)]
+            filters = subjects[:n * 2 // 3]
+            async def work():
+                a = await api(nc, f'$JS.API.STREAM.CREATE.BIG{n}', {'name': f'BIG{n}', 'subjects': subjects, 'storage': 'memory'})
+                b = await api(nc, f'$JS.API.CONSUMER.CREATE.BIG{n}.C', {'stream_name': f'BIG{n}', 'config': {'durable_name': 'C', 'filter_subjects': filters}})
+                c = await api(nc, f'$JS.API.STREAM.CREATE.OVER{n}', {'name': f'OVER{n}', 'subjects': subjects[-2:] + [f'other{n}']})   # overlaps
+                return a, b, c.get('err_code') if isinstance(c, dict) else c
+            t0 = time.perf_counter()
+            share, answers = await _worst_round_trip(nc.connected_url.geturl(), work)
+            took = time.perf_counter() - t0
+            out.append((answers, share * took, took))
+        (small, _, took_small), (big, worst_big, _) = out
+        return small, big, worst_big / took_small
     out = await both(start_server, scenario)
-    print('worst round trip while checking (s):', {k: round(v[1], 3) for k, v in out.items()})
-    assert out['jsnb'][0] == out['nats-server'][0] == ('ok', 'ok', 10065)
-    assert out['jsnb'][1] < 1.0, out                 # the reference: about 1 s for the whole, other clients unaffected
+    print('longest wait at 6,000 subjects, in units of the whole work at 600:', {k: round(v[2], 1) for k, v in out.items()})
+    assert out['jsnb'][:2] == out['nats-server'][:2] == (('ok', 'ok', 10065),) * 2
+    assert out['jsnb'][2] < 30, out        # ten times the size: about ten times the wait; the square would be a hundred
 
 
 async def test_message_ids_do_not_stall_the_server(start_server):
@@ -219,9 +230,9 @@ async def test_message_ids_do_not_stall_the_server(start_server):
         worst, dup = await _worst_round_trip(nc.connected_url.geturl(), work)
         return dup, worst
     out = await both(start_server, scenario)
-    print('worst round trip with message ids (s):', {k: round(v[1], 3) for k, v in out.items()})
+    print('worst round trip with message ids, as a share of the time the publishing took:', {k: round(v[1], 3) for k, v in out.items()})
     assert out['jsnb'][0] == out['nats-server'][0] in (False, None)
-    assert out['jsnb'][1] < 2.0, out
+    assert out['jsnb'][1] < 0.25, out           # the expiry of 60,000 ids does not hold other clients up
 
 
 async def test_duplicate_window_survives_a_restart(start_server):

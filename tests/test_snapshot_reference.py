@@ -410,7 +410,7 @@ async def test_restore_mirror_sources_sealed_ephemeral(start_server):
 
 async def test_snapshot_no_flow_response(start_server):
     "Chunks not acknowledged: the snapshot ends with 408 No Flow Response 5 s after the last chunk, and the advisory says so."
-    out = {}
+    out, took = {}, {}
     for kind in ('nats-server', 'jsnb'):
         s = start_server(kind, '-js')
         nc = await connect(s)
@@ -420,12 +420,12 @@ async def test_snapshot_no_flow_response(start_server):
         advs = await nc.subscribe('$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_COMPLETE.S')
         t0 = time.monotonic()
         reply, got = await backup(nc, 'S', ack=False, chunk_size=1024, window_size=2048)
-        took = time.monotonic() - t0
+        took[kind] = time.monotonic() - t0
         adv = json.loads((await advs.next_msg(timeout=5)).data)
         out[kind] = ([(len(m.data), bool(m.reply), m.headers) for m in got.msgs], adv['error'], sorted(adv))
-        assert 4.5 < took < 7, (kind, took)
         await nc.close()
     assert out['jsnb'] == out['nats-server']
+    assert all(t > 4.5 for t in took.values()) and took['jsnb'] < 1.4 * took['nats-server'], took   # the 5 s wait, as long as the reference's
     assert out['jsnb'][0][-1][2] == {'Status': '408', 'Description': 'No Flow Response'}
 
 
@@ -475,9 +475,9 @@ async def test_snapshot_of_a_deleted_stream(start_server):
         try:
             while True: rest.append((await sub.next_msg(timeout=0.5)).headers)
         except nats.errors.TimeoutError: pass
-        out[kind] = (adv.get('error'), rest, 4 < took < 7)
+        out[kind] = (adv.get('error'), rest, took > 4)
         await nc.close()
-    assert out['jsnb'] == out['nats-server'] == ('no flow response', [], True)
+    assert out['jsnb'] == out['nats-server'] == ('no flow response', [], True)      # not before the 5 s wait (9 s at most: a wait above)
 
 
 async def test_snapshot_waits_for_receiver(start_server):

@@ -401,9 +401,17 @@ def write_csv(path, rows: list[dict], columns: list[str]) -> pathlib.Path:
     return path
 
 # %% ../../nbs/4_bench/02_compare.ipynb #0042c78e
+def _matplotlib():
+    "matplotlib, or a `BenchError` that names the extra that installs it."
+    try: import matplotlib
+    except ModuleNotFoundError as e:
+        from jsnb import _extra_hint
+        raise BenchError(_extra_hint(e, 'the charts of jsnb bench')) from None
+    return matplotlib
+
 def chart(results: list[Result], path) -> pathlib.Path:
     "Save the comparison chart (PNG) to `path`."
-    import matplotlib
+    matplotlib = _matplotlib()
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     ps = pairs(results)
@@ -431,7 +439,7 @@ def chart(results: list[Result], path) -> pathlib.Path:
 
 def scaling_chart(rows: list[dict], path) -> pathlib.Path:
     "Save the scaling curves (one panel per operation, a line per server) to `path`."
-    import matplotlib
+    matplotlib = _matplotlib()
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter

@@ -295,15 +295,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f'jsnb-docs: no nbdev project at {root.resolve()} (no nbs/index.ipynb); run it from the project root or pass --root',
               file=sys.stderr)
         return 1
-    if a.what == 'readme':
-        out = root / 'README.md'
-        out.write_text(readme(root))
-    elif a.what == 'sidebar':
-        out = root / 'nbs' / 'sidebar.yml'
-        out.write_text(sidebar_yml(root / 'nbs'))
-    else:
-        pages = site(root, a.out)
-        print(f'wrote {len(pages)} page{"s" * (len(pages) != 1)} to {pages[0].parent}')
-        return 0
+    try:
+        if a.what == 'readme':
+            out = root / 'README.md'
+            out.write_text(readme(root))
+        elif a.what == 'sidebar':
+            out = root / 'nbs' / 'sidebar.yml'
+            out.write_text(sidebar_yml(root / 'nbs'))
+        else:
+            pages = site(root, a.out)
+            print(f'wrote {len(pages)} page{"s" * (len(pages) != 1)} to {pages[0].parent}')
+            return 0
+    except ModuleNotFoundError as e:            # a base install: the `docs` extra is missing
+        from jsnb import _extra_hint
+        print(f'jsnb-docs: {_extra_hint(e, f"jsnb-docs {a.what}")}', file=sys.stderr); return 1
     print(f'wrote {out}')
     return 0
