@@ -18,6 +18,25 @@ def pytest_collection_modifyitems(config, items):
         elif shared: item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
+def _checks_the_docs(config) -> bool:
+    "Whether this run includes the documentation site's browser checks (its file, or a folder that holds it)."
+    docs = (pathlib.Path(__file__).parent / 'test_docs_site.py').resolve()
+    paths = [pathlib.Path(a.split('::')[0]).resolve() for a in config.args] or [pathlib.Path(config.rootpath) / 'tests']
+    return any(p == docs or p in docs.parents for p in paths)
+
+
+@pytest.hookimpl(tryfirst=True)           # before pytest-xdist starts its workers: they inherit what this finds
+def pytest_sessionstart(session):
+    """Chromium for the documentation checks is found or installed once, in the main process, before any test runs,
+    saying so on the terminal as it happens (tests/browser.py)."""
+    config = session.config
+    if hasattr(config, 'workerinput') or not _checks_the_docs(config): return
+    from browser import ensure_chromium
+    tr = config.pluginmanager.get_plugin('terminalreporter')
+    say = (lambda text: (tr.write_line(text), tr.flush())) if tr else (lambda text: print(text, file=sys.__stderr__, flush=True))
+    ensure_chromium(say)
+
+
 _FIRST_FAILURES: list[tuple[str, str]] = []
 
 

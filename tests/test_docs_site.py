@@ -11,59 +11,38 @@ browser per page and report neither statuses nor script errors. Playwright's own
 download is not used (and does not work on these machines)."""
 import functools, http.server, os, pathlib, shutil, struct, subprocess, sys, threading
 import pytest
+from browser import BrowserThread, ensure_chromium
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(1200)        # a fresh machine may have to install Chromium first
 
-# Flags that keep Chromium quiet and self-contained on a machine with a closed network. Playwright
-# starts every browser with a new, empty profile directory of its own (its `launch` refuses
-# `--user-data-dir`), which is what we want.
-CHROMIUM_FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-                  '--disable-background-networking', '--disable-component-update', '--disable-sync']
-
-
-def _find_chromium():
-    for name in (os.environ.get('JSNB_CHROMIUM'), 'chromium', 'chromium-browser', 'google-chrome'):
-        if name and (path := shutil.which(name)): return path
-    return None
-
-
-def _say(text: str):
-    "Print on the terminal even while pytest captures output."
-    print(text, file=sys.__stderr__, flush=True)
-
-
 @pytest.fixture(scope='session')
 def chromium_path():
-    """Chromium on this machine; installed from Debian's packages when missing and running as root (said on the
-    terminal first). `JSNB_SKIP_BROWSER=1` skips the browser checks instead, on a machine where installing is
-    not wanted."""
+    """Chromium, as the test session's first step found or installed it (tests/browser.py); the reason it could not,
+    said once on the terminal, otherwise. `JSNB_SKIP_BROWSER=1` skips the browser checks instead."""
     if os.environ.get('JSNB_SKIP_BROWSER', '') not in ('', '0'):
         pytest.skip('JSNB_SKIP_BROWSER is set: the documentation site is not checked in a browser')
-    path = _find_chromium()
-    if path is None and shutil.which('apt-get') and os.geteuid() == 0:
-        _say('\ntests/test_docs_site.py: Chromium is not installed; installing it with `apt-get install chromium` '
-             '(Debian packages, about 120 of them, a few minutes) to check the documentation site in a real browser. '
-             'Set JSNB_SKIP_BROWSER=1 to skip these checks instead.')
-        env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
-        subprocess.run(['apt-get', 'update', '-qq'], env=env, capture_output=True, timeout=600)
-        r = subprocess.run(['apt-get', 'install', '-y', '-qq', 'chromium'], env=env, capture_output=True, text=True, timeout=900)
-        path = _find_chromium()
-        if path is None: pytest.fail(f'apt-get install chromium failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}')
-    if path is None:
-        pytest.fail('Chromium is needed to check the documentation site: install it (Debian: `apt-get install chromium`) '
-                    'or point JSNB_CHROMIUM at a Chromium or Chrome binary')
+    path = ensure_chromium()            # done already in the main process: this finds it, or the reason it is missing
+    if path is None: pytest.fail(os.environ.get('JSNB_BROWSER_PROBLEM', 'Chromium is missing'), pytrace=False)
     return path
 
 
 @pytest.fixture(scope='module')
 def browser(chromium_path):
-    try: from playwright.sync_api import sync_playwright
+    "A browser whose Playwright calls all run in a thread of their own (tests/browser.py)."
+    try: import playwright.sync_api  # noqa: F401
     except ImportError: pytest.fail('the `playwright` package is needed to check the documentation site: pip install playwright')
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_FLAGS, headless=True)
-        yield b
-        b.close()
+    t = BrowserThread(chromium_path)
+    yield t.browser
+    t.close()
+
+
+def test_no_event_loop_is_left_in_the_tests_thread(browser):
+    "With the browser open and in use, the tests' own thread has no running event loop: `asyncio.run` works in it."
+    import asyncio
+    page = browser.new_page(); page.set_content('<p>x</p>'); assert page.inner_text('p') == 'x'
+    assert asyncio.run(asyncio.sleep(0, 'ok')) == 'ok'
+    page.close()
 
 
 _PAGES: list[str] = []      # the pages written, in sidebar order (notebooks may be added while the tests run)
@@ -375,3 +354,143 @@ def test_every_public_name_has_an_api_card(pages):
     api = _public_api()
     missing = [f'{module}.{name} on {names[key]}' for module, name, key in api if name.lower() not in pages[names[key]]['cards']]
     assert len(api) > 200 and not missing, missing
+
+
+def test_sidebar_folds_and_shows_the_current_page(browser, http_url, pages):
+    """The sidebar's sections fold: only the current page's is open, and a closed one opens on a click; the current
+    page's entry is in view in the sidebar, marked, however far down the list it is."""
+    page = browser.new_page(viewport={'width': 1280, 'height': 900})
+    for name in ('direct_get.html', 'docs.html', 'nats.html'):
+        page.goto(http_url + name)
+        seen = page.evaluate('''() => {
+            const side = document.querySelector('nav.sidebar'), cur = side.querySelector('a.current');
+            const s = side.getBoundingClientRect(), c = cur.getBoundingClientRect();
+            return {inView: c.top >= s.top && c.bottom <= s.bottom, listed: side.scrollHeight > side.clientHeight || side.scrollTop === 0,
+                    open: Array.from(side.querySelectorAll('details[open] > summary'), e => e.textContent),
+                    sections: side.querySelectorAll('details').length, marked: getComputedStyle(cur).fontWeight,
+                    section: cur.closest('details')?.querySelector('summary').textContent}}''')
+        assert seen['inView'] and seen['open'] == [seen['section']] and seen['sections'] >= 5 and int(seen['marked']) >= 600, (name, seen)
+    closed = page.locator('nav.sidebar details:not([open]) > summary').first
+    closed.click()
+    assert page.evaluate('() => document.querySelectorAll("nav.sidebar details[open]").length') == 2
+    page.close()
+
+
+def test_code_has_copy_buttons(browser, http_url):
+    "Every block of code has a Copy button that puts exactly that code on the clipboard."
+    ctx = browser.new_context(permissions=['clipboard-read', 'clipboard-write'])
+    page = ctx.new_page()
+    page.goto(http_url + 'index.html')
+    blocks = page.evaluate('() => [document.querySelectorAll(".input_area, .text_cell_render pre").length, document.querySelectorAll(".copyable > .copy").length]')
+    assert blocks[0] > 3 and blocks[0] == blocks[1], blocks
+    page.locator('.copyable > .copy').first.click()
+    copied = page.evaluate('() => navigator.clipboard.readText()')
+    first = page.evaluate('() => document.querySelector(".copyable pre").innerText')
+    assert copied == first and 'jsnb.serve' in copied + page.evaluate('() => document.body.innerText'), copied
+    assert page.locator('.copyable > .copy').first.inner_text() == 'Copied'
+    ctx.close()
+
+
+def _plot_luminance(page) -> float:
+    "The mean brightness (0-255) of the first plot of the page as drawn on the screen."
+    import io
+    shot = page.locator('.notebook img').first.screenshot()
+    from PIL import Image
+    im = Image.open(io.BytesIO(shot)).convert('L')
+    return sum(im.getdata()) / (im.width * im.height)
+
+
+def test_theme_button_and_plots_in_the_dark(browser, http_url):
+    """The ◐ button switches between light and dark whatever the system asks, and the choice holds on the next page;
+    in the dark the plots are drawn light on dark (not white boxes), in the light as saved."""
+    ctx = browser.new_context(color_scheme='light', viewport={'width': 1280, 'height': 900})
+    page = ctx.new_page()
+    page.goto(http_url + 'performance.html')
+    bg = lambda: page.evaluate('() => getComputedStyle(document.body).backgroundColor')
+    light_plot = _plot_luminance(page)
+    assert bg() == 'rgb(255, 255, 255)' and light_plot > 180, (bg(), light_plot)
+    page.click('.topbar .theme')
+    assert bg() == 'rgb(13, 17, 23)' and page.evaluate('() => document.documentElement.dataset.theme') == 'dark'
+    page.goto(http_url + 'performance.html')                      # kept in the browser, applied before the page is drawn
+    assert bg() == 'rgb(13, 17, 23)'
+    assert _plot_luminance(page) < 100, 'a plot stays a white box in the dark'
+    page.click('.topbar .theme')
+    assert bg() == 'rgb(255, 255, 255)'
+    ctx.close()
+
+
+def _png_dpi(data: bytes) -> float:
+    "The resolution a PNG was drawn at (its pHYs chunk), 100 dots per inch (matplotlib's default) when it does not say."
+    i = data.find(b'pHYs')
+    if i < 0: return 100.0
+    x, _, unit = struct.unpack('>IIB', data[i + 4:i + 13])
+    return x * 0.0254 if unit == 1 else 100.0
+
+
+def test_plots_are_legible(browser, http_url, site_dir, pages):
+    """On a laptop (1,280 px) the smallest text of every plot (matplotlib's default, 10 pt, at the resolution the PNG was
+    drawn at, scaled as the page shows it) is at least 11 px high: wide figures of several panels side by side shrink below
+    that, so figures have one panel, or a grid that fits the column."""
+    import base64
+    page, small = browser.new_page(viewport={'width': 1280, 'height': 900}), []
+    for name, f in pages.items():
+        if not f['images']: continue
+        page.goto(http_url + name)
+        for src, shown, drawn in page.evaluate('() => Array.from(document.querySelectorAll(".notebook img"), i => [i.getAttribute("src"), i.clientWidth, i.naturalWidth])'):
+            data = base64.b64decode(src.split(',', 1)[1]) if src.startswith('data:image/png') else \
+                   (site_dir / src).read_bytes() if src.endswith('.png') else None
+            if data is None or drawn < 200: continue
+            px = 10 / 72 * _png_dpi(data) * shown / drawn
+            if px < 11: small.append(f'{name}: {src[:20] if src.startswith("data:") else src} #{len(small)}: 10 pt text shown {px:.1f} px high '
+                                     f'({drawn} px drawn at {_png_dpi(data):.0f} dpi, shown {shown} px wide)')
+    page.close()
+    assert not small, '\n'.join(small)
+
+
+def test_repository_links(pages):
+    "Every page links to the repository of `settings.ini` and, as nbdev's sites do, to edit its notebook and to report an issue."
+    import configparser
+    cfg = configparser.ConfigParser(delimiters=['=']); cfg.read(ROOT / 'settings.ini')
+    url, branch = cfg['DEFAULT']['git_url'], cfg['DEFAULT']['branch']
+    from jsnb.tools.docs import page_names, site_pages
+    nbs = ROOT / 'nbs'
+    for key, name in page_names((p for _, p in site_pages(nbs)), nbs).items():
+        links = pages[name]['links']
+        assert url in links and f'{url}/edit/{branch}/nbs/{key}.ipynb' in links, (name, [l for l in links if url in l])
+        assert any(l.startswith(f'{url}/issues/new?title=') for l in links), name
+
+
+def test_page_names_are_readable(site_dir):
+    "Page files are named after what they cover, without the numbers that order the notebooks (`js-cluster.html`, not `2_js_20_cluster.html`)."
+    import re
+    bad = [p.name for p in site_dir.glob('*.html') if not re.fullmatch(r'[a-z][a-z_]*(-[a-z][a-z_]*)*(-\d+)?\.html', p.name)]
+    assert not bad, bad
+
+
+def test_no_notebook_is_copied_into_the_site(site_dir):
+    "Only what pages show is copied: no notebook (a code listing that mentions `href=\"x.ipynb\"` copied one once)."
+    assert sorted(p.relative_to(site_dir).as_posix() for p in site_dir.rglob('*.ipynb')) == []
+
+
+def test_signatures_wrap_on_a_phone(browser, http_url, pages):
+    "On a phone (390 px) an API card's signature wraps: none is cut off or scrolls sideways."
+    page, cut = browser.new_page(viewport={'width': 390, 'height': 800}), []
+    for name in [n for n, f in pages.items() if f['cards']][:12]:
+        page.goto(http_url + name)
+        cut += [f'{name}: {w}' for w in page.evaluate('() => Array.from(document.querySelectorAll(".api-sig")).filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent.slice(0, 60))')]
+    page.close()
+    assert not cut, cut
+
+
+def test_search_results_by_keyboard(browser, http_url):
+    "In the search results the arrow keys move the choice (down, and back up), and Enter opens the one chosen."
+    page = browser.new_page()
+    page.goto(http_url + 'index.html')
+    hits = _search(page, 'Direct Get')
+    assert len(hits) >= 3, hits
+    for key in ('ArrowDown', 'ArrowDown', 'ArrowDown', 'ArrowUp'): page.press('#search', key)
+    chosen = page.evaluate('() => Array.from(document.querySelectorAll("#search-results a"), a => a.classList.contains("selected"))')
+    assert chosen.index(True) == 1 and chosen.count(True) == 1, chosen
+    with page.expect_navigation(): page.press('#search', 'Enter')
+    assert page.url.endswith('/' + hits[1]), (page.url, hits[1])
+    page.close()

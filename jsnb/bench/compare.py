@@ -417,11 +417,11 @@ def chart(results: list[Result], path) -> pathlib.Path:
     ps = pairs(results)
     labels = [f'{a.scenario}' + (f' ({a.storage})' if a.storage else '') for a, _ in ps]
     y = np.arange(len(ps))
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 0.45 * len(ps) + 1.8), sharey=True)
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8.5, 2 * (0.3 * len(ps) + 1.3)))   # stacked: 10 pt text >= 11 px in the page
     ax1.barh(y - 0.2, [a.msgs_per_sec for a, _ in ps], 0.4, label='nats-server', color='#4c72b0')
     ax1.barh(y + 0.2, [b.msgs_per_sec for _, b in ps], 0.4, label='jsnb', color='#dd8452')
     ax1.set_xscale('log'); ax1.set_xlabel('messages per second'); ax1.legend(loc='lower right')
-    ax1.set_yticks(y, labels); ax1.invert_yaxis()
+    ax1.set_yticks(y, labels); ax1.invert_yaxis(); ax2.set_yticks(y, labels); ax2.invert_yaxis()
     ratios = [judge(a.scenario, a, b) for a, b in ps]
     colors = ['#55a868' if ok else '#c44e52' if ok is False else '#8c8c8c' for _, _, ok in ratios]
     latency = lambda a: TARGETS.get(a.scenario, ('',))[0] in ('p50', 'p99')
@@ -430,7 +430,7 @@ def chart(results: list[Result], path) -> pathlib.Path:
         kind, goal = TARGETS.get(a.scenario, ('rate', None))
         if goal: ax2.plot([1 / goal if latency(a) else goal] * 2, [i - 0.4, i + 0.4], color='black', lw=2)
     ax2.axvline(1, color='grey', ls=':')
-    ax2.set_xlabel('jsnb / nats-server (rate; for js-pub-sync: reference p99 / jsnb p99); black: target')
+    ax2.set_xlabel('jsnb / nats-server (rate; js-pub-sync: reference p99 / jsnb p99); black: target')
     fig.suptitle(f'jsnb bench --compare: {ps[0][0].msg_size}-byte messages' if ps else 'jsnb bench')
     fig.tight_layout()
     path = pathlib.Path(path); path.parent.mkdir(parents=True, exist_ok=True)
@@ -443,8 +443,8 @@ def scaling_chart(rows: list[dict], path) -> pathlib.Path:
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
-    fig, axes = plt.subplots(1, len(SCALING_OPS), figsize=(4 * len(SCALING_OPS), 3.6))
-    for ax, op in zip(axes, SCALING_OPS):
+    fig, axes = plt.subplots(2, 2, figsize=(8.5, 7))           # a grid that fits the page's column, 10 pt text >= 11 px
+    for ax, op in zip(axes.flat, SCALING_OPS):
         for server in dict.fromkeys(r['server'] for r in rows):
             pts = sorted((r['stream_msgs'], r['seconds'] * 1e3) for r in rows if r['op'] == op and r['server'] == server)
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker='o', label=server)

@@ -97,13 +97,15 @@ def page_name(nb: str | pathlib.Path) -> str:
     return strip(p.stem) + '.html'
 
 def page_names(paths, nbs: str | pathlib.Path | None = None) -> dict[str, str]:
-    "Notebook path under `nbs` (posix, no suffix) -> page file, for every notebook of the site."
+    "Notebook path under `nbs` (posix, no suffix) -> page file, for every notebook of the site; a name taken twice gets its folder's."
     out, used = {}, set()
     for p in paths:
         p = pathlib.Path(p)
         key = (p.relative_to(nbs) if nbs else p).with_suffix('').as_posix()
         name = page_name(p)
-        if name in used: name = key.replace('/', '_') + '.html'
+        if name in used and len(p.parts) > 1: name = page_name(p.parent.name + '.ipynb')[:-5] + '-' + name   # js-cluster.html
+        base, n = name[:-5], 2
+        while name in used: name, n = f'{base}-{n}.html', n + 1
         out[key] = name; used.add(name)
     return out
 
@@ -211,7 +213,7 @@ def copy_resources(body: str, nbs: str | pathlib.Path, out: str | pathlib.Path, 
     def fix(m):
         ref = m[2]
         src = (nbs / here / ref).resolve()
-        if ref.endswith('.html') or not src.is_file() or nbs not in src.parents: return m[0]
+        if ref.endswith(('.html', '.ipynb')) or not src.is_file() or nbs not in src.parents: return m[0]   # pages, never notebooks
         rel = src.relative_to(nbs).as_posix()
         if rel not in copied:
             (out / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -243,6 +245,13 @@ def _exporter():
             return re.sub(r'<img (?![^>]*\balt=)', '<img alt="An output of the notebook" ', body), resources
     return Exporter(template_name='basic', exclude_input_prompt=True, exclude_output_prompt=True, filters={'clean_html': _trusted})
 
+def _repo(root: pathlib.Path) -> tuple[str, str] | None:
+    "The repository's URL and branch, from `settings.ini` (`git_url`, `branch`), as nbdev takes them."
+    import configparser
+    cfg = configparser.ConfigParser(delimiters=['=']); cfg.read(root / 'settings.ini', encoding='utf-8')
+    d = cfg['DEFAULT']
+    return (d['git_url'], d.get('branch', 'main')) if d.get('git_url') else None
+
 def site(root: str | pathlib.Path = '.', out: str | pathlib.Path | None = None) -> list[pathlib.Path]:
     "Render the notebooks of `root/nbs` into a static HTML site in `out` (default `root/_docs`)."
     import nbformat
@@ -262,12 +271,13 @@ def site(root: str | pathlib.Path = '.', out: str | pathlib.Path | None = None) 
         nb, title, summary = prepare(nbformat.read(path, as_version=4), names, here, cards.get(key))
         prepared.append((section, names[key], title or path.stem, summary, nb, here))
     pages = [(s, f, t) for s, f, t, _, _, _ in prepared]
+    repo, sources = _repo(root), {names[k]: k + '.ipynb' for k in names}
     written, searched = [], []
     for i, (_, fname, title, summary, nb, here) in enumerate(prepared):
         body, _ = exporter.from_notebook_node(nb)
         body, _ = copy_resources(body, nbs, out, here)
         body = _quarto_ids(body)
-        (out / fname).write_text(page_html(body, title, summary, pages, i), encoding='utf-8')
+        (out / fname).write_text(page_html(body, title, summary, pages, i, repo=repo, source=sources[fname]), encoding='utf-8')
         searched.append((fname, _text(_inline_md(title)), f'<p>{_inline_md(summary)}</p>{body}'))
         written.append(out / fname)
     (out / 'jsnb.css').write_text(stylesheet(nbs), encoding='utf-8')

@@ -50,6 +50,7 @@ _PAGE = """<!doctype html>
 <meta name="description" content="{summary}">
 <link rel="stylesheet" href="jsnb.css">
 <link rel="icon" href="data:,">
+<script>try {{ document.documentElement.dataset.theme = localStorage.getItem('jsnb-theme') || ''; }} catch (e) {{}}</script>
 <script src="jsnb.js" defer></script>
 </head>
 <body>
@@ -61,8 +62,10 @@ _PAGE = """<!doctype html>
 </nav>
 <div class="search" role="search">
 <input id="search" type="search" placeholder="Search" aria-label="Search the documentation" autocomplete="off" spellcheck="false">
-<div id="search-results" class="search-results" hidden></div>
+<div id="search-results" class="search-results" role="listbox" aria-label="Search results" hidden></div>
 </div>
+<button class="theme" type="button" aria-label="Dark or light theme" title="Dark or light theme">◐</button>
+{repo_link}
 </header>
 <nav class="sidebar" id="sidebar" aria-label="Pages">
 {sidebar}
@@ -79,22 +82,24 @@ _PAGE = """<!doctype html>
 <nav class="pager" aria-label="Previous and next page">
 {pager}
 </nav>
+{actions}
 </main>
 </body>
 </html>
 """
 
 def _sidebar_html(pages: list[tuple[str, str, str]], current: str) -> str:
-    "The sidebar: (section, file, title) entries grouped by section, the current page marked."
+    "The sidebar: (section, file, title) entries in sections that fold, the current page's section open and the page marked."
+    here = next((sec for sec, f, _ in pages if f == current), None)
     out, section = ['<ul class="nav">'], None
     for sec, f, t in pages:
         if sec != section:
-            if section: out.append('</ul></li>')
-            if sec: out.append(f'<li class="nav-section"><span>{html.escape(sec)}</span><ul>')
+            if section: out.append('</ul></details></li>')
+            if sec: out.append(f'<li class="nav-section"><details{" open" if sec == here else ""}><summary>{html.escape(sec)}</summary><ul>')
             section = sec
         cur = ' class="current" aria-current="page"' if f == current else ''
         out.append(f'<li><a href="{f}"{cur}>{_inline_md(t)}</a></li>')
-    if section: out.append('</ul></li>')
+    if section: out.append('</ul></details></li>')
     return '\n'.join(out + ['</ul>'])
 
 def _topnav_html(pages: list[tuple[str, str, str]], current: str) -> str:
@@ -120,28 +125,38 @@ def toc_html(body: str) -> str:
             + '\n'.join(items) + '\n</ul></nav>\n</details>')
 
 # %% ../../nbs/6_tools/00b_docs_html.ipynb #e8c4f2d7
-def page_html(body: str, title: str, summary: str, pages: list[tuple[str, str, str]], i: int, site: str = 'jsnb') -> str:
-    "Page `i` of `pages` ((section, file, title) triples) around a rendered notebook `body`."
+def _repo_html(repo: tuple[str, str] | None, source: str, title: str) -> tuple[str, str]:
+    "The top bar's link to the repository (`repo`: its URL and branch) and the page's links to edit `source` and report an issue."
+    if not repo: return '', ''
+    url, branch = repo[0].rstrip('/'), repo[1]
+    from urllib.parse import quote
+    link = f'<a class="repo" href="{html.escape(url)}" title="Source repository">Source</a>'
+    edit = f'<a class="edit" href="{html.escape(f"{url}/edit/{branch}/nbs/{source}")}">Edit this page</a>' if source else ''
+    issue = f'<a class="issue" href="{html.escape(f"{url}/issues/new?title={quote(title)}")}">Report an issue</a>'
+    return link, f'<footer class="page-actions">{edit}{issue}</footer>'
+
+def page_html(body: str, title: str, summary: str, pages: list[tuple[str, str, str]], i: int, site: str = 'jsnb',
+              repo: tuple[str, str] | None = None, source: str = '') -> str:
+    "Page `i` of `pages` ((section, file, title) triples) around a rendered notebook `body` (`source`: its notebook in `nbs/`)."
     prev, nxt = (pages[i - 1] if i > 0 else None), (pages[i + 1] if i + 1 < len(pages) else None)
     pager = ''.join([f'<a class="prev" rel="prev" href="{prev[1]}">← {_inline_md(prev[2])}</a>' if prev else '<span></span>',
                      f'<a class="next" rel="next" href="{nxt[1]}">{_inline_md(nxt[2])} →</a>' if nxt else '<span></span>'])
     title_h, summary_h = _inline_md(title), _inline_md(summary)
     plain = _text(title_h)
+    repo_link, actions = _repo_html(repo, source, plain)
     return _PAGE.format(doc_title=html.escape(plain if plain == site else f'{plain} – {site}'),
                         summary=html.escape(_text(summary_h), quote=True), site=html.escape(site),
                         topnav=_topnav_html(pages, pages[i][1]), sidebar=_sidebar_html(pages, pages[i][1]), title=title_h,
                         summary_html=f'<p class="summary">{summary_h}</p>' if summary else '', toc=toc_html(body),
-                        body=_wrap_tables(body), pager=pager)
+                        body=_wrap_tables(body), pager=pager, repo_link=repo_link, actions=actions)
 
 # %% ../../nbs/6_tools/00b_docs_html.ipynb #6e055d6b
 _CSS = '''
 :root { --bg: #fff; --fg: #1f2328; --muted: #59636e; --line: #d1d9e0; --code-bg: #f6f8fa; --accent: #0b5cad;
         --side-bg: #fbfcfd; --current-bg: #e7f0fa; --stderr-bg: #fff8e6; --error-bg: #ffebe9; --mark: #fff1a8;
         --side: 16rem; --toc: 13rem; --top: 3.25rem; color-scheme: light; }
-@media (prefers-color-scheme: dark) {
-  :root { --bg: #0d1117; --fg: #e6edf3; --muted: #9198a1; --line: #30363d; --code-bg: #161b22; --accent: #58a6ff;
-          --side-bg: #010409; --current-bg: #15273d; --stderr-bg: #2a2212; --error-bg: #3a1618; --mark: #5c4b00; color-scheme: dark; }
-}
+@media (prefers-color-scheme: dark) { :root:not([data-theme=light]) { DARK } }
+:root[data-theme=dark] { DARK }
 * { box-sizing: border-box; }
 html { font-size: 16px; scroll-padding-top: calc(var(--top) + .5rem); }
 body { margin: 0; color: var(--fg); background: var(--bg); font: 1rem/1.55 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
@@ -168,8 +183,11 @@ mark { background: var(--mark); color: inherit; }
 .sidebar { position: fixed; top: var(--top); bottom: 0; left: 0; width: var(--side); overflow-y: auto; padding: 1rem;
            border-right: 1px solid var(--line); background: var(--side-bg); font-size: .9rem; z-index: 10; }
 .nav, .nav ul { list-style: none; margin: 0; padding: 0; }
-.nav-section > span { display: block; margin: .9rem 0 .2rem; font-weight: 600; color: var(--muted); text-transform: uppercase;
-                      font-size: .75rem; letter-spacing: .04em; }
+.nav-section summary { display: block; margin: .6rem 0 .2rem; font-weight: 600; color: var(--muted); text-transform: uppercase;
+                       font-size: .75rem; letter-spacing: .04em; cursor: pointer; list-style: none; }
+.nav-section summary::-webkit-details-marker { display: none; }
+.nav-section summary::before { content: "▸"; display: inline-block; width: 1em; transition: transform .15s; }
+.nav-section details[open] > summary::before { transform: rotate(90deg); }
 .nav a { display: block; padding: .15rem .5rem; border-radius: 4px; color: var(--fg); }
 .nav a.current { background: var(--current-bg); color: var(--accent); font-weight: 600; }
 .page { margin-left: var(--side); padding: 1.5rem 2rem 3rem; max-width: calc(var(--side) + 58rem); min-width: 0; overflow-wrap: break-word; }
@@ -224,6 +242,7 @@ thead th { background: var(--code-bg); }
 .api-bases { font-weight: 400; font-size: .88rem; color: var(--muted); overflow-wrap: anywhere; }
 .api-source { margin-left: auto; font-size: .8rem; font-weight: 400; }
 .api-sig { background: var(--code-bg); border-radius: 4px; margin: .2rem 0 .5rem; padding: .45rem .7rem; }
+@media (max-width: 700px) { .api-sig { white-space: pre-wrap; overflow-wrap: anywhere; } }
 .api-doc p { margin: .3rem 0; }
 .api-card table { font-size: .86rem; }
 .api-members { margin: .6rem 0 0; font-size: .9rem; }
@@ -245,14 +264,31 @@ thead th { background: var(--code-bg); }
   .page { margin-left: 0; padding: 1rem; }
 }
 '''
+_DARK = ('--bg: #0d1117; --fg: #e6edf3; --muted: #9198a1; --line: #30363d; --code-bg: #161b22; --accent: #58a6ff; '
+         '--side-bg: #010409; --current-bg: #15273d; --stderr-bg: #2a2212; --error-bg: #3a1618; --mark: #5c4b00; color-scheme: dark;')
+_CSS_TOOLS = '''
+.theme, .repo { flex: none; font-size: .92rem; color: var(--muted); background: none; border: 1px solid var(--line);
+                border-radius: 6px; padding: .25rem .5rem; cursor: pointer; line-height: 1.2; }
+.theme:hover, .repo:hover { color: var(--accent); text-decoration: none; }
+:root[data-theme=dark] .notebook img { filter: invert(1) hue-rotate(180deg); }
+@media (prefers-color-scheme: dark) { :root:not([data-theme=light]) .notebook img { filter: invert(1) hue-rotate(180deg); } }
+.copyable { position: relative; }
+.copy { position: absolute; top: .35rem; right: .35rem; font-size: .75rem; padding: .15rem .45rem; color: var(--muted);
+        background: var(--bg); border: 1px solid var(--line); border-radius: 4px; cursor: pointer; opacity: .75; }
+.copy:hover, .copy:focus { opacity: 1; color: var(--accent); }
+.search-results a.selected { background: var(--current-bg); }
+.page-actions { display: flex; gap: 1.2rem; margin-top: 1rem; font-size: .85rem; }
+@media (max-width: 900px) { .repo { display: none; } }
+'''
 
 def stylesheet(nbs: str | pathlib.Path) -> str:
-    "The site's stylesheet: layout, Pygments colours (light, and dark where the reader asks for it), then `nbs/styles.css`."
+    "The site's stylesheet: layout, Pygments colours (light, and dark where the system asks or the reader chooses), then `nbs/styles.css`."
     from pygments.formatters import HtmlFormatter
     extra = pathlib.Path(nbs) / 'styles.css'
-    dark = HtmlFormatter(style='github-dark').get_style_defs('.highlight')
-    return '\n'.join([HtmlFormatter(style='default').get_style_defs('.highlight'),
-                      '@media (prefers-color-scheme: dark) {\n' + dark + '\n}', _CSS.strip(),
+    dark = HtmlFormatter(style='github-dark').get_style_defs
+    return '\n'.join([HtmlFormatter(style='default').get_style_defs('.highlight'),     # light; dark where asked or chosen
+                      '@media (prefers-color-scheme: dark) {\n' + dark(':root:not([data-theme=light]) .highlight') + '\n}',
+                      dark(':root[data-theme=dark] .highlight'), _CSS.strip().replace('DARK', _DARK), _CSS_TOOLS.strip(),
                       extra.read_text() if extra.exists() else ''])
 
 # %% ../../nbs/6_tools/00b_docs_html.ipynb #2c5e8a4b
@@ -299,6 +335,26 @@ _SCRIPT = r"""(() => {
   menu?.addEventListener('click', () => menu.setAttribute('aria-expanded', document.body.classList.toggle('nav-open')));
   const toc = $('details.toc');
   if (toc && matchMedia('(max-width: 1199px)').matches) toc.open = false;
+  const side = $('.sidebar'), cur = $('.sidebar a.current');          // the current page in view in the sidebar
+  if (side && cur) side.scrollTop += cur.getBoundingClientRect().top - side.getBoundingClientRect().top - side.clientHeight / 3;
+  const root = document.documentElement;
+  $('.topbar .theme')?.addEventListener('click', () => {
+    const dark = (root.dataset.theme || (matchMedia('(prefers-color-scheme: dark)').matches ? 'dark' : 'light')) === 'dark';
+    root.dataset.theme = dark ? 'light' : 'dark';
+    try { localStorage.setItem('jsnb-theme', root.dataset.theme); } catch (e) {}
+  });
+  for (const code of document.querySelectorAll('.input_area, .text_cell_render pre')) {
+    const wrap = document.createElement('div'), b = document.createElement('button');
+    wrap.className = 'copyable'; code.replaceWith(wrap); wrap.append(code, b);
+    b.type = 'button'; b.className = 'copy'; b.textContent = 'Copy'; b.setAttribute('aria-label', 'Copy the code');
+    b.addEventListener('click', async () => {
+      const text = code.querySelector('pre')?.innerText ?? code.innerText;
+      try { await navigator.clipboard.writeText(text); }
+      catch (e) { const t = document.createElement('textarea'); t.value = text; document.body.append(t); t.select();
+                  document.execCommand('copy'); t.remove(); }
+      b.textContent = 'Copied'; setTimeout(() => b.textContent = 'Copy', 1500);
+    });
+  }
   const box = $('#search'), out = $('#search-results');
   if (!box) return;
   let loading = null;
@@ -336,12 +392,21 @@ _SCRIPT = r"""(() => {
     out.innerHTML = hits.length ? hits.map(e => `<a href="${esc(e.u)}"><span class="where">${esc(e.p)}${e.s ? ' › ' + esc(e.s) : ''}</span>`
                                        + `<span class="snippet">${snippet(e.t, words)}</span></a>`).join('')
                                 : `<p>Nothing found for “${esc(q)}”.</p>`;
-    out.hidden = false;
+    out.hidden = false; sel = -1;
+  };
+  let sel = -1;                                                 // the result the arrow keys moved to
+  const pick = step => {
+    const links = [...out.querySelectorAll('a')];
+    if (!links.length || out.hidden) return;
+    sel = (sel + step + links.length + (sel < 0 && step < 0 ? 1 : 0)) % links.length;
+    links.forEach((a, j) => { a.classList.toggle('selected', j === sel); a.setAttribute('aria-selected', j === sel); });
+    links[sel].scrollIntoView({block: 'nearest'});
   };
   box.addEventListener('focus', load);
   box.addEventListener('input', show);
   box.addEventListener('keydown', e => {
-    if (e.key === 'Enter') { const a = out.querySelector('a'); if (a) location.href = a.href; }
+    if (e.key === 'ArrowDown' || e.key === 'ArrowUp') { e.preventDefault(); pick(e.key === 'ArrowDown' ? 1 : -1); }
+    if (e.key === 'Enter') { const a = out.querySelectorAll('a')[Math.max(sel, 0)]; if (a) location.href = a.href; }
     if (e.key === 'Escape') { out.hidden = true; box.blur(); }
   });
   document.addEventListener('keydown', e => {
