@@ -6,6 +6,7 @@
 from __future__ import annotations
 import base64, binascii, logging, os, platform, random, secrets, time, string
 import orjson
+from .goscan import go_scan
 from .protocol import *
 from .protocol import E_UNKNOWN, E_MAX_PAYLOAD, E_CONTROL_LINE
 from .subjects import Sublist, Subscription, valid_subject, valid_literal_subject
@@ -122,48 +123,6 @@ _INFO_FIELDS = _fields(
 _INTS = {'int': (-2**63, 2**63 - 1), 'i32': (-2**31, 2**31 - 1), 'u64': (0, 2**64 - 1), 'u8': (0, 255)}
 _FOLD = str.maketrans({'\u017f': 's', '\u212a': 'k'})      # the two letters Go folds onto ASCII ones
 
-# %% ../../nbs/1_nats/03_core.ipynb #36749a92
-_GO_MAX_DEPTH = 10_000
-_JSON_TOKEN = re.compile(r'[ \t\n\r]*(?:("(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*")'
-                         r'|(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null)|([\[\]{},:]))')
-
-def _go_step(state: str, stack: list, kind: str) -> str | None:
-    "The scanner's state after a token (`s` a string, `n` another scalar, or a mark); `None` where Go refuses it."
-    if kind == 's' and state in ('k', 'k}'): return ':'
-    if kind in ('s', 'n') and state in ('v', 'v]'): return ',' if stack else 'end'
-    if kind in ('[', '{') and state in ('v', 'v]'): stack.append(kind); return 'v]' if kind == '[' else 'k}'
-    if kind in (']', '}') and stack and stack[-1] == '[{'[kind == '}'] and state in (',', 'v]' if kind == ']' else 'k}'):
-        stack.pop(); return ',' if stack else 'end'
-    if kind == ':' and state == ':': return 'v'
-    if kind == ',' and state == ',': return 'v' if stack[-1] == '[' else 'k'
-    return None
-
-def _go_bad(text: str, pos: int, state: str, stack: list) -> str:
-    "Go's words for the character at `pos` that its scanner refuses in `state`."
-    rest = text[pos:].lstrip(' \t\n\r')
-    if not rest or rest[0] == '"' and '"' not in rest[1:]: return 'unexpected end of JSON input'
-    where = {'v': 'looking for beginning of value', 'v]': 'looking for beginning of value', ':': 'after object key',
-             'k': 'looking for beginning of object key string', 'k}': 'looking for beginning of object key string',
-             'end': 'after top-level value'}.get(state) or f"after {'array element' if stack[-1] == '[' else 'object key:value pair'}"
-    return f"invalid character '{rest[0]}' {where}"
-
-def _go_scan(text: str, keep: int = 3) -> str:
-    "`text` with containers nested deeper than `keep` emptied; `ValueError` (in Go's words) where Go refuses it."
-    out, stack, state, pos, end = [], [], 'v', 0, len(text.rstrip(' \t\n\r'))
-    while pos < end:
-        m = _JSON_TOKEN.match(text, pos)
-        kind = None if m is None else 's' if m[1] else 'n' if m[2] else m[3]
-        depth, new = len(stack), kind and _go_step(state, stack, kind)
-        if new is None: raise ValueError(_go_bad(text, pos, state, stack))
-        if len(stack) > _GO_MAX_DEPTH: raise ValueError('exceeded max depth')
-        tok, state, pos = m[0].lstrip(' \t\n\r'), new, m.end()
-        if kind in ('[', '{'):
-            if depth < keep: out.append(tok)
-            elif depth == keep: out.append(tok + ']}'[kind == '{'])
-        elif depth <= keep: out.append(tok)
-    if state != 'end': raise ValueError('unexpected end of JSON input')
-    return ''.join(out)
-
 # %% ../../nbs/1_nats/03_core.ipynb #3c7d5d29
 def _go_fits(kind: str, v) -> bool:
     "Whether Go decodes JSON value `v` into a field of type `kind` without an error."
@@ -194,11 +153,11 @@ def _go_decode(raw: bytes, fields: dict) -> dict | str:
     "The known `fields` of a JSON object as the reference decodes them, or the reference's error (a string)."
     text = raw.decode('utf-8', 'replace')
     try:
-        if text.count('[') + text.count('{') > 64: text = _go_scan(text)    # deep documents made shallow, or refused
+        if text.count('[') + text.count('{') > 64: text = go_scan(text)    # deep documents made shallow, or refused
         try: v = orjson.loads(text)
         except orjson.JSONDecodeError: v = json.loads(text, parse_constant=_refuse)   # numbers past 64 bits, lone surrogates
     except (ValueError, RecursionError) as e:
-        try: _go_scan(text); return str(e)
+        try: go_scan(text); return str(e)
         except ValueError as e: return str(e)
     if v is None: return {}
     if type(v) is not dict: return f'json: cannot unmarshal {_go_kind(v)} into Go value'
