@@ -37,6 +37,17 @@ def pytest_sessionstart(session):
     ensure_chromium(say)
 
 
+@pytest.fixture(autouse=True)
+def _no_event_loop_left_running(request):
+    """A test (or a fixture it used) that leaves an event loop running in the worker's thread fails itself, and the loop
+    is let go: otherwise every later test of that worker that calls `asyncio.run` fails instead of it."""
+    yield
+    import asyncio
+    if asyncio._get_running_loop() is not None:
+        asyncio._set_running_loop(None)
+        pytest.fail(f'{request.node.nodeid} left an asyncio event loop running in its thread', pytrace=False)
+
+
 _FIRST_FAILURES: list[tuple[str, str]] = []
 
 
