@@ -72,15 +72,26 @@ async def req(nc, ns):
         subject, data = render(ns.subject, i), render(body, i).encode()
         if not ns.raw: print(f'{time.strftime("%H:%M:%S")} Sending request on "{subject}"')
         t0 = time.perf_counter()
-        try: m = await nc.request(subject, data, timeout=timeout_of(ns), headers=hdrs)
-        except NoRespondersError: raise AdminError(f'no responders are available for {subject}') from None
-        except NatsTimeout: raise AdminError(f'no reply to {subject} within {timeout_of(ns):g}s') from None
+        m = await _request(nc, subject, data, hdrs, timeout_of(ns))
         if not ns.raw:
             print(f'{time.strftime("%H:%M:%S")} Received with rtt {(time.perf_counter() - t0) * 1e3:.3f}ms')
             for k, v in (m.headers or {}).items(): print(f'{time.strftime("%H:%M:%S")} {k}: {v}')
             print()
         sys.stdout.write(m.data.decode(errors='replace') + '\n'); sys.stdout.flush()
         if not ns.raw and i < ns.count: print()
+
+async def _request(nc, subject: str, data: bytes, hdrs, timeout: float):
+    "The reply to one request, on an inbox of its own: a reply whatever its subject (a pulled message keeps the subject it was stored with)."
+    inbox = nc.new_inbox()
+    s = await nc.subscribe(inbox, max_msgs=1)
+    await nc.publish(subject, data, reply=inbox, headers=hdrs)
+    try: m = await s.next_msg(timeout)
+    except NatsTimeout: raise AdminError(f'no reply to {subject} within {timeout:g}s') from None
+    finally:
+        try: await s.unsubscribe()
+        except nats.errors.BadSubscriptionError: pass
+    if (m.headers or {}).get('Status') == '503' and not m.data: raise AdminError(f'no responders are available for {subject}')
+    return m
 
 # %% ../../nbs/5_app/02d_admin_msg.ipynb #e6b232d1
 async def sub(nc, ns):
