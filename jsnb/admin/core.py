@@ -12,7 +12,7 @@ from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
 __all__ = ['AdminError', 'checked', 'parse_duration', 'parse_size', 'go_duration', 'ago', 'ibytes', 'num', 'connection_flags',
            'timeout_of', 'connect_options', 'connect', 'request', 'paged', 'show', 'Columns', 'console', 'table', 'out',
            'interactive', 'ask', 'confirm', 'Bar', 'help_format', 'command', 'group', 'json_flag', 'print_json', 'run',
-           'parser_for', 'main_with', 'scrub', 'capture']
+           'parser_for', 'main_with', 'scrub', 'capture', 'Background']
 
 # %% ../../nbs/5_app/02_admin.ipynb #202b651f
 class AdminError(Exception):
@@ -348,9 +348,59 @@ def scrub(text: str) -> str:
         text = re.sub(pat, rep, text)
     return text
 
+# %% ../../nbs/5_app/02_admin.ipynb #f0ea1472
+import threading
+_routes: dict[int, tuple] = {}               # thread id -> (stdout, stderr) buffers of the command it runs
+_routes_lock = threading.Lock()
+
+class _PerThread(io.TextIOBase):
+    "Standard output (or error, `i` 1): a capturing thread's writes to its buffer, the others' to `base`."
+    def __init__(self, base, i: int): self.base, self.i = base, i
+    def _to(self):
+        r = _routes.get(threading.get_ident())
+        return r[self.i] if r else self.base
+    def write(self, s): return self._to().write(s)
+    def flush(self): self._to().flush()
+    def isatty(self): return bool(getattr(self._to(), 'isatty', lambda: False)())
+    @property
+    def encoding(self): return getattr(self.base, 'encoding', 'utf-8')
+
+@contextlib.contextmanager
+def _captured(o, e):
+    "This thread's standard output and error into `o` and `e` for the duration."
+    with _routes_lock:
+        if not isinstance(sys.stdout, _PerThread): sys.stdout, sys.stderr = _PerThread(sys.stdout, 0), _PerThread(sys.stderr, 1)
+        _routes[threading.get_ident()] = (o, e)
+    try: yield
+    finally:
+        with _routes_lock:
+            del _routes[threading.get_ident()]
+            if not _routes and isinstance(sys.stdout, _PerThread): sys.stdout, sys.stderr = sys.stdout.base, sys.stderr.base
+
 def capture(parser: argparse.ArgumentParser, argv) -> tuple[int, str, str]:
     "Exit status, standard output and standard error of the command line `argv` (a list, or a string split like a shell)."
     import shlex
     o, e = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(o), contextlib.redirect_stderr(e): rc = main_with(parser, shlex.split(argv) if isinstance(argv, str) else list(argv))
+    with _captured(o, e): rc = main_with(parser, shlex.split(argv) if isinstance(argv, str) else list(argv))
     return rc, o.getvalue(), e.getvalue()
+
+# %% ../../nbs/5_app/02_admin.ipynb #eb0a2a4a
+class Background:
+    "A command line running in a thread, as in a second terminal: `ready()` waits for its first output, `result()` for its end."
+    def __init__(self, parser: argparse.ArgumentParser, argv):
+        self.out, self.err, self.rc = io.StringIO(), io.StringIO(), None
+        self.thread = threading.Thread(target=self._run, args=(parser, argv), daemon=True)
+        self.thread.start()
+    def _run(self, parser, argv):
+        import shlex
+        with _captured(self.out, self.err): self.rc = main_with(parser, shlex.split(argv) if isinstance(argv, str) else list(argv))
+    def ready(self, timeout: float = 30) -> bool:
+        "Whether it printed something (a listener: it is listening) within `timeout` seconds."
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not (self.out.getvalue() or self.err.getvalue()) and self.thread.is_alive(): time.sleep(0.01)
+        return bool(self.out.getvalue() or self.err.getvalue())
+    def result(self, timeout: float = 60) -> tuple[int, str, str]:
+        "Exit status, standard output and standard error, once it ended (`TimeoutError` if not within `timeout` seconds)."
+        self.thread.join(timeout)
+        if self.thread.is_alive(): raise TimeoutError(f'the command still runs after {timeout:g}s')
+        return self.rc, self.out.getvalue(), self.err.getvalue()
