@@ -365,11 +365,20 @@ class _PerThread(io.TextIOBase):
     @property
     def encoding(self): return getattr(self.base, 'encoding', 'utf-8')
 
+_made: list[tuple] = []                      # stand-ins made (kept alive: a print in another thread may still hold one)
+
+def _stand_ins() -> tuple:
+    "The stand-ins for the current standard output and error (the same objects each time for the same streams)."
+    for o, e in _made:
+        if o.base is sys.stdout and e.base is sys.stderr: return o, e
+    _made.append((_PerThread(sys.stdout, 0), _PerThread(sys.stderr, 1))); del _made[:-8]
+    return _made[-1]
+
 @contextlib.contextmanager
 def _captured(o, e):
     "This thread's standard output and error into `o` and `e` for the duration."
     with _routes_lock:
-        if not isinstance(sys.stdout, _PerThread): sys.stdout, sys.stderr = _PerThread(sys.stdout, 0), _PerThread(sys.stderr, 1)
+        if not isinstance(sys.stdout, _PerThread): sys.stdout, sys.stderr = _stand_ins()
         _routes[threading.get_ident()] = (o, e)
     try: yield
     finally:
