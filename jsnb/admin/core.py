@@ -403,11 +403,12 @@ class Background:
     def _run(self, parser, argv):
         import shlex
         with _captured(self.out, self.err): self.rc = main_with(parser, shlex.split(argv) if isinstance(argv, str) else list(argv))
-    def ready(self, timeout: float = 30) -> bool:
-        "Whether it printed something (a listener: it is listening) within `timeout` seconds."
+    def ready(self, text: str = '', timeout: float = 30) -> bool:
+        "Whether it printed `text` (or anything: a listener then listens) within `timeout` seconds."
+        seen = lambda: (text in self.out.getvalue()) if text else bool(self.out.getvalue() or self.err.getvalue())
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not (self.out.getvalue() or self.err.getvalue()) and self.thread.is_alive(): time.sleep(0.01)
-        return bool(self.out.getvalue() or self.err.getvalue())
+        while time.monotonic() < deadline and not seen() and self.thread.is_alive(): time.sleep(0.01)
+        return seen()
     def result(self, timeout: float = 60) -> tuple[int, str, str]:
         "Exit status, standard output and standard error, once it ended (`TimeoutError` if not within `timeout` seconds)."
         self.thread.join(timeout)
