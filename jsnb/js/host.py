@@ -9,7 +9,8 @@ from typing import Callable, NamedTuple, Protocol, runtime_checkable
 import orjson
 from ..nats.times import rfc3339
 from functools import partial
-from ..nats.protocol import text, wire, encode_msg, encode_hmsg
+from ..nats.protocol import text, wire
+from ..nats.frames import msg_frame
 
 log = logging.getLogger('jsnb')
 
@@ -34,7 +35,7 @@ def encode_frames(frames: list, sid: bytes) -> bytes:
             else: out.append(f'MSG {s} {sd} {r} {len(d)}\r\n'.encode() if r else f'MSG {s} {sd} {len(d)}\r\n'.encode())
             out.append(h); out.append(d); out.append(b'\r\n')
     except UnicodeEncodeError:                   # a subject that is not UTF-8: byte by byte, as the wire had it
-        return b''.join([encode_hmsg(wire(s), sid, wire(r), len(h), h + d) if h else encode_msg(wire(s), sid, wire(r), d)
+        return b''.join([msg_frame(wire(s), sid, wire(r), len(h), h + d)
                          for _, s, r, h, d in frames])
     return b''.join(out)
 

@@ -10,7 +10,8 @@ from urllib.parse import urlsplit, unquote
 import orjson
 from fastcore.basics import patch
 from .protocol import Info, Connect, Err, Close, PING, PONG, OK, PONG_B, encode_info, encode_err
-from .routes import RouteParser, RSub, RUnsub, RMsg, encode_rmsg
+from .routes import RouteParser, RSub, RUnsub, RMsg
+from .frames import rmsg_frame
 from .subjects import Sublist, Subscription
 from .core import Core, VERSION, GO_VERSION, GIT_COMMIT, E_AUTH, log
 from .credentials import check_password
@@ -128,11 +129,10 @@ def close(self: RouteConn, reason: str, err: str | None = None):
 @patch
 def send_msg(self: RouteConn, subject: bytes, reply: bytes, queues, hdr: int, data: bytes, account: bytes = GLOBAL_ACCOUNT):
     "Send a message of `account` to the other server (without headers to one that does not take them)."
-    if hdr and not self.headers: data, hdr = data[hdr:], 0
-    frame = encode_rmsg(account, subject, reply, queues, hdr, data)
+    frame = rmsg_frame(account, subject, reply, queues, hdr, data, self.headers)
     self.out.append(frame); ob = self.out_bytes = self.out_bytes + len(frame)
     if not self.dirty: self.dirty = True; self.core._mark_dirty(self)
-    k = len(data); self.out_msgs += 1; self.out_bytes_total += k
+    k = len(data) if self.headers else len(data) - hdr; self.out_msgs += 1; self.out_bytes_total += k
     core = self.core; core.out_msgs += 1; core.out_bytes += k
     if ob + self.io_pending > core.max_pending: self.cluster.slow_route(self)
 

@@ -6,8 +6,9 @@
 from __future__ import annotations
 import time
 from fastcore.basics import patch
-from .protocol import PING_B, encode_msg, encode_hmsg
-from .routes import RSub, RUnsub, RMsg, encode_rsub, encode_runsub, encode_rmsg
+from .protocol import PING_B
+from .frames import msg_frame, rmsg_frame
+from .routes import RSub, RUnsub, RMsg, encode_rsub, encode_runsub
 from .subjects import Subscription, Sublist
 from .core import E_STALE, E_AUTH_TIMEOUT, log
 from .cluster import ClusterLinks, RouteConn, _RemoteSub, GLOBAL_ACCOUNT
@@ -188,9 +189,9 @@ def route_run(self: Cluster, src, subject: bytes, run: list):
     for sub in psubs:
         if sub.client is src and not src.echo: continue
         sid = sub.sid
-        core._queue_frames(sub, [encode_msg(subject, sid, op.reply, op.data) for op in run], k, nb)
+        core._queue_frames(sub, [msg_frame(subject, sid, op.reply, 0, op.data) for op in run], k, nb)
     if rp:
-        frames = b''.join([encode_rmsg(GLOBAL_ACCOUNT, subject, op.reply, (), 0, op.data) for op in run])
+        frames = b''.join([rmsg_frame(GLOBAL_ACCOUNT, subject, op.reply, (), 0, op.data) for op in run])
         for rc in dict.fromkeys([s.client for s in rp]):
             if not rc.closing: rc.send_frames(frames, k, nb)
 
@@ -215,8 +216,7 @@ def inbound_run(self: Cluster, rc: RouteConn, subject: bytes, run: list):
         return
     for sub in psubs:
         sid, hd = sub.sid, sub.client.headers
-        core._queue_frames(sub, [encode_hmsg(subject, sid, o.reply, o.hdr_len, o.data) if o.hdr_len and hd else
-                                 encode_msg(subject, sid, o.reply, o.data[o.hdr_len:] if o.hdr_len else o.data) for o in run], k, nb)
+        core._queue_frames(sub, [msg_frame(subject, sid, o.reply, o.hdr_len, o.data, hd) for o in run], k, nb)
 
 # %% ../../nbs/1_nats/06b_cluster_routing.ipynb #187cbf35
 _HERE = object()     # (`reply_many`: answers for this server's own subscribers)
@@ -242,7 +242,7 @@ def reply_many(self: Cluster, replies: list):
             if w is not way: flush(); way = w
             key, last = sl.last_token_free(to, lr) if not rsl.count or rsl.last_token_free(to, rr) else None, to
         if way is _HERE: here.append((to, body)); continue
-        frames.append(encode_rmsg(GLOBAL_ACCOUNT, to, b'', (), 0, body)); k += 1; nb += len(body)
+        frames.append(rmsg_frame(GLOBAL_ACCOUNT, to, b'', (), 0, body)); k += 1; nb += len(body)
         core.in_msgs += 1; core.in_bytes += len(body)
     flush()
 

@@ -9,6 +9,7 @@ import orjson
 from .goscan import go_scan
 from .protocol import *
 from .protocol import E_UNKNOWN, E_MAX_PAYLOAD, E_CONTROL_LINE
+from .frames import msg_frame, msg_line
 from .subjects import Sublist, Subscription, valid_subject, valid_literal_subject
 from .config import ServerOptions, DEFAULT_STORE_DIR
 from .auth import Auth, may_publish, violation, who
@@ -522,8 +523,7 @@ def deliver(self: Core, sub: Subscription, subject: bytes, reply: bytes, hdr: in
             log.exception('internal subscription %s failed on %r', sub.subject.decode(), subject)
         return 1
     if (c is src and not c.echo) or (c.gate is not None and not c.gate(sub, subject, reply)): return 0
-    if hdr and c.headers: frame = encode_hmsg(subject, sub.sid, reply, hdr, data)
-    else: frame = encode_msg(subject, sub.sid, reply, data[hdr:] if hdr else data)
+    frame = msg_frame(subject, sub.sid, reply, hdr, data, c.headers)
     c.out.append(frame); n = len(data)                    # `c.send(frame)`, inlined: this is the hot path
     ob = c.out_bytes = c.out_bytes + len(frame)
     if not c.dirty: c.dirty = True; self._mark_dirty(c)
@@ -566,7 +566,7 @@ def route(self: Core, src, subject: bytes, reply: bytes, hdr: int, data: bytes, 
 def _no_responders(self: Core, src: ClientConn, subject: bytes, reply: bytes):
     status = _NO_RESP % subject
     for sub in src.acc.sublist.match(reply)[0]:
-        if sub.client is src: src.send(encode_hmsg(reply, sub.sid, b'', len(status), status))
+        if sub.client is src: src.send(msg_frame(reply, sub.sid, b'', len(status), status))
 
 # %% ../../nbs/1_nats/03_core.ipynb #2b80c83d
 @patch
@@ -647,7 +647,7 @@ def route_run(self: Core, src: ClientConn, subject: bytes, run: list[Pub], r=Non
     for sub in psubs:
         if sub.client is src and not src.echo: continue
         sid = sub.sid
-        self._queue_frames(sub, [encode_msg(subject, sid, op.reply, op.data) for op in run], k, nb)
+        self._queue_frames(sub, [msg_frame(subject, sid, op.reply, 0, op.data) for op in run], k, nb)
 
 @patch
 def route_same(self: Core, src: ClientConn, run: Run) -> bool:
@@ -662,7 +662,7 @@ def route_same(self: Core, src: ClientConn, run: Run) -> bool:
         if frames.count(run.line) != run.count: return False     # the line inside a payload too: not a plain replace
         for sub in psubs:
             if sub.client is src and not src.echo: continue
-            self._queue_frames(sub, [frames.replace(run.line, b'MSG %s %s %d\r\n' % (run.subject, sub.sid, run.size))],
+            self._queue_frames(sub, [frames.replace(run.line, msg_line(run.subject, sub.sid, b'', 0, run.size))],
                                run.count, run.count * run.size)
     self.in_msgs += run.count; self.in_bytes += run.count * run.size
     return True
@@ -694,7 +694,7 @@ def route_batch(self: Core, src, to: bytes, msgs: list, acc=None):
         c = sub.client
         if c is src and not c.echo: continue
         sid, hd = sub.sid, c.headers
-        self._queue_frames(sub, [encode_hmsg(s, sid, r, h, d) if h and hd else encode_msg(s, sid, r, d[h:] if h else d)
+        self._queue_frames(sub, [msg_frame(s, sid, r, h, d, hd)
                                  for s, r, h, d in msgs], k, nb)
 
 @patch
@@ -727,7 +727,7 @@ def _reply_here(self: Core, replies: list, acc):
         for sub in psubs:
             p = pend.get(sub)
             if p is None: p = pend[sub] = [[], 0, 0]
-            p[0].append(encode_msg(to, sub.sid, b'', body)); p[1] += 1; p[2] += len(body)
+            p[0].append(msg_frame(to, sub.sid, b'', 0, body)); p[1] += 1; p[2] += len(body)
     queue()
 
 @patch
@@ -744,7 +744,7 @@ def _reply_run(self: Core, replies: list, acc) -> bool:
     sub = r[0][0]; sid = sub.sid                      # (the client's sid is data, never part of a format)
     k, nb = len(replies), sum([len(b) for _, b in replies])
     self.in_msgs += k; self.in_bytes += nb
-    self._queue_frames(sub, [b'MSG %s %s %d\r\n%s\r\n' % (t, sid, len(b), b) for t, b in replies], k, nb)
+    self._queue_frames(sub, [msg_frame(t, sid, b'', 0, b) for t, b in replies], k, nb)
     return True
 
 @patch

@@ -8,7 +8,8 @@ import logging, random, string, time
 import orjson
 from fastcore.basics import patch
 from .protocol import Info, Connect, Err, Close, PING, PONG, OK, PING_B, PONG_B, encode_info, encode_err
-from .leafnode import LeafParser, LSub, LUnsub, LMsg, encode_lsub, encode_lunsub, encode_lmsg, LeafnodeOptions, version_parts
+from .leafnode import LeafParser, LSub, LUnsub, LMsg, encode_lsub, encode_lunsub, LeafnodeOptions, version_parts
+from .frames import lmsg_frame
 from .subjects import Subscription, has_wildcard, subject_matches
 from .cluster import _PeerConn
 from .cluster_routing import _ack_deliver
@@ -118,10 +119,9 @@ def deliver(self: LeafConn, sub: _LeafSub, subject: bytes, reply: bytes, hdr: in
 def _finish(self: LeafConn):
     "Write the gathered message as one `LMSG` (or `HMSG`)."
     data, subject, reply, hdr, queues, _ = self.pending; self.pending = None
-    if hdr and not self.headers: data, hdr = data[hdr:], 0
-    frame = encode_lmsg(subject, reply, queues, hdr, data)
+    frame = lmsg_frame(subject, reply, queues, hdr, data, self.headers)
     self.out.append(frame); self.out_bytes += len(frame)
-    k = len(data); self.out_msgs += 1; self.out_bytes_total += k
+    k = len(data) if self.headers else len(data) - hdr; self.out_msgs += 1; self.out_bytes_total += k
     core = self.core; core.out_msgs += 1; core.out_bytes += k
     if self.out_bytes + self.io_pending > core.max_pending: self.leafs.slow(self)
 

@@ -13,11 +13,11 @@ from .times import NS, parse_go_duration
 from .tls import parse_tls
 from .protocol import _Framer, _same, _differ, _verb, Close, PING
 from .protocol import E_UNKNOWN, E_CONTROL_LINE, MAX_CONTROL_LINE
-from .routes import _middle, _size, _peer_control
+from .routes import _size, _peer_control
 
 # %% auto #0
 __all__ = ['LeafUser', 'LeafRemote', 'LeafnodeOptions', 'version_parts', 'parse_leafnodes', 'LSub', 'LUnsub', 'LMsg',
-           'encode_lsub', 'encode_lunsub', 'encode_lmsg', 'LeafParser']
+           'encode_lsub', 'encode_lunsub', 'LeafParser']
 
 # %% ../../nbs/1_nats/10_leafnodes.ipynb #a7928bfe
 @dataclass
@@ -236,11 +236,6 @@ def encode_lsub(subject: bytes, queue: bytes = b'', weight: int = 1) -> bytes:
 def encode_lunsub(subject: bytes, queue: bytes = b'') -> bytes:
     "An `LS-` line."
     return b'LS- %s %s\r\n' % (subject, queue) if queue else b'LS- %s\r\n' % subject
-
-def encode_lmsg(subject: bytes, reply: bytes, queues, hdr_len: int, data: bytes) -> bytes:
-    "A complete `LMSG` frame, or `HMSG` when `data` starts with a `hdr_len`-byte header block."
-    if hdr_len: return b'HMSG %s %s%d %d\r\n%s\r\n' % (subject, _middle(reply, queues), hdr_len, len(data), data)
-    return b'LMSG %s %s%d\r\n%s\r\n' % (subject, _middle(reply, queues), len(data), data)
 
 # %% ../../nbs/1_nats/10_leafnodes.ipynb #54670083
 class LeafParser(_Framer):

@@ -12,9 +12,9 @@ from fastcore.basics import patch
 # %% auto #0
 __all__ = ['PING', 'PONG', 'OK', 'MAX_CONTROL_LINE', 'MAX_PAYLOAD', 'E_UNKNOWN', 'E_CONTROL_LINE', 'E_MAX_PAYLOAD', 'PING_B',
            'PONG_B', 'OK_B', 'RUN_MIN', 'Connect', 'Pub', 'HPub', 'Sub', 'Unsub', 'Close', 'Msg', 'Info', 'Err',
-           'encode_err', 'encode_info', 'encode_msg', 'encode_hmsg', 'make_headers', 'header_status', 'parse_headers',
-           'text', 'wire', 'get_header', 'remove_header', 'add_header', 'Parser', 'Run', 'Counted', 'encode_pub',
-           'encode_sub', 'encode_unsub', 'encode_connect', 'ClientParser']
+           'encode_err', 'encode_info', 'make_headers', 'header_status', 'parse_headers', 'text', 'wire', 'get_header',
+           'remove_header', 'add_header', 'Parser', 'Run', 'Counted', 'encode_pub', 'encode_sub', 'encode_unsub',
+           'encode_connect', 'ClientParser']
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #cbfa0c8c
 class Connect(NamedTuple):
@@ -85,16 +85,6 @@ def encode_err(text: str) -> bytes:
 def encode_info(info_json: bytes) -> bytes:
     "An `INFO` line (the reference ends the JSON with a space before CRLF)."
     return b'INFO ' + info_json + b' \r\n'
-
-def encode_msg(subject: bytes, sid: bytes, reply: bytes, payload: bytes) -> bytes:
-    "A complete `MSG` frame."
-    if reply: return b'MSG %s %s %s %d\r\n%s\r\n' % (subject, sid, reply, len(payload), payload)
-    return b'MSG %s %s %d\r\n%s\r\n' % (subject, sid, len(payload), payload)
-
-def encode_hmsg(subject: bytes, sid: bytes, reply: bytes, hdr_len: int, data: bytes) -> bytes:
-    "A complete `HMSG` frame; `data` is the header block followed by the payload."
-    if reply: return b'HMSG %s %s %s %d %d\r\n%s\r\n' % (subject, sid, reply, hdr_len, len(data), data)
-    return b'HMSG %s %s %d %d\r\n%s\r\n' % (subject, sid, hdr_len, len(data), data)
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #4dd49367
 def make_headers(headers: dict | None = None, status: int | None = None, description: str = '') -> bytes:

@@ -10,7 +10,7 @@ from .protocol import _Framer, _same, _differ, _verb, _unquote, Info, Connect, E
 from .protocol import E_UNKNOWN, E_CONTROL_LINE, MAX_CONTROL_LINE
 
 # %% auto #0
-__all__ = ['RSub', 'RUnsub', 'RMsg', 'encode_rsub', 'encode_runsub', 'encode_rmsg', 'RouteParser']
+__all__ = ['RSub', 'RUnsub', 'RMsg', 'encode_rsub', 'encode_runsub', 'RouteParser']
 
 # %% ../../nbs/1_nats/06_routes.ipynb #43d88c8b
 class RSub(NamedTuple):
@@ -37,16 +37,6 @@ def encode_runsub(account: bytes, subject: bytes, queue: bytes = b'') -> bytes:
     "An `RS-` line: no more interest in `subject` (for queue group `queue`)."
     if queue: return b'RS- %s %s %s\r\n' % (account, subject, queue)
     return b'RS- %s %s\r\n' % (account, subject)
-
-def _middle(reply: bytes, queues) -> bytes:
-    "What goes between the subject and the sizes: the reply subject and the queue groups."
-    if queues: return (b'+ ' + reply + b' ' if reply else b'| ') + b''.join([q + b' ' for q in queues])
-    return reply + b' ' if reply else b''
-
-def encode_rmsg(account: bytes, subject: bytes, reply: bytes, queues, hdr_len: int, data: bytes) -> bytes:
-    "A complete `RMSG` frame, or `HMSG` when `data` starts with a `hdr_len`-byte header block."
-    if hdr_len: return b'HMSG %s %s %s%d %d\r\n%s\r\n' % (account, subject, _middle(reply, queues), hdr_len, len(data), data)
-    return b'RMSG %s %s %s%d\r\n%s\r\n' % (account, subject, _middle(reply, queues), len(data), data)
 
 # %% ../../nbs/1_nats/06_routes.ipynb #556c2efb
 class RouteParser(_Framer):
