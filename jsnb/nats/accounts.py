@@ -11,6 +11,7 @@ from .subjects import Sublist, Subscription, valid_subject, has_wildcard, transf
 from .times import NS, parse_go_duration
 from .credentials import AuthConfigError, _where, _used, _goq, _got
 from .permissions import parse_users, parse_permissions, _subset
+from .headers import REQUEST_INFO
 
 # %% auto #0
 __all__ = ['GLOBAL', 'SYSTEM', 'RESPONSE_THRESHOLD', 'NO_JS_LIMITS', 'MAX_HOPS', 'Export', 'Import', 'AccountConfig',
@@ -396,7 +397,7 @@ def shadow_export(sub, subject: bytes, reply: bytes, data: bytes) -> tuple | Non
 
 
 # %% ../../nbs/1_nats/07b_accounts.ipynb #0c657490
-_REQUEST_INFO = b'Nats-Request-Info:'
+_REQUEST_INFO = REQUEST_INFO + b':'
 
 def _request_info(src, hdr: int, data: bytes) -> tuple[int, bytes]:
     "The request `hdr`, `data` with the `Nats-Request-Info` header naming client `src`'s account (unchanged if not from a client)."
@@ -405,7 +406,7 @@ def _request_info(src, hdr: int, data: bytes) -> tuple[int, bytes]:
     if (rtt := int(getattr(src, 'rtt', 0) * 1e9)) > 0: info['rtt'] = rtt
     head = [l for l in data[:hdr - 2].split(b'\r\n')[:-1] if not l[:len(_REQUEST_INFO)].lower() == _REQUEST_INFO.lower()] \
         if hdr > 2 else [b'NATS/1.0']
-    block = b'\r\n'.join(head) + b'\r\nNats-Request-Info: ' + json.dumps(info, separators=(',', ':')).encode() + b'\r\n\r\n'
+    block = b'\r\n'.join(head) + b'\r\n' + REQUEST_INFO + b': ' + json.dumps(info, separators=(',', ':')).encode() + b'\r\n\r\n'
     return len(block), block + data[hdr:]
 
 

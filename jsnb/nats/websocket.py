@@ -12,6 +12,7 @@ from .listen import listen, peer
 from .auth import who
 from .tls import parse_tls
 from .times import NS, parse_go_duration
+from .headers import NO_MASKING
 from fastcore.basics import patch
 
 log = logging.getLogger('jsnb')
@@ -101,7 +102,7 @@ _WS_AUTH = {"user": ("username", _text), "username": ("username", _text), "pass"
             "password": ("password", _text), "token": ("token", _text), "timeout": ("auth_timeout", _auth_timeout)}
 
 # %% ../../nbs/1_nats/09_websocket.ipynb #434bbdf4
-_BAD_HEADERS = {"host", "content-length", "connection", "upgrade", "nats-no-masking"}
+_BAD_HEADERS = {"host", "content-length", "connection", "upgrade", NO_MASKING.decode().lower()}
 
 def _check_origin_url(u: str) -> str | None:
     "Why allowed origin `u` cannot be used, as the reference words it; None when it can."
@@ -273,7 +274,7 @@ def check_upgrade(w: WebsocketOptions, req: Request, tls: bool) -> Upgrade | tup
     browser = ua.startswith('Mozilla/')
     names = {w.user_cookie: 'user', w.pass_cookie: 'pass', w.token_cookie: 'auth_token'}
     cookies = {names[n]: v for n, v in _cookies(req) if n in names and n}
-    return Upgrade(compress=compress, masked=req.get('nats-no-masking') != 'true', browser=browser,
+    return Upgrade(compress=compress, masked=req.get(NO_MASKING.decode().lower()) != 'true', browser=browser,
                    nocompfrag=browser and compress and 'Version/' in ua and 'Safari/' in ua, cookies=cookies)
 
 def upgrade_response(req: Request, up: Upgrade, w: WebsocketOptions) -> bytes:
@@ -281,7 +282,7 @@ def upgrade_response(req: Request, up: Upgrade, w: WebsocketOptions) -> bytes:
     r = ('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n'
          f'Sec-WebSocket-Accept: {accept_key(req.get("sec-websocket-key"))}\r\n')
     if up.compress: r += 'Sec-WebSocket-Extensions: permessage-deflate; server_no_context_takeover; client_no_context_takeover\r\n'
-    if not up.masked: r += 'Nats-No-Masking: true\r\n'
+    if not up.masked: r += f'{NO_MASKING.decode()}: true\r\n'
     r += ''.join(f'{k}: {v}\r\n' for k, v in w.headers)
     return (r + '\r\n').encode()
 
