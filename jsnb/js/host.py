@@ -279,7 +279,7 @@ class CoreHost(NullHost):
     def reply(self, to, body): self.core.route(None, to, b'', 0, body)
     def no_responders(self, src, subject: bytes, reply: bytes):
         "Answer a request as the core answers one that no subscription takes: a `503` status, if the client asked for it."
-        if reply and src is not None and src.no_responders: self.core._no_responders(src, subject, reply)
+        if reply and src is not None and src.no_responders: self.core.router.send_no_responders(src, subject, reply)
 
     def send_built(self, to: bytes, k: int, nb: int, build) -> bool: return self.core.route_built(None, to, k, nb, build)
     def solo_sid(self, to: str) -> bytes | None: return self.core.solo_sid(wire(to))

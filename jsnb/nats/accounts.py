@@ -385,8 +385,8 @@ def _via_service(reply: bytes, data: bytes) -> bool:
 
 def _shadow_msg(core, acc, imp, sub, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     """A message on a shadow: to the importer's subscription, under the local subject (unless a service import brought
-    it). The core's own `deliver`, not one a message trace put in place: a trace ends at the export (see `shadow_export`)."""
-    if not _via_service(reply, data): type(core).deliver(core, sub, _imported(imp, subject), reply, hdr, data, src)
+    it). The router's own `deliver`, not a message trace's: a trace ends at the export (see `shadow_export`)."""
+    if not _via_service(reply, data): core.router.deliver(sub, _imported(imp, subject), reply, hdr, data, src)
 
 def shadow_export(sub, subject: bytes, reply: bytes, data: bytes) -> tuple | None:
     "For a shadow subscription `sub` taking a message: the importing account's name and the subject there (None: not a shadow, or nothing to pass on)."
@@ -430,7 +430,7 @@ def _service_msg(core, acc, svc, imp, subject: bytes, reply: bytes, hdr: int, da
     finally: _hops[0] -= 1; _from_service[0] = prev
     if n == 0 and reply:
         _forget(core, svc, new)
-        if src is not None and getattr(src, 'no_responders', False): core._no_responders(src, subject, reply)
+        if src is not None and getattr(src, 'no_responders', False): core.router.send_no_responders(src, subject, reply)
 
 def _response_msg(core, svc, key: bytes, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     """A message sent to reply subject `key` handed out by a service import: to the requester (once, for a singleton

@@ -15,6 +15,7 @@ from .frames import rmsg_frame
 from .subjects import Sublist, Subscription
 from .core import Core, VERSION, GO_VERSION, GIT_COMMIT, E_AUTH, log
 from .credentials import check_password
+from .routing import ROUTER, deliverable
 
 # %% auto #0
 __all__ = ['GLOBAL_ACCOUNT', 'IMPLICIT', 'EXPLICIT', 'GOSSIP_DEFAULT', 'GOSSIP_DISABLED', 'GOSSIP_OVERRIDE', 'ROUTE_PROTO',
@@ -76,7 +77,7 @@ class _PeerConn:
 
 class RouteConn(_PeerConn):
     "Sans-I/O state of one route: a connection to another server of the cluster."
-    echo, no_responders = True, False      # as a message's source, for the core
+    kind, echo, no_responders = ROUTER, True, False      # as a message's source and target, for the router
     def __init__(self, cluster: ClusterLinks, rid: int, host: str = '', port: int = 0, url: RouteURL | None = None,
                  rtype: int = IMPLICIT, gossip_mode: int = GOSSIP_DEFAULT):
         self.cluster, self.core, self.cid, self.host, self.port = cluster, cluster.core, rid, host, port
@@ -108,7 +109,7 @@ class RouteConn(_PeerConn):
 def send(self: RouteConn, data: bytes):
     "Queue `data` for the other server."
     self.out.append(data); self.out_bytes += len(data)
-    if not self.dirty: self.dirty = True; self.core._mark_dirty(self)
+    if not self.dirty: self.dirty = True; self.core.mark_dirty(self)
 
 @patch
 def data_to_send(self: RouteConn) -> bytes:
@@ -122,28 +123,29 @@ def close(self: RouteConn, reason: str, err: str | None = None):
     if self.closing: return
     if err: self.send(encode_err(err))
     self.closing, self.close_reason = True, reason
-    self.core._mark_dirty(self)
+    self.core.mark_dirty(self)
     self.cluster.route_closed(self)
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #c1a0d5e2
 @patch
-def send_msg(self: RouteConn, subject: bytes, reply: bytes, queues, hdr: int, data: bytes, account: bytes = GLOBAL_ACCOUNT):
-    "Send a message of `account` to the other server (without headers to one that does not take them)."
-    frame = rmsg_frame(account, subject, reply, queues, hdr, data, self.headers)
-    self.out.append(frame); ob = self.out_bytes = self.out_bytes + len(frame)
-    if not self.dirty: self.dirty = True; self.core._mark_dirty(self)
-    k = len(data) if self.headers else len(data) - hdr; self.out_msgs += 1; self.out_bytes_total += k
-    core = self.core; core.out_msgs += 1; core.out_bytes += k
-    if ob + self.io_pending > core.max_pending: self.cluster.slow_route(self)
-
-@patch
 def send_frames(self: RouteConn, frames: bytes, k: int, nb: int):
-    "Queue `k` encoded messages (`nb` payload bytes) for the other server."
+    "Queue `k` encoded messages (`nb` payload bytes) for the other server; cut it off when its output piles up."
     self.out.append(frames); ob = self.out_bytes = self.out_bytes + len(frames)
-    if not self.dirty: self.dirty = True; self.core._mark_dirty(self)
+    if not self.dirty: self.dirty = True; self.core.mark_dirty(self)
     self.out_msgs += k; self.out_bytes_total += nb
     core = self.core; core.out_msgs += k; core.out_bytes += nb
     if ob + self.io_pending > core.max_pending: self.cluster.slow_route(self)
+
+@patch
+def send_msg(self: RouteConn, subject: bytes, reply: bytes, queues, hdr: int, data: bytes, account: bytes = GLOBAL_ACCOUNT):
+    "Send a message of `account` to the other server (without headers to one that does not take them)."
+    self.send_frames(rmsg_frame(account, subject, reply, queues, hdr, data, self.headers), 1, len(data) if self.headers else len(data) - hdr)
+
+@patch
+def relay(self: RouteConn, subject: bytes, reply: bytes, queues, hdr: int, data: bytes, account: bytes = GLOBAL_ACCOUNT, to: bytes | None = None):
+    "The router's send: a message the other server wants (`to`: a consumer's delivery subject, carried as the reference carries it)."
+    if to and to != subject: subject, reply = deliverable(subject, reply, to)
+    self.send_msg(subject, reply, queues, hdr, data, account)
 
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #19d13a4a
@@ -181,7 +183,7 @@ def _receive(self: RouteConn, data: bytes):
 # %% ../../nbs/1_nats/06a_cluster.ipynb #a7463751
 class ClusterLinks:
     "The routes of one server to the others of its cluster, without I/O: setting them up, keeping one per server, and what clients are told."
-    def __init__(self, core: Core, host: str = '0.0.0.0', port: int = 0, client_urls=()):
+    def __init__(self, core: Core, host: str = '0.0.0.0', port: int = 0, client_urls=(), dial=None):
         self.core, o = core, core.opts
         self.opts = o
         core.cluster = self
@@ -205,7 +207,7 @@ class ClusterLinks:
         self.advertised_ws: list[str] | None = None
         self.self_addrs: set[str] = set()          # `host:port` forms that reach this server's route port
         self.dialing: set[str] = set()             # routes being dialled, by `host:port`
-        self.dial = None
+        self.dial = dial                           # dial(url, rtype, gossip_mode, delay, first): the I/O layer's, in the background
         self.stopping = False
         self._rand = random.Random()
 

@@ -5,6 +5,7 @@
 # %% ../../nbs/1_nats/06c_cluster_io.ipynb #c7f3ca8a
 from __future__ import annotations
 import asyncio, ipaddress, os, socket
+from functools import partial
 from .cluster import RouteURL, IMPLICIT, EXPLICIT, GOSSIP_DEFAULT
 from .listen import listen, peer as listen_peer
 from .cluster_routing import Cluster
@@ -146,10 +147,9 @@ async def _connect(server, url: RouteURL, rtype: int, gossip_mode: int, delay: f
 async def start_routes(server, addresses: list[str]):
     "Listen for routes and dial the configured ones (`Server.start` calls this when a cluster port is set)."
     o, core, loop = server.opts, server.core, asyncio.get_running_loop()
-    cl = Cluster(core, o.cluster_host or '0.0.0.0', 0, client_urls(o.host, core.port, addresses))
+    cl = Cluster(core, o.cluster_host or '0.0.0.0', 0, client_urls(o.host, core.port, addresses), dial=partial(_dial, server))
     if (w := core.ws_info) is not None:       # the WebSocket URLs, told to the other servers for their WebSocket clients
         cl.own_ws_urls = [_advertised(o.websocket.advertise, w['port'])] if o.websocket.advertise else client_urls(w['host'], w['port'], addresses)
-    cl.dial = lambda *a: _dial(server, *a)
     server._route_tasks = set()
     log.info('Cluster name is %s', cl.name)
     if cl.dynamic: log.warning('Cluster name was dynamically generated, consider setting one')

@@ -12,7 +12,7 @@ from .leafnode import LeafParser, LSub, LUnsub, LMsg, encode_lsub, encode_lunsub
 from .frames import lmsg_frame
 from .subjects import Subscription, has_wildcard, subject_matches
 from .cluster import _PeerConn
-from .cluster_routing import _ack_deliver
+from .routing import LEAF, delivery_at
 from .core import Core, VERSION, GO_VERSION, GIT_COMMIT, E_AUTH, log
 from .credentials import verify_nonce, check_password
 
@@ -30,12 +30,19 @@ def _nuid() -> str: return ''.join(random.SystemRandom().choice(_B62) for _ in r
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #53819c61
 class _LeafSub(Subscription):
-    "A leaf node's interest: an internal subscription that sends to the leaf, with the queue group's weight."
-    __slots__ = ('leaf', 'qw')
+    "A leaf node's interest: a subscription whose client is the leaf connection, with the queue group's weight."
+    __slots__ = ('qw',)
+    def __init__(self, lc, subject: bytes, queue: bytes, weight: int = 1):
+        super().__init__(lc, subject, queue); self.qw = weight
+
+def _leaf_of(sub):
+    "The leaf connection whose interest `sub` is (None: a client's, the server's own, or another server's)."
+    c = sub.client
+    return c if c is not None and c.kind == LEAF else None
 
 class LeafConn(_PeerConn):
     "Sans-I/O state of one leaf node connection (hub side)."
-    echo, no_responders, headers = False, False, True
+    kind, echo, no_responders, headers = LEAF, False, False, True   # as a message's source and target, for the router
     def __init__(self, leafs, lid: int, host: str = "", port: int = 0):   # leafs: the `LeafHub` below
         self.leafs, self.core, self.cid, self.host, self.port = leafs, leafs.core, lid, host, port
         self.parser = LeafParser(leafs.core.opts.max_control_line)
@@ -46,7 +53,6 @@ class LeafConn(_PeerConn):
         self.acc = None                            # the bound account (jsnb.nats.accounts)
         self.subs: dict[tuple, _LeafSub] = {}      # (subject, queue) -> its interest here
         self.smap: dict[tuple, int] = {}           # the account's interest as told to this leaf, counted
-        self.pending = None                        # a message being gathered: [data, subject, reply, hdr, queues]
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes_total = 0
         self.pings_out, self.ping_sent, self.rtt = 0, 0.0, 0.0
         self.start = self.last_activity = time.time()
@@ -67,15 +73,13 @@ class LeafConn(_PeerConn):
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #85507a5c
 @patch
 def send(self: LeafConn, data: bytes):
-    "Queue `data` for the leaf node (after any message being gathered)."
-    if self.pending is not None: self._finish()
+    "Queue `data` for the leaf node."
     self.out.append(data); self.out_bytes += len(data)
-    if not self.dirty: self.dirty = True; self.core._mark_dirty(self)
+    if not self.dirty: self.dirty = True; self.core.mark_dirty(self)
 
 @patch
 def data_to_send(self: LeafConn) -> bytes:
     "Take everything queued."
-    if self.pending is not None: self._finish()
     data = b''.join(self.out); self.out = []; self.out_bytes = 0; self.dirty = False
     return data
 
@@ -90,37 +94,25 @@ def close(self: LeafConn, reason: str, err: str | None = None):
     if self.closing: return
     if err: self.send(encode_err(err))
     self.closing, self.close_reason = True, reason
-    self.core._mark_dirty(self)
+    self.core.mark_dirty(self)
     self.leafs.closed(self)
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #3bcee383
 @patch
-def deliver(self: LeafConn, sub: _LeafSub, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    "The handler of the leaf's subscriptions: gather the message (and the queue groups it was given to) for the leaf."
-    if src is self or self.closing or not self.connected: return
-    to = self.leafs.to
+def relay(self: LeafConn, subject: bytes, reply: bytes, queues, hdr: int, data: bytes, account: bytes = b'', to: bytes | None = None):
+    """The router's send: one `LMSG` (or `HMSG`) for a message the leaf's interest takes here, naming the queue groups
+    it was given for (`account` is the bound one; `to`: a consumer's delivery subject)."""
+    if self.closing or not self.connected: return
     if to is not None and to != subject:           # a consumer's delivery: on its delivery subject, as the reference sends it
-        if reply.startswith(b'$JS.ACK.') and _ack_deliver(reply) < 0: subject, reply = to, reply + b'@' + subject
+        if reply.startswith(b'$JS.ACK.') and delivery_at(reply) < 0: subject, reply = to, reply + b'@' + subject
         else: subject = to
     if subject.startswith(self.js_out): return     # each side's JetStream answers its own clients
     if (p := self.perms) is not None:
         if not p.can_subscribe(subject, b''): return   # its user may not receive it
-        if p.responses is not None and reply: p.gate(sub, subject, reply)   # `allow_responses`: it may answer
-    p, seq = self.pending, self.leafs.seq
-    if p is not None and p[5] == seq and p[0] is data and p[1] == subject and p[2] == reply:
-        if sub.queue and sub.queue not in p[4]: p[4].append(sub.queue)
-        return
-    if p is not None: self._finish()
-    self.pending = [data, subject, reply, hdr, [sub.queue] if sub.queue else [], seq]
-    if not self.out: self.out.append(b'')            # the I/O layer writes connections with output queued
-    if not self.dirty: self.dirty = True; self.core._mark_dirty(self)
-
-@patch
-def _finish(self: LeafConn):
-    "Write the gathered message as one `LMSG` (or `HMSG`)."
-    data, subject, reply, hdr, queues, _ = self.pending; self.pending = None
+        if p.responses is not None and reply: p.note_reply(reply)   # `allow_responses`: it may answer
     frame = lmsg_frame(subject, reply, queues, hdr, data, self.headers)
     self.out.append(frame); self.out_bytes += len(frame)
+    if not self.dirty: self.dirty = True; self.core.mark_dirty(self)
     k = len(data) if self.headers else len(data) - hdr; self.out_msgs += 1; self.out_bytes_total += k
     core = self.core; core.out_msgs += 1; core.out_bytes += k
     if self.out_bytes + self.io_pending > core.max_pending: self.leafs.slow(self)
@@ -157,8 +149,6 @@ class LeafHub:
         self.lds: dict[str, bytes] = {}            # account name -> its loop detection subject
         self.own_urls: list[str] = []              # where leaf nodes reach this server (`advertise`, or the listener's)
         self.remote_urls: dict[str, int] = {}      # where they reach the other servers of the cluster (told over routes), counted
-        self.to = None                             # while the core routes a consumer's delivery: its delivery subject
-        self.seq = 0                               # counts the messages routed: deliveries with the same count are one message
         self.later = None                          # `later(seconds, fn)`: the I/O layer's timer (user JWTs running out)
         self.stopping = False
 
@@ -361,7 +351,7 @@ def send_all_interest(self: LeafHub, lc: LeafConn):
     cl = self.core.cluster
     if cl is not None and not lc.solicited and (rsl := cl.rsls.get(lc.acc.wire)) is not None: _all_subs(rsl.root, subs)   # the other servers' interest too
     for sub in subs:
-        owner = getattr(sub, 'leaf', None)
+        owner = _leaf_of(sub)
         if owner is lc or (owner is not None and (lc.isolated or (lc.solicited and owner.solicited))) or not _may_hear(lc, sub.subject): continue
         key = (sub.subject, sub.queue)
         lc.smap[key] = lc.smap.get(key, 0) + _weight(sub)
@@ -373,7 +363,7 @@ def send_all_interest(self: LeafHub, lc: LeafConn):
 @patch
 def interest(self: LeafHub, acc, sub, delta: int):
     "A subscription of account `acc` was added (`delta` > 0) or removed: tell the leaf nodes bound to it."
-    owner, key = getattr(sub, 'leaf', None), (sub.subject, sub.queue)
+    owner, key = _leaf_of(sub), (sub.subject, sub.queue)
     w = _weight(sub) * (1 if delta > 0 else -1)
     for lc in self.conns.values():
         if lc.acc is not acc or lc is owner or not lc.connected or lc.closing or not _may_hear(lc, sub.subject): continue

@@ -5,13 +5,13 @@
 # %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #a626c185
 from __future__ import annotations
 import asyncio, time
-from functools import partial
 from fastcore.basics import patch
 from .protocol import encode_err
 from .listen import listen
 from .leafnode import LSub, LUnsub, LMsg
 from .subjects import has_wildcard
-from .cluster_routing import _ack_deliver, _keepalive, _cut_slow
+from .cluster_routing import _keepalive, _cut_slow
+from .routing import delivery_at
 from .cluster_io import _PeerProtocol
 from .accounts import add_shadows, drop_shadows
 from .core import E_AUTH_TIMEOUT, log
@@ -53,8 +53,7 @@ def leaf_sub(self: LeafTraffic, lc: LeafConn, op: LSub):
             sub.qw = op.weight
             self.interest(lc.acc, sub, 1); self._to_routes(lc, sub, 1)
         return
-    sub = lc.subs[key] = _LeafSub(None, op.subject, op.queue)
-    sub.cb, sub.leaf, sub.qw = partial(lc.deliver, sub), lc, op.weight or 1
+    sub = lc.subs[key] = _LeafSub(lc, op.subject, op.queue, op.weight or 1)
     lc.acc.sublist.insert(sub)
     if lc.acc.stream_imports: add_shadows(self.core, lc.acc, sub)   # interest in the accounts it imports from
     for watch in lc.acc.interest_watchers: watch(op.subject)     # push consumers delivering there start at once
@@ -80,37 +79,18 @@ def leaf_unsub(self: LeafTraffic, lc: LeafConn, op: LUnsub):
 # %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #e5261a72
 @patch
 def inbound(self: LeafTraffic, lc: LeafConn, op: LMsg):
-    "Deliver a message published on the leaf node."
-    core, subject, reply, hdr, data = self.core, op.subject, op.reply, op.hdr_len, op.data
+    "Deliver a message published on the leaf node: here, to the other servers and leaf nodes, and to the queue groups it names."
+    core, subject, reply, data = self.core, op.subject, op.reply, op.data
     lc.in_msgs += 1; lc.in_bytes += len(data)
-    core.in_msgs += 1; core.in_bytes += len(data); self.seq += 1
     if (p := lc.perms) is not None and not subject.startswith((b'_R_.', b'$JS.ACK.')) and not p._static_pub(subject) \
             and not (p.responses is not None and p.can_publish(subject)):      # (an answer it may send counts)
+        core.in_msgs += 1; core.in_bytes += len(data)
         return self.violation(lc, 'Publish', subject)
     target = subject
-    if target.startswith(JS_DENY): return            # the other side's JetStream API is its own (see `LeafConn`)
-    if reply and (at := _ack_deliver(reply)) > 0: subject, reply = reply[at + 1:], reply[:at]   # a consumer's delivery
-    psubs, qgroups = lc.acc.sublist.match(target)
-    for sub in psubs:
-        if getattr(sub, 'leaf', None) is not lc: core.deliver(sub, subject, reply, hdr, data, lc)
-    cl = core.cluster
-    rsl = cl.rsls.get(lc.acc.wire) if cl is not None else None
-    rp, rq = rsl.match(target) if rsl is not None and rsl.count else ((), ())
-    targets = {s.client: [] for s in rp}             # the other servers of the cluster that want it, and for which groups
-    remote = {g[0].queue: g for g in rq if g[0].queue in op.queues}
-    if op.queues:
-        for group in qgroups:
-            q = group[0].queue
-            if q not in op.queues: continue
-            members = [s for s in group if getattr(s, 'leaf', None) is not lc]
-            others = remote.pop(q, ())
-            i = core._rand.randrange(len(members) + sum([s.qw for s in others]) or 1)
-            if i < len(members): core.deliver(members[i], subject, reply, hdr, data, lc)
-            elif others: cl._pick(others, i - len(members), targets, q)
-    for q, others in remote.items():
-        if total := sum([s.qw for s in others]): cl._pick(others, core._rand.randrange(total), targets, q)
-    for rc, queues in targets.items():
-        if not rc.closing: rc.send_msg(subject, reply, queues, hdr, data, lc.acc.wire)
+    if target.startswith(JS_DENY): core.in_msgs += 1; core.in_bytes += len(data); return   # the other side's JetStream API is its own
+    if reply and (at := delivery_at(reply)) > 0: subject, reply = reply[at + 1:], reply[:at]   # a consumer's delivery
+    r = core.router
+    r.execute(r.match(lc.acc, target), lc, subject, reply, op.hdr_len, data, queues=op.queues)
 
 # %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #1f2820f2
 @patch

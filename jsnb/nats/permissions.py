@@ -268,11 +268,16 @@ def _denied(self: ClientPermissions, subject: bytes, queue: bytes) -> bool:
 def gate(self: ClientPermissions, sub, subject: bytes, reply: bytes) -> bool:
     "Checked before each delivery to the client: False drops the message; records reply subjects it may answer."
     if self.filtering and self._denied(subject, sub.queue): return False
-    if self.responses is not None and reply and not self._static_pub(reply):
-        self.replies[reply] = [time.monotonic(), 0]
-        self.since_prune += 1
-        if self.since_prune > 4096 or time.monotonic() - self.pruned > 1: self._prune()
+    if self.responses is not None and reply: self.note_reply(reply)
     return True
+
+@patch
+def note_reply(self: ClientPermissions, reply: bytes):
+    "With `allow_responses`: the client received a request with `reply`, which it may now answer."
+    if self._static_pub(reply): return
+    self.replies[reply] = [time.monotonic(), 0]
+    self.since_prune += 1
+    if self.since_prune > 4096 or time.monotonic() - self.pruned > 1: self._prune()
 
 @patch
 def _prune(self: ClientPermissions):
