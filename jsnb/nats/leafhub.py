@@ -142,14 +142,14 @@ def _receive(self: LeafConn, data: bytes):
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #3edf3502
 class LeafHub:
     "The leaf node connections of one server, without I/O: logging them in and telling them this server's interest."
-    def __init__(self, core: Core, lo: LeafnodeOptions, host: str = '0.0.0.0', port: int = 0):
+    def __init__(self, core: Core, lo: LeafnodeOptions, host: str = '0.0.0.0', port: int = 0, later=None):
         self.core, self.lo, self.host, self.port = core, lo, host, port
         core.leafs = self
         self.conns: dict[int, LeafConn] = {}
         self.lds: dict[str, bytes] = {}            # account name -> its loop detection subject
         self.own_urls: list[str] = []              # where leaf nodes reach this server (`advertise`, or the listener's)
         self.remote_urls: dict[str, int] = {}      # where they reach the other servers of the cluster (told over routes), counted
-        self.later = None                          # `later(seconds, fn)`: the I/O layer's timer (user JWTs running out)
+        self.later = later                         # `later(seconds, fn)`: the I/O layer's timer (user JWTs running out)
         self.stopping = False
 
     @property

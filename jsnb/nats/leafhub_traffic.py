@@ -205,8 +205,7 @@ async def start_leafnodes(server, leafs: type[LeafTraffic], addresses: list[str]
     from jsnb.nats.cluster_io import client_urls, _advertised
     o, core, loop = server.opts, server.core, asyncio.get_running_loop()
     lo = o.leafnodes
-    lf = leafs(core, lo, lo.host or '0.0.0.0', 0)
-    lf.later = lambda secs, fn: loop.call_later(secs, lambda: (fn(), server._flush()))
+    lf = leafs(core, lo, lo.host or '0.0.0.0', 0, later=lambda secs, fn: loop.call_later(secs, lambda: (fn(), server._flush())))
     server._leaf_ping = loop.call_later(min(o.ping_interval, 30.0), _ping_tick, server)
     if not lo.port: return                                       # only `remotes` (see jsnb.nats.leafremote)
     try: server._leaf_listener = await listen(lambda: _LeafProtocol(server), lf.host, lo.port if lo.port > 0 else 0)
@@ -214,7 +213,6 @@ async def start_leafnodes(server, leafs: type[LeafTraffic], addresses: list[str]
     lf.port = server._leaf_listener.sockets[0].getsockname()[1]
     lf.own_urls = [_advertised(lo.advertise, lf.port)] if lo.advertise else client_urls(lf.host, lf.port, addresses)
     log.info('Listening for leafnode connections on %s', _hostport(lf.host, lf.port))
-    server.leaf_protocol = lambda: _LeafProtocol(server, ws=True)   # leaf nodes also come in over WebSocket (`/leafnode`)
 
 def _ping_tick(server):
     lf = server.core.leafs
@@ -228,6 +226,5 @@ def stop_leafnodes(server):
     if lf is not None: lf.stop()
     if getattr(server, '_leaf_ping', None) is not None: server._leaf_ping.cancel()
     if server._leaf_listener is not None: server._leaf_listener.close(); server._leaf_listener = None
-    server.leaf_protocol = None
     server._flush()
     server.core.leafs = None

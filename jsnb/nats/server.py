@@ -150,9 +150,8 @@ class Server:
         self.opts = dataclasses.replace(opts or ServerOptions(), **kw)
         self._js_service = js_service       # makes the JetStream service: (core, options) -> service
         self._js_relay = js_relay           # without JetStream in a cluster: (core) -> relays JetStream requests to a peer
-        self.core = Core(self.opts)
+        self.core = Core(self.opts, on_dirty=self._schedule_flush)
         serve_user_info(self.core)          # `$SYS.REQ.USER.INFO` answered in every account (jsnb.nats.jwt)
-        self.core.on_dirty = self._schedule_flush
         self.trace = self.opts.trace
         self._listener = self._monitor = self._ping = self.js = None
         self._route_listener = None         # the cluster port, when the options set one (see jsnb.nats.cluster_io)
@@ -289,6 +288,13 @@ async def start(self: Server) -> Server:
     if o.tls is not None: log.info('TLS required for client connections')
     log.info('Server is ready')
     return self
+
+@patch
+def leaf_protocol(self: Server):
+    "The protocol of a leaf node that came in over WebSocket (`/leafnode`); None unless the leaf node port listens."
+    if self._leaf_listener is None: return None
+    from jsnb.nats.leafhub_traffic import _LeafProtocol
+    return _LeafProtocol(self, ws=True)
 
 @patch
 def _stop_links(self: Server):

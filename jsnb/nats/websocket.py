@@ -566,12 +566,12 @@ def _handshake(self: WsProtocol, data: bytes):
     if self.timer is not None: self.timer.cancel(); self.timer = None
     self.raw.write(upgrade_response(req, up, self.w))
     leaf = urlsplit(req.target).path.endswith('/leafnode')
-    make = getattr(self.server, 'leaf_protocol', None) if leaf else self.make_client   # set while a leaf node port listens
-    if make is None:
+    client = self.server.leaf_protocol() if leaf else self.make_client()   # (a leaf node: only while the leaf node port listens)
+    if client is None:
         log.error('Not configured to accept leaf node connections')
         self.done = True; self.raw.close(); return
     self.up, self.reader = up, FrameReader(up.masked, up.compress, self.server.opts.max_payload)
-    self.client = make()
+    self.client = client
     self.client.connection_made(WsTransport(self))
     if leaf: return                                 # a leaf node over WebSocket (jsnb.nats.leafhub)
     self.client.conn.ws_cookies = up.cookies        # stand in for what CONNECT leaves out (see jsnb.nats.auth)
