@@ -33,6 +33,7 @@ class Export:
     threshold: float = RESPONSE_THRESHOLD
     response: str = 'singleton'       # or `stream`, `chunked`: several responses may come back for one request
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #ca673009
 @dataclass(frozen=True)
 class Import:
     "Subjects taken from another account: `subject` of `account`, known here as `local` (`prefix`, `to` as configured)."
@@ -47,6 +48,7 @@ class Import:
         if self.prefix: return self.prefix.rstrip('.') + '.' + self.subject
         return self.to or self.subject
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #4147b9ec
 @dataclass(frozen=True)
 class AccountConfig:
     "One entry of `accounts`: its users (each knows its account), exports and imports."
@@ -115,6 +117,7 @@ def _import_source(v, kind: str, where) -> tuple[str, str]:
     if not valid_subject(subject.encode()): raise AuthConfigError(f'{kind} import subject {_goq(subject)} is not a valid subject', where)
     return acc, subject
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #47cec690
 def parse_import(v, where=None) -> Import:
     "One entry of an account's `imports`."
     if not isinstance(v, dict): raise AuthConfigError(f'Import Items should be a map with type entry, got {_got(v)}', where)
@@ -208,6 +211,7 @@ def parse_account_limits(v, where=None) -> dict:
         else: out[name] = max(-(1 << 31), min(x, (1 << 31) - 1))
     return out
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #969417ad
 def _account(name: str, v, where, size=int) -> AccountConfig:
     "One account's block; `size` reads a byte size (the configuration reader's `parse_size`)."
     if not isinstance(v, dict): raise AuthConfigError(f'Expected map entry for account {_goq(name)}, got {_got(v)}', where)
@@ -237,11 +241,13 @@ def _check_imports(accounts: dict, where):
                        for e in src.exports):
                 raise AuthConfigError(f'Error adding {i.kind} import {_goq(i.subject)}: {i.kind} import not authorized', where)
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #fcbc3c14
 def global_account_only(opts) -> bool:
     """Whether the accounts are at most the system account, besides `$G` (not in operator mode): the reference then
     runs JetStream in `$G`, as without accounts."""
     return not getattr(opts, 'trusted_keys', None) and all(a.name == opts.system_account for a in opts.accounts)
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #3ad16861
 def parse_accounts(v, where=None, size=int) -> tuple:
     "The `accounts` block (or array of names): `AccountConfig`s in order; `size` reads byte sizes."
     out = {}
@@ -270,6 +276,7 @@ _rng = random.SystemRandom()
 
 def _token(n: int = 6) -> str: return ''.join(_rng.choice(_B62) for _ in range(n))
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #e6de8923
 class NatsAccount:
     "An account at run time: its subscriptions, the service replies it owes to importers, its JetStream (if any)."
     def __init__(self, name: str, cfg: AccountConfig | None = None):
@@ -317,6 +324,7 @@ def _internal(core, acc, subject, cb) -> Subscription:
     acc.sublist.insert(sub)
     return sub
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #e9423628
 def forwards_service(sub) -> bool:
     "Whether internal subscription `sub` forwards requests through a service import (which only the server they were published on does)."
     return getattr(sub.cb, 'func', None) is _service_msg
@@ -326,7 +334,6 @@ def wire_imports(core):
     for acc in core.accounts.values():
         for imp in acc.cfg.imports:
             if imp.kind == 'service': _internal(core, acc, imp.local, partial(_service_msg, core, acc, core.accounts[imp.account], imp))
-
 
 # %% ../../nbs/1_nats/07b_accounts.ipynb #e545d1e7
 def _overlap(a: bytes, b: bytes) -> bytes | None:
@@ -343,6 +350,7 @@ def _overlap(a: bytes, b: bytes) -> bytes | None:
         else: return None
     return b'.'.join(out)
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #d294ea7d
 def _exported(imp, subject: bytes) -> bytes:
     "Local `subject` (within the import's local subject) as the exporting account names it."
     if imp.prefix: return subject[len(imp.prefix.rstrip('.')) + 1:]
@@ -354,7 +362,6 @@ def _imported(imp, subject: bytes) -> bytes:
     if imp.prefix: return imp.prefix.rstrip('.').encode() + b'.' + subject
     if imp.to: return map_subject(subject, imp.subject, imp.to)
     return subject
-
 
 # %% ../../nbs/1_nats/07b_accounts.ipynb #bb8279b7
 def add_shadows(core, acc, sub):
@@ -372,6 +379,7 @@ def add_shadows(core, acc, sub):
         for watch in ex.interest_watchers: watch(subject)
     if found: acc.shadows[sub] = found
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #3a0f6040
 def drop_shadows(core, acc, sub):
     "Remove the shadows of `sub`, which is leaving `acc`."
     for ex, sh in acc.shadows.pop(sub, ()):
@@ -383,6 +391,7 @@ def _via_service(reply: bytes, data: bytes) -> bool:
     fs = _from_service[0]
     return fs is not None and fs[1] is data and fs[0] == reply
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #2857b2e7
 def _shadow_msg(core, acc, imp, sub, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     """A message on a shadow: to the importer's subscription, under the local subject (unless a service import brought
     it). The router's own `deliver`, not a message trace's: a trace ends at the export (see `shadow_export`)."""
@@ -394,7 +403,6 @@ def shadow_export(sub, subject: bytes, reply: bytes, data: bytes) -> tuple | Non
     if getattr(cb, 'func', None) is not _shadow_msg or _via_service(reply, data): return None
     _, acc, imp, _ = cb.args
     return acc.name, _imported(imp, subject)
-
 
 # %% ../../nbs/1_nats/07b_accounts.ipynb #0c657490
 _REQUEST_INFO = REQUEST_INFO + b':'
@@ -432,6 +440,7 @@ def _service_msg(core, acc, svc, imp, subject: bytes, reply: bytes, hdr: int, da
         _forget(core, svc, new)
         if src is not None and getattr(src, 'no_responders', False): core.router.send_no_responders(src, subject, reply)
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #abaefaec
 def _response_msg(core, svc, key: bytes, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     """A message sent to reply subject `key` handed out by a service import: to the requester (once, for a singleton
     service). A plain response is addressed to the requester's reply subject; a message that keeps its own subject (a
@@ -443,6 +452,7 @@ def _response_msg(core, svc, key: bytes, subject: bytes, reply: bytes, hdr: int,
     if late: return
     core.route(None, e[1] if subject == key else subject, reply, hdr, data, to=e[1], acc=e[0])
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #c717ff2a
 def _forget(core, svc, key: bytes):
     "Drop a reply subject handed out by a service import, and its subscription."
     e = svc.responses.pop(key, None)
@@ -454,4 +464,3 @@ def _prune(core, svc):
     if now - svc.pruned < 1: return
     svc.pruned = now
     for k in [k for k, e in svc.responses.items() if e[2] < now]: _forget(core, svc, k)
-

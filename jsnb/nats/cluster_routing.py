@@ -9,7 +9,7 @@ from fastcore.basics import patch
 from .protocol import PING_B
 from .routes import RSub, RUnsub, RMsg, encode_rsub, encode_runsub
 from .subjects import Subscription, Sublist
-from .core import E_STALE, E_AUTH_TIMEOUT, log
+from .core import log
 from .routing import delivery_at
 from .cluster import ClusterLinks, RouteConn, _RemoteSub, GLOBAL_ACCOUNT
 
@@ -38,6 +38,7 @@ def local_interest(self: Cluster, sub: Subscription, delta: int, acc=None):
         line = encode_rsub(name, sub.subject, sub.queue, n)
     for r in self.routes.values(): r.send(line)
 
+# %% ../../nbs/1_nats/06b_cluster_routing.ipynb #947b76eb
 @patch
 def send_subs(self: Cluster, rc: RouteConn):
     "Send this server's whole interest on a new route."
@@ -66,6 +67,7 @@ def remote_sub(self: Cluster, rc: RouteConn, op: RSub):
         sub.qw = op.weight
         if lf is not None: lf.interest(acc, sub, 1)
 
+# %% ../../nbs/1_nats/06b_cluster_routing.ipynb #857a48fd
 @patch
 def remote_unsub(self: Cluster, rc: RouteConn, op: RUnsub):
     "Another server no longer has interest."
@@ -96,24 +98,6 @@ def inbound_run(self: Cluster, rc: RouteConn, subject: bytes, run: list):
     for op in run: self.inbound(rc, op)
 
 # %% ../../nbs/1_nats/06b_cluster_routing.ipynb #62e127c0
-def _keepalive(core, c, ping_max: int, what: str):
-    "PING a route or leaf node connection `c`, or close it when `ping_max` PINGs went unanswered (`what` names it in the log)."
-    if c.pings_out >= ping_max:
-        core.stale_connections += 1
-        log.debug('%s - Stale %s Connection - Closing', c.tag, what)
-        c.close('Stale Connection', E_STALE)
-    else:
-        c.pings_out += 1
-        if not c.ping_sent: c.ping_sent = time.time()
-        c.pings_sent += 1; c.send(PING_B)
-
-def _cut_slow(core, c):
-    "Cut off a route or leaf node connection `c` whose output is not being taken: drop what is queued and close it."
-    core.slow_consumers += 1
-    log.info('%s - Slow Consumer Detected: MaxPending of %d Exceeded', c.tag, core.max_pending)
-    c.out = []; c.out_bytes = 0
-    c.close('Slow Consumer (Pending Bytes)')
-
 @patch
 def flush(self: Cluster, done):
     """Call `done()` once every server this one has a route to has read everything sent to it so far (a `PING` on each
@@ -130,18 +114,9 @@ def flush(self: Cluster, done):
         rc.pong_waits.append((rc.pings_sent, one))
         rc.send(PING_B)
 
+# %% ../../nbs/1_nats/06b_cluster_routing.ipynb #7bc19299
 @patch
 def ping_tick(self: Cluster):
     "Send keepalive PINGs on every route; close those that stopped answering."
     for rc in list(self.conns.values()):
-        if not rc.closing: _keepalive(self.core, rc, self.opts.ping_max, 'Route')
-
-@patch
-def slow_route(self: Cluster, rc: RouteConn):
-    "Cut off a route whose output is not being taken."
-    _cut_slow(self.core, rc)
-
-@patch
-def auth_timeout(self: Cluster, rc: RouteConn):
-    "Close an accepted route that has not sent `CONNECT` in time."
-    if not rc.connected and not rc.solicited and not rc.closing: rc.close('Authentication Timeout', E_AUTH_TIMEOUT)
+        if not rc.closing: rc.keepalive(self.opts.ping_max, 'Route')

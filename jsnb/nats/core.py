@@ -42,6 +42,7 @@ def _git_file(d: str, name: str) -> str:
         with open(os.path.join(d, name)) as f: return f.read().strip()
     except OSError: return ''
 
+# %% ../../nbs/1_nats/03_core.ipynb #25c22c34
 def source_commit(root: str) -> str:
     "The short commit of the git checkout at `root` ('' when it is not one); worktrees and packed refs included."
     gitdir = os.path.join(root, '.git')
@@ -56,6 +57,7 @@ def source_commit(root: str) -> str:
         sha = next((l.split()[0] for l in packed if l.endswith(' ' + ref)), '')
     return sha[:7]
 
+# %% ../../nbs/1_nats/03_core.ipynb #1627f98d
 def _package_commit() -> str:
     import jsnb
     pkg = os.path.dirname(os.path.abspath(jsnb.__file__))
@@ -83,6 +85,7 @@ def x25519_public(k: bytes) -> bytes:
     if swap: x2, z2 = x3, z3
     return (x2 * pow(z2, P - 2, P) % P).to_bytes(32, 'little')
 
+# %% ../../nbs/1_nats/03_core.ipynb #27e98a6c
 def encode_nkey(raw: bytes, prefix: int) -> str:
     "`raw` as an nkey public key of kind `prefix`: base32 of prefix, key and CRC-16, unpadded."
     b = bytes([prefix]) + raw
@@ -140,11 +143,14 @@ def _go_fits(kind: str, v) -> bool:
         except binascii.Error: return False
     return True
 
+# %% ../../nbs/1_nats/03_core.ipynb #a71db95d
 def _refuse(c): raise ValueError(c)
 
 class _Pairs(dict):
     "A JSON object that also keeps its fields in order, repeated names included."
     def __init__(self, pairs): super().__init__(pairs); self.pairs = pairs
+
+# %% ../../nbs/1_nats/03_core.ipynb #a1cba92a
 _SURROGATE = re.compile('[\ud800-\udfff]').sub
 
 def _go_kind(x) -> str:
@@ -217,6 +223,7 @@ def send(self: ClientConn, data: bytes):
     if not self.dirty:
         self.dirty = True; self.core.mark_dirty(self)
 
+# %% ../../nbs/1_nats/03_core.ipynb #60c45163
 @patch
 def data_to_send(self: ClientConn) -> bytes:
     "Take everything queued for this client."
@@ -227,6 +234,7 @@ def data_to_send(self: ClientConn) -> bytes:
 @patch
 def send_err(self: ClientConn, text: str): self.send(encode_err(text))
 
+# %% ../../nbs/1_nats/03_core.ipynb #7223df11
 @patch
 def close(self: ClientConn, reason: str, err: str | None = None):
     "Close this connection, first sending `-ERR 'err'` when the reference does."
@@ -245,6 +253,7 @@ def receive(self: ClientConn, data: bytes):
     finally:
         if self.core.deferred: self.core.flush_deferred()
 
+# %% ../../nbs/1_nats/03_core.ipynb #5c828c0a
 @patch
 def _receive(self: ClientConn, data: bytes):
     self.last_activity = time.time()
@@ -338,6 +347,7 @@ def _sub(self: ClientConn, op: Sub):
         self.core.interest(self.acc, sub, 1)
     if self.verbose: self.send(OK_B)
 
+# %% ../../nbs/1_nats/03_core.ipynb #c121e574
 @patch
 def _unsub(self: ClientConn, op: Unsub):
     sid, mx = op
@@ -347,6 +357,7 @@ def _unsub(self: ClientConn, op: Unsub):
         else: self.unsubscribe(sub)
     if self.verbose: self.send(OK_B)
 
+# %% ../../nbs/1_nats/03_core.ipynb #91870042
 @patch
 def unsubscribe(self: ClientConn, sub: Subscription):
     "Remove one of this client's subscriptions."
@@ -457,6 +468,7 @@ def info(self: Core, client: ClientConn | None = None, **extra) -> dict:
     d['jsnb_version'] = _jsnb_version
     return d
 
+# %% ../../nbs/1_nats/03_core.ipynb #461d9c8f
 @patch
 def send_connect_info(self: Core, c: ClientConn):
     c.send(encode_info(orjson.dumps(self.info(c, connect_info=True, remote_account=c.acc.name
@@ -482,6 +494,7 @@ def new_client(self: Core, host: str = '127.0.0.1', port: int = 0, ws: bool = Fa
         c.close('Maximum Connections Exceeded', E_MAX_CONN)
     return c
 
+# %% ../../nbs/1_nats/03_core.ipynb #9531d531
 @patch
 def remove_client(self: Core, c: ClientConn):
     "Forget a connection and all its subscriptions."
@@ -492,6 +505,7 @@ def remove_client(self: Core, c: ClientConn):
         self.interest(c.acc, sub, -1)
     c.subs.clear()
 
+# %% ../../nbs/1_nats/03_core.ipynb #163b4faf
 @patch
 def interest(self: Core, acc, sub: Subscription, delta: int):
     "A client's subscription `sub` in account `acc` came (`delta` 1) or went (-1): the other servers and the leaf nodes hear of it."
@@ -504,6 +518,7 @@ def mark_dirty(self: Core, c):
     if not self.dirty and self.on_dirty is not None: self.on_dirty()
     self.dirty.append(c)
 
+# %% ../../nbs/1_nats/03_core.ipynb #447953f8
 @patch
 def take_dirty(self: Core) -> list[ClientConn]:
     "Connections with output waiting (each once); the I/O layer writes them out."
@@ -537,6 +552,7 @@ def route_batch(self: Core, src, to: bytes, msgs: list, acc=None):
     "Route `(subject, reply, hdr_len, data)` messages that all go to subject `to` (in account `acc`, default the sender's)."
     self.router.execute_batch(src, to, msgs, _acc(self, src, acc))
 
+# %% ../../nbs/1_nats/03_core.ipynb #3a81a9f6
 @patch
 def route_built(self: Core, src, to: bytes, k: int, nb: int, build, acc=None) -> bool:
     "Queue `k` messages (`nb` bytes) to `to` that `build(sid)` encodes for each subscription; False, nothing sent, when it cannot."
@@ -547,6 +563,7 @@ def solo_sid(self: Core, to: bytes, acc=None) -> bytes | None:
     "The sid of the one subscription that takes `to`, when `route_built` would take frames for it from the server; else None."
     return self.router.solo_sid(to, acc or self.gacc)
 
+# %% ../../nbs/1_nats/03_core.ipynb #8a33d5bf
 @patch
 def reply_many(self: Core, replies: list, acc=None):
     "Send the server's answers `[(to, body)]` in order, as `route(None, to, b'', 0, body)` one by one would."
@@ -567,6 +584,7 @@ def subscribe(self: Core, subject: str | bytes, cb, queue: str | bytes = b'', de
     if self.leafs is not None: self.leafs.interest(acc, sub, 1)
     return sub
 
+# %% ../../nbs/1_nats/03_core.ipynb #640180df
 @patch
 def unsubscribe(self: Core, sub: Subscription, acc=None):
     acc = acc or self.gacc
@@ -575,6 +593,7 @@ def unsubscribe(self: Core, sub: Subscription, acc=None):
         if self.leafs is not None: self.leafs.interest(acc, sub, -1)
     if sub in acc.shadows: drop_shadows(self, acc, sub)
 
+# %% ../../nbs/1_nats/03_core.ipynb #ee7db0d9
 @patch
 def publish(self: Core, subject: str | bytes, data: bytes = b'', reply: str | bytes = b'', headers: bytes = b'', acc=None) -> int:
     "Publish from inside the server, in account `acc` (default `$G`); `headers` is an encoded header block."
@@ -588,6 +607,7 @@ def defer(self: Core, fn):
     "Run `fn()` at the end of the current read, or before the next internal handler that does not defer."
     self.deferred.append(fn)
 
+# %% ../../nbs/1_nats/03_core.ipynb #9bbae5d9
 @patch
 def flush_deferred(self: Core):
     "Run all deferred work, in order."
@@ -610,6 +630,7 @@ def ping_tick(self: Core, ws: bool | None = None):
         else:
             c.pings_out += 1; c.send(PING_B)
 
+# %% ../../nbs/1_nats/03_core.ipynb #106c8716
 @patch
 def slow_consumer(self: Core, c: ClientConn):
     "Cut off a client that does not read its messages."
@@ -618,6 +639,7 @@ def slow_consumer(self: Core, c: ClientConn):
     c.out = []; c.out_bytes = 0
     c.close('Slow Consumer (Pending Bytes)', E_SLOW_CONSUMER)
 
+# %% ../../nbs/1_nats/03_core.ipynb #661ec409
 @patch
 def write_deadline_exceeded(self: Core, c: ClientConn, pending: int):
     "Close a client that has not taken its output for `write_deadline`."
@@ -627,6 +649,7 @@ def write_deadline_exceeded(self: Core, c: ClientConn, pending: int):
     c.out = []; c.out_bytes = 0
     c.close('Slow Consumer (Write Deadline)')
 
+# %% ../../nbs/1_nats/03_core.ipynb #8a1497a9
 @patch
 def auth_timeout(self: Core, c: ClientConn):
     "Close `c` if it has not authenticated yet."

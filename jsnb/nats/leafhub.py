@@ -11,7 +11,7 @@ from .protocol import Info, Connect, Err, Close, PING, PONG, OK, PING_B, PONG_B,
 from .leafnode import LeafParser, LSub, LUnsub, LMsg, encode_lsub, encode_lunsub, LeafnodeOptions, version_parts
 from .frames import lmsg_frame
 from .subjects import Subscription, has_wildcard, subject_matches
-from .cluster import _PeerConn
+from .cluster import _PeerConn, json_object
 from .routing import LEAF, delivery_at
 from .core import Core, VERSION, GO_VERSION, GIT_COMMIT, E_AUTH, log
 from .credentials import verify_nonce, check_password
@@ -40,49 +40,31 @@ def _leaf_of(sub):
     c = sub.client
     return c if c is not None and c.kind == LEAF else None
 
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #92560d68
 class LeafConn(_PeerConn):
     "Sans-I/O state of one leaf node connection (hub side)."
     kind, echo, no_responders, headers = LEAF, False, False, True   # as a message's source and target, for the router
     def __init__(self, leafs, lid: int, host: str = "", port: int = 0):   # leafs: the `LeafHub` below
-        self.leafs, self.core, self.cid, self.host, self.port = leafs, leafs.core, lid, host, port
-        self.parser = LeafParser(leafs.core.opts.max_control_line)
-        self.out: list[bytes] = []
-        self.out_bytes = self.io_pending = 0
-        self.dirty = self.closing = self.gone = self.connected = False
-        self.close_reason = self.name = self.remote_cluster = self.compression = ''
+        super().__init__(leafs.core, lid, host, port)
+        self.leafs, self.parser = leafs, LeafParser(leafs.core.opts.max_control_line)
+        self.name = self.remote_cluster = self.compression = ''
         self.acc = None                            # the bound account (jsnb.nats.accounts)
         self.subs: dict[tuple, _LeafSub] = {}      # (subject, queue) -> its interest here
         self.smap: dict[tuple, int] = {}           # the account's interest as told to this leaf, counted
-        self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes_total = 0
-        self.pings_out, self.ping_sent, self.rtt = 0, 0.0, 0.0
-        self.start = self.last_activity = time.time()
         self.nonce = ''
         self.ws = False                            # came in over WebSocket
         self.expires_in = None                     # seconds its user JWT has left, when it logged in with one
         self.granted = self.perms = None           # the permissions of the user it logged in as (jsnb.nats.auth)
         self.isolated = False                      # not told of other leaf nodes' interest
-        self.solicited = self.loop = False         # this server dialled it (it is our hub: jsnb.nats.leafremote); a loop was found
+        self.loop = False                          # a loop was found (`solicited`: this server dialled it, it is our hub: jsnb.nats.leafremote)
         o = leafs.core.opts                        # what never goes out here: JetStream's API, and this domain's mapped one
         self.js_out = JS_DENY + ((f'$JS.{o.js_domain}.API.'.encode(),) if o.jetstream and o.js_domain else ())
-        self.transport = None
 
     def __repr__(self): return f'<LeafConn lid={self.cid} {self.name or self.host}>'
     @property
     def tag(self) -> str: return f'{self.host}:{self.port} - lid:{self.cid}'
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #85507a5c
-@patch
-def send(self: LeafConn, data: bytes):
-    "Queue `data` for the leaf node."
-    self.out.append(data); self.out_bytes += len(data)
-    if not self.dirty: self.dirty = True; self.core.mark_dirty(self)
-
-@patch
-def data_to_send(self: LeafConn) -> bytes:
-    "Take everything queued."
-    data = b''.join(self.out); self.out = []; self.out_bytes = 0; self.dirty = False
-    return data
-
 @patch
 def expire(self: LeafConn):
     "The user JWT it logged in with ran out."
@@ -91,11 +73,7 @@ def expire(self: LeafConn):
 @patch
 def close(self: LeafConn, reason: str, err: str | None = None):
     "Close this connection, first sending `-ERR 'err'` when given."
-    if self.closing: return
-    if err: self.send(encode_err(err))
-    self.closing, self.close_reason = True, reason
-    self.core.mark_dirty(self)
-    self.leafs.closed(self)
+    if self._closing(reason, err): self.leafs.closed(self)
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #3bcee383
 @patch
@@ -115,7 +93,7 @@ def relay(self: LeafConn, subject: bytes, reply: bytes, queues, hdr: int, data: 
     if not self.dirty: self.dirty = True; self.core.mark_dirty(self)
     k = len(data) if self.headers else len(data) - hdr; self.out_msgs += 1; self.out_bytes_total += k
     core = self.core; core.out_msgs += 1; core.out_bytes += k
-    if self.out_bytes + self.io_pending > core.max_pending: self.leafs.slow(self)
+    if self.out_bytes + self.io_pending > core.max_pending: self.cut_off()
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #8681f3ee
 @patch
@@ -128,10 +106,7 @@ def _receive(self: LeafConn, data: bytes):
         if t is LMsg: lf.inbound(self, op)
         elif t is LSub: lf.leaf_sub(self, op)
         elif t is LUnsub: lf.leaf_unsub(self, op)
-        elif op is PING: self.send(PONG_B)
-        elif op is PONG: self._pong()
-        elif t is Connect: lf.process_connect(self, op.options)
-        elif t is Info: lf.process_info(self, op.info)
+        elif self._common(op, lf): pass
         elif t is Err:
             log.error("%s - Leafnode Error '%s'", self.tag, op.error)
             if 'Loop detected' in op.error: self.loop = True
@@ -187,6 +162,7 @@ def info(self: LeafHub, lc: LeafConn | None, **extra) -> bytes:
     if urls := self.urls: d['leafnode_urls'] = urls
     return encode_info(orjson.dumps(d))
 
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #cf4fb7bb
 @patch
 def route_url(self: LeafHub, url: str, add: bool):
     "Another server of the cluster (with a leaf node port at `url`) came or went: leaf nodes get the new `leafnode_urls`."
@@ -200,6 +176,7 @@ def route_url(self: LeafHub, url: str, add: bool):
     for lc in self.conns.values():
         if lc.connected and not lc.closing: lc.send(info)
 
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #b0d75253
 @patch
 def new_leaf(self: LeafHub, host: str, port: int) -> LeafConn:
     "An accepted leaf node connection; its `INFO` is queued."
@@ -212,11 +189,6 @@ def new_leaf(self: LeafHub, host: str, port: int) -> LeafConn:
     return lc
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #cb4e3e42
-def _json(raw: bytes) -> dict | None:
-    try: d = orjson.loads(raw)
-    except orjson.JSONDecodeError: return None
-    return d if type(d) is dict else None
-
 @patch
 def authorize(self: LeafHub, lc: LeafConn, d: dict) -> str | None:
     "The account name the leaf's CONNECT `d` binds it to (`''`: the global account), or None when refused."
@@ -231,6 +203,7 @@ def authorize(self: LeafHub, lc: LeafConn, d: dict) -> str | None:
         return u.account if u is not None and check_password(u.password, pw) else None
     return self.client_login(lc, d)
 
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #0756bea8
 @patch
 def client_login(self: LeafHub, lc: LeafConn, d: dict) -> str | None:
     "Without credentials in the `leafnodes` block, a leaf logs in as a client would (users, nkeys, token, user JWTs); its account, or None."
@@ -252,6 +225,7 @@ def _leaf_limit(acc) -> int:
     v = lim.get('leaf', -1)
     return -1 if v is None else v
 
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #cae8217a
 @patch
 def room_for(self: LeafHub, acc, lc: LeafConn) -> bool:
     "Whether account `acc` may take one more leaf node."
@@ -263,7 +237,7 @@ def room_for(self: LeafHub, acc, lc: LeafConn) -> bool:
 def process_connect(self: LeafHub, lc: LeafConn, raw: bytes):
     "Check a leaf's `CONNECT`, bind it to its account, answer and send the account's interest."
     if lc.connected or lc.solicited: return
-    if (d := _json(raw)) is None: return lc.close('Protocol Violation')
+    if (d := json_object(raw)) is None: return lc.close('Protocol Violation')
     core = self.core
     name = self.authorize(lc, d)
     acc = core.accounts.get(name or '$G') if name is not None else None
@@ -328,6 +302,7 @@ def _all_subs(level, out: list):
 
 def _weight(sub) -> int: return (getattr(sub, 'qw', 1) or 1) if sub.queue else 1
 
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #1ae2317b
 def _may_hear(lc, subject: bytes) -> bool:
     "Whether the leaf is told of interest in `subject`: its user may publish there (some of it, for a wildcard)."
     if lc.solicited and subject.startswith(JS_DENY): return False    # our JetStream API is ours: a hub refuses the interest
@@ -337,6 +312,7 @@ def _may_hear(lc, subject: bytes) -> bool:
     if p.pub_deny is not None and p.pub_deny.match(subject)[0]: return False
     return has_wildcard(subject) and any(subject_matches(a, subject) for a in (g.publish.allow or ()))   # a wider interest
 
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #4998d672
 @patch
 def lds_subject(self: LeafHub, acc) -> bytes:
     "The account's loop detection subject (made when first needed)."
@@ -344,6 +320,7 @@ def lds_subject(self: LeafHub, acc) -> bytes:
     if s is None: s = self.lds[acc.name] = (LDS_PREFIX + _nuid()).encode()
     return s
 
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #9e856734
 @patch
 def send_all_interest(self: LeafHub, lc: LeafConn):
     "Send the bound account's whole interest on a newly connected leaf."

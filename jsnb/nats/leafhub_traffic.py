@@ -10,13 +10,12 @@ from .protocol import encode_err
 from .listen import listen
 from .leafnode import LSub, LUnsub, LMsg
 from .subjects import has_wildcard
-from .cluster_routing import _keepalive, _cut_slow
 from .routing import delivery_at
 from .cluster_io import _PeerProtocol
 from .accounts import add_shadows, drop_shadows
-from .core import E_AUTH_TIMEOUT, log
+from .core import log
 from .times import go_duration, NS
-from .tls import tls_accept
+from .tls import tls_accept, cert_not_after
 from .leafhub import LeafHub, LeafConn, _LeafSub, JS_DENY
 
 # %% auto #0
@@ -34,6 +33,7 @@ def _to_routes(self: LeafTraffic, lc: LeafConn, sub: _LeafSub, sign: int):
     cl = self.core.cluster
     if cl is not None and not lc.solicited: cl.local_interest(sub, sign * (sub.qw if sub.queue else 1), lc.acc)
 
+# %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #64ce26c4
 @patch
 def leaf_sub(self: LeafTraffic, lc: LeafConn, op: LSub):
     "The leaf has interest (or a queue group's weight changed)."
@@ -59,6 +59,7 @@ def leaf_sub(self: LeafTraffic, lc: LeafConn, op: LSub):
     for watch in lc.acc.interest_watchers: watch(op.subject)     # push consumers delivering there start at once
     self.interest(lc.acc, sub, 1); self._to_routes(lc, sub, 1)
 
+# %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #76cb15be
 @patch
 def violation(self: LeafTraffic, lc: LeafConn, what: str, subject: bytes):
     "The leaf went past its user's permissions (its server should have kept to them): told, logged and closed."
@@ -67,6 +68,7 @@ def violation(self: LeafTraffic, lc: LeafConn, what: str, subject: bytes):
     log.error('%s - %s Violation on "%s" - Check other side configuration', lc.tag, 'Publish' if what == 'Publish' else 'Subscription', s)
     lc.close('Protocol Violation')
 
+# %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #bd2eb9b6
 @patch
 def leaf_unsub(self: LeafTraffic, lc: LeafConn, op: LUnsub):
     "The leaf no longer has interest."
@@ -96,32 +98,19 @@ def inbound(self: LeafTraffic, lc: LeafConn, op: LMsg):
 @patch
 def closed(self: LeafTraffic, lc: LeafConn):
     "Forget a closed leaf connection and its interest."
-    if lc.gone: return
-    lc.gone = True
-    self.conns.pop(lc.cid, None)
+    if not lc.drop(self.conns, 'Leafnode', lc.name): return
     for sub in lc.subs.values():
         lc.acc.sublist.remove(sub)
         if sub in lc.acc.shadows: drop_shadows(self.core, lc.acc, sub)
         self.interest(lc.acc, sub, -1); self._to_routes(lc, sub, -1)
     lc.subs.clear()
-    remote = f' - Remote: {lc.name}' if lc.name else ''
-    log.info('%s - Leafnode connection closed: %s%s', lc.tag, lc.close_reason or 'Client Closed', remote)
 
+# %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #b67322f2
 @patch
 def ping_tick(self: LeafTraffic):
     "Send keepalive PINGs; close leaf connections that stopped answering."
     for lc in list(self.conns.values()):
-        if not lc.closing and lc.connected: _keepalive(self.core, lc, self.core.opts.ping_max, 'Leafnode')
-
-@patch
-def slow(self: LeafTraffic, lc: LeafConn):
-    "Cut off a leaf node that does not take its output."
-    _cut_slow(self.core, lc)
-
-@patch
-def auth_timeout_check(self: LeafTraffic, lc: LeafConn):
-    "Close a leaf node that has not sent `CONNECT` in time."
-    if not lc.connected and not lc.closing: lc.close('Authentication Timeout', E_AUTH_TIMEOUT)
+        if not lc.closing and lc.connected: lc.keepalive(self.core.opts.ping_max, 'Leafnode')
 
 @patch
 def stop(self: LeafTraffic):
@@ -147,6 +136,7 @@ def leafz(core, query: dict | None = None) -> dict:
         leafs.append(d)
     return dict(server_id=core.server_id, now=rfc3339_micro(time.time()), leafnodes=len(leafs), leafs=leafs)
 
+# %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #6211ae20
 def leaf_varz(core) -> dict:
     "The `leaf` block of `/varz` (empty without a leaf node port)."
     lf = core.leafs
@@ -157,20 +147,12 @@ def leaf_varz(core) -> dict:
     if t is not None:
         d['tls_required'] = True
         if t.verify: d['tls_verify'] = True
-        if na := _not_after(t.cert_file): d['tls_cert_not_after'] = na
+        if na := cert_not_after(t.cert_file): d['tls_cert_not_after'] = na
     if lf.lo.remotes:
         from urllib.parse import urlsplit
         d['remotes'] = [dict(local_account=r.account or '$G', urls=[urlsplit(u).netloc.rpartition('@')[2] for u in r.urls])
                         for r in lf.lo.remotes]
     return d
-
-def _not_after(path: str) -> str:
-    "When the certificate in `path` expires, as RFC 3339 in UTC ('' if it cannot be read)."
-    from cryptography import x509
-    try:
-        with open(path, 'rb') as f: cert = x509.load_pem_x509_certificate(f.read())
-    except (OSError, ValueError): return ''
-    return cert.not_valid_after_utc.strftime('%Y-%m-%dT%H:%M:%SZ')
 
 # %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #17e8b1f4
 class _LeafProtocol(_PeerProtocol):
@@ -185,7 +167,7 @@ class _LeafProtocol(_PeerProtocol):
     def authenticating(self):
         "Give the leaf node `auth_timeout` to send CONNECT (after TLS, if any)."
         lf = self.lc.leafs
-        asyncio.get_running_loop().call_later(lf.auth_timeout, lf.auth_timeout_check, self.lc)
+        asyncio.get_running_loop().call_later(lf.auth_timeout, self.lc.login_timeout)
 
     def connection_made(self, t):
         peer = self._setup(t)
@@ -200,6 +182,7 @@ class _LeafProtocol(_PeerProtocol):
 # %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #c9e22e68
 def _hostport(host: str, port: int) -> str: return f'[{host}]:{port}' if ':' in host else f'{host}:{port}'
 
+# %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #2c90fc01
 async def start_leafnodes(server, leafs: type[LeafTraffic], addresses: list[str]):
     "Build the leaf node layer (`leafs`: `jsnb.nats.leafremote.Leafs`) and listen for leaf node connections (`Server.start` calls this with a `leafnodes` block)."
     from jsnb.nats.cluster_io import client_urls, _advertised
@@ -214,12 +197,14 @@ async def start_leafnodes(server, leafs: type[LeafTraffic], addresses: list[str]
     lf.own_urls = [_advertised(lo.advertise, lf.port)] if lo.advertise else client_urls(lf.host, lf.port, addresses)
     log.info('Listening for leafnode connections on %s', _hostport(lf.host, lf.port))
 
+# %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #0c4fb746
 def _ping_tick(server):
     lf = server.core.leafs
     if lf is None: return
     lf.ping_tick(); server._flush()
     server._leaf_ping = asyncio.get_running_loop().call_later(min(server.opts.ping_interval, 30.0), _ping_tick, server)
 
+# %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #d54e6d48
 def stop_leafnodes(server):
     "Close every leaf connection and the leaf node port."
     lf = server.core.leafs

@@ -41,6 +41,7 @@ def plain(subs) -> bool:
         if c is None or c.kind or s.max or c.gate is not None: return False
     return True
 
+# %% ../../nbs/1_nats/03a_routing.ipynb #a0d2c8d7
 def internal(subs) -> bool:
     "Whether every one of `subs` is an internal handler's without a delivery limit."
     for s in subs:
@@ -166,6 +167,7 @@ def _one_of(self: Router, members, there, q: bytes, src, subject, reply, hdr, da
     _pick(there, i - k, peers, q)
     return 0
 
+# %% ../../nbs/1_nats/03a_routing.ipynb #371b4424
 def _pick(there, i: int, peers: dict, q: bytes):
     "Give queue group `q` to the server the `i`-th unit of weight in `there` belongs to."
     for s in there:
@@ -194,6 +196,7 @@ def delivery_at(reply: bytes) -> int:
         elif b == 64 and dots >= 8: return i
     return -1
 
+# %% ../../nbs/1_nats/03a_routing.ipynb #444c1728
 def deliverable(subject: bytes, reply: bytes, to: bytes) -> tuple[bytes, bytes]:
     "How a message delivered on `to` (a consumer's) travels to another server: the ack reply carries `@<to>`; without one, on `to`."
     if reply.startswith(b'$JS.ACK.') and delivery_at(reply) < 0: return subject, reply + b'@' + to
@@ -207,12 +210,14 @@ def _nobody(self: Router, plan: Plan, src, subject, reply, hdr, data) -> int:
     if reply and src is not None and src.no_responders: self.send_no_responders(src, subject, reply)
     return 0
 
+# %% ../../nbs/1_nats/03a_routing.ipynb #8778cf4c
 @patch
 def hands_on(self: Router, plan: Plan) -> bool:
     "Whether what nobody here takes in the plan's account goes to the cluster's `unrouted` hook (the global account's, when set)."
     cl = self.core.cluster
     return cl is not None and cl.unrouted is not None and plan.account == self.core.gacc.wire
 
+# %% ../../nbs/1_nats/03a_routing.ipynb #b2e8a9ca
 @patch
 def send_no_responders(self: Router, src, subject: bytes, reply: bytes):
     "Answer `src`'s request on `subject` that nobody took: a `503` status, on `src`'s own subscriptions to `reply` only."
@@ -396,6 +401,7 @@ def execute_built(self: Router, src, to: bytes, k: int, nb: int, build, acc) -> 
         self._queue(sub, [build(sub.sid)], k, nb)
     return True
 
+# %% ../../nbs/1_nats/03a_routing.ipynb #ff55fe35
 @patch
 def solo_sid(self: Router, to: bytes, acc) -> bytes | None:
     "The sid of the one subscription that takes `to`, when `execute_built` would take frames for it; else None."
@@ -448,6 +454,7 @@ def _add(pend: dict, target, frame: bytes, n: int):
     if p is None: p = pend[target] = [[], 0, 0]
     p[0].append(frame); p[1] += 1; p[2] += n
 
+# %% ../../nbs/1_nats/03a_routing.ipynb #282aeb67
 @patch
 def _flush(self: Router, here: dict, there: dict):
     "Queue what waits for subscriptions here and send what waits for other servers, each in one call."

@@ -31,6 +31,7 @@ def header_map(block: bytes) -> dict[str, list[str]]:
         if k and v: out.setdefault(k.decode('utf-8', 'replace'), []).append(v.decode('utf-8', 'replace'))
     return out
 
+# %% ../../nbs/1_nats/08_trace.ipynb #c9a251f2
 def set_header(block: bytes, k: bytes, v: bytes) -> bytes:
     "`block` with header `k` set to `v`: replaced where it is, or added at the end."
     i = block.find(b'\r\n' + k + b':')
@@ -43,6 +44,7 @@ _seq = itertools.count(1)
 
 def _now() -> str: return rfc3339(time.time_ns())
 
+# %% ../../nbs/1_nats/08_trace.ipynb #89f12a18
 class Trace:
     "The event of one traced message, filled in as the core routes it."
     def __init__(self, core, src, dest: str, only: bool, headers: dict, size: int, subject: bytes):
@@ -55,6 +57,7 @@ class Trace:
         self.request = dict(header=headers, msgsize=size)
         self.events: list[dict] = [ingress]
 
+# %% ../../nbs/1_nats/08_trace.ipynb #f87320d8
 def start(c, hdr: bytes, size: int, subject: bytes) -> tuple[Trace | None, bool]:
     "The trace for client `c`'s message with header block `hdr`, and whether the message is to be routed."
     headers = header_map(hdr)
@@ -71,6 +74,7 @@ def start(c, hdr: bytes, size: int, subject: bytes) -> tuple[Trace | None, bool]
     if not may_publish(c, dest.encode()): return None, False
     return Trace(c.core, c, dest, only, headers, size, subject), True
 
+# %% ../../nbs/1_nats/08_trace.ipynb #feade1eb
 def _who(c) -> str: return f'{c.host}:{c.port} - cid:{c.cid}'
 
 # %% ../../nbs/1_nats/08_trace.ipynb #b6cc6592
@@ -84,6 +88,7 @@ def _egress(self: Trace, c, sub, error: str = '') -> dict:
     self.events.append(e)
     return e
 
+# %% ../../nbs/1_nats/08_trace.ipynb #a46d1e81
 def _deliver(self: Trace, sub, subject: bytes, reply: bytes, hdr: int, data: bytes, src) -> int:
     "The router's `deliver` while this message is routed: the real one, recorded (or only recorded)."
     deliver, c = self.core.router.deliver, sub.client
@@ -105,6 +110,7 @@ def _deliver(self: Trace, sub, subject: bytes, reply: bytes, hdr: int, data: byt
     if n: self._egress(c, sub)
     return n
 
+# %% ../../nbs/1_nats/08_trace.ipynb #6ec26520
 def _relay(self: Trace, c, subject: bytes, reply: bytes, queues, hdr: int, data: bytes, account: bytes, to):
     "The router's send to another server or a leaf node while this message is routed: a hop to a server is counted, named in the message, and recorded."
     if c.kind == ROUTER:
@@ -130,6 +136,7 @@ def server_info(core) -> dict:
     d.update(jetstream=bool(core.jetstream), flags=7 if core.jetstream else 0, seq=next(_seq), time=_now())
     return d
 
+# %% ../../nbs/1_nats/08_trace.ipynb #c4d47e2b
 def _event(self: Trace) -> dict:
     d = dict(server=server_info(self.core), request=self.request)
     if self.hops: d['hops'] = self.hops
