@@ -200,15 +200,11 @@ def send_frames(self: RouteConn, frames: bytes, k: int, nb: int):
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #936b6966
 @patch
-def send_msg(self: RouteConn, subject: bytes, reply: bytes, queues, hdr: int, data: bytes, account: bytes = GLOBAL_ACCOUNT):
-    "Send a message of `account` to the other server (without headers to one that does not take them)."
-    self.send_frames(rmsg_frame(account, subject, reply, queues, hdr, data, self.headers), 1, len(data) if self.headers else len(data) - hdr)
-
-@patch
 def relay(self: RouteConn, subject: bytes, reply: bytes, queues, hdr: int, data: bytes, account: bytes = GLOBAL_ACCOUNT, to: bytes | None = None):
-    "The router's send: a message the other server wants (`to`: a consumer's delivery subject, carried as the reference carries it)."
+    """The router's send: a message of `account` that the other server wants, naming the queue groups drawn for it there
+    (without headers to a server that does not take them; `to`: a consumer's delivery subject, carried as the reference carries it)."""
     if to and to != subject: subject, reply = deliverable(subject, reply, to)
-    self.send_msg(subject, reply, queues, hdr, data, account)
+    self.send_frames(rmsg_frame(account, subject, reply, queues, hdr, data, self.headers), 1, len(data) if self.headers else len(data) - hdr)
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #19d13a4a
 @patch

@@ -78,7 +78,7 @@ def remote_unsub(self: Cluster, rc: RouteConn, op: RUnsub):
 @patch
 def inbound(self: Cluster, rc: RouteConn, op: RMsg):
     "Deliver a message that came over a route to this server's subscribers (and the queue groups it names)."
-    acc = self.account(op.account)
+    acc = self.core.gacc if op.account == GLOBAL_ACCOUNT else self.account(op.account)
     if acc is None:
         log.debug('%s - Unknown account "%s" for routed message on subject: "%s"', rc.tag,
                   op.account.decode('utf-8', 'replace'), op.subject.decode('utf-8', 'replace'))

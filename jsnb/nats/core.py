@@ -539,8 +539,9 @@ def send_async_info(self: Core, only_ws: bool | None = None, **extra):
 def route(self: Core, src, subject: bytes, reply: bytes, hdr: int, data: bytes, to: bytes | None = None, acc=None, r=None) -> int:
     """Route one message to every subscription matching `to` (default: `subject`) in account `acc` (default: the
     sender's), by plan `r` when the caller made it; returns how many took it."""
-    if r is None: r = self.router.match(acc or getattr(src, 'acc', None) or self.gacc, to or subject)
-    return self.router.execute(r, src, subject, reply, hdr, data, to)
+    router = self.router
+    if r is None: r = router.match(acc or getattr(src, 'acc', None) or self.gacc, to or subject)
+    return router.execute(r, src, subject, reply, hdr, data, to)
 
 # %% ../../nbs/1_nats/03_core.ipynb #221317eb
 def _acc(core: Core, src, acc):

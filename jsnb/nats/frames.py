@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 # %% auto #0
-__all__ = ['msg_line', 'msg_frame', 'rmsg_frame', 'lmsg_frame']
+__all__ = ['msg_line', 'msg_frame', 'msg_frames', 'rmsg_frame', 'lmsg_frame']
 
 # %% ../../nbs/1_nats/00b_frames.ipynb #07a6753e
 def msg_line(subject: bytes, sid: bytes, reply: bytes, hdr_len: int, size: int) -> bytes:
@@ -28,6 +28,11 @@ def msg_frame(subject: bytes, sid: bytes, reply: bytes, hdr_len: int, data: byte
         data = data[hdr_len:]
     if reply: return b'MSG %s %s %s %d\r\n%s\r\n' % (subject, sid, reply, len(data), data)
     return b'MSG %s %s %d\r\n%s\r\n' % (subject, sid, len(data), data)
+
+# %% ../../nbs/1_nats/00b_frames.ipynb #465547e5
+def msg_frames(sid: bytes, items) -> list[bytes]:
+    "The `MSG` frames of subscription `sid` for `(subject, payload)` items without reply or headers, as `msg_frame` writes each."
+    return [b'MSG %s %s %d\r\n%s\r\n' % (s, sid, len(p), p) for s, p in items]
 
 # %% ../../nbs/1_nats/00b_frames.ipynb #8ed0377c
 def _middle(reply: bytes, queues) -> bytes:

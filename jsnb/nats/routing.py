@@ -8,7 +8,7 @@ import logging
 from fastcore.basics import patch
 from typing import NamedTuple
 from .protocol import Pub, HPub, Counted
-from .frames import msg_frame, msg_line, rmsg_frame
+from .frames import msg_frame, msg_frames, msg_line, rmsg_frame
 from .headers import SUBJECT, TRACE_PREFIX, status_block
 from .accounts import forwards_service
 
@@ -70,9 +70,8 @@ def match(self: Router, acc, subject: bytes, remote: bool = True) -> Plan:
 @patch
 def deliver(self: Router, sub, subject: bytes, reply: bytes, hdr: int, data: bytes, src) -> int:
     "Deliver one message to `sub` (a client's, an internal handler's or a leaf node's); 1 if it took it."
-    c = sub.client
+    c, core = sub.client, self.core
     if c is None:
-        core = self.core
         if core.deferred and not sub.defers: core.flush_deferred()
         try: sub.cb(subject, reply, hdr, data, src)
         except Exception:                      # a failing handler must not take the publisher's connection down
@@ -81,14 +80,8 @@ def deliver(self: Router, sub, subject: bytes, reply: bytes, hdr: int, data: byt
     if c is src and not c.echo: return 0
     if c.kind: c.relay(subject, reply, (sub.queue,) if sub.queue else (), hdr, data); return 1
     if c.gate is not None and not c.gate(sub, subject, reply): return 0
-    return self._one_frame(sub, c, msg_frame(subject, sub.sid, reply, hdr, data, c.headers), len(data))
-
-# %% ../../nbs/1_nats/03a_routing.ipynb #0de4c29a
-@patch
-def _one_frame(self: Router, sub, c, frame: bytes, n: int) -> int:
-    "Queue one `frame` of `n` payload bytes for client `c`'s subscription `sub`."
-    core = self.core
-    c.out.append(frame)                                # `c.send(frame)`, inlined: this is the hot path
+    frame = msg_frame(subject, sub.sid, reply, hdr, data, c.headers)
+    c.out.append(frame); n = len(data)                    # `c.send(frame)`, inlined: this is the hot path
     ob = c.out_bytes = c.out_bytes + len(frame)
     if not c.dirty: c.dirty = True; core.mark_dirty(c)
     c.out_msgs += 1; c.out_bytes_total += n
@@ -121,16 +114,25 @@ def execute(self: Router, plan: Plan, src, subject: bytes, reply: bytes, hdr: in
     core.in_msgs += 1; core.in_bytes += len(data)
     t = self.tracer
     deliver = self.deliver if t is None else t.deliver
-    n, peers, routed = 0, {}, src is not None and src.kind == ROUTER
+    n, peers = 0, {}
     for sub in plan.psubs:
         c = sub.client
         if c is None:
-            if routed and forwards_service(sub): continue
+            if src is not None and src.kind == ROUTER and forwards_service(sub): continue
         elif c.kind:                                   # a leaf node's interest: one message for all of it, below
             if c is not src: peers.setdefault(c, [])
             continue
         n += deliver(sub, subject, reply, hdr, data, src)
-    if plan.qgroups or plan.rq: n += self._queues(plan, src, subject, reply, hdr, data, queues, peers, deliver)
+    if plan.rq or queues:                              # (groups of other servers, or only those a message names)
+        n += self._queues(plan, src, subject, reply, hdr, data, queues, peers, deliver)
+    elif queues is None:                               # (the usual case, at once: queue groups with members here only)
+        for group in plan.qgroups:
+            members = group if src is None or src.echo else [s for s in group if s.client is not src]
+            if not (k := len(members)): continue
+            s = members[core._rand.randrange(k)] if k > 1 else members[0]
+            if (c := s.client) is not None and c.kind: peers.setdefault(c, []).append(s.queue); n += 1
+            elif deliver(s, subject, reply, hdr, data, src): n += 1
+            elif k > 1: n += self._one_of(members, (), s.queue, src, subject, reply, hdr, data, peers, deliver)   # refused: the next ones
     for s in plan.rp: peers.setdefault(s.client, [])
     if peers: n += self._relay(peers, plan.account, subject, reply, hdr, data, to)
     if n == 0 and queues is None: n = self._nobody(plan, src, subject, reply, hdr, data)
@@ -140,7 +142,7 @@ def execute(self: Router, plan: Plan, src, subject: bytes, reply: bytes, hdr: in
 @patch
 def _queues(self: Router, plan: Plan, src, subject, reply, hdr, data, queues, peers: dict, deliver) -> int:
     "Give the message to one member of each queue group (of `queues` only, when given), here or on another server."
-    n, others = 0, {g[0].queue: g for g in plan.rq} if plan.rq else {}
+    n, others = 0, {g[0].queue: g for g in plan.rq}
     for group in plan.qgroups:
         q = group[0].queue
         if queues is not None and q not in queues: continue
@@ -477,5 +479,5 @@ def _reply_run(self: Router, replies: list, acc) -> bool:
     sub = plan.psubs[0]; sid = sub.sid                  # (the client's sid is data, never part of a format)
     k, nb = len(replies), sum([len(b) for _, b in replies])
     core = self.core; core.in_msgs += k; core.in_bytes += nb
-    self._queue(sub, [msg_frame(t, sid, b'', 0, b) for t, b in replies], k, nb)
+    self._queue(sub, msg_frames(sid, replies), k, nb)
     return True
