@@ -445,3 +445,38 @@ async def test_jsnb_cluster_command(tmp_path):
         p.stdout.close()
     for u in urls:                                             # every server is gone
         with pytest.raises(OSError): socket.create_connection(('127.0.0.1', int(u.rsplit(':', 1)[1])), timeout=1).close()
+
+
+_DENY_ONE = '''authorization { users = [
+  {user: admin, password: a}
+  {user: app, password: p, permissions: {subscribe: {allow: ">", deny: "jobs.secret"}}}
+] }
+cluster { name: c1, listen: "127.0.0.1:-1" %s }
+'''
+
+
+def _login(port, user, pw, then: bytes) -> Raw:
+    r = Raw(port, connect=b'CONNECT {"verbose":false,"pedantic":false,"user":"%s","pass":"%s"}\r\n' % (user, pw) + then + b'PING\r\n')
+    assert r.until(b'PONG').endswith(b'PONG\r\n')
+    return r
+
+
+@pytest.mark.parametrize('kind', ['jsnb', 'nats-server'])
+@pytest.mark.parametrize('where', ['same server', 'other server'])
+def test_queue_member_refused_by_permissions_passes_the_message_on(nodes, kind, where):
+    """A queue group member whose permissions deny a message's subject at delivery (a wildcard subscription that
+    covers a denied subject) does not lose the message: another member of the group gets it, on the same server
+    of a cluster or on another one, as the reference does."""
+    a = nodes(kind, 'a', config=_DENY_ONE % '')
+    b = nodes(kind, 'b', config=_DENY_ONE % f', routes: ["{a.route_url}"]') if where == 'other server' else a
+    if b is not a: wait_mesh([a, b])
+    refused = _login(a.proc.port, b'app', b'p', b'SUB jobs.* g 1\r\n')
+    taker = _login(b.proc.port, b'admin', b'a', b'SUB jobs.* g 1\r\n')
+    pub = _login(a.proc.port, b'admin', b'a', b'')
+    if b is not a: asyncio.run(wait_interest(a, 'jobs.*'))
+    pub.send(b''.join(b'PUB jobs.secret 1\r\n%d\r\nPUB jobs.open 1\r\n%d\r\n' % (i % 10, i % 10) for i in range(40)) + b'PING\r\n')
+    assert pub.until(b'PONG').endswith(b'PONG\r\n')
+    got = [m.subject for m in taker.msgs(80, timeout=3)] + [m.subject for m in refused.msgs(80, timeout=1)]
+    assert got.count(b'jobs.secret') == 40, got.count(b'jobs.secret')     # every one, to the member that may take it
+    assert got.count(b'jobs.open') == 40
+    for r in (refused, taker, pub): r.close()

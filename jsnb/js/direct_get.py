@@ -9,7 +9,8 @@ from functools import partial
 from typing import TYPE_CHECKING
 import orjson
 from ..nats.times import rfc3339, parse_rfc3339
-from ..nats.protocol import encode_hmsg, get_header, text, wire
+from ..nats.protocol import get_header, text, wire
+from ..nats.frames import msg_frame
 from .stream_config import JS_API_LEVEL as API_LEVEL
 if TYPE_CHECKING: from jsnb.js.stream import Stream      # the stream calls this module; it is only named here
 
@@ -255,7 +256,7 @@ def answer_built(stream, req: dict, to: bytes, max_pending: int = 64 * 1024 * 10
         prefix = b'HMSG %s %s ' % (to, sid)
         out = np.empty(int(sent[k - 1]) + k * (len(prefix) + len(name) + 300), np.uint8)
         n = _batch_frames(a, cols, _u8(prefix), name, pending, 0, _LIT_A, _LIT_AT, out)
-        return out[:n].tobytes() + encode_hmsg(to, sid, b'', len(end), end)
+        return out[:n].tobytes() + msg_frame(to, sid, b'', len(end), end)
     return stream.host.send_built(to, k + 1, int(sent[k - 1]), build)
 
 

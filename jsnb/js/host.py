@@ -9,7 +9,8 @@ from typing import Callable, NamedTuple, Protocol, runtime_checkable
 import orjson
 from ..nats.times import rfc3339
 from functools import partial
-from ..nats.protocol import text, wire, encode_msg, encode_hmsg
+from ..nats.protocol import text, wire
+from ..nats.frames import msg_frame
 
 log = logging.getLogger('jsnb')
 
@@ -34,7 +35,7 @@ def encode_frames(frames: list, sid: bytes) -> bytes:
             else: out.append(f'MSG {s} {sd} {r} {len(d)}\r\n'.encode() if r else f'MSG {s} {sd} {len(d)}\r\n'.encode())
             out.append(h); out.append(d); out.append(b'\r\n')
     except UnicodeEncodeError:                   # a subject that is not UTF-8: byte by byte, as the wire had it
-        return b''.join([encode_hmsg(wire(s), sid, wire(r), len(h), h + d) if h else encode_msg(wire(s), sid, wire(r), d)
+        return b''.join([msg_frame(wire(s), sid, wire(r), len(h), h + d)
                          for _, s, r, h, d in frames])
     return b''.join(out)
 
@@ -278,7 +279,7 @@ class CoreHost(NullHost):
     def reply(self, to, body): self.core.route(None, to, b'', 0, body)
     def no_responders(self, src, subject: bytes, reply: bytes):
         "Answer a request as the core answers one that no subscription takes: a `503` status, if the client asked for it."
-        if reply and src is not None and src.no_responders: self.core._no_responders(src, subject, reply)
+        if reply and src is not None and src.no_responders: self.core.router.send_no_responders(src, subject, reply)
 
     def send_built(self, to: bytes, k: int, nb: int, build) -> bool: return self.core.route_built(None, to, k, nb, build)
     def solo_sid(self, to: str) -> bytes | None: return self.core.solo_sid(wire(to))

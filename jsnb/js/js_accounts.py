@@ -33,7 +33,7 @@ class NoJetStream:
 
     def on_api(self, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
         if subject.startswith(b'$JS.API.DIRECT.GET.'):          # not taken: no responders, as from the reference
-            if reply and src is not None and getattr(src, 'no_responders', False): self.core._no_responders(src, subject, reply)
+            if reply and src is not None and getattr(src, 'no_responders', False): self.core.router.send_no_responders(src, subject, reply)
             return
         found = route(text(subject))
         if found is None or not reply: return                   # other subjects are taken and not answered

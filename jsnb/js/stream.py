@@ -277,7 +277,7 @@ def _on_many(self: Stream, ops, src):
         self.host.flush_deferred()                   # keep the order of arrival
         self._on_one(subject, reply, hdr, data)
 
-Stream._on_many.takes_runs = True                    # the core may hand it a `Counted` run (see `route_counted`)
+Stream._on_many.takes_runs = True                    # the core may hand it a `Counted` run (see `Router.execute_counted`)
 
 @patch
 def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):

@@ -11,6 +11,7 @@ from .subjects import Sublist, Subscription, valid_subject, has_wildcard, transf
 from .times import NS, parse_go_duration
 from .credentials import AuthConfigError, _where, _used, _goq, _got
 from .permissions import parse_users, parse_permissions, _subset
+from .headers import REQUEST_INFO
 
 # %% auto #0
 __all__ = ['GLOBAL', 'SYSTEM', 'RESPONSE_THRESHOLD', 'NO_JS_LIMITS', 'MAX_HOPS', 'Export', 'Import', 'AccountConfig',
@@ -32,6 +33,7 @@ class Export:
     threshold: float = RESPONSE_THRESHOLD
     response: str = 'singleton'       # or `stream`, `chunked`: several responses may come back for one request
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #ca673009
 @dataclass(frozen=True)
 class Import:
     "Subjects taken from another account: `subject` of `account`, known here as `local` (`prefix`, `to` as configured)."
@@ -46,6 +48,7 @@ class Import:
         if self.prefix: return self.prefix.rstrip('.') + '.' + self.subject
         return self.to or self.subject
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #4147b9ec
 @dataclass(frozen=True)
 class AccountConfig:
     "One entry of `accounts`: its users (each knows its account), exports and imports."
@@ -114,6 +117,7 @@ def _import_source(v, kind: str, where) -> tuple[str, str]:
     if not valid_subject(subject.encode()): raise AuthConfigError(f'{kind} import subject {_goq(subject)} is not a valid subject', where)
     return acc, subject
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #47cec690
 def parse_import(v, where=None) -> Import:
     "One entry of an account's `imports`."
     if not isinstance(v, dict): raise AuthConfigError(f'Import Items should be a map with type entry, got {_got(v)}', where)
@@ -207,6 +211,7 @@ def parse_account_limits(v, where=None) -> dict:
         else: out[name] = max(-(1 << 31), min(x, (1 << 31) - 1))
     return out
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #969417ad
 def _account(name: str, v, where, size=int) -> AccountConfig:
     "One account's block; `size` reads a byte size (the configuration reader's `parse_size`)."
     if not isinstance(v, dict): raise AuthConfigError(f'Expected map entry for account {_goq(name)}, got {_got(v)}', where)
@@ -236,11 +241,13 @@ def _check_imports(accounts: dict, where):
                        for e in src.exports):
                 raise AuthConfigError(f'Error adding {i.kind} import {_goq(i.subject)}: {i.kind} import not authorized', where)
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #fcbc3c14
 def global_account_only(opts) -> bool:
     """Whether the accounts are at most the system account, besides `$G` (not in operator mode): the reference then
     runs JetStream in `$G`, as without accounts."""
     return not getattr(opts, 'trusted_keys', None) and all(a.name == opts.system_account for a in opts.accounts)
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #3ad16861
 def parse_accounts(v, where=None, size=int) -> tuple:
     "The `accounts` block (or array of names): `AccountConfig`s in order; `size` reads byte sizes."
     out = {}
@@ -269,6 +276,7 @@ _rng = random.SystemRandom()
 
 def _token(n: int = 6) -> str: return ''.join(_rng.choice(_B62) for _ in range(n))
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #e6de8923
 class NatsAccount:
     "An account at run time: its subscriptions, the service replies it owes to importers, its JetStream (if any)."
     def __init__(self, name: str, cfg: AccountConfig | None = None):
@@ -316,6 +324,7 @@ def _internal(core, acc, subject, cb) -> Subscription:
     acc.sublist.insert(sub)
     return sub
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #e9423628
 def forwards_service(sub) -> bool:
     "Whether internal subscription `sub` forwards requests through a service import (which only the server they were published on does)."
     return getattr(sub.cb, 'func', None) is _service_msg
@@ -325,7 +334,6 @@ def wire_imports(core):
     for acc in core.accounts.values():
         for imp in acc.cfg.imports:
             if imp.kind == 'service': _internal(core, acc, imp.local, partial(_service_msg, core, acc, core.accounts[imp.account], imp))
-
 
 # %% ../../nbs/1_nats/07b_accounts.ipynb #e545d1e7
 def _overlap(a: bytes, b: bytes) -> bytes | None:
@@ -342,6 +350,7 @@ def _overlap(a: bytes, b: bytes) -> bytes | None:
         else: return None
     return b'.'.join(out)
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #d294ea7d
 def _exported(imp, subject: bytes) -> bytes:
     "Local `subject` (within the import's local subject) as the exporting account names it."
     if imp.prefix: return subject[len(imp.prefix.rstrip('.')) + 1:]
@@ -353,7 +362,6 @@ def _imported(imp, subject: bytes) -> bytes:
     if imp.prefix: return imp.prefix.rstrip('.').encode() + b'.' + subject
     if imp.to: return map_subject(subject, imp.subject, imp.to)
     return subject
-
 
 # %% ../../nbs/1_nats/07b_accounts.ipynb #bb8279b7
 def add_shadows(core, acc, sub):
@@ -371,6 +379,7 @@ def add_shadows(core, acc, sub):
         for watch in ex.interest_watchers: watch(subject)
     if found: acc.shadows[sub] = found
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #3a0f6040
 def drop_shadows(core, acc, sub):
     "Remove the shadows of `sub`, which is leaving `acc`."
     for ex, sh in acc.shadows.pop(sub, ()):
@@ -382,10 +391,11 @@ def _via_service(reply: bytes, data: bytes) -> bool:
     fs = _from_service[0]
     return fs is not None and fs[1] is data and fs[0] == reply
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #2857b2e7
 def _shadow_msg(core, acc, imp, sub, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     """A message on a shadow: to the importer's subscription, under the local subject (unless a service import brought
-    it). The core's own `deliver`, not one a message trace put in place: a trace ends at the export (see `shadow_export`)."""
-    if not _via_service(reply, data): type(core).deliver(core, sub, _imported(imp, subject), reply, hdr, data, src)
+    it). The router's own `deliver`, not a message trace's: a trace ends at the export (see `shadow_export`)."""
+    if not _via_service(reply, data): core.router.deliver(sub, _imported(imp, subject), reply, hdr, data, src)
 
 def shadow_export(sub, subject: bytes, reply: bytes, data: bytes) -> tuple | None:
     "For a shadow subscription `sub` taking a message: the importing account's name and the subject there (None: not a shadow, or nothing to pass on)."
@@ -394,9 +404,8 @@ def shadow_export(sub, subject: bytes, reply: bytes, data: bytes) -> tuple | Non
     _, acc, imp, _ = cb.args
     return acc.name, _imported(imp, subject)
 
-
 # %% ../../nbs/1_nats/07b_accounts.ipynb #0c657490
-_REQUEST_INFO = b'Nats-Request-Info:'
+_REQUEST_INFO = REQUEST_INFO + b':'
 
 def _request_info(src, hdr: int, data: bytes) -> tuple[int, bytes]:
     "The request `hdr`, `data` with the `Nats-Request-Info` header naming client `src`'s account (unchanged if not from a client)."
@@ -405,7 +414,7 @@ def _request_info(src, hdr: int, data: bytes) -> tuple[int, bytes]:
     if (rtt := int(getattr(src, 'rtt', 0) * 1e9)) > 0: info['rtt'] = rtt
     head = [l for l in data[:hdr - 2].split(b'\r\n')[:-1] if not l[:len(_REQUEST_INFO)].lower() == _REQUEST_INFO.lower()] \
         if hdr > 2 else [b'NATS/1.0']
-    block = b'\r\n'.join(head) + b'\r\nNats-Request-Info: ' + json.dumps(info, separators=(',', ':')).encode() + b'\r\n\r\n'
+    block = b'\r\n'.join(head) + b'\r\n' + REQUEST_INFO + b': ' + json.dumps(info, separators=(',', ':')).encode() + b'\r\n\r\n'
     return len(block), block + data[hdr:]
 
 
@@ -429,8 +438,9 @@ def _service_msg(core, acc, svc, imp, subject: bytes, reply: bytes, hdr: int, da
     finally: _hops[0] -= 1; _from_service[0] = prev
     if n == 0 and reply:
         _forget(core, svc, new)
-        if src is not None and getattr(src, 'no_responders', False): core._no_responders(src, subject, reply)
+        if src is not None and getattr(src, 'no_responders', False): core.router.send_no_responders(src, subject, reply)
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #abaefaec
 def _response_msg(core, svc, key: bytes, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     """A message sent to reply subject `key` handed out by a service import: to the requester (once, for a singleton
     service). A plain response is addressed to the requester's reply subject; a message that keeps its own subject (a
@@ -442,6 +452,7 @@ def _response_msg(core, svc, key: bytes, subject: bytes, reply: bytes, hdr: int,
     if late: return
     core.route(None, e[1] if subject == key else subject, reply, hdr, data, to=e[1], acc=e[0])
 
+# %% ../../nbs/1_nats/07b_accounts.ipynb #c717ff2a
 def _forget(core, svc, key: bytes):
     "Drop a reply subject handed out by a service import, and its subscription."
     e = svc.responses.pop(key, None)
@@ -453,4 +464,3 @@ def _prune(core, svc):
     if now - svc.pruned < 1: return
     svc.pruned = now
     for k in [k for k, e in svc.responses.items() if e[2] < now]: _forget(core, svc, k)
-

@@ -23,6 +23,7 @@ def all_users(opts) -> tuple:
     "The users of `authorization` followed by those of every account in `accounts`."
     return (*(opts.users or ()), *(u for a in getattr(opts, 'accounts', ()) for u in a.users))
 
+# %% ../../nbs/1_nats/07_auth.ipynb #61ce71a2
 class Auth:
     "A server's authentication settings, compiled for checking clients."
     def __init__(self, opts):
@@ -73,6 +74,7 @@ def conn_type(c) -> str:
     "The reference's name for the kind of connection `c` is (a leaf node's login names itself with `conn_type`)."
     return getattr(c, 'conn_type', '') or ('WEBSOCKET' if getattr(c, 'ws', False) else 'STANDARD')
 
+# %% ../../nbs/1_nats/07_auth.ipynb #52a6d5ff
 @patch
 def check(self: Auth, c, o: dict) -> bool:
     "Whether CONNECT options `o` (updated as the reference updates them) authenticate client `c`; grants its permissions."
@@ -110,6 +112,7 @@ def check(self: Auth, c, o: dict) -> bool:
     if cuser: return cuser == (o.get('user') or '') and check_password(cpass, o.get('pass') or '')
     return False
 
+# %% ../../nbs/1_nats/07_auth.ipynb #bc9a7d2d
 def _cookies(c, o: dict):
     "A WebSocket client's cookies (`user_cookie` ...) stand in for the CONNECT fields it left empty, as in the reference."
     for k, v in (getattr(c, 'ws_cookies', None) or {}).items():
@@ -131,6 +134,7 @@ def who(c) -> str:
     if tag: acc = f'{acc}/{tag}'
     return s + (f' - {_goq(ncs)}' if ncs else '') + (f' - "{acc}/{user}"' if user else '')
 
+# %% ../../nbs/1_nats/07_auth.ipynb #03e59f93
 def _auth_user(o: dict) -> str:
     "Who a client said it was, for the failure log line."
     if o.get('nkey'): return f' - Nkey {_goq(o["nkey"])}'
@@ -139,6 +143,7 @@ def _auth_user(o: dict) -> str:
     if o.get('auth_token'): return ' - Token "[REDACTED]"'
     return ''
 
+# %% ../../nbs/1_nats/07_auth.ipynb #f55427f3
 def violation(c):
     "Log a failed authentication as the reference does, answer `-ERR 'Authorization Violation'` and close."
     log.error('%s - authentication error%s', who(c), _auth_user(c.options))
@@ -175,6 +180,7 @@ def may_subscribe(self: Auth, c, subject: bytes, queue: bytes, sid: bytes) -> bo
         p.filtering = True; c.gate = p.gate
     return True
 
+# %% ../../nbs/1_nats/07_auth.ipynb #83f8a967
 _last_limit_log = [0.0]
 
 @patch
@@ -189,6 +195,7 @@ def _min_limit(v: int, limit: int) -> int:
     if v == -1: return limit
     return limit if limit != -1 and limit < v else v
 
+# %% ../../nbs/1_nats/07_auth.ipynb #234793e3
 def apply_account_limits(c, opts, limits: dict, user: tuple = (-1, -1), missing: int = -1) -> bool:
     "Apply account `limits` (and the user's `(subs, payload)`) to client `c` once it is in its account; False: closed."
     mconns = limits.get('conn', missing)
@@ -200,6 +207,7 @@ def apply_account_limits(c, opts, limits: dict, user: tuple = (-1, -1), missing:
     if c.max_subs != -1 and c.max_subs <= 0: _no_subscriptions(c)
     return True
 
+# %% ../../nbs/1_nats/07_auth.ipynb #9894c54f
 def _no_subscriptions(c):
     "A client allowed no subscription is told so once what it sent with its CONNECT is done, and closed soon after."
     log.error('%s - maximum subscriptions exceeded', who(c))
@@ -210,7 +218,6 @@ def _no_subscriptions(c):
     try: loop = asyncio.get_running_loop()
     except RuntimeError: tell(); cut(); return       # no event loop: a sans-I/O test
     loop.call_soon(tell); loop.call_later(0.02, cut)
-
 
 # %% ../../nbs/1_nats/07_auth.ipynb #ee859f89
 @patch
@@ -246,6 +253,7 @@ def check_in_background(proto, data: bytes) -> bool:
     asyncio.get_running_loop().run_in_executor(None, _bcrypt, *s).add_done_callback(lambda f: _checked(proto, key, f))
     return True
 
+# %% ../../nbs/1_nats/07_auth.ipynb #1245d098
 def _checked(proto, key, f):
     "A background check is done: remember the answer, read again and feed the held input to the core."
     if len(_prechecked) >= 1024: _prechecked.clear()

@@ -19,6 +19,7 @@ def _go_escape(v: str) -> str:
     return ''.join('\\' + ch if ch in ',+"\\<>;' or (ch == ' ' and i in (0, len(v) - 1)) or (ch == '#' and i == 0) else ch
                    for i, ch in enumerate(v))
 
+# %% ../../nbs/1_nats/07f_certmap.ipynb #276bef34
 def subject_string(name) -> str:
     "A certificate subject (a cryptography `Name`) as Go writes `cert.Subject.ToRDNSequence().String()`."
     got = {}
@@ -31,10 +32,12 @@ def subject_string(name) -> str:
         if vals: rdns.append('+'.join(f'{t}={_go_escape(v)}' for v in vals))
     return ','.join(reversed(rdns))
 
+# %% ../../nbs/1_nats/07f_certmap.ipynb #5746afa0
 def subject_dcs(name) -> str:
     "The subject's domain components, in certificate order (`DC=example,DC=com`)."
     return ','.join(f'DC={a.value}' for a in name if a.oid.dotted_string == _DC and isinstance(a.value, str))
 
+# %% ../../nbs/1_nats/07f_certmap.ipynb #e0a40590
 def cert_dn(name) -> list | None:
     "The subject as go-ldap reads a raw subject: RDNs last first, each a list of (type, value); None if a type is unknown."
     out = []
@@ -46,7 +49,6 @@ def cert_dn(name) -> list | None:
             attrs.append((t, a.value))
         out.append(attrs)
     return out
-
 
 # %% ../../nbs/1_nats/07f_certmap.ipynb #e6a91080
 def parse_dn(s: str) -> list | None:
@@ -84,6 +86,7 @@ def parse_dn(s: str) -> list | None:
         rdn.append((typ, take())); dn.append(rdn)
     return dn
 
+# %% ../../nbs/1_nats/07f_certmap.ipynb #1f929699
 def _rdn_eq(a: list, b: list) -> bool:
     same = lambda x, y: x[0].lower() == y[0].lower() and x[1] == y[1]
     return len(a) == len(b) and all(any(same(x, y) for y in b) for x in a) and all(any(same(y, x) for x in a) for y in b)
@@ -92,6 +95,7 @@ def dn_equal(a: list, b: list) -> bool:
     "go-ldap's `Equal`: the same RDNs in the same order."
     return len(a) == len(b) and all(_rdn_eq(x, y) for x, y in zip(a, b))
 
+# %% ../../nbs/1_nats/07f_certmap.ipynb #e035580d
 def dn_rdns_match(a: list, b: list) -> bool:
     "go-ldap's `RDNsMatch`: the same RDNs in any order."
     if len(a) != len(b): return False
@@ -101,7 +105,6 @@ def dn_rdns_match(a: list, b: list) -> bool:
         if j is None: return False
         used[j] = True
     return True
-
 
 # %% ../../nbs/1_nats/07f_certmap.ipynb #9f8776c0
 def cert_user(der: bytes, users: dict, allowed=lambda u: True):
@@ -124,9 +127,9 @@ def cert_user(der: bytes, users: dict, allowed=lambda u: True):
         if (u := users.get(n)) is not None and allowed(u): return u
     return None
 
+# %% ../../nbs/1_nats/07f_certmap.ipynb #564539dd
 def peer_certificate(c) -> bytes | None:
     "The DER of the certificate client `c` presented over TLS (None: no TLS, or no certificate)."
     t = getattr(c, 'transport', None)
     so = t.get_extra_info('ssl_object') if t is not None else None
     return so.getpeercert(binary_form=True) if so is not None else None
-

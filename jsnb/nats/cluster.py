@@ -9,15 +9,17 @@ from typing import NamedTuple
 from urllib.parse import urlsplit, unquote
 import orjson
 from fastcore.basics import patch
-from .protocol import Info, Connect, Err, Close, PING, PONG, OK, PONG_B, encode_info, encode_err
-from .routes import RouteParser, RSub, RUnsub, RMsg, encode_rmsg
+from .protocol import Info, Connect, Err, Close, PING, PONG, OK, PING_B, PONG_B, encode_info, encode_err
+from .routes import RouteParser, RSub, RUnsub, RMsg
+from .frames import rmsg_frame
 from .subjects import Sublist, Subscription
-from .core import Core, VERSION, GO_VERSION, GIT_COMMIT, E_AUTH, log
+from .core import Core, VERSION, GO_VERSION, GIT_COMMIT, E_AUTH, E_STALE, E_AUTH_TIMEOUT, log
 from .credentials import check_password
+from .routing import ROUTER, deliverable
 
 # %% auto #0
 __all__ = ['GLOBAL_ACCOUNT', 'IMPLICIT', 'EXPLICIT', 'GOSSIP_DEFAULT', 'GOSSIP_DISABLED', 'GOSSIP_OVERRIDE', 'ROUTE_PROTO',
-           'E_ROUTE_PORT', 'dynamic_cluster_name', 'RouteURL', 'route_url', 'RouteConn', 'ClusterLinks']
+           'E_ROUTE_PORT', 'dynamic_cluster_name', 'RouteURL', 'route_url', 'RouteConn', 'ClusterLinks', 'json_object']
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #044deb5a
 GLOBAL_ACCOUNT = b'$G'                  # the reference's global account: clients that no account claims
@@ -42,6 +44,7 @@ class RouteURL(NamedTuple):
         h = f'[{self.host}]' if ':' in self.host else self.host
         return f'{h}:{self.port}'.lower()
 
+# %% ../../nbs/1_nats/06a_cluster.ipynb #4a143278
 def route_url(s: str) -> RouteURL:
     "Parse a route URL (credentials are optional)."
     u = urlsplit(s.strip())
@@ -54,10 +57,22 @@ class _RemoteSub(Subscription):
     "The interest of another server: a subscription whose client is the route, with the queue group's weight."
     __slots__ = ('qw', 'account')
 
+# %% ../../nbs/1_nats/06a_cluster.ipynb #944a5c38
 class _PeerConn:
-    "What a route and a leaf node connection share: taking in bytes, and an answer to our `PING`."
+    "What a route and a leaf node connection share: their output, closing, keepalives, taking in bytes, an answer to our `PING`."
     pings_sent = pongs_got = 0             # (routes) to tell which PONG answers which PING: `Cluster.flush`
     pong_waits: list | None = None
+    def __init__(self, core, cid: int, host: str, port: int):
+        self.core, self.cid, self.host, self.port = core, cid, host, port
+        self.out: list[bytes] = []
+        self.out_bytes = self.io_pending = 0
+        self.dirty = self.closing = self.gone = self.connected = self.solicited = False
+        self.close_reason = ''
+        self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes_total = 0
+        self.pings_out, self.ping_sent, self.rtt = 0, 0.0, 0.0
+        self.start = self.last_activity = time.time()
+        self.transport = None                  # set by the I/O layer
+
     def receive(self, data: bytes):
         "Process bytes received from the other server."
         if self.closing: return
@@ -66,6 +81,15 @@ class _PeerConn:
         finally:
             if self.core.deferred: self.core.flush_deferred()
 
+    def _common(self, op, layer) -> bool:
+        "Handle what routes and leaf connections take alike (`PING`, `PONG`, and `INFO` and `CONNECT` by their `layer`); False for anything else."
+        if op is PING: self.send(PONG_B)
+        elif op is PONG: self._pong()
+        elif type(op) is Info: layer.process_info(self, op.info)
+        elif type(op) is Connect: layer.process_connect(self, op.options)
+        else: return False
+        return True
+
     def _pong(self):
         "The other server answered our `PING`: it is alive, and the round trip is measured."
         self.pings_out = 0
@@ -73,30 +97,24 @@ class _PeerConn:
         self.pongs_got += 1
         while self.pong_waits and self.pong_waits[0][0] <= self.pongs_got: self.pong_waits.pop(0)[1]()
 
+# %% ../../nbs/1_nats/06a_cluster.ipynb #ed24d127
 class RouteConn(_PeerConn):
     "Sans-I/O state of one route: a connection to another server of the cluster."
-    echo, no_responders = True, False      # as a message's source, for the core
+    kind, echo, no_responders = ROUTER, True, False      # as a message's source and target, for the router
     def __init__(self, cluster: ClusterLinks, rid: int, host: str = '', port: int = 0, url: RouteURL | None = None,
                  rtype: int = IMPLICIT, gossip_mode: int = GOSSIP_DEFAULT):
-        self.cluster, self.core, self.cid, self.host, self.port = cluster, cluster.core, rid, host, port
-        self.url, self.rtype, self.gossip_mode = url, rtype, gossip_mode
+        super().__init__(cluster.core, rid, host, port)
+        self.cluster, self.url, self.rtype, self.gossip_mode = cluster, url, rtype, gossip_mode
         self.solicited = url is not None           # we dialled it
         self.parser = RouteParser(cluster.core.opts.max_control_line)
-        self.out: list[bytes] = []
-        self.out_bytes = self.io_pending = 0
-        self.dirty = self.closing = self.gone = False
-        self.connected = self.info_received = self.registered = False
+        self.info_received = self.registered = False
         self.no_reconnect = self.retry = False
-        self.close_reason = self.remote_id = self.remote_name = ''
+        self.remote_id = self.remote_name = ''
         self.connect_urls: list[str] = []
         self.ws_connect_urls: list[str] = []       # the peer's WebSocket URLs (jsnb.nats.websocket)
         self.leafnode_url = ''                     # where leaf nodes reach the peer (jsnb.nats.leafhub)
         self.headers = True
         self.subs: dict[tuple, _RemoteSub] = {}
-        self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes_total = 0
-        self.pings_out, self.ping_sent, self.rtt = 0, 0.0, 0.0
-        self.start = self.last_activity = time.time()
-        self.transport = None                      # set by the I/O layer
 
     def __repr__(self): return f'<RouteConn rid={self.cid} {self.remote_name or self.host}>'
     @property
@@ -104,47 +122,89 @@ class RouteConn(_PeerConn):
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #90fde677
 @patch
-def send(self: RouteConn, data: bytes):
-    "Queue `data` for the other server."
+def send(self: _PeerConn, data: bytes):
+    "Queue `data` for the other side."
     self.out.append(data); self.out_bytes += len(data)
-    if not self.dirty: self.dirty = True; self.core._mark_dirty(self)
+    if not self.dirty: self.dirty = True; self.core.mark_dirty(self)
 
 @patch
-def data_to_send(self: RouteConn) -> bytes:
+def data_to_send(self: _PeerConn) -> bytes:
     "Take everything queued."
     data = b''.join(self.out); self.out = []; self.out_bytes = 0; self.dirty = False
     return data
 
+# %% ../../nbs/1_nats/06a_cluster.ipynb #e3f00ae4
+@patch
+def _closing(self: _PeerConn, reason: str, err: str | None) -> bool:
+    "Mark the connection closing, first sending `-ERR 'err'` when given; False when it already was."
+    if self.closing: return False
+    if err: self.send(encode_err(err))
+    self.closing, self.close_reason = True, reason
+    self.core.mark_dirty(self)
+    return True
+
+# %% ../../nbs/1_nats/06a_cluster.ipynb #b986eb33
+@patch
+def drop(self: _PeerConn, conns: dict, what: str, name: str) -> bool:
+    "Take a closed connection out of its layer's `conns` and log it as the reference does (`what`: `Router`, `Leafnode`); False when it was already."
+    if self.gone: return False
+    self.gone = True
+    conns.pop(self.cid, None)
+    log.info('%s - %s connection closed: %s%s', self.tag, what, self.close_reason or 'Client Closed', f' - Remote: {name}' if name else '')
+    return True
+
+# %% ../../nbs/1_nats/06a_cluster.ipynb #fb9b3d46
 @patch
 def close(self: RouteConn, reason: str, err: str | None = None):
     "Close this route, first sending `-ERR 'err'` when given."
-    if self.closing: return
-    if err: self.send(encode_err(err))
-    self.closing, self.close_reason = True, reason
-    self.core._mark_dirty(self)
-    self.cluster.route_closed(self)
+    if self._closing(reason, err): self.cluster.route_closed(self)
+
+# %% ../../nbs/1_nats/06a_cluster.ipynb #62a17b12
+@patch
+def keepalive(self: _PeerConn, ping_max: int, what: str):
+    "PING the other side, or close the connection when `ping_max` PINGs went unanswered (`what` names it in the log)."
+    if self.pings_out >= ping_max:
+        self.core.stale_connections += 1
+        log.debug('%s - Stale %s Connection - Closing', self.tag, what)
+        self.close('Stale Connection', E_STALE)
+    else:
+        self.pings_out += 1
+        if not self.ping_sent: self.ping_sent = time.time()
+        self.pings_sent += 1; self.send(PING_B)
+
+# %% ../../nbs/1_nats/06a_cluster.ipynb #bd489ff6
+@patch
+def cut_off(self: _PeerConn):
+    "Cut off a connection whose output is not being taken: drop what is queued and close it."
+    core = self.core
+    core.slow_consumers += 1
+    log.info('%s - Slow Consumer Detected: MaxPending of %d Exceeded', self.tag, core.max_pending)
+    self.out = []; self.out_bytes = 0
+    self.close('Slow Consumer (Pending Bytes)')
+
+# %% ../../nbs/1_nats/06a_cluster.ipynb #917422b0
+@patch
+def login_timeout(self: _PeerConn):
+    "Close an accepted connection that has not sent `CONNECT` in time."
+    if not self.connected and not self.solicited and not self.closing: self.close('Authentication Timeout', E_AUTH_TIMEOUT)
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #c1a0d5e2
 @patch
-def send_msg(self: RouteConn, subject: bytes, reply: bytes, queues, hdr: int, data: bytes, account: bytes = GLOBAL_ACCOUNT):
-    "Send a message of `account` to the other server (without headers to one that does not take them)."
-    if hdr and not self.headers: data, hdr = data[hdr:], 0
-    frame = encode_rmsg(account, subject, reply, queues, hdr, data)
-    self.out.append(frame); ob = self.out_bytes = self.out_bytes + len(frame)
-    if not self.dirty: self.dirty = True; self.core._mark_dirty(self)
-    k = len(data); self.out_msgs += 1; self.out_bytes_total += k
-    core = self.core; core.out_msgs += 1; core.out_bytes += k
-    if ob + self.io_pending > core.max_pending: self.cluster.slow_route(self)
-
-@patch
 def send_frames(self: RouteConn, frames: bytes, k: int, nb: int):
-    "Queue `k` encoded messages (`nb` payload bytes) for the other server."
+    "Queue `k` encoded messages (`nb` payload bytes) for the other server; cut it off when its output piles up."
     self.out.append(frames); ob = self.out_bytes = self.out_bytes + len(frames)
-    if not self.dirty: self.dirty = True; self.core._mark_dirty(self)
+    if not self.dirty: self.dirty = True; self.core.mark_dirty(self)
     self.out_msgs += k; self.out_bytes_total += nb
     core = self.core; core.out_msgs += k; core.out_bytes += nb
-    if ob + self.io_pending > core.max_pending: self.cluster.slow_route(self)
+    if ob + self.io_pending > core.max_pending: self.cut_off()
 
+# %% ../../nbs/1_nats/06a_cluster.ipynb #936b6966
+@patch
+def relay(self: RouteConn, subject: bytes, reply: bytes, queues, hdr: int, data: bytes, account: bytes = GLOBAL_ACCOUNT, to: bytes | None = None):
+    """The router's send: a message of `account` that the other server wants, naming the queue groups drawn for it there
+    (without headers to a server that does not take them; `to`: a consumer's delivery subject, carried as the reference carries it)."""
+    if to and to != subject: subject, reply = deliverable(subject, reply, to)
+    self.send_frames(rmsg_frame(account, subject, reply, queues, hdr, data, self.headers), 1, len(data) if self.headers else len(data) - hdr)
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #19d13a4a
 @patch
@@ -167,10 +227,7 @@ def _receive(self: RouteConn, data: bytes):
             else: cl.inbound(self, op)
         elif t is RSub: cl.remote_sub(self, op)
         elif t is RUnsub: cl.remote_unsub(self, op)
-        elif op is PING: self.send(PONG_B)
-        elif op is PONG: self._pong()
-        elif t is Info: cl.process_info(self, op.info)
-        elif t is Connect: cl.process_connect(self, op.options)
+        elif self._common(op, cl): pass
         elif t is Err:
             expected = op.error.startswith('Not possible to have a dedicated route')   # the answer to a refused account route
             (log.debug if expected else log.error)("%s - Route Error '%s'", self.tag, op.error)
@@ -181,7 +238,7 @@ def _receive(self: RouteConn, data: bytes):
 # %% ../../nbs/1_nats/06a_cluster.ipynb #a7463751
 class ClusterLinks:
     "The routes of one server to the others of its cluster, without I/O: setting them up, keeping one per server, and what clients are told."
-    def __init__(self, core: Core, host: str = '0.0.0.0', port: int = 0, client_urls=()):
+    def __init__(self, core: Core, host: str = '0.0.0.0', port: int = 0, client_urls=(), dial=None):
         self.core, o = core, core.opts
         self.opts = o
         core.cluster = self
@@ -205,7 +262,7 @@ class ClusterLinks:
         self.advertised_ws: list[str] | None = None
         self.self_addrs: set[str] = set()          # `host:port` forms that reach this server's route port
         self.dialing: set[str] = set()             # routes being dialled, by `host:port`
-        self.dial = None
+        self.dial = dial                           # dial(url, rtype, gossip_mode, delay, first): the I/O layer's, in the background
         self.stopping = False
         self._rand = random.Random()
 
@@ -235,6 +292,7 @@ def route_info(self: ClusterLinks, gossip_mode: int = GOSSIP_DEFAULT, ldm: bool 
     d.update(getattr(core, 'route_info_extra', None) or {})     # what a layer above announces (JetStream's Raft address)
     return encode_info(orjson.dumps(d))
 
+# %% ../../nbs/1_nats/06a_cluster.ipynb #85a46e62
 @patch
 def connect_line(self: ClusterLinks, url: RouteURL) -> bytes:
     "The `CONNECT` line this server sends on a route it dialled."
@@ -245,6 +303,7 @@ def connect_line(self: ClusterLinks, url: RouteURL) -> bytes:
     if self.dynamic: d['cluster_dynamic'] = True
     return b'CONNECT ' + orjson.dumps(d) + b'\r\n'
 
+# %% ../../nbs/1_nats/06a_cluster.ipynb #8c5f86d6
 @patch
 def new_route(self: ClusterLinks, host: str, port: int, url: RouteURL | None = None, rtype: int = IMPLICIT,
               gossip_mode: int = GOSSIP_DEFAULT) -> RouteConn:
@@ -258,16 +317,18 @@ def new_route(self: ClusterLinks, host: str, port: int, url: RouteURL | None = N
     return rc
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #4d0f8c99
-def _json(raw: bytes) -> dict | None:
+def json_object(raw: bytes) -> dict | None:
+    "The JSON object of another server's `CONNECT` or `INFO` (a route's, a leaf node's); None when it is not one."
     try: d = orjson.loads(raw)
     except orjson.JSONDecodeError: return None
     return d if type(d) is dict else None
 
+# %% ../../nbs/1_nats/06a_cluster.ipynb #fcb0b155
 @patch
 def process_connect(self: ClusterLinks, rc: RouteConn, raw: bytes):
     "Check a route's `CONNECT` (accepting side)."
     if rc.solicited or rc.connected: return
-    if (d := _json(raw)) is None: return rc.close('Protocol Violation')
+    if (d := json_object(raw)) is None: return rc.close('Protocol Violation')
     if d.get('lang'):
         log.error('%s - %s', rc.tag, E_ROUTE_PORT)
         return rc.close('Incorrect Port', E_ROUTE_PORT)
@@ -286,6 +347,7 @@ def process_connect(self: ClusterLinks, rc: RouteConn, raw: bytes):
             return rc.close('Cluster Name Conflict', why)
     rc.connected, rc.remote_id, rc.headers = True, d.get('name') or '', bool(d.get('headers'))
 
+# %% ../../nbs/1_nats/06a_cluster.ipynb #b4b3d2a7
 @patch
 def take_name(self: ClusterLinks, name: str, configured: bool, keep: str):
     "Take another server's cluster name (this one was generated); drop the routes of the old cluster except `keep`'s."
@@ -300,7 +362,7 @@ def take_name(self: ClusterLinks, name: str, configured: bool, keep: str):
 @patch
 def process_info(self: ClusterLinks, rc: RouteConn, raw: bytes):
     "Handle an `INFO` received on a route."
-    if (info := _json(raw)) is None: return rc.close('Protocol Violation')
+    if (info := json_object(raw)) is None: return rc.close('Protocol Violation')
     sid, core = info.get('server_id') or '', self.core
     if sid == core.server_id and not rc.info_received:
         rc.remote_id, rc.no_reconnect = sid, True
@@ -345,6 +407,7 @@ def process_info(self: ClusterLinks, rc: RouteConn, raw: bytes):
     if not info.get('ip'): info['ip'] = f'nats-route://{_hp(rc.host, port)}/'
     self.add_route(rc, info)
 
+# %% ../../nbs/1_nats/06a_cluster.ipynb #4d5e0fb2
 def _hp(host: str, port: int) -> str: return f'[{host}]:{port}' if ':' in host else f'{host}:{port}'
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #cd392d6b
@@ -378,6 +441,7 @@ def forward_new_route(self: ClusterLinks, info: dict, rtype: int, solicited: boo
         else: gm = GOSSIP_DEFAULT
         r.send(encode_info(orjson.dumps({**base, 'gossip_mode': gm} if gm else base)))
 
+# %% ../../nbs/1_nats/06a_cluster.ipynb #3fa275d6
 @patch
 def configured_route(self: ClusterLinks, info: dict) -> bool:
     "Whether the server described by `info` is one of the configured routes."
@@ -386,6 +450,7 @@ def configured_route(self: ClusterLinks, info: dict) -> bool:
     if ip := info.get('ip'): forms.add(route_url(ip)._replace(port=port).hostport)
     return any(u.hostport in forms for u in self.configured)
 
+# %% ../../nbs/1_nats/06a_cluster.ipynb #33a29867
 @patch
 def implicit_route(self: ClusterLinks, info: dict):
     "Dial a server heard of through gossip, unless there is a route to it already or it is configured."
@@ -397,6 +462,7 @@ def implicit_route(self: ClusterLinks, info: dict):
     if info.get('auth_required'): url = url._replace(user=self.opts.cluster_user, password=self.opts.cluster_password)
     self.request_dial(url, IMPLICIT, info.get('gossip_mode') or GOSSIP_DEFAULT, 0.0, True)
 
+# %% ../../nbs/1_nats/06a_cluster.ipynb #3c48bbd5
 @patch
 def request_dial(self: ClusterLinks, url: RouteURL, rtype: int, gossip_mode: int = GOSSIP_DEFAULT, delay: float = 0.0, first: bool = True):
     "Ask the I/O layer to dial `url`, unless it reaches this server or is being dialled already."
@@ -417,16 +483,13 @@ def forget_remote(self: ClusterLinks, sub: _RemoteSub):
     if rsl is not None: rsl.remove(sub)
     if self.core.leafs is not None and (acc := self.account(sub.account)) is not None: self.core.leafs.interest(acc, sub, -1)
 
+# %% ../../nbs/1_nats/06a_cluster.ipynb #7a020d61
 @patch
 def route_closed(self: ClusterLinks, rc: RouteConn):
     "Forget a closed route: its interest, its URLs; dial it again when that is the rule."
-    if rc.gone: return
-    rc.gone = True
-    self.conns.pop(rc.cid, None)
+    if not rc.drop(self.conns, 'Router', rc.remote_name): return
     for sub in rc.subs.values(): self.forget_remote(sub)
     rc.subs.clear()
-    remote = f' - Remote: {rc.remote_name}' if rc.remote_name else ''
-    log.info('%s - Router connection closed: %s%s', rc.tag, rc.close_reason or 'Client Closed', remote)
     if rc.registered:
         rc.registered = False
         if self.routes.get(rc.remote_id) is rc: del self.routes[rc.remote_id]
@@ -434,6 +497,7 @@ def route_closed(self: ClusterLinks, rc: RouteConn):
         if rc.leafnode_url and self.core.leafs is not None and not self.stopping: self.core.leafs.route_url(rc.leafnode_url, False)
     self._reconnect(rc)
 
+# %% ../../nbs/1_nats/06a_cluster.ipynb #d4920a02
 @patch
 def _reconnect(self: ClusterLinks, rc: RouteConn):
     if rc.no_reconnect or self.stopping or rc.url is None: return
@@ -456,6 +520,7 @@ def client_info(self: ClusterLinks, ws: bool = False) -> dict:
     if urls := self.advertised_ws if ws else self.advertised: d['connect_urls'] = urls
     return d
 
+# %% ../../nbs/1_nats/06a_cluster.ipynb #4f24a4e2
 @patch
 def _update_urls(self: ClusterLinks, urls, add: bool, ws: bool = False):
     "Count other servers' client (or WebSocket) URLs in or out; tell those clients when the list changes."
@@ -473,11 +538,13 @@ def _update_urls(self: ClusterLinks, urls, add: bool, ws: bool = False):
         self.advertised = self.own_urls + [u for u in m if u not in self.own_urls]
         self.core.send_async_info(only_ws=False)
 
+# %% ../../nbs/1_nats/06a_cluster.ipynb #312d9ae8
 @patch
 def send_async_info(self: ClusterLinks):
     "Send the current `INFO` to clients that take updates (protocol 1, past their first `PONG`)."
     self.core.send_async_info()
 
+# %% ../../nbs/1_nats/06a_cluster.ipynb #f7d58dea
 @patch
 def lame_duck(self: ClusterLinks):
     """This server enters lame duck mode: the routes hear it (their servers stop advertising it), and clients get
@@ -488,6 +555,7 @@ def lame_duck(self: ClusterLinks):
     self.advertised_ws = None if self.opts.cluster_no_advertise else list(self.remote_ws_urls)
     self.core.send_async_info(ldm=True)
 
+# %% ../../nbs/1_nats/06a_cluster.ipynb #be14ba6e
 @patch
 def stop(self: ClusterLinks):
     "Close every route (the server is shutting down); none is dialled again."

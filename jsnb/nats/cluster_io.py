@@ -4,9 +4,10 @@
 
 # %% ../../nbs/1_nats/06c_cluster_io.ipynb #c7f3ca8a
 from __future__ import annotations
-import asyncio, ipaddress, os, socket
+import asyncio, ipaddress, os
+from functools import partial
 from .cluster import RouteURL, IMPLICIT, EXPLICIT, GOSSIP_DEFAULT
-from .listen import listen, peer as listen_peer
+from .listen import listen, accepted
 from .cluster_routing import Cluster
 from .core import log
 
@@ -22,12 +23,14 @@ def _global_unicast(ip: str) -> bool:
     a = ipaddress.ip_address(ip.split('%')[0])
     return not (a.is_loopback or a.is_link_local or a.is_multicast or a.is_unspecified)
 
+# %% ../../nbs/1_nats/06c_cluster_io.ipynb #e1954133
 def _advertised(advertise: str, port: int) -> str:
     "An `advertise` setting as `host:port` (the port defaults to the listener's)."
     host, sep, p = advertise.rpartition(':')
     if not sep or not p.isdigit() or (host.count(':') and not host.endswith(']')): host, p = advertise, str(port)
     return _hostport(host.strip('[]'), int(p))
 
+# %% ../../nbs/1_nats/06c_cluster_io.ipynb #6c3d196c
 def client_urls(host: str, port: int, addresses: list[str]) -> list[str]:
     "The client URLs of a server whose client port is bound to `host` (`addresses`: the machine's interface addresses)."
     if host in ('0.0.0.0', '::', ''):
@@ -48,13 +51,7 @@ class _PeerProtocol(asyncio.Protocol):
     def _setup(self, t) -> tuple:
         "Keep the transport, write without delay (`TCP_NODELAY`), set the limits of the write deadline; the peer's address."
         self.t = t
-        peer = listen_peer(t)
-        sock = t.get_extra_info('socket')
-        if sock is not None:
-            try: sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError: pass
-        t.set_write_buffer_limits(ROUTE_WRITE_HIGH, ROUTE_WRITE_LOW)
-        return peer
+        return accepted(t, ROUTE_WRITE_HIGH, ROUTE_WRITE_LOW)
 
     def data_received(self, data: bytes):
         c, server = self.conn, self.server
@@ -85,6 +82,7 @@ class _PeerProtocol(asyncio.Protocol):
         self.server.core.slow_consumers += 1
         self.conn.close('Slow Consumer (Write Deadline)'); self.t.abort()
 
+# %% ../../nbs/1_nats/06c_cluster_io.ipynb #d830a31d
 class _RouteProtocol(_PeerProtocol):
     def __init__(self, server, url: RouteURL | None = None, rtype: int = IMPLICIT, gossip_mode: int = GOSSIP_DEFAULT):
         self.server, self.url, self.rtype, self.gossip_mode = server, url, rtype, gossip_mode
@@ -103,7 +101,7 @@ class _RouteProtocol(_PeerProtocol):
         self.rc = cl.new_route(peer[0], peer[1], self.url, self.rtype, self.gossip_mode)
         self.rc.transport = t
         if self.url is None and cl.opts.cluster_user:
-            asyncio.get_running_loop().call_later(cl.opts.cluster_auth_timeout, cl.auth_timeout, self.rc)
+            asyncio.get_running_loop().call_later(cl.opts.cluster_auth_timeout, self.rc.login_timeout)
 
 # %% ../../nbs/1_nats/06c_cluster_io.ipynb #250ce5be
 ROUTE_CONNECT, ROUTE_CONNECT_MAX, ROUTE_DIAL = 1.0, 30.0, 1.0   # seconds: pause between attempts, its maximum, dial timeout
@@ -116,11 +114,13 @@ def _dial_error(url: RouteURL, e: BaseException) -> str:
           f'connect: {(os.strerror(e.errno) if getattr(e, "errno", None) else str(e)).lower()}'
     return f'dial tcp {_hostport(url.host, url.port)}: {why}'
 
+# %% ../../nbs/1_nats/06c_cluster_io.ipynb #ea92f4dd
 def _dial(server, url: RouteURL, rtype: int, gossip_mode: int, delay: float, first: bool):
     "The cluster's `dial`: connect to `url` in the background."
     t = asyncio.get_running_loop().create_task(_connect(server, url, rtype, gossip_mode, delay, first))
     server._route_tasks.add(t); t.add_done_callback(server._route_tasks.discard)
 
+# %% ../../nbs/1_nats/06c_cluster_io.ipynb #4ac0b4bf
 async def _connect(server, url: RouteURL, rtype: int, gossip_mode: int, delay: float, first: bool):
     "Try to connect a route until it connects, or until an implicit route has used its retries."
     cl, o, loop = server.core.cluster, server.opts, asyncio.get_running_loop()
@@ -146,10 +146,9 @@ async def _connect(server, url: RouteURL, rtype: int, gossip_mode: int, delay: f
 async def start_routes(server, addresses: list[str]):
     "Listen for routes and dial the configured ones (`Server.start` calls this when a cluster port is set)."
     o, core, loop = server.opts, server.core, asyncio.get_running_loop()
-    cl = Cluster(core, o.cluster_host or '0.0.0.0', 0, client_urls(o.host, core.port, addresses))
+    cl = Cluster(core, o.cluster_host or '0.0.0.0', 0, client_urls(o.host, core.port, addresses), dial=partial(_dial, server))
     if (w := core.ws_info) is not None:       # the WebSocket URLs, told to the other servers for their WebSocket clients
         cl.own_ws_urls = [_advertised(o.websocket.advertise, w['port'])] if o.websocket.advertise else client_urls(w['host'], w['port'], addresses)
-    cl.dial = lambda *a: _dial(server, *a)
     server._route_tasks = set()
     log.info('Cluster name is %s', cl.name)
     if cl.dynamic: log.warning('Cluster name was dynamically generated, consider setting one')
@@ -162,10 +161,12 @@ async def start_routes(server, addresses: list[str]):
     server._route_ping = loop.call_later(min(o.ping_interval, ROUTE_MAX_PING), _ping_tick, server)
     for u in cl.configured: cl.request_dial(u, EXPLICIT)
 
+# %% ../../nbs/1_nats/06c_cluster_io.ipynb #389f77e2
 def _ping_tick(server):
     server.core.cluster.ping_tick()
     server._route_ping = asyncio.get_running_loop().call_later(min(server.opts.ping_interval, ROUTE_MAX_PING), _ping_tick, server)
 
+# %% ../../nbs/1_nats/06c_cluster_io.ipynb #99fb3910
 def stop_routes(server):
     "Close every route and the route port."
     cl = server.core.cluster

@@ -6,19 +6,19 @@
 from __future__ import annotations
 import time
 from fastcore.basics import patch
-from .protocol import PING_B, encode_msg, encode_hmsg
-from .routes import RSub, RUnsub, RMsg, encode_rsub, encode_runsub, encode_rmsg
+from .protocol import PING_B
+from .routes import RSub, RUnsub, RMsg, encode_rsub, encode_runsub
 from .subjects import Subscription, Sublist
-from .core import E_STALE, E_AUTH_TIMEOUT, log
+from .core import log
+from .routing import delivery_at
 from .cluster import ClusterLinks, RouteConn, _RemoteSub, GLOBAL_ACCOUNT
-from .accounts import forwards_service
 
 # %% auto #0
-__all__ = ['Cluster', 'deliverable']
+__all__ = ['Cluster']
 
 # %% ../../nbs/1_nats/06b_cluster_routing.ipynb #c2b0e6a1
 class Cluster(ClusterLinks):
-    "The cluster layer of one server, without I/O: its routes, the interest they carry, and where messages go."
+    "The cluster layer of one server, without I/O: its routes, the interest they carry, and the messages they bring."
 
 
 # %% ../../nbs/1_nats/06b_cluster_routing.ipynb #027b0e2c
@@ -38,6 +38,7 @@ def local_interest(self: Cluster, sub: Subscription, delta: int, acc=None):
         line = encode_rsub(name, sub.subject, sub.queue, n)
     for r in self.routes.values(): r.send(line)
 
+# %% ../../nbs/1_nats/06b_cluster_routing.ipynb #947b76eb
 @patch
 def send_subs(self: Cluster, rc: RouteConn):
     "Send this server's whole interest on a new route."
@@ -66,6 +67,7 @@ def remote_sub(self: Cluster, rc: RouteConn, op: RSub):
         sub.qw = op.weight
         if lf is not None: lf.interest(acc, sub, 1)
 
+# %% ../../nbs/1_nats/06b_cluster_routing.ipynb #857a48fd
 @patch
 def remote_unsub(self: Cluster, rc: RouteConn, op: RUnsub):
     "Another server no longer has interest."
@@ -73,198 +75,29 @@ def remote_unsub(self: Cluster, rc: RouteConn, op: RUnsub):
     if sub is not None: self.forget_remote(sub)
 
 # %% ../../nbs/1_nats/06b_cluster_routing.ipynb #235f0df6
-_NONE = ((), ())
-
-@patch
-def route(self: Cluster, src, subject: bytes, reply: bytes, hdr: int, data: bytes, to: bytes | None = None, acc=None) -> int:
-    """Route a message published on this server in account `acc` (default: the sender's): local subscribers, and the
-    servers with interest; returns deliveries."""
-    core = self.core
-    core.in_msgs += 1; core.in_bytes += len(data)
-    target = to or subject
-    acc = acc or getattr(src, 'acc', None) or core.gacc
-    if acc is core.gacc: rsl, name = self.rsl, GLOBAL_ACCOUNT
-    else: rsl, name = self.rsls.get(acc.wire), acc.wire
-    psubs, qgroups = acc.sublist.match(target)
-    n = 0
-    for sub in psubs: n += core.deliver(sub, subject, reply, hdr, data, src)
-    rp, rq = rsl.match(target) if rsl is not None and rsl.count else _NONE
-    if not (rp or rq):
-        for group in qgroups:
-            members = group if src is None or src.echo else [s for s in group if s.client is not src]
-            if members: n += core.deliver(members[core._rand.randrange(len(members))], subject, reply, hdr, data, src)
-    else: n += self._route_cluster(src, subject, reply, hdr, data, qgroups, rp, rq, to, name)
-    if n == 0 and self.unrouted is not None and acc is core.gacc: n = self.unrouted(src, subject, reply, hdr, data)
-    if n == 0 and reply and src is not None and src.no_responders: core._no_responders(src, subject, reply)
-    return n
-
-@patch
-def _route_cluster(self: Cluster, src, subject, reply, hdr, data, qgroups, rp, rq, to=None, account=GLOBAL_ACCOUNT) -> int:
-    "The part of `route` for messages of `account` that other servers want (`to`: delivered on another subject than their own)."
-    core, n, targets = self.core, 0, {}
-    for s in rp: targets.setdefault(s.client, [])
-    remote = {g[0].queue: g for g in rq}
-    for group in qgroups:
-        q = group[0].queue
-        members = group if src is None or src.echo else [s for s in group if s.client is not src]
-        others = remote.pop(q, ())
-        i = core._rand.randrange(len(members) + sum([s.qw for s in others]) or 1)
-        if i < len(members): n += core.deliver(members[i], subject, reply, hdr, data, src); continue
-        self._pick(others, i - len(members), targets, q)
-    for q, others in remote.items():
-        total = sum([s.qw for s in others])
-        if total > 0: self._pick(others, core._rand.randrange(total), targets, q)
-    rsubject, rreply = deliverable(subject, reply, to) if to and to != subject else (subject, reply)
-    for rc, queues in targets.items():
-        if not rc.closing: rc.send_msg(rsubject, rreply, queues, hdr, data, account); n += 1
-    return n
-
-def deliverable(subject: bytes, reply: bytes, to: bytes) -> tuple[bytes, bytes]:
-    "How a message delivered on `to` (a consumer's) travels to another server: as the reference sends it, the JetStream ack reply carries `@<to>`; without one, on `to`."
-    if reply.startswith(b'$JS.ACK.') and _ack_deliver(reply) < 0: return subject, reply + b'@' + to
-    return to, reply
-
-def _ack_deliver(reply: bytes) -> int:
-    "Where the `@` before the delivery subject is in a `$JS.ACK` reply (after its eight dots), or -1."
-    if not reply.startswith(b'$JS.ACK.'): return -1
-    i, dots = 0, 0
-    for i, b in enumerate(reply):
-        if b == 46: dots += 1
-        elif b == 64 and dots >= 8: return i
-    return -1
-
-@patch
-def _pick(self: Cluster, others, i: int, targets: dict, q: bytes):
-    "Give queue group `q` to the server the `i`-th unit of weight belongs to."
-    for s in others:
-        if i < s.qw: targets.setdefault(s.client, []).append(q); return
-        i -= s.qw
-
-# %% ../../nbs/1_nats/06b_cluster_routing.ipynb #3c0c022c
 @patch
 def inbound(self: Cluster, rc: RouteConn, op: RMsg):
-    "Deliver a message that came over a route to this server's subscribers."
-    if op.account == GLOBAL_ACCOUNT: acc = self.core.gacc
-    elif (acc := self.account(op.account)) is None:
+    "Deliver a message that came over a route to this server's subscribers (and the queue groups it names)."
+    acc = self.core.gacc if op.account == GLOBAL_ACCOUNT else self.account(op.account)
+    if acc is None:
         log.debug('%s - Unknown account "%s" for routed message on subject: "%s"', rc.tag,
                   op.account.decode('utf-8', 'replace'), op.subject.decode('utf-8', 'replace'))
         return
-    core, subject, reply, hdr, data = self.core, op.subject, op.reply, op.hdr_len, op.data
-    core.in_msgs += 1; core.in_bytes += len(data)
-    if core.leafs is not None: core.leafs.seq += 1           # a new message for the leaf nodes (jsnb.nats.leafhub)
-    target = subject
-    if reply and (at := _ack_deliver(reply)) > 0: target, reply = reply[at + 1:], reply[:at]   # a consumer's delivery
-    psubs, qgroups = acc.sublist.match(target)
-    if acc is core.gacc:                                     # (`$G` has no imports)
-        for sub in psubs: core.deliver(sub, subject, reply, hdr, data, rc)
-    else:
-        for sub in psubs:
-            if sub.client is None and forwards_service(sub): continue   # the server the request was published on forwarded it
-            core.deliver(sub, subject, reply, hdr, data, rc)
-    if op.queues:
-        for group in qgroups:
-            if group[0].queue in op.queues: core.deliver(group[core._rand.randrange(len(group))], subject, reply, hdr, data, rc)
+    subject, reply, target = op.subject, op.reply, op.subject
+    if reply and (at := delivery_at(reply)) > 0: target, reply = reply[at + 1:], reply[:at]   # a consumer's delivery
+    r = self.core.router
+    r.execute(r.match(acc, target, remote=False), rc, subject, reply, op.hdr_len, op.data, queues=op.queues)
 
 # %% ../../nbs/1_nats/06b_cluster_routing.ipynb #48750eab
 @patch
-def route_run(self: Cluster, src, subject: bytes, run: list):
-    "Route consecutive `Pub` operations of one client for one subject."
-    core = self.core
-    if src.acc is not core.gacc:                       # (another account: one at a time)
-        for op in run: self.route(src, subject, op.reply, 0, op.data)
-        return
-    psubs, qgroups = core.sublist.match(subject)
-    rp, rq = self.rsl.match(subject) if self.rsl.count else _NONE
-    if psubs and not (qgroups or rp or rq) and core.leafs is None and all([s.client is None and not s.max for s in psubs]):
-        core.in_msgs += len(run); core.in_bytes += sum([len(op.data) for op in run])   # internal handlers (a stream's leader)
-        for op in run:
-            for sub in psubs: core.deliver(sub, subject, op.reply, 0, op.data, src)
-        return
-    if not (psubs or rp) or qgroups or rq or not all([s.client is not None and not s.max for s in psubs]):
-        for op in run: self.route(src, subject, op.reply, 0, op.data)
-        return
-    k, nb = len(run), sum([len(op.data) for op in run])
-    core.in_msgs += k; core.in_bytes += nb
-    for sub in psubs:
-        if sub.client is src and not src.echo: continue
-        sid = sub.sid
-        core._queue_frames(sub, [encode_msg(subject, sid, op.reply, op.data) for op in run], k, nb)
-    if rp:
-        frames = b''.join([encode_rmsg(GLOBAL_ACCOUNT, subject, op.reply, (), 0, op.data) for op in run])
-        for rc in dict.fromkeys([s.client for s in rp]):
-            if not rc.closing: rc.send_frames(frames, k, nb)
-
-@patch
 def inbound_run(self: Cluster, rc: RouteConn, subject: bytes, run: list):
-    "Deliver consecutive routed messages for one subject, none naming a queue group."
-    core = self.core
-    psubs, _ = core.sublist.match(subject)
-    if (run[0].account != GLOBAL_ACCOUNT or not psubs or core.leafs is not None
-            or any([o.reply.startswith(b'$JS.ACK.') for o in run])):   # consumers' deliveries go to their delivery subject
-        for op in run: self.inbound(rc, op)
-        return
-    internal = all([s.client is None and not s.max for s in psubs])   # internal handlers (a stream's leader): one lookup
-    if not internal and not all([s.client is not None and not s.max for s in psubs]):
-        for op in run: self.inbound(rc, op)
-        return
-    k, nb = len(run), sum([len(op.data) for op in run])
-    core.in_msgs += k; core.in_bytes += nb
-    if internal:
-        for o in run:
-            for sub in psubs: core.deliver(sub, subject, o.reply, o.hdr_len, o.data, rc)
-        return
-    for sub in psubs:
-        sid, hd = sub.sid, sub.client.headers
-        core._queue_frames(sub, [encode_hmsg(subject, sid, o.reply, o.hdr_len, o.data) if o.hdr_len and hd else
-                                 encode_msg(subject, sid, o.reply, o.data[o.hdr_len:] if o.hdr_len else o.data) for o in run], k, nb)
-
-# %% ../../nbs/1_nats/06b_cluster_routing.ipynb #187cbf35
-_HERE = object()     # (`reply_many`: answers for this server's own subscribers)
-
-@patch
-def reply_many(self: Cluster, replies: list):
-    "Send the server's answers `[(to, body)]` in order, as `route(None, to, b'', 0, body)` one by one would."
-    core, sl, rsl = self.core, self.core.sublist, self.rsl
-    frames, here, k, nb = [], [], 0, 0
-    way = key = last = None                          # where the answer before went (a route, or _HERE), and its lookup
-    def flush():
-        nonlocal frames, k, nb
-        if frames: way.send_frames(b''.join(frames), k, nb); frames, k, nb = [], 0, 0
-        if here: core._reply_here(here, core.gacc); here.clear()
-    for to, body in replies:
-        if to != last and (key is None or len(to) <= len(key) or not to.startswith(key) or to.find(b'.', len(key)) >= 0):
-            lr, rr = sl.match(to), rsl.match(to) if rsl.count else _NONE
-            w = None
-            if not (rr[0] or rr[1]): w = _HERE if lr[0] or lr[1] else None
-            elif not (lr[0] or lr[1] or rr[1]) and len({s.client for s in rr[0]}) == 1 and not rr[0][0].client.closing: w = rr[0][0].client
-            if w is None:                              # (nobody, queue groups, here and elsewhere: one at a time)
-                flush(); way = key = last = None; self.route(None, to, b'', 0, body); continue
-            if w is not way: flush(); way = w
-            key, last = sl.last_token_free(to, lr) if not rsl.count or rsl.last_token_free(to, rr) else None, to
-        if way is _HERE: here.append((to, body)); continue
-        frames.append(encode_rmsg(GLOBAL_ACCOUNT, to, b'', (), 0, body)); k += 1; nb += len(body)
-        core.in_msgs += 1; core.in_bytes += len(body)
-    flush()
+    "Deliver consecutive routed messages for one subject and account, none naming a queue group."
+    acc, r = self.account(run[0].account), self.core.router
+    if acc is not None and not any([o.reply.startswith(b'$JS.ACK.') for o in run]):   # (consumers' deliveries: each to its own)
+        if r.execute_run(r.match(acc, subject, remote=False), rc, subject, run, queues=()): return
+    for op in run: self.inbound(rc, op)
 
 # %% ../../nbs/1_nats/06b_cluster_routing.ipynb #62e127c0
-def _keepalive(core, c, ping_max: int, what: str):
-    "PING a route or leaf node connection `c`, or close it when `ping_max` PINGs went unanswered (`what` names it in the log)."
-    if c.pings_out >= ping_max:
-        core.stale_connections += 1
-        log.debug('%s - Stale %s Connection - Closing', c.tag, what)
-        c.close('Stale Connection', E_STALE)
-    else:
-        c.pings_out += 1
-        if not c.ping_sent: c.ping_sent = time.time()
-        c.pings_sent += 1; c.send(PING_B)
-
-def _cut_slow(core, c):
-    "Cut off a route or leaf node connection `c` whose output is not being taken: drop what is queued and close it."
-    core.slow_consumers += 1
-    log.info('%s - Slow Consumer Detected: MaxPending of %d Exceeded', c.tag, core.max_pending)
-    c.out = []; c.out_bytes = 0
-    c.close('Slow Consumer (Pending Bytes)')
-
 @patch
 def flush(self: Cluster, done):
     """Call `done()` once every server this one has a route to has read everything sent to it so far (a `PING` on each
@@ -281,18 +114,9 @@ def flush(self: Cluster, done):
         rc.pong_waits.append((rc.pings_sent, one))
         rc.send(PING_B)
 
+# %% ../../nbs/1_nats/06b_cluster_routing.ipynb #7bc19299
 @patch
 def ping_tick(self: Cluster):
     "Send keepalive PINGs on every route; close those that stopped answering."
     for rc in list(self.conns.values()):
-        if not rc.closing: _keepalive(self.core, rc, self.opts.ping_max, 'Route')
-
-@patch
-def slow_route(self: Cluster, rc: RouteConn):
-    "Cut off a route whose output is not being taken."
-    _cut_slow(self.core, rc)
-
-@patch
-def auth_timeout(self: Cluster, rc: RouteConn):
-    "Close an accepted route that has not sent `CONNECT` in time."
-    if not rc.connected and not rc.solicited and not rc.closing: rc.close('Authentication Timeout', E_AUTH_TIMEOUT)
+        if not rc.closing: rc.keepalive(self.opts.ping_max, 'Route')

@@ -18,6 +18,7 @@ class ConfigError(ValueError):
         where = f"{fname}:{line}" if fname and line else fname or (f"line {line}" if line else "")
         super().__init__(f"{where}: {msg}" if where else msg)
 
+# %% ../../nbs/1_nats/02a_conf_format.ipynb #f7135bd6
 def _show(v) -> str:
     "Describe a configuration value for a message: its kind and, for scalars, the value."
     if isinstance(v, bool): return f"the boolean {str(v).lower()}"
@@ -44,6 +45,7 @@ class _Src:
         t = self.s[self.i:j]; self.jump(j); return t
     def error(self, msg, line=None): return ConfigError(msg, self.fname, self.line if line is None else line)
 
+# %% ../../nbs/1_nats/02a_conf_format.ipynb #837a70b8
 class _Map(dict):
     "A parsed block: a dict plus where each key was written and which keys were used as variables."
     def __init__(self, *args, **kw):
@@ -62,6 +64,7 @@ def _spaces(src):
     "Skip spaces and tabs."
     while src.peek() in (" ", "\t"): src.take()
 
+# %% ../../nbs/1_nats/02a_conf_format.ipynb #40eabb51
 _KEY_STOP, _BAD_KEY = " \t\n\r\f\v=:", "{}[],;"
 
 def _key(src):
@@ -93,6 +96,7 @@ def _escape(src, out):
         src.i += 2; out.append(int(h, 16)); return
     raise src.error(f"invalid escape '\\{c}': the escapes are \\t \\n \\r \\\" \\\\ and \\xHH")
 
+# %% ../../nbs/1_nats/02a_conf_format.ipynb #7861e322
 def _quoted(src):
     "Read a `'...'` string (taken as is) or a `\"...\"` string (with escapes)."
     line, q = src.line, src.take()
@@ -104,6 +108,7 @@ def _quoted(src):
         if not c: raise src.error(f"unterminated string: the {q} opened on line {line} is never closed", line)
         _escape(src, out)
 
+# %% ../../nbs/1_nats/02a_conf_format.ipynb #f762ce33
 _PAREN_END = re.compile(r"\n\)(?=[\n\r]|$)")
 
 def _paren(src):
@@ -131,6 +136,7 @@ def _bare(src, key):
     if s.lower() in _BOOLS: return _BOOLS[s.lower()]
     return _lookup(src, s[1:], line) if s.startswith("$") else s
 
+# %% ../../nbs/1_nats/02a_conf_format.ipynb #db1de403
 def _lookup(src, name, line):
     "Value of `$name`: from the innermost enclosing block that defines it, else from the environment."
     if name.startswith("2a$"): return "$" + name
@@ -158,6 +164,7 @@ def _int64(src, key, n, text):
     if -2**63 <= n < 2**63: return n
     raise src.error(f"integer {text} for '{key}' is out of range")
 
+# %% ../../nbs/1_nats/02a_conf_format.ipynb #d3426386
 def _number(src, key):
     "Read an integer (with size suffix), float, date or address; other text starting with digits is a string."
     s, i = src.s, src.i
@@ -197,12 +204,14 @@ def _value(src, key):
     if not c or c in _NL or c in ",;]}": raise src.error(f"expected a value after '{key}'")
     return _bare(src, key)
 
+# %% ../../nbs/1_nats/02a_conf_format.ipynb #4787bd84
 def _after(src):
     "Skip spaces and a trailing comment after a value; return the next character."
     _spaces(src)
     if src.peek() == "#" or src.s.startswith("//", src.i): src.grab(_NL)
     return src.peek()
 
+# %% ../../nbs/1_nats/02a_conf_format.ipynb #f0310769
 def _array(src, key):
     "Read `[ ... ]`: values separated by commas or newlines."
     line, out = src.line, []; src.take()
@@ -216,6 +225,7 @@ def _array(src, key):
         if c == ",": src.take()
         elif c and c not in _NL and c != "]": raise src.error(f"expected ',' or ']' after an item of '{key}', got {c!r}")
 
+# %% ../../nbs/1_nats/02a_conf_format.ipynb #569faec1
 def _end(src, key, closer=""):
     "After a statement: take a newline, ';' or ','; leave `closer` for the caller; refuse anything else."
     c = _after(src)
@@ -223,6 +233,7 @@ def _end(src, key, closer=""):
     elif c and c != closer:
         raise src.error(f"unexpected {c!r} after the value of '{key}' (quote the value if it is one string, or end the line)")
 
+# %% ../../nbs/1_nats/02a_conf_format.ipynb #d15817a0
 def _map(src, key):
     "Read `{ ... }`: a nested block of statements."
     line, m = src.line, _Map(); src.take()
@@ -247,6 +258,7 @@ def _separator(src, key):
     if src.s[j:j + 1] not in ("{", "["): raise src.error(f"expected a value after '{key}'")
     src.jump(j)
 
+# %% ../../nbs/1_nats/02a_conf_format.ipynb #801e3d86
 def _statement(src, m):
     "Read `key [=|:] value` or `include file` into block `m`; return the key."
     key, line, bare = _key(src)
@@ -256,6 +268,7 @@ def _statement(src, m):
     m[key] = _value(src, key); m.where[key] = (src.fname, line)
     return key
 
+# %% ../../nbs/1_nats/02a_conf_format.ipynb #25463976
 def _include(src, m):
     "Read the file named after `include` (relative to the current file) and merge its keys into `m`."
     _spaces(src); c, line = src.peek(), src.line
@@ -273,6 +286,7 @@ def _include(src, m):
     sub = _parse(_Src(text, path, src.chain + (real,), src.envs))
     m.update(sub); m.where.update(sub.where); m.used |= sub.used
 
+# %% ../../nbs/1_nats/02a_conf_format.ipynb #7ad34a7a
 def _parse(src) -> _Map:
     "Parse the whole text of `src` into a `_Map`."
     top, opened = _Map(), []
@@ -297,6 +311,7 @@ def parse_config(text: str, fname: str | None = None) -> dict:
     d.fname = fname
     return d
 
+# %% ../../nbs/1_nats/02a_conf_format.ipynb #e5086446
 def load_config(path) -> dict:
     "Read and parse the configuration file at `path`."
     try:

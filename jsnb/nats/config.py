@@ -6,6 +6,7 @@
 from __future__ import annotations
 import os, re, tempfile
 from dataclasses import dataclass, replace
+from fastcore.basics import patch
 from urllib.parse import urlsplit
 from .times import NS, go_duration, parse_go_duration
 from .conf_format import ConfigError, _show
@@ -17,13 +18,45 @@ from .tls import parse_tls
 from .websocket import parse_websocket, check_websocket
 
 # %% auto #0
-__all__ = ['DEFAULT_STORE_DIR', 'ServerOptions', 'parse_duration', 'parse_size', 'options_from_config']
+__all__ = ['DEFAULT_STORE_DIR', 'LimitOptions', 'ClusterOptions', 'ServerOptions', 'parse_duration', 'parse_size',
+           'options_from_config']
 
-# %% ../../nbs/1_nats/02_config.ipynb #73b1bd64
+# %% ../../nbs/1_nats/02_config.ipynb #82a70249
 DEFAULT_STORE_DIR = os.path.join(tempfile.gettempdir(), "jsnb-store")  # used when `store_dir` is empty
 
 @dataclass
-class ServerOptions:
+class LimitOptions:
+    "The limits a server puts on each connection and on how long it waits, with nats-server's names and defaults."
+    max_subscriptions: int = 0    # subscriptions per connection; 0 or -1: no limit
+    max_payload: int = 1048576    # largest message payload, bytes
+    max_pending: int = 67108864   # bytes buffered for a slow client before it is disconnected
+    max_control_line: int = 4096  # longest protocol line, bytes
+    max_connections: int = 65536  # client connections; negative: none accepted
+    ping_interval: float = 120.0  # seconds between server PINGs
+    ping_max: int = 2             # unanswered PINGs before a client is disconnected
+    write_deadline: float = 10.0  # seconds a write to a client may take
+    lame_duck_duration: float = 120.0    # lame duck mode: seconds over which clients are closed
+    lame_duck_grace_period: float = 10.0 # lame duck mode: seconds before the first client is closed
+
+# %% ../../nbs/1_nats/02_config.ipynb #f53a6752
+@dataclass
+class ClusterOptions:
+    "The `cluster` block: the route port, the routes to dial and what the other servers are told."
+    cluster_name: str = ""        # empty: one is generated, and the first peer's configured name is taken
+    cluster_host: str = "0.0.0.0" # address for route connections (other servers of the cluster)
+    cluster_port: int = 0         # route port; 0: not clustered; -1 picks a free port
+    routes: tuple = ()            # route URLs to dial: `nats-route://[user:password@]host:port`
+    cluster_user: str = ""        # credentials other servers must present on the route port
+    cluster_password: str = ""
+    cluster_auth_timeout: float = 2.0  # seconds a route has to send CONNECT
+    cluster_no_advertise: bool = False # do not tell clients the other servers' client URLs
+    cluster_advertise: str = "" # host[:port] the other servers are told (gossip) to dial for this server's routes
+    cluster_connect_retries: int = 0   # reconnect attempts for a route learnt from a peer (configured ones: forever)
+    cluster_connect_backoff: bool = False  # double the pause between route connect attempts, up to 30s
+
+# %% ../../nbs/1_nats/02_config.ipynb #73b1bd64
+@dataclass
+class ServerOptions(ClusterOptions, LimitOptions):
     "Everything a jsnb server can be told, with nats-server's option names and defaults."
     host: str = "0.0.0.0"         # address for client connections
     port: int = 4222              # client port; -1 picks a free port
@@ -50,48 +83,29 @@ class ServerOptions:
     resolver: str = ""            # `resolver`: 'MEMORY' (the only account resolver jsnb has)
     resolver_preload: dict | None = None  # `resolver_preload`: account public key -> account JWT
     resolver_pinned_accounts: frozenset | None = None  # only users of these accounts may log in (None: any account)
-    max_subscriptions: int = 0    # subscriptions per connection; 0 or -1: no limit
     tls: object = None            # jsnb.nats.tls.TLSOptions: clients must use TLS
     allow_non_tls: bool = False   # with `tls`: clients may also connect without it (INFO says `tls_available`)
     websocket: object = None      # jsnb.nats.websocket.WebsocketOptions: a listener for WebSocket clients
     leafnodes: object = None      # jsnb.nats.leafnode.LeafnodeOptions: a port for leaf nodes (this server as their hub)
-    max_payload: int = 1048576    # largest message payload, bytes
-    max_pending: int = 67108864   # bytes buffered for a slow client before it is disconnected
-    max_control_line: int = 4096  # longest protocol line, bytes
-    max_connections: int = 65536  # client connections; negative: none accepted
-    ping_interval: float = 120.0  # seconds between server PINGs
-    ping_max: int = 2             # unanswered PINGs before a client is disconnected
-    write_deadline: float = 10.0  # seconds a write to a client may take
-    lame_duck_duration: float = 120.0    # lame duck mode: seconds over which clients are closed
-    lame_duck_grace_period: float = 10.0 # lame duck mode: seconds before the first client is closed
     debug: bool = False
     trace: bool = False
     logfile: str = ""             # empty: log to standard error
     pid_file: str = ""
     ports_file_dir: str = ""      # write <dir>/<program>_<pid>.ports with the listening URLs; empty: none
     server_tags: tuple = ()       # tags describing the server (shown in /varz): lower case, trimmed, no repeats
-    cluster_name: str = ""        # empty: one is generated, and the first peer's configured name is taken
-    cluster_host: str = "0.0.0.0" # address for route connections (other servers of the cluster)
-    cluster_port: int = 0         # route port; 0: not clustered; -1 picks a free port
-    routes: tuple = ()            # route URLs to dial: `nats-route://[user:password@]host:port`
-    cluster_user: str = ""        # credentials other servers must present on the route port
-    cluster_password: str = ""
-    cluster_auth_timeout: float = 2.0  # seconds a route has to send CONNECT
-    cluster_no_advertise: bool = False # do not tell clients the other servers' client URLs
-    cluster_advertise: str = "" # host[:port] the other servers are told (gossip) to dial for this server's routes
-    cluster_connect_retries: int = 0   # reconnect attempts for a route learnt from a peer (configured ones: forever)
-    cluster_connect_backoff: bool = False  # double the pause between route connect attempts, up to 30s
     config_file: str = ""         # the file these options were read from
 
-    @property
-    def auth_required(self) -> bool:
-        "Whether clients must authenticate (a user, a token, a users array or an account with users is set)."
-        return bool(self.user or self.token or self.users or any(a.users for a in self.accounts) or self.trusted_keys)
 
-    @property
-    def clustered(self) -> bool:
-        "Whether this server listens for routes (a cluster port is set)."
-        return self.cluster_port != 0
+# %% ../../nbs/1_nats/02_config.ipynb #7ffa34cc
+@patch(as_prop=True)
+def auth_required(self: ServerOptions) -> bool:
+    "Whether clients must authenticate (a user, a token, a users array or an account with users is set)."
+    return bool(self.user or self.token or self.users or any(a.users for a in self.accounts) or self.trusted_keys)
+
+@patch(as_prop=True)
+def clustered(self: ServerOptions) -> bool:
+    "Whether this server listens for routes (a cluster port is set)."
+    return self.cluster_port != 0
 
 # %% ../../nbs/1_nats/02_config.ipynb #2f1424c6
 def parse_duration(v) -> float:
@@ -102,6 +116,7 @@ def parse_duration(v) -> float:
     except ValueError: pass
     raise ValueError(f"invalid duration {v!r}: use a number and a unit (ns, us, ms, s, m, h), such as '30s' or '1h30m'")
 
+# %% ../../nbs/1_nats/02_config.ipynb #200c98d6
 _SIZE = re.compile(r"(-?\d+)\s*(?:([kmgtpe])(?:i?b|i)?|b)?", re.I)
 
 def parse_size(v) -> int:
@@ -122,6 +137,7 @@ def _at(d, key) -> str:
     fname, line = _loc(d, key)
     return "" if line is None else f" ({fname}:{line})" if fname else f" (line {line})"
 
+# %% ../../nbs/1_nats/02_config.ipynb #b8aadd77
 def _conv(d, key, v, fn, name=None):
     "`fn(v)`, with a failure turned into a `ConfigError` that names `key` and its line."
     try: return fn(v)
@@ -134,6 +150,7 @@ def _of(kind, *types):
         raise ValueError(f"expected {kind}, got {_show(v)}")
     return f
 
+# %% ../../nbs/1_nats/02_config.ipynb #5c78e5aa
 _int, _str, _bool = _of("an integer", int), _of("a string", str), _of("true or false", bool)
 
 def _port(v):
@@ -146,11 +163,13 @@ def _int32(v):
     if (v := parse_size(v)) <= 2**31 - 1: return v
     raise ValueError(f"{v} is too big (at most 2147483647)")
 
+# %% ../../nbs/1_nats/02_config.ipynb #90237a71
 def _name(v):
     "A server name: a string without spaces."
     if " " in (v := _str(v)): raise ValueError(f"server names cannot contain spaces, got {v!r}")
     return v
 
+# %% ../../nbs/1_nats/02_config.ipynb #f207a30a
 def _tags(v) -> tuple:
     "`server_tags`: a string or a list of strings, kept as the reference keeps them (lower case, trimmed, once each)."
     if isinstance(v, str): v = [v]
@@ -161,6 +180,7 @@ def _tags(v) -> tuple:
         if (t := t.strip().lower()) and t not in out: out.append(t)
     return tuple(out)
 
+# %% ../../nbs/1_nats/02_config.ipynb #b39a8cbd
 def _maxconn(v):
     "Maximum connections; 0 means none, stored as -1 (nats-server does the same)."
     return -1 if (v := _int(v)) == 0 else v
@@ -176,6 +196,7 @@ def _hostport(v):
     if not (port.isdigit() or port == "-1"): raise ValueError(f"could not read the port in {v!r}")
     return host or "0.0.0.0", _port(int(port))
 
+# %% ../../nbs/1_nats/02_config.ipynb #6199ef1d
 def _listen(hfield, pfield):
     "A handler setting `hfield`/`pfield` of the options from a `listen`-style value."
     def f(d, k, v, opts, warns, seen):
@@ -184,6 +205,7 @@ def _listen(hfield, pfield):
         if port is not None: setattr(opts, pfield, port)
     return f
 
+# %% ../../nbs/1_nats/02_config.ipynb #21bf6d33
 _JS_WORDS = {"enabled": True, "enable": True, "disabled": False, "disable": False}
 
 def _jetstream(d, k, v, opts, warns, seen):
@@ -193,6 +215,7 @@ def _jetstream(d, k, v, opts, warns, seen):
     elif isinstance(v, str) and v.lower() in _JS_WORDS: opts.jetstream = _JS_WORDS[v.lower()]
     else: raise ConfigError(f"'{k}': expected true/false, enabled/disabled or a block, got {_show(v)}", *_loc(d, k))
 
+# %% ../../nbs/1_nats/02_config.ipynb #1af82bdb
 def _authorization(d, k, v, opts, warns, seen):
     "Apply an `authorization` block."
     if not isinstance(v, dict): raise ConfigError(f"'{k}': expected a block {{ user, password, token, timeout }}, got {_show(v)}", *_loc(d, k))
@@ -214,10 +237,12 @@ def _accounts(d, k, v, opts, warns, seen):
     "Apply `accounts`: the accounts, their users, exports and imports (read by `jsnb.nats.accounts`)."
     opts.accounts = _secure(d, k, parse_accounts, v, _loc(d, k), parse_size)
 
+# %% ../../nbs/1_nats/02_config.ipynb #7c27201b
 def _system_account(d, k, v, opts, warns, seen):
     "`system_account`: the name of the system account (checked by `_check_accounts` once every key is read)."
     opts.system_account = _conv(d, k, v, _str)
 
+# %% ../../nbs/1_nats/02_config.ipynb #899bdb9b
 def _check_accounts(d, opts):
     "Checks across keys: a user is in one place only."
     if any(a.users for a in opts.accounts) and (opts.token or opts.user):
@@ -228,6 +253,7 @@ def _check_accounts(d, opts):
             raise ConfigError(f'Duplicate {"nkey" if u.nkey else "user"} "{key}" detected', *_loc(d, "accounts"))
         seen.add(key)
 
+# %% ../../nbs/1_nats/02_config.ipynb #1ede3817
 def _tls(d, k, v, opts, warns, seen):
     "Apply a `tls` block: the client port uses TLS (the certificate files are loaded now)."
     opts.tls = _secure(d, k, parse_tls, v, _loc(d, k))
@@ -239,6 +265,7 @@ def _cluster_name(v):
     if " " in (v := _str(v)): raise ValueError("cluster name cannot contain spaces")
     return v
 
+# %% ../../nbs/1_nats/02_config.ipynb #c45e5fe9
 def _route_url(v) -> str:
     "A route URL with a host and a port, such as `nats-route://user:pass@10.0.0.2:6222`."
     s = _str(v).strip()
@@ -248,10 +275,12 @@ def _route_url(v) -> str:
     if not u.hostname or port is None: raise ValueError(f"error parsing route url [{s!r}]: expected nats-route://host:port")
     return s
 
+# %% ../../nbs/1_nats/02_config.ipynb #d349d682
 def _advertise(v) -> str:
     "A `host[:port]` to advertise (without a port: the one listened on)."
     s = _str(v).strip(); _hostport(s); return s
 
+# %% ../../nbs/1_nats/02_config.ipynb #8b95beb6
 def _routes(d, k, v, opts, warns, seen):
     "Apply `routes`: an array of route URLs."
     if not isinstance(v, list): raise ConfigError(f"'{k}': expected an array of route URLs, got {_show(v)}", *_loc(d, k))
@@ -262,6 +291,7 @@ def _routes(d, k, v, opts, warns, seen):
         out.append(s)
     opts.routes = tuple(out)
 
+# %% ../../nbs/1_nats/02_config.ipynb #48f6b131
 def _cluster(d, k, v, opts, warns, seen):
     "Apply a `cluster` block."
     if not isinstance(v, dict): raise ConfigError(f"'{k}': expected a block {{ name, listen, routes, ... }}, got {_show(v)}", *_loc(d, k))
@@ -272,6 +302,7 @@ def _cluster_auth(d, k, v, opts, warns, seen):
     if not isinstance(v, dict): raise ConfigError(f"'{k}': expected a block {{ user, password, timeout }}, got {_show(v)}", *_loc(d, k))
     _apply(v, _CLUSTER_AUTH_KEYS, opts, warns, seen, "cluster." + k + ".")
 
+# %% ../../nbs/1_nats/02_config.ipynb #ad499738
 def _pool_size(d, k, v, opts, warns, seen):
     "`pool_size`: only -1, which is what jsnb does (one route per pair of servers)."
     if _conv(d, k, v, _int) != -1:
@@ -293,6 +324,7 @@ def _domain(v) -> str:
     if any(c in v for c in '.*>'): raise ValueError('invalid domain name: may not contain ., * or >')
     return v
 
+# %% ../../nbs/1_nats/02_config.ipynb #fe185d04
 def _sync_interval(v) -> float:
     "`sync_interval`: a duration, or `always` (0: sync before every acknowledgement)."
     return 0.0 if isinstance(v, str) and v.strip().lower() == 'always' else parse_duration(v)
@@ -360,6 +392,7 @@ def _websocket(d, k, v, opts, warns, seen):
     "Apply a `websocket` block: a listener for WebSocket clients (read by jsnb.nats.websocket)."
     opts.websocket = _secure(d, k, parse_websocket, v, _loc(d, k))
 
+# %% ../../nbs/1_nats/02_config.ipynb #12bf25ad
 _TOP_KEYS.update({"websocket": _websocket, "ws": _websocket})
 
 def _leafnodes(d, k, v, opts, warns, seen):
@@ -388,6 +421,7 @@ def _pinned(v, where=None) -> frozenset:
         raise AuthConfigError(f'error parsing resolver_pinned_accounts: unsupported type {_show(v)}', where)
     return frozenset(keys)
 
+# %% ../../nbs/1_nats/02_config.ipynb #417dc5c7
 _OPERATOR_KEYS = {**dict.fromkeys("operator operators roots root root_operators root_operator".split(), _jwt_key("operators", parse_operators)),
                   **dict.fromkeys("resolver account_resolver accounts_resolver".split(), _jwt_key("resolver", parse_resolver)),
                   **dict.fromkeys("trusted trusted_keys".split(), _jwt_key("trusted_keys", parse_trusted)),
@@ -405,7 +439,6 @@ def _check_operator(d, opts):
         opts.trusted_keys = trusted_keys(opts)
         opts.accounts = operator_accounts(opts)
     except AuthConfigError as e: raise ConfigError(e.msg, *(e.where or where)) from None
-
 
 # %% ../../nbs/1_nats/02_config.ipynb #6bf82b8f
 def _lame_duck(field, minimum):
@@ -441,6 +474,7 @@ def _apply(d, table, opts, warns, seen, path=""):
                 warns.append(f'"{name}"{_at(d, k)} is the number {v}, read as {val:.10g} seconds; '
                              f'write a quoted duration such as "30s" (an unquoted 2m is the number 2000000)')
 
+# %% ../../nbs/1_nats/02_config.ipynb #7bf0985f
 def options_from_config(d: dict, opts: ServerOptions | None = None) -> tuple[ServerOptions, list[str]]:
     "Options from parsed config `d` applied over a copy of `opts` (or the defaults), and the warnings."
     opts, warns = replace(opts) if opts is not None else ServerOptions(), []

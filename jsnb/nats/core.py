@@ -9,6 +9,8 @@ import orjson
 from .goscan import go_scan
 from .protocol import *
 from .protocol import E_UNKNOWN, E_MAX_PAYLOAD, E_CONTROL_LINE
+from .routing import Router, CLIENT
+from .headers import TRACE_PREFIX
 from .subjects import Sublist, Subscription, valid_subject, valid_literal_subject
 from .config import ServerOptions, DEFAULT_STORE_DIR
 from .auth import Auth, may_publish, violation, who
@@ -40,6 +42,7 @@ def _git_file(d: str, name: str) -> str:
         with open(os.path.join(d, name)) as f: return f.read().strip()
     except OSError: return ''
 
+# %% ../../nbs/1_nats/03_core.ipynb #25c22c34
 def source_commit(root: str) -> str:
     "The short commit of the git checkout at `root` ('' when it is not one); worktrees and packed refs included."
     gitdir = os.path.join(root, '.git')
@@ -54,6 +57,7 @@ def source_commit(root: str) -> str:
         sha = next((l.split()[0] for l in packed if l.endswith(' ' + ref)), '')
     return sha[:7]
 
+# %% ../../nbs/1_nats/03_core.ipynb #1627f98d
 def _package_commit() -> str:
     import jsnb
     pkg = os.path.dirname(os.path.abspath(jsnb.__file__))
@@ -81,6 +85,7 @@ def x25519_public(k: bytes) -> bytes:
     if swap: x2, z2 = x3, z3
     return (x2 * pow(z2, P - 2, P) % P).to_bytes(32, 'little')
 
+# %% ../../nbs/1_nats/03_core.ipynb #27e98a6c
 def encode_nkey(raw: bytes, prefix: int) -> str:
     "`raw` as an nkey public key of kind `prefix`: base32 of prefix, key and CRC-16, unpadded."
     b = bytes([prefix]) + raw
@@ -138,11 +143,14 @@ def _go_fits(kind: str, v) -> bool:
         except binascii.Error: return False
     return True
 
+# %% ../../nbs/1_nats/03_core.ipynb #a71db95d
 def _refuse(c): raise ValueError(c)
 
 class _Pairs(dict):
     "A JSON object that also keeps its fields in order, repeated names included."
     def __init__(self, pairs): super().__init__(pairs); self.pairs = pairs
+
+# %% ../../nbs/1_nats/03_core.ipynb #a1cba92a
 _SURROGATE = re.compile('[\ud800-\udfff]').sub
 
 def _go_kind(x) -> str:
@@ -180,6 +188,7 @@ def _go_json(raw: bytes, fields: dict) -> dict | None:
 # %% ../../nbs/1_nats/03_core.ipynb #bd3f2636
 class ClientConn:
     "Sans-I/O state of one client connection."
+    kind = CLIENT                                  # (routes and leaf nodes are the other kinds, see jsnb.nats.routing)
     def __init__(self, core: Core, cid: int, host: str = '', port: int = 0):
         self.core, self.cid, self.host, self.port = core, cid, host, port
         self.parser = Parser(core.opts.max_payload, core.opts.max_control_line, runs=True)
@@ -212,8 +221,9 @@ def send(self: ClientConn, data: bytes):
     "Queue `data` for this client."
     self.out.append(data); self.out_bytes += len(data)
     if not self.dirty:
-        self.dirty = True; self.core._mark_dirty(self)
+        self.dirty = True; self.core.mark_dirty(self)
 
+# %% ../../nbs/1_nats/03_core.ipynb #60c45163
 @patch
 def data_to_send(self: ClientConn) -> bytes:
     "Take everything queued for this client."
@@ -224,13 +234,14 @@ def data_to_send(self: ClientConn) -> bytes:
 @patch
 def send_err(self: ClientConn, text: str): self.send(encode_err(text))
 
+# %% ../../nbs/1_nats/03_core.ipynb #7223df11
 @patch
 def close(self: ClientConn, reason: str, err: str | None = None):
     "Close this connection, first sending `-ERR 'err'` when the reference does."
     if self.closing: return
     if err: self.send_err(err)
     self.closing, self.close_reason = True, reason
-    self.core._mark_dirty(self)
+    self.core.mark_dirty(self)
     self.core.remove_client(self)
 
 # %% ../../nbs/1_nats/03_core.ipynb #44dfed2a
@@ -242,10 +253,11 @@ def receive(self: ClientConn, data: bytes):
     finally:
         if self.core.deferred: self.core.flush_deferred()
 
+# %% ../../nbs/1_nats/03_core.ipynb #5c828c0a
 @patch
 def _receive(self: ClientConn, data: bytes):
     self.last_activity = time.time()
-    core = self.core
+    core = self.core; router = core.router
     ops = self.parser.feed(data)
     i, n = 0, len(ops)
     while i < n:
@@ -255,15 +267,15 @@ def _receive(self: ClientConn, data: bytes):
             return violation(self)
         if t is Run or t is Counted:                       # frames alike, or with numbered replies (see jsnb.nats.protocol)
             if self.perms is None and not self.verbose and not self.pedantic and \
-                    (core.route_same(self, op) if t is Run else core.route_counted(self, op)):
+                    (router.execute_same(self, op) if t is Run else router.execute_counted(self, op)):
                 self.in_msgs += op.count; self.in_bytes += op.count * op.size
                 if self.closing: return
                 continue
             ops[i - 1:i] = op.pubs(); n = len(ops); i -= 1        # where single messages are needed: as if parsed one by one
             continue
-        r = None                                           # the subscriptions of `op`'s subject, once looked up
+        r = None                                           # the plan for `op`'s subject, once made
         if (t is Pub or t is HPub) and core.many_subs:
-            j, r = core.route_many(self, ops, i - 1)
+            j, r = router.execute_many(self, ops, i - 1)
             if j >= i:                                     # a run for a stream, taken in one call
                 i = j
                 if self.closing: return
@@ -277,7 +289,8 @@ def _receive(self: ClientConn, data: bytes):
                 while j < n and type(ops[j]) is Pub and ops[j].subject == subject: j += 1
                 run, i = ops[i - 1:j], j
                 self.in_msgs += len(run); self.in_bytes += sum([len(o.data) for o in run])
-                core.route_run(self, subject, run, r)
+                if not router.execute_run(r or router.match(self.acc, subject), self, subject, run):
+                    for o in run: core.route(self, subject, o.reply, 0, o.data)   # (each planned again: a delivery limit may end a subscription)
                 continue
             self.in_msgs += 1; self.in_bytes += len(op.data)
             if self.pedantic and not valid_literal_subject(subject): self.send_err(E_INVALID_PUB_SUBJECT)
@@ -316,7 +329,7 @@ def _hpub(self: ClientConn, op: HPub, r=None):
     if self.perms is not None and not may_publish(self, op.subject): return
     if self.pedantic and not valid_literal_subject(op.subject): self.send_err(E_INVALID_PUB_SUBJECT)
     if self.verbose: self.send(OK_B)
-    if op.data.find(b'Nats-Trace-', 0, op.hdr_len) >= 0: trace.route(self, op.subject, op.reply, op.hdr_len, op.data); return
+    if op.data.find(TRACE_PREFIX, 0, op.hdr_len) >= 0: trace.route(self, op.subject, op.reply, op.hdr_len, op.data); return
     self.core.route(self, op.subject, op.reply, op.hdr_len, op.data, r=r)
 
 # %% ../../nbs/1_nats/03_core.ipynb #a7d22f02
@@ -331,10 +344,10 @@ def _sub(self: ClientConn, op: Sub):
         self.acc.sublist.insert(sub)
         if self.acc.stream_imports: add_shadows(self.core, self.acc, sub)   # interest in the accounts it imports from
         for watch in self.acc.interest_watchers: watch(subject)
-        if self.core.cluster is not None: self.core.cluster.local_interest(sub, 1, self.acc)
-        if self.core.leafs is not None: self.core.leafs.interest(self.acc, sub, 1)
+        self.core.interest(self.acc, sub, 1)
     if self.verbose: self.send(OK_B)
 
+# %% ../../nbs/1_nats/03_core.ipynb #c121e574
 @patch
 def _unsub(self: ClientConn, op: Unsub):
     sid, mx = op
@@ -344,14 +357,14 @@ def _unsub(self: ClientConn, op: Unsub):
         else: self.unsubscribe(sub)
     if self.verbose: self.send(OK_B)
 
+# %% ../../nbs/1_nats/03_core.ipynb #91870042
 @patch
 def unsubscribe(self: ClientConn, sub: Subscription):
     "Remove one of this client's subscriptions."
     if self.subs.pop(sub.sid, None) is not None:
         self.acc.sublist.remove(sub)
         if sub in self.acc.shadows: drop_shadows(self.core, self.acc, sub)
-        if self.core.cluster is not None: self.core.cluster.local_interest(sub, -1, self.acc)
-        if self.core.leafs is not None: self.core.leafs.interest(self.acc, sub, -1)
+        self.core.interest(self.acc, sub, -1)
 
 # %% ../../nbs/1_nats/03_core.ipynb #bdd39e3a
 @patch
@@ -388,7 +401,7 @@ def _ping(self: ClientConn):
 # %% ../../nbs/1_nats/03_core.ipynb #14e8d2be
 class Core:
     "The server without I/O: connections, subscriptions, routing."
-    def __init__(self, opts: ServerOptions | None = None, server_id: str | None = None):
+    def __init__(self, opts: ServerOptions | None = None, server_id: str | None = None, on_dirty=None):
         self.opts = opts or ServerOptions()
         self.server_id = server_id or new_server_id()
         self.server_name = self.opts.server_name or self.server_id
@@ -400,9 +413,9 @@ class Core:
         self.next_cid = 1
         self.dirty: list[ClientConn] = []
         self.deferred: list = []      # work postponed to the end of the current read (see `defer`)
-        self.many_subs = 0            # internal subscriptions that take runs of messages (see `route_many`)
+        self.many_subs = 0            # internal subscriptions that take runs of messages (see `Router.execute_many`)
         self.max_pending = self.opts.max_pending
-        self.on_dirty = None          # called when the first connection becomes dirty
+        self.on_dirty = on_dirty      # called when the first connection becomes dirty (the I/O layer's, to write them out)
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
         self.total_connections = self.slow_consumers = self.stale_connections = 0
         self.start = time.time()
@@ -420,6 +433,7 @@ class Core:
         self.leafs = None             # the leaf node layer, when this server accepts leaf nodes (jsnb.nats.leafhub): told of every change of interest
         self.auth = (JwtAuth if self.opts.trusted_keys else Auth)(self.opts)   # how clients are checked (jsnb.nats.auth, .jwt)
         self.ws_info = None           # the WebSocket listener's host, port and TLS, once it listens (jsnb.nats.websocket)
+        self.router = Router(self)    # where messages go (jsnb.nats.routing)
         wire_imports(self)            # the subscriptions service imports need
 
     @property
@@ -454,6 +468,7 @@ def info(self: Core, client: ClientConn | None = None, **extra) -> dict:
     d['jsnb_version'] = _jsnb_version
     return d
 
+# %% ../../nbs/1_nats/03_core.ipynb #461d9c8f
 @patch
 def send_connect_info(self: Core, c: ClientConn):
     c.send(encode_info(orjson.dumps(self.info(c, connect_info=True, remote_account=c.acc.name
@@ -479,6 +494,7 @@ def new_client(self: Core, host: str = '127.0.0.1', port: int = 0, ws: bool = Fa
         c.close('Maximum Connections Exceeded', E_MAX_CONN)
     return c
 
+# %% ../../nbs/1_nats/03_core.ipynb #9531d531
 @patch
 def remove_client(self: Core, c: ClientConn):
     "Forget a connection and all its subscriptions."
@@ -486,15 +502,23 @@ def remove_client(self: Core, c: ClientConn):
     for sub in c.subs.values():
         c.acc.sublist.remove(sub)
         if sub in c.acc.shadows: drop_shadows(self, c.acc, sub)
-        if self.cluster is not None: self.cluster.local_interest(sub, -1, c.acc)
-        if self.leafs is not None: self.leafs.interest(c.acc, sub, -1)
+        self.interest(c.acc, sub, -1)
     c.subs.clear()
 
+# %% ../../nbs/1_nats/03_core.ipynb #163b4faf
 @patch
-def _mark_dirty(self: Core, c: ClientConn):
+def interest(self: Core, acc, sub: Subscription, delta: int):
+    "A client's subscription `sub` in account `acc` came (`delta` 1) or went (-1): the other servers and the leaf nodes hear of it."
+    if self.cluster is not None: self.cluster.local_interest(sub, delta, acc)
+    if self.leafs is not None: self.leafs.interest(acc, sub, delta)
+
+@patch
+def mark_dirty(self: Core, c):
+    "Connection `c` has output queued: the I/O layer writes it out (see `take_dirty`)."
     if not self.dirty and self.on_dirty is not None: self.on_dirty()
     self.dirty.append(c)
 
+# %% ../../nbs/1_nats/03_core.ipynb #447953f8
 @patch
 def take_dirty(self: Core) -> list[ClientConn]:
     "Connections with output waiting (each once); the I/O layer writes them out."
@@ -510,69 +534,47 @@ def send_async_info(self: Core, only_ws: bool | None = None, **extra):
             c.send(encode_info(orjson.dumps(self.info(c, **extra))))
 
 
-# %% ../../nbs/1_nats/03_core.ipynb #9f215edd
-@patch
-def deliver(self: Core, sub: Subscription, subject: bytes, reply: bytes, hdr: int, data: bytes, src) -> int:
-    "Deliver one message to `sub`; returns 1 if it was delivered."
-    c = sub.client
-    if c is None:
-        if self.deferred and not sub.defers: self.flush_deferred()
-        try: sub.cb(subject, reply, hdr, data, src)
-        except Exception:                      # a failing handler must not take the publisher's connection down
-            log.exception('internal subscription %s failed on %r', sub.subject.decode(), subject)
-        return 1
-    if (c is src and not c.echo) or (c.gate is not None and not c.gate(sub, subject, reply)): return 0
-    if hdr and c.headers: frame = encode_hmsg(subject, sub.sid, reply, hdr, data)
-    else: frame = encode_msg(subject, sub.sid, reply, data[hdr:] if hdr else data)
-    c.out.append(frame); n = len(data)                    # `c.send(frame)`, inlined: this is the hot path
-    ob = c.out_bytes = c.out_bytes + len(frame)
-    if not c.dirty: c.dirty = True; self._mark_dirty(c)
-    c.out_msgs += 1; c.out_bytes_total += n
-    self.out_msgs += 1; self.out_bytes += n
-    if ob + c.io_pending > self.max_pending: self.slow_consumer(c)
-    sub.delivered += 1
-    if sub.max and sub.delivered >= sub.max: c.unsubscribe(sub)
-    return 1
-
-# %% ../../nbs/1_nats/03_core.ipynb #3d056767
-_NO_RESP = b'NATS/1.0 503\r\nNats-Subject: %s\r\n\r\n'
-
+# %% ../../nbs/1_nats/03_core.ipynb #1e22264a
 @patch
 def route(self: Core, src, subject: bytes, reply: bytes, hdr: int, data: bytes, to: bytes | None = None, acc=None, r=None) -> int:
     """Route one message to every subscription matching `to` (default: `subject`) in account `acc` (default: the
-    sender's), `r` if the caller looked them up already; returns how many got it."""
-    if self.leafs is not None:
-        self.leafs.seq += 1                                    # a new message: what a leaf node is sent at once (see jsnb.nats.leafhub)
-        if self.leafs.to is not to:                            # leaf nodes are told where a consumer's delivery goes
-            prev, self.leafs.to = self.leafs.to, to
-            try: return self.route(src, subject, reply, hdr, data, to, acc)
-            finally: self.leafs.to = prev
-    if self.cluster is not None: return self.cluster.route(src, subject, reply, hdr, data, to, acc)
-    self.in_msgs += 1; self.in_bytes += len(data)
-    psubs, qgroups = r if r is not None else (acc or getattr(src, 'acc', self.gacc)).sublist.match(to or subject)
-    n = 0
-    for sub in psubs: n += self.deliver(sub, subject, reply, hdr, data, src)
-    for group in qgroups:
-        members = group if src is None or src.echo else [s for s in group if s.client is not src]
-        if members:
-            k = self.deliver(members[self._rand.randrange(len(members))] if len(members) > 1 else members[0],
-                             subject, reply, hdr, data, src)
-            if not k: k = next((1 for s in members if self.deliver(s, subject, reply, hdr, data, src)), 0)   # refused by permissions: another member
-            n += k
-    if n == 0 and reply and src is not None and src.no_responders: self._no_responders(src, subject, reply)
-    return n
+    sender's), by plan `r` when the caller made it; returns how many took it."""
+    router = self.router
+    if r is None: r = router.match(acc or getattr(src, 'acc', None) or self.gacc, to or subject)
+    return router.execute(r, src, subject, reply, hdr, data, to)
+
+# %% ../../nbs/1_nats/03_core.ipynb #221317eb
+def _acc(core: Core, src, acc):
+    "The account a message of `src` is routed in: `acc` when given, else the sender's, else `$G`."
+    return acc or getattr(src, 'acc', None) or core.gacc
 
 @patch
-def _no_responders(self: Core, src: ClientConn, subject: bytes, reply: bytes):
-    status = _NO_RESP % subject
-    for sub in src.acc.sublist.match(reply)[0]:
-        if sub.client is src: src.send(encode_hmsg(reply, sub.sid, b'', len(status), status))
+def route_batch(self: Core, src, to: bytes, msgs: list, acc=None):
+    "Route `(subject, reply, hdr_len, data)` messages that all go to subject `to` (in account `acc`, default the sender's)."
+    self.router.execute_batch(src, to, msgs, _acc(self, src, acc))
+
+# %% ../../nbs/1_nats/03_core.ipynb #3a81a9f6
+@patch
+def route_built(self: Core, src, to: bytes, k: int, nb: int, build, acc=None) -> bool:
+    "Queue `k` messages (`nb` bytes) to `to` that `build(sid)` encodes for each subscription; False, nothing sent, when it cannot."
+    return self.router.execute_built(src, to, k, nb, build, _acc(self, src, acc))
+
+@patch
+def solo_sid(self: Core, to: bytes, acc=None) -> bytes | None:
+    "The sid of the one subscription that takes `to`, when `route_built` would take frames for it from the server; else None."
+    return self.router.solo_sid(to, acc or self.gacc)
+
+# %% ../../nbs/1_nats/03_core.ipynb #8a33d5bf
+@patch
+def reply_many(self: Core, replies: list, acc=None):
+    "Send the server's answers `[(to, body)]` in order, as `route(None, to, b'', 0, body)` one by one would."
+    self.router.reply_many(replies, acc or self.gacc)
 
 # %% ../../nbs/1_nats/03_core.ipynb #2b80c83d
 @patch
 def subscribe(self: Core, subject: str | bytes, cb, queue: str | bytes = b'', defers: bool = False, acc=None, many=None) -> Subscription:
     """Add an internal subscription in account `acc` (default `$G`) that calls `cb` for each message (`defers`: `cb`
-    queues work with `defer`; `many`: a handler for runs of a client's messages, see `route_many`)."""
+    queues work with `defer`; `many`: a handler for runs of a client's messages, see `Router.execute_many`)."""
     if isinstance(subject, str): subject = subject.encode()
     if isinstance(queue, str): queue = queue.encode()
     sub = Subscription(None, subject, queue, b'', cb, defers, many)
@@ -583,6 +585,7 @@ def subscribe(self: Core, subject: str | bytes, cb, queue: str | bytes = b'', de
     if self.leafs is not None: self.leafs.interest(acc, sub, 1)
     return sub
 
+# %% ../../nbs/1_nats/03_core.ipynb #640180df
 @patch
 def unsubscribe(self: Core, sub: Subscription, acc=None):
     acc = acc or self.gacc
@@ -591,6 +594,7 @@ def unsubscribe(self: Core, sub: Subscription, acc=None):
         if self.leafs is not None: self.leafs.interest(acc, sub, -1)
     if sub in acc.shadows: drop_shadows(self, acc, sub)
 
+# %% ../../nbs/1_nats/03_core.ipynb #ee7db0d9
 @patch
 def publish(self: Core, subject: str | bytes, data: bytes = b'', reply: str | bytes = b'', headers: bytes = b'', acc=None) -> int:
     "Publish from inside the server, in account `acc` (default `$G`); `headers` is an encoded header block."
@@ -598,219 +602,13 @@ def publish(self: Core, subject: str | bytes, data: bytes = b'', reply: str | by
     if isinstance(reply, str): reply = reply.encode()
     return self.route(None, subject, reply, len(headers), headers + data if headers else data, acc=acc)
 
-# %% ../../nbs/1_nats/03_core.ipynb #db3731df
-def _plain(psubs, qgroups) -> bool:
-    "Whether a match is only client subscriptions without delivery limits (so a batch can be queued at once)."
-    return bool(psubs) and not qgroups and all(s.client is not None and not s.max and s.client.gate is None for s in psubs)
-
-@patch
-def _queue_frames(self: Core, sub: Subscription, frames: list, k: int, nb: int):
-    "Queue `k` encoded frames (`nb` payload bytes) for a client's subscription."
-    c = sub.client
-    c.out.extend(frames)
-    ob = c.out_bytes = c.out_bytes + sum([len(f) for f in frames])
-    if not c.dirty: c.dirty = True; self._mark_dirty(c)
-    c.out_msgs += k; c.out_bytes_total += nb; self.out_msgs += k; self.out_bytes += nb
-    sub.delivered += k
-    if ob + c.io_pending > self.max_pending: self.slow_consumer(c)
-
-@patch
-def route_run(self: Core, src: ClientConn, subject: bytes, run: list[Pub], r=None):
-    "Route consecutive `Pub` operations of one client for one subject (`r`: its subscriptions, if looked up already)."
-    if self.cluster is not None: return self.cluster.route_run(src, subject, run)
-    psubs, qgroups = r if r is not None else src.acc.sublist.match(subject)
-    if not _plain(psubs, qgroups):
-        if not psubs and not qgroups and self.leafs is None:      # nobody wants them: counted, and answered when they ask
-            self.in_msgs += len(run); self.in_bytes += sum([len(op.data) for op in run])
-            if src.no_responders:
-                for op in run:
-                    if op.reply: self._no_responders(src, subject, op.reply)
-            return
-        if psubs and not qgroups and self.leafs is None and all(s.client is None and not s.max for s in psubs):   # internal handlers (a stream): one match
-            self.in_msgs += len(run); self.in_bytes += sum([len(op.data) for op in run])
-            for op in run:
-                for sub in psubs: self.deliver(sub, subject, op.reply, 0, op.data, src)
-            return
-        if len(qgroups) == 1 and len(qgroups[0]) == 1 and self.leafs is None and (q := qgroups[0][0]).client is None \
-                and q.many is not None and all(s.client is None and not s.max for s in psubs):   # one internal responder that takes runs
-            self.in_msgs += len(run); self.in_bytes += sum([len(op.data) for op in run])
-            for sub in psubs:                                          # (a handler that takes runs, in one call)
-                if sub.many is not None: self._many(sub, run, src)
-                else:
-                    for op in run: self.deliver(sub, subject, op.reply, 0, op.data, src)
-            self._many(q, run, src)
-            return
-        for op in run: self.route(src, subject, op.reply, 0, op.data)    # (each looked up again: a delivery limit may end a subscription)
-        return
-    k, nb = len(run), sum([len(op.data) for op in run])
-    self.in_msgs += k; self.in_bytes += nb
-    for sub in psubs:
-        if sub.client is src and not src.echo: continue
-        sid = sub.sid
-        self._queue_frames(sub, [encode_msg(subject, sid, op.reply, op.data) for op in run], k, nb)
-
-@patch
-def route_same(self: Core, src: ClientConn, run: Run) -> bool:
-    """Route a `Run` as a block when nobody here wants it or only plain client subscriptions do: each of those gets
-    the run's bytes with every `PUB` line replaced by its `MSG` line, in one `replace`. False, having done nothing,
-    when the run must go message by message (other servers, internal handlers, queue groups, delivery limits)."""
-    if self.cluster is not None or self.leafs is not None: return False
-    psubs, qgroups = src.acc.sublist.match(run.subject)
-    if psubs or qgroups:
-        if not _plain(psubs, qgroups): return False
-        frames = run.frames()
-        if frames.count(run.line) != run.count: return False     # the line inside a payload too: not a plain replace
-        for sub in psubs:
-            if sub.client is src and not src.echo: continue
-            self._queue_frames(sub, [frames.replace(run.line, b'MSG %s %s %d\r\n' % (run.subject, sub.sid, run.size))],
-                               run.count, run.count * run.size)
-    self.in_msgs += run.count; self.in_bytes += run.count * run.size
-    return True
-
-@patch
-def route_counted(self: Core, src: ClientConn, run: Counted) -> bool:
-    """Hand a `Counted` run to the one internal subscription that takes its subject, when that subscription's `many`
-    handler is marked `takes_runs` and says it took it (a stream, for fast-ingest batches); False, nothing done, else."""
-    if self.cluster is not None or self.leafs is not None: return False
-    psubs, qgroups = src.acc.sublist.match(run.subject)
-    if qgroups or len(psubs) != 1 or (sub := psubs[0]).client is not None or sub.max or not getattr(sub.many, 'takes_runs', False):
-        return False
-    if self._many(sub, run, src) is False: return False
-    self.in_msgs += run.count; self.in_bytes += run.count * run.size
-    return True
-
-# %% ../../nbs/1_nats/03_core.ipynb #eebacc93
-@patch
-def route_batch(self: Core, src, to: bytes, msgs: list, acc=None):
-    "Route `(subject, reply, hdr_len, data)` messages that all go to subject `to` (in account `acc`, default the sender's)."
-    acc = acc or getattr(src, 'acc', self.gacc)
-    psubs, qgroups = acc.sublist.match(to)
-    if not _plain(psubs, qgroups) or self.cluster is not None:
-        for subject, reply, hdr, data in msgs: self.route(src, subject, reply, hdr, data, to, acc)
-        return
-    k, nb = len(msgs), sum([len(m[3]) for m in msgs])
-    self.in_msgs += k; self.in_bytes += nb
-    for sub in psubs:
-        c = sub.client
-        if c is src and not c.echo: continue
-        sid, hd = sub.sid, c.headers
-        self._queue_frames(sub, [encode_hmsg(s, sid, r, h, d) if h and hd else encode_msg(s, sid, r, d[h:] if h else d)
-                                 for s, r, h, d in msgs], k, nb)
-
-@patch
-def reply_many(self: Core, replies: list, acc=None):
-    """Send the server's answers `[(to, body)]` in order, as `route(None, to, b'', 0, body)` one by one would: a run of
-    answers to plain client subscriptions is queued with one call per subscription."""
-    acc = acc or self.gacc
-    if self.cluster is not None and self.leafs is None and acc is self.gacc: return self.cluster.reply_many(replies)
-    if self.cluster is not None or self.leafs is not None:
-        for to, body in replies: self.route(None, to, b'', 0, body, acc=acc)
-        return
-    self._reply_here(replies, acc)
-
-@patch
-def _reply_here(self: Core, replies: list, acc):
-    "`reply_many` for answers that no other server wants."
-    if self._reply_run(replies, acc): return
-    pend: dict = {}                                   # subscription -> [frames, count, bytes]
-    def queue():
-        for sub, (frames, k, nb) in pend.items(): self._queue_frames(sub, frames, k, nb)
-        pend.clear()
-    sl, key, r, plain = acc.sublist, None, None, False
-    for to, body in replies:
-        if key is not None and len(to) > len(key) and to.startswith(key) and to.find(b'.', len(key)) < 0: psubs, qgroups = r   # as the one before
-        else: psubs, qgroups = r = sl.match(to); key, plain = sl.last_token_free(to, r), _plain(*r)
-        if not psubs and not qgroups: self.in_msgs += 1; self.in_bytes += len(body); continue
-        if not plain:
-            queue(); self.route(None, to, b'', 0, body, acc=acc); key = None; continue
-        self.in_msgs += 1; self.in_bytes += len(body)
-        for sub in psubs:
-            p = pend.get(sub)
-            if p is None: p = pend[sub] = [[], 0, 0]
-            p[0].append(encode_msg(to, sub.sid, b'', body)); p[1] += 1; p[2] += len(body)
-    queue()
-
-@patch
-def _reply_run(self: Core, replies: list, acc) -> bool:
-    """Queue all of `replies` at once when they go to one plain subscription whose answer holds whatever their last
-    token is (the usual case: pub acks to one client's inboxes); False, having sent nothing, when they do not."""
-    if not replies: return True
-    to = replies[0][0]
-    r = acc.sublist.match(to)
-    if len(r[0]) != 1 or not _plain(*r): return False
-    if (key := acc.sublist.last_token_free(to, r)) is None:                    # one reply subject for all of them, or none
-        if [t for t, _ in replies].count(to) != len(replies): return False
-    elif [b'' if t.endswith(b'.') else t[:t.rfind(b'.') + 1] for t, _ in replies].count(key) != len(replies): return False
-    sub = r[0][0]; sid = sub.sid                      # (the client's sid is data, never part of a format)
-    k, nb = len(replies), sum([len(b) for _, b in replies])
-    self.in_msgs += k; self.in_bytes += nb
-    self._queue_frames(sub, [b'MSG %s %s %d\r\n%s\r\n' % (t, sid, len(b), b) for t, b in replies], k, nb)
-    return True
-
-@patch
-def route_built(self: Core, src, to: bytes, k: int, nb: int, build, acc=None) -> bool:
-    """Queue `k` messages (`nb` bytes) to subject `to` that `build(sid)` encodes as frames for each subscription, when
-    they are all plain client subscriptions that take headers; False, having sent nothing, when they are not."""
-    acc = acc or getattr(src, 'acc', self.gacc)
-    psubs, qgroups = acc.sublist.match(to)
-    if not self._built_ok(psubs, qgroups): return False
-    self.in_msgs += k; self.in_bytes += nb
-    for sub in psubs:
-        if sub.client is src and not src.echo: continue
-        self._queue_frames(sub, [build(sub.sid)], k, nb)
-    return True
-
-@patch
-def _built_ok(self: Core, psubs, qgroups) -> bool:
-    "Whether a match is what `route_built` can queue built frames for: plain client subscriptions that take headers, no cluster."
-    return _plain(psubs, qgroups) and self.cluster is None and all(s.client.headers for s in psubs)
-
-@patch
-def solo_sid(self: Core, to: bytes, acc=None) -> bytes | None:
-    "The sid of the one subscription that takes `to`, when `route_built` would take frames for it from the server; else None."
-    psubs, qgroups = (acc or self.gacc).sublist.match(to)
-    return psubs[0].sid if len(psubs) == 1 and self._built_ok(psubs, qgroups) else None
-
-# %% ../../nbs/1_nats/03_core.ipynb #ddf70eea
-@patch
-def route_many(self: Core, src: ClientConn, ops: list, i: int) -> tuple[int, tuple | None]:
-    """Hand the `Pub`/`HPub` operations from `ops[i]` on that go to one internal subscription with a `many` handler
-    and nowhere else (a stream's subjects) to that handler in one call. Returns the index after them, and when none
-    went (the index is `i`), the subscriptions of `ops[i]`'s subject if they were looked up (for the usual path)."""
-    sl = src.acc.sublist
-    if src.perms is not None or src.verbose or src.pedantic or self.cluster is not None or self.leafs is not None: return i, None
-    match, memo, n, sub, j = sl.matcher(), {}, len(ops), None, i
-    while j < n:
-        op = ops[j]; t = type(op)
-        if t is HPub:                                  # (what `_hpub` would refuse or trace goes the usual way)
-            if not src.headers or op[3].find(b'Nats-Trace-', 0, op[2]) >= 0: break
-        elif t is not Pub: break
-        r = memo.get(op[0])
-        if r is None: r = memo[op[0]] = match(op[0])
-        psubs = r[0]
-        if r[1] or len(psubs) != 1 or psubs[0].many is None or (sub is not None and psubs[0] is not sub): break
-        sub = psubs[0]; j += 1
-    if j == i: return i, memo.get(ops[i][0]) if i < n else None
-    run = ops[i:j]; nb = sum([len(op[3]) for op in run])
-    src.in_msgs += j - i; src.in_bytes += nb; self.in_msgs += j - i; self.in_bytes += nb
-    self._many(sub, run, src)
-    return j, None
-
-@patch
-def _many(self: Core, sub: Subscription, run, src):
-    """Hand `run` (a list of operations, or a `Counted`) to internal subscription `sub`'s `many` handler (deferred work
-    first, unless it defers too) and return what it returns; a failure is logged (None)."""
-    if self.deferred and not sub.defers: self.flush_deferred()
-    try: return sub.many(run, src)
-    except Exception:
-        log.exception('internal subscription %s failed on a run of %d messages', sub.subject.decode(), run.count if type(run) is Counted else len(run))
-
 # %% ../../nbs/1_nats/03_core.ipynb #3968ddc9
 @patch
 def defer(self: Core, fn):
     "Run `fn()` at the end of the current read, or before the next internal handler that does not defer."
     self.deferred.append(fn)
 
+# %% ../../nbs/1_nats/03_core.ipynb #9bbae5d9
 @patch
 def flush_deferred(self: Core):
     "Run all deferred work, in order."
@@ -833,6 +631,7 @@ def ping_tick(self: Core, ws: bool | None = None):
         else:
             c.pings_out += 1; c.send(PING_B)
 
+# %% ../../nbs/1_nats/03_core.ipynb #106c8716
 @patch
 def slow_consumer(self: Core, c: ClientConn):
     "Cut off a client that does not read its messages."
@@ -841,6 +640,7 @@ def slow_consumer(self: Core, c: ClientConn):
     c.out = []; c.out_bytes = 0
     c.close('Slow Consumer (Pending Bytes)', E_SLOW_CONSUMER)
 
+# %% ../../nbs/1_nats/03_core.ipynb #661ec409
 @patch
 def write_deadline_exceeded(self: Core, c: ClientConn, pending: int):
     "Close a client that has not taken its output for `write_deadline`."
@@ -850,6 +650,7 @@ def write_deadline_exceeded(self: Core, c: ClientConn, pending: int):
     c.out = []; c.out_bytes = 0
     c.close('Slow Consumer (Write Deadline)')
 
+# %% ../../nbs/1_nats/03_core.ipynb #8a1497a9
 @patch
 def auth_timeout(self: Core, c: ClientConn):
     "Close `c` if it has not authenticated yet."

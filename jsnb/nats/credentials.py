@@ -19,6 +19,7 @@ def _where(d, k, default=None):
     "`(file, line)` of key `k` in parsed block `d` (from the configuration reader), else `default`."
     return getattr(d, 'where', {}).get(k) or default
 
+# %% ../../nbs/1_nats/07d_credentials.ipynb #b9c40c56
 def _used(d) -> set:
     "Keys of block `d` that only serve as `$variables` (not settings)."
     return getattr(d, 'used', set())
@@ -27,6 +28,7 @@ def _goq(s: str) -> str:
     "`s` quoted as Go's `%q` writes it (for messages)."
     return json.dumps(s, ensure_ascii=False)
 
+# %% ../../nbs/1_nats/07d_credentials.ipynb #ce37f20f
 def _got(v) -> str:
     "What a value is, for 'expected X, got Y' messages."
     if isinstance(v, bool): return f'the boolean {str(v).lower()}'
@@ -46,6 +48,7 @@ def is_bcrypt(password: str) -> bool:
     "Whether a configured password or token is a bcrypt hash."
     return bool(_BCRYPT.match(password))
 
+# %% ../../nbs/1_nats/07d_credentials.ipynb #06a13a4a
 _verified: dict = {}          # (hash, sha256(password)) -> True for checks bcrypt has passed
 _prechecked: dict = {}        # (hash, sha256(password)) -> result of a check made off the event loop, used once
 
@@ -55,6 +58,7 @@ def _bcrypt(configured: str, given: str) -> bool:
     try: return bcrypt.checkpw(given.encode()[:72], b'$2b$' + configured.encode()[4:])
     except ValueError: return False
 
+# %% ../../nbs/1_nats/07d_credentials.ipynb #54154fd3
 def check_password(configured: str, given: str) -> bool:
     "Whether the client's `given` password matches the `configured` one (plain or bcrypt)."
     if not is_bcrypt(configured): return hmac.compare_digest(configured.encode(), given.encode())
@@ -78,12 +82,14 @@ def decode_nkey(key, prefix: int = PREFIX_USER) -> bytes | None:
     if len(raw) < 4 or binascii.crc_hqx(raw[:-2], 0) != int.from_bytes(raw[-2:], 'little') or raw[0] != prefix: return None
     return raw[1:-2]
 
+# %% ../../nbs/1_nats/07d_credentials.ipynb #56d5be69
 def _b64(s: str) -> bytes | None:
     "Bytes from base64url without padding, else from standard base64 (as the reference reads signatures)."
     if re.fullmatch('[A-Za-z0-9_-]*', s) and len(s) % 4 != 1: return base64.urlsafe_b64decode(s + '=' * (-len(s) % 4))
     try: return base64.b64decode(s, validate=True)
     except (binascii.Error, ValueError): return None
 
+# %% ../../nbs/1_nats/07d_credentials.ipynb #dbc451ab
 def verify_nonce(nkey: str, nonce: bytes, sig: str) -> bool:
     "Whether `sig` is user `nkey`'s ed25519 signature of `nonce`."
     raw, sig = decode_nkey(nkey), _b64(sig)
@@ -93,6 +99,7 @@ def verify_nonce(nkey: str, nonce: bytes, sig: str) -> bool:
     try: Ed25519PublicKey.from_public_bytes(raw).verify(sig, nonce); return True
     except InvalidSignature: return False
 
+# %% ../../nbs/1_nats/07d_credentials.ipynb #cdb19850
 def new_nonce() -> str:
     "A fresh nonce for INFO: 11 random bytes, base64url (15 characters), as the reference makes them."
     return base64.urlsafe_b64encode(secrets.token_bytes(11)).rstrip(b'=').decode()

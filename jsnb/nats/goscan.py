@@ -25,6 +25,7 @@ def _step(state: str, stack: list, kind: str) -> str | None:
     if kind == ',' and state == ',': return 'v' if stack[-1] == '[' else 'k'
     return None
 
+# %% ../../nbs/1_nats/02b_go_scan.ipynb #4fe2cb49
 def _refusal(text: str, pos: int, state: str, stack: list) -> str:
     "Go's words for the character at `pos` that its scanner refuses in `state`."
     rest = text[pos:].lstrip(' \t\n\r')
@@ -34,6 +35,7 @@ def _refusal(text: str, pos: int, state: str, stack: list) -> str:
              'end': 'after top-level value'}.get(state) or f"after {'array element' if stack[-1] == '[' else 'object key:value pair'}"
     return f"invalid character '{rest[0]}' {where}"
 
+# %% ../../nbs/1_nats/02b_go_scan.ipynb #d5fc58e4
 def go_scan(text: str, keep: int = 3) -> str:
     "`text` with containers nested deeper than `keep` emptied; `ValueError` (in Go's words) where Go refuses it."
     out, stack, state, pos, end = [], [], 'v', 0, len(text.rstrip(' \t\n\r'))

@@ -35,6 +35,7 @@ def is_public_key(key, kind: str) -> bool:
     "Whether `key` is a public nkey of `kind` ('operator', 'account' or 'user')."
     return decode_nkey(key, _KEY_KINDS[kind]) is not None
 
+# %% ../../nbs/1_nats/07c_jwt.ipynb #8ba55f9b
 def _unb64(s: str) -> bytes:
     "base64url without padding, as JWTs write it."
     if not re.fullmatch('[A-Za-z0-9_-]*', s) or len(s) % 4 == 1: raise JwtError('illegal base64 data')
@@ -108,6 +109,7 @@ def read_decorated_jwt(text: str) -> str:
     if m: return m.group(1).strip()
     return text.strip()
 
+# %% ../../nbs/1_nats/07c_jwt.ipynb #f4fa54e9
 def read_operator(value: str, where=None) -> dict:
     "The operator claims from `value`: a path to a JWT file, or the JWT itself (as the reference reads `operator`)."
     try:
@@ -190,6 +192,7 @@ def _exports(n: dict) -> tuple:
                           _RESPONSE_TYPES[rt] if kind == 'service' else 'singleton'))
     return tuple(out)
 
+# %% ../../nbs/1_nats/07c_jwt.ipynb #bd8a9457
 def _imports(n: dict) -> tuple[tuple, dict]:
     "An account JWT's imports as jsnb `Import`s (a `local_subject`, or the older `to`, names them here), and their activation tokens."
     out, tokens = [], {}
@@ -218,6 +221,7 @@ def _signing_keys(n: dict) -> dict:
         else: raise JwtError(f'unknown signing key scope {_goq(str(k))}')
     return out
 
+# %% ../../nbs/1_nats/07c_jwt.ipynb #eeb5d353
 def account_from_jwt(c: dict) -> JwtAccount:
     "The account of decoded account claims `c`; raises `JwtError` for claims jsnb cannot honour."
     n = c.get('nats', {})
@@ -238,6 +242,7 @@ def parse_operators(v, where=None) -> tuple:
         if not isinstance(x, str): raise AuthConfigError(f'error parsing operators: unsupported type {_got(x)} where string is expected', where)
     return tuple(read_operator(x, where) for x in v)
 
+# %% ../../nbs/1_nats/07c_jwt.ipynb #7f4c7d66
 def parse_trusted(v, where=None) -> tuple:
     "`trusted`: operator public keys to trust without their JWTs."
     keys = [v] if isinstance(v, str) else v
@@ -263,6 +268,7 @@ def parse_resolver(v, where=None) -> str:
     else: raise AuthConfigError(f'error parsing operator resolver, wrong type {_got(v)}', where)
     raise AuthConfigError('error parsing account resolver, should be MEM or  URL("url") or a map containing dir and type state=[FULL|CACHE])', where)
 
+# %% ../../nbs/1_nats/07c_jwt.ipynb #7970fbf4
 def parse_preload(v, where=None) -> dict:
     "`resolver_preload`: account public key -> account JWT (each must decode)."
     if not isinstance(v, dict): raise AuthConfigError('preload should be a map of account_public_key:account_jwt', where)
@@ -314,6 +320,7 @@ def operator_accounts(opts) -> tuple:
         known[a.name] = replace(a, imports=tuple(keep))
     return tuple(known.values())
 
+# %% ../../nbs/1_nats/07c_jwt.ipynb #45e09481
 def activation_ok(token, importer: str, imp: Import, exporter: JwtAccount) -> bool:
     "Whether activation `token` lets account `importer` take `imp` from `exporter` (an export that requires one)."
     if not token: return False
@@ -324,6 +331,7 @@ def activation_ok(token, importer: str, imp: Import, exporter: JwtAccount) -> bo
             and n.get('kind') == imp.kind and not claims_issue(act) and _covers(n.get('subject', ''), imp.subject)
             and (act['iss'] == exporter.name or act['iss'] in exporter.signing_keys))
 
+# %% ../../nbs/1_nats/07c_jwt.ipynb #6b31835f
 def _covers(export: str, subject: str) -> bool:
     "Whether every subject of `subject` (maybe with wildcards) is in `export`."
     from jsnb.nats.permissions import _subset
@@ -458,6 +466,7 @@ def _later(delay: float, fn, *args):
     try: return asyncio.get_running_loop().call_later(max(0.0, delay), fn, *args)
     except RuntimeError: return None
 
+# %% ../../nbs/1_nats/07c_jwt.ipynb #9edddea0
 @patch
 def _timers(self: JwtAuth, c, acc: JwtAccount):
     "Close `c` when its user JWT (or its connect time window) runs out, and every client of `acc` when the account's does."
@@ -470,6 +479,7 @@ def _timers(self: JwtAuth, c, acc: JwtAccount):
 def _expire(c, err: str):
     if not c.closing: c.close('Authentication Expired', err)
 
+# %% ../../nbs/1_nats/07c_jwt.ipynb #a03ef206
 def _expire_account(core, name: str):
     for c in list(core.clients.values()):
         if c.connected and c.acc.name == name: _expire(c, 'Account Authentication Expired')
@@ -491,6 +501,7 @@ def _go_json(d) -> bytes:
     s = json.dumps(d, separators=(',', ':'), ensure_ascii=False)
     return s.replace('<', '\\u003c').replace('>', '\\u003e').replace('&', '\\u0026').encode()
 
+# %% ../../nbs/1_nats/07c_jwt.ipynb #5624e1fa
 def auth_user_id(c) -> str:
     "Who the client logged in as, as the reference reports it: its nkey, user name, JWT user key, or '[REDACTED]' for a token."
     o = c.options
@@ -524,6 +535,7 @@ def _user_info(core, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     if (at := getattr(src, 'expires_at', None)) and (left := int(at - time.time())) > 0: d['expires'] = left * 1_000_000_000
     core.route(None, reply, b'', 0, _go_json({'server': server_info(core), 'data': d}), acc=acc)
 
+# %% ../../nbs/1_nats/07c_jwt.ipynb #bee5b328
 def serve_user_info(core):
     "Answer `$SYS.REQ.USER.INFO` in every account (in operator mode only when a system account is known, as the reference)."
     if isinstance(core.auth, JwtAuth) and not core.auth.system_account: return
@@ -534,6 +546,7 @@ def _go_time(t: int) -> str:
     "A Unix time as Go prints a `time.Time` in the server's zone."
     return datetime.fromtimestamp(t).astimezone().strftime('%Y-%m-%d %H:%M:%S %z %Z')
 
+# %% ../../nbs/1_nats/07c_jwt.ipynb #0c39333a
 def operator_log_lines(opts) -> list[tuple[int, str]]:
     "(level, text) lines the reference logs at start in operator mode: the operators, and preloaded accounts with issues."
     out = []

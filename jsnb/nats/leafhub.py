@@ -8,10 +8,11 @@ import logging, random, string, time
 import orjson
 from fastcore.basics import patch
 from .protocol import Info, Connect, Err, Close, PING, PONG, OK, PING_B, PONG_B, encode_info, encode_err
-from .leafnode import LeafParser, LSub, LUnsub, LMsg, encode_lsub, encode_lunsub, encode_lmsg, LeafnodeOptions, version_parts
+from .leafnode import LeafParser, LSub, LUnsub, LMsg, encode_lsub, encode_lunsub, LeafnodeOptions, version_parts
+from .frames import lmsg_frame
 from .subjects import Subscription, has_wildcard, subject_matches
-from .cluster import _PeerConn
-from .cluster_routing import _ack_deliver
+from .cluster import _PeerConn, json_object
+from .routing import LEAF, delivery_at
 from .core import Core, VERSION, GO_VERSION, GIT_COMMIT, E_AUTH, log
 from .credentials import verify_nonce, check_password
 
@@ -29,55 +30,41 @@ def _nuid() -> str: return ''.join(random.SystemRandom().choice(_B62) for _ in r
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #53819c61
 class _LeafSub(Subscription):
-    "A leaf node's interest: an internal subscription that sends to the leaf, with the queue group's weight."
-    __slots__ = ('leaf', 'qw')
+    "A leaf node's interest: a subscription whose client is the leaf connection, with the queue group's weight."
+    __slots__ = ('qw',)
+    def __init__(self, lc, subject: bytes, queue: bytes, weight: int = 1):
+        super().__init__(lc, subject, queue); self.qw = weight
 
+def _leaf_of(sub):
+    "The leaf connection whose interest `sub` is (None: a client's, the server's own, or another server's)."
+    c = sub.client
+    return c if c is not None and c.kind == LEAF else None
+
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #92560d68
 class LeafConn(_PeerConn):
     "Sans-I/O state of one leaf node connection (hub side)."
-    echo, no_responders, headers = False, False, True
+    kind, echo, no_responders, headers = LEAF, False, False, True   # as a message's source and target, for the router
     def __init__(self, leafs, lid: int, host: str = "", port: int = 0):   # leafs: the `LeafHub` below
-        self.leafs, self.core, self.cid, self.host, self.port = leafs, leafs.core, lid, host, port
-        self.parser = LeafParser(leafs.core.opts.max_control_line)
-        self.out: list[bytes] = []
-        self.out_bytes = self.io_pending = 0
-        self.dirty = self.closing = self.gone = self.connected = False
-        self.close_reason = self.name = self.remote_cluster = self.compression = ''
+        super().__init__(leafs.core, lid, host, port)
+        self.leafs, self.parser = leafs, LeafParser(leafs.core.opts.max_control_line)
+        self.name = self.remote_cluster = self.compression = ''
         self.acc = None                            # the bound account (jsnb.nats.accounts)
         self.subs: dict[tuple, _LeafSub] = {}      # (subject, queue) -> its interest here
         self.smap: dict[tuple, int] = {}           # the account's interest as told to this leaf, counted
-        self.pending = None                        # a message being gathered: [data, subject, reply, hdr, queues]
-        self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes_total = 0
-        self.pings_out, self.ping_sent, self.rtt = 0, 0.0, 0.0
-        self.start = self.last_activity = time.time()
         self.nonce = ''
         self.ws = False                            # came in over WebSocket
         self.expires_in = None                     # seconds its user JWT has left, when it logged in with one
         self.granted = self.perms = None           # the permissions of the user it logged in as (jsnb.nats.auth)
         self.isolated = False                      # not told of other leaf nodes' interest
-        self.solicited = self.loop = False         # this server dialled it (it is our hub: jsnb.nats.leafremote); a loop was found
+        self.loop = False                          # a loop was found (`solicited`: this server dialled it, it is our hub: jsnb.nats.leafremote)
         o = leafs.core.opts                        # what never goes out here: JetStream's API, and this domain's mapped one
         self.js_out = JS_DENY + ((f'$JS.{o.js_domain}.API.'.encode(),) if o.jetstream and o.js_domain else ())
-        self.transport = None
 
     def __repr__(self): return f'<LeafConn lid={self.cid} {self.name or self.host}>'
     @property
     def tag(self) -> str: return f'{self.host}:{self.port} - lid:{self.cid}'
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #85507a5c
-@patch
-def send(self: LeafConn, data: bytes):
-    "Queue `data` for the leaf node (after any message being gathered)."
-    if self.pending is not None: self._finish()
-    self.out.append(data); self.out_bytes += len(data)
-    if not self.dirty: self.dirty = True; self.core._mark_dirty(self)
-
-@patch
-def data_to_send(self: LeafConn) -> bytes:
-    "Take everything queued."
-    if self.pending is not None: self._finish()
-    data = b''.join(self.out); self.out = []; self.out_bytes = 0; self.dirty = False
-    return data
-
 @patch
 def expire(self: LeafConn):
     "The user JWT it logged in with ran out."
@@ -86,44 +73,27 @@ def expire(self: LeafConn):
 @patch
 def close(self: LeafConn, reason: str, err: str | None = None):
     "Close this connection, first sending `-ERR 'err'` when given."
-    if self.closing: return
-    if err: self.send(encode_err(err))
-    self.closing, self.close_reason = True, reason
-    self.core._mark_dirty(self)
-    self.leafs.closed(self)
+    if self._closing(reason, err): self.leafs.closed(self)
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #3bcee383
 @patch
-def deliver(self: LeafConn, sub: _LeafSub, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    "The handler of the leaf's subscriptions: gather the message (and the queue groups it was given to) for the leaf."
-    if src is self or self.closing or not self.connected: return
-    to = self.leafs.to
+def relay(self: LeafConn, subject: bytes, reply: bytes, queues, hdr: int, data: bytes, account: bytes = b'', to: bytes | None = None):
+    """The router's send: one `LMSG` (or `HMSG`) for a message the leaf's interest takes here, naming the queue groups
+    it was given for (`account` is the bound one; `to`: a consumer's delivery subject)."""
+    if self.closing or not self.connected: return
     if to is not None and to != subject:           # a consumer's delivery: on its delivery subject, as the reference sends it
-        if reply.startswith(b'$JS.ACK.') and _ack_deliver(reply) < 0: subject, reply = to, reply + b'@' + subject
+        if reply.startswith(b'$JS.ACK.') and delivery_at(reply) < 0: subject, reply = to, reply + b'@' + subject
         else: subject = to
     if subject.startswith(self.js_out): return     # each side's JetStream answers its own clients
     if (p := self.perms) is not None:
         if not p.can_subscribe(subject, b''): return   # its user may not receive it
-        if p.responses is not None and reply: p.gate(sub, subject, reply)   # `allow_responses`: it may answer
-    p, seq = self.pending, self.leafs.seq
-    if p is not None and p[5] == seq and p[0] is data and p[1] == subject and p[2] == reply:
-        if sub.queue and sub.queue not in p[4]: p[4].append(sub.queue)
-        return
-    if p is not None: self._finish()
-    self.pending = [data, subject, reply, hdr, [sub.queue] if sub.queue else [], seq]
-    if not self.out: self.out.append(b'')            # the I/O layer writes connections with output queued
-    if not self.dirty: self.dirty = True; self.core._mark_dirty(self)
-
-@patch
-def _finish(self: LeafConn):
-    "Write the gathered message as one `LMSG` (or `HMSG`)."
-    data, subject, reply, hdr, queues, _ = self.pending; self.pending = None
-    if hdr and not self.headers: data, hdr = data[hdr:], 0
-    frame = encode_lmsg(subject, reply, queues, hdr, data)
+        if p.responses is not None and reply: p.note_reply(reply)   # `allow_responses`: it may answer
+    frame = lmsg_frame(subject, reply, queues, hdr, data, self.headers)
     self.out.append(frame); self.out_bytes += len(frame)
-    k = len(data); self.out_msgs += 1; self.out_bytes_total += k
+    if not self.dirty: self.dirty = True; self.core.mark_dirty(self)
+    k = len(data) if self.headers else len(data) - hdr; self.out_msgs += 1; self.out_bytes_total += k
     core = self.core; core.out_msgs += 1; core.out_bytes += k
-    if self.out_bytes + self.io_pending > core.max_pending: self.leafs.slow(self)
+    if self.out_bytes + self.io_pending > core.max_pending: self.cut_off()
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #8681f3ee
 @patch
@@ -136,10 +106,7 @@ def _receive(self: LeafConn, data: bytes):
         if t is LMsg: lf.inbound(self, op)
         elif t is LSub: lf.leaf_sub(self, op)
         elif t is LUnsub: lf.leaf_unsub(self, op)
-        elif op is PING: self.send(PONG_B)
-        elif op is PONG: self._pong()
-        elif t is Connect: lf.process_connect(self, op.options)
-        elif t is Info: lf.process_info(self, op.info)
+        elif self._common(op, lf): pass
         elif t is Err:
             log.error("%s - Leafnode Error '%s'", self.tag, op.error)
             if 'Loop detected' in op.error: self.loop = True
@@ -150,16 +117,14 @@ def _receive(self: LeafConn, data: bytes):
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #3edf3502
 class LeafHub:
     "The leaf node connections of one server, without I/O: logging them in and telling them this server's interest."
-    def __init__(self, core: Core, lo: LeafnodeOptions, host: str = '0.0.0.0', port: int = 0):
+    def __init__(self, core: Core, lo: LeafnodeOptions, host: str = '0.0.0.0', port: int = 0, later=None):
         self.core, self.lo, self.host, self.port = core, lo, host, port
         core.leafs = self
         self.conns: dict[int, LeafConn] = {}
         self.lds: dict[str, bytes] = {}            # account name -> its loop detection subject
         self.own_urls: list[str] = []              # where leaf nodes reach this server (`advertise`, or the listener's)
         self.remote_urls: dict[str, int] = {}      # where they reach the other servers of the cluster (told over routes), counted
-        self.to = None                             # while the core routes a consumer's delivery: its delivery subject
-        self.seq = 0                               # counts the messages routed: deliveries with the same count are one message
-        self.later = None                          # `later(seconds, fn)`: the I/O layer's timer (user JWTs running out)
+        self.later = later                         # `later(seconds, fn)`: the I/O layer's timer (user JWTs running out)
         self.stopping = False
 
     @property
@@ -197,6 +162,7 @@ def info(self: LeafHub, lc: LeafConn | None, **extra) -> bytes:
     if urls := self.urls: d['leafnode_urls'] = urls
     return encode_info(orjson.dumps(d))
 
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #cf4fb7bb
 @patch
 def route_url(self: LeafHub, url: str, add: bool):
     "Another server of the cluster (with a leaf node port at `url`) came or went: leaf nodes get the new `leafnode_urls`."
@@ -210,6 +176,7 @@ def route_url(self: LeafHub, url: str, add: bool):
     for lc in self.conns.values():
         if lc.connected and not lc.closing: lc.send(info)
 
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #b0d75253
 @patch
 def new_leaf(self: LeafHub, host: str, port: int) -> LeafConn:
     "An accepted leaf node connection; its `INFO` is queued."
@@ -222,11 +189,6 @@ def new_leaf(self: LeafHub, host: str, port: int) -> LeafConn:
     return lc
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #cb4e3e42
-def _json(raw: bytes) -> dict | None:
-    try: d = orjson.loads(raw)
-    except orjson.JSONDecodeError: return None
-    return d if type(d) is dict else None
-
 @patch
 def authorize(self: LeafHub, lc: LeafConn, d: dict) -> str | None:
     "The account name the leaf's CONNECT `d` binds it to (`''`: the global account), or None when refused."
@@ -241,6 +203,7 @@ def authorize(self: LeafHub, lc: LeafConn, d: dict) -> str | None:
         return u.account if u is not None and check_password(u.password, pw) else None
     return self.client_login(lc, d)
 
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #0756bea8
 @patch
 def client_login(self: LeafHub, lc: LeafConn, d: dict) -> str | None:
     "Without credentials in the `leafnodes` block, a leaf logs in as a client would (users, nkeys, token, user JWTs); its account, or None."
@@ -262,6 +225,7 @@ def _leaf_limit(acc) -> int:
     v = lim.get('leaf', -1)
     return -1 if v is None else v
 
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #cae8217a
 @patch
 def room_for(self: LeafHub, acc, lc: LeafConn) -> bool:
     "Whether account `acc` may take one more leaf node."
@@ -273,7 +237,7 @@ def room_for(self: LeafHub, acc, lc: LeafConn) -> bool:
 def process_connect(self: LeafHub, lc: LeafConn, raw: bytes):
     "Check a leaf's `CONNECT`, bind it to its account, answer and send the account's interest."
     if lc.connected or lc.solicited: return
-    if (d := _json(raw)) is None: return lc.close('Protocol Violation')
+    if (d := json_object(raw)) is None: return lc.close('Protocol Violation')
     core = self.core
     name = self.authorize(lc, d)
     acc = core.accounts.get(name or '$G') if name is not None else None
@@ -338,6 +302,7 @@ def _all_subs(level, out: list):
 
 def _weight(sub) -> int: return (getattr(sub, 'qw', 1) or 1) if sub.queue else 1
 
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #1ae2317b
 def _may_hear(lc, subject: bytes) -> bool:
     "Whether the leaf is told of interest in `subject`: its user may publish there (some of it, for a wildcard)."
     if lc.solicited and subject.startswith(JS_DENY): return False    # our JetStream API is ours: a hub refuses the interest
@@ -347,6 +312,7 @@ def _may_hear(lc, subject: bytes) -> bool:
     if p.pub_deny is not None and p.pub_deny.match(subject)[0]: return False
     return has_wildcard(subject) and any(subject_matches(a, subject) for a in (g.publish.allow or ()))   # a wider interest
 
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #4998d672
 @patch
 def lds_subject(self: LeafHub, acc) -> bytes:
     "The account's loop detection subject (made when first needed)."
@@ -354,6 +320,7 @@ def lds_subject(self: LeafHub, acc) -> bytes:
     if s is None: s = self.lds[acc.name] = (LDS_PREFIX + _nuid()).encode()
     return s
 
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #9e856734
 @patch
 def send_all_interest(self: LeafHub, lc: LeafConn):
     "Send the bound account's whole interest on a newly connected leaf."
@@ -361,7 +328,7 @@ def send_all_interest(self: LeafHub, lc: LeafConn):
     cl = self.core.cluster
     if cl is not None and not lc.solicited and (rsl := cl.rsls.get(lc.acc.wire)) is not None: _all_subs(rsl.root, subs)   # the other servers' interest too
     for sub in subs:
-        owner = getattr(sub, 'leaf', None)
+        owner = _leaf_of(sub)
         if owner is lc or (owner is not None and (lc.isolated or (lc.solicited and owner.solicited))) or not _may_hear(lc, sub.subject): continue
         key = (sub.subject, sub.queue)
         lc.smap[key] = lc.smap.get(key, 0) + _weight(sub)
@@ -373,7 +340,7 @@ def send_all_interest(self: LeafHub, lc: LeafConn):
 @patch
 def interest(self: LeafHub, acc, sub, delta: int):
     "A subscription of account `acc` was added (`delta` > 0) or removed: tell the leaf nodes bound to it."
-    owner, key = getattr(sub, 'leaf', None), (sub.subject, sub.queue)
+    owner, key = _leaf_of(sub), (sub.subject, sub.queue)
     w = _weight(sub) * (1 if delta > 0 else -1)
     for lc in self.conns.values():
         if lc.acc is not acc or lc is owner or not lc.connected or lc.closing or not _may_hear(lc, sub.subject): continue

@@ -5,18 +5,17 @@
 # %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #a626c185
 from __future__ import annotations
 import asyncio, time
-from functools import partial
 from fastcore.basics import patch
 from .protocol import encode_err
 from .listen import listen
 from .leafnode import LSub, LUnsub, LMsg
 from .subjects import has_wildcard
-from .cluster_routing import _ack_deliver, _keepalive, _cut_slow
+from .routing import delivery_at
 from .cluster_io import _PeerProtocol
 from .accounts import add_shadows, drop_shadows
-from .core import E_AUTH_TIMEOUT, log
+from .core import log
 from .times import go_duration, NS
-from .tls import tls_accept
+from .tls import tls_accept, cert_not_after
 from .leafhub import LeafHub, LeafConn, _LeafSub, JS_DENY
 
 # %% auto #0
@@ -34,6 +33,7 @@ def _to_routes(self: LeafTraffic, lc: LeafConn, sub: _LeafSub, sign: int):
     cl = self.core.cluster
     if cl is not None and not lc.solicited: cl.local_interest(sub, sign * (sub.qw if sub.queue else 1), lc.acc)
 
+# %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #64ce26c4
 @patch
 def leaf_sub(self: LeafTraffic, lc: LeafConn, op: LSub):
     "The leaf has interest (or a queue group's weight changed)."
@@ -53,13 +53,13 @@ def leaf_sub(self: LeafTraffic, lc: LeafConn, op: LSub):
             sub.qw = op.weight
             self.interest(lc.acc, sub, 1); self._to_routes(lc, sub, 1)
         return
-    sub = lc.subs[key] = _LeafSub(None, op.subject, op.queue)
-    sub.cb, sub.leaf, sub.qw = partial(lc.deliver, sub), lc, op.weight or 1
+    sub = lc.subs[key] = _LeafSub(lc, op.subject, op.queue, op.weight or 1)
     lc.acc.sublist.insert(sub)
     if lc.acc.stream_imports: add_shadows(self.core, lc.acc, sub)   # interest in the accounts it imports from
     for watch in lc.acc.interest_watchers: watch(op.subject)     # push consumers delivering there start at once
     self.interest(lc.acc, sub, 1); self._to_routes(lc, sub, 1)
 
+# %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #76cb15be
 @patch
 def violation(self: LeafTraffic, lc: LeafConn, what: str, subject: bytes):
     "The leaf went past its user's permissions (its server should have kept to them): told, logged and closed."
@@ -68,6 +68,7 @@ def violation(self: LeafTraffic, lc: LeafConn, what: str, subject: bytes):
     log.error('%s - %s Violation on "%s" - Check other side configuration', lc.tag, 'Publish' if what == 'Publish' else 'Subscription', s)
     lc.close('Protocol Violation')
 
+# %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #bd2eb9b6
 @patch
 def leaf_unsub(self: LeafTraffic, lc: LeafConn, op: LUnsub):
     "The leaf no longer has interest."
@@ -80,68 +81,36 @@ def leaf_unsub(self: LeafTraffic, lc: LeafConn, op: LUnsub):
 # %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #e5261a72
 @patch
 def inbound(self: LeafTraffic, lc: LeafConn, op: LMsg):
-    "Deliver a message published on the leaf node."
-    core, subject, reply, hdr, data = self.core, op.subject, op.reply, op.hdr_len, op.data
+    "Deliver a message published on the leaf node: here, to the other servers and leaf nodes, and to the queue groups it names."
+    core, subject, reply, data = self.core, op.subject, op.reply, op.data
     lc.in_msgs += 1; lc.in_bytes += len(data)
-    core.in_msgs += 1; core.in_bytes += len(data); self.seq += 1
     if (p := lc.perms) is not None and not subject.startswith((b'_R_.', b'$JS.ACK.')) and not p._static_pub(subject) \
             and not (p.responses is not None and p.can_publish(subject)):      # (an answer it may send counts)
+        core.in_msgs += 1; core.in_bytes += len(data)
         return self.violation(lc, 'Publish', subject)
     target = subject
-    if target.startswith(JS_DENY): return            # the other side's JetStream API is its own (see `LeafConn`)
-    if reply and (at := _ack_deliver(reply)) > 0: subject, reply = reply[at + 1:], reply[:at]   # a consumer's delivery
-    psubs, qgroups = lc.acc.sublist.match(target)
-    for sub in psubs:
-        if getattr(sub, 'leaf', None) is not lc: core.deliver(sub, subject, reply, hdr, data, lc)
-    cl = core.cluster
-    rsl = cl.rsls.get(lc.acc.wire) if cl is not None else None
-    rp, rq = rsl.match(target) if rsl is not None and rsl.count else ((), ())
-    targets = {s.client: [] for s in rp}             # the other servers of the cluster that want it, and for which groups
-    remote = {g[0].queue: g for g in rq if g[0].queue in op.queues}
-    if op.queues:
-        for group in qgroups:
-            q = group[0].queue
-            if q not in op.queues: continue
-            members = [s for s in group if getattr(s, 'leaf', None) is not lc]
-            others = remote.pop(q, ())
-            i = core._rand.randrange(len(members) + sum([s.qw for s in others]) or 1)
-            if i < len(members): core.deliver(members[i], subject, reply, hdr, data, lc)
-            elif others: cl._pick(others, i - len(members), targets, q)
-    for q, others in remote.items():
-        if total := sum([s.qw for s in others]): cl._pick(others, core._rand.randrange(total), targets, q)
-    for rc, queues in targets.items():
-        if not rc.closing: rc.send_msg(subject, reply, queues, hdr, data, lc.acc.wire)
+    if target.startswith(JS_DENY): core.in_msgs += 1; core.in_bytes += len(data); return   # the other side's JetStream API is its own
+    if reply and (at := delivery_at(reply)) > 0: subject, reply = reply[at + 1:], reply[:at]   # a consumer's delivery
+    r = core.router
+    r.execute(r.match(lc.acc, target), lc, subject, reply, op.hdr_len, data, queues=op.queues)
 
 # %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #1f2820f2
 @patch
 def closed(self: LeafTraffic, lc: LeafConn):
     "Forget a closed leaf connection and its interest."
-    if lc.gone: return
-    lc.gone = True
-    self.conns.pop(lc.cid, None)
+    if not lc.drop(self.conns, 'Leafnode', lc.name): return
     for sub in lc.subs.values():
         lc.acc.sublist.remove(sub)
         if sub in lc.acc.shadows: drop_shadows(self.core, lc.acc, sub)
         self.interest(lc.acc, sub, -1); self._to_routes(lc, sub, -1)
     lc.subs.clear()
-    remote = f' - Remote: {lc.name}' if lc.name else ''
-    log.info('%s - Leafnode connection closed: %s%s', lc.tag, lc.close_reason or 'Client Closed', remote)
 
+# %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #b67322f2
 @patch
 def ping_tick(self: LeafTraffic):
     "Send keepalive PINGs; close leaf connections that stopped answering."
     for lc in list(self.conns.values()):
-        if not lc.closing and lc.connected: _keepalive(self.core, lc, self.core.opts.ping_max, 'Leafnode')
-
-@patch
-def slow(self: LeafTraffic, lc: LeafConn):
-    "Cut off a leaf node that does not take its output."
-    _cut_slow(self.core, lc)
-
-@patch
-def auth_timeout_check(self: LeafTraffic, lc: LeafConn):
-    "Close a leaf node that has not sent `CONNECT` in time."
-    if not lc.connected and not lc.closing: lc.close('Authentication Timeout', E_AUTH_TIMEOUT)
+        if not lc.closing and lc.connected: lc.keepalive(self.core.opts.ping_max, 'Leafnode')
 
 @patch
 def stop(self: LeafTraffic):
@@ -167,6 +136,7 @@ def leafz(core, query: dict | None = None) -> dict:
         leafs.append(d)
     return dict(server_id=core.server_id, now=rfc3339_micro(time.time()), leafnodes=len(leafs), leafs=leafs)
 
+# %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #6211ae20
 def leaf_varz(core) -> dict:
     "The `leaf` block of `/varz` (empty without a leaf node port)."
     lf = core.leafs
@@ -177,20 +147,12 @@ def leaf_varz(core) -> dict:
     if t is not None:
         d['tls_required'] = True
         if t.verify: d['tls_verify'] = True
-        if na := _not_after(t.cert_file): d['tls_cert_not_after'] = na
+        if na := cert_not_after(t.cert_file): d['tls_cert_not_after'] = na
     if lf.lo.remotes:
         from urllib.parse import urlsplit
         d['remotes'] = [dict(local_account=r.account or '$G', urls=[urlsplit(u).netloc.rpartition('@')[2] for u in r.urls])
                         for r in lf.lo.remotes]
     return d
-
-def _not_after(path: str) -> str:
-    "When the certificate in `path` expires, as RFC 3339 in UTC ('' if it cannot be read)."
-    from cryptography import x509
-    try:
-        with open(path, 'rb') as f: cert = x509.load_pem_x509_certificate(f.read())
-    except (OSError, ValueError): return ''
-    return cert.not_valid_after_utc.strftime('%Y-%m-%dT%H:%M:%SZ')
 
 # %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #17e8b1f4
 class _LeafProtocol(_PeerProtocol):
@@ -205,7 +167,7 @@ class _LeafProtocol(_PeerProtocol):
     def authenticating(self):
         "Give the leaf node `auth_timeout` to send CONNECT (after TLS, if any)."
         lf = self.lc.leafs
-        asyncio.get_running_loop().call_later(lf.auth_timeout, lf.auth_timeout_check, self.lc)
+        asyncio.get_running_loop().call_later(lf.auth_timeout, self.lc.login_timeout)
 
     def connection_made(self, t):
         peer = self._setup(t)
@@ -220,13 +182,13 @@ class _LeafProtocol(_PeerProtocol):
 # %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #c9e22e68
 def _hostport(host: str, port: int) -> str: return f'[{host}]:{port}' if ':' in host else f'{host}:{port}'
 
+# %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #2c90fc01
 async def start_leafnodes(server, leafs: type[LeafTraffic], addresses: list[str]):
     "Build the leaf node layer (`leafs`: `jsnb.nats.leafremote.Leafs`) and listen for leaf node connections (`Server.start` calls this with a `leafnodes` block)."
     from jsnb.nats.cluster_io import client_urls, _advertised
     o, core, loop = server.opts, server.core, asyncio.get_running_loop()
     lo = o.leafnodes
-    lf = leafs(core, lo, lo.host or '0.0.0.0', 0)
-    lf.later = lambda secs, fn: loop.call_later(secs, lambda: (fn(), server._flush()))
+    lf = leafs(core, lo, lo.host or '0.0.0.0', 0, later=lambda secs, fn: loop.call_later(secs, lambda: (fn(), server._flush())))
     server._leaf_ping = loop.call_later(min(o.ping_interval, 30.0), _ping_tick, server)
     if not lo.port: return                                       # only `remotes` (see jsnb.nats.leafremote)
     try: server._leaf_listener = await listen(lambda: _LeafProtocol(server), lf.host, lo.port if lo.port > 0 else 0)
@@ -234,20 +196,20 @@ async def start_leafnodes(server, leafs: type[LeafTraffic], addresses: list[str]
     lf.port = server._leaf_listener.sockets[0].getsockname()[1]
     lf.own_urls = [_advertised(lo.advertise, lf.port)] if lo.advertise else client_urls(lf.host, lf.port, addresses)
     log.info('Listening for leafnode connections on %s', _hostport(lf.host, lf.port))
-    server.leaf_protocol = lambda: _LeafProtocol(server, ws=True)   # leaf nodes also come in over WebSocket (`/leafnode`)
 
+# %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #0c4fb746
 def _ping_tick(server):
     lf = server.core.leafs
     if lf is None: return
     lf.ping_tick(); server._flush()
     server._leaf_ping = asyncio.get_running_loop().call_later(min(server.opts.ping_interval, 30.0), _ping_tick, server)
 
+# %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #d54e6d48
 def stop_leafnodes(server):
     "Close every leaf connection and the leaf node port."
     lf = server.core.leafs
     if lf is not None: lf.stop()
     if getattr(server, '_leaf_ping', None) is not None: server._leaf_ping.cancel()
     if server._leaf_listener is not None: server._leaf_listener.close(); server._leaf_listener = None
-    server.leaf_protocol = None
     server._flush()
     server.core.leafs = None

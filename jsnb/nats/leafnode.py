@@ -13,11 +13,12 @@ from .times import NS, parse_go_duration
 from .tls import parse_tls
 from .protocol import _Framer, _same, _differ, _verb, Close, PING
 from .protocol import E_UNKNOWN, E_CONTROL_LINE, MAX_CONTROL_LINE
-from .routes import _middle, _size, _peer_control
+from .protocol import _peer_control
+from .routes import _msg_args
 
 # %% auto #0
 __all__ = ['LeafUser', 'LeafRemote', 'LeafnodeOptions', 'version_parts', 'parse_leafnodes', 'LSub', 'LUnsub', 'LMsg',
-           'encode_lsub', 'encode_lunsub', 'encode_lmsg', 'LeafParser']
+           'encode_lsub', 'encode_lunsub', 'LeafParser']
 
 # %% ../../nbs/1_nats/10_leafnodes.ipynb #a7928bfe
 @dataclass
@@ -27,12 +28,14 @@ class LeafUser:
     password: str = ""
     account: str = ""
 
+# %% ../../nbs/1_nats/10_leafnodes.ipynb #fdcfdbfb
 @dataclass
 class LeafRemote:
     "One entry of `remotes`: the URLs of a hub (tried in turn) and the local account whose subjects the hub shares."
     urls: tuple = ()
     account: str = ""             # the local account ('': `$G`)
 
+# %% ../../nbs/1_nats/10_leafnodes.ipynb #18b234b5
 @dataclass
 class LeafnodeOptions:
     "The `leafnodes` block: where leaf nodes connect and how they log in."
@@ -64,6 +67,7 @@ def _text(v, name: str) -> str:
     if isinstance(v, str): return v
     raise ValueError(f"'{name}': expected a string, got {_got(v)}")
 
+# %% ../../nbs/1_nats/10_leafnodes.ipynb #97e934de
 def _port(v, name: str) -> int:
     if isinstance(v, int) and not isinstance(v, bool) and -1 <= v <= 65535: return v
     raise ValueError(f"'{name}': expected a port number (0-65535, or -1 for any free port), got {_got(v)}")
@@ -94,6 +98,7 @@ def _users(v, where) -> tuple:
         out.append(lu)
     return tuple(out)
 
+# %% ../../nbs/1_nats/10_leafnodes.ipynb #2783d75e
 def _authorization(lo: LeafnodeOptions, v, where):
     "The block's `authorization`."
     if not isinstance(v, dict): raise AuthConfigError(f"Expected leafnodes authorization to be a map, got {_got(v)}", where)
@@ -130,6 +135,7 @@ def _listen(lo: LeafnodeOptions, v):
     if not (port.isdigit() or port == '-1'): raise ValueError(f"could not parse port {port!r}")
     lo.host, lo.port = host.strip('[]') or '0.0.0.0', _port(int(port), 'listen')
 
+# %% ../../nbs/1_nats/10_leafnodes.ipynb #904be3d4
 _SEMVER = re.compile(r'^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$')
 
 def version_parts(v: str) -> tuple | None:
@@ -137,6 +143,7 @@ def version_parts(v: str) -> tuple | None:
     m = _SEMVER.match(v)
     return tuple(int(x) for x in m.groups()) if m else None
 
+# %% ../../nbs/1_nats/10_leafnodes.ipynb #76dac419
 def _min_version(v) -> str:
     "`min_version`: at least 2.8.0, as the reference checks it."
     if not isinstance(v, str): raise ValueError(f"expected a version string, got {_got(v)}")
@@ -145,12 +152,14 @@ def _min_version(v) -> str:
     if parts < (2, 8, 0): raise AuthConfigError("the minimum version should be at least 2.8.0")
     return v
 
+# %% ../../nbs/1_nats/10_leafnodes.ipynb #4c77bfea
 def _compression(v):
     "Only `off` (jsnb has no S2 codec)."
     if v is False or (isinstance(v, str) and v.lower() in ('off', 'disabled', 'false')): return
     if isinstance(v, dict) and str(v.get('mode', '')).lower() in ('off', 'disabled') and set(k.lower() for k in v) <= {'mode'}: return
     raise ValueError('only "off" is supported: jsnb has no S2 codec (a reference hub with compression: off behaves the same)')
 
+# %% ../../nbs/1_nats/10_leafnodes.ipynb #04aefb6e
 _REMOTE_REFUSED = ("credentials creds nkey seed tls hub deny_imports deny_import deny_exports deny_export ws_compress "
                    "ws_compression websocket_compress websocket_compression ws_no_masking websocket_no_masking "
                    "jetstream_cluster_migrate js_cluster_migrate local_isolation request_isolation first_info_timeout "
@@ -179,6 +188,7 @@ def _remote(v, where) -> LeafRemote:
         elif k not in _used(v): raise AuthConfigError(f'unknown field "{k}"', at)
     return r
 
+# %% ../../nbs/1_nats/10_leafnodes.ipynb #30ac7e58
 def parse_leafnodes(v, where=None) -> LeafnodeOptions:
     "The `leafnodes` block; `AuthConfigError` located at the key at fault (the config reader turns it into a ConfigError)."
     if not isinstance(v, dict): raise AuthConfigError(f"Expected map to define a leafnode, got {_got(v)}", where)
@@ -222,6 +232,7 @@ class LUnsub(NamedTuple):
     "`LS- subject [queue]`."
     subject: bytes; queue: bytes
 
+# %% ../../nbs/1_nats/10_leafnodes.ipynb #053f9274
 class LMsg(NamedTuple):
     "`LMSG`/`HMSG` on a leaf connection: `data` is the header block (`hdr_len` bytes) then the payload."
     subject: bytes; reply: bytes; queues: tuple; hdr_len: int; data: bytes
@@ -237,28 +248,16 @@ def encode_lunsub(subject: bytes, queue: bytes = b'') -> bytes:
     "An `LS-` line."
     return b'LS- %s %s\r\n' % (subject, queue) if queue else b'LS- %s\r\n' % subject
 
-def encode_lmsg(subject: bytes, reply: bytes, queues, hdr_len: int, data: bytes) -> bytes:
-    "A complete `LMSG` frame, or `HMSG` when `data` starts with a `hdr_len`-byte header block."
-    if hdr_len: return b'HMSG %s %s%d %d\r\n%s\r\n' % (subject, _middle(reply, queues), hdr_len, len(data), data)
-    return b'LMSG %s %s%d\r\n%s\r\n' % (subject, _middle(reply, queues), len(data), data)
-
 # %% ../../nbs/1_nats/10_leafnodes.ipynb #54670083
 class LeafParser(_Framer):
     "Sans-I/O parser for what a leaf node sends."
+    _op, _malformed = LMsg, None
     def __init__(self, max_control_line: int = MAX_CONTROL_LINE): super().__init__(max_control_line * 16)
+    def _is_msg(self, data: bytes, pos: int) -> bool: return data[pos:pos+5].upper() in (b'LMSG ', b'HMSG ')
+    def _args(self, data: bytes, pos: int, end: int): return _msg_args(data[pos+5:end].split(), data[pos] | 0x20 == 0x68)
+    def _control_op(self, line: bytes): return _leaf_control(line)
 
-def _lmsg_args(a: list, hdr: bool):
-    "`(subject, reply, queues, hdr_len, size)` from the arguments of `LMSG`/`HMSG`, or `None` when malformed."
-    k = 3 if hdr else 2                                   # arguments without a reply subject
-    if len(a) < k: return None
-    if len(a) <= k + 1: reply, queues = (a[1] if len(a) == k + 1 else b''), ()
-    elif a[1] == b'+': reply, queues = a[2], tuple(a[3:-2 if hdr else -1])
-    elif a[1] == b'|': reply, queues = b'', tuple(a[2:-2 if hdr else -1])
-    else: return None
-    hl, size = (_size(a[-2]), _size(a[-1])) if hdr else (0, _size(a[-1]))
-    if hl < 0 or size < 0 or hl > size: return None
-    return a[0], reply, queues, hl, size
-
+# %% ../../nbs/1_nats/10_leafnodes.ipynb #0a6c38bc
 def _leaf_control(line: bytes):
     "Operation for a control line without payload."
     verb, rest = _verb(line)
@@ -270,33 +269,4 @@ def _leaf_control(line: bytes):
     if verb == b'LS-':
         if len(a) in (1, 2): return LUnsub(a[0], a[1] if len(a) == 2 else b'')
         return Close(None)
-    return _peer_control(verb, rest)
-
-
-# %% ../../nbs/1_nats/10_leafnodes.ipynb #dd7bcf3e
-@patch
-def feed(self: LeafParser, data: bytes) -> list:
-    "Parse `data` (plus any leftover) and return every complete operation."
-    if (data := self._take(data)) is None: return []
-    ops, pos, n = [], 0, len(data)
-    while pos < n:
-        nl = data.find(b'\n', pos)
-        if nl < 0:
-            if n - pos > self.max_control_line: return self._fatal(ops, E_CONTROL_LINE)
-            break
-        end = nl - 1 if nl > pos and data[nl-1] == 13 else nl
-        if end - pos > self.max_control_line: return self._fatal(ops, E_CONTROL_LINE)
-        head = data[pos:pos+5].upper()
-        if head in (b'LMSG ', b'HMSG '):
-            if (args := _lmsg_args(data[pos+5:end].split(), head[0] == 72)) is None: return self._fatal(ops, None)
-            subject, reply, queues, hl, size = args
-            stop = nl + 1 + size
-            if stop + 2 > n: self._need = stop + 2 - pos; break
-            if data[stop:stop+2] != b'\r\n': return self._fatal(ops, E_UNKNOWN)
-            ops.append(LMsg(subject, reply, queues, hl, data[nl+1:stop])); pos = stop + 2
-        else:
-            op = _leaf_control(data[pos:end]); ops.append(op)
-            if type(op) is Close: self.closed = True; return ops
-            pos = nl + 1
-    self._keep(data, pos)
-    return ops
+    return _peer_control(verb, rest, True)

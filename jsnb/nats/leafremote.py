@@ -11,7 +11,8 @@ from fastcore.basics import patch
 from .protocol import PING_B
 from .core import VERSION, log
 from .leafnode import LeafRemote
-from .leafhub import LeafConn, LEAF_PROTO, _json
+from .leafhub import LeafConn, LEAF_PROTO
+from .cluster import json_object
 from .leafhub_traffic import LeafTraffic, _LeafProtocol
 
 # %% auto #0
@@ -35,6 +36,7 @@ def new_remote(self: Leafs, host: str, port: int, remote: LeafRemote, url: str) 
     log.info('%s - Leafnode connection created for account: %s ', lc.tag, lc.acc.name)
     return lc
 
+# %% ../../nbs/1_nats/10c_leafnode_remotes.ipynb #f5b64a44
 @patch
 def connect_line(self: Leafs, lc: LeafConn) -> bytes:
     "The `CONNECT` a leaf node sends its hub, fields in the reference's order."
@@ -54,7 +56,7 @@ def connect_line(self: Leafs, lc: LeafConn) -> bytes:
 def process_info(self: Leafs, lc: LeafConn, raw: bytes):
     "A hub's `INFO`: the first is answered with `CONNECT`; the one naming our account finishes the login."
     if not lc.solicited or lc.closing: return
-    if (d := _json(raw)) is None: return lc.close('Protocol Violation')
+    if (d := json_object(raw)) is None: return lc.close('Protocol Violation')
     if not lc.info_received:
         lc.info_received = True
         if d.get('tls_required'):
@@ -67,6 +69,7 @@ def process_info(self: Leafs, lc: LeafConn, raw: bytes):
         return
     if d.get('connect_info') and not lc.connected: self.finish(lc, d)
 
+# %% ../../nbs/1_nats/10c_leafnode_remotes.ipynb #3994d13a
 @patch
 def finish(self: Leafs, lc: LeafConn, d: dict):
     "Logged in: send our interest and start measuring the round trip."
@@ -80,6 +83,7 @@ def _hostport(u: str) -> tuple[str, int]:
     p = urlsplit(u)
     return p.hostname or '', p.port or 7422
 
+# %% ../../nbs/1_nats/10c_leafnode_remotes.ipynb #ae0d718b
 class _RemoteProtocol(_LeafProtocol):
     "The leaf node connection this server dialled."
     def __init__(self, server, remote: LeafRemote, url: str):
@@ -122,6 +126,7 @@ async def _solicit(server, remote: LeafRemote):
         if lf.stopping: return
         await asyncio.sleep(30.0 if p.lc is not None and p.lc.loop else lf.lo.reconnect)
 
+# %% ../../nbs/1_nats/10c_leafnode_remotes.ipynb #9d460c75
 def start_remotes(server):
     "Dial every remote of the `leafnodes` block (after `start_leafnodes`)."
     server._remote_tasks = [asyncio.get_running_loop().create_task(_solicit(server, r)) for r in server.opts.leafnodes.remotes]

@@ -19,6 +19,10 @@ def _dual_stack() -> socket.socket | None:
     except OSError: s.close(); return None
     return s
 
+# %% auto #0
+__all__ = ['WILDCARD', 'listen', 'peer', 'accepted']
+
+# %% ../../nbs/1_nats/01b_listen.ipynb #318e15f9
 async def listen(factory, host: str | None, port: int, backlog: int = 1024, **kw) -> asyncio.base_events.Server:
     "`loop.create_server(factory, ...)` on `host:port` (0 or -1: a free one); a wildcard host on both IPv6 and IPv4, as the reference."
     loop = asyncio.get_running_loop()
@@ -33,6 +37,7 @@ async def listen(factory, host: str | None, port: int, backlog: int = 1024, **kw
     try: return await loop.create_server(factory, host or '0.0.0.0', port, reuse_address=True, backlog=backlog, **kw)
     except socket.gaierror: raise OSError(f'listen tcp: lookup {host}: no such host') from None
 
+# %% ../../nbs/1_nats/01b_listen.ipynb #70086f63
 def peer(transport) -> tuple[str, int]:
     "The address and port a connection comes from; an IPv4 client of a dual-stack socket shows as IPv4 (`::ffff:` dropped), as in the reference's logs."
     p = transport.get_extra_info('peername') or ('', 0)
@@ -40,5 +45,12 @@ def peer(transport) -> tuple[str, int]:
     if host.startswith('::ffff:') and '.' in host: host = host[7:]
     return host, p[1]
 
-# %% auto #0
-__all__ = ['WILDCARD', 'listen', 'peer']
+# %% ../../nbs/1_nats/01b_listen.ipynb #d5a35045
+def accepted(transport, high: int, low: int) -> tuple[str, int]:
+    "Set up a new connection: writes without delay (`TCP_NODELAY`), write buffer limits `high` and `low`; where it comes from (see `peer`)."
+    sock = transport.get_extra_info('socket')
+    if sock is not None:
+        try: sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError: pass
+    transport.set_write_buffer_limits(high, low)
+    return peer(transport)

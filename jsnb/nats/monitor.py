@@ -11,6 +11,7 @@ from urllib.parse import urlsplit, parse_qs
 import orjson
 from .core import Core, VERSION, GO_VERSION, GIT_COMMIT
 from .listen import listen, peer
+from .tls import cert_not_after
 from .subjects import subject_matches
 from .cluster import EXPLICIT
 from .leafhub_traffic import leafz, leaf_varz
@@ -36,6 +37,7 @@ def _rss() -> int:
         with open('/proc/self/statm') as f: return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
     except OSError: return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
+# %% ../../nbs/1_nats/04_monitor.ipynb #80b5380c
 def jsz(core: Core, query: dict | None = None) -> dict:
     "JetStream summary (`/jsz`)."
     o = core.opts
@@ -58,6 +60,7 @@ def _remote_subs(core: Core) -> int:
     "How many subscriptions the other servers of the cluster announced, in every account."
     return sum(s.count for s in core.cluster.rsls.values()) if core.cluster else 0
 
+# %% ../../nbs/1_nats/04_monitor.ipynb #a7294114
 def _websocket_varz(core: Core) -> dict:
     "The `websocket` block of `/varz`: the listener's settings (empty when there is none)."
     w = core.opts.websocket
@@ -65,17 +68,10 @@ def _websocket_varz(core: Core) -> dict:
     d = dict(host=w.host, port=core.ws_info['port'] if core.ws_info else w.port, advertise=w.advertise,
              handshake_timeout=int(w.handshake_timeout * NS), no_tls=w.no_tls, same_origin=w.same_origin,
              allowed_origins=list(w.allowed_origins), compression=w.compression,
-             tls_cert_not_after=_cert_not_after(w.tls.cert_file) if w.tls is not None else '')
+             tls_cert_not_after=cert_not_after(w.tls.cert_file) if w.tls is not None else '')
     return {k: v for k, v in d.items() if v}
 
-def _cert_not_after(path: str) -> str:
-    "When the certificate in `path` expires, as RFC 3339 in UTC ('' if it cannot be read)."
-    from cryptography import x509
-    try:
-        with open(path, 'rb') as f: cert = x509.load_pem_x509_certificate(f.read())
-    except (OSError, ValueError): return ''
-    return cert.not_valid_after_utc.strftime('%Y-%m-%dT%H:%M:%SZ')
-
+# %% ../../nbs/1_nats/04_monitor.ipynb #d2ff0c3a
 def varz(core: Core, query: dict | None = None) -> dict:
     "General server information and statistics (`/varz`)."
     o, now = core.opts, time.time()
@@ -118,6 +114,7 @@ def _sub_detail(s, cid: int) -> dict:
     if s.max: d['max'] = s.max
     return d
 
+# %% ../../nbs/1_nats/04_monitor.ipynb #d3b5750c
 def connz(core: Core, query: dict | None = None) -> dict:
     "Open connections (`/connz`)."
     q, now = query or {}, time.time()
@@ -156,10 +153,12 @@ def _cluster_varz(core: Core) -> dict:
     d['pool_size'] = -1
     return d
 
+# %% ../../nbs/1_nats/04_monitor.ipynb #33403255
 def _route_subs(rc, how: str):
     if how == 'detail': return 'subscriptions_list_detail', [_sub_detail(s, rc.cid) for s in rc.subs.values()]
     return 'subscriptions_list', [s.subject.decode() for s in rc.subs.values()]
 
+# %% ../../nbs/1_nats/04_monitor.ipynb #0f7a1f4d
 def routez(core: Core, query: dict | None = None) -> dict:
     "The routes to the other servers of the cluster (`/routez`)."
     q, now, cl = query or {}, time.time(), core.cluster
@@ -201,10 +200,12 @@ def subsz(core: Core, query: dict | None = None) -> dict:
         d.update(total=len(found), offset=offset, limit=limit, subscriptions_list=found[offset:offset + limit])
     return d
 
+# %% ../../nbs/1_nats/04_monitor.ipynb #748d7d20
 class HTTPError(Exception):
     "An endpoint's refusal: the HTTP status line's tail and a plain-text body."
     def __init__(self, status: str, text: str): super().__init__(text); self.status, self.text = status, text
 
+# %% ../../nbs/1_nats/04_monitor.ipynb #909787be
 def accountz(core: Core, query: dict | None = None) -> dict:
     "The accounts and the system account's name (`/accountz`); the details of one account (`?acc=`) are not reported yet."
     q, sys_acc = query or {}, core.opts.system_account
@@ -214,6 +215,7 @@ def accountz(core: Core, query: dict | None = None) -> dict:
         raise HTTPError('501 Not Implemented', 'jsnb does not report the details of an account (accountz?acc=) yet')
     return dict(server_id=core.server_id, now=rfc3339_micro(time.time()), system_account=sys_acc, accounts=names)
 
+# %% ../../nbs/1_nats/04_monitor.ipynb #2e9ae9b6
 def healthz(core: Core, query: dict | None = None) -> dict:
     "Liveness (`/healthz`)."
     return {'status': 'ok'}
@@ -226,6 +228,7 @@ def _response(status: str, body: bytes, ctype: str = 'application/json') -> byte
     return (f'HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n'
             f'Connection: close\r\n\r\n').encode() + body
 
+# %% ../../nbs/1_nats/04_monitor.ipynb #9bca9360
 def handle_http(core: Core, head: bytes) -> bytes:
     "Answer one HTTP request (its head, up to the blank line)."
     try:
@@ -265,6 +268,7 @@ class _HTTPProtocol(asyncio.Protocol):
         else: return
         self.timer.cancel(); self.t.write(answer); self.t.close()
 
+# %% ../../nbs/1_nats/04_monitor.ipynb #e2e20b79
 async def start_monitor(core: Core, host: str, port: int, header_timeout: float = HEADER_TIMEOUT,
                         ssl: _ssl.SSLContext | None = None) -> asyncio.base_events.Server:
     "Serve the monitoring endpoints on `host:port` (port 0 or -1 picks a free one); over TLS with context `ssl`."

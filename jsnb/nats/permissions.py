@@ -22,6 +22,7 @@ class SubjectPermission:
     allow: tuple | None = None
     deny: tuple | None = None
 
+# %% ../../nbs/1_nats/07e_permissions.ipynb #6cb1c002
 @dataclass(frozen=True)
 class Permissions:
     "What a user may publish and subscribe to; `responses` is `(max_msgs, expires_seconds)` when `allow_responses` is on."
@@ -41,6 +42,7 @@ def _check_subjects(subjects, queues: bool):
         if not valid_subject(parts[0].encode()): raise ValueError(f'subject {_goq(parts[0])} is not a valid subject')
         if not valid_subject(parts[1].encode()): raise ValueError(f'queue {_goq(parts[1])} is not a valid queue')
 
+# %% ../../nbs/1_nats/07e_permissions.ipynb #74e653e1
 def _subjects(v, queues: bool, where) -> tuple | None:
     "A subject or a list of subjects, checked; None for an empty list."
     if isinstance(v, str): subjects = [v]
@@ -52,6 +54,7 @@ def _subjects(v, queues: bool, where) -> tuple | None:
     except ValueError as e: raise AuthConfigError(str(e), where) from None
     return tuple(subjects) or None
 
+# %% ../../nbs/1_nats/07e_permissions.ipynb #68899f52
 def _subject_permission(v, queues: bool, where) -> SubjectPermission | None:
     "A `publish` or `subscribe` value: a block with `allow`/`deny`, or a plain list (the allow list)."
     if not isinstance(v, dict): return SubjectPermission(allow=_subjects(v, queues, where))
@@ -83,6 +86,7 @@ def _responses(v, where) -> tuple | None:
         elif k not in _used(v): raise AuthConfigError(f'Unknown field {_goq(k)} parsing permissions', w)
     return (mx, exp)
 
+# %% ../../nbs/1_nats/07e_permissions.ipynb #7e82f24e
 def parse_permissions(v, where=None) -> Permissions:
     "A `permissions` block, as the reference reads it."
     if not isinstance(v, dict): raise AuthConfigError(f'Expected permissions to be a map/struct, got {_got(v)}', where)
@@ -107,6 +111,7 @@ class User:
     connection_types: frozenset | None = None      # allowed_connection_types; None: any
     account: str = ''                              # the account the user belongs to ('': the global account, `$G`)
 
+# %% ../../nbs/1_nats/07e_permissions.ipynb #8e0187b8
 _CONN_TYPES = frozenset('STANDARD WEBSOCKET LEAFNODE LEAFNODE_WS MQTT MQTT_WS IN_PROCESS'.split())
 
 def _connection_types(v, where) -> frozenset:
@@ -140,6 +145,7 @@ def _user(u, where) -> User:
         if name or password: raise AuthConfigError('Nkey users do not take usernames or passwords', where)
     return User(name, password, nkey, perms, types)
 
+# %% ../../nbs/1_nats/07e_permissions.ipynb #048400e1
 def parse_users(v, where=None) -> tuple:
     "A `users` array: `User`s in order."
     if not isinstance(v, list): raise AuthConfigError(f'Expected users field to be an array, got {_got(v)}', where)
@@ -175,6 +181,7 @@ def _index(entries, queues: bool = False) -> Sublist:
         sl.insert(Subscription(None, subject.encode(), queue[0].encode() if queue else b''))
     return sl
 
+# %% ../../nbs/1_nats/07e_permissions.ipynb #bb432dcb
 def _subset(a: bytes, b: bytes) -> bool:
     "Whether every subject `a` matches is matched by `b` (both may have wildcards)."
     ta, tb = a.split(b'.'), b.split(b'.')
@@ -183,11 +190,13 @@ def _subset(a: bytes, b: bytes) -> bool:
         if i >= len(ta) or ta[i] == b'>' or (t != b'*' and (t != ta[i])): return False
     return len(ta) == len(tb)
 
+# %% ../../nbs/1_nats/07e_permissions.ipynb #c5f5a360
 def _queue_matches(queue: bytes, groups) -> bool:
     "Whether `queue` is one of the queue groups (or covered by a wildcard group name) of a permission match."
     if not groups: return True
     return any(queue == g[0].queue or (has_wildcard(g[0].queue) and _subset(queue, g[0].queue)) for g in groups)
 
+# %% ../../nbs/1_nats/07e_permissions.ipynb #3d7df03d
 def _collide(a: bytes, b: bytes) -> bool:
     "Whether some subject matches both patterns."
     ta, tb = a.split(b'.'), b.split(b'.')
@@ -237,6 +246,7 @@ def can_publish(self: ClientPermissions, subject: bytes) -> bool:
     if (mx > 0 and r[1] > mx) or (exp > 0 and time.monotonic() - r[0] > exp): del self.replies[subject]; return False
     return True
 
+# %% ../../nbs/1_nats/07e_permissions.ipynb #d71540f4
 @patch
 def can_subscribe(self: ClientPermissions, subject: bytes, queue: bytes) -> bool:
     "Whether the client may subscribe to `subject` (in queue group `queue`)."
@@ -264,16 +274,24 @@ def _denied(self: ClientPermissions, subject: bytes, queue: bytes) -> bool:
         self.dcache[key] = r
     return r
 
+# %% ../../nbs/1_nats/07e_permissions.ipynb #bbe12899
 @patch
 def gate(self: ClientPermissions, sub, subject: bytes, reply: bytes) -> bool:
     "Checked before each delivery to the client: False drops the message; records reply subjects it may answer."
     if self.filtering and self._denied(subject, sub.queue): return False
-    if self.responses is not None and reply and not self._static_pub(reply):
-        self.replies[reply] = [time.monotonic(), 0]
-        self.since_prune += 1
-        if self.since_prune > 4096 or time.monotonic() - self.pruned > 1: self._prune()
+    if self.responses is not None and reply: self.note_reply(reply)
     return True
 
+# %% ../../nbs/1_nats/07e_permissions.ipynb #5b834232
+@patch
+def note_reply(self: ClientPermissions, reply: bytes):
+    "With `allow_responses`: the client received a request with `reply`, which it may now answer."
+    if self._static_pub(reply): return
+    self.replies[reply] = [time.monotonic(), 0]
+    self.since_prune += 1
+    if self.since_prune > 4096 or time.monotonic() - self.pruned > 1: self._prune()
+
+# %% ../../nbs/1_nats/07e_permissions.ipynb #a6e1a449
 @patch
 def _prune(self: ClientPermissions):
     "Forget reply subjects that are used up or expired."

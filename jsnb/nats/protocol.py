@@ -12,9 +12,9 @@ from fastcore.basics import patch
 # %% auto #0
 __all__ = ['PING', 'PONG', 'OK', 'MAX_CONTROL_LINE', 'MAX_PAYLOAD', 'E_UNKNOWN', 'E_CONTROL_LINE', 'E_MAX_PAYLOAD', 'PING_B',
            'PONG_B', 'OK_B', 'RUN_MIN', 'Connect', 'Pub', 'HPub', 'Sub', 'Unsub', 'Close', 'Msg', 'Info', 'Err',
-           'encode_err', 'encode_info', 'encode_msg', 'encode_hmsg', 'make_headers', 'header_status', 'parse_headers',
-           'text', 'wire', 'get_header', 'remove_header', 'add_header', 'Parser', 'Run', 'Counted', 'encode_pub',
-           'encode_sub', 'encode_unsub', 'encode_connect', 'ClientParser']
+           'encode_err', 'encode_info', 'make_headers', 'header_status', 'parse_headers', 'text', 'wire', 'get_header',
+           'remove_header', 'add_header', 'Parser', 'Run', 'Counted', 'encode_pub', 'encode_sub', 'encode_unsub',
+           'encode_connect', 'ClientParser']
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #cbfa0c8c
 class Connect(NamedTuple):
@@ -29,6 +29,7 @@ class HPub(Pub):
     "`HPUB subject [reply] hdr_len size`: a message whose `data` is a `hdr_len`-byte header block, then the payload."
     __slots__ = ()
 
+# %% ../../nbs/1_nats/00_protocol.ipynb #cfc9ecaf
 class Sub(NamedTuple):
     "`SUB subject [queue] sid`."
     subject: bytes; queue: bytes; sid: bytes
@@ -86,16 +87,6 @@ def encode_info(info_json: bytes) -> bytes:
     "An `INFO` line (the reference ends the JSON with a space before CRLF)."
     return b'INFO ' + info_json + b' \r\n'
 
-def encode_msg(subject: bytes, sid: bytes, reply: bytes, payload: bytes) -> bytes:
-    "A complete `MSG` frame."
-    if reply: return b'MSG %s %s %s %d\r\n%s\r\n' % (subject, sid, reply, len(payload), payload)
-    return b'MSG %s %s %d\r\n%s\r\n' % (subject, sid, len(payload), payload)
-
-def encode_hmsg(subject: bytes, sid: bytes, reply: bytes, hdr_len: int, data: bytes) -> bytes:
-    "A complete `HMSG` frame; `data` is the header block followed by the payload."
-    if reply: return b'HMSG %s %s %s %d %d\r\n%s\r\n' % (subject, sid, reply, hdr_len, len(data), data)
-    return b'HMSG %s %s %d %d\r\n%s\r\n' % (subject, sid, hdr_len, len(data), data)
-
 # %% ../../nbs/1_nats/00_protocol.ipynb #4dd49367
 def make_headers(headers: dict | None = None, status: int | None = None, description: str = '') -> bytes:
     "Encode a NATS header block, optionally with a status line."
@@ -144,6 +135,7 @@ def get_header(hdr: bytes, key: bytes) -> bytes | None:
     j = hdr.find(b'\r\n', i)
     return hdr[i:j if j >= 0 else len(hdr)].lstrip(b' ')
 
+# %% ../../nbs/1_nats/00_protocol.ipynb #7df01f90
 def remove_header(hdr: bytes, key: bytes) -> bytes:
     "`hdr` without any `key` lines; an empty block becomes `b''`."
     while hdr:
@@ -153,6 +145,7 @@ def remove_header(hdr: bytes, key: bytes) -> bytes:
         hdr = hdr[:i] + hdr[j:]
     return b'' if len(hdr) <= len(b'NATS/1.0\r\n\r\n') else hdr
 
+# %% ../../nbs/1_nats/00_protocol.ipynb #a7d16739
 def add_header(hdr: bytes, key: bytes, value: bytes) -> bytes:
     "`hdr` with `key: value` appended (a new block when `hdr` is empty)."
     base = hdr[:-2] if len(hdr) > 2 else b'NATS/1.0\r\n'
@@ -160,7 +153,8 @@ def add_header(hdr: bytes, key: bytes, value: bytes) -> bytes:
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #eb91dd55
 class _Framer:
-    "What both parsers share: unparsed input kept as chunks and joined once enough has arrived, and the fatal stop."
+    "What the parsers share: unparsed input kept as chunks and joined once enough has arrived, and the fatal stop."
+    _op, _fast_byte, _malformed = None, -1, E_UNKNOWN   # a message's tuple, a fast path's first byte, a bad message line's error (see `feed`)
     def __init__(self, max_control_line: int):
         self.max_control_line = max_control_line
         self._chunks: list[bytes] = []   # unparsed input, joined lazily
@@ -209,6 +203,7 @@ def _pub_args(args: list[bytes]):
     if len(args) == 3: return args[0], args[1], _size(args[2])
     return None, None, -1
 
+# %% ../../nbs/1_nats/00_protocol.ipynb #9b6f3c00
 def _hpub_args(args: list[bytes]):
     "Split `HPUB` arguments into (subject, reply, hdr_len, total); -1 sizes when malformed."
     if len(args) == 3: return args[0], b'', _size(args[1]), _size(args[2])
@@ -264,6 +259,7 @@ def _too_long(line: bytes, mcl: int) -> bool:
     verb, a = _head(line)
     return bool(verb) and verb not in _FREE and len(line) - a > mcl
 
+# %% ../../nbs/1_nats/00_protocol.ipynb #4242a7e9
 def _pending(line: bytes, mcl: int) -> bytes | str:
     "What to keep of a line whose end has not arrived yet, or the error text the reference sends before its end."
     verb, a = _head(line)
@@ -281,6 +277,7 @@ _FAST_HPUB = re.compile(rb'HPUB ([^ \t\r\n]+) (?:([^ \t\r\n]+) )?(\d{1,10}) (\d{
 _new = tuple.__new__
 _PINGPONG = {b'PING\r\n': PING, b'PONG\r\n': PONG}
 
+# %% ../../nbs/1_nats/00_protocol.ipynb #83c3c51f
 @patch
 def feed(self: Parser, data: bytes) -> list:
     "Parse `data` (plus any leftover) and return every complete operation."
@@ -381,6 +378,7 @@ class Run(NamedTuple):
         a, s, d, subj = self.start + len(self.line), self.size, self.data, self.subject
         return [tuple.__new__(Pub, (subj, b'', 0, d[p:p + s])) for p in range(a, a + self.count * self.step, self.step)]
 
+# %% ../../nbs/1_nats/00_protocol.ipynb #bd59c85c
 _LOOK = 16                      # frames a first check covers: a row that ends sooner costs only that much
 
 def _alike(data: bytes, pos: int, step: int, k: int, cols) -> int:
@@ -391,6 +389,7 @@ def _alike(data: bytes, pos: int, step: int, k: int, cols) -> int:
         k -= len(col.lstrip(col[:1]))
     return k
 
+# %% ../../nbs/1_nats/00_protocol.ipynb #f3cd938b
 def _repeats(data: bytes, pos: int, head: int, step: int) -> int:
     "How many whole frames of `step` bytes from `pos` on start with the `head` bytes at `pos` and end in `\\r\\n` (as the first does)."
     k, cols = (len(data) - pos) // step, (*range(head), step - 2, step - 1)
@@ -425,6 +424,7 @@ class Counted(NamedTuple):
         subj = self.subject
         return [tuple.__new__(Pub, (subj, r, 0, d)) for r, d in zip(self.replies(), self.payloads())]
 
+# %% ../../nbs/1_nats/00_protocol.ipynb #bfe7c2d6
 def _first_differ(a: bytes, b: bytes) -> int:
     "The index of the first byte where `a` and `b` differ (their common length when one starts the other)."
     lo, hi = 0, min(len(a), len(b))
@@ -434,6 +434,7 @@ def _first_differ(a: bytes, b: bytes) -> int:
         else: hi = mid - 1
     return lo
 
+# %% ../../nbs/1_nats/00_protocol.ipynb #0730d464
 def _counted(data: bytes, pos: int, head: int, step: int, subj: bytes) -> Counted | None:
     "The frames of `step` bytes from `pos` on (lines of `head` bytes, subject `subj`) that count up in their reply, as a `Counted`."
     reply_at = len(subj) + 5
@@ -489,6 +490,7 @@ def encode_sub(subject: bytes, sid: bytes, queue: bytes = b'') -> bytes:
     "A `SUB` line, in queue group `queue` when there is one."
     return b'SUB %s %s %s\r\n' % (subject, queue, sid) if queue else b'SUB %s %s\r\n' % (subject, sid)
 
+# %% ../../nbs/1_nats/00_protocol.ipynb #deaad70f
 def encode_unsub(sid: bytes, max_msgs: int = 0) -> bytes:
     "An `UNSUB` line: now, or after `max_msgs` more messages."
     return b'UNSUB %s %d\r\n' % (sid, max_msgs) if max_msgs else b'UNSUB %s\r\n' % sid
@@ -501,6 +503,7 @@ def encode_connect(options: dict) -> bytes:
 class ClientParser(_Framer):
     "Sans-I/O parser for what servers send: a client's side of the wire."
     def __init__(self, max_control_line: int = 1 << 20): super().__init__(max_control_line)
+    _op = Msg
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #3e6ec5db
 def _msg_line(line: bytes):
@@ -513,6 +516,7 @@ def _msg_line(line: bytes):
     if not (hl.isdigit() and size.isdigit()) or int(hl) > int(size): return None
     return a[1], a[2], reply, int(hl), int(size)
 
+# %% ../../nbs/1_nats/00_protocol.ipynb #3c71774b
 _WS = re.compile(rb'[ \t]+')
 
 def _verb(line: bytes) -> tuple[bytes, bytes]:
@@ -521,49 +525,59 @@ def _verb(line: bytes) -> tuple[bytes, bytes]:
     if m is None: return line.upper(), b''
     return line[:m.start()].upper(), line[m.end():]
 
+# %% ../../nbs/1_nats/00_protocol.ipynb #7f178fa3
 def _unquote(text: bytes) -> str:
     "An `-ERR` argument without the quotes around it."
     text = text.strip()
     if len(text) > 1 and text[:1] == text[-1:] == b"'": text = text[1:-1]
     return text.decode('utf-8', 'replace')
 
-def _server_control(line: bytes):
-    "Operation for a control line without payload that a server sends."
-    verb, rest = _verb(line)
+# %% ../../nbs/1_nats/00_protocol.ipynb #1f87a279
+def _peer_control(verb: bytes, rest: bytes, connect: bool = False):
+    "The operation for a verb a server sends (and, `connect`, another server or a leaf node: `CONNECT`)."
     if verb == b'PING': return PING
     if verb == b'PONG': return PONG
     if verb == b'+OK': return OK
     if verb == b'-ERR': return Err(_unquote(rest))
     if verb == b'INFO' and rest: return Info(rest.strip())
+    if connect and verb == b'CONNECT' and rest: return Connect(rest.strip())
     return Close(E_UNKNOWN)
 
-# %% ../../nbs/1_nats/00_protocol.ipynb #3aa8c963
+# %% ../../nbs/1_nats/00_protocol.ipynb #1fd3f320
 @patch
-def feed(self: ClientParser, data: bytes) -> list:
+def feed(self: _Framer, data: bytes) -> list:
     "Parse `data` (plus any leftover) and return every complete operation."
     if (data := self._take(data)) is None: return []
     ops, pos, n = [], 0, len(data)
-    find, mcl = data.find, self.max_control_line
+    find, mcl, fb = data.find, self.max_control_line, self._fast_byte
     while pos < n:
+        if data[pos] == fb and (r := self._fast(data, pos, n)) is not None: ops.append(r[0]); pos = r[1]; continue
         nl = find(b'\n', pos)
         if nl < 0:
             if n - pos > mcl: return self._fatal(ops, E_CONTROL_LINE)
             break
         end = nl - 1 if nl > pos and data[nl-1] == 13 else nl
         if end - pos > mcl: return self._fatal(ops, E_CONTROL_LINE)
-        if (data[pos] | 0x20) in (0x6d, 0x68):             # 'm', 'h': MSG, HMSG
-            if (args := _msg_line(data[pos:end])) is None: return self._fatal(ops, E_UNKNOWN)
-            subject, sid, reply, hl, size = args
-            stop = nl + 1 + size
+        if self._is_msg(data, pos):
+            if (a := self._args(data, pos, end)) is None: return self._fatal(ops, self._malformed)
+            stop = nl + 1 + a[-1]
             if stop + 2 > n: self._need = stop + 2 - pos; break
             if data[stop:stop+2] != b'\r\n': return self._fatal(ops, E_UNKNOWN)
-            ops.append(_new(Msg, (subject, sid, reply, hl, data[nl+1:stop]))); pos = stop + 2
+            ops.append(_new(self._op, (*a[:-1], data[nl+1:stop]))); pos = stop + 2
         else:
-            op = _server_control(data[pos:end]); ops.append(op)
+            op = self._control_op(data[pos:end]); ops.append(op)
             if type(op) is Close: self.closed = True; return ops
             pos = nl + 1
     self._keep(data, pos)
     return ops
+
+# %% ../../nbs/1_nats/00_protocol.ipynb #3aa8c963
+@patch
+def _is_msg(self: ClientParser, data: bytes, pos: int) -> bool: return (data[pos] | 0x20) in (0x6d, 0x68)   # 'm', 'h': MSG, HMSG
+@patch
+def _args(self: ClientParser, data: bytes, pos: int, end: int): return _msg_line(data[pos:end])
+@patch
+def _control_op(self: ClientParser, line: bytes): return _peer_control(*_verb(line))
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #67a848c8
 @patch(as_prop=True)
@@ -576,6 +590,7 @@ def payload(self: Msg) -> bytes:
     "The payload, after the header block."
     return self.data[self.hdr_len:] if self.hdr_len else self.data
 
+# %% ../../nbs/1_nats/00_protocol.ipynb #b6a30cc6
 @patch(as_prop=True)
 def status(self: Msg) -> tuple[int | None, str]:
     "The status in the header block, as `header_status` reads it: `(404, 'No Messages')`, or `(None, '')`."

@@ -31,6 +31,7 @@ def _gov(v) -> str:
     if isinstance(v, (tuple, list)): return '[' + ' '.join(map(_gov, v)) + ']'
     return str(v)
 
+# %% ../../nbs/1_nats/05a_reload.ipynb #a3a1318d
 def _claims(v) -> str:
     "Operators' claims, as the reference prints them (JSON)."
     return '[' + ' '.join(json.dumps(c, indent=2) for c in v) + ']'
@@ -101,6 +102,7 @@ def _value(o: ServerOptions, name: str):
 def _refused(go: str, old, new, show=str) -> ReloadError:
     return ReloadError(f'config reload not supported for {go}: old={show(old)}, new={show(new)}')
 
+# %% ../../nbs/1_nats/05a_reload.ipynb #2ad40846
 def _not_in_jsnb(go: str, what: str = '') -> ReloadError:
     return ReloadError(f'config reload not supported for {go}{what}: jsnb does not reload this option while running '
                        f'(nats-server does); restart the server to change it')
@@ -109,6 +111,7 @@ def _accounts_shape(o: ServerOptions) -> dict:
     "The accounts without their users: what a reload must leave as it is."
     return {a.name: (a.exports, a.imports, a.jetstream) for a in o.accounts}
 
+# %% ../../nbs/1_nats/05a_reload.ipynb #69521250
 def _accounts_change(old: ServerOptions, new: ServerOptions, js_running: bool) -> str:
     "What jsnb cannot reload in the accounts ('' when it can): it changes their users, and adds or removes plain accounts."
     a, b = _accounts_shape(old), _accounts_shape(new)
@@ -176,6 +179,7 @@ def _go_float(v: float) -> str:
     m, _, e = repr(v).partition('e')
     return f'{m.removesuffix(".0")}e{e[0]}{e[1:].lstrip("0") or "0"}'
 
+# %% ../../nbs/1_nats/05a_reload.ipynb #0553c5ad
 def go_json(v) -> str:
     "`v` (a parsed configuration) as Go's `json.Encoder` writes it, without the final newline."
     if isinstance(v, dict): return '{' + ','.join(f'{go_json(str(k))}:{go_json(v[k])}' for k in sorted(v)) + '}'
@@ -189,10 +193,10 @@ def go_json(v) -> str:
     for c, e in (('<', '\\u003c'), ('>', '\\u003e'), ('&', '\\u0026'), ('\u2028', '\\u2028'), ('\u2029', '\\u2029')): s = s.replace(c, e)
     return s
 
+# %% ../../nbs/1_nats/05a_reload.ipynb #55d5b827
 def config_digest(d: dict) -> str:
     "The reference's digest of parsed configuration `d`: `sha256:<hex>`."
     return 'sha256:' + hashlib.sha256((go_json(d) + '\n').encode()).hexdigest()
-
 
 # %% ../../nbs/1_nats/05a_reload.ipynb #dc28515e
 def reload(server: Server, new: ServerOptions | None = None) -> list[str]:
@@ -244,6 +248,7 @@ def _reload_effect(server: Server, name: str):
         if o.ports_file_dir: server._write_ports_file()
     elif name == 'trace': server.trace = o.trace
 
+# %% ../../nbs/1_nats/05a_reload.ipynb #93a44cc7
 def _relog(server: Server):
     "Set the log level from `debug` and `trace`, and send the log to the (new) `logfile`."
     o = server.opts
@@ -265,11 +270,13 @@ def _auth_user(c) -> str:
     if o.get('auth_token'): return 'Token "[REDACTED]"'
     return 'User "N/A"'
 
+# %% ../../nbs/1_nats/05a_reload.ipynb #4bd885c5
 def _new_account(core, cfg):
     "Add an account the reloaded file names (a plain one: no exports, imports or JetStream), answering `$SYS.REQ.USER.INFO` as the others do."
     acc = core.accounts[cfg.name] = NatsAccount(cfg.name, cfg)
     core.subscribe(USER_INFO, lambda *a: _user_info(core, *a), acc=acc)
 
+# %% ../../nbs/1_nats/05a_reload.ipynb #aa183716
 def _moved(auth: Auth, c) -> bool:
     "Whether `c` logged in as a user or nkey that is gone or now in another account."
     o = c.options
@@ -278,6 +285,7 @@ def _moved(auth: Auth, c) -> bool:
     else: return False
     return u is None or u.account != c.acc_name
 
+# %% ../../nbs/1_nats/05a_reload.ipynb #cee66ebf
 def _prune_subs(c):
     "Remove the subscriptions `c`'s permissions no longer allow, telling it and logging each as the reference does."
     p = c.perms

@@ -6,11 +6,11 @@
 from __future__ import annotations
 from typing import NamedTuple
 from fastcore.basics import patch
-from .protocol import _Framer, _same, _differ, _verb, _unquote, Info, Connect, Err, Close, PING, PONG, OK
+from .protocol import _Framer, _same, _differ, _verb, _peer_control, Info, Connect, Err, Close, PING, PONG, OK
 from .protocol import E_UNKNOWN, E_CONTROL_LINE, MAX_CONTROL_LINE
 
 # %% auto #0
-__all__ = ['RSub', 'RUnsub', 'RMsg', 'encode_rsub', 'encode_runsub', 'encode_rmsg', 'RouteParser']
+__all__ = ['RSub', 'RUnsub', 'RMsg', 'encode_rsub', 'encode_runsub', 'RouteParser']
 
 # %% ../../nbs/1_nats/06_routes.ipynb #43d88c8b
 class RSub(NamedTuple):
@@ -21,6 +21,7 @@ class RUnsub(NamedTuple):
     "`RS- account subject [queue]`: the sender no longer has interest."
     account: bytes; subject: bytes; queue: bytes
 
+# %% ../../nbs/1_nats/06_routes.ipynb #92f9420d
 class RMsg(NamedTuple):
     "`RMSG`/`HMSG` on a route: `data` is the header block (`hdr_len` bytes) then the payload; `queues` are the groups chosen."
     account: bytes; subject: bytes; reply: bytes; queues: tuple; hdr_len: int; data: bytes
@@ -38,36 +39,34 @@ def encode_runsub(account: bytes, subject: bytes, queue: bytes = b'') -> bytes:
     if queue: return b'RS- %s %s %s\r\n' % (account, subject, queue)
     return b'RS- %s %s\r\n' % (account, subject)
 
-def _middle(reply: bytes, queues) -> bytes:
-    "What goes between the subject and the sizes: the reply subject and the queue groups."
-    if queues: return (b'+ ' + reply + b' ' if reply else b'| ') + b''.join([q + b' ' for q in queues])
-    return reply + b' ' if reply else b''
-
-def encode_rmsg(account: bytes, subject: bytes, reply: bytes, queues, hdr_len: int, data: bytes) -> bytes:
-    "A complete `RMSG` frame, or `HMSG` when `data` starts with a `hdr_len`-byte header block."
-    if hdr_len: return b'HMSG %s %s %s%d %d\r\n%s\r\n' % (account, subject, _middle(reply, queues), hdr_len, len(data), data)
-    return b'RMSG %s %s %s%d\r\n%s\r\n' % (account, subject, _middle(reply, queues), len(data), data)
-
 # %% ../../nbs/1_nats/06_routes.ipynb #556c2efb
 class RouteParser(_Framer):
     "Sans-I/O parser for what another server sends on a route."
+    _op, _fast_byte, _malformed = RMsg, 82, None          # (82: 'R', see `_fast`)
     def __init__(self, max_control_line: int = MAX_CONTROL_LINE): super().__init__(max_control_line * 16)
 
 def _size(b: bytes) -> int: return int(b) if b.isdigit() else -1
 
-def _rmsg_args(a: list, hdr: bool):
-    "`(account, subject, reply, queues, hdr_len, size)` from the arguments of `RMSG`/`HMSG`, or `None` when malformed."
-    k = 4 if hdr else 3                                  # arguments without a reply subject
+# %% ../../nbs/1_nats/06_routes.ipynb #cf6e6882
+def _msg_args(a: list, hdr: bool):
+    "`(subject, reply, queues, hdr_len, size)` from the arguments of a message between servers after the account, if any; `None` when malformed."
+    k = 3 if hdr else 2                                   # arguments without a reply subject
     if len(a) < k: return None
-    if len(a) <= k + 1: reply, queues = (a[2] if len(a) == k + 1 else b''), ()
-    else:
-        if a[2] == b'+': reply, queues = a[3], tuple(a[4:-2 if hdr else -1])
-        elif a[2] == b'|': reply, queues = b'', tuple(a[3:-2 if hdr else -1])
-        else: return None
+    if len(a) <= k + 1: reply, queues = (a[1] if len(a) == k + 1 else b''), ()
+    elif a[1] == b'+': reply, queues = a[2], tuple(a[3:-2 if hdr else -1])
+    elif a[1] == b'|': reply, queues = b'', tuple(a[2:-2 if hdr else -1])
+    else: return None
     hl, size = (_size(a[-2]), _size(a[-1])) if hdr else (0, _size(a[-1]))
     if hl < 0 or size < 0 or hl > size: return None
-    return a[0], a[1], reply, queues, hl, size
+    return a[0], reply, queues, hl, size
 
+# %% ../../nbs/1_nats/06_routes.ipynb #75f0d379
+def _rmsg_args(a: list, hdr: bool):
+    "`(account, subject, reply, queues, hdr_len, size)` from the arguments of `RMSG`/`HMSG`, or `None` when malformed."
+    r = _msg_args(a[1:], hdr) if a else None
+    return None if r is None else (a[0], *r)
+
+# %% ../../nbs/1_nats/06_routes.ipynb #13f56771
 def _route_control(line: bytes):
     "Operation for a control line without payload."
     verb, rest = _verb(line)
@@ -80,17 +79,7 @@ def _route_control(line: bytes):
         a = rest.split()
         if len(a) in (2, 3): return RUnsub(a[0], a[1], a[2] if len(a) == 3 else b'')
         return Close(None)
-    return _peer_control(verb, rest)
-
-def _peer_control(verb: bytes, rest: bytes):
-    "The operation for a verb every server-to-server connection shares with the client protocol."
-    if verb == b'PING': return PING
-    if verb == b'PONG': return PONG
-    if verb == b'+OK': return OK
-    if verb == b'-ERR': return Err(_unquote(rest))
-    if verb == b'INFO' and rest: return Info(rest.strip())
-    if verb == b'CONNECT' and rest: return Connect(rest.strip())
-    return Close(E_UNKNOWN)
+    return _peer_control(verb, rest, True)
 
 # %% ../../nbs/1_nats/06_routes.ipynb #998dbd51
 import re
@@ -98,35 +87,19 @@ _new = tuple.__new__
 _FAST_RMSG = re.compile(rb'RMSG ([^ \t\r\n]+) ([^ \t\r\n]+) (?:([^ \t\r\n]+) )?(\d{1,10})\r\n').match
 
 @patch
-def feed(self: RouteParser, data: bytes) -> list:
-    "Parse `data` (plus any leftover) and return every complete operation."
-    if (data := self._take(data)) is None: return []
-    ops, pos, n = [], 0, len(data)
-    find, mcl, fast = data.find, self.max_control_line, _FAST_RMSG
-    while pos < n:
-        if data[pos] == 82 and (m := fast(data, pos)) is not None:     # 'R': the common RMSG form, in one match
-            acc, subject, reply, size = m.groups(b''); start = m.end(); stop = start + int(size)
-            if stop + 2 <= n and data[stop:stop+2] == b'\r\n' and reply not in (b'+', b'|'):
-                ops.append(_new(RMsg, (acc, subject, reply, (), 0, data[start:stop]))); pos = stop + 2
-                continue
-        nl = find(b'\n', pos)
-        if nl < 0:
-            if n - pos > mcl: return self._fatal(ops, E_CONTROL_LINE)
-            break
-        end = nl - 1 if nl > pos and data[nl-1] == 13 else nl
-        if end - pos > mcl: return self._fatal(ops, E_CONTROL_LINE)
-        c = data[pos] | 0x20
-        if (c == 0x72 or c == 0x68) and (data[pos+1:pos+4].upper() == b'MSG'):   # RMSG, HMSG
-            a = data[pos+5:end].split()
-            if (args := _rmsg_args(a, c == 0x68)) is None: return self._fatal(ops, None)
-            acc, subject, reply, queues, hl, size = args
-            stop = nl + 1 + size
-            if stop + 2 > n: self._need = stop + 2 - pos; break
-            if data[stop:stop+2] != b'\r\n': return self._fatal(ops, E_UNKNOWN)
-            ops.append(_new(RMsg, (acc, subject, reply, queues, hl, data[nl+1:stop]))); pos = stop + 2
-        else:
-            op = _route_control(data[pos:end]); ops.append(op)
-            if type(op) is Close: self.closed = True; return ops
-            pos = nl + 1
-    self._keep(data, pos)
-    return ops
+def _fast(self: RouteParser, data: bytes, pos: int, n: int):
+    "The common `RMSG` form (no queue groups, no headers) in one match: the message and where it ends, or None."
+    if (m := _FAST_RMSG(data, pos)) is None: return None
+    acc, subject, reply, size = m.groups(b''); start = m.end(); stop = start + int(size)
+    if stop + 2 > n or data[stop:stop+2] != b'\r\n' or reply in (b'+', b'|'): return None
+    return _new(RMsg, (acc, subject, reply, (), 0, data[start:stop])), stop + 2
+
+# %% ../../nbs/1_nats/06_routes.ipynb #e99e33ab
+@patch
+def _is_msg(self: RouteParser, data: bytes, pos: int) -> bool:
+    c = data[pos] | 0x20
+    return (c == 0x72 or c == 0x68) and data[pos+1:pos+4].upper() == b'MSG'       # RMSG, HMSG
+@patch
+def _args(self: RouteParser, data: bytes, pos: int, end: int): return _rmsg_args(data[pos+5:end].split(), data[pos] | 0x20 == 0x68)
+@patch
+def _control_op(self: RouteParser, line: bytes): return _route_control(line)

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import asyncio, dataclasses, logging, os, random, socket
 from .config import ServerOptions
-from .listen import listen, peer as listen_peer
+from .listen import listen, accepted
 from .core import Core
 from .times import NS, go_duration
 from .auth import startup_checks, check_in_background
@@ -49,12 +49,7 @@ class _ClientProtocol(asyncio.Protocol):
 
     def connection_made(self, transport):
         self.t = transport
-        peer = listen_peer(transport)
-        sock = transport.get_extra_info('socket')
-        if sock is not None:
-            try: sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError: pass
-        transport.set_write_buffer_limits(WRITE_HIGH, WRITE_LOW)
+        peer = accepted(transport, WRITE_HIGH, WRITE_LOW)
         c = self.conn = self.server.core.new_client(peer[0], peer[1], ws=self.ws)
         c.transport = transport
         log.debug('%s:%s - cid:%d - Client connection created', peer[0], peer[1], c.cid)
@@ -114,6 +109,7 @@ def _release(self: _ClientProtocol, why: int):
     self.held &= ~why
     if not self.held and not self.t.is_closing(): self.t.resume_reading()
 
+# %% ../../nbs/1_nats/05_server.ipynb #5a92394e
 @patch
 def _next_turn(self: _ClientProtocol):
     "A new turn of the loop: a new budget, spent first on what the last turn left."
@@ -124,6 +120,7 @@ def _next_turn(self: _ClientProtocol):
         if self.budget <= 0: asyncio.get_running_loop().call_soon(self._next_turn); return
     self._release(_TURN)
 
+# %% ../../nbs/1_nats/05_server.ipynb #aa0664f8
 @patch
 def pause_writing(self: _ClientProtocol):
     "The client is not reading: read nothing more from it, and close it if it still is not reading at the deadline."
@@ -136,6 +133,7 @@ def resume_writing(self: _ClientProtocol):
     if self.deadline is not None: self.deadline.cancel(); self.deadline = None
     self._release(_BACKLOG)
 
+# %% ../../nbs/1_nats/05_server.ipynb #c53eec57
 @patch
 def _write_deadline(self: _ClientProtocol):
     self.deadline = None
@@ -150,9 +148,8 @@ class Server:
         self.opts = dataclasses.replace(opts or ServerOptions(), **kw)
         self._js_service = js_service       # makes the JetStream service: (core, options) -> service
         self._js_relay = js_relay           # without JetStream in a cluster: (core) -> relays JetStream requests to a peer
-        self.core = Core(self.opts)
+        self.core = Core(self.opts, on_dirty=self._schedule_flush)
         serve_user_info(self.core)          # `$SYS.REQ.USER.INFO` answered in every account (jsnb.nats.jwt)
-        self.core.on_dirty = self._schedule_flush
         self.trace = self.opts.trace
         self._listener = self._monitor = self._ping = self.js = None
         self._route_listener = None         # the cluster port, when the options set one (see jsnb.nats.cluster_io)
@@ -181,6 +178,7 @@ def _schedule_flush(self: Server):
         self._flush_pending = True
         asyncio.get_running_loop().call_soon(self._flush)
 
+# %% ../../nbs/1_nats/05_server.ipynb #eaedab3b
 @patch
 def _flush(self: Server):
     self._flush_pending = False
@@ -213,6 +211,7 @@ def _reason(e: OSError) -> str:
     "The system's own words for `e` (asyncio wraps bind errors in a longer sentence)."
     return os.strerror(e.errno) if e.errno else str(e)
 
+# %% ../../nbs/1_nats/05_server.ipynb #d842f69c
 def _store_problem(path: str) -> str | None:
     "Why JetStream cannot keep its files under `path`, or None when it can."
     if os.path.exists(path) and not os.path.isdir(path): return 'storage directory is not a directory'
@@ -228,54 +227,75 @@ def _store_problem(path: str) -> str | None:
 
 # %% ../../nbs/1_nats/05_server.ipynb #7c9fd17d
 @patch
+def _refuse(self: Server):
+    "Refuse options that cannot run together, as the reference does, before anything is started (`StartupError`)."
+    o = self.opts
+    if o.routes and not o.clustered: raise StartupError('solicited routes require cluster capabilities, e.g. --cluster')
+    if 0 < o.lame_duck_duration <= o.lame_duck_grace_period:
+        raise StartupError(f'lame duck grace period ({go_duration(int(o.lame_duck_grace_period * NS))}) should be strictly '
+                           f'lower than lame duck duration ({go_duration(int(o.lame_duck_duration * NS))})')
+    if o.clustered and o.jetstream and not global_account_only(o):
+        raise StartupError("JetStream in a cluster runs in the global account only: accounts are carried over routes, but their "
+                           "JetStream is not replicated yet; remove the accounts, the cluster block (or --cluster), or JetStream")
+
+@patch
+def _checks(self: Server):
+    "The users' and the WebSocket block's checks (`StartupError`), warnings logged; the WebSocket block, when it opens a port."
+    o = self.opts
+    try: warnings = startup_checks(o)       # users, no_auth_user
+    except ValueError as e: raise StartupError(str(e)) from None
+    if o.jetstream and o.clustered and not (o.cluster_user and o.cluster_password):
+        warnings.append("JetStream cluster without route credentials: any host that reaches the route port can join "
+                        "the cluster and its Raft groups (set cluster { authorization { user, password } } to key them)")
+    for w in warnings: log.warning('%s', w)
+    ws = o.websocket if o.websocket is not None and o.websocket.port != 0 else None
+    if ws is not None and (why := check_websocket(ws, o)): raise StartupError(why)
+    return ws
+
+# %% ../../nbs/1_nats/05_server.ipynb #4c2c9df7
+@patch
+async def _bind_more(self: Server, leaf, ws):
+    "Bind the leaf node, monitoring, WebSocket and route ports that the options ask for (after the client port)."
+    o = self.opts
+    if leaf is not None:
+        from jsnb.nats.leafhub_traffic import start_leafnodes     # (loaded by a server that has leaf nodes only)
+        from jsnb.nats.leafremote import Leafs
+        try: await start_leafnodes(self, Leafs, _interface_addresses())
+        except OSError as e:
+            raise StartupError(f'Error listening on leafnode port: {leaf.port} - listen tcp '
+                               f'{leaf.host}:{max(leaf.port, 0)}: bind: {_reason(e).lower()}') from e
+    if o.http_port or o.https_port: await self._start_monitor()
+    if ws is not None:
+        try: self._ws_listener = await start_websocket(self, lambda: _ClientProtocol(self, ws=True))
+        except OSError as e:
+            raise StartupError(f'Unable to listen for websocket connections: listen tcp {ws.host}:{max(ws.port, 0)}: '
+                               f'bind: {_reason(e).lower()}') from e
+    if o.clustered:
+        from jsnb.nats.cluster_io import start_routes             # (loaded by a server that has a cluster only)
+        try: await start_routes(self, _interface_addresses())
+        except OSError as e:
+            raise StartupError(f'Error listening on router port: {o.cluster_port} - listen tcp '
+                               f'{o.cluster_host}:{max(o.cluster_port, 0)}: bind: {_reason(e).lower()}') from e
+        if not o.jetstream and self._js_relay is not None: self._js_relay(self.core)
+
+# %% ../../nbs/1_nats/05_server.ipynb #f7be28be
+@patch
 async def start(self: Server) -> Server:
     "Bind the listeners and start serving; raises `StartupError` naming the part that failed."
     loop = asyncio.get_running_loop()
     o = self.opts
     self._stopped = asyncio.Event()
-    if o.routes and not o.clustered: raise StartupError('solicited routes require cluster capabilities, e.g. --cluster')
-    if 0 < o.lame_duck_duration <= o.lame_duck_grace_period:
-        raise StartupError(f'lame duck grace period ({go_duration(int(o.lame_duck_grace_period * NS))}) should be strictly '
-                           f'lower than lame duck duration ({go_duration(int(o.lame_duck_duration * NS))})')
+    self._refuse()
     leaf = o.leafnodes if o.leafnodes is not None and (o.leafnodes.port != 0 or o.leafnodes.remotes) else None
-    if o.clustered and o.jetstream and not global_account_only(o):
-        raise StartupError("JetStream in a cluster runs in the global account only: accounts are carried over routes, but their "
-                           "JetStream is not replicated yet; remove the accounts, the cluster block (or --cluster), or JetStream")
     try:
-        try: warnings = startup_checks(o)       # users, no_auth_user
-        except ValueError as e: raise StartupError(str(e)) from None
-        if o.jetstream and o.clustered and not (o.cluster_user and o.cluster_password):
-            warnings.append("JetStream cluster without route credentials: any host that reaches the route port can join "
-                            "the cluster and its Raft groups (set cluster { authorization { user, password } } to key them)")
-        for w in warnings: log.warning('%s', w)
-        ws = o.websocket if o.websocket is not None and o.websocket.port != 0 else None
-        if ws is not None and (why := check_websocket(ws, o)): raise StartupError(why)
+        ws = self._checks()
         if o.jetstream:
             if why := _store_problem(self.core.store_dir): raise StartupError(f"Can't start JetStream: {why}")
             self._start_jetstream()
         try: self._listener = await listen(lambda: _ClientProtocol(self), o.host, o.port)
         except OSError as e: raise StartupError(f'Error listening on port: {o.host}:{0 if o.port == -1 else o.port}, "{_reason(e)}"') from e
         self.core.port = self._listener.sockets[0].getsockname()[1]
-        if leaf is not None:
-            from jsnb.nats.leafhub_traffic import start_leafnodes     # (loaded by a server that has leaf nodes only)
-            from jsnb.nats.leafremote import Leafs
-            try: await start_leafnodes(self, Leafs, _interface_addresses())
-            except OSError as e:
-                raise StartupError(f'Error listening on leafnode port: {leaf.port} - listen tcp '
-                                   f'{leaf.host}:{max(leaf.port, 0)}: bind: {_reason(e).lower()}') from e
-        if o.http_port or o.https_port: await self._start_monitor()
-        if ws is not None:
-            try: self._ws_listener = await start_websocket(self, lambda: _ClientProtocol(self, ws=True))
-            except OSError as e:
-                raise StartupError(f'Unable to listen for websocket connections: listen tcp {ws.host}:{max(ws.port, 0)}: '
-                                   f'bind: {_reason(e).lower()}') from e
-        if o.clustered:
-            from jsnb.nats.cluster_io import start_routes             # (loaded by a server that has a cluster only)
-            try: await start_routes(self, _interface_addresses())
-            except OSError as e:
-                raise StartupError(f'Error listening on router port: {o.cluster_port} - listen tcp '
-                                   f'{o.cluster_host}:{max(o.cluster_port, 0)}: bind: {_reason(e).lower()}') from e
-            if not o.jetstream and self._js_relay is not None: self._js_relay(self.core)
+        await self._bind_more(leaf, ws)
     except BaseException:
         self._close_parts(); raise
     self._ping = loop.call_later(o.ping_interval, self._ping_tick)
@@ -290,6 +310,15 @@ async def start(self: Server) -> Server:
     log.info('Server is ready')
     return self
 
+# %% ../../nbs/1_nats/05_server.ipynb #22f78e60
+@patch
+def leaf_protocol(self: Server):
+    "The protocol of a leaf node that came in over WebSocket (`/leafnode`); None unless the leaf node port listens."
+    if self._leaf_listener is None: return None
+    from jsnb.nats.leafhub_traffic import _LeafProtocol
+    return _LeafProtocol(self, ws=True)
+
+# %% ../../nbs/1_nats/05_server.ipynb #3fe46e2e
 @patch
 def _stop_links(self: Server):
     "Close the routes and the leaf node connections, when there are any (their modules are loaded only then)."
@@ -301,6 +330,7 @@ def _stop_links(self: Server):
         from jsnb.nats.leafhub_traffic import stop_leafnodes
         stop_remotes(self); stop_leafnodes(self)
 
+# %% ../../nbs/1_nats/05_server.ipynb #f9543582
 @patch
 def _close_parts(self: Server):
     "Close whatever `start` had opened before a part failed."
@@ -310,6 +340,7 @@ def _close_parts(self: Server):
     if self._ws_listener is not None: self._ws_listener.close(); self._ws_listener = None
     if self.js is not None: self._js_tick.cancel(); self.js.stop(); self.js = self.core.js = None
 
+# %% ../../nbs/1_nats/05_server.ipynb #296560df
 @patch
 def _start_jetstream(self: Server):
     "Start the JetStream service given at construction."
@@ -319,6 +350,7 @@ def _start_jetstream(self: Server):
     self.js.start()
     self._js_tick = asyncio.get_running_loop().call_later(1.0, self._jetstream_tick)
 
+# %% ../../nbs/1_nats/05_server.ipynb #1499f573
 @patch
 def _jetstream_tick(self: Server):
     "A safety net under JetStream's own timers: once a second, anything due that was missed runs."
@@ -331,6 +363,7 @@ def _ping_tick(self: Server):
     self.core.ping_tick(ws=False if self._ws_ping is not None else None)
     self._ping = asyncio.get_running_loop().call_later(self.opts.ping_interval, self._ping_tick)
 
+# %% ../../nbs/1_nats/05_server.ipynb #1d6ca9ce
 @patch
 def _ws_ping_tick(self: Server):
     self.core.ping_tick(ws=True)
@@ -380,6 +413,7 @@ async def stop(self: Server):
     self._stopped.set()
     if self.on_stopped is not None: self.on_stopped()
 
+# %% ../../nbs/1_nats/05_server.ipynb #c993d11f
 @patch
 async def wait_stopped(self: Server):
     "Wait until `stop` has run."
@@ -414,12 +448,14 @@ async def lame_duck(self: Server):
         if i < len(clients) - 1 and await self._stopped_within(random.uniform(pause / 2, pause)): return
     await self.stop()
 
+# %% ../../nbs/1_nats/05_server.ipynb #642e47ca
 @patch
 async def _stopped_within(self: Server, seconds: float) -> bool:
     "Wait `seconds`; whether `stop` ran meanwhile."
     try: await asyncio.wait_for(self._stopped.wait(), seconds); return True
     except asyncio.TimeoutError: return False
 
+# %% ../../nbs/1_nats/05_server.ipynb #4102abe7
 @patch
 def _drop(self: Server, c):
     "Close one client connection now (what is queued for it is written first)."
@@ -427,11 +463,12 @@ def _drop(self: Server, c):
     if c.transport is not None: c.transport.close()
     self.core.remove_client(c)
 
-
 # %% ../../nbs/1_nats/05_server.ipynb #248be4ed
 import ctypes, ctypes.util, json, sys
 
 class _Ifaddrs(ctypes.Structure): pass
+
+# %% ../../nbs/1_nats/05_server.ipynb #12244c0f
 _Ifaddrs._fields_ = [('next', ctypes.POINTER(_Ifaddrs)), ('name', ctypes.c_char_p), ('flags', ctypes.c_uint),
                      ('addr', ctypes.c_void_p), ('netmask', ctypes.c_void_p), ('ifu', ctypes.c_void_p), ('data', ctypes.c_void_p)]
 
@@ -443,6 +480,7 @@ def _sockaddr_ip(p: int) -> str | None:
     if fam == socket.AF_INET6: return socket.inet_ntop(fam, ctypes.string_at(p, 24)[8:24])
     return None
 
+# %% ../../nbs/1_nats/05_server.ipynb #80605ce1
 def _interface_addresses() -> list[str]:
     "The addresses of this machine's network interfaces, in interface order (what the reference lists for `0.0.0.0`)."
     try: libc = ctypes.CDLL(ctypes.util.find_library('c'))
@@ -472,6 +510,7 @@ def _go_error(op: str, path: str, e: OSError) -> str:
     "An OS error in Go's words (`open /x: no such file or directory`)."
     return f'{op} {path}: {(e.strerror or str(e)).lower()}'
 
+# %% ../../nbs/1_nats/05_server.ipynb #ebde1835
 @patch
 def _write_ports_file(self: Server):
     "Write `<ports_file_dir>/<program>_<pid>.ports` with the listening URLs, as the reference does."
@@ -494,6 +533,7 @@ async def serve(opts: ServerOptions | None = None, **kw) -> Server:
     kw.setdefault('host', '127.0.0.1'); kw.setdefault('port', 0)
     return await Server(opts, **kw).start()
 
+# %% ../../nbs/1_nats/05_server.ipynb #bc6b80a8
 async def serve_cluster(n: int = 3, name: str = 'jsnb', server=None, **kw) -> list[Server]:
     "Start `n` clustered servers on 127.0.0.1 (free ports), all dialling the first; `server` is the class (default `Server`)."
     server = server or Server
@@ -502,6 +542,7 @@ async def serve_cluster(n: int = 3, name: str = 'jsnb', server=None, **kw) -> li
     url = f'nats-route://127.0.0.1:{seed.core.cluster.port}'
     return [seed] + [await server(ServerOptions(server_name=f'{name}-{i}', routes=(url,), **kw)).start() for i in range(2, n + 1)]
 
+# %% ../../nbs/1_nats/05_server.ipynb #ccb3c6e7
 async def wait_for_mesh(servers: list[Server], timeout: float = 10.0):
     "Wait until every server has a route to every other one."
     async def meshed():

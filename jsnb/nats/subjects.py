@@ -22,6 +22,7 @@ def valid_subject(s: bytes) -> bool:
         if t == b'>' and i != len(toks) - 1: return False
     return True
 
+# %% ../../nbs/1_nats/01_subjects.ipynb #cbcbdb03
 def valid_literal_subject(s: bytes) -> bool:
     "A valid subject without wildcard tokens (what a message may be published to)."
     if not valid_subject(s): return False
@@ -36,6 +37,7 @@ def valid_subject_str(s: str) -> bool:
     "`valid_subject` for a `str`."
     return valid_subject(s.encode())
 
+# %% ../../nbs/1_nats/01_subjects.ipynb #d1c2f5c9
 def subject_matches(subject: str | bytes, pattern: str | bytes) -> bool:
     "Whether literal `subject` is matched by the (possibly wildcard) `pattern`."
     if isinstance(subject, str): subject = subject.encode()
@@ -107,6 +109,7 @@ def insert(self: Sublist, sub: Subscription):
     self.count += 1; self.inserts += 1
     self._invalidate(sub.subject)
 
+# %% ../../nbs/1_nats/01_subjects.ipynb #399eb30b
 @patch
 def _invalidate(self: Sublist, subject: bytes):
     "Drop cached results that a change to `subject` could affect."
@@ -150,6 +153,7 @@ def _collect(node: _Node, psubs: list, qsubs: dict):
     if node.psubs: psubs.extend(node.psubs)
     for q, members in node.qsubs.items(): qsubs.setdefault(q, []).extend(members)
 
+# %% ../../nbs/1_nats/01_subjects.ipynb #fb67a99f
 def _match(level: _Level, toks: list, i: int, psubs: list, qsubs: dict) -> int:
     "Collect the matches of `toks` from `level` on; returns the last token index whose value the answer depended on."
     last, dep = len(toks) - 1, -1
@@ -168,6 +172,7 @@ def _match(level: _Level, toks: list, i: int, psubs: list, qsubs: dict) -> int:
         if level is None: return dep
         i += 1
 
+# %% ../../nbs/1_nats/01_subjects.ipynb #e53f3dea
 @patch
 def match(self: Sublist, subject: bytes):
     "`(plain_subs, queue_groups)` for a literal `subject`."
@@ -193,6 +198,7 @@ def match(self: Sublist, subject: bytes):
     self.cache[subject] = r
     return r
 
+# %% ../../nbs/1_nats/01_subjects.ipynb #9d7fafff
 @patch
 def matcher(self: Sublist):
     """A `match` for a batch of lookups during which no subscription changes (a client's run of messages): a prefix

@@ -16,6 +16,7 @@ ZERO_TIME = '0001-01-01T00:00:00Z'       # Go's zero time, as JSON writes it
 @functools.lru_cache(maxsize=4096)
 def _second(s: int) -> str: return time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(s))
 
+# %% ../../nbs/1_nats/01a_times.ipynb #84053244
 _last = (0, ZERO_TIME)                   # the time written last (messages stored together share theirs), swapped whole
 
 def rfc3339(ns: int) -> str:
@@ -29,6 +30,7 @@ def rfc3339(ns: int) -> str:
     _last = (ns, out)
     return out
 
+# %% ../../nbs/1_nats/01a_times.ipynb #f41b21c3
 def rfc3339_micro(t: float) -> str:
     "A UNIX time in seconds as RFC 3339 UTC with microseconds, as the monitoring endpoints write their clocks."
     dt = datetime.datetime.fromtimestamp(t, datetime.timezone.utc)
@@ -65,6 +67,7 @@ def parse_go_duration(s: str) -> int:
         i = m.end()
     return -total if s[:1] == '-' else total
 
+# %% ../../nbs/1_nats/01a_times.ipynb #aef1d008
 def go_duration(ns: int) -> str:
     "A duration as Go's `time.Duration.String` writes it (`1s`, `1m30s`, `1h0m0s`, `500ms`)."
     if ns == 0: return '0s'

@@ -14,7 +14,7 @@ from .times import NS, parse_go_duration
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'TLSOptions', 'parse_tls', 'tls_context', 'tls_from_flags', 'tls_accept']
+__all__ = ['log', 'TLSOptions', 'parse_tls', 'tls_context', 'tls_from_flags', 'tls_accept', 'cert_not_after']
 
 # %% ../../nbs/1_nats/07a_tls.ipynb #96fa6c60
 @dataclass(frozen=True)
@@ -46,6 +46,7 @@ def _tls_timeout(x, where) -> float:
         except ValueError as e: raise AuthConfigError(f"error parsing tls config, 'timeout' {e}", where) from None
     raise AuthConfigError("error parsing tls config, 'timeout' wrong type", where)
 
+# %% ../../nbs/1_nats/07a_tls.ipynb #8f3cbb73
 def _handshake_first(x, k, where) -> bool:
     if isinstance(x, bool): return x
     if not isinstance(x, str): raise AuthConfigError(f'field {_goq(k)} should be a boolean or a string, got {_got(x)}', where)
@@ -90,6 +91,7 @@ def _read(path: str) -> bytes:
         with open(path, 'rb') as f: return f.read()
     except OSError as e: raise ValueError(f'open {path}: {(e.strerror or str(e)).lower()}') from None
 
+# %% ../../nbs/1_nats/07a_tls.ipynb #8f3fa6af
 def tls_context(t: TLSOptions) -> ssl.SSLContext:
     "The server-side `ssl` context for `t`; a ValueError with the reference's words when a file is missing or wrong."
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -137,6 +139,7 @@ def _tls_error(e: BaseException) -> str:
     if isinstance(e, (TimeoutError, asyncio.TimeoutError)) or 'taking longer than' in str(e): return 'i/o timeout'
     return next((v for k, v in _TLS_WORDS.items() if k in str(e)), str(e) or type(e).__name__)
 
+# %% ../../nbs/1_nats/07a_tls.ipynb #8c8c5aee
 def tls_accept(proto, tls: TLSOptions, first: bytes | None = None) -> asyncio.Future:
     """Start TLS on the new client connection of `proto`, as the reference does; the handshake completes in a task.
     `first`: the client's first bytes, already read (with `allow_non_tls`, the INFO went out in plain text before them)."""
@@ -159,6 +162,7 @@ def tls_accept(proto, tls: TLSOptions, first: bytes | None = None) -> asyncio.Fu
         buf = tp.get_buffer(len(mv)); n = min(len(buf), len(mv)); buf[:n] = mv[:n]; tp.buffer_updated(n); mv = mv[n:]
     return proto.handshake
 
+# %% ../../nbs/1_nats/07a_tls.ipynb #49afd924
 async def _handshake(proto, done: asyncio.Future, raw):
     "Wait for the TLS handshake of a new client, then start its authentication timer; a failure closes the connection."
     c = proto.conn
@@ -172,3 +176,12 @@ async def _handshake(proto, done: asyncio.Future, raw):
         return
     log.debug('%s - TLS handshake complete', who(c))
     proto.authenticating()
+
+# %% ../../nbs/1_nats/07a_tls.ipynb #88a6e94b
+def cert_not_after(path: str) -> str:
+    "When the certificate in `path` expires, as RFC 3339 in UTC ('' if it cannot be read)."
+    from cryptography import x509
+    try:
+        with open(path, 'rb') as f: cert = x509.load_pem_x509_certificate(f.read())
+    except (OSError, ValueError): return ''
+    return cert.not_valid_after_utc.strftime('%Y-%m-%dT%H:%M:%SZ')

@@ -10,18 +10,16 @@ from .subjects import valid_literal_subject
 from .times import rfc3339
 from .auth import may_publish
 from .accounts import shadow_export
+from .headers import TRACE_DEST, TRACE_ONLY, TRACE_HOP, TRACE_ORIGIN_ACCOUNT
+from .routing import CLIENT, ROUTER
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'TRACE_DEST', 'TRACE_ONLY', 'TRACE_HOP', 'TRACE_ORIGIN', 'DISABLED', 'CLIENT', 'ROUTER', 'header_map',
-           'set_header', 'Trace', 'start', 'server_info', 'route']
+__all__ = ['log', 'DISABLED', 'header_map', 'set_header', 'Trace', 'start', 'server_info', 'route']
 
 # %% ../../nbs/1_nats/08_trace.ipynb #975b5d40
-TRACE_DEST, TRACE_ONLY, TRACE_HOP = 'Nats-Trace-Dest', 'Nats-Trace-Only', 'Nats-Trace-Hop'
-TRACE_ORIGIN = 'Nats-Trace-Origin-Account'
-DISABLED = 'trace disabled'
-CLIENT, ROUTER = 0, 1                  # the reference's connection kinds, as events name them
+DISABLED = b'trace disabled'
 
 def header_map(block: bytes) -> dict[str, list[str]]:
     "Every header of a block (names as written, values trimmed, empty ones skipped), in order."
@@ -33,9 +31,9 @@ def header_map(block: bytes) -> dict[str, list[str]]:
         if k and v: out.setdefault(k.decode('utf-8', 'replace'), []).append(v.decode('utf-8', 'replace'))
     return out
 
-def set_header(block: bytes, key: str, value: str) -> bytes:
-    "`block` with header `key` set to `value`: replaced where it is, or added at the end."
-    k, v = key.encode(), value.encode()
+# %% ../../nbs/1_nats/08_trace.ipynb #c9a251f2
+def set_header(block: bytes, k: bytes, v: bytes) -> bytes:
+    "`block` with header `k` set to `v`: replaced where it is, or added at the end."
     i = block.find(b'\r\n' + k + b':')
     if i < 0: return block[:-2] + k + b': ' + v + b'\r\n\r\n'
     j = block.find(b'\r\n', i + 2)
@@ -46,6 +44,7 @@ _seq = itertools.count(1)
 
 def _now() -> str: return rfc3339(time.time_ns())
 
+# %% ../../nbs/1_nats/08_trace.ipynb #89f12a18
 class Trace:
     "The event of one traced message, filled in as the core routes it."
     def __init__(self, core, src, dest: str, only: bool, headers: dict, size: int, subject: bytes):
@@ -58,15 +57,16 @@ class Trace:
         self.request = dict(header=headers, msgsize=size)
         self.events: list[dict] = [ingress]
 
+# %% ../../nbs/1_nats/08_trace.ipynb #f87320d8
 def start(c, hdr: bytes, size: int, subject: bytes) -> tuple[Trace | None, bool]:
     "The trace for client `c`'s message with header block `hdr`, and whether the message is to be routed."
     headers = header_map(hdr)
-    first = lambda k: (headers.get(k) or [''])[0]
+    first = lambda k: (headers.get(k.decode()) or [''])[0]
     only = first(TRACE_ONLY).lower() in ('1', 'true', 'on')
     dest = first(TRACE_DEST)
-    if not dest or dest == DISABLED: return None, True
-    if origin := first(TRACE_ORIGIN):
-        log.error('%s - Message tracing disabled because of header "%s" with value="%s"', _who(c), TRACE_ORIGIN, origin)
+    if not dest or dest == DISABLED.decode(): return None, True
+    if origin := first(TRACE_ORIGIN_ACCOUNT):
+        log.error('%s - Message tracing disabled because of header "%s" with value="%s"', _who(c), TRACE_ORIGIN_ACCOUNT.decode(), origin)
         return None, not only
     if not valid_literal_subject(dest.encode()):
         log.error("%s - Destination \"%s\" is not valid, won't be able to trace events", _who(c), dest)
@@ -74,6 +74,7 @@ def start(c, hdr: bytes, size: int, subject: bytes) -> tuple[Trace | None, bool]
     if not may_publish(c, dest.encode()): return None, False
     return Trace(c.core, c, dest, only, headers, size, subject), True
 
+# %% ../../nbs/1_nats/08_trace.ipynb #feade1eb
 def _who(c) -> str: return f'{c.host}:{c.port} - cid:{c.cid}'
 
 # %% ../../nbs/1_nats/08_trace.ipynb #b6cc6592
@@ -87,38 +88,42 @@ def _egress(self: Trace, c, sub, error: str = '') -> dict:
     self.events.append(e)
     return e
 
+# %% ../../nbs/1_nats/08_trace.ipynb #a46d1e81
 def _deliver(self: Trace, sub, subject: bytes, reply: bytes, hdr: int, data: bytes, src) -> int:
-    "The core's `deliver` while this message is routed: the real one, recorded (or only recorded)."
-    deliver, c = type(self.core).deliver, sub.client
+    "The router's `deliver` while this message is routed: the real one, recorded (or only recorded)."
+    deliver, c = self.core.router.deliver, sub.client
     if c is None:
         if (se := shadow_export(sub, subject, reply, data)) is not None:     # into another account: noted, not traced there
             self.events.append(dict(type='se', ts=_now(), acc=se[0], to=se[1].decode('utf-8', 'replace')))
-            return 1 if self.only else deliver(self.core, sub, subject, reply, hdr, data, src)
+            return 1 if self.only else deliver(sub, subject, reply, hdr, data, src)
         owner = getattr(sub.cb, '__self__', None)
-        if getattr(owner, 'trace_kind', None) != 'js': return deliver(self.core, sub, subject, reply, hdr, data, src)
+        if getattr(owner, 'trace_kind', None) != 'js': return deliver(sub, subject, reply, hdr, data, src)
         self.events.append(dict(type='js', ts=_now(), stream=owner.name, subject=subject.decode('utf-8', 'replace')))
         if self.only: return 1
         block = set_header(data[:hdr], TRACE_DEST, DISABLED)
-        return deliver(self.core, sub, subject, reply, len(block), block + data[hdr:], src)
+        return deliver(sub, subject, reply, len(block), block + data[hdr:], src)
     if c is src and not c.echo: self._egress(c, sub, 'Not delivered because of no echo'); return 0
     if c.gate is not None and not c.gate(sub, subject, reply):
         self._egress(c, sub, 'Not delivered because subscription denies this subject'); return 0
     if self.only: self._egress(c, sub); return 1
-    n = deliver(self.core, sub, subject, reply, hdr, data, src)
+    n = deliver(sub, subject, reply, hdr, data, src)
     if n: self._egress(c, sub)
     return n
 
-def _send_route(self: Trace, rc, send, subject: bytes, reply: bytes, queues, hdr: int, data: bytes, account: bytes = b'$G'):
-    "A route's `send_msg` while this message is routed: the hop is counted, named in the message, and recorded."
-    self.hops += 1; hop = str(self.hops)
-    e = dict(type='eg', ts=_now(), kind=ROUTER, cid=rc.cid)
-    if rc.remote_name: e['name'] = rc.remote_name
-    e['hop'] = hop
-    self.events.append(e)
-    block = set_header(data[:hdr], TRACE_HOP, hop)
-    send(subject, reply, queues, len(block), block + data[hdr:], account)
+# %% ../../nbs/1_nats/08_trace.ipynb #6ec26520
+def _relay(self: Trace, c, subject: bytes, reply: bytes, queues, hdr: int, data: bytes, account: bytes, to):
+    "The router's send to another server or a leaf node while this message is routed: a hop to a server is counted, named in the message, and recorded."
+    if c.kind == ROUTER:
+        self.hops += 1; hop = str(self.hops)
+        e = dict(type='eg', ts=_now(), kind=ROUTER, cid=c.cid)
+        if c.remote_name: e['name'] = c.remote_name
+        e['hop'] = hop
+        self.events.append(e)
+        block = set_header(data[:hdr], TRACE_HOP, hop.encode())
+        hdr, data = len(block), block + data[hdr:]
+    c.relay(subject, reply, queues, hdr, data, account, to)
 
-Trace._egress, Trace.deliver, Trace.send_route = _egress, _deliver, _send_route
+Trace._egress, Trace.deliver, Trace.relay = _egress, _deliver, _relay
 
 # %% ../../nbs/1_nats/08_trace.ipynb #11471afe
 def server_info(core) -> dict:
@@ -131,6 +136,7 @@ def server_info(core) -> dict:
     d.update(jetstream=bool(core.jetstream), flags=7 if core.jetstream else 0, seq=next(_seq), time=_now())
     return d
 
+# %% ../../nbs/1_nats/08_trace.ipynb #c4d47e2b
 def _event(self: Trace) -> dict:
     d = dict(server=server_info(self.core), request=self.request)
     if self.hops: d['hops'] = self.hops
@@ -145,12 +151,9 @@ def route(c, subject: bytes, reply: bytes, hdr: int, data: bytes) -> int:
     core = c.core
     t, go = start(c, data[:hdr], len(data), subject)
     if t is None: return core.route(c, subject, reply, hdr, data) if go else 0
-    routes = list(core.cluster.routes.values()) if core.cluster is not None else []
-    core.deliver = t.deliver
-    for rc in routes: rc.send_msg = lambda *a, rc=rc, send=rc.send_msg: t.send_route(rc, send, *a)
+    router = core.router
+    before, router.tracer = router.tracer, t
     try: n = core.route(c, subject, reply, hdr, data)
-    finally:
-        del core.deliver
-        for rc in routes: rc.__dict__.pop('send_msg', None)
+    finally: router.tracer = before
     core.publish(t.dest, orjson.dumps(t.event()), acc=c.acc)      # in the publisher's account
     return n

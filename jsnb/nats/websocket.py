@@ -12,6 +12,7 @@ from .listen import listen, peer
 from .auth import who
 from .tls import parse_tls
 from .times import NS, parse_go_duration
+from .headers import NO_MASKING
 from fastcore.basics import patch
 
 log = logging.getLogger('jsnb')
@@ -61,11 +62,13 @@ def _flag(v) -> bool:
     if isinstance(v, bool): return v
     raise ValueError(f"expected true or false, got {_got(v)}")
 
+# %% ../../nbs/1_nats/09_websocket.ipynb #4212b6a6
 def _ws_port(v) -> int:
     "A port: 0-65535, or -1 for any free port."
     if isinstance(v, int) and not isinstance(v, bool) and -1 <= v <= 65535: return v
     raise ValueError(f"expected a port number (0-65535, or -1 for any free port), got {_got(v)}")
 
+# %% ../../nbs/1_nats/09_websocket.ipynb #cdadaa99
 def _listen(v) -> tuple:
     "`(host, port)` of `listen`: a port, `'host:port'`, `':port'` or `'host'` (None for a part not given)."
     if isinstance(v, int) and not isinstance(v, bool): return None, _ws_port(v)
@@ -74,6 +77,7 @@ def _listen(v) -> tuple:
     if not (port.isdigit() or port == '-1'): raise ValueError(f"could not read the port in {v!r}")
     return host.strip('[]') or '0.0.0.0', _ws_port(int(port))
 
+# %% ../../nbs/1_nats/09_websocket.ipynb #1a76cbfd
 def _duration(v) -> float:
     "Seconds from a whole number of seconds or a Go duration string such as `'2s'`."
     if isinstance(v, int) and not isinstance(v, bool): return float(v)
@@ -86,6 +90,7 @@ def _origins(v) -> tuple:
     if isinstance(v, list) and all(isinstance(x, str) for x in v): return tuple(v)
     raise ValueError(f"expected a string or an array of strings, got {_got(v)}")
 
+# %% ../../nbs/1_nats/09_websocket.ipynb #73786889
 def _auth_timeout(v) -> float:
     "`timeout` of the block's `authorization`: a number of seconds (the reference takes 1 for anything else)."
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 1.0
@@ -101,7 +106,7 @@ _WS_AUTH = {"user": ("username", _text), "username": ("username", _text), "pass"
             "password": ("password", _text), "token": ("token", _text), "timeout": ("auth_timeout", _auth_timeout)}
 
 # %% ../../nbs/1_nats/09_websocket.ipynb #434bbdf4
-_BAD_HEADERS = {"host", "content-length", "connection", "upgrade", "nats-no-masking"}
+_BAD_HEADERS = {"host", "content-length", "connection", "upgrade", NO_MASKING.decode().lower()}
 
 def _check_origin_url(u: str) -> str | None:
     "Why allowed origin `u` cannot be used, as the reference words it; None when it can."
@@ -112,6 +117,7 @@ def _check_origin_url(u: str) -> str | None:
     if not p.netloc: return f'unable to parse allowed origin "{u}": host is required'
     return None
 
+# %% ../../nbs/1_nats/09_websocket.ipynb #53e7672d
 def check_websocket(w: WebsocketOptions, o) -> str | None:
     "What the reference refuses in a WebSocket block at start (its words), or None."
     if w.port == 0: return None
@@ -133,6 +139,7 @@ def check_websocket(w: WebsocketOptions, o) -> str | None:
         if name.lower().startswith('sec-websocket-'): return f'websocket: invalid header "{name}", "Sec-WebSocket-" prefix not allowed'
     return None
 
+# %% ../../nbs/1_nats/09_websocket.ipynb #4883ffbf
 def _fields(w, d: dict, table: dict, path: str, where):
     "Set fields of `w` from block `d` by `table`; a value of the wrong kind or an unknown key is an error at its line."
     for k, x in d.items():
@@ -155,6 +162,7 @@ def _fields(w, d: dict, table: dict, path: str, where):
         except AuthConfigError: raise
         except (TypeError, ValueError) as e: raise AuthConfigError(f"'{path}{k}': {e}", at) from None
 
+# %% ../../nbs/1_nats/09_websocket.ipynb #445775fb
 def _headers(v, where) -> tuple:
     "`headers`: extra headers sent with the upgrade response."
     if not isinstance(v, dict): raise AuthConfigError(f"error parsing headers: unsupported type {_got(v)}", where)
@@ -162,6 +170,7 @@ def _headers(v, where) -> tuple:
         if not isinstance(x, str): raise AuthConfigError(f"error parsing header key {name}: unsupported type {_got(x)}", _where(v, name, where))
     return tuple(v.items())
 
+# %% ../../nbs/1_nats/09_websocket.ipynb #1e937025
 def parse_websocket(v, where=None) -> WebsocketOptions:
     "The `websocket` (or `ws`) block; `AuthConfigError` located at the key at fault (the config reader turns it into a ConfigError)."
     if not isinstance(v, dict): raise AuthConfigError(f"Expected websocket to be a map, got {_got(v)}", where)
@@ -190,6 +199,7 @@ class Request:
         "Whether header `name` lists `token` (comma separated, any case)."
         return any(t.strip(' \t').lower() == token.lower() for v in self.headers.get(name, ()) for t in v.split(','))
 
+# %% ../../nbs/1_nats/09_websocket.ipynb #647e77a0
 def parse_request(head: bytes) -> Request | None:
     "The request in `head` (up to the blank line), or None when it is not HTTP/1.x."
     lines = head.decode('latin-1').split('\r\n')
@@ -212,6 +222,7 @@ def http_error(status: int) -> bytes:
     return (f'HTTP/1.1 {status} {_STATUS[status]}\r\nContent-Type: text/plain; charset=utf-8\r\nSec-Websocket-Version: 13\r\n'
             f'X-Content-Type-Options: nosniff\r\nContent-Length: {len(body)}\r\n\r\n').encode() + body
 
+# %% ../../nbs/1_nats/09_websocket.ipynb #d041a127
 def _host_port(https: bool, hostport: str) -> tuple[str, str]:
     "`(host, port)` of `host[:port]`, the port defaulting to the scheme's."
     if hostport.startswith('['): host, _, rest = hostport[1:].partition(']'); port = rest[1:] if rest.startswith(':') else ''
@@ -219,6 +230,7 @@ def _host_port(https: bool, hostport: str) -> tuple[str, str]:
     else: host, port = hostport, ''
     return host.lower(), port or ('443' if https else '80')
 
+# %% ../../nbs/1_nats/09_websocket.ipynb #df111a2d
 def check_origin(w: WebsocketOptions, req: Request, tls: bool) -> str | None:
     "Why the request's Origin is refused (`same_origin`, `allowed_origins`), or None."
     if not w.same_origin and not w.allowed_origins: return None
@@ -244,6 +256,7 @@ class Upgrade:
     nocompfrag: bool = False  # Safari: compressed messages in one frame
     cookies: dict = field(default_factory=dict)   # CONNECT fields (`user`, `pass`, `auth_token`) the configured cookies give
 
+# %% ../../nbs/1_nats/09_websocket.ipynb #b1aafba8
 def _cookies(req: Request):
     "`(name, value)` of every cookie the request carries."
     for line in req.headers.get('cookie', ()):
@@ -252,6 +265,7 @@ def _cookies(req: Request):
             if sep and name:
                 yield name, value[1:-1] if len(value) > 1 and value[0] == value[-1] == '"' else value
 
+# %% ../../nbs/1_nats/09_websocket.ipynb #187b7ece
 def check_upgrade(w: WebsocketOptions, req: Request, tls: bool) -> Upgrade | tuple[int, str]:
     "Accept the upgrade (an `Upgrade`), or `(status, reason)` in the order and words of the reference."
     path = urlsplit(req.target).path
@@ -273,15 +287,16 @@ def check_upgrade(w: WebsocketOptions, req: Request, tls: bool) -> Upgrade | tup
     browser = ua.startswith('Mozilla/')
     names = {w.user_cookie: 'user', w.pass_cookie: 'pass', w.token_cookie: 'auth_token'}
     cookies = {names[n]: v for n, v in _cookies(req) if n in names and n}
-    return Upgrade(compress=compress, masked=req.get('nats-no-masking') != 'true', browser=browser,
+    return Upgrade(compress=compress, masked=req.get(NO_MASKING.decode().lower()) != 'true', browser=browser,
                    nocompfrag=browser and compress and 'Version/' in ua and 'Safari/' in ua, cookies=cookies)
 
+# %% ../../nbs/1_nats/09_websocket.ipynb #6c58e2a2
 def upgrade_response(req: Request, up: Upgrade, w: WebsocketOptions) -> bytes:
     "The `101 Switching Protocols` response, with the extension and no-masking answers and the configured headers."
     r = ('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n'
          f'Sec-WebSocket-Accept: {accept_key(req.get("sec-websocket-key"))}\r\n')
     if up.compress: r += 'Sec-WebSocket-Extensions: permessage-deflate; server_no_context_takeover; client_no_context_takeover\r\n'
-    if not up.masked: r += 'Nats-No-Masking: true\r\n'
+    if not up.masked: r += f'{NO_MASKING.decode()}: true\r\n'
     r += ''.join(f'{k}: {v}\r\n' for k, v in w.headers)
     return (r + '\r\n').encode()
 
@@ -299,6 +314,7 @@ def frame(op: int, payload: bytes = b'', first: bool = True, final: bool = True,
     else: h = bytes((b0, 127)) + n.to_bytes(8, 'big')
     return h + payload
 
+# %% ../../nbs/1_nats/09_websocket.ipynb #773d3953
 def unmask(key: bytes, data: bytes) -> bytes:
     "XOR `data` with the 4-byte masking `key` (whole-buffer integer arithmetic, no Python loop)."
     n = len(data)
@@ -318,6 +334,7 @@ def close_payload(status: int, body: str) -> bytes:
     if len(b) > 123: b = b[:120] + b'...'
     return status.to_bytes(2, 'big') + b
 
+# %% ../../nbs/1_nats/09_websocket.ipynb #4d680463
 _NO_FLUSH = {'Read Error', 'Write Error', 'Slow Consumer (Pending Bytes)', 'Slow Consumer (Write Deadline)', 'TLS Handshake Error'}
 
 def close_for(reason: str) -> bytes:
@@ -333,6 +350,7 @@ def close_for(reason: str) -> bytes:
     else: status = 1011
     return frame(CLOSE, close_payload(status, reason))
 
+# %% ../../nbs/1_nats/09_websocket.ipynb #77ac2884
 def _valid_status(code: int) -> bool:
     "Whether a client may send close status `code` (RFC 6455 section 7.4)."
     return 1000 <= code < 5000 and code not in (1004, 1005, 1006, 1015) and not 1016 <= code <= 2999
@@ -348,6 +366,7 @@ def _max_message(max_payload: int) -> int:
     "The most compressed bytes one message may carry (8 payloads, at most 64MB), as the reference bounds it."
     return min((max_payload if max_payload > 0 else 1048576) * 8, 64 << 20)
 
+# %% ../../nbs/1_nats/09_websocket.ipynb #7b0a9490
 class FrameReader:
     "Sans-I/O reader of a client's frames: bytes in, payload bytes and control frames out."
     def __init__(self, masked: bool = True, compress: bool = False, max_payload: int = 1048576):
@@ -440,6 +459,7 @@ def _payload(self: FrameReader, b: bytes, out: list):
     if self.csz > _max_message(self.max_payload): raise TooBig()
     self.cbuf.append(b)
 
+# %% ../../nbs/1_nats/09_websocket.ipynb #24aa8bad
 @patch
 def _frame_done(self: FrameReader, out: list):
     "A data frame's payload is complete: a final frame ends its message (a compressed one is inflated now)."
@@ -452,6 +472,7 @@ def _frame_done(self: FrameReader, out: list):
     if len(plain) > self.max_payload: out.append(plain[:self.max_payload]); raise TooBig()
     out.append(plain)
 
+# %% ../../nbs/1_nats/09_websocket.ipynb #e15e385d
 @patch
 def _control(self: FrameReader, op: int, payload: bytes):
     "A ping, pong or close frame as an event; a close event carries the payload to echo (checked as the reference checks it)."
@@ -565,12 +586,12 @@ def _handshake(self: WsProtocol, data: bytes):
     if self.timer is not None: self.timer.cancel(); self.timer = None
     self.raw.write(upgrade_response(req, up, self.w))
     leaf = urlsplit(req.target).path.endswith('/leafnode')
-    make = getattr(self.server, 'leaf_protocol', None) if leaf else self.make_client   # set while a leaf node port listens
-    if make is None:
+    client = self.server.leaf_protocol() if leaf else self.make_client()   # (a leaf node: only while the leaf node port listens)
+    if client is None:
         log.error('Not configured to accept leaf node connections')
         self.done = True; self.raw.close(); return
     self.up, self.reader = up, FrameReader(up.masked, up.compress, self.server.opts.max_payload)
-    self.client = make()
+    self.client = client
     self.client.connection_made(WsTransport(self))
     if leaf: return                                 # a leaf node over WebSocket (jsnb.nats.leafhub)
     self.client.conn.ws_cookies = up.cookies        # stand in for what CONNECT leaves out (see jsnb.nats.auth)
@@ -603,6 +624,7 @@ def _frames(self: WsProtocol, data: bytes):
             conn.close('Client Closed'); return
     if pending: self._deliver(pending)
 
+# %% ../../nbs/1_nats/09_websocket.ipynb #81b05c99
 @patch
 def _deliver(self: WsProtocol, parts: list):
     "NATS protocol bytes unwrapped from frames: to the client connection, exactly as a TCP read."
