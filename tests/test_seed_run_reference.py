@@ -368,8 +368,6 @@ def test_the_page_runs_these_commands():
 
 # ---- differences where jsnb is wrong: each fails until jsnb is fixed ----
 
-@pytest.mark.xfail(strict=True, reason='jsnb: removing a message that is gone from a file stream answers err_code 10043 '
-                                       '"sequence 1 not found" (code 400); nats-server 2.15.1 10057 "no message found" (code 500)')
 def test_removing_a_removed_message(start_server, url):
     "The seed's order: a purge, then `str rmm ORDERS 1 -f` (message 1 is gone)."
     got = {}
@@ -382,9 +380,6 @@ def test_removing_a_removed_message(start_server, url):
     assert got['jsnb'] == got['nats-server']
 
 
-@pytest.mark.xfail(strict=True, reason='jsnb: a push consumer with --replay original paces messages stored after it was created '
-                                       '(here 2 published 1 s apart arrive 1 s apart); nats-server 2.15.1 paces only what was in '
-                                       'the stream when the consumer was created and delivers later messages at once')
 def test_replay_original_of_messages_stored_after_the_consumer(start_server, url):
     "The seed's order: the REPLAY consumer first, then the orders a second apart, then the subscriber."
     took = {}

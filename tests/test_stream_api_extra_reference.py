@@ -219,6 +219,21 @@ async def test_purge_by_seq(start_server):
     await run_both(start_server, scenario)
 
 
+@pytest.mark.parametrize('storage', ['file', 'memory'])
+async def test_deleting_a_message_that_is_gone(start_server, storage):
+    "The file store tells a sequence before its first (purged, dropped by a limit, deleted at the front) or past its end apart from an interior one; the memory store does not."
+    async def scenario(t):
+        await t.api('$JS.API.STREAM.CREATE.D', {'name': 'D', 'subjects': ['d.>'], 'storage': storage, 'max_msgs': 4})
+        await t.api('$JS.API.STREAM.MSG.DELETE.D', {'seq': 0})                 # an empty stream
+        for i in range(6): await t.pub('d.a', b'%d' % i)                      # 1 and 2 dropped by max_msgs
+        for seq in (1, 4, 4, 3, 3, 0, 9, 6):                                  # dropped, interior twice, the first twice, zero, past the end, the last
+            await t.api('$JS.API.STREAM.MSG.DELETE.D', {'seq': seq})
+        await t.api('$JS.API.STREAM.PURGE.D')
+        await t.api('$JS.API.STREAM.MSG.DELETE.D', {'seq': 5})
+        await t.api('$JS.API.STREAM.INFO.D')
+    await run_both(start_server, scenario)
+
+
 async def test_compression_s2(start_server):
     async def scenario(t):
         await t.api('$JS.API.STREAM.CREATE.Z', {'name': 'Z', 'subjects': ['z.>'], 'compression': 's2'})

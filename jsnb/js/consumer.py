@@ -37,6 +37,8 @@ class Consumer:
         self._acks_due: list = []                          # heap of (ack deadline, sseq, delivered at): redeliveries to come
         self._held = 0                                     # pacing held a message back until this time (ns)
         self.sseq, self.dseq = self._start_seq(), 1
+        last = stream.store.state()['last_seq'] if cfg.get('replay_policy') == 'original' else 0
+        self._replay_to = last if self.sseq <= last else None   # replay_policy original: paced up to here (None: nothing to replay)
         self.adflr, self.asflr = 0, self.sseq - 1
         self.pending: dict[int, list] = {}                 # sseq -> [dseq, delivered_at_ns]
         self.rdc: dict[int, int] = {}                      # sseq -> delivery count
@@ -199,13 +201,14 @@ def _next(self: Consumer):
         if self._exhausted(seq): self.rdq.popleft(); continue
         return (m, True) if self._due(m) else (None, True)
     m = self._next_new()
+    if m is None and self._replay_to is not None and self.sseq > self._replay_to: self._replay_to = None   # caught up: no more pacing
     return (m if m is None or self._due(m) else None), False
 
 # %% ../../nbs/2_js/12_consumer.ipynb #98f7bf73
 @patch
 def _due(self: Consumer, m) -> bool:
     now = time.time_ns()
-    if self.cfg.get('replay_policy') == 'original' and self._replay:
+    if self._replay_to is not None and self._replay:
         wall, ts = self._replay
         if now < wall + (m.ts - ts): self._held = wall + (m.ts - ts); return False
     bps = self.cfg.get('rate_limit_bps') or 0

@@ -585,8 +585,10 @@ def delete_msg(self: Stream, seq: int, erase: bool = True) -> bool:
     "Remove one message; raises the reference's errors."
     if self.cfg.get('sealed'): raise JSStreamSealedErr()
     if self.cfg.get('deny_delete'): raise JSStreamMsgDeleteFailedF(err='message delete not permitted')
-    if seq > self.store.state()['last_seq'] and self.cfg.get('storage') == 'file':   # the file store says EOF
-        raise JSStreamMsgDeleteFailedF(err='stream store EOF')
+    if self.cfg.get('storage') == 'file':         # the file store tells a sequence past its end or before its first apart
+        st = self.store.state()
+        if seq > st['last_seq']: raise JSStreamMsgDeleteFailedF(err='stream store EOF')
+        if seq < st['first_seq'] or seq == 0: raise JSStreamMsgDeleteFailedF(err='no message found')
     if not self.propose(DeleteMsg(seq, erase)): raise JSSequenceNotFoundErrF(seq=seq)
     return True
 
