@@ -480,6 +480,15 @@ async def test_placement_by_cluster_and_tags(kind):
         assert await create('F', {'tags': ['AZ:3']}) == ['n2']
         assert await create('G', {'tags': ['ssd', '!az:1']}) == ['n2']
         assert await create('H', {'tags': ['!ssd']}, 2) == {'code': 400, 'err_code': 10005, 'description': none + ", tags excluded ['ssd']"}
+        async def update(name, placement, n=1):
+            r = await _req(nc, f'$JS.API.STREAM.UPDATE.{name}', {'name': name, 'subjects': [name.lower()], 'num_replicas': n, 'placement': placement})
+            return r.get('error') or sorted([r['cluster']['leader']] + [p['name'] for p in r['cluster'].get('replicas', [])])
+        got = [await update('D', {'tags': ['nope']}), await update('D', {'cluster': 'other'}), await update('B', {'tags': ['az:2']}, 2),
+               await update('D', {'tags': ['az:2']})]
+        assert got == [{'code': 400, 'err_code': 10005, 'description': none + ", tags not matched ['nope']"},   # the stream stays where it is
+                       {'code': 400, 'err_code': 10005, 'description': none},
+                       {'code': 400, 'err_code': 10005, 'description': none + ", tags not matched ['az:2']"},
+                       ['n1']], got                                                                       # (its server fits)
         await nc.close()
     finally: c.stop()
 

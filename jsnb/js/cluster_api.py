@@ -145,6 +145,10 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         return self._stepdown(name, g, reply, rtype, data[hdr:] if hdr else data)
     if verb == 'STREAM.PEER.REMOVE': return self._peer_remove(name, g, reply, hdr, data)
     want, have = (_wanted_replicas(hdr, data), self.assignments[name]['config'].get('num_replicas', 1)) if verb == 'STREAM.UPDATE' else (None, 0)
+    if verb == 'STREAM.UPDATE':
+        try: moves = self._placement_moves(name, hdr, data, want or have)
+        except JSApiError as e: return self._refuse(reply, rtype, e, extra)
+        if moves: return self._refuse(reply, rtype, not_yet('moving a stream to other servers (a placement its servers do not fit)'), extra)
     if want and want != have and g is None: return self._scale_up(name, subject, reply, hdr, data, src)
     if g is None: return self._answer_r1(verb, name, subject, reply, hdr, data, src)
     if want == 1: return self._scale_down(name, subject, reply, hdr, data, src)
@@ -436,6 +440,23 @@ def _propose_create(self: ClusterApi, name: str, subject: bytes, reply: bytes, h
     asyncio.get_running_loop().call_later(1.0, propose)   # (a server that is gone does not answer the PING)
 
 
+def _misfit(want: list, have: set) -> str | None:
+    "The first of a placement's (lower-case) tags that a server with the tags `have` fails: one it lacks, or `!tag` for one it has."
+    return next((t for t in want if (t[1:] in have if t.startswith('!') else t not in have)), None)
+
+@patch
+def _placement_moves(self: ClusterApi, name: str, hdr: int, data: bytes, n: int) -> bool:
+    """Whether an update's new `placement` would move the stream (some of its servers no longer fit); `10005` with the
+    reasons, raised, when too few servers fit it at all (the stream then stays as it is, as on the reference)."""
+    try: pl = orjson.loads(data[hdr:] if hdr else data).get('placement')
+    except (orjson.JSONDecodeError, AttributeError): return False     # (the update itself reports the bad request)
+    a = self.assignments[name]
+    if not isinstance(pl, dict) or pl == (a['config'].get('placement') or {}): return False
+    tags, want = self._tags_of(), [t.lower() for t in pl.get('tags') or ()]
+    keep = [p for p in a['peers'] if p in tags and '!jetstream' not in tags[p] and _misfit(want, tags[p]) is None]
+    self._placed(pl, n, keep)
+    return len(keep) < len(a['peers'])
+
 @patch
 def _placed(self: ClusterApi, placement: dict | None, n: int, existing: list = (), ignore: tuple = ()) -> list[str]:
     """The `n` servers of a stream: `existing` first, then the least loaded that `placement` allows (its cluster; each
@@ -451,7 +472,7 @@ def _placed(self: ClusterApi, placement: dict | None, n: int, existing: list = (
         if have is None: offline = True; continue                       # no route to it now: offline, as the reference counts it
         have = have or set()
         if '!jetstream' in have: exclude_set = True; continue
-        bad = next((t for t in want if (t[1:] in have if t.startswith('!') else t not in have)), None)
+        bad = _misfit(want, have)
         if bad is None: ok.append(p)
         elif bad.startswith('!'): excluded[bad[1:]] = 1
         else: missing[bad] = 1
