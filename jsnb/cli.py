@@ -332,6 +332,12 @@ def _relay(node: str, stream):
     "Print a server's log lines, prefixed by its name."
     for line in stream: print(f'[{node}] {line}', end='', flush=True)
 
+def _ended(procs: dict) -> int:
+    "Once a server of `jsnb cluster` has ended: say which and how, and exit with its status (128 + the signal for one killed, as a shell counts it)."
+    node, rc = next((n, p.returncode) for n, p in procs.items() if p.returncode is not None)
+    print(f"jsnb cluster: {node} ended ({f'signal {-rc}' if rc < 0 else f'exit status {rc}'}); stopping the others", file=sys.stderr, flush=True)
+    return 128 - rc if rc < 0 else rc
+
 def cluster_main(argv: list[str] | None = None) -> int:
     "Entry point of `jsnb cluster`."
     ns = _cluster_parser().parse_args(sys.argv[1:] if argv is None else argv)
@@ -352,7 +358,7 @@ def cluster_main(argv: list[str] | None = None) -> int:
             print(f'{node}: nats://127.0.0.1:{ports[3 * i]}  monitoring http://127.0.0.1:{ports[3 * i + 1]}  '
                   f'routes nats-route://127.0.0.1:{ports[3 * i + 2]}', flush=True)
         while all(p.poll() is None for p in procs.values()): time.sleep(0.2)
-        return max(p.returncode or 0 for p in procs.values())
+        return _ended(procs)
     except KeyboardInterrupt: return 0
     finally:
         signal.signal(signal.SIGTERM, old)

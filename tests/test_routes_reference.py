@@ -2,7 +2,7 @@
 reference nats-server (both directions of who dials whom), with stock nats-py clients connected
 to different servers. The mixed clusters are the proof that jsnb speaks the reference's route
 protocol."""
-import asyncio, json, re, time, urllib.request
+import asyncio, json, os, re, time, urllib.request
 import pytest
 import nats
 from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
@@ -445,6 +445,28 @@ async def test_jsnb_cluster_command(tmp_path):
         p.stdout.close()
     for u in urls:                                             # every server is gone
         with pytest.raises(OSError): socket.create_connection(('127.0.0.1', int(u.rsplit(':', 1)[1])), timeout=1).close()
+
+
+def test_jsnb_cluster_ends_with_a_killed_server():
+    "`jsnb cluster`: a server killed ends the command with that server's status (128 + 9), says which, and stops the others."
+    import subprocess, sys, signal, socket
+    p = subprocess.Popen([sys.executable, '-c', 'import sys; from jsnb.cli import jsnb_main; sys.exit(jsnb_main())',
+                          'cluster', '--size', '2', '--name', 'dead'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        urls = [p.stdout.readline().split()[1] for _ in range(2)]
+        ports = [int(u.rsplit(':', 1)[1]) for u in urls]
+        deadline = time.time() + 60
+        while time.time() < deadline:                     # the second server accepts connections
+            try: socket.create_connection(('127.0.0.1', ports[1]), timeout=1).close(); break
+            except OSError: time.sleep(0.2)
+        pid = int(subprocess.run(['pgrep', '-f', '--', '-n dead-2'], capture_output=True, text=True).stdout.split()[0])
+        os.kill(pid, signal.SIGKILL)
+        assert p.wait(30) == 137
+        assert 'jsnb cluster: dead-2 ended (signal 9); stopping the others' in p.stderr.read()
+    finally:
+        if p.poll() is None: p.kill()
+        p.stdout.close(); p.stderr.close()
+    with pytest.raises(OSError): socket.create_connection(('127.0.0.1', ports[0]), timeout=1).close()
 
 
 _DENY_ONE = '''authorization { users = [
