@@ -366,7 +366,7 @@ def test_the_page_runs_these_commands():
     assert shown == _seed_command_lines()
 
 
-# ---- differences where jsnb is wrong: each fails until jsnb is fixed ----
+# ---- differences found here and fixed in jsnb: each scenario on both servers ----
 
 def test_removing_a_removed_message(start_server, url):
     "The seed's order: a purge, then `str rmm ORDERS 1 -f` (message 1 is gone)."
@@ -395,10 +395,6 @@ def test_replay_original_of_messages_stored_after_the_consumer(start_server, url
     assert took['jsnb'] < 0.5, took
 
 
-@pytest.mark.xfail(strict=True, reason="jsnb: `server report jetstream` (JSZ) counts a consumer only on the server leading it "
-                                       "(1, 0, 0 for an R3 consumer), nats-server 2.15.1 on each of its 3 servers (1, 1, 1); "
-                                       "and an offline meta peer's Active is `never` on jsnb, the time since it was last seen on "
-                                       "nats-server")
 def test_server_report_per_server_counts(url):
     "An R3 stream and consumer on three servers; then a server stopped, as in the page's last cluster step."
     got = {}

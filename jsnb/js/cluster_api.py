@@ -643,7 +643,7 @@ def meta_cluster(self: ClusterApi) -> dict:
         up = st.get('partner_node_status_server_' + addr) == 2
         seen = next((t for n, t in list(last.items()) if n.address == addr), None) if lname == self.core.server_name else None
         cur = up and (st.get('match_idx_server_' + addr, 0) >= commit if lname == self.core.server_name else addr == lead)
-        p = dict(name=name, current=bool(cur), active=int((now - seen) * 1e9) if up and seen is not None else 0)
+        p = dict(name=name, current=bool(cur), active=int((now - seen) * 1e9) if seen is not None else 0)   # (offline: since last heard)
         if not up: p['offline'] = True
         p['peer'] = peer_id(name)
         reps.append(p)
@@ -657,5 +657,10 @@ def meta_cluster(self: ClusterApi) -> dict:
 
 @patch
 def stats(self: ClusterApi) -> dict:
-    "Figures for `/jsz`: the account's, with the meta group and every replicated stream here counted as highly available assets."
-    return dict(JetStream.stats(self), ha_assets=(self.meta is not None) + len(self.groups))
+    """Figures for `/jsz`: the account's, with the meta group and every replicated stream here counted as highly available
+    assets, and each replicated consumer counted on every server of its group (as the reference counts it), not only where it runs."""
+    out = dict(JetStream.stats(self), ha_assets=(self.meta is not None) + len(self.groups))
+    for name, g in self.groups.items():
+        s = self.account.streams.get(name)
+        out['consumers'] += len(g.cstates.keys() - (s.consumers.keys() if s is not None else set()))
+    return out
