@@ -292,6 +292,31 @@ async def test_expiry_decided_once(cluster):
     assert [(q, subject) for q, subject, _, _ in stores[0]] == [(6, 't.keep')] + [(8 + k, f't.{k}') for k in range(5)] + [(13, 't.old')]
 
 
+async def test_expiry_while_a_follower_is_stopped(cluster):
+    """A follower stopped while messages expire with delete markers comes back with the same store as the others: at
+    its start it does not expire on its own clock (which would leave out the markers and shift its later sequences),
+    it takes the leader's decisions."""
+    leader = await _create(cluster, 'X', allow_msg_ttl=True, subject_delete_marker_ttl=1_000_000_000)
+    nc = await nats.connect(cluster.url(int(leader[1:])))              # (not the server stopped below)
+    js = nc.jetstream()
+    for k in range(5): await js.publish(f'x.{k}', b'x', headers={'Nats-TTL': '2s'})
+    _quiet(cluster, 5)
+    off = next(i for i in range(cluster.n) if f'n{i}' != leader)
+    cluster.procs[off].stop()                                          # a plain stop (SIGTERM), then a restart
+    deadline = time.time() + 30                                      # they expire meanwhile: five markers take their place
+    while (await _info(nc, 'X'))['state']['last_seq'] < 10 and time.time() < deadline: await asyncio.sleep(0.2)
+    cluster.start(off)
+    cluster.wait_meta()
+    for k in range(3): await _publish_acked(js, f'x.new{k}', b'y', time.time() + 60)
+    assert (await _info(nc, 'X'))['state']['last_seq'] == 13
+    _wait(lambda: all(cluster.jsz(i)['messages'] == 3 for i in range(cluster.n)), 60)   # (the markers expire in turn)
+    await nc.close()
+    cluster.stop()
+    stores = cluster.stores('X')
+    assert stores[0] == stores[1] == stores[2]
+    assert [(q, subject) for q, subject, *_ in stores[0]] == [(11 + k, f'x.new{k}') for k in range(3)]
+
+
 async def test_schedules_fire_once_on_three_replicas(cluster):
     """Message schedules on three replicas: the leader's timer decides, and every replica fires what is due at the
     leader's time, so a one-off schedule leaves one copy, and a repeating one the same copies, on every replica."""

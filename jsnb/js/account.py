@@ -264,7 +264,8 @@ def restore(self: Account):
             meta = store.read_meta()
             if not meta: store.stop(); continue
             cfg = meta['config']
-            store.update_limits(limits_of(cfg))
+            store.update_limits(limits_of(cfg), expire=not (self.clustered and (cfg.get('num_replicas') or 1) > 1))   # a replica
+            # expires only as its group's leader decides (with the markers it writes), never on its own clock, at start too
             md = {**(cfg.get('metadata') or {}), '_nats.ver': JS_SERVER_VERSION, '_nats.level': str(API_LEVEL)}
             cfg['metadata'] = dict(sorted(md.items()))          # what replies show, as after a create (never stored)
             s = self.add_stream(cfg, store, meta.get('created'))

@@ -270,12 +270,12 @@ def header_seqs(self: FileStore, seq: int) -> list[int] | None:
 # %% ../../nbs/2_js/05_filestore.ipynb #595852ee
 @patch
 def _open(self: FileStore):
+    "The count limits on what was found; expiry (ages, TTLs) is its owner's to ask for (`update_limits`): a replica's waits for its group."
     ix, maxp = self._ix, self.limits.max_msgs_per_subject
     try:
         self._enforce_limits()
         if maxp > 0:
             for sid in np.flatnonzero(ix.s_count[:len(ix.names)] > maxp): self._enforce_subject(int(sid))
-        self._expire(time.time_ns())
     finally: self._finish()
 
 # %% ../../nbs/2_js/05_filestore.ipynb #4a72bb95

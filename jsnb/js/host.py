@@ -196,7 +196,7 @@ def advise(host: StreamHost, subject: str, type: str, /, **fields) -> bool:
 # %% ../../nbs/2_js/05a_host.ipynb #cfc3bbf6
 class NullHost:
     "A host without a network: what would be sent is kept in `sent`, timers wait for `run_timers()`."
-    server_name, max_payload, domain = 'jsnb', 1024 * 1024, ''
+    server_name, max_payload, domain, clustered = 'jsnb', 1024 * 1024, '', False
 
     def __init__(self, interest: bool | Callable[[str], bool] = True, limit: int = -1):
         self.interest, self.limit = interest, limit

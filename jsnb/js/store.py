@@ -445,8 +445,8 @@ def next_expiry(self: MsgStore) -> int | None:
 
 # %% ../../nbs/2_js/04_store.ipynb #249be34f
 @patch
-def update_limits(self: MsgStore, limits: StoreLimits) -> None:
-    "Apply new limits immediately."
+def update_limits(self: MsgStore, limits: StoreLimits, expire: bool = True) -> None:
+    "Apply new limits immediately; with `expire` False, the ones that depend on the clock (ages, TTLs) wait for whoever decides them."
     self._check()
     old, self.limits = self.limits.max_msgs_per_subject, limits
     ix, maxp = self._ix, limits.max_msgs_per_subject
@@ -454,7 +454,7 @@ def update_limits(self: MsgStore, limits: StoreLimits) -> None:
         self._enforce_limits()
         if maxp > 0 and (old <= 0 or maxp < old):
             for sid in np.flatnonzero(ix.s_count[:len(ix.names)] > maxp): self._enforce_subject(int(sid))
-        self._expire(time.time_ns())
+        if expire: self._expire(time.time_ns())
     finally: self._finish()
 
 # %% ../../nbs/2_js/04_store.ipynb #a70428f4

@@ -515,6 +515,11 @@ def _republish(self: Stream, subject: str, hdr: bytes, data: bytes, seq: int, ts
 # %% ../../nbs/2_js/06_stream.ipynb #b99dcf79
 DECIDED_AGAIN = 1_000_000_000     # ns: how soon a replicated stream's timer looks again after handing its expiry over
 
+@patch(as_prop=True)
+def waits_for_group(self: Stream) -> bool:
+    "A replicated stream without its group yet (a server restarting): its expiry waits for the group's leader to decide it."
+    return self.group is None and self.host.clustered and (self.cfg.get('num_replicas') or 1) > 1
+
 @patch
 def expire(self: Stream, now: int | None = None, decided: bool = False) -> int | None:
     """Remove what has expired at `now`, leaving subject delete markers where configured. A replicated stream's
@@ -522,6 +527,7 @@ def expire(self: Stream, now: int | None = None, decided: bool = False) -> int |
     carried out on each replica with `decided`, the markers stored at the leader's `now`."""
     now = now or time.time_ns()
     if self.group is not None and not decided: return self.group.decide(Expire(now))
+    if self.waits_for_group and not decided: return None    # a replica restarted before its group runs: not on its own clock
     for subject, hdr in ttl.markers(self.store, self.cfg, now): self.process(subject, hdr, b'', ts=now if decided else 0)
     return self.propose(Expire(now))
 
@@ -534,7 +540,7 @@ def tick(self: Stream, now: int) -> list:
     except StoreError as e:
         if e.kind == 'closed': return []             # deleted while its timer was set
         raise
-    self._rewake(now + DECIDED_AGAIN if self.group is not None else 0)   # (a decision's entry re-arms it when it comes back)
+    self._rewake(now + DECIDED_AGAIN if self.group is not None or self.waits_for_group else 0)   # (a decision's entry re-arms it when it comes back)
     return []
 
 
