@@ -116,10 +116,10 @@ def test_microbatch_retention_between_planning_and_reading(spark, start_server, 
         return q
     e = str(run(tmp_path / 'a').exception())
     assert "stream 'M'" in e and 'sequences 1-600' in e and 'fail_on_data_loss=false' in e, e
-    api(s.url, 'STREAM.PURGE.M'); publish(s.url, 'm.x', 0, 1000)        # sequences 2201-3200
+    api(s.url, 'STREAM.PURGE.M'); publish(s.url, 'm.x', 0, 1000)        # sequences 1601-2600, then 2601-3200 in the batch
     seen.clear()
     assert run(tmp_path / 'b', fail_on_data_loss='false').exception() is None
-    assert seen == list(range(2801, 3201))
+    assert seen == list(range(2201, 2601))
 
 
 def recreate(url, name, n, prefix):

@@ -118,17 +118,22 @@ def _identity(nkeys_seed: str | None = None, creds: str | None = None) -> _Ident
 
 
 # %% ../../nbs/3_clients/01a_blocking_client.ipynb #4145ba57
+_INBOX_PREFIX = re.compile(r'[^\s.*>]+(\.[^\s.*>]+)*')      # replies come to `<prefix>.<random>.<n>`
+
 class _Conn:
     "A small blocking NATS client: requests, publishes with replies, and nothing more."
     def __init__(self, url: str = 'nats://127.0.0.1:4222', user=None, password=None, token=None, timeout: float = 10,
-                 tls_ca=None, tls_cert=None, tls_key=None, nkeys_seed=None, creds=None):
-        self.timeout, self.inbox, self._n, self._out = timeout, f'_INBOX.{secrets.token_hex(10)}', 0, []
+                 tls_ca=None, tls_cert=None, tls_key=None, nkeys_seed=None, creds=None, name: str = 'jsnb-blocking',
+                 inbox_prefix: str = '_INBOX', tls_hostname: str | None = None):
+        if not _INBOX_PREFIX.fullmatch(inbox_prefix or ''): raise ValueError(f'not an inbox prefix (a subject without wildcards): {inbox_prefix!r}')
+        self.timeout, self.inbox, self._n, self._out = timeout, f'{inbox_prefix}.{secrets.token_hex(10)}', 0, []
+        self.name, self.tls_hostname, self._ca, self._cert = name, tls_hostname, tls_ca, tls_cert
         self._tls, self._id = _tls_context(tls_ca, tls_cert, tls_key), _identity(nkeys_seed, creds)
         errors = []
         for s in _servers(url, user, password, token):
-            try: self._open(s); return
+            try: self._open(s); self.server = s; return
             except OSError as e: errors.append(f"{s['host']}:{s['port']}: {e}")
-        raise ConnectionError('cannot reach a NATS server: ' + '; '.join(errors))
+        raise ConnectionError('cannot connect to a NATS server: ' + '; '.join(errors))
 
     def _open(self, s: dict):
         self.sock = socket.create_connection((s['host'], s['port']), timeout=self.timeout)
@@ -136,30 +141,53 @@ class _Conn:
         try: self._handshake(s)
         except BaseException: self.sock.close(); raise
 
-    def _handshake(self, s: dict):
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        op = self._op()
-        if type(op) is not wire.Info: raise NatsError(f'not a NATS server: it sent {op!r} first')
-        self.info = json.loads(op.info)
-        if self.info.get('tls_required') or s['tls'] or self._tls:
-            if not (self.info.get('tls_required') or self.info.get('tls_available')):
-                raise NatsError('the server does not speak TLS, which the URL (tls://) or the TLS options ask for')
-            self.sock = (self._tls or ssl.create_default_context()).wrap_socket(self.sock, server_hostname=s['host'])
-        c = dict(verbose=False, pedantic=False, headers=True, no_responders=True, protocol=1, lang='python-jsnb',
-                 version=__version__, name='jsnb-blocking')
-        if s['user']: c.update(user=s['user'], **{'pass': s['password'] or ''})
-        if s['token']: c['auth_token'] = s['token']
-        if self._id: c.update(self._id.connect(self.info.get('nonce')))
-        self.sock.sendall(wire.encode_connect(c) + wire.PING_B)
-        while (op := self._op()) is not wire.PONG:
-            if type(op) is wire.Err: raise NatsError(op.error)
-        self.sock.sendall(wire.encode_sub(f'{self.inbox}.*'.encode(), b'1'))
-
     def close(self):
         "Close the socket."
         self.sock.close()
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
+
+
+# %% ../../nbs/3_clients/01a_blocking_client.ipynb #c7d2e4f1
+@patch
+def _handshake(self: _Conn, s: dict):
+    "Read `INFO`, start TLS if asked, `CONNECT` and wait for the `PONG` that says the server took it."
+    self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    op = self._op()
+    if type(op) is not wire.Info: raise NatsError(f'not a NATS server: it sent {op!r} first')
+    self.info = json.loads(op.info)
+    if self.info.get('tls_required') or s['tls'] or self._tls: self._start_tls(s)
+    c = dict(verbose=False, pedantic=False, headers=True, no_responders=True, protocol=1, lang='python-jsnb',
+             version=__version__, name=self.name)
+    if s['user']: c.update(user=s['user'], **{'pass': s['password'] or ''})
+    if s['token']: c['auth_token'] = s['token']
+    if self._id: c.update(self._id.connect(self.info.get('nonce')))
+    try:
+        self.sock.sendall(wire.encode_connect(c) + wire.PING_B)
+        while (op := self._op()) is not wire.PONG:
+            if type(op) is wire.Err: raise NatsError(op.error)
+    except OSError as e:                              # TLS 1.3: a refused client certificate shows up here
+        if self._cert and self.info.get('tls_verify'):
+            raise ConnectionError(f'the server did not accept the client certificate (tls_cert={self._cert!r}): {e}') from None
+        raise
+    self.sock.sendall(wire.encode_sub(f'{self.inbox}.*'.encode(), b'1'))
+
+@patch
+def _start_tls(self: _Conn, s: dict):
+    "Wrap the socket in TLS, checking the server's certificate against `tls_hostname` or the URL's host."
+    if not (self.info.get('tls_required') or self.info.get('tls_available')):
+        raise NatsError('the server does not speak TLS, which the URL (tls://) or the TLS options ask for')
+    if self.info.get('tls_verify') and not self._cert:
+        raise ConnectionError('the server requires a TLS client certificate (its INFO says tls_verify) and none was given: '
+                              'set tls_cert and tls_key')
+    try: self.sock = (self._tls or ssl.create_default_context()).wrap_socket(self.sock, server_hostname=self.tls_hostname or s['host'])
+    except ssl.SSLCertVerificationError as e:
+        raise ConnectionError(f"the server's certificate was not accepted (tls_ca={self._ca!r}, name "
+                              f"{self.tls_hostname or s['host']!r}): {e}") from None
+    except ssl.SSLError as e:
+        if self._cert and self.info.get('tls_verify'):
+            raise ConnectionError(f'the server did not accept the client certificate (tls_cert={self._cert!r}): {e}') from None
+        raise
 
 
 # %% ../../nbs/3_clients/01a_blocking_client.ipynb #3c33fbfb
@@ -225,6 +253,19 @@ def _api(c: _Conn, subject: str, req: dict | None = None) -> dict:
     d = json.loads(data)
     if 'error' in d: e = d['error']; raise NatsError(e.get('description', 'error'), e.get('code'), e.get('err_code'))
     return d
+
+# %% ../../nbs/3_clients/01a_blocking_client.ipynb #a6b8c0d2
+def _server_info(host: str, port: int, timeout: float = 5) -> dict:
+    "The `INFO` a server sends first, read without logging in: the servers of a cluster say their names this way."
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        parser, ops = wire.ClientParser(), []
+        while not ops:
+            data = sock.recv(1 << 16)
+            if not data: raise ConnectionError(f'{host}:{port} closed the connection before sending INFO')
+            ops = parser.feed(data)
+    if type(ops[0]) is not wire.Info: raise NatsError(f'not a NATS server at {host}:{port}: it sent {ops[0]!r} first')
+    return json.loads(ops[0].info)
+
 
 # %% ../../nbs/3_clients/01a_blocking_client.ipynb #141f0739
 _KIND, _SUBJ, _SUBJ_N, _HDR, _HDR_N, _DATA, _DATA_N, _STATUS, _NSUBJ, _NSUBJ_N, _SEQ, _TIME, _PENDING, _LAST, _FLAGS = range(15)

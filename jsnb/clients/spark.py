@@ -22,14 +22,12 @@ import numpy as np
 from .blocking import NatsError, _Conn, _first, _jit
 from . import blocking as _bc
 from ..nats import protocol as wire
-from .spark_read import (Msg, _Options, _Range, _consume, _direct, _direct_ok, _merged, _ranges, _read,
-                                     _snapshot, _stream_info, _task_rows)
-
-log = logging.getLogger('jsnb.spark')
+from .spark_read import (Msg, _Options, _Range, _consume, _direct, _direct_ok, _merged, _plan, _read, _read_filters,
+                                     _replica_urls, _snapshot, _stream_info, _task_rows, _within, log)
 
 
 # %% auto #0
-__all__ = ['log', 'SCHEMA', 'KV_SCHEMA', 'JetStreamDataSource', 'register', 'local_session', 'WriteStats']
+__all__ = ['SCHEMA', 'KV_SCHEMA', 'JetStreamDataSource', 'register', 'local_session', 'WriteStats']
 
 # %% ../../nbs/3_clients/02_spark.ipynb #d11f0b4c
 SCHEMA = 'stream string, subject string, seq long, time timestamp, headers map<string,array<string>>, data binary'
@@ -37,6 +35,9 @@ KV_SCHEMA = 'key string, value binary, revision long, time timestamp'
 
 class JetStreamDataSource(DataSource):
     "The `jetstream` format: JetStream streams and KV buckets for Spark, read and written."
+    def __init__(self, options):
+        super().__init__(options)
+        _Options(options)                 # mistakes in the options fail `load()` and `save()`, where PySpark shows them
     @classmethod
     def name(cls) -> str: return 'jetstream'
     def schema(self) -> str: return KV_SCHEMA if self.options.get('bucket') else SCHEMA
@@ -45,17 +46,24 @@ def register(spark):
     "Make `format('jetstream')` available in the SparkSession `spark`."
     spark.dataSource.register(JetStreamDataSource)
 
+
 # %% ../../nbs/3_clients/02_spark.ipynb #cc6f56ad
 class _Reader(DataSourceReader):
-    "Batch reads of a stream: a snapshot of sequences read in parallel ranges."
+    "Batch reads of a stream: a snapshot of sequences, read in parallel ranges of about as many rows each."
     def __init__(self, o: _Options, schema: StructType):
         if not o.stream: raise ValueError("the jetstream source needs option 'stream' (or 'bucket')")
+        if o.latest: raise ValueError('starting_position=latest is for streaming queries: a batch read from the latest '
+                                      'message on reads nothing (use earliest, a sequence or a time)')
         self.o, self.schema = o, schema
 
     def partitions(self):
-        with self.o.connect() as c: lo, hi, direct = _snapshot(c, self.o)
-        log.info('reading stream %r, sequences %d-%d, with %s', self.o.stream, lo, hi, 'Direct Get' if direct else 'a consumer')
-        return _ranges(lo, hi, self.o.partitions, direct)
+        with self.o.connect() as c:
+            info = _stream_info(c, self.o.stream)
+            lo, hi, direct = _snapshot(c, self.o, info)
+            parts = _plan(c, self.o, info, lo, hi, direct, _replica_urls(c, self.o, info))
+        log.info('reading stream %r, sequences %d-%d, %d rows in %d partitions, with %s', self.o.stream, lo, hi,
+                 sum(p.rows for p in parts), len(parts), 'Direct Get' if direct else 'consumers')
+        return parts
 
     def read(self, part: _Range):
         if not isinstance(part, _Range): return           # Spark's stand-in for "no partitions"
@@ -66,6 +74,7 @@ def reader(self: JetStreamDataSource, schema: StructType):
     "A batch reader: of the stream, or in KV mode of the bucket."
     o = _Options(self.options)
     return _KVReader(o) if o.bucket else _Reader(o, schema)
+
 
 # %% ../../nbs/3_clients/02_spark.ipynb #49ca202d
 def local_session(app: str = 'jsnb', cores: int = 2, **conf):
@@ -95,8 +104,9 @@ def _kv_last(c: _Conn, o: _Options, up_to: int, direct: bool = True) -> list[Msg
             seq = msgs[-1].seq + 1
     except NatsError as e:
         if e.code != 413: raise
-    scan = _merged(c, o.stream, subjects, 1, up_to, o.batch_size) if direct else _consume(c, o.stream, subjects, 1, up_to, o.batch_size)
-    last = {m.subject: m for m in scan}
+    filters, local = _read_filters(subjects)
+    scan = _merged(c, o.stream, subjects, 1, up_to, o.batch_size) if direct else _consume(c, o.stream, filters, 1, up_to, o.batch_size)
+    last = {m.subject: m for m in scan if local is None or any(_within(m.subject, f) for f in local)}
     return sorted(last.values(), key=lambda m: m.seq)
 
 def _kv_rows(msgs: list[Msg], bucket: str):
@@ -105,6 +115,7 @@ def _kv_rows(msgs: list[Msg], bucket: str):
     for m in msgs:
         if _first(m.headers).get('KV-Operation') in ('DEL', 'PURGE') or 'Nats-Marker-Reason' in m.headers: continue
         yield m.subject[pre:], m.data, m.seq, m.time
+
 
 # %% ../../nbs/3_clients/02_spark.ipynb #4b137497
 class _KVReader(DataSourceReader):
@@ -121,9 +132,9 @@ class _KVReader(DataSourceReader):
 
 # %% ../../nbs/3_clients/02_spark.ipynb #073aeb28
 class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    "Streaming reads of a stream: sequence offsets, read limits, Direct Get ranges."
+    "Streaming reads of a stream: offsets (a sequence and the stream's `created` time), read limits, micro-batch ranges."
     def __init__(self, o: _Options, schema: StructType):
-        self.o, self.schema, self.target, self._c, self.direct = o, schema, None, None, True
+        self.o, self.schema, self.target, self._c, self.direct, self._where = o, schema, None, None, True, (None, None)
         self._since = time.monotonic()                      # when the last micro-batch was planned (min_rows_per_trigger)
         self._refusal = ("the jetstream source needs option 'stream'" if not o.stream else
                          'KV mode (option bucket) reads batches only; stream the bucket with stream=KV_<bucket>' if o.bucket else None)
@@ -134,37 +145,46 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._c is None: self._c = self.o.connect()
         return self._c
 
-    def _state(self) -> dict:
+    def _info(self) -> dict:
+        "The stream's info, on a new connection (to the next server that takes it) if the last one failed."
         if self._refusal: raise ValueError(self._refusal)
-        try: info = _stream_info(self._conn(), self.o.stream)
-        except (OSError, ConnectionError):                  # the server went away: one new connection
-            self._c = None; info = _stream_info(self._conn(), self.o.stream)
+        for attempt in range(self.o.retries + 1):
+            try: info = _stream_info(self._conn(), self.o.stream); break
+            except OSError:
+                self._c = None
+                if attempt == self.o.retries: raise
+                time.sleep(self.o.retry_wait * (attempt + 1))
         self.direct = _direct_ok(info)
-        return info['state']
-
-    def _last(self) -> int: return self._state()['last_seq']
+        return info
 
     def initialOffset(self) -> dict:
-        if self._refusal: raise ValueError(self._refusal)
-        return {'seq': _snapshot(self._conn(), self.o)[0] - 1}
+        info = self._info()
+        seq = info['state']['last_seq'] if self.o.latest else _snapshot(self._conn(), self.o, info)[0] - 1
+        return {'seq': seq, 'created': info['created']}
 
     def getDefaultReadLimit(self):
         n = self.o.max_rows or self.o.max_per_trigger
         return ReadMaxRows(n) if n else ReadAllAvailable()
 
-    def reportLatestOffset(self) -> dict: return {'seq': self._last()}     # the query's progress shows how far behind it is
+    def reportLatestOffset(self) -> dict:                # the query's progress shows how far behind it is
+        info = self._info()
+        return {'seq': info['state']['last_seq'], 'created': info['created']}
 
-    def prepareForTriggerAvailableNow(self): self.target = self._last()
+    def prepareForTriggerAvailableNow(self): self.target = self._info()['state']['last_seq']
 
     def read(self, part: _Range):
         if not isinstance(part, _Range): return           # Spark's stand-in for "no partitions"
         yield from _task_rows(self.o, part, self.schema)
 
+
 # %% ../../nbs/3_clients/02_spark.ipynb #60fad235
 @patch
 def latestOffset(self: _StreamReader, start: dict, limit=None) -> dict:
-    st = self._state()
-    done, end = start['seq'], st['last_seq']
+    info = self._info()
+    st, created = info['state'], info['created']
+    moved = start.get('created', created) != created or st['last_seq'] < start['seq']      # not the stream of the offsets
+    if moved: self._moved(start, info)
+    done, end = 0 if moved else start['seq'], st['last_seq']
     if st['first_seq'] > done + 1 and end > done:       # the stream let go of messages this query never read
         self._lost(done + 1, st['first_seq'] - 1)
         done = st['first_seq'] - 1
@@ -174,10 +194,10 @@ def latestOffset(self: _StreamReader, start: dict, limit=None) -> dict:
     elif rows or (self.o.min_rows and self.target is None):
         n, nth = self._rows_after(done, end, max(rows or 0, self.o.min_rows or 0))
         if rows and n >= rows: end = min(end, nth)        # min_rows <= rows: `nth` is the rows-th row
-        if self.o.min_rows and self.target is None and n < self.o.min_rows and time.monotonic() - self._since < self.o.max_delay:
-            return {'seq': start['seq']}                  # too few rows yet: wait (at most max_trigger_delay)
-    if end > start['seq']: self._since = time.monotonic()
-    return {'seq': max(end, start['seq'])}
+        if (self.o.min_rows and self.target is None and not moved and n < self.o.min_rows
+            and time.monotonic() - self._since < self.o.max_delay): return start     # too few rows yet: wait (at most max_trigger_delay)
+    if end > start['seq'] or moved: self._since = time.monotonic()
+    return {'seq': end if moved else max(end, start['seq']), 'created': created}
 
 @patch
 def _rows_after(self: _StreamReader, done: int, end: int, want: int) -> tuple[int, int]:
@@ -185,11 +205,13 @@ def _rows_after(self: _StreamReader, done: int, end: int, want: int) -> tuple[in
     n = last = 0
     if end <= done or want <= 0: return 0, done
     for m in _read(self._conn(), self.o, done + 1, end, self.direct):
+        if self.o.local and not any(_within(m.subject, f) for f in self.o.local): continue
         n, last = n + 1, m.seq
         if n >= want: break
     return n, last
 
 
+# %% ../../nbs/3_clients/02_spark.ipynb #a9e1b2c3
 @patch
 def _lost(self: _StreamReader, lo: int, hi: int):
     "Fail (or, with `fail_on_data_loss=false`, warn) about sequences `lo..hi` gone before they were read."
@@ -200,8 +222,26 @@ def _lost(self: _StreamReader, lo: int, hi: int):
     log.warning('%s; going on from sequence %d (fail_on_data_loss=false)', what, hi + 1)
 
 @patch
+def _moved(self: _StreamReader, start: dict, info: dict):
+    "Fail (or, with `fail_on_data_loss=false`, warn and read it from its first sequence): the stream is not the offsets' stream."
+    s, last = self.o.stream, info['state']['last_seq']
+    if start.get('created', info['created']) != info['created']:
+        what = (f"stream {s!r} was deleted and created again: the query's offsets are for the stream created "
+                f"{start['created']}, the one there now was created {info['created']}")
+    else:
+        what = (f"stream {s!r} ends at sequence {last}, before the query's offset {start['seq']}: it no longer holds messages "
+                'the query read (was it deleted and created again, or restored from an older backup?)')
+    if self.o.fail_on_data_loss:
+        raise RuntimeError(f'{what}. Set fail_on_data_loss=false to read the new stream from its first sequence')
+    log.warning('%s; reading the new stream from its first sequence (fail_on_data_loss=false)', what)
+
+@patch
 def partitions(self: _StreamReader, start: dict, end: dict):
-    return _ranges(start['seq'] + 1, end['seq'], self.o.partitions, self.direct)
+    same = start.get('created', end.get('created')) == end.get('created') and end['seq'] >= start['seq']
+    info = self._info()
+    key = (info.get('cluster') or {}).get('leader'), tuple(r.get('name') for r in (info.get('cluster') or {}).get('replicas') or ())
+    if self._where[0] != key: self._where = key, _replica_urls(self._conn(), self.o, info)   # where the stream is, found again when it moves
+    return _plan(self._conn(), self.o, info, start['seq'] + 1 if same else 1, end['seq'], self.direct, self._where[1], end.get('created'))
 
 @patch
 def stop(self: _StreamReader):
@@ -211,6 +251,7 @@ def stop(self: _StreamReader):
 def streamReader(self: JetStreamDataSource, schema: StructType):
     "A streaming reader of the stream."
     return _StreamReader(_Options(self.options), schema)
+
 
 # %% ../../nbs/3_clients/02_spark.ipynb #81cad22d
 def _msg_id(subject: str, data: bytes, headers: dict) -> str:
