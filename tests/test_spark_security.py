@@ -166,3 +166,35 @@ def test_creds_file(spark, start_server, tmp_path, kind):
     assert roundtrip(spark, s.url, creds=good) == (20, 40)
     with pytest.raises(NatsError, match='Authorization Violation'): _Conn(s.url, timeout=5, creds=bad)
     with pytest.raises(NatsError, match='Authorization Violation'): _Conn(s.url, timeout=5)
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_tls_refusals_say_what(spark, start_server, certs, kind):
+    """A server that verifies clients: without a client certificate the client says the server requires one (before:
+    "the NATS server closed the connection" from jsnb, a bare TLS alert from nats-server); a certificate from another
+    CA is named as the one not accepted; a server certificate the client does not trust names the CA file."""
+    s = start_server(kind, '-js', config=tls_conf(certs, f'  ca_file: "{certs}/ca.pem"\n  verify: true\n'))
+    ca = str(certs / 'ca.pem')
+    with pytest.raises(ConnectionError, match='the server requires a TLS client certificate .*set tls_cert and tls_key'):
+        _Conn(s.url, timeout=5, tls_ca=ca)
+    stranger = str(certs / 'stranger.pem')
+    with pytest.raises(ConnectionError, match=f"the server did not accept the client certificate \\(tls_cert='{stranger}'\\)"):
+        _Conn(s.url, timeout=5, tls_ca=ca, tls_cert=stranger, tls_key=str(certs / 'stranger-key.pem')).request('x')
+    with pytest.raises(Exception, match='the server requires a TLS client certificate'):
+        spark.read.format('jetstream').option('url', s.url).option('stream', 'S').option('tls_ca', ca).load().count()
+    other = str(certs / 'other-ca.pem')
+    with pytest.raises(ConnectionError, match=f"the server's certificate was not accepted \\(tls_ca='{other}'.*CERTIFICATE_VERIFY_FAILED"):
+        _Conn(s.url, timeout=5, tls_ca=other, tls_cert=str(certs / 'client.pem'), tls_key=str(certs / 'client-key.pem'))
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_tls_hostname_setting(spark, start_server, certs, kind):
+    "`nats.tls_hostname`: a URL that names the server otherwise (here 127.0.0.2) still checks its certificate, against that name."
+    s = start_server(kind, '-js', config=tls_conf(certs))
+    fill(s.url, tls=nats_ctx(certs))
+    url = s.url.replace('nats://127.0.0.1', 'tls://127.0.0.2')
+    with pytest.raises(Exception, match="doesn't match|mismatch|not valid for"):
+        spark.read.format('jetstream').option('url', url).option('stream', 'S').option('tls_ca', str(certs / 'ca.pem')).load().count()
+    df = (spark.read.format('jetstream').option('url', url).option('stream', 'S').option('tls_ca', str(certs / 'ca.pem'))
+          .option('nats.tls_hostname', 'localhost').load())
+    assert df.count() == 20

@@ -400,8 +400,8 @@ def _replica_urls(c: _Conn, o: _Options, info: dict) -> tuple[list[str], list[st
             try: name = _server_info(s['host'], s['port'], min(o.timeout, 5)).get('server_name')
             except (OSError, NatsError): continue               # down: it is not in the plan
         by_name.setdefault(name, u)
-    held = [by_name[n] for n in names if n in by_name]
-    return (held, [u for u in urls if u not in held]) if held else (list(by_name.values()) or given, [])
+    held = [by_name[n] for n in names if n in by_name] or list(by_name.values()) or given
+    return held, [u for u in urls if u not in held]
 
 
 # %% ../../nbs/3_clients/02a_spark_read.ipynb #3ec02536
