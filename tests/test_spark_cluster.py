@@ -175,6 +175,6 @@ def test_connection_cut_mid_read(spark, start_server, kind, request):
             return r.load().collect()
         assert exact(read(), 20000)
         assert proxy.fired and 'going on from sequence' in stderr_until(request, 'going on from sequence')
-        with pytest.raises(Exception, match=r"reading sequences \d+-20000 of stream 'CUT': .*gave up after 1 tries, fetch_retries=0"):
+        with pytest.raises(Exception, match=r"reading sequences \d+-20000 of stream 'CUT': .*no more tries \(fetch_retries=0\)"):
             read(fetch_retries=0)
     finally: proxy.stop()

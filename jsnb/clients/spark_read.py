@@ -522,7 +522,8 @@ def _part_rows(c: _Conn, o: _Options, part: _Range, t: _Tally, schema: StructTyp
 
 def _rotated(urls: list[str], c: _Conn | None) -> list[str]:
     "`urls` with the one `c` went to (the first when none), and those before it, moved to the end: the next try goes elsewhere."
-    at = [i for i, u in enumerate(urls) if c is not None and (_servers(u)[0]['host'], _servers(u)[0]['port']) == (c.server['host'], c.server['port'])]
+    where = lambda u: (lambda s: (s['host'], s['port']))(_servers(u)[0])
+    at = [i for i, u in enumerate(urls) if c is not None and where(u) == (c.server['host'], c.server['port'])]
     return urls[at[0] + 1:] + urls[:at[0] + 1] if at else urls[1:] + urls[:1]
 
 def _task_rows(o: _Options, part: _Range, schema: StructType):
@@ -538,8 +539,8 @@ def _task_rows(o: _Options, part: _Range, schema: StructType):
             if isinstance(e, NatsError) and e.code != 503: raise          # refused, not unreachable: no point asking again
             fails += 1
             if fails > o.retries:
-                raise ConnectionError(f'reading sequences {t.next}-{part.hi} of stream {o.stream!r}: {e} (gave up after '
-                                      f'{fails} tries, fetch_retries={o.retries})') from e
+                raise ConnectionError(f'reading sequences {t.next}-{part.hi} of stream {o.stream!r}: {e}; no more tries '
+                                      f'(fetch_retries={o.retries})') from e
             log.warning('reading stream %r: %s; going on from sequence %d on the next server (try %d of fetch_retries=%d)',
                         o.stream, e, t.next, fails, o.retries)
             urls, c = _rotated(urls, c), None
