@@ -5,7 +5,7 @@
 # %% ../../nbs/3_clients/02_spark.ipynb #1f20970b
 from __future__ import annotations
 from collections import deque
-import hashlib, json, logging, re, time, uuid
+import hashlib, json, re, time, uuid
 try:
     from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader, DataSourceStreamReader,
                                         DataSourceStreamWriter, WriterCommitMessage)
