@@ -44,67 +44,65 @@ def load(url: str, n: int, payload: bytes = b'0123456789abcdef', window: int = 2
 RUNS = 3
 
 
-def best(fn, runs=RUNS):
-    "The shortest of `runs` timings of `fn()` (the first run also warms Spark's Python workers; best of three, as `jsnb bench --compare`)."
-    out = []
+def best(fns: dict, runs=RUNS) -> dict:
+    """The shortest of `runs` timings of each of `fns` (name -> function), the functions taking turns run after run, so
+    that both servers see the same machine (the first run also warms Spark's Python workers; best of three, as
+    `jsnb bench --compare`)."""
+    out = {k: [] for k in fns}
     for _ in range(runs):
-        t = time.perf_counter(); fn(); out.append(time.perf_counter() - t)
-    return min(out)
+        for k, fn in fns.items():
+            t = time.perf_counter(); fn(); out[k].append(time.perf_counter() - t)
+    return {k: min(v) for k, v in out.items()}
+
+
+def table(title: str, rows: list[tuple[str, dict]], unit='r/s'):
+    "Print `rows` (what, {kind: rate}) side by side, with jsnb's rate over the reference's."
+    print(f'\n{title:46}' + ''.join(f'{k:>14}' for k in KINDS) + f'{"ratio":>8}')
+    for what, r in rows: print(f'{what:46}' + ''.join(f'{r[k]:>10,.0f} {unit}' for k in KINDS) + f'{r["jsnb"] / r["nats-server"]:>8.2f}')
 
 
 def test_spark_read_write_speed(spark, start_server):
-    results = {}
-    for kind in KINDS:
-        s = start_server(kind, '-js')
-        load(s.url, N_READ)
-        df = (spark.read.format('jetstream').option('url', s.url).option('stream', 'BENCH').option('partitions', 2).load())
-        counts = {}
-        def read(): counts.update({r.subject: r['count'] for r in df.groupBy('subject').count().collect()})
-        t_read = best(read)
-        print(f'\n{kind}: batch read {N_READ / t_read:,.0f} rows/s', flush=True)
+    servers = {kind: start_server(kind, '-js') for kind in KINDS}
+    for s in servers.values(): load(s.url, N_READ)
+    dfs = {k: spark.read.format('jetstream').option('url', s.url).option('stream', 'BENCH').option('partitions', 2).load()
+           for k, s in servers.items()}
+    def read(kind):
+        counts = {r.subject: r['count'] for r in dfs[kind].groupBy('subject').count().collect()}
         assert sum(counts.values()) == N_READ and len(counts) == SUBJECTS
-        def follow():
-            q = (spark.readStream.format('jetstream').option('url', s.url).option('stream', 'BENCH').option('partitions', 2)
-                 .option('max_messages_per_trigger', N_READ // 10).load().writeStream.format('noop')
-                 .option('checkpointLocation', tempfile.mkdtemp()).trigger(availableNow=True).start())
-            q.awaitTermination()
-            assert sum(p['numInputRows'] for p in q.recentProgress) == N_READ
-        t_stream = best(follow)
-        print(f'{kind}: streaming read {N_READ / t_stream:,.0f} rows/s', flush=True)
+    def follow(kind):
+        q = (spark.readStream.format('jetstream').option('url', servers[kind].url).option('stream', 'BENCH').option('partitions', 2)
+             .option('max_messages_per_trigger', N_READ // 10).load().writeStream.format('noop')
+             .option('checkpointLocation', tempfile.mkdtemp()).trigger(availableNow=True).start())
+        q.awaitTermination()
+        assert sum(p['numInputRows'] for p in q.recentProgress) == N_READ
+    for s in servers.values():
         with _Conn(s.url) as c: _api(c, 'STREAM.CREATE.W', {'name': 'W', 'subjects': ['w.*'], 'storage': 'file'})
-        rows = spark.range(0, N_WRITE, numPartitions=2).selectExpr(f"concat('w.', id % {SUBJECTS}) as subject", 'cast(cast(id as string) as binary) as data')
-        def write(): rows.write.format('jetstream').mode('append').option('url', s.url).save()
-        t_write = best(write)
-        print(f'{kind}: batch write {N_WRITE / t_write:,.0f} rows/s', flush=True)
-        with _Conn(s.url) as c: stored = _api(c, 'STREAM.INFO.W')['state']['messages']
-        assert stored == RUNS * N_WRITE                  # every run's rows, none dropped
-        results[kind] = (N_READ / t_read, N_READ / t_stream, N_WRITE / t_write)
-        s.stop()
-    print(f'\n{"":44}' + ''.join(f'{k:>14}' for k in results) + f'{"ratio":>8}')
-    for i, what in enumerate([f'batch read, {N_READ} msgs, 2 partitions', f'streaming read, {N_READ} msgs, {N_READ // 10} a batch',
-                              f'batch write, {N_WRITE} rows, 2 tasks']):
-        r = [v[i] for v in results.values()]
-        print(f'{what:44}' + ''.join(f'{x:>10,.0f} r/s' for x in r) + f'{r[0] / r[1]:>8.2f}')
+    rows = spark.range(0, N_WRITE, numPartitions=2).selectExpr(f"concat('w.', id % {SUBJECTS}) as subject", 'cast(cast(id as string) as binary) as data')
+    def write(kind): rows.write.format('jetstream').mode('append').option('url', servers[kind].url).save()
+    t_read = best({k: (lambda k=k: read(k)) for k in KINDS})
+    t_stream = best({k: (lambda k=k: follow(k)) for k in KINDS})
+    t_write = best({k: (lambda k=k: write(k)) for k in KINDS})
+    for s in servers.values():
+        with _Conn(s.url) as c: assert _api(c, 'STREAM.INFO.W')['state']['messages'] == RUNS * N_WRITE     # every run's rows, none dropped
+    table('the jetstream source, jsnb / nats-server', [
+        (f'batch read, {N_READ} msgs, 2 partitions', {k: N_READ / t for k, t in t_read.items()}),
+        (f'streaming read, {N_READ} msgs, {N_READ // 10} a batch', {k: N_READ / t for k, t in t_stream.items()}),
+        (f'batch write, {N_WRITE} rows, 2 tasks', {k: N_WRITE / t for k, t in t_write.items()})])
 
 
 def test_spark_cluster_read_speed(spark, start_server):
     "An R3 stream on three servers read in three partitions (one per server), against an R1 stream on one server."
-    results = {}
     for kind in KINDS:
         cl = JSCluster(kind, open=True).start()
         try:
             cl.wait_meta(); load(cl.url(0), N_CLUSTER, replicas=3)
-            df = spark.read.format('jetstream').option('url', cl.url(0)).option('stream', 'BENCH').option('partitions', 3).load()
-            def read(): assert df.count() == N_CLUSTER
-            results[kind, 3] = N_CLUSTER / best(read)
+            s = start_server(kind, '-js'); load(s.url, N_CLUSTER)
+            dfs = {where: spark.read.format('jetstream').option('url', url).option('stream', 'BENCH').option('partitions', 3).load()
+                   for where, url in (('3 servers, R3', cl.url(0)), ('1 server, R1', s.url))}
+            def read(where): assert dfs[where].count() == N_CLUSTER
+            t = best({w: (lambda w=w: read(w)) for w in dfs})
+            r3, r1 = N_CLUSTER / t['3 servers, R3'], N_CLUSTER / t['1 server, R1']
+            print(f'\n{kind}: batch read of {N_CLUSTER} msgs in 3 partitions: an R3 stream on 3 servers {r3:,.0f} rows/s, '
+                  f'an R1 stream on 1 server {r1:,.0f} rows/s, {r3 / r1:.2f} of it', flush=True)
+            s.stop()
         finally: cl.stop()
-        s = start_server(kind, '-js')
-        load(s.url, N_CLUSTER)
-        df = spark.read.format('jetstream').option('url', s.url).option('stream', 'BENCH').option('partitions', 3).load()
-        def read1(): assert df.count() == N_CLUSTER
-        results[kind, 1] = N_CLUSTER / best(read1)
-        s.stop()
-        print(f'\n{kind}: R3 on 3 servers {results[kind, 3]:,.0f} rows/s, R1 on 1 server {results[kind, 1]:,.0f} rows/s', flush=True)
-    print(f'\n{f"batch read, {N_CLUSTER} msgs, 3 partitions":44}{"3 servers, R3":>16}{"1 server":>14}{"3 / 1":>8}')
-    for kind in KINDS:
-        print(f'{kind:44}{results[kind, 3]:>12,.0f} r/s{results[kind, 1]:>10,.0f} r/s{results[kind, 3] / results[kind, 1]:>8.2f}')
