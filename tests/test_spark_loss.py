@@ -113,7 +113,7 @@ def test_deletes_known_to_the_plan_are_not_loss(spark, start_server, kind):
     for opts, want in (({}, left), ({'subjects': 'd.a'}, [q for q in left if (q - 1) % 3 == 0])):
         df = reader(spark, s.url, stream='D', partitions=4, **opts)
         assert sorted(r.seq for r in df.collect()) == want
-    rdd = reader(spark, s.url, stream='D', partitions=4, fetch_retry_wait='10ms').rdd
+    rdd = reader(spark, s.url, stream='D', partitions=4).rdd
     assert rdd.getNumPartitions() == 4                           # planned
     api(s.url, 'STREAM.MSG.DELETE.D', {'seq': left[len(left) // 2]})
     e = failure(rdd.collect)
