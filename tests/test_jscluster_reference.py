@@ -108,7 +108,8 @@ async def test_streams_known_everywhere_and_cluster_info(cluster):
 async def test_stepdown(cluster):
     ncs = await _clients(cluster)
     await _r3_and_r1(ncs); await _publish_to_r3(ncs)
-    old = (await _req(ncs[0], '$JS.API.STREAM.INFO.R3'))['cluster']['leader']
+    before = await _req(ncs[0], '$JS.API.STREAM.INFO.R3')
+    old = before['cluster']['leader']
     r = await _req(ncs[1], '$JS.API.STREAM.LEADER.STEPDOWN.R3')
     assert r == {'type': 'io.nats.jetstream.api.v1.stream_leader_stepdown_response', 'success': True}
 
@@ -117,6 +118,7 @@ async def test_stepdown(cluster):
         except nats.errors.TimeoutError: return False
         return 'error' not in info and info['cluster'].get('leader') not in (None, old)
     await _until(moved)
+    assert (await _req(ncs[0], '$JS.API.STREAM.INFO.R3'))['created'] == before['created']   # one creation time on every replica
     a = await ncs[2].jetstream().publish('r3.x', b'after')
     assert a.seq == 4
     r = await _req(ncs[0], '$JS.API.STREAM.LEADER.STEPDOWN.NOPE')

@@ -626,6 +626,15 @@ def _apply_scale(self: ClusterMeta, name: str, op: tuple, fresh: bool):
 
 # %% ../../nbs/2_js/20_cluster.ipynb #182ca4e9
 @patch
+def stamp_created(self: ClusterMeta, name: str):
+    """A replica's creation time is its assignment's, the same on every server (stream info's `created` does not change
+    with the leader, as on the reference; a reader that keeps it to tell incarnations apart relies on it)."""
+    s, a = self.account.streams.get(name), self.assignments.get(name)
+    if s is None or a is None or s.created == a['created']: return
+    s.created = a['created']
+    self.account.write_meta(s)
+
+@patch
 def _create_here(self: ClusterMeta, name: str, a: dict, known: bool, reply: bytes, hdr: int, data: bytes):
     "This server is a peer of a stream just assigned: create its replica; the first peer answers (for a replicated one, the leader once elected)."
     first, subject = a['peers'][0] == self.core.server_name, f'$JS.API.STREAM.CREATE.{name}'.encode()
@@ -633,12 +642,14 @@ def _create_here(self: ClusterMeta, name: str, a: dict, known: bool, reply: byte
         if not first: return
         resp = self._local_api(subject, reply, hdr, data, None)
         if not known and (resp is None or 'error' in resp): self.meta.propose(('unassign', name))
+        elif not known: self.stamp_created(name)
         return
     resp = self._local_api(subject, b'', hdr, data, None)
     if resp is None or 'error' in resp:             # every peer refuses it alike: the first one answers
         if first:
             self.account.reply(reply, json_bytes(resp)); self.meta.propose(('unassign', name))
         return
+    self.stamp_created(name)
     if reply: self._replies[name] = (reply, 'stream_create_response')     # the peer that leads the new group answers
     self.propose_addr(name)
 

@@ -258,6 +258,7 @@ SEED_CHUNK = 1 << 20          # bytes of messages per `seed` entry
 def _make_replica(self: ClusteredJetStream, name: str, cfg: dict):
     "Create this server's (empty) replica of stream `name` with configuration `cfg`, unanswered."
     self._local_api(f'$JS.API.STREAM.CREATE.{name}'.encode(), b'', 0, json_bytes(cfg), None)
+    self.stamp_created(name)
 
 def _drop_journal(base: str):
     "Remove the journal and applied-index files of the group whose files start with `base`."
