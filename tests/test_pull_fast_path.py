@@ -6,7 +6,7 @@ import random
 import pytest
 from jsnb.js import pull
 from jsnb.js.consumer import Consumer
-from jsnb.js.host import NullHost
+from jsnb.js.nullhost import NullHost
 from jsnb.js.store import MemStore
 from jsnb.js.stream import Stream, limits_of
 

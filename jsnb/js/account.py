@@ -11,7 +11,8 @@ from ..nats.subjects import subject_matches
 from ..nats.protocol import text
 from ..nats.times import NS
 from ..nats.accounts import GLOBAL, NO_JS_LIMITS
-from .host import CoreHost, advise, Expire
+from .host import CoreHost, advise
+from .operations import Expire
 from .store import MemStore
 from .filestore import FileStore
 from .stream_config import JS_API_LEVEL as API_LEVEL, JS_SERVER_VERSION, stored_cfg
@@ -26,12 +27,12 @@ log = logging.getLogger('jsnb')
 __all__ = ['log', 'Account', 'state_file']
 
 # %% ../../nbs/2_js/13_account.ipynb #a193d6bc
-class Account(CoreHost):
-    "The JetStream account: streams, consumers, usage and limits, persistence; the host of its streams."
+class Account:
+    "The JetStream account: streams, consumers, usage and limits, persistence; `host`: its streams' host on the server core."
     def __init__(self, core, store_dir: str, max_memory: int = -1, max_file: int = -1, sync_interval: float = 120.0,
                  name: str = GLOBAL, limits: dict | None = None, domain: str = ''):
-        super().__init__(core)
         self.store_dir, self.name, self.domain = store_dir, name, domain
+        self.host = CoreHost(core, self)
         self.limits = dict(limits or NO_JS_LIMITS)   # the account's own JetStream limits (`accounts { X: { jetstream { ... } } }`)
         self.tier = self.limits.pop('tier', '')      # 'R1' when they are an account JWT's tier of that name (shown under `tiers`)
         self.max_memory, self.max_file, self.sync_interval = max_memory, max_file, sync_interval
@@ -128,6 +129,11 @@ def stream(self: Account, name: str) -> Stream | None: return self.streams.get(n
 def batches_inflight(self: Account) -> int: return sum(len(s.batches) for s in self.streams.values())
 
 @patch
+def read_elsewhere(self: Account, stream: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src) -> bool:
+    "A read a stream cannot answer yet, handed to another replica: on one server there is none (False)."
+    return False
+
+@patch
 def stored(self: Account, stream: Stream):
     "`stream` stored messages: the streams that mirror or source it copy them now."
     if not self._copying: return
@@ -151,7 +157,7 @@ def add_stream(self: Account, cfg: dict, store=None, created: int | None = None)
         except (OSError, ValueError) as e:               # a name the file system refuses, a full disk
             log.error("Error creating store for stream '%s > %s': %s", self.name, cfg['name'], e)
             raise JSStreamCreateErrF(err='error creating store for stream') from e
-    s = Stream(self, cfg, store, created)
+    s = Stream(self.host, cfg, store, created)
     if new and isinstance(s.store, FileStore): self.write_meta(s)
     self.streams[s.name] = s
     if (t := self.templates.get(cfg.get('template_owner', ''))) is not None and s.name not in t.streams: t.streams.append(s.name)   # (restored)
@@ -183,7 +189,7 @@ def owned_by_template(self: Account, template: str, stream: str) -> bool:
 def advise_stream(self: Account, name: str, action: str, template: str = ''):
     "Send a stream action advisory (`create`, `modify`, `delete`); `template`: the stream template that made the stream."
     kind = {'create': 'CREATED', 'modify': 'UPDATED', 'delete': 'DELETED'}[action]
-    advise(self, f'$JS.EVENT.ADVISORY.STREAM.{kind}.{name}', 'io.nats.jetstream.advisory.v1.stream_action',
+    advise(self.host, f'$JS.EVENT.ADVISORY.STREAM.{kind}.{name}', 'io.nats.jetstream.advisory.v1.stream_action',
            stream=name, action=action, **({'template': template} if template else {}))
 
 # %% ../../nbs/2_js/13_account.ipynb #a971d482
@@ -197,13 +203,13 @@ def add_consumer(self: Account, s: Stream, name: str, cfg: dict, deliver: bool =
         raise JSConsumerCreateErrF(err='error creating store for consumer') from e
     s.consumers[name] = c
     c.advise('CREATED', action='create')
-    if deliver: self.send(c.deliver())
+    if deliver: self.host.send(c.deliver())
     return c
 
 @patch
 def delete_consumer(self: Account, c: Consumer):
     "Remove a consumer: close it, forget its state, announce it."
-    self.send(c.close())
+    self.host.send(c.close())
     c.stream.consumers.pop(c.name, None)
     c.stream.lost_interest(c)                    # an interest stream lets go of what only this consumer needed
     self._saved.pop((c.stream.name, c.name), None)
@@ -275,8 +281,8 @@ def restore(self: Account):
     for s in list(self.streams.values()):
         if s.cfg.get('mirror') or s.cfg.get('sources'): mirrors.sync(s)
     for s in self.streams.values():
-        for c in s.consumers.values(): self.send(c.tick(time.time_ns()))     # their timers start again
-    self.wake(self, time.time_ns() + NS)
+        for c in s.consumers.values(): self.host.send(c.tick(time.time_ns()))     # their timers start again
+    self.host.wake(self, time.time_ns() + NS)
 
 @patch
 def stop(self: Account):
@@ -300,7 +306,7 @@ def tick(self: Account, now: int | None = None) -> list:
             if isinstance(s.store, FileStore): s.store.sync_if_due()     # a stream that went quiet is synced on time too
         except Exception: log.exception("stream '%s > %s' housekeeping failed", self.name, s.name)
     self.housekeeping(now)
-    self.wake(self, now + NS)
+    self.host.wake(self, now + NS)
     return []
 
 @patch
@@ -318,7 +324,7 @@ def housekeeping(self: Account, now: int):
 def _idle_since(self: Account, c: Consumer, now: int) -> int:
     if c.is_pull:
         if c.waiting: c.active = now
-    elif self.has_interest(c.cfg['deliver_subject']): c.active = now
+    elif self.host.has_interest(c.cfg['deliver_subject']): c.active = now
     return now - c.active
 
 @patch
@@ -327,4 +333,4 @@ def on_interest(self: Account, subject: bytes):
     subject = text(subject)
     for s in self.streams.values():
         for c in s.consumers.values():
-            if not c.is_pull and subject_matches(c.cfg['deliver_subject'], subject): self.send(c.deliver())
+            if not c.is_pull and subject_matches(c.cfg['deliver_subject'], subject): self.host.send(c.deliver())

@@ -97,11 +97,11 @@ def audit(acct: Account, src, subject: str, request: bytes, response: bytes):
     if isinstance(src, ClientConn):
         client = dict(start=rfc3339(int(src.start * 1e9)), host=src.host, id=src.cid, acc=acct.name,
  lang=src.lang,
-                      ver=src.version, rtt=int(src.rtt * 1e9), server=acct.server_name, kind='Client', client_type='nats')
+                      ver=src.version, rtt=int(src.rtt * 1e9), server=acct.host.server_name, kind='Client', client_type='nats')
         if src.name: client['name'] = src.name
         if src.user: client['user'] = src.user
     extra = dict(request=request.decode('utf-8', 'replace')) if request else {}
-    advise(acct, '$JS.EVENT.ADVISORY.API', 'io.nats.jetstream.advisory.v1.api_audit', server=acct.server_name, client=client,
+    advise(acct.host, '$JS.EVENT.ADVISORY.API', 'io.nats.jetstream.advisory.v1.api_audit', server=acct.host.server_name, client=client,
            subject=subject, **extra, response=response.decode('utf-8', 'replace'))
 
 # %% ../../nbs/2_js/16_api.ipynb #32a97bd5
@@ -148,7 +148,7 @@ class JetStream:
 
     def tick(self, now: int | None = None) -> int:
         "Run every timer due at `now` (the event loop does this by itself; tests and a safety net call it)."
-        return self.account.run_due(now or time.time_ns())
+        return self.account.host.run_due(now or time.time_ns())
     def stats(self) -> dict: return self.account.stats()
 
     def on_api_run(self, ops: list, src):
@@ -158,7 +158,7 @@ class JetStream:
             p, q = self.core.sublist.match(s)
             if len(p) + len(q) <= 1:
                 for subject, reply, _, _ in ops:
-                    if reply: self.account.no_responders(src, subject, reply)
+                    if reply: self.account.host.no_responders(src, subject, reply)
             return
         core = self.core
         for subject, reply, hdr, data in ops:
@@ -173,7 +173,7 @@ class JetStream:
         if subject.startswith(b'$JS.API.DIRECT.GET.'):     # the streams answer these; a Direct Get nobody serves is a no-responders
             if reply:
                 p, q = self.core.sublist.match(subject)
-                if len(p) + len(q) <= 1: self.account.no_responders(src, subject, reply)
+                if len(p) + len(q) <= 1: self.account.host.no_responders(src, subject, reply)
             return
         subj = text(subject)
         found = route(subj)
@@ -189,7 +189,7 @@ class JetStream:
             log.exception('JetStream API reply to %s could not be encoded', subj)
             out = json_bytes(dict(type=resp['type'], error=JSApiError(500, 0, 'internal error: reply could not be encoded').to_dict()))
         h = r.header(self.account, resp) if r.header else b''
-        if reply and delay: self.account.later(delay, lambda: self.account.reply(reply, out))
-        elif reply and h: self.account.publish(text(reply), out, hdr=h)
-        elif reply: self.account.reply(reply, out)
+        if reply and delay: self.account.host.later(delay, lambda: self.account.host.reply(reply, out))
+        elif reply and h: self.account.host.publish(text(reply), out, hdr=h)
+        elif reply: self.account.host.reply(reply, out)
         if loud: audit(self.account, src, subj, body, out)

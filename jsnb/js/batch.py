@@ -16,7 +16,8 @@ from .errors import (JSAtomicPublishContainsDuplicateMessageErr, JSAtomicPublish
                            JSBatchPublishUnknownBatchIDErr, JSInsufficientResourcesErr, JSMessageTTLDisabledErr,
                            JSMessageTTLInvalidErr, JSStreamMessageExceedsMaximumErr, JSStreamNotMatchErr, JSStreamSealedErr,
                            JSStreamWrongLastSequenceConstantErr, JSStreamWrongLastSequenceErrF)
-from .host import advise, StoreRun
+from .host import advise
+from .operations import StoreRun
 from .store import StoreError
 from .ttl import parse_ttl
 from . import schedules, counters

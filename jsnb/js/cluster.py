@@ -362,7 +362,7 @@ def start(self: ClusterMeta):
     if os.path.exists(os.path.join(self._state_dir, REMOVED)): return self._disabled_at_start()   # (`SERVER.REMOVE`)
     self._sys = self.core.accounts.get(self.opts.system_account)     # its users' `SERVER.REMOVE` and `META.LEADER.STEPDOWN`
     self._sys_subs = [sub(s.decode(), self._on_system, acc=self._sys) for s in SYSTEM_DIRECTIVES] if self._sys is not None else []
-    a.subscribe, a.unsubscribe = self._share, self._unshare        # what the account's streams subscribe, every server sees
+    a.host.subscribe, a.host.unsubscribe = self._share, self._unshare   # what the account's streams subscribe, every server sees
     self._wire = [(p, partial(fn, a), i) for p, fn, i in _WIRE]
     a.restore()
     self._subs = [sub(p, self.on_api) for p in API_SUBJECTS]
@@ -597,7 +597,7 @@ def apply(self: ClusterMeta, idx: int, op: tuple):
         if g is not None: g.destroy()
         if fresh and g is not None and (s := self.account.streams.get(name)) is not None: self.account.remove_stream(s)
     if fresh and kind in ('config', 'unassign') and len(op) > 3 and op[-1] == self.core.server_id and op[-3]:
-        self.account.reply(op[-3], op[-2])          # the update or delete asked here is answered now that it is recorded
+        self.account.host.reply(op[-3], op[-2])          # the update or delete asked here is answered now that it is recorded
     if self.meta is None: return                  # (this server was removed: see `_leave`)
     if fresh: self.meta.mark_applied(os.path.join(self._state_dir, 'applied'), idx)
     self.meta.applied = idx
@@ -622,7 +622,7 @@ def _apply_scale(self: ClusterMeta, name: str, op: tuple, fresh: bool):
     if g is not None and g.cready is not True: self._take_over(g, s)     # the consumers as the log recorded them
     if origin == self.core.server_id and reply:
         self.account.api_total += 1
-        self.account.reply(reply, json_bytes(dict(type=_RT + 'stream_update_response', **self._with_cluster(s.info(cluster=False), name))))
+        self.account.host.reply(reply, json_bytes(dict(type=_RT + 'stream_update_response', **self._with_cluster(s.info(cluster=False), name))))
 
 # %% ../../nbs/2_js/20_cluster.ipynb #182ca4e9
 @patch
@@ -647,7 +647,7 @@ def _create_here(self: ClusterMeta, name: str, a: dict, known: bool, reply: byte
     resp = self._local_api(subject, b'', hdr, data, None)
     if resp is None or 'error' in resp:             # every peer refuses it alike: the first one answers
         if first:
-            self.account.reply(reply, json_bytes(resp)); self.meta.propose(('unassign', name))
+            self.account.host.reply(reply, json_bytes(resp)); self.meta.propose(('unassign', name))
         return
     self.stamp_created(name)
     if reply: self._replies[name] = (reply, 'stream_create_response')     # the peer that leads the new group answers

@@ -61,7 +61,7 @@ def not_yet(what: str) -> JSApiError:
 def _refuse(self: ClusterApi, reply: bytes, rtype: str, err: JSApiError, extra: dict | None = None, answer=None):
     "Answer a request with an error, counted as the account counts its errors (`answer`: a system account request's, not counted)."
     if answer is None: self.account.api_total += 1; self.account.api_errors += 1
-    if reply: (answer or self.account.reply)(reply, _error(rtype, err, **(extra or {})))
+    if reply: (answer or self.account.host.reply)(reply, _error(rtype, err, **(extra or {})))
 
 @patch
 def meta_leader(self: ClusterApi) -> str:
@@ -101,7 +101,7 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         if hops and (s := self.account.streams.get(name)) is not None:   # a replica behind the read's min_last_seq sent it here
             return direct_get.on_request(s, len(subj.split('.', 5)) > 5, subject, reply, hdr, data, _LEADER)
         if self.leader_of(name) in ('', self.core.server_name): return self._local_api(subject, reply, hdr, data, src)
-        if not self.assignments[name]['config'].get('allow_direct'): self.account.no_responders(src, subject, reply)
+        if not self.assignments[name]['config'].get('allow_direct'): self.account.host.no_responders(src, subject, reply)
         return                                       # otherwise the stream's replicas answer (their queue group)
     if verb == 'INFO': return self._account_info(subject, reply, hdr, data, src, hops)
     if verb not in _SCOPED and verb not in ('STREAM.NAMES', 'STREAM.LIST'): return self._local_api(subject, reply, hdr, data, src)
@@ -193,7 +193,7 @@ def _answer_here(self: ClusterApi, verb, name, subject, reply, hdr, data, src, o
     resp = self._local_api(subject, b'' if later else reply, hdr, data, src, name)
     if not later or resp is None: return
     body = json_bytes(resp)
-    if 'error' in resp: return self.account.reply(reply, body) if reply else None
+    if 'error' in resp: return self.account.host.reply(reply, body) if reply else None
     change = ('unassign', name) if verb == 'STREAM.DELETE' else ('config', name, resp['config'])
     self.meta.propose(change + (reply, body, self.core.server_id))
 
@@ -208,7 +208,7 @@ def _scale_down(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: 
     "`num_replicas` down to 1, on the leader: the update is applied here as on one server; a `scale` entry in the stream's log then freezes every replica at the same message, and the meta group records that only this server holds the stream (the others drop their replicas, this one its group); this server answers."
     resp = self._local_api(subject, b'', hdr, data, src, name)
     if resp is None: return
-    if 'error' in resp: return self.account.reply(reply, json_bytes(resp)) if reply else None
+    if 'error' in resp: return self.account.host.reply(reply, json_bytes(resp)) if reply else None
     self.groups[name].propose(('scale', resp['config'], reply, self.core.server_id))   # first through the stream's own log
 
 @patch
@@ -223,7 +223,7 @@ def _scale_up(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: in
     except JSApiError as e: return self._refuse(reply, r.rtype, e, r.error_extra)
     resp = self._local_api(subject, b'', hdr, data, src, name)
     if resp is None: return
-    if 'error' in resp: return self.account.reply(reply, json_bytes(resp)) if reply else None
+    if 'error' in resp: return self.account.host.reply(reply, json_bytes(resp)) if reply else None
     self.meta.propose(('grow', name, peers, resp['config'], self.core.server_id, reply))
 
 @patch
@@ -238,7 +238,7 @@ def _regroup_update(self: ClusterApi, name: str, g, want: int, subject: bytes, r
     except JSApiError as e: return self._refuse(reply, r.rtype, e, r.error_extra)
     resp = self._local_api(subject, b'', hdr, data, src, name)
     if resp is None: return
-    if 'error' in resp: return self.account.reply(reply, json_bytes(resp)) if reply else None
+    if 'error' in resp: return self.account.host.reply(reply, json_bytes(resp)) if reply else None
     g.propose(('regroup', peers, resp['config'], reply, self.core.server_id, 'stream_update_response'))
 
 @patch
@@ -274,7 +274,7 @@ def _stepdown(self: ClusterApi, name: str, g: RaftGroup | None, reply: bytes, rt
         body = (json_bytes(dict(type=_RT + rtype, success=True)) if err == 0 else
                 _error(rtype, JSClusterNoPeersErrF(err='no replica is caught up to take over')))
         if answer is None: self.account.api_total += 1
-        if reply: (answer or self.account.reply)(reply, body)
+        if reply: (answer or self.account.host.reply)(reply, body)
     if g is None: return done(None, 0)
     to = None
     if body.strip()[:1] in (b'{', b'['):            # as the reference: a JSON object (or array) is a request
@@ -349,9 +349,9 @@ def _local_api(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: b
     if loud: self.account.api_total += 1
     out = json_bytes(resp)
     h = r.header(self.account, resp) if r.header else b''
-    if reply and delay: self.account.later(delay, lambda: self.account.reply(reply, out))
-    elif reply and h: self.account.publish(text(reply), out, hdr=h)
-    elif reply: self.account.reply(reply, out)
+    if reply and delay: self.account.host.later(delay, lambda: self.account.host.reply(reply, out))
+    elif reply and h: self.account.host.publish(text(reply), out, hdr=h)
+    elif reply: self.account.host.reply(reply, out)
     if loud: audit(self.account, src, subj, body, out)
     return resp
 
@@ -513,7 +513,7 @@ def _listing(self: ClusterApi, verb: str, subject: bytes, reply: bytes, hdr: int
     names = sorted(n for n, x in self.assignments.items() if not f or subjects_overlap(x['config'].get('subjects') or [], [f]))
     offset = min(max(req['offset'], 0), len(names))
     a.api_total += 1
-    a.reply(reply, json_bytes(dict(type=_RT + r.rtype, total=len(names), offset=offset, limit=1024,
+    a.host.reply(reply, json_bytes(dict(type=_RT + r.rtype, total=len(names), offset=offset, limit=1024,
                                    streams=names[offset:offset + 1024] or None)))
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #e1c3e71a
@@ -532,7 +532,7 @@ def _gather(self: ClusterApi, req: dict, reply: bytes, timeout: float = 2.0):
                    streams=[got[n] for n in page if n in got])
         if missing := [n for n in page if n not in got]: out['missing'] = missing
         self.account.api_total += 1
-        if reply: self.account.reply(reply, json_bytes(out))
+        if reply: self.account.host.reply(reply, json_bytes(out))
     def on_info(subject, _reply, hdr, data, src):
         info = orjson.loads(data[hdr:] if hdr else data)
         name = (info.get('config') or {}).get('name')
@@ -555,7 +555,7 @@ def _account_info(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data
     whole cluster (every server's memory and storage, each replica counting; the streams assigned; the consumers
     running). Asked by the meta leader (`hops` 2), a server reports its own usage, not counted as a request."""
     if hops >= 2:
-        if reply: self.account.reply(reply, json_bytes(S.account_info(self.account, [], b'', src)))
+        if reply: self.account.host.reply(reply, json_bytes(S.account_info(self.account, [], b'', src)))
         return
     lead = self.meta_leader()
     if self.meta is None or not lead or (hops and lead != self.core.server_name):
@@ -577,7 +577,7 @@ def _account_info(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data
             for a in self.assignments.values():
                 if (mb := a['config'].get('max_bytes') or 0) > 0: res[a['config'].get('storage', 'file')] += mb
             resp.update(streams=len(self.assignments), reserved_memory=res['memory'], reserved_storage=res['file'])
-        if reply: self.account.reply(reply, json_bytes(resp))
+        if reply: self.account.host.reply(reply, json_bytes(resp))
     def on_usage(subject, _reply, h, d, _src):
         got.append(orjson.loads(d[h:] if h else d))
         if len(got) == len(others): finish()

@@ -9,7 +9,8 @@ from functools import partial
 import orjson
 from fastcore.basics import patch
 from ..nats.protocol import text, get_header
-from .host import json_bytes, Remove, Purge, Expire, Configure, CopyMsg
+from .host import json_bytes
+from .operations import Remove, Purge, Expire, Configure, CopyMsg
 from ..nats.subjects import subject_matches
 from .consumer_config import _filters
 from .api import _RT
@@ -75,7 +76,7 @@ def _answer_created(self: ClusteredJetStream, name: str, tries: int):
     if rtype == 'stream_create_response': resp['did_create'] = True
     self._follow_role(name)                          # this server takes the stream's subjects now
     def answer():                                    # once every server knows it (or after a second)
-        if not sent: sent.append(1); self.account.api_total += 1; self.account.reply(reply, json_bytes(resp))
+        if not sent: sent.append(1); self.account.api_total += 1; self.account.host.reply(reply, json_bytes(resp))
     sent = []
     self.core.cluster.flush(answer)
     asyncio.get_running_loop().call_later(1.0, answer)
@@ -106,7 +107,7 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
                     if reply.endswith(b'.$FI'):      # a fast batch: every replica moves it on alike; the proposer answers
                         frames = batch.fast_ingest(s, subject, text(reply), h, payload, ts=ts + i)
                         if origin == me:
-                            for f in frames: self.account.reply(reply, f)
+                            for f in frames: self.account.host.reply(reply, f)
                         continue
                     ack = s.process(subject, h, payload, bool(reply), ts=ts + i)
                 except Exception:
@@ -126,7 +127,7 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
             self.meta.propose(('regroup', name, list(peers), cfg, origin, reply, rtype, seed))
             if rtype == 'stream_remove_peer_response' and reply:
                 self.account.api_total += 1
-                self.account.reply(reply, json_bytes(dict(type=_RT + rtype, success=True)))
+                self.account.host.reply(reply, json_bytes(dict(type=_RT + rtype, success=True)))
     elif op[0] == 'seed' and s is not None:          # the first server's messages, copied where they are missing
         self._apply_seed(s, op[1])
     elif op[0] == 'seeded':
@@ -385,7 +386,7 @@ def _apply_move(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
     elif me != to and me in was and s is not None: self.account.remove_stream(s)
     if fresh and origin == self.core.server_id and reply:
         self.account.api_total += 1
-        self.account.reply(reply, json_bytes(dict(type=_RT + 'stream_remove_peer_response', success=True)))
+        self.account.host.reply(reply, json_bytes(dict(type=_RT + 'stream_remove_peer_response', success=True)))
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #031ad428
 @patch
@@ -560,7 +561,7 @@ def _on_sync(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: int, d
                 msgs.append((m.seq, m.subject, m.hdr, m.data, m.ts, s.store.ttl_of(m.seq)))
                 size += len(m.subject) + len(m.hdr) + len(m.data); seq = m.seq + 1
             ans = {'msgs': msgs, 'next': seq if msgs and seq <= to else to + 1}
-    self.account.reply(reply, seal(key, ans))
+    self.account.host.reply(reply, seal(key, ans))
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #e091f666
 _C_CHANGES = {'CONSUMER.CREATE', 'CONSUMER.DURABLE.CREATE', 'CONSUMER.DELETE', 'CONSUMER.PAUSE', 'CONSUMER.UNPIN'}
@@ -577,22 +578,22 @@ def _consumer_api(self: ClusteredJetStream, verb, name, g, subject, reply, hdr, 
     resp = self._local_api(subject, b'', hdr, data, src, name)
     if resp is None: return
     body = json_bytes(resp)
-    if 'error' in resp: return self.account.reply(reply, body) if reply else None
+    if 'error' in resp: return self.account.host.reply(reply, body) if reply else None
     args = _verb(text(subject))[1]
     cname = resp.get('name') or (args[1] if len(args) > 1 else '')
     if verb == 'CONSUMER.DELETE':
-        if cname not in g.cstates and cname not in g.cmarks: return self.account.reply(reply, body) if reply else None   # never logged
+        if cname not in g.cstates and cname not in g.cmarks: return self.account.host.reply(reply, body) if reply else None   # never logged
         g.cmarks.pop(cname, None)
         return g.propose(('cdel', cname, self.core.server_id, reply, body))
     c = s.consumers.get(cname) if s is not None else None
-    if c is None: return self.account.reply(reply, body) if reply else None
+    if c is None: return self.account.host.reply(reply, body) if reply else None
     self._propose_consumer(g, c, [(reply, body)] if reply else [])
 
 @patch
 def _propose_consumer(self: ClusteredJetStream, g: RaftGroup, c, replies: list):
     "Put consumer `c`'s state in the stream's log; `replies` (subject, body) are sent from here once it is committed."
     if _alone(c):                                    # a consumer of one replica: nothing to log, answered at once
-        for r, b in replies: self.account.reply(r, b)
+        for r, b in replies: self.account.host.reply(r, b)
         return
     g.cmarks[c.name] = c.state_mark()
     g.propose(('cstate', c.name, dict(c.snapshot(), config=c.cfg), self.core.server_id, replies))   # the configuration as it runs
@@ -648,13 +649,13 @@ def apply_consumer(self: ClusteredJetStream, g: RaftGroup, name: str, idx: int, 
     if idx > g.applied: g.applied = idx
     if fresh:
         if origin == self.core.server_id:
-            for r, b in replies: self.account.reply(r, b)
+            for r, b in replies: self.account.host.reply(r, b)
         g.mark_applied(g.applied_file, idx)
 
 @patch
 def _detach(self: ClusteredJetStream, s: Stream, c, forget: bool = False):
     "Stop running consumer `c` here (this server no longer leads its stream); `forget`: it is deleted, its state file too."
-    self.account.send(c.close())
+    self.account.host.send(c.close())
     s.consumers.pop(c.name, None)
     if forget:
         p = self.account.state_path(c)
@@ -704,7 +705,7 @@ def _take_over(self: ClusteredJetStream, g: RaftGroup, s: Stream):
         if c.name not in g.cstates: self._detach(s, c, True)
     for cname, snap in g.cstates.items():
         c = s.consumers.get(cname)
-        if c is not None: self.account.send(c.close()); s.consumers.pop(cname)
+        if c is not None: self.account.host.send(c.close()); s.consumers.pop(cname)
         c = from_snapshot(s, cname, snap)
         c._rebuild_acks_due()
         s.consumers[cname] = c
@@ -713,5 +714,5 @@ def _take_over(self: ClusteredJetStream, g: RaftGroup, s: Stream):
         except (OSError, ValueError) as e: log.error("consumer '%s > %s' state not written: %s", s.name, cname, e)
     if gone := s.acked_already(): s.decide(Remove(tuple(gone)))
     g.cready = True
-    for c in list(s.consumers.values()): self.account.send(c.tick(now))
+    for c in list(s.consumers.values()): self.account.host.send(c.tick(now))
 

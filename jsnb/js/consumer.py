@@ -10,7 +10,8 @@ from fastcore.basics import patch
 from ..nats.subjects import subject_matches
 from ..nats.protocol import get_header
 from ..nats.times import NS, rfc3339, parse_rfc3339
-from .host import Frame, Built, RUN_MIN, advise, encode_run
+from .host import advise
+from .frames import Frame, Built, RUN_MIN, encode_run
 from . import kernels
 from .stream_config import stored_cfg
 from . import priority

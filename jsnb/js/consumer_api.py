@@ -36,19 +36,19 @@ def on_next(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, 
     "A pull request; one for a consumer that does not exist finds no responder."
     toks = text(subject).split('.')
     c = _consumer(acct, toks[5], toks[6]) if len(toks) == 7 else None
-    if c is None: acct.no_responders(src, subject, reply)
+    if c is None: acct.host.no_responders(src, subject, reply)
     elif reply and hdr and c.is_pull and not level_ok(data[:hdr]):
-        acct.publish(text(reply), hdr=status(412, 'Required Api Level'))
-    elif reply: acct.send(c.pull(text(reply), data[hdr:] if hdr else data))
+        acct.host.publish(text(reply), hdr=status(412, 'Required Api Level'))
+    elif reply: acct.host.send(c.pull(text(reply), data[hdr:] if hdr else data))
 
 def on_ack(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "An acknowledgement (`+ACK`, `-NAK`, `+WPI`, `+TERM`, `+NXT`); a consumer that takes none has no responder."
     toks = text(subject).split('.')
     c = _consumer(acct, toks[2], toks[3]) if len(toks) >= 7 else None
-    if c is None or c.ack_none: return acct.no_responders(src, subject, reply)
+    if c is None or c.ack_none: return acct.host.no_responders(src, subject, reply)
     try: dc, sseq, dseq = int(toks[4]), int(toks[5]), int(toks[6])
     except ValueError: return
-    acct.send(c.ack(sseq, dseq, dc, data[hdr:] if hdr else data, text(reply)))
+    acct.host.send(c.ack(sseq, dseq, dc, data[hdr:] if hdr else data, text(reply)))
 
 _NOT_ACKS = (b'+WPI', b'-NAK', b'+TER')
 
@@ -64,18 +64,18 @@ def on_acks(acct: Account, ops: list, src):
             if (toks[2], toks[3]) != key: key, found = (toks[2], toks[3]), _consumer(acct, text(toks[2]), text(toks[3]))
             c = found                                   # (looked up once for a row of acks to one consumer)
             if c is not None and (c.ack_none or not (toks[4].isdigit() and toks[5].isdigit() and toks[6].isdigit())): c = None
-        if c is not c0 and run: acct.send(c0.ack_many(run)); run = []
+        if c is not c0 and run: acct.host.send(c0.ack_many(run)); run = []
         c0 = c
         if c is None: on_ack(acct, subject, reply, hdr, data, src)
         else: run.append((int(toks[5]), int(toks[6])))
-    if run: acct.send(c0.ack_many(run))
+    if run: acct.host.send(c0.ack_many(run))
 
 def on_flow_control(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "A push consumer's flow-control reply: delivery goes on."
     toks = text(subject).split('.')
     c = _consumer(acct, toks[2], toks[3]) if len(toks) >= 4 else None
-    if c is None: acct.no_responders(src, subject, reply)
-    else: acct.send(c.flow_control_reply(text(subject), data[:hdr] if hdr else b''))
+    if c is None: acct.host.no_responders(src, subject, reply)
+    else: acct.host.send(c.flow_control_reply(text(subject), data[:hdr] if hdr else b''))
 
 # %% ../../nbs/2_js/15_consumer_api.ipynb #3f6125e9
 def _create(acct: Account, args: list[str], body: bytes, durable_api: bool) -> dict:
@@ -87,7 +87,7 @@ def _create(acct: Account, args: list[str], body: bytes, durable_api: bool) -> d
     except Exception: peek = {}
     key = (peek.get('name') or peek.get('durable_name') or cname or '') if isinstance(peek, dict) else ''
     guess = existing.get(key) if isinstance(key, str) else None      # (a name that is no string is refused below, as invalid JSON)
-    interest = guess is not None and not guess.is_pull and acct.has_interest(guess.cfg['deliver_subject'])
+    interest = guess is not None and not guess.is_pull and acct.host.has_interest(guess.cfg['deliver_subject'])
     cfg = consumer_config_for_create(body, s.cfg if s is not None else None, subject_stream=args[0] if args else '',
                                      subject_consumer=cname, subject_filter=filt, durable_api=durable_api,
                                      consumers={n: c.cfg for n, c in existing.items()}, deliver_interest=interest,
@@ -98,7 +98,7 @@ def _create(acct: Account, args: list[str], body: bytes, durable_api: bool) -> d
     old = existing.get(name)
     if old is None:                                  # the answer goes out first, then the first messages, as the reference's do
         c = acct.add_consumer(s, name, cfg, deliver=False)
-        acct.later(0, lambda: acct.send(c.deliver()) if s.consumers.get(name) is c else None)
+        acct.host.later(0, lambda: acct.host.send(c.deliver()) if s.consumers.get(name) is c else None)
         return consumer_info_of(acct, c)
     if old.cfg != cfg: old.set_config(cfg); acct.persist(old, force=True)
     return consumer_info_of(acct, old)
@@ -123,7 +123,7 @@ def consumer_info_of(acct: Account, c: Consumer, stored: bool = False) -> dict:
     "The body of a consumer info reply for `c` (`stored`: its configuration as persisted, for lists)."
     d = c.info()
     if stored: d['config'] = stored_cfg(d['config'])
-    if not c.is_pull and acct.has_interest(c.cfg['deliver_subject']): d['push_bound'] = True
+    if not c.is_pull and acct.host.has_interest(c.cfg['deliver_subject']): d['push_bound'] = True
     now = time.time_ns()
     if c.paused_until > now: d['paused'] = True; d['pause_remaining'] = min(c.paused_until - now, MAX_DURATION)   # as the reference caps it
     d['ts'] = rfc3339(now)
@@ -190,7 +190,7 @@ def consumer_unpin(acct: Account, args, body, src) -> dict:
     c = consumer_of(acct, args)
     if group not in (c.cfg.get('priority_groups') or ()): raise JSConsumerInvalidPriorityGroupErr()
     priority.unpin(c, group, 'admin')
-    acct.send(c.deliver())
+    acct.host.send(c.deliver())
     return {}
 
 # %% ../../nbs/2_js/15_consumer_api.ipynb #efc447d7
@@ -236,10 +236,10 @@ def on_reset(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes,
         if not level_ok(head): raise JSRequiredApiLevelErr()
         seq = reset_seq(c, go_unmarshal(body, _RESET)['seq'] if body else 0)
     except JSApiError as e:
-        return acct.publish(text(reply), json_bytes(dict(type=_RESET_TYPE, error=e.to_dict(), reset_seq=0)))
+        return acct.host.publish(text(reply), json_bytes(dict(type=_RESET_TYPE, error=e.to_dict(), reset_seq=0)))
     reset_consumer(c, seq)
     acct.persist(c, force=True)
     ident = get_header(head, b'Nats-Stream-Identity') is not None        # asked for: the reply says which stream this is
     rhdr = b'NATS/1.0\r\nNats-Stream-Identity: %s\r\n\r\n' % identity(c.stream).encode() if ident else b''
-    acct.publish(text(reply), json_bytes(dict(type=_RESET_TYPE) | consumer_info_of(acct, c) | dict(reset_seq=seq)), hdr=rhdr)
-    acct.send(c.deliver())                       # after the reply, which shows the consumer just reset, as the reference's does
+    acct.host.publish(text(reply), json_bytes(dict(type=_RESET_TYPE) | consumer_info_of(acct, c) | dict(reset_seq=seq)), hdr=rhdr)
+    acct.host.send(c.deliver())                       # after the reply, which shows the consumer just reset, as the reference's does

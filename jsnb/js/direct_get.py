@@ -8,9 +8,10 @@ import collections
 from functools import partial
 from typing import TYPE_CHECKING
 import orjson
-from ..nats.times import rfc3339, parse_rfc3339
+from ..nats.times import parse_rfc3339
 from ..nats.protocol import get_header, text, wire
 from ..nats.frames import msg_frame
+from .frames import direct_headers
 from .stream_config import JS_API_LEVEL as API_LEVEL
 if TYPE_CHECKING: from jsnb.js.stream import Stream      # the stream calls this module; it is only named here
 
@@ -24,15 +25,6 @@ def _st(code: int, desc: str) -> tuple[bytes, bytes]: return (f'NATS/1.0 {code} 
 EMPTY, MALFORMED, BAD = _st(408, 'Empty Request'), _st(408, 'Malformed Request'), _st(408, 'Bad Request')
 NOT_FOUND, NO_RESULTS, TOO_MANY = _st(404, 'Message Not Found'), _st(404, 'No Results'), _st(413, 'Too Many Results')
 MIN_LAST_SEQ = _st(412, 'Min Last Sequence')        # read-after-write: the stream has not reached `min_last_seq`
-
-_FIELDS_FMT = b'%sNats-Stream: %s\r\nNats-Subject: %s\r\nNats-Sequence: %d\r\nNats-Time-Stamp: %s\r\n'
-_BATCH_FMT = b'Nats-Num-Pending: %d\r\nNats-Last-Sequence: %d\r\n'
-
-def _headers(stream: bytes, m, pending: int | None = None, last: int = 0) -> bytes:
-    "The reply's header block for stored message `m` (`pending`, `last`: a batch's counters)."
-    base = m.hdr[:-2] if m.hdr else b'NATS/1.0\r\n'
-    h = _FIELDS_FMT % (base, stream, wire(m.subject), m.seq, rfc3339(m.ts).encode())
-    return h + (_BATCH_FMT % (pending, last) if pending is not None else b'') + b'\r\n'
 
 def eob(pending: int, last: int, up_to: int | None = None) -> tuple[bytes, bytes]:
     "The end-of-batch status."
@@ -115,8 +107,8 @@ def answer(stream, req: dict, max_pending: int = 64 * 1024 * 1024) -> list[tuple
         if req.get('no_hdr'): hdr = b''
         elif is_batch:
             pending = max(pending - 1, 0)
-            hdr = _headers(name, m, pending, lseq)
-        else: hdr = _headers(name, m)
+            hdr = direct_headers(name, m, pending, lseq)
+        else: hdr = direct_headers(name, m)
         out.append((hdr, m.data)); lseq = m.seq
         sent += len(m.subject) + len(m.hdr) + len(m.data)
         if sent >= mb: break
@@ -142,7 +134,7 @@ def _multi(stream, req: dict, max_pending: int) -> list[tuple[bytes, bytes]]:
     out, lseq, sent = [], 0, 0
     for i, m in enumerate(msgs):
         left = len(msgs) - i - 1
-        out.append((_headers(name, m, left, lseq), m.data))
+        out.append((direct_headers(name, m, left, lseq), m.data))
         lseq = m.seq
         sent += len(m.subject) + len(m.hdr) + len(m.data)
         if sent >= mb or (batch and len(out) >= batch): break
@@ -151,92 +143,11 @@ def _multi(stream, req: dict, max_pending: int) -> list[tuple[bytes, bytes]]:
 # %% ../../nbs/2_js/07_direct_get.ipynb #2579ec6e
 import numpy as np
 from . import kernels
-from .host import _nd, _uint                 # the digit writers the consumer's frame kernel uses too
-
-_LITS = b'NATS/1.0\r\nNats-Stream: \r\nNats-Subject: \r\nNats-Sequence: \r\nNats-Time-Stamp: \r\nNats-Num-Pending: \r\nNats-Last-Sequence: \r\n\r\n0001-01-01T00:00:00Z'
-_LIT_AT = np.cumsum([0, 10, 13, 16, 17, 19, 20, 22, 4, 20])          # where each piece of `_LITS` starts
-_LIT_A = np.frombuffer(_LITS, np.uint8)
-
-def _lit(out, o, lits, at, i):
-    "Copy piece `i` of the literals to `out[o:]`; the offset after it."
-    for j in range(at[i], at[i + 1]): out[o] = lits[j]; o += 1
-    return o
-
-def _ts_len(ns):
-    "The length of `ns` written as the reference writes a time in a header (RFC 3339, trailing zeros of the fraction cut)."
-    f = ns % 1_000_000_000
-    if ns == 0 or f == 0: return 20
-    n = 9
-    while f % 10 == 0: f //= 10; n -= 1
-    return 21 + n
-
-def _ts(out, o, ns, lits, at):
-    "Write `ns` (UNIX nanoseconds) as RFC 3339 UTC, as `rfc3339` does; the offset after it."
-    if ns == 0: return _lit(out, o, lits, at, 8)                 # Go's zero time
-    s, f = ns // 1_000_000_000, ns % 1_000_000_000
-    days, t = s // 86400, s % 86400
-    z = days + 719468                                            # civil date from days since 1970 (H. Hinnant's algorithm)
-    era = z // 146097
-    doe = z - era * 146097
-    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153
-    d, m = doy - (153 * mp + 2) // 5 + 1, mp + 3 if mp < 10 else mp - 9
-    y = yoe + era * 400 + (1 if m <= 2 else 0)
-    o = _uint(out, o, y, 4); out[o] = 45; o = _uint(out, o + 1, m, 2); out[o] = 45; o = _uint(out, o + 1, d, 2)
-    out[o] = 84; o = _uint(out, o + 1, t // 3600, 2); out[o] = 58; o = _uint(out, o + 1, t // 60 % 60, 2)
-    out[o] = 58; o = _uint(out, o + 1, t % 60, 2)
-    if f:
-        n = _ts_len(ns) - 21
-        out[o] = 46; o = _uint(out, o + 1, f // 10 ** (9 - n), n)
-    out[o] = 90
-    return o + 1
-
-def _batch_frames(a, cols, prefix, name, pending, last, lits, at, out):
-    """Write the reply frames of a Direct Get batch to `out`: for each record of `cols` (subject, header and payload
-    offsets and lengths in `a`, sequence, time) an `HMSG <prefix>...` frame; the bytes written."""
-    o = 0
-    for i in range(cols.shape[0]):
-        so, sn, ho, hn, po, pn, seq, ts = cols[i, 0], cols[i, 1], cols[i, 2], cols[i, 3], cols[i, 4], cols[i, 5], cols[i, 6], cols[i, 7]
-        pending = max(pending - 1, 0)
-        base = hn - 2 if hn else 10
-        h = (base + 13 + name.shape[0] + 16 + sn + 17 + _nd(seq) + 19 + _ts_len(ts) + 20 + _nd(pending)
-             + 22 + _nd(last) + 4)
-        for j in range(prefix.shape[0]): out[o + j] = prefix[j]
-        o += prefix.shape[0]
-        o = _uint(out, o, h, _nd(h)); out[o] = 32; o += 1
-        o = _uint(out, o, h + pn, _nd(h + pn)); out[o] = 13; out[o + 1] = 10; o += 2
-        if hn:
-            for j in range(base): out[o + j] = a[ho + j]
-            o += base
-        else: o = _lit(out, o, lits, at, 0)
-        o = _lit(out, o, lits, at, 1)
-        for j in range(name.shape[0]): out[o + j] = name[j]
-        o = _lit(out, o + name.shape[0], lits, at, 2)
-        for j in range(sn): out[o + j] = a[so + j]
-        o = _lit(out, o + sn, lits, at, 3)
-        o = _uint(out, o, seq, _nd(seq)); o = _lit(out, o, lits, at, 4)
-        o = _ts(out, o, ts, lits, at); o = _lit(out, o, lits, at, 5)
-        o = _uint(out, o, pending, _nd(pending)); o = _lit(out, o, lits, at, 6)
-        o = _uint(out, o, last, _nd(last)); o = _lit(out, o, lits, at, 7)
-        for j in range(pn): out[o + j] = a[po + j]
-        o += pn; out[o] = 13; out[o + 1] = 10; o += 2
-        last = seq
-    return o
-
-_u8 = lambda b: np.frombuffer(b, np.uint8)
-_i = lambda *s: np.zeros(s, np.int64)
-for _k, _args in (('_lit', lambda: (np.zeros(32, np.uint8), 0, _LIT_A, _LIT_AT, 0)), ('_nd', lambda: (5,)),
-                  ('_uint', lambda: (np.zeros(8, np.uint8), 0, 5, 1)), ('_ts_len', lambda: (1,)),
-                  ('_ts', lambda: (np.zeros(40, np.uint8), 0, 1, _LIT_A, _LIT_AT)),
-                  ('_batch_frames', lambda: (_u8(bytes(8)), _i(0, 8), _u8(b'x'), _u8(b'x'), 0, 0, _LIT_A, _LIT_AT,
-                                             np.zeros(8, np.uint8)))):
-    kernels.register(globals(), _k, _args)
-
+from .frames import direct_batch
 
 # %% ../../nbs/2_js/07_direct_get.ipynb #ba0edad2
 def answer_built(stream, req: dict, to: bytes, max_pending: int = 64 * 1024 * 1024) -> bool:
-    "Answer a plain batch request (from a sequence or a time, any subject filter) with frames written by `_batch_frames`; False when it cannot."
+    "Answer a plain batch request (from a sequence or a time, any subject filter) with frames written by a kernel (`frames.direct_batch`); False when it cannot."
     batch, store = req.get('batch') or 0, stream.store
     if (batch <= 0 or not kernels.JIT or req.get('multi_last') or req.get('last_by_subj') or req.get('no_hdr')
             or not hasattr(store, 'raw_msgs')): return False
@@ -251,12 +162,8 @@ def answer_built(stream, req: dict, to: bytes, max_pending: int = 64 * 1024 * 10
     k = min(int(np.searchsorted(sent, req.get('max_bytes') or max_pending)) + 1, len(rows))   # up to the one that passes
     cols, pending = cols[:k], store.num_pending(seq, nxt)
     end = eob(max(pending - k, 0), int(cols[-1, 6]))[0]
-    name, a = _u8(wire(stream.name)), _u8(buf)
-    def build(sid: bytes) -> bytes:
-        prefix = b'HMSG %s %s ' % (to, sid)
-        out = np.empty(int(sent[k - 1]) + k * (len(prefix) + len(name) + 300), np.uint8)
-        n = _batch_frames(a, cols, _u8(prefix), name, pending, 0, _LIT_A, _LIT_AT, out)
-        return out[:n].tobytes() + msg_frame(to, sid, b'', len(end), end)
+    name = wire(stream.name)
+    def build(sid: bytes) -> bytes: return direct_batch(buf, cols, to, sid, name, pending) + msg_frame(to, sid, b'', len(end), end)
     return stream.host.send_built(to, k + 1, int(sent[k - 1]), build)
 
 
@@ -315,6 +222,6 @@ def on_requests(s: Stream, ops: list, src):
             if out: s.host.send(out); out = []
             on_request(s, False, subject, reply, hdr, data, src); continue
         m, to = store.load_msg(req['seq']), text(reply)
-        h, d = NOT_FOUND if m is None else (_headers(name, m), m.data)
+        h, d = NOT_FOUND if m is None else (direct_headers(name, m), m.data)
         out.append((to, to, '', h, d))
     if out: s.host.send(out)

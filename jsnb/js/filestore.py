@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
 from .store import MsgStore, StoreLimits, StoreError, file_msg_size
-from .index import _lens
+from .index import lengths
 from ..nats.protocol import text, wire
 
 # %% auto #0
@@ -682,8 +682,8 @@ kernels.register(globals(), '_write_records', lambda: (np.zeros(1, np.uint8), _z
 
 @patch
 def _sizes(self: FileStore, subjects, datas, hdrs=None) -> np.ndarray:
-    sizes = 30 + _lens(subjects) + _lens(datas)
-    if hdrs: hl = _lens(hdrs); sizes += np.where(hl > 0, 4 + hl, 0)
+    sizes = 30 + lengths(subjects) + lengths(datas)
+    if hdrs: hl = lengths(hdrs); sizes += np.where(hl > 0, 4 + hl, 0)
     return sizes
 
 @patch
@@ -691,8 +691,8 @@ def _put_many(self: FileStore, r, subjects, datas, hdrs=None):
     "Frame the records of a run: with the kernels, all of them in one buffer from the joined fields; else one by one."
     ix, seq, ts, k = self._ix, int(self._ix.seq[r]), int(self._ix.ts[r]), len(subjects)
     if kernels.ready(k):
-        sl, dl = _lens(subjects), _lens(datas)
-        hl = _lens(hdrs) if hdrs else np.zeros(k, np.int64)
+        sl, dl = lengths(subjects), lengths(datas)
+        hl = lengths(hdrs) if hdrs else np.zeros(k, np.int64)
         lens = 39 + sl + hl + dl
         src = b''.join(chain.from_iterable(zip(subjects, hdrs, datas) if hdrs else zip(subjects, datas)))
         out = np.empty(int(lens.sum()), np.uint8)
@@ -700,7 +700,7 @@ def _put_many(self: FileStore, r, subjects, datas, hdrs=None):
         recs = [out]
     else:
         recs = [_record(_MSG, seq + i, ts, 0, s, h, d) for i, (s, h, d) in enumerate(zip(subjects, hdrs or repeat(b''), datas))]
-        lens = _lens(recs)
+        lens = lengths(recs)
     start, nbytes = self._size + self._pending, int(lens.sum())
     ix.blk[r:r + k] = self._cur
     ix.off[r:r + k] = start + np.cumsum(lens) - lens

@@ -11,7 +11,7 @@ from ..nats.subjects import subject_matches, has_wildcard, SubjectTree
 from .kernels import next_row, prev_row, count_rows, select_rows, last_rows, expired_rows
 
 # %% auto #0
-__all__ = []
+__all__ = ['lengths']
 
 # %% ../../nbs/2_js/03a_index.ipynb #b051d8a2
 _COLS = (('seq', np.int64), ('sid', np.int32), ('ts', np.int64), ('size', np.int64),
@@ -117,7 +117,7 @@ def _groups(a: np.ndarray) -> tuple:
     ends = np.append(starts[1:], len(a))
     return t[starts], order[starts], ends - starts, order[ends - 1]
 
-def _lens(items) -> np.ndarray:
+def lengths(items) -> np.ndarray:
     "The lengths of `items` (the subjects, headers or payloads of a run), as an array."
     return np.fromiter(map(len, items), np.int64, len(items))
 

@@ -9,13 +9,15 @@ from typing import TYPE_CHECKING
 from ..nats.protocol import get_header, remove_header, add_header, text, wire
 from ..nats.subjects import subject_matches, transform_subject
 from ..nats.times import NS, parse_rfc3339, rfc3339
-from .host import CopyMsg, log
+from .operations import CopyMsg
+import logging
+log = logging.getLogger('jsnb')
 from .feeds import Feed
 if TYPE_CHECKING: from jsnb.js.stream import Stream      # the stream calls this module; it is only named here
 
 # %% auto #0
-__all__ = ['Upstream', 'hash8', 'identity', 'resume', 'copy_one', 'pull', 'upstream_info', 'info', 'leads', 'attach', 'detach',
-           'release', 'sync', 'catch_up', 'lead']
+__all__ = ['log', 'Upstream', 'hash8', 'identity', 'resume', 'copy_one', 'pull', 'upstream_info', 'info', 'leads', 'attach',
+           'detach', 'release', 'sync', 'catch_up', 'lead']
 
 # %% ../../nbs/2_js/08_mirrors.ipynb #25eae963
 class Upstream:
@@ -159,7 +161,7 @@ def leads(s: Stream) -> bool:
     """Whether `s` copies from its upstreams here: always on one server; for a replicated stream, only on its leader
     once caught up (it puts the copies in the group's log, `group.copy`), never before it has joined its group."""
     if s.group is not None: return s.group.leads()
-    return s.cfg.get('num_replicas', 1) <= 1 or not getattr(s.host, 'clustered', False)
+    return s.cfg.get('num_replicas', 1) <= 1 or not s.host.clustered
 
 def attach(s: Stream):
     "Register `s`'s upstreams with the streams they read; start reading those of other JetStreams (where `s` copies)."
@@ -200,7 +202,7 @@ def release(up: Stream, u: Upstream) -> int:
 # %% ../../nbs/2_js/08_mirrors.ipynb #68ede434
 def _own_apis(s: Stream) -> tuple[str, ...]:
     "The API prefixes that name the stream's own JetStream."
-    return ('', '$JS.API') + ((f'$JS.{s.host.domain}.API',) if getattr(s.host, 'domain', '') else ())
+    return ('', '$JS.API') + ((f'$JS.{s.host.domain}.API',) if s.host.domain else ())
 
 def _feed(s: Stream, u: Upstream, api: str = '') -> Feed:
     "The feed that copies `u` into `s` through `u`'s external API (or `api`)."
@@ -223,7 +225,7 @@ def _feed(s: Stream, u: Upstream, api: str = '') -> Feed:
     filters = [src for src, _ in u.transforms] if u.transforms else [u.filter] if u.filter else []
     ext = u.external or {}
     f = Feed(s.host, ext.get('api') or api, u.name, u.mirror, s.name, begin, keep, filters, ext.get('deliver') or '',
-             getattr(s.host, 'name', '$G'))
+             s.host.account_name)
     return f
 
 # %% ../../nbs/2_js/08_mirrors.ipynb #9b832f06
@@ -236,7 +238,7 @@ def sync(s: Stream, copy: bool = True) -> int:
         u = Upstream(spec, mirror)
         if u.iname in old: ups.append(old[u.iname]); continue
         if u.external and u.external.get('api') not in _own_apis(s): u.feed = _feed(s, u)
-        elif getattr(s.host, 'clustered', False) and s.host.stream(u.name) is None:
+        elif s.host.clustered and s.host.stream(u.name) is None:
             u.feed = _feed(s, u, '$JS.API')          # in a cluster, a stream other servers hold: through the API, as the reference
         resume(s, u, _local(s, u)); u.acked = u.last; ups.append(u)
     detach(s, [u for u in s.upstreams if u not in ups])

@@ -61,10 +61,10 @@ class Restore:
         self.big, self.opened = big, time.monotonic()       # a large backup: worth waiting (a little) for the kernels
         self.lseq = self.used0 = self.stored = self._ncons = 0
         self.staging = ''                                   # where a file stream is restored before it goes live
-        advise(acct, f'$JS.EVENT.ADVISORY.STREAM.RESTORE_CREATE.{self.name}', 'io.nats.jetstream.advisory.v1.restore_create',
+        advise(acct.host, f'$JS.EVENT.ADVISORY.STREAM.RESTORE_CREATE.{self.name}', 'io.nats.jetstream.advisory.v1.restore_create',
                stream=self.name, client=_client(acct, src))
-        self.sub = acct.subscribe(self.subject, self.on_chunk)
-        acct.later(STALL_TIMEOUT, self._watch)
+        self.sub = acct.host.subscribe(self.subject, self.on_chunk)
+        acct.host.later(STALL_TIMEOUT, self._watch)
 
 # %% ../../nbs/2_js/18a_restore.ipynb #43097bb7
 @patch
@@ -78,7 +78,7 @@ def on_chunk(self: Restore, subject, reply, hdr, data, src):
 @patch
 def _release(self: Restore):
     "Take the held messages once the kernels are ready (decoding with the plain twins would take far longer)."
-    if self.big and not ready() and time.monotonic() - self.opened < KERNEL_WAIT: return self.acct.later(0.05, self._release)
+    if self.big and not ready() and time.monotonic() - self.opened < KERNEL_WAIT: return self.acct.host.later(0.05, self._release)
     while self._held and not self.finished: self._take(*self._held.pop(0))
     self._held.clear()
 
@@ -95,16 +95,16 @@ def _take(self: Restore, reply, body):
         except Exception as e:
             if not isinstance(e, (SnapshotError, JSApiError)): log.exception("restore of stream '$G > %s' failed", self.name)
             self.err = e
-    self.acct.reply(reply, b'')
+    self.acct.host.reply(reply, b'')
 
 @patch
 def _watch(self: Restore):
     "A restore that received nothing for 5 seconds is abandoned: no answer, the subscription goes."
     if self.finished: return
     idle = 0 if self._held else time.monotonic() - self.last
-    if idle < STALL_TIMEOUT: return self.acct.later(STALL_TIMEOUT - idle, self._watch)
+    if idle < STALL_TIMEOUT: return self.acct.host.later(STALL_TIMEOUT - idle, self._watch)
     log.warning("restore for stream '$G > %s' is stalled", self.name)
-    self.finished = True; self.acct.unsubscribe(self.sub)
+    self.finished = True; self.acct.host.unsubscribe(self.sub)
     try: self._activate()
     except Exception as e: log.warning("restore for stream '$G > %s': %s", self.name, e)
 
@@ -148,7 +148,7 @@ def _check(self: Restore, name: bytes, ts: int, seq: int, hs: int, ps: int):
     if seq == 0:
         if ts == 0 and hs == 0 and ps == 0: return
         raise SnapshotError('expected message sequence')
-    mp = self.acct.max_payload
+    mp = self.acct.host.max_payload
     if hs > mp or ps > mp - hs: raise SnapshotError(f'message sequence {seq} exceeds maximum payload size')
     mms = self.cfg.get('max_msg_size', -1)
     if mms is not None and mms >= 0 and (hs > mms or ps > mms - hs):
@@ -324,15 +324,15 @@ def _activate(self: Restore):
         c._acks_due = [(t + c._ack_wait(q), q, t) for q, (_, t) in c.pending.items()]
         heapq.heapify(c._acks_due)
         acct.persist(c, force=True)
-    for c in s.consumers.values(): acct.send(c.tick(now))
-    if s.cfg.get('mirror') or s.cfg.get('sources'): mirrors.sync(s, copy=False); acct.later(0, lambda: mirrors.catch_up(s))
+    for c in s.consumers.values(): acct.host.send(c.tick(now))
+    if s.cfg.get('mirror') or s.cfg.get('sources'): mirrors.sync(s, copy=False); acct.host.later(0, lambda: mirrors.catch_up(s))
     return s
 
 @patch
 def _finish(self: Restore, reply: bytes):
     "The input is over: start the stream, announce the end, answer."
     self.finished = True
-    self.acct.unsubscribe(self.sub)
+    self.acct.host.unsubscribe(self.sub)
     err, s = self.err, None
     if err is None:
         try: self._close_input()
@@ -340,7 +340,7 @@ def _finish(self: Restore, reply: bytes):
     try: s = self._activate()
     except Exception as e: err = err or e
     end = time.time_ns()
-    advise(self.acct, f'$JS.EVENT.ADVISORY.STREAM.RESTORE_COMPLETE.{self.name}', 'io.nats.jetstream.advisory.v1.restore_complete',
+    advise(self.acct.host, f'$JS.EVENT.ADVISORY.STREAM.RESTORE_COMPLETE.{self.name}', 'io.nats.jetstream.advisory.v1.restore_complete',
            stream=self.name, start=rfc3339(self.start_ns), end=rfc3339(end), bytes=self.total, client=_client(self.acct, self.src))
     resp = dict(type='io.nats.jetstream.api.v1.stream_create_response')
     if err is None and s is None: err = SnapshotError(f"restore for stream '$G > {self.name}' did not create a stream")
@@ -352,7 +352,7 @@ def _finish(self: Restore, reply: bytes):
         info = s.info(cluster=False)
         resp.update(config=info['config'], created=info['created'], state=info['state'], ts=info['ts'])
         log.info("Completed restore of %d bytes for stream '$G > %s'", self.total, self.name)
-    if reply: self.acct.reply(reply, json_bytes(resp))
+    if reply: self.acct.host.reply(reply, json_bytes(resp))
 
 # %% ../../nbs/2_js/18a_restore.ipynb #92452b48
 def stream_restore(acct: Account, args, body, src) -> dict:

@@ -95,7 +95,7 @@ def _client(acct, src) -> dict:
     "The `client` of an advisory: who asked (as the API audit advisory describes a client)."
     if not isinstance(src, ClientConn): return {}
     c = dict(start=rfc3339(int(src.start * 1e9)), host=src.host, id=src.cid, acc='$G', lang=src.lang, ver=src.version,
-             rtt=int(src.rtt * 1e9), server=acct.server_name, kind='Client', client_type='nats')
+             rtt=int(src.rtt * 1e9), server=acct.host.server_name, kind='Client', client_type='nats')
     if src.name: c['name'] = src.name
     if src.user: c['user'] = src.user
     return c
@@ -121,10 +121,10 @@ class Snapshot:
     def begin(self):
         "The answer is out: announce the snapshot, wait for the receiver, start sending."
         self.start_ns = time.time_ns()
-        advise(self.acct, f'$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_CREATE.{self.stream.name}',
+        advise(self.acct.host, f'$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_CREATE.{self.stream.name}',
                'io.nats.jetstream.advisory.v1.snapshot_create', stream=self.stream.name, state=self.state,
                client=_client(self.acct, self.src))
-        self.sub = self.acct.subscribe(self.ack + '.>', self.on_ack)
+        self.sub = self.acct.host.subscribe(self.ack + '.>', self.on_ack)
         self.started = time.monotonic()
         self._watch()
 
@@ -138,9 +138,9 @@ def _pump(self: Snapshot):
             log.exception("snapshot of stream '$G > %s' failed", self.stream.name)
             return self._end(f'NATS/1.0 500 {e}\r\n\r\n'.encode(), str(e))
         if len(chunk) < self.chunk:
-            if chunk: self.acct.publish(self.deliver, chunk)
+            if chunk: self.acct.host.publish(self.deliver, chunk)
             return self._end(self.hdr, '')
-        self.acct.publish(self.deliver, chunk, reply=f'{self.ack}.{len(chunk)}.{self.index}')
+        self.acct.host.publish(self.deliver, chunk, reply=f'{self.ack}.{len(chunk)}.{self.index}')
         self.index += 1; self.slots -= 1
         self.hdr, self.sent_at = b'NATS/1.0 204\r\n\r\n', time.monotonic()
 
@@ -160,7 +160,7 @@ def on_ack(self: Snapshot, subject, reply, hdr, data, src):
 def _watch(self: Snapshot):
     "Every 100 ms: start once there is a receiver (or 2 s have passed), notice one that left, give up on a full window after 5 s."
     if self.finished: return
-    now, interest = time.monotonic(), self.acct.has_interest(self.deliver)
+    now, interest = time.monotonic(), self.acct.host.has_interest(self.deliver)
     if not self.sending:
         if (interest or now - self.started >= INTEREST_WAIT) and (self.state['bytes'] < WAIT_FOR_KERNELS or ready() or now - self.started >= KERNEL_WAIT):
             self.sending, self.had_interest, self.sent_at = True, interest, now
@@ -169,16 +169,16 @@ def _watch(self: Snapshot):
     elif self.had_interest: return self._end(b'NATS/1.0 408 No Interest\r\n\r\n', 'no interest')
     if not self.finished and self.sending and (self.slots <= 0 or self.gone) and now - self.sent_at >= ACK_TIMEOUT:
         return self._end(b'NATS/1.0 408 No Flow Response\r\n\r\n', 'no flow response')
-    if not self.finished: self.acct.later(_WATCH, self._watch)
+    if not self.finished: self.acct.host.later(_WATCH, self._watch)
 
 @patch
 def _end(self: Snapshot, hdr: bytes, error: str):
     "The end marker, then the completion advisory."
     self.finished, self.error, self.end_ns = True, error, time.time_ns()
-    if not self.gone: self.acct.publish(self.deliver, b'', hdr)
-    if self.sub is not None: self.acct.unsubscribe(self.sub); self.sub = None
+    if not self.gone: self.acct.host.publish(self.deliver, b'', hdr)
+    if self.sub is not None: self.acct.host.unsubscribe(self.sub); self.sub = None
     extra = dict(error=error) if error else {}
-    advise(self.acct, f'$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_COMPLETE.{self.stream.name}',
+    advise(self.acct.host, f'$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_COMPLETE.{self.stream.name}',
            'io.nats.jetstream.advisory.v1.snapshot_complete', stream=self.stream.name, start=rfc3339(self.start_ns),
            end=rfc3339(self.end_ns), client=_client(self.acct, self.src), **extra)
     if error: log.warning("Snapshot for stream '$G > %s' failed: %s", self.stream.name, error)
@@ -203,5 +203,5 @@ def stream_snapshot(acct: Account, args, body, src) -> dict:
     if not valid_literal_subject(wire(req['deliver_subject'])): raise JSSnapshotDeliverSubjectInvalidErr()
     state = s.state()
     snap = Snapshot(acct, s, req, src, state)
-    acct.later(0, snap.begin)                      # after the answer
+    acct.host.later(0, snap.begin)                      # after the answer
     return dict(config=stored_cfg(s.cfg), state=state)

@@ -21,7 +21,8 @@ from .errors import (JSApiError, JSInsufficientResourcesErr, JSAccountResourcesE
                            JSStreamNotMatchErr, JSStreamPurgeFailedF, JSStreamRollupFailedF, JSStreamSealedErr,
                            JSStreamStoreFailedF, JSStreamWrongLastMsgIDErrF, JSStreamWrongLastSequenceErrF)
 from .store import MsgStore, StoreLimits, StoreError
-from .host import StreamHost, json_bytes, MAX_SEQ, StoreMsg, StoreRun, SkipMsg, CopyMsg, DeleteMsg, Purge, Expire, Remove, Configure
+from .host import StreamHost, json_bytes
+from .operations import MAX_SEQ, StoreOne, StoreRun, SkipMsg, CopyMsg, DeleteMsg, Purge, Expire, Remove, Configure
 from . import ttl, batch, direct_get, mirrors, schedules, counters
 
 log = logging.getLogger('jsnb')
@@ -45,7 +46,7 @@ class Stream:
         self.host, self.cfg, self.store = host, cfg, store
         self.name = cfg['name']
         self._qname = orjson.dumps(self.name)        # the name as JSON, for pub acks (and the JetStream domain after it, if any)
-        if getattr(host, 'domain', ''): self._qname += b',"domain":' + orjson.dumps(host.domain)
+        if host.domain: self._qname += b',"domain":' + orjson.dumps(host.domain)
         self._ack_fmt = b'{"stream":' + self._qname.replace(b'%', b'%%') + b',"seq":%d}'   # the usual pub ack, `% seq`
         self.created = created or time.time_ns()
         self.subs: list = []                         # subscriptions to the stream's subjects
@@ -120,9 +121,9 @@ def propose(self: Stream, op):
 def apply(self: Stream, op):
     "Apply one state change; every change to what the stream stores goes through here. Returns its result."
     t, store = type(op), self.store
-    if t in (StoreMsg, SkipMsg, StoreRun) and self.last_seq + (len(op.subjects) if t is StoreRun else 1) > MAX_SEQ:
+    if t in (StoreOne, SkipMsg, StoreRun) and self.last_seq + (len(op.subjects) if t is StoreRun else 1) > MAX_SEQ:
         raise StoreError('max_seq', 'maximum sequence reached')
-    if t is StoreMsg:
+    if t is StoreOne:
         seq, ts = store.store_msg(op.subject, op.hdr, op.data, ts=op.ts or None, ttl=op.ttl)
         self.last_seq, self.last_msg_id = seq, op.msg_id
         if op.msg_id: self._remember(op.msg_id, seq, ts)
@@ -494,7 +495,7 @@ def _store(self: Stream, subject: str, hdr: bytes, data: bytes, msg_id: str, rol
     try: ttl_ns, hdr = ttl.stored_ttl(cfg, hdr)
     except ValueError: return self._nak(JSMessageTTLInvalidErr())
     last = self.store.load_last_msg(subject) if cfg.get('republish') else None
-    try: seq, ts = self.propose(StoreMsg(subject, hdr, data, ttl_ns, msg_id, rollup, ts))
+    try: seq, ts = self.propose(StoreOne(subject, hdr, data, ttl_ns, msg_id, rollup, ts))
     except StoreError as e: return self._nak(JSStreamStoreFailedF(err=_STORE_ERRORS.get(e.kind, str(e))))
     if cfg.get('republish'): self._republish(subject, hdr, data, seq, ts, last.seq if last else 0)
     self._stored()
@@ -562,7 +563,7 @@ def info(self: Stream, deleted_details: bool = False, subjects_filter: str = '',
     "`config`, `created`, `state`, (`cluster`), its `mirror` or `sources`, and `ts`: the body of stream API replies."
     d = dict(config=self.cfg, created=rfc3339(self.created), state=self.state(deleted_details, subjects_filter))
     if cluster:
-        if getattr(self.host, 'domain', ''): d['domain'] = self.host.domain
+        if self.host.domain: d['domain'] = self.host.domain
         d['cluster'] = {'leader': self.host.server_name}
     d.update(mirrors.info(self))
     d['ts'] = rfc3339(time.time_ns())

@@ -15,7 +15,7 @@ from .stream import Stream
 from .account import Account
 from .direct_get import ERROR_DELAY
 from . import mirrors
-from .host import MAX_SEQ
+from .operations import MAX_SEQ
 
 # %% auto #0
 __all__ = ['REQUESTS', 'request', 'stream_of', 'account_info', 'require_empty', 'stream_create', 'stream_update', 'stream_delete',
@@ -116,7 +116,7 @@ def stream_create(acct: Account, args, body, src) -> dict:
     _no_overlap(acct, cfg)
     _no_cycle(acct, cfg)
     s = acct.add_stream(cfg)
-    if s.cfg.get('mirror') or s.cfg.get('sources'): mirrors.sync(s, copy=False); acct.later(0, lambda: mirrors.catch_up(s))
+    if s.cfg.get('mirror') or s.cfg.get('sources'): mirrors.sync(s, copy=False); acct.host.later(0, lambda: mirrors.catch_up(s))
     acct.advise_stream(s.name, 'create', s.cfg.get('template_owner', ''))
     return dict(s.info(cluster=False), did_create=True)
 

@@ -139,11 +139,11 @@ from functools import partial
 def start(acct, t: Template):
     "Make template `t` live in `acct`: registered, and subscribed to its subjects."
     acct.templates[t.name] = t
-    t.sub = [acct.subscribe(s, partial(on_message, acct, t)) for s in t.config.get('subjects') or []]
+    t.sub = [acct.host.subscribe(s, partial(on_message, acct, t)) for s in t.config.get('subjects') or []]
 
 def delete(acct, t: Template):
     "Stop template `t`, forget it on disk and delete the streams it made."
-    for sub in t.sub or []: acct.unsubscribe(sub)
+    for sub in t.sub or []: acct.host.unsubscribe(sub)
     t.sub = None
     acct.templates.pop(t.name, None)
     drop_saved(acct, t)
