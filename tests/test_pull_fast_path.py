@@ -48,7 +48,7 @@ def _run(seed: int, ack_policy: str, max_ack_pending: int) -> list:
     delivered, rnd = [], random.Random(seed)
     for op in _workload(seed):
         start = len(host.sent)
-        if op[0] == 'pub': s.process(rnd.choice(['s.a', 's.b']), b'', b'x' * op[1])
+        if op[0] == 'pub': s.ingest_one(rnd.choice(['s.a', 's.b']), b'', b'x' * op[1])
         elif op[0] == 'pull': host.send(c.pull(op[1], op[2]))
         elif delivered:
             reply = delivered[op[1] % len(delivered)]

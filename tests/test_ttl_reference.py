@@ -154,3 +154,46 @@ async def test_sourced_ttl_is_kept_without_allow_msg_ttl(start_server, kind):
         audit = await api(nc, '$JS.API.STREAM.MSG.GET.AUDIT', {'last_by_subj': 'events.flash'})
         assert (events, audit['message']['seq']) == (0, 1)
     finally: await nc.close()
+
+
+def code(d):
+    "A pub ack as its error code, or `('seq', seq, duplicate)`."
+    return d['error']['err_code'] if 'error' in d else ('seq', d.get('seq'), d.get('duplicate'))
+
+
+TTL_WITH = [('bad+wrong last seq', {'Nats-TTL': 'abc', 'Nats-Expected-Last-Sequence': '99'}),
+            ('bad+wrong subject seq', {'Nats-TTL': 'abc', 'Nats-Expected-Last-Subject-Sequence': '99'}),
+            ('bad+duplicate', {'Nats-TTL': 'abc', 'Nats-Msg-Id': 'id1'}),
+            ('bad+wrong last id', {'Nats-TTL': 'abc', 'Nats-Expected-Last-Msg-Id': 'nope'}),
+            ('bad+rollup', {'Nats-TTL': 'abc', 'Nats-Rollup': 'sub'}),
+            ('bad+wrong stream', {'Nats-TTL': 'abc', 'Nats-Expected-Stream': 'NOPE'}),
+            ('bad+schedule', {'Nats-TTL': 'abc', 'Nats-Schedule': '@every 1s'}),
+            ('never', {'Nats-TTL': 'never'}), ('bad', {'Nats-TTL': 'abc'}), ('zero', {'Nats-TTL': '0'}),
+            ('zero+wrong last seq', {'Nats-TTL': '0', 'Nats-Expected-Last-Sequence': '99'}),
+            ('5+wrong last seq', {'Nats-TTL': '5', 'Nats-Expected-Last-Sequence': '99'}),
+            ('5+duplicate', {'Nats-TTL': '5', 'Nats-Msg-Id': 'id1'})]
+
+
+async def ttl_order_scenario(s):
+    """Where the `Nats-TTL` check stands among the others, on one message and on an atomic batch's: a single publish
+    refuses a TTL the stream does not allow where the headers are checked, but an invalid one only when it is stored
+    (after de-duplication and the expectations); a batch refuses any TTL on a stream without `allow_msg_ttl`, and an
+    invalid one, where its headers are checked."""
+    nc = await nats.connect(s.url); out = []
+    for allow in (False, True):
+        name = f'T{int(allow)}'
+        await api(nc, f'$JS.API.STREAM.CREATE.{name}', {'name': name, 'subjects': [f'{name}.>'], 'allow_msg_ttl': allow,
+                                                          'allow_atomic': True})
+        out.append((name, code(await pub(nc, f'{name}.a', b'x', **{'Nats-Msg-Id': 'id1'}))))
+        for label, h in TTL_WITH: out.append((name, 'single', label, code(await pub(nc, f'{name}.a', b'x', **h))))
+        for k, (label, h) in enumerate(TTL_WITH):
+            batch = {'Nats-Batch-Id': f'b{int(allow)}{k}', 'Nats-Batch-Sequence': '1', 'Nats-Batch-Commit': '1'}
+            out.append((name, 'batch', label, code(await pub(nc, f'{name}.a', b'x', **batch, **h))))
+    await nc.close()
+    return out
+
+
+async def test_ttl_checked_where_the_reference_checks_it(start_server):
+    res = [await ttl_order_scenario(start_server(k, '-js')) for k in KINDS]
+    assert ('T0', 'batch', 'bad', 10166) in res[0] and ('T0', 'single', 'bad', 10165) in res[0]   # the two orders differ
+    for a, b in zip(res[0], res[1]): assert b == a, f'\n jsnb: {b}\n  ref: {a}'

@@ -301,7 +301,7 @@ def tick(self: Account, now: int | None = None) -> list:
             batch.expire_batches(s, now)
             if s.group is None: batch.expire_fast(s, now)
             elif any(now - b.active > batch.BATCH_TIMEOUT for b in s.fast.values()): s.group.decide(Expire(now))   # (its leader decides, for every replica)
-            s._trim_dedup(now)
+            s.trim_dedup(now)
             if s.upstreams: mirrors.catch_up(s)
             if isinstance(s.store, FileStore): s.store.sync_if_due()     # a stream that went quiet is synced on time too
         except Exception: log.exception("stream '%s > %s' housekeeping failed", self.name, s.name)

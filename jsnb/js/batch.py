@@ -5,31 +5,24 @@
 # %% ../../nbs/2_js/10_batch.ipynb #4814b180
 from __future__ import annotations
 import re, time
-from typing import TYPE_CHECKING
+from collections import ChainMap
 import orjson
-from ..nats.protocol import get_header, add_header, text, wire, Counted
-from .errors import (JSAtomicPublishContainsDuplicateMessageErr, JSAtomicPublishDisabledErr,
-                           JSAtomicPublishIncompleteBatchErr, JSAtomicPublishInvalidBatchCommitErr,
-                           JSAtomicPublishInvalidBatchIDErr, JSAtomicPublishMissingSeqErr, JSAtomicPublishTooLargeBatchErrF,
-                           JSAtomicPublishTooManyInflight, JSAtomicPublishUnsupportedHeaderBatchErr, JSBatchPublishDisabledErr,
-                           JSBatchPublishInvalidBatchIDErr, JSBatchPublishInvalidPatternErr, JSBatchPublishTooManyInflight,
-                           JSBatchPublishUnknownBatchIDErr, JSInsufficientResourcesErr, JSMessageTTLDisabledErr,
-                           JSMessageTTLInvalidErr, JSStreamMessageExceedsMaximumErr, JSStreamNotMatchErr, JSStreamSealedErr,
-                           JSStreamWrongLastSequenceConstantErr, JSStreamWrongLastSequenceErrF)
-from .host import advise
-from .operations import StoreRun
-from .store import StoreError
-from .ttl import parse_ttl
-from . import schedules, counters
-from .errors import JSApiError
-from ..nats.subjects import transform_subject
+from ..nats.protocol import get_header, add_header, text, Counted
 from ..nats.times import NS
-if TYPE_CHECKING: from jsnb.js.stream import Stream      # the stream calls this module; it is only named here
+from .errors import (JSApiError, JSAtomicPublishDisabledErr, JSAtomicPublishIncompleteBatchErr,
+                            JSAtomicPublishInvalidBatchCommitErr, JSAtomicPublishInvalidBatchIDErr, JSAtomicPublishMissingSeqErr,
+                            JSAtomicPublishTooLargeBatchErrF, JSAtomicPublishTooManyInflight, JSBatchPublishDisabledErr,
+                            JSBatchPublishInvalidBatchIDErr, JSBatchPublishInvalidPatternErr, JSBatchPublishTooManyInflight,
+                            JSBatchPublishUnknownBatchIDErr, JSStreamMessageExceedsMaximumErr, JSStreamSealedErr)
+from .host import advise
+from .operations import StoreRun, Origin, CLIENT
+from . import headers as H
+from . import publish as P
 
 # %% auto #0
 __all__ = ['MAX_BATCH', 'MAX_INFLIGHT_STREAM', 'MAX_INFLIGHT_TOTAL', 'BATCH_TIMEOUT', 'batch_only', 'AtomicBatch', 'abandon',
-           'stage', 'commit_batch', 'expire_batches', 'FastBatch', 'parse_fast_reply', 'fast_ingest', 'expire_fast',
-           'counts_fast', 'fast_run']
+           'stage', 'Staged', 'check_all', 'headers_only', 'commit_batch', 'expire_batches', 'FastBatch',
+           'parse_fast_reply', 'fast_ingest', 'expire_fast', 'counts_fast', 'fast_run']
 
 # %% ../../nbs/2_js/10_batch.ipynb #0d6151d1
 MAX_BATCH, MAX_INFLIGHT_STREAM, MAX_INFLIGHT_TOTAL = 1000, 50, 1000
@@ -42,142 +35,114 @@ class AtomicBatch:
         self.plain: list[bool] = []          # per message: whether it has only the batch's own headers (found on staging)
 
 # %% ../../nbs/2_js/10_batch.ipynb #8212e98b
-def abandon(s: Stream, bid: str, reason: str):
+def abandon(s, bid: str, reason: str):
     "Drop batch `bid` and send the abandoned advisory."
     s.batches.pop(bid, None)
     advise(s.host, f'$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.{s.name}', 'io.nats.jetstream.advisory.v1.stream_batch_abandoned',
            stream=s.name, batch=bid, reason=reason)
 
 # %% ../../nbs/2_js/10_batch.ipynb #a8d7edcc
-_BATCH_ONLY = re.compile(rb'NATS/1\.0\r\nNats-Batch-Id: *([^\r]*)\r\nNats-Batch-Sequence: *(\d*)\r\n'
-                         rb'(?:Nats-Batch-Commit: *([^\r]*)\r\n)?\r\n')   # what `get_header` reads in a block of only these
+_BATCH_ONLY = re.compile(rb'NATS/1\.0\r\n' + H.BATCH_ID + rb': *([^\r]*)\r\n' + H.BATCH_SEQ + rb': *(\d*)\r\n'
+                         rb'(?:' + H.BATCH_COMMIT + rb': *([^\r]*)\r\n)?\r\n')   # what `get_header` reads in a block of only these
 batch_only = _BATCH_ONLY.fullmatch          # `batch_only(data, 0, hdr_len)`: the match for a message's header block, or None
 
-def _precheck(s: Stream, hdr: bytes, data: bytes):
+def _precheck(s, hdr: bytes, data: bytes):
     "What both kinds of batch check first, in the reference's order: sealed, storage, message size."
     if s.cfg.get('sealed'): return JSStreamSealedErr()
-    if s.host.limits_exceeded(s.cfg.get('storage', 'file')): return JSInsufficientResourcesErr()
-    if s.too_big(hdr, data): return JSStreamMessageExceedsMaximumErr()
-    return None
+    return P.full(s) or (JSStreamMessageExceedsMaximumErr() if P.too_big(s.cfg, hdr, data) else None)
 
-def stage(s: Stream, subject: str, hdr: bytes, data: bytes, hand_off=None, m=None) -> bytes | None:
+def stage(s, subject: str, hdr: bytes, data: bytes, hand_off=None, m=None) -> bytes | None:
     """Handle one message of an atomic batch; returns the reply body (b'' for a staged message). With `hand_off`, a
     batch whose commit arrives is given to `hand_off(batch, eob)` instead of being checked and stored here (a replicated
     stream's leader puts it in the group's log), and None is returned: the answer comes once the log has it. `m`: the
     match of `batch_only` when the caller found it already."""
     cfg, m = s.cfg, m or _BATCH_ONLY.fullmatch(hdr)   # the usual layout: the three headers read at once
-    bid = text(m[1] if m else get_header(hdr, b'Nats-Batch-Id'))
+    bid = text(m[1] if m else get_header(hdr, H.BATCH_ID))
     err = _precheck(s, hdr, data)
-    if err is not None: return s._nak(err)
-    if not cfg.get('allow_atomic'): return s._nak(JSAtomicPublishDisabledErr())
-    if len(bid) > 64: return s._nak(JSAtomicPublishInvalidBatchIDErr())
-    raw = m[2] if m else get_header(hdr, b'Nats-Batch-Sequence')
-    if not raw: return s._nak(JSAtomicPublishMissingSeqErr())
+    if err is not None: return s.acks.error(err)
+    if not cfg.get('allow_atomic'): return s.acks.error(JSAtomicPublishDisabledErr())
+    if len(bid) > 64: return s.acks.error(JSAtomicPublishInvalidBatchIDErr())
+    raw = m[2] if m else get_header(hdr, H.BATCH_SEQ)
+    if not raw: return s.acks.error(JSAtomicPublishMissingSeqErr())
     seq = int(raw) if raw.isdigit() else 0
-    c = m[3] if m else get_header(hdr, b'Nats-Batch-Commit')
+    c = m[3] if m else get_header(hdr, H.BATCH_COMMIT)
     commit, eob = c is not None, c == b'eob'
     batches = s.batches
     b = batches.get(bid)
     if b is None:
         if seq != 1:
-            if (seq - 1 if eob else seq) > MAX_BATCH: return s._nak(JSAtomicPublishTooLargeBatchErrF(size=MAX_BATCH))
-            return s._nak(JSAtomicPublishIncompleteBatchErr())
+            if (seq - 1 if eob else seq) > MAX_BATCH: return s.acks.error(JSAtomicPublishTooLargeBatchErrF(size=MAX_BATCH))
+            return s.acks.error(JSAtomicPublishIncompleteBatchErr())
         if len(batches) + 1 > MAX_INFLIGHT_STREAM or s.host.batches_inflight() + 1 > MAX_INFLIGHT_TOTAL:
-            return s._nak(JSAtomicPublishTooManyInflight())
+            return s.acks.error(JSAtomicPublishTooManyInflight())
         b = batches[bid] = AtomicBatch(bid)
     if commit and not eob and c != b'1':
-        batches.pop(bid, None); return s._nak(JSAtomicPublishInvalidBatchCommitErr())
+        batches.pop(bid, None); return s.acks.error(JSAtomicPublishInvalidBatchCommitErr())
     b.lseq += 1; b.active = time.time_ns()
     if b.lseq != seq or (seq == 1 and eob):
-        abandon(s, bid, 'incomplete'); return s._nak(JSAtomicPublishIncompleteBatchErr())
+        abandon(s, bid, 'incomplete'); return s.acks.error(JSAtomicPublishIncompleteBatchErr())
     if (seq - 1 if eob else seq) > MAX_BATCH:
-        abandon(s, bid, 'large'); return s._nak(JSAtomicPublishTooLargeBatchErrF(size=MAX_BATCH))
-    if not commit or not eob: b.msgs.append((subject, hdr, data)); b.plain.append(m is not None or _batch_headers_only(hdr))
+        abandon(s, bid, 'large'); return s.acks.error(JSAtomicPublishTooLargeBatchErrF(size=MAX_BATCH))
+    if not commit or not eob: b.msgs.append((subject, hdr, data)); b.plain.append(m is not None or headers_only(hdr))
     if not commit: return b''
     if hand_off is not None: batches.pop(bid, None); return hand_off(b, eob)
     return commit_batch(s, b, eob)
 
+# %% ../../nbs/2_js/10_batch.ipynb #3a4c0f91
+class Staged:
+    "A stream as its batch's checks see it: the messages staged before as if stored (a `publish.View`)."
+    def __init__(self, s):
+        self.s, self.name, self.cfg, self.host, self.store = s, s.name, s.cfg, s.host, s.store
+        self.last_seq, self.last_msg_id = s.last_seq, s.last_msg_id
+        self.subjects, self.ids, self.counted = set(), {}, {}
+    def last_of(self, subject: str) -> int: return self.s.last_of(subject)
+    def window(self, now: int): return ChainMap(self.ids, self.s.window(now))
+    def last_counter(self, subject: str): return self.counted.get(subject) or self.s.last_counter(subject)
+
+    def add(self, subject: str, hdr: bytes, data: bytes):
+        "Count a checked message on `subject` (as the stream stores it) in, as if it were stored."
+        self.last_seq += 1; self.subjects.add(subject)
+        mid = get_header(hdr, H.MSG_ID) if hdr else None
+        if mid: self.ids[text(mid)] = (self.last_seq, 0)
+        if self.cfg.get('allow_msg_counter'): self.counted[subject] = (hdr, data)
+
 # %% ../../nbs/2_js/10_batch.ipynb #0228af04
-def _check_all(s: Stream, b: AtomicBatch, plain: list | None = None):
-    "The first error the batch would meet, or None (`plain`: for each message, whether it has only the batch's headers)."
-    last, last_by_subj, ids, counted = s.last_seq, {}, set(), {}
-    tr, counting = s.cfg.get('subject_transform'), s.cfg.get('allow_msg_counter')
+def check_all(s, b: AtomicBatch, plain: list) -> JSApiError | None:
+    """The first error the batch would meet, or None (`plain`: for each message, whether it has only the batch's
+    headers, which ask nothing but a size); what is to be stored (a counter's total, a schedule's rollup) is written back."""
+    v, cfg = Staged(s), s.cfg
     for i, (subject, hdr, data) in enumerate(b.msgs):
-        if plain is not None and plain[i] and not counting:        # no header asks anything: only the size is checked
-            if s.too_big(hdr, data): return JSStreamMessageExceedsMaximumErr()
-            last += 1; last_by_subj[subject] = last
-            continue
-        if get_header(hdr, b'Nats-Expected-Last-Msg-Id') is not None:
-            return JSAtomicPublishUnsupportedHeaderBatchErr(header='Nats-Expected-Last-Msg-Id')
-        if b'Nats-Incr:' in hdr:
-            err = counters.check(s.cfg, hdr, data)
-            if err is not None: return err
-        exp = get_header(hdr, b'Nats-Expected-Stream')
-        if exp and text(exp) != s.name: return JSStreamNotMatchErr()
-        ttl = get_header(hdr, b'Nats-TTL')
-        if ttl is not None:
-            try: t = parse_ttl(ttl)
-            except ValueError: return JSMessageTTLInvalidErr()
-            if t and not s.cfg.get('allow_msg_ttl'): return JSMessageTTLDisabledErr()
-        mid = get_header(hdr, b'Nats-Msg-Id')
-        if mid:
-            if mid in ids or text(mid) in s.dedup: return JSAtomicPublishContainsDuplicateMessageErr()
-            ids.add(mid)
-        if s.cfg.get('allow_msg_counter'):                               # counted on what the batch staged before
-            csubj = (transform_subject(subject, tr.get('src', ''), tr.get('dest', '')) or subject) if tr else subject
-            try: hdr, data, _ = counters.apply(s, csubj, hdr, data, counted.get(csubj))
-            except JSApiError as e: return e
-            counted[csubj] = (hdr, data); b.msgs[i] = (subject, hdr, data)
-        subj_seq = get_header(hdr, b'Nats-Expected-Last-Subject-Sequence')
-        if subj_seq is not None:
-            sfor = text(get_header(hdr, b'Nats-Expected-Last-Subject-Sequence-Subject') or wire(subject))
-            if sfor in last_by_subj: have = last_by_subj[sfor]
-            else:
-                m = s.store.load_last_msg(sfor); have = m.seq if m else 0
-            if not subj_seq.isdigit() or int(subj_seq) != have: return JSStreamWrongLastSequenceErrF(seq=have)
-        exp_seq = get_header(hdr, b'Nats-Expected-Last-Sequence')       # against the stream with the batch so far
-        if exp_seq is not None:
-            if not exp_seq.isdigit() or int(exp_seq) != last: return JSStreamWrongLastSequenceErrF(seq=last)
-            if i: return JSStreamWrongLastSequenceConstantErr()            # right, but only the first may ask
-        if b'Nats-Sched' in hdr:                                        # schedules: checked, and stored with their rollup
-            err = schedules.check(s, subject, hdr)
-            if err is not None: return err
-            if s.cfg.get('allow_msg_schedules') and b'Nats-Schedule:' in hdr:
-                hdr = schedules.with_rollup(hdr); b.msgs[i] = (subject, hdr, data)
-        if s.too_big(hdr, data): return JSStreamMessageExceedsMaximumErr()
-        last += 1; last_by_subj[subject] = last
+        if plain[i] and not cfg.get('allow_msg_counter'):
+            if P.too_big(cfg, hdr, data): return JSStreamMessageExceedsMaximumErr()
+            v.add(P.transformed(cfg, subject), hdr, data); continue
+        r = P.staged(v, subject, hdr, data, i == 0, v.subjects)
+        if isinstance(r, JSApiError): return r
+        stored, hdr, data = r
+        b.msgs[i] = (subject, hdr, data); v.add(stored, hdr, data)
     return None
 
-def _batch_headers_only(hdr: bytes) -> bool:
+def headers_only(hdr: bytes) -> bool:
     "Whether a header block holds nothing but the batch's own headers (`Nats-Batch-Id`, `-Sequence`, `-Commit`)."
     lines = hdr.split(b'\r\n')
-    return lines[0] == b'NATS/1.0' and lines[-2:] == [b'', b''] and all([l.startswith(b'Nats-Batch-') for l in lines[1:-2]])
+    return lines[0] == b'NATS/1.0' and lines[-2:] == [b'', b''] and all([l.startswith(H.BATCH) for l in lines[1:-2]])
 
-def commit_batch(s: Stream, b: AtomicBatch, eob: bool, ts: int = 0) -> bytes:
+# %% ../../nbs/2_js/10_batch.ipynb #5b1e2d70
+def commit_batch(s, b: AtomicBatch, eob: bool, ts: int = 0) -> bytes:
     """Check the whole batch, then store all of it, or none of it. `ts`: the time of its first message (a replicated
     stream's replicas each commit the batch from the log, at the leader's time, with the same outcome)."""
     s.batches.pop(b.id, None)
-    plain = b.plain if len(b.plain) == len(b.msgs) else [_batch_headers_only(h) for _, h, _ in b.msgs]   # (a batch from a log: found again)
-    err = _check_all(s, b, plain)
-    if err is not None: return s._nak(err)
-    if not ts and s._bulk and all(plain):
-        hdrs = [h for _, h, _ in b.msgs]               # nothing to do per message: one store call for the batch
-        if eob: hdrs[-1] = add_header(hdrs[-1], b'Nats-Batch-Commit', b'1')
-        try: first = s.propose(StoreRun([wire(m[0]) for m in b.msgs], [m[2] for m in b.msgs], hdrs))
-        except StoreError: pass                        # (nothing stored: the way below answers it message by message)
-        else:
-            s._stored()
-            return b'{"stream":%s,"seq":%d,"batch":%s,"count":%d}' % (s._qname, first + len(b.msgs) - 1, orjson.dumps(b.id), len(b.msgs))
-    ack = b''
-    for i, (subject, hdr, data) in enumerate(b.msgs):
-        if eob and i == len(b.msgs) - 1: hdr = add_header(hdr, b'Nats-Batch-Commit', b'1')
-        ack = s.process(subject, hdr, data, checked=True, ts=ts + i if ts else 0)
+    plain = b.plain if len(b.plain) == len(b.msgs) else [headers_only(h) for _, h, _ in b.msgs]   # (a batch from a log: found again)
+    err = check_all(s, b, plain)
+    if err is not None: return s.acks.error(err)
+    msgs = [(subject, b'', len(h), h + d) for subject, h, d in b.msgs]
+    if eob:                                              # (its last stored message says it ended the batch)
+        subject, h, d = b.msgs[-1]; h = add_header(h, H.BATCH_COMMIT, b'1'); msgs[-1] = (subject, b'', len(h), h + d)
+    ack = s.ingest(msgs, Origin('batch', False, ts))[-1]
     d = orjson.loads(ack)
-    if 'error' in d: return ack
-    return b'{"stream":%s,"seq":%d,"batch":%s,"count":%d}' % (s._qname, d['seq'], orjson.dumps(b.id), len(b.msgs))
+    return ack if 'error' in d else s.acks.batch(d['seq'], b.id, len(b.msgs))
 
 # %% ../../nbs/2_js/10_batch.ipynb #4167586f
-def expire_batches(s: Stream, now: int):
+def expire_batches(s, now: int):
     "Abandon the batches of `s` idle for longer than the batch timeout."
     for bid, b in list(s.batches.items()):
         if now - b.active > BATCH_TIMEOUT: abandon(s, bid, 'timeout')
@@ -205,12 +170,12 @@ def parse_fast_reply(reply: str):
 # %% ../../nbs/2_js/10_batch.ipynb #219bfe53
 def _frame(**d) -> bytes: return orjson.dumps(d)
 
-def _init_flow(s: Stream, b: FastBatch):
+def _init_flow(s, b: FastBatch):
     b.ack_msgs = 1 if len(s.fast) > 1 else min(500, b.max_ack)
 
 def _flow_ack(b: FastBatch, seq: int) -> bytes: return _frame(type='ack', seq=seq, msgs=b.ack_msgs)
 
-def _check_flow(s: Stream, b: FastBatch, out: list) -> bool:
+def _check_flow(s, b: FastBatch, out: list) -> bool:
     "Send a flow ack when `ack_msgs` more messages are stored, adjusting the interval; whether one was sent."
     am = b.ack_msgs
     if b.pseq < b.fseq + am: return False
@@ -222,10 +187,10 @@ def _check_flow(s: Stream, b: FastBatch, out: list) -> bool:
     out.append(_flow_ack(b, b.fseq))
     return True
 
-def _final(s: Stream, bid: str, b: FastBatch) -> bytes:
-    return b'{"stream":%s,"seq":%d,"batch":%s,"count":%d}' % (s._qname, b.sseq, orjson.dumps(bid), b.lseq)
+def _final(s, bid: str, b: FastBatch) -> bytes:
+    return s.acks.batch(b.sseq, bid, b.lseq)
 
-def _try_commit(s: Stream, bid: str, b: FastBatch, out: list) -> bool:
+def _try_commit(s, bid: str, b: FastBatch, out: list) -> bool:
     "Mark the batch committing; finish it (final ack) when everything received is stored."
     b.commit = True
     if b.lseq == b.pseq:
@@ -233,10 +198,10 @@ def _try_commit(s: Stream, bid: str, b: FastBatch, out: list) -> bool:
     return False
 
 # %% ../../nbs/2_js/10_batch.ipynb #fa033b66
-def fast_ingest(s: Stream, subject: str, reply: str, hdr: bytes, data: bytes, ts: int = 0) -> list[bytes]:
+def fast_ingest(s, subject: str, reply: str, hdr: bytes, data: bytes, ts: int = 0) -> list[bytes]:
     "Process one fast-ingest message; returns the frames for its reply subject (`ts`: the time every replica of a replicated stream uses)."
     cfg, out = s.cfg, []
-    nak = lambda e: [s._nak(e)]
+    nak = lambda e: [s.acks.error(e)]
     err = _precheck(s, hdr, data)
     if err is not None: return nak(err)
     if not cfg.get('allow_batched'): return nak(JSBatchPublishDisabledErr())
@@ -277,7 +242,7 @@ def fast_ingest(s: Stream, subject: str, reply: str, hdr: bytes, data: bytes, ts
         _try_commit(s, bid, b, out)
         if eob: return out
     if seq == 1 and not commit: out.append(_flow_ack(b, 0))
-    ack = orjson.loads(s.process(subject, hdr, data, ts=ts))
+    ack = orjson.loads(s.publish(subject, hdr, data, Origin('client', False, ts)))
     if 'error' in ack:
         out.append(_frame(type='err', seq=seq, error=ack['error']))
         if not b.gap_ok or commit:
@@ -291,7 +256,7 @@ def fast_ingest(s: Stream, subject: str, reply: str, hdr: bytes, data: bytes, ts
     else: _check_flow(s, b, out)
     return out
 
-def expire_fast(s: Stream, now: int):
+def expire_fast(s, now: int):
     "Drop fast batches idle for longer than the batch timeout."
     for bid, b in list(s.fast.items()):
         if now - b.active > BATCH_TIMEOUT: s.fast.pop(bid, None)
@@ -308,10 +273,10 @@ def _singles(msgs: list) -> list:
     "`(subject, reply, data)` of each message, `Counted` runs taken apart."
     return [t for m in msgs for t in ([(p[0], p[1], p[3]) for p in m.pubs()] if type(m) is Counted else (m,))]
 
-def fast_run(s: Stream, msgs: list):
+def fast_run(s, msgs: list):
     "Header-less fast-ingest messages `(subject, reply, data)`, or `Counted` runs of them, that arrived in one read, in order."
     if (len(msgs) == 1 and type(msgs[0]) is not Counted) or s.host.storage_limit(s.cfg.get('storage', 'file')) >= 0:
-        for subject, reply, data in _singles(msgs): s._on_one(subject, reply, 0, data)
+        for subject, reply, data in _singles(msgs): s.ingest([(subject, reply, 0, data)], CLIENT)
         return
     run, ahead = [], {}                         # `ahead`: each batch's last sequence, counting the run
     stem, nxt = None, 0                         # the reply of the last message taken, up to its sequence; the next one
@@ -323,7 +288,7 @@ def fast_run(s: Stream, msgs: list):
                 ahead[p[0]] = p[3] + m.count - 1; run.append((m, b, p[3]))
                 continue
             _store_run(s, run); run, ahead = [], {}
-            for subject, reply, data in _singles([m]): s._on_one(subject, reply, 0, data)
+            for subject, reply, data in _singles([m]): s.ingest([(subject, reply, 0, data)], CLIENT)
             continue
         subject, reply, data = m
         if stem is not None and reply.startswith(stem) and reply.endswith(b'.1.$FI') and reply[len(stem):-6] == b'%d' % nxt:
@@ -335,19 +300,19 @@ def fast_run(s: Stream, msgs: list):
             stem, nxt = reply[:len(reply) - 6 - len(b'%d' % p[3])], p[3] + 1
             continue
         _store_run(s, run); run, ahead, stem = [], {}, None
-        s._on_one(subject, reply, 0, data)      # anything else: one by one, after what came before it
+        s.ingest([(subject, reply, 0, data)], CLIENT)      # anything else: one by one, after what came before it
     _store_run(s, run)
 
-def _store_run(s: Stream, run: list):
+def _store_run(s, run: list):
     "Store a run of messages that continue their batches with one store call, then move each batch on as `fast_ingest` would."
     if not run: return
     subjects, datas = [], []
     for r in run:
         if len(r) == 3: subjects += [r[0].subject] * r[0].count; datas += r[0].payloads()
         else: subjects.append(r[0]); datas.append(r[2])
-    try: first = s.propose(StoreRun(subjects, datas))
+    try: first = s.apply(StoreRun(subjects, datas))
     except Exception:                           # refused as a whole: each message on its own, with its own answer
-        for subject, reply, data in _singles([r[0] if len(r) == 3 else r[:3] for r in run]): s._on_one(subject, reply, 0, data)
+        for subject, reply, data in _singles([r[0] if len(r) == 3 else r[:3] for r in run]): s.ingest([(subject, reply, 0, data)], CLIENT)
         return
     i = 0
     for r in run:
@@ -364,5 +329,5 @@ def _store_run(s: Stream, run: list):
         if seq >= b.fseq + b.ack_msgs and _check_flow(s, b, out := []): s.host.reply(reply, out[0])
     now = time.time_ns()
     for b in {r[-2] for r in run}: b.active = now
-    s._stored()
+    s.stored()
 

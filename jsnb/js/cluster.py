@@ -401,7 +401,7 @@ class _LeaderSub:
 @patch
 def _share(self: ClusterMeta, subject, cb, queue='', defers=False, many=None):
     "Subscribe for the account; a replicated stream's messages go to its group first, and reach only its leader's server."
-    if getattr(cb, '__func__', None) is Stream._on_msg and cb.__self__.cfg.get('num_replicas', 1) > 1:
+    if getattr(cb, '__func__', None) is Stream.on_msg and cb.__self__.cfg.get('num_replicas', 1) > 1:
         s = cb.__self__
         s.group = self.group_view(s.name)            # what the stream decides goes through the group, from the start
         ls = _LeaderSub(s.name, (subject, partial(self._replicated_msg, s), queue, defers))

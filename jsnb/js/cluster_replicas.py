@@ -10,11 +10,11 @@ import orjson
 from fastcore.basics import patch
 from ..nats.protocol import text, get_header
 from .host import json_bytes
-from .operations import Remove, Purge, Expire, Configure, CopyMsg
+from .operations import Remove, Purge, Expire, Configure, CopyMsg, Origin, replica
 from ..nats.subjects import subject_matches
 from .consumer_config import _filters
 from .api import _RT
-from .stream import Stream, _simple_headers
+from .stream import Stream
 from . import batch, schedules, mirrors
 from .batch import AtomicBatch
 from .store import StoreMsg
@@ -100,19 +100,7 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
         _, msgs, ts, origin = op
         size += sum(len(m[3]) + len(m[0]) for m in msgs)
         s = self.account.streams.get(name)
-        if s is not None and not _as_run(s, msgs, ts, origin == me):
-            for i, (subject, reply, hdr, data) in enumerate(msgs):
-                h, payload = (data[:hdr], data[hdr:]) if hdr else (b'', data)
-                try:
-                    if reply.endswith(b'.$FI'):      # a fast batch: every replica moves it on alike; the proposer answers
-                        frames = batch.fast_ingest(s, subject, text(reply), h, payload, ts=ts + i)
-                        if origin == me:
-                            for f in frames: self.account.host.reply(reply, f)
-                        continue
-                    ack = s.process(subject, h, payload, bool(reply), ts=ts + i)
-                except Exception:
-                    log.exception("stream '$G > %s' failed to apply entry %d", name, idx); ack = None
-                if origin == me: s.answer(reply, ack)
+        if s is not None: s.ingest(msgs, replica(ts, origin == me))   # checked again on every replica at the leader's time; answered by its proposer
     elif op[0] == 'scale':                           # every replica holds the same messages from here on: none takes more
         _, cfg, reply, origin = op
         g.closing = True
@@ -139,17 +127,17 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
             s.expire(d.now, decided=True)
             batch.expire_fast(s, d.now)              # fast batches idle too long, by the leader's time
             if s.schedules: schedules.fire(s, d.now, d.now)
-            s._rewake()
+            s.rewake()
         else: s.apply(d)
     elif op[0] == 'copies' and s is not None:        # what the leader copied from the stream's upstreams
         _, entries, ts, origin = op
         for i, e in enumerate(entries):
             try:
-                if e[0] == 'm': s.propose(CopyMsg(*e[1:]))
-                else: s.process(e[1], e[2], e[3], sourced=True, ts=ts + i)
+                if e[0] == 'm': s.apply(CopyMsg(*e[1:]))
+                else: s.ingest_one(e[1], e[2], e[3], Origin('source', False, ts + i))
             except Exception: log.exception("stream '$G > %s' failed to apply a copy in entry %d", name, idx)
             size += len(e[-1]) if e[0] == 's' else len(e[4])
-        s._stored()
+        s.stored()
     elif op[0] == 'abatch' and s is not None:        # an atomic batch: every replica checks it and stores all of it, or none
         _, bid, msgs, eob, ts, origin, reply = op
         size += sum(len(m[-1]) for m in msgs)
@@ -163,19 +151,6 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
     g.compact(size)
 
 _DECISIONS = {'Remove': Remove, 'Purge': Purge, 'Expire': Expire}    # what a stream decides on its own (`Stream.decide`)
-
-def _as_run(s: Stream, msgs: list, ts: int, answer: bool) -> bool:
-    """Store an entry's messages as one run, as a client's read is stored on one server (`Stream._store_inbox`: one
-    store call, one write), at the leader's time, when the bulk path takes them all; False when it does not (the
-    entry is then applied message by message)."""
-    if len(msgs) < 2 or not s._bulk or s.host.storage_limit(s.cfg.get('storage', 'file')) >= 0: return False
-    inbox = []
-    for subject, reply, hdr, data in msgs:
-        ids = _simple_headers(data, hdr) if hdr else None
-        if hdr and ids is None or reply.endswith(b'.$FI'): return False
-        inbox.append((subject.encode(), reply, data, hdr, ids))
-    s._store_inbox(inbox, ts, answer)
-    return True
 
 class _GroupView:
     "A replicated stream's group as the stream sees it (`Stream.group`): the changes it decides, the consumers its log recorded."
@@ -199,7 +174,7 @@ class _GroupView:
     def interested(self, subject: str) -> bool:
         "Whether a consumer the log recorded takes `subject` (before the group runs: the consumers here)."
         g, s = self.js.groups.get(self.name), self.js.account.streams.get(self.name)
-        if g is None: return s is not None and any(c._matches(subject) for c in s.consumers.values())
+        if g is None: return s is not None and any(c.matches(subject) for c in s.consumers.values())
         return any(not (fs := _filters(snap.get('config') or {})) or any(subject_matches(subject, f) for f in fs)
                    for snap in g.cstates.values())
 
@@ -220,7 +195,7 @@ def _replicated_msg(self: ClusteredJetStream, s: Stream, subject: bytes, reply: 
     "A message for a replicated stream: its leader puts it in the group's log; every replica stores it once committed."
     g = self.groups.get(s.name)
     if g is None and s.group is None:
-        return s._on_msg(subject, reply, hdr, data, src)   # scaled down to this server alone: stored as on one server
+        return s.on_msg(subject, reply, hdr, data, src)   # scaled down to this server alone: stored as on one server
     if g is None or not g.is_leader() or g.closing or not g.seeded: return   # (a leader no more, its subscription not dropped yet)
     if hdr and b'Nats-Batch-Id' in data[:hdr] and get_header(data[:hdr], b'Nats-Batch-Id') is not None:
         return self._stage(s, subject, reply, data[:hdr], data[hdr:])
@@ -317,7 +292,7 @@ def _apply_seed(self: ClusteredJetStream, s: Stream, msgs: list, last: int = 0):
         if seq > top + 1: _advance(store, seq - 1)     # (a gap: sequences the first server has no message at)
         s.last_seq, _ = store.store_msg(subject, hdr, data, ts=ts, ttl=ttl)
         top = s.last_seq
-        s._remember_msg(StoreMsg(subject, seq, ts, hdr, data), seq)     # its id, for the duplicate window
+        s.remember_msg(StoreMsg(subject, seq, ts, hdr, data), seq)     # its id, for the duplicate window
     if last > store.state()['last_seq']: _advance(store, last); s.last_seq = last
 
 def _advance(store, to: int):
@@ -707,7 +682,7 @@ def _take_over(self: ClusteredJetStream, g: RaftGroup, s: Stream):
         c = s.consumers.get(cname)
         if c is not None: self.account.host.send(c.close()); s.consumers.pop(cname)
         c = from_snapshot(s, cname, snap)
-        c._rebuild_acks_due()
+        c.rearm()
         s.consumers[cname] = c
         g.cmarks[cname] = c.state_mark()
         try: self.account.persist(c, force=True)

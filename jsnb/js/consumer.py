@@ -11,7 +11,7 @@ from ..nats.subjects import subject_matches
 from ..nats.protocol import get_header
 from ..nats.times import NS, rfc3339, parse_rfc3339
 from .host import advise
-from .frames import Frame, Built, RUN_MIN, encode_run
+from .frames import Frame, Built, RUN_MIN, encode_run, run_frames, ack_prefix, ack_reply
 from . import kernels
 from .stream_config import stored_cfg
 from . import priority
@@ -28,6 +28,7 @@ class Consumer:
     "Delivery and acknowledgement state of one consumer."
     def __init__(self, stream, name: str, cfg: dict, created: int | None = None):
         self.stream, self.name = stream, name
+        self._ack1 = ack_prefix(stream.name, name)          # the ack replies' prefix of first deliveries
         self.set_config(cfg)
         self.created = created or time.time_ns()
         self._lps, self._lps_until = None, 0               # deliver_policy last_per_subject: the sequences, and up to where
@@ -37,7 +38,7 @@ class Consumer:
         self._fc_bytes = 0                                 # push flow control: bytes since the last request
         self._acks_due: list = []                          # heap of (ack deadline, sseq, delivered at): redeliveries to come
         self._held = 0                                     # pacing held a message back until this time (ns)
-        self.sseq, self.dseq = self._start_seq(), 1
+        self.sseq, self.dseq = self.start_seq(), 1
         last = stream.store.state()['last_seq'] if cfg.get('replay_policy') == 'original' else 0
         self._replay_to = last if self.sseq <= last else None   # replay_policy original: paced up to here (None: nothing to replay)
         self.adflr, self.asflr = 0, self.sseq - 1
@@ -55,7 +56,7 @@ class Consumer:
         self.closed = False
         self.pin: priority.Pin | None = None             # the pinned client (priority policy `pinned_client`)
         self._gone = 0                                     # acks since `pending` was last compacted
-        self._round = 0                                    # delivery rounds, to check each waiting request once per round
+        self.rounds = 0                                    # delivery rounds, to check each waiting request once per round
 
     def set_config(self, cfg: dict):
         "Use `cfg` (validated) from now on."
@@ -88,14 +89,14 @@ def _produces(f):
     return entry
 
 @patch
-def _emit(self: Consumer, to: str, hdr: bytes, reply: str = ''):
+def emit(self: Consumer, to: str, hdr: bytes, reply: str = ''):
     "Queue a header-only message (a status, an empty ack reply) on `to`."
     self.out.append((to, to, reply, hdr, b''))
 
 @patch
-def _end(self: Consumer, wr: PullRequest, code: int, desc: str):
+def end(self: Consumer, wr: PullRequest, code: int, desc: str):
     "Answer a waiting request with a status that says what it still wanted (`Nats-Pending-Messages`, `Nats-Pending-Bytes`)."
-    self._emit(wr.reply, status(code, desc, Nats_Pending_Messages=wr.n, Nats_Pending_Bytes=wr.b))
+    self.emit(wr.reply, status(code, desc, Nats_Pending_Messages=wr.n, Nats_Pending_Bytes=wr.b))
 
 _EVENTS = {'TERMINATED': ('io.nats.jetstream.advisory.v1.terminated', 'ADVISORY.CONSUMER.MSG_TERMINATED'),
            'NAKED': ('io.nats.jetstream.advisory.v1.nak', 'ADVISORY.CONSUMER.MSG_NAKED'),
@@ -113,7 +114,7 @@ def advise(self: Consumer, event: str, **fields):
 
 # %% ../../nbs/2_js/12_consumer.ipynb #4602b266
 @patch
-def _start_seq(self: Consumer) -> int:
+def start_seq(self: Consumer) -> int:
     store, cfg = self.stream.store, self.cfg
     st = store.state()
     pol = cfg.get('deliver_policy', 'all')
@@ -149,7 +150,8 @@ def _last_per_subject(self: Consumer) -> set[int]:
 
 # %% ../../nbs/2_js/12_consumer.ipynb #a5d947e4
 @patch
-def _matches(self: Consumer, subject: str) -> bool:
+def matches(self: Consumer, subject: str) -> bool:
+    "Whether the consumer's filters take `subject` (all subjects, without filters)."
     return not self.filters or any(subject_matches(subject, f) for f in self.filters)
 
 @patch
@@ -159,7 +161,7 @@ def _waiting_for_stream(self: Consumer) -> bool:
     return mls > 0 and self.stream.store.state()['last_seq'] < mls
 
 @patch
-def _next_new(self: Consumer):
+def next_new(self: Consumer):
     if self._waiting_for_stream(): return None
     store = self.stream.store
     lps = self._lps
@@ -186,13 +188,13 @@ def _next_ahead(self: Consumer, store):
     return msgs[0] if msgs else None
 
 @patch
-def _next_run(self: Consumer, n: int) -> list:
-    "Up to `n` next new messages, none taken yet: a run of what `_next_new` would return one at a time (no `last_per_subject` start)."
+def next_run(self: Consumer, n: int) -> list:
+    "Up to `n` next new messages, none taken yet: a run of what `next_new` would return one at a time (no `last_per_subject` start)."
     if n <= 0 or self._waiting_for_stream() or self._next_ahead(self.stream.store) is None: return []
     return list(itertools.islice(self._ahead[0], n))
 
 @patch
-def _next(self: Consumer):
+def next_msg(self: Consumer):
     "The next message to deliver and whether it is a redelivery (`None` when nothing is due)."
     while self.rdq:
         seq = self.rdq[0]
@@ -201,8 +203,7 @@ def _next(self: Consumer):
             self.rdq.popleft(); self.pending.pop(seq, None); continue
         if self._exhausted(seq): self.rdq.popleft(); continue
         return (m, True) if self._due(m) else (None, True)
-    m = self._next_new()
-    if m is None and self._replay_to is not None and self.sseq > self._replay_to: self._replay_to = None   # caught up: no more pacing
+    m = self.next_new()
     return (m if m is None or self._due(m) else None), False
 
 # %% ../../nbs/2_js/12_consumer.ipynb #98f7bf73
@@ -251,12 +252,12 @@ def num_pending(self: Consumer, start: int | None = None) -> int:
     return n
 
 @patch
-def _prepare(self: Consumer, m, redelivery: bool) -> tuple:
+def prepare(self: Consumer, m, redelivery: bool) -> tuple:
     "What delivering `m` sends: (ack reply, headers, payload, its size as `max_bytes` counts it, pending after it, delivery count)."
     dc = self.rdc.get(m.seq, 1) + 1 if redelivery else 1
     if redelivery or self._pend is None: pending = self.num_pending(None if redelivery else m.seq + 1)
     else: pending = max(self._pend - 1, 0)        # one fewer ahead: no need to count again
-    reply = f'$JS.ACK.{self.stream.name}.{self.name}.{dc}.{m.seq}.{self.dseq}.{m.ts}.{pending}'
+    reply = ack_reply(self._ack1 if dc == 1 else ack_prefix(self.stream.name, self.name, dc), m.seq, self.dseq, m.ts, pending)
     hdr, data = m.hdr, m.data
     if self.cfg.get('headers_only'):
         base = hdr[:-2] if hdr else b'NATS/1.0\r\n'
@@ -264,9 +265,9 @@ def _prepare(self: Consumer, m, redelivery: bool) -> tuple:
     return reply, hdr, data, len(m.subject) + len(reply) + len(hdr) + len(data), pending, dc   # the reference's count
 
 @patch
-def _send(self: Consumer, m, redelivery: bool, to: str, prep: tuple | None = None) -> int:
-    "Deliver `m` to `to` (as `prep`, from `_prepare`, says); returns its size as a pull request's `max_bytes` counts it."
-    reply, hdr, data, size, pending, dc = prep or self._prepare(m, redelivery)
+def send_msg(self: Consumer, m, redelivery: bool, to: str, prep: tuple | None = None) -> int:
+    "Deliver `m` to `to` (as `prep`, from `prepare`, says); returns its size as a pull request's `max_bytes` counts it."
+    reply, hdr, data, size, pending, dc = prep or self.prepare(m, redelivery)
     dseq, now = self.dseq, time.time_ns()
     self.dseq += 1; self._pend = pending
     if redelivery:
@@ -282,10 +283,10 @@ def _send(self: Consumer, m, redelivery: bool, to: str, prep: tuple | None = Non
     return size
 
 @patch
-def _send_new(self: Consumer, to: str, msgs: list, now: int, take) -> int:
-    """Send new messages `msgs` (the next ones from `sseq`, nothing to pace or rewrite) to `to`, as `_prepare` and
-    `_send` would one by one, while `take(size)` says: 1 send it, 2 send it and stop, 0 stop before it. How many went."""
-    pfx = f'$JS.ACK.{self.stream.name}.{self.name}.1.'
+def send_new(self: Consumer, to: str, msgs: list, now: int, take) -> int:
+    """Send new messages `msgs` (the next ones from `sseq`, nothing to pace or rewrite) to `to`, as `prepare` and
+    `send_msg` would one by one, while `take(size)` says: 1 send it, 2 send it and stop, 0 stop before it. How many went."""
+    pfx = self._ack1
     p = self._pend if self._pend is not None else self.num_pending(msgs[0].seq + 1) + 1
     out, dseq, track, sent = self.out, self.dseq, not self.ack_none, 0
     pending, heap, wait = self.pending, self._acks_due, (None if self.cfg.get('backoff') else self._ack_wait(0))
@@ -302,8 +303,7 @@ def _send_new(self: Consumer, to: str, msgs: list, now: int, take) -> int:
         if sent:
             sent_msgs, d0, p0 = msgs[:sent], dseq, p
             out.insert(at, Built(to, sid, sent, int(nbs[:sent].sum()), buf[:ends[sent - 1]].tobytes(),
-                             lambda: [(to, m.subject, f'{pfx}{m.seq}.{d0 + i}.{m.ts}.{max(p0 - 1 - i, 0)}', m.hdr, m.data)
-                                      for i, m in enumerate(sent_msgs)]))
+                             lambda: run_frames(to, sent_msgs, pfx, d0, p0)))
             if track:
                 for m in sent_msgs:
                     pending[m.seq] = [dseq, now]; dseq += 1
@@ -313,7 +313,7 @@ def _send_new(self: Consumer, to: str, msgs: list, now: int, take) -> int:
     else:
         for m in msgs:
             left = p - 1 if p > 0 else 0
-            reply = f'{pfx}{m.seq}.{dseq}.{m.ts}.{left}'
+            reply = ack_reply(pfx, m.seq, dseq, m.ts, left)
             go = take(len(m.subject) + len(reply) + len(m.hdr) + len(m.data))
             if not go: break
             out.append((to, m.subject, reply, m.hdr, m.data))
@@ -327,20 +327,26 @@ def _send_new(self: Consumer, to: str, msgs: list, now: int, take) -> int:
         self.sseq, self._pend = last.seq + 1, p
         if not track: self.adflr, self.asflr = dseq - 1, last.seq
         self.dseq, self.last_delivered, self.active = dseq, now, now
-        if len(heap) > 2 * len(pending) + 1024: self._rebuild_acks_due()
+        if len(heap) > 2 * len(pending) + 1024: self.rearm()
     return sent
 
 # %% ../../nbs/2_js/12_consumer.ipynb #25c94e57
 @patch
-def _room(self: Consumer) -> bool:
+def has_room(self: Consumer) -> bool:
+    "Whether `max_ack_pending` lets one more new message out."
     mx = self.cfg.get('max_ack_pending', -1)
     return self.ack_none or mx is None or mx <= 0 or len(self.pending) < mx
 
 @patch
-def _room_left(self: Consumer) -> int:
+def room_left(self: Consumer) -> int:
     "How many more new messages `max_ack_pending` lets out (a very large number when it does not limit)."
     mx = self.cfg.get('max_ack_pending', -1)
     return 1 << 62 if self.ack_none or mx is None or mx <= 0 else mx - len(self.pending)
+
+@patch
+def runs_ok(self: Consumer) -> bool:
+    "Whether what goes next can go as a run: new messages (no redelivery waits), nothing to pace or rewrite, no `last_per_subject` start."
+    return self._plain and not self.rdq and self._lps is None
 
 @patch
 @_produces
@@ -371,11 +377,11 @@ def _ack_due_at(self: Consumer, sseq: int, at: int):
     "Remember when `sseq`, delivered (or touched) at `at`, is due for redelivery."
     h = self._acks_due
     heapq.heappush(h, (at + self._ack_wait(sseq), sseq, at))
-    if len(h) > 2 * len(self.pending) + 1024: self._rebuild_acks_due()
+    if len(h) > 2 * len(self.pending) + 1024: self.rearm()
 
 @patch
-def _rebuild_acks_due(self: Consumer):
-    "Entries of acknowledged messages piled up in the heap: make it again from what is pending."
+def rearm(self: Consumer):
+    "Make the redelivery timers again from what is pending (acknowledged entries piled up in the heap, or the pending state was replaced)."
     self._acks_due = [(t + self._ack_wait(s), s, t) for s, (_, t) in self.pending.items()]
     heapq.heapify(self._acks_due)
 
@@ -426,7 +432,7 @@ def _heartbeat(self: Consumer, now: int):
     if not self.is_pull and ihb and now - max(self.last_delivered, self.next_hb - ihb, self.created) >= ihb:
         hb = status(100, 'Idle Heartbeat', Nats_Last_Consumer=self.dseq - 1, Nats_Last_Stream=self.sseq - 1)
         if self.fc_pending: hb = hb[:-2] + b'Nats-Consumer-Stalled: %s\r\n\r\n' % self.fc_pending.encode()
-        self._emit(self.cfg['deliver_subject'], hb)
+        self.emit(self.cfg['deliver_subject'], hb)
         self.next_hb = now + ihb
         if self._acks_by_fc and self.pending and not self.fc_pending: self._flow_control()   # idle: ask for the acks
 
@@ -446,25 +452,25 @@ def _deliver_push(self: Consumer):
         sent += size
         return 2 if fc and sent >= _FC_EVERY else 1
     while not self.fc_pending:
-        if self._plain and not self.rdq and self._lps is None:      # new messages, nothing to pace: a run at a time
-            msgs = self._next_run(self._room_left())
+        if self.runs_ok():                                            # new messages, nothing to pace: a run at a time
+            msgs = self.next_run(self.room_left())
             if not msgs: break
-            self._send_new(to, msgs, time.time_ns(), take)
+            self.send_new(to, msgs, time.time_ns(), take)
             if fc and sent >= _FC_EVERY: self._flow_control(); sent = 0
             continue
-        m, redelivery = self._next()
-        if m is None or (not redelivery and not self._room()): break
-        sent += self._send(m, redelivery, to)
+        m, redelivery = self.next_msg()
+        if m is None or (not redelivery and not self.has_room()): break
+        sent += self.send_msg(m, redelivery, to)
         if self.cfg.get('flow_control') and sent >= _FC_EVERY:
             self._flow_control(); sent = 0
     self._fc_bytes = sent
-    if self._acks_by_fc and self.pending and not self.fc_pending and not self._room():
+    if self._acks_by_fc and self.pending and not self.fc_pending and not self.has_room():
         self._flow_control()                     # acked by flow control: full, so ask for the answer that acks
 
 @patch
 def _flow_control(self: Consumer):
     self.fc_pending = f'$JS.FC.{self.stream.name}.{self.name}.{self.dseq}'
-    self._emit(self.cfg['deliver_subject'], status(100, 'FlowControl Request'), self.fc_pending)
+    self.emit(self.cfg['deliver_subject'], status(100, 'FlowControl Request'), self.fc_pending)
 
 # %% ../../nbs/2_js/12_consumer.ipynb #7641738a
 @patch
@@ -501,7 +507,7 @@ def ack(self: Consumer, sseq: int, dseq: int, dc: int, body: bytes, reply: str =
     else:
         self._ack(sseq, dseq)
         if kind == b'+NXT' and reply: return self.pull(reply, body[4:].strip())
-    if reply: self._emit(reply, b'')
+    if reply: self.emit(reply, b'')
     self._deliver()
 
 @patch
@@ -611,7 +617,7 @@ def info(self: Consumer) -> dict:
 @_produces
 def close(self: Consumer, deleted: bool = True):
     "Stop; waiting pull requests are told the consumer is gone."
-    for wr in self.waiting: self._emit(wr.reply, status(409, 'Consumer Deleted'))
+    for wr in self.waiting: self.emit(wr.reply, status(409, 'Consumer Deleted'))
     self.waiting.clear(); self.closed = True; self.pin = None
 
 # %% ../../nbs/2_js/12_consumer.ipynb #d3ea5e8d
@@ -627,6 +633,27 @@ def state_mark(self: Consumer) -> tuple:
     "A summary that changes whenever the durable state does (ack-wait timestamps aside), cheap whatever the pending count."
     return (self.sseq, self.dseq, self.adflr, self.asflr, len(self.pending), len(self.rdc), sum(self.rdc.values()),
             self.last_delivered, self.last_acked, orjson.dumps(stored_cfg(self.cfg)))
+
+@patch
+def reset(self: Consumer, seq: int):
+    "Start over from stream sequence `seq`: nothing pending or to redeliver, consumer sequences from 1 (`deliver` then hands out)."
+    was, sseq = list(self.pending), self.sseq
+    self.pending, self.rdc, self._acks_due = {}, {}, []
+    self.rdq.clear(); self._ahead = None          # the look-ahead read was for where it stood before
+    self.sseq, self.dseq = seq, 1
+    self.adflr, self.asflr = 0, seq - 1
+    self.last_delivered = self.last_acked = 0
+    if self.stream.cfg.get('retention') == 'interest': self.stream.acked(self, self._skipped(was, sseq, seq))
+
+@patch
+def _skipped(self: Consumer, was: list[int], sseq: int, seq: int) -> list[int]:
+    "What this consumer needed before a reset to `seq` and no longer does: what it had pending below `seq`, what it had not reached."
+    out, store, f = [s for s in was if s < seq], self.stream.store, self._filter or '>'
+    while sseq < seq:
+        m = store.load_next_msg(f, sseq)
+        if m is None or m.seq >= seq: break
+        out.append(m.seq); sseq = m.seq + 1
+    return out
 
 def from_snapshot(stream, name: str, snap: dict) -> Consumer:
     "A consumer of `stream` as `snapshot` described it."

@@ -25,7 +25,7 @@ from .stream_api import request, stream_of, require_empty
 # %% auto #0
 __all__ = ['on_next', 'on_ack', 'on_acks', 'on_flow_control', 'identity_header', 'consumer_create', 'consumer_durable_create',
            'consumer_info_of', 'consumer_of', 'consumer_info', 'consumer_delete', 'consumer_names', 'consumer_list',
-           'consumer_pause', 'consumer_unpin', 'reset_consumer', 'reset_seq', 'on_reset']
+           'consumer_pause', 'consumer_unpin', 'reset_seq', 'on_reset']
 
 # %% ../../nbs/2_js/15_consumer_api.ipynb #a8e23d67
 def _consumer(acct: Account, stream: str, name: str) -> Consumer | None:
@@ -194,31 +194,12 @@ def consumer_unpin(acct: Account, args, body, src) -> dict:
     return {}
 
 # %% ../../nbs/2_js/15_consumer_api.ipynb #efc447d7
-def reset_consumer(c: Consumer, seq: int):
-    "Start `c` over from stream sequence `seq`: nothing pending or to redeliver, consumer sequences from 1 (`deliver` then hands out)."
-    was, sseq = list(c.pending), c.sseq
-    c.pending, c.rdc, c._acks_due = {}, {}, []
-    c.rdq.clear(); c._ahead = None                # the look-ahead read was for where it stood before
-    c.sseq, c.dseq = seq, 1
-    c.adflr, c.asflr = 0, seq - 1
-    c.last_delivered = c.last_acked = 0
-    if c.stream.cfg.get('retention') == 'interest': c.stream.acked(c, _skipped(c, was, sseq, seq))
-
-def _skipped(c: Consumer, was: list[int], sseq: int, seq: int) -> list[int]:
-    "What this consumer needed before a reset to `seq` and no longer does: what it had pending below `seq`, what it had not reached."
-    out, store, f = [s for s in was if s < seq], c.stream.store, c._filter or '>'
-    while sseq < seq:
-        m = store.load_next_msg(f, sseq)
-        if m is None or m.seq >= seq: break
-        out.append(m.seq); sseq = m.seq + 1
-    return out
-
 def reset_seq(c: Consumer, seq: int) -> int:
     "Where a reset of `c` to `seq` starts (0: just past its ack floor), or the reference's refusal."
     if seq == 0: return c.asflr + 1
     pol = c.cfg.get('deliver_policy', 'all')
     if pol == 'by_start_sequence' and seq < (c.cfg.get('opt_start_seq') or 0): raise JSConsumerInvalidResetErr(err='below start seq')
-    if pol == 'by_start_time' and seq < c._start_seq(): raise JSConsumerInvalidResetErr(err='below start time')
+    if pol == 'by_start_time' and seq < c.start_seq(): raise JSConsumerInvalidResetErr(err='below start time')
     if pol not in ('all', 'by_start_sequence', 'by_start_time'): raise JSConsumerInvalidResetErr(err='not allowed')
     return seq
 
@@ -237,7 +218,7 @@ def on_reset(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes,
         seq = reset_seq(c, go_unmarshal(body, _RESET)['seq'] if body else 0)
     except JSApiError as e:
         return acct.host.publish(text(reply), json_bytes(dict(type=_RESET_TYPE, error=e.to_dict(), reset_seq=0)))
-    reset_consumer(c, seq)
+    c.reset(seq)
     acct.persist(c, force=True)
     ident = get_header(head, b'Nats-Stream-Identity') is not None        # asked for: the reply says which stream this is
     rhdr = b'NATS/1.0\r\nNats-Stream-Identity: %s\r\n\r\n' % identity(c.stream).encode() if ident else b''

@@ -5,13 +5,11 @@
 # %% ../../nbs/2_js/09b_counters.ipynb #e9edcf19
 from __future__ import annotations
 import re
-from typing import TYPE_CHECKING
 import orjson
 from ..nats.protocol import get_header, add_header, text
 from .errors import (JSApiError, JSMessageCounterBrokenErr, JSMessageIncrDisabledErr, JSMessageIncrInvalidErr,
                      JSMessageIncrMissingErr, JSMessageIncrPayloadErr, JSStreamMessageExceedsMaximumErr)
 from .gojson import go_json_values, GoMap, GoStr, GoStruct
-if TYPE_CHECKING: from jsnb.js.stream import Stream      # the stream calls this module; it is only named here
 
 # %% auto #0
 __all__ = ['INCR', 'SOURCES', 'big_str', 'parse_incr', 'go_big', 'counter_value', 'counter_sources', 'sources_json', 'set_header',
@@ -122,13 +120,11 @@ def check(cfg: dict, hdr: bytes, data: bytes, sourced: bool = False) -> JSApiErr
     return None
 
 # %% ../../nbs/2_js/09b_counters.ipynb #6eeb8c0d
-def apply(s: Stream, subject: str, hdr: bytes, data: bytes, last: tuple[bytes, bytes] | None = None) -> tuple[bytes, bytes, str]:
-    "The headers, payload and new total a counter stream `s` stores for a message on `subject`; raises the reference's errors."
+def apply(last: tuple[bytes, bytes] | None, subject: str, hdr: bytes, data: bytes, max_payload: int) -> tuple[bytes, bytes, str]:
+    """The headers, payload and new total a counter stream stores for a message on `subject`, after `last` (the headers
+    and payload of the subject's last message, None for none); raises the reference's errors."""
     incr = parse_incr(get_header(hdr, INCR)) if hdr else None       # `check` refused invalid ones already
     if incr is None: raise JSMessageIncrMissingErr()
-    if last is None:
-        m = s.store.load_last_msg(subject)
-        if m is not None: last = (m.hdr, m.data)
     total, sources = 0, None
     if last is not None:
         try:
@@ -151,6 +147,6 @@ def apply(s: Stream, subject: str, hdr: bytes, data: bytes, last: tuple[bytes, b
     val = big_str(total + incr)
     data = b'{"val":"%s"}' % val.encode()
     if sources: hdr = set_header(hdr, SOURCES, sources_json(sources))
-    mx = s.host.max_payload
+    mx = max_payload
     if len(hdr) > mx or len(data) > mx - len(hdr): raise JSStreamMessageExceedsMaximumErr()
     return hdr, data, val

@@ -6,14 +6,12 @@
 from __future__ import annotations
 import collections
 from functools import partial
-from typing import TYPE_CHECKING
 import orjson
 from ..nats.times import parse_rfc3339
 from ..nats.protocol import get_header, text, wire
 from ..nats.frames import msg_frame
 from .frames import direct_headers
 from .stream_config import JS_API_LEVEL as API_LEVEL
-if TYPE_CHECKING: from jsnb.js.stream import Stream      # the stream calls this module; it is only named here
 
 # %% auto #0
 __all__ = ['EMPTY', 'MALFORMED', 'BAD', 'NOT_FOUND', 'NO_RESULTS', 'TOO_MANY', 'MIN_LAST_SEQ', 'REQUIRED_LEVEL', 'ERROR_DELAY',
@@ -170,7 +168,7 @@ def answer_built(stream, req: dict, to: bytes, max_pending: int = 64 * 1024 * 10
 # %% ../../nbs/2_js/07_direct_get.ipynb #e2a74452
 ERROR_DELAY = 0.5       # seconds before a read-after-write refusal is sent, so clients do not spin
 
-def sync(s: Stream, on: bool = True):
+def sync(s, on: bool = True):
     "Add or remove stream `s`'s Direct Get responders to match `allow_direct` (`on=False`: remove them)."
     want = on and bool(s.cfg.get('allow_direct'))
     if want and not s.direct_subs:
@@ -183,7 +181,7 @@ def sync(s: Stream, on: bool = True):
         for sub in s.direct_subs: s.host.unsubscribe(sub)
         s.direct_subs = []
 
-def on_request(s: Stream, appended: bool, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+def on_request(s, appended: bool, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "Answer one Direct Get request for stream `s`."
     if not reply: return
     to = text(reply)
@@ -207,7 +205,7 @@ def on_request(s: Stream, appended: bool, subject: bytes, reply: bytes, hdr: int
     if len(out) == 1: s.host.publish(to, out[0][1], out[0][0])
     else: s.host.send([(to, to, '', h, d) for h, d in out])      # a batch: one subscription lookup for all of it
 
-def on_requests(s: Stream, ops: list, src):
+def on_requests(s, ops: list, src):
     """A run of one client's requests `(subject, reply, hdr_len, data)` to the stream's Direct Get subject, in order:
     the usual one (a single message by sequence, no headers) is answered in this loop and the answers of the run go
     out with one `send`; any other takes its place through `on_request`."""

@@ -5,15 +5,14 @@
 # %% ../../nbs/2_js/08_mirrors.ipynb #0fb0ef65
 from __future__ import annotations
 import hashlib, time
-from typing import TYPE_CHECKING
 from ..nats.protocol import get_header, remove_header, add_header, text, wire
 from ..nats.subjects import subject_matches, transform_subject
 from ..nats.times import NS, parse_rfc3339, rfc3339
-from .operations import CopyMsg
 import logging
-log = logging.getLogger('jsnb')
+from .operations import CopyMsg, SOURCE
 from .feeds import Feed
-if TYPE_CHECKING: from jsnb.js.stream import Stream      # the stream calls this module; it is only named here
+
+log = logging.getLogger('jsnb')
 
 # %% auto #0
 __all__ = ['log', 'Upstream', 'hash8', 'identity', 'resume', 'copy_one', 'pull', 'upstream_info', 'info', 'leads', 'attach',
@@ -60,7 +59,7 @@ def hash8(s: str) -> str:
     "The reference's 8-character hash of a name."
     return ''.join(_DIGITS[b % 62] for b in hashlib.sha256(s.encode()).digest()[:8])
 
-def identity(stream: Stream) -> str:
+def identity(stream) -> str:
     "The reference's identity of a stream: an 8-character hash of its creation time (changes when it is recreated)."
     return hash8(rfc3339(stream.created))
 
@@ -68,7 +67,7 @@ def _source_header(u: Upstream, seq: int, subject: str, ident: str) -> bytes:
     name, src, dst = u.iname.split(' ')
     return wire(f'{name} {seq} {src} {dst} {subject}' + (f' {ident}' if ident else ''))   # no identity: an upstream that did not say it
 
-def resume(self: Stream, u: Upstream, upstream: Stream | None):
+def resume(self, u: Upstream, upstream):
     "Set `u.last` to where copying into stream `self` continues."
     st = self.store.state()
     if u.mirror:
@@ -97,19 +96,19 @@ def resume(self: Stream, u: Upstream, upstream: Stream | None):
     u.last = max(start - 1, 0)
 
 # %% ../../nbs/2_js/08_mirrors.ipynb #d70abb6f
-def copy_one(self: Stream, u: Upstream, seq: int, subject: str, hdr: bytes, data: bytes, ts: int, ident: str) -> bool:
+def copy_one(self, u: Upstream, seq: int, subject: str, hdr: bytes, data: bytes, ts: int, ident: str) -> bool:
     "Copy upstream message `seq` into stream `self`; False when the stream refused it (tried again later)."
     if u.mirror:                       # a mirror keeps the upstream's sequence (gaps become deleted sequences) and time
         if self.group is not None: self.group.copy(('m', seq, u.subject(subject), hdr, data, ts)); return True
-        self.propose(CopyMsg(seq, u.subject(subject), hdr, data, ts))
+        self.apply(CopyMsg(seq, u.subject(subject), hdr, data, ts))
         return True
     hdr = add_header(_without(remove_header(hdr, b'Nats-Stream-Source'), (b'Nats-Expected-', b'Nats-Batch-')),
                      b'Nats-Stream-Source', _source_header(u, seq, subject, ident))
     if self.group is not None: self.group.copy(('s', u.subject(subject), hdr, data)); return True
-    ack = self.process(u.subject(subject), hdr, data, sourced=True)
+    ack = self.ingest_one(u.subject(subject), hdr, data, SOURCE)
     return not (ack and ack.startswith(b'{"error"'))
 
-def pull(self: Stream, u: Upstream, upstream: Stream) -> int:
+def pull(self, u: Upstream, upstream) -> int:
     "Copy what `upstream` stored after `u.last`; returns how many messages were copied."
     n, store, ident = 0, upstream.store, identity(upstream)
     upstream.readers[(self.name, u.iname)] = u
@@ -133,7 +132,7 @@ def _without(hdr: bytes, prefixes: tuple[bytes, ...]) -> bytes:
     return b'\r\n'.join([lines[0], *kept, b'', b'']) if kept else b''
 
 # %% ../../nbs/2_js/08_mirrors.ipynb #f440110c
-def upstream_info(u: Upstream, up: Stream | None) -> dict:
+def upstream_info(u: Upstream, up) -> dict:
     "The `mirror`/`sources` entry of `stream_info` for `u` (`up`: the upstream stream, if it exists here)."
     if u.feed is not None: d = dict(name=u.name, **u.feed.info())     # read through another JetStream: what its consumer said
     else:
@@ -146,24 +145,24 @@ def upstream_info(u: Upstream, up: Stream | None) -> dict:
     return d
 
 # %% ../../nbs/2_js/08_mirrors.ipynb #ca9c79a8
-def _local(s: Stream, u: Upstream) -> Stream | None:
+def _local(s, u: Upstream):
     "The upstream of `u` when it is a stream of the same account (not one read through another JetStream)."
     return None if u.feed is not None else s.host.stream(u.name)
 
-def info(s: Stream) -> dict:
+def info(s) -> dict:
     "`{'mirror': ...}` or `{'sources': [...]}` for stream `s`'s info, or `{}` when it copies nothing."
     if not s.upstreams: return {}
     entries = [upstream_info(u, _local(s, u)) for u in s.upstreams]
     return {'mirror': entries[0]} if s.cfg.get('mirror') else {'sources': entries}
 
 # %% ../../nbs/2_js/08_mirrors.ipynb #98f65786
-def leads(s: Stream) -> bool:
+def leads(s) -> bool:
     """Whether `s` copies from its upstreams here: always on one server; for a replicated stream, only on its leader
     once caught up (it puts the copies in the group's log, `group.copy`), never before it has joined its group."""
     if s.group is not None: return s.group.leads()
     return s.cfg.get('num_replicas', 1) <= 1 or not s.host.clustered
 
-def attach(s: Stream):
+def attach(s):
     "Register `s`'s upstreams with the streams they read; start reading those of other JetStreams (where `s` copies)."
     if not leads(s): return
     for u in s.upstreams:
@@ -171,7 +170,7 @@ def attach(s: Stream):
         up = s.host.stream(u.name)
         if up is not None and up is not s: up.readers[(s.name, u.iname)] = u
 
-def detach(s: Stream, ups: list[Upstream] | None = None):
+def detach(s, ups: list[Upstream] | None = None):
     "`s` no longer reads `ups` (all its upstreams by default)."
     for u in s.upstreams if ups is None else ups:
         if u.feed is not None: u.feed.halt(); continue
@@ -179,7 +178,7 @@ def detach(s: Stream, ups: list[Upstream] | None = None):
         if up is not None and up.readers.get((s.name, u.iname)) is u: del up.readers[(s.name, u.iname)]
         u.ack_due = 0
 
-def _ack_later(s: Stream, u: Upstream):
+def _ack_later(s, u: Upstream):
     "Acknowledge what `u` copied at its next whole second since it began reading (the reference's heartbeat)."
     now = time.time_ns()
     u.ack_due = u.since + ((now - u.since) // NS + 1) * NS
@@ -189,7 +188,7 @@ def _ack_later(s: Stream, u: Upstream):
         u.ack_due = 0
     s.host.later((u.ack_due - now) / NS, due)
 
-def release(up: Stream, u: Upstream) -> int:
+def release(up, u: Upstream) -> int:
     "Acknowledge to `up` what `u` copied since it last did: a work queue drops it, an interest stream once nobody needs it."
     seqs, seq = [], u.acked
     while (m := up.store.load_next_msg('>', seq + 1)) is not None and m.seq <= u.copied:
@@ -200,11 +199,11 @@ def release(up: Stream, u: Upstream) -> int:
     return len(seqs)
 
 # %% ../../nbs/2_js/08_mirrors.ipynb #68ede434
-def _own_apis(s: Stream) -> tuple[str, ...]:
+def _own_apis(s) -> tuple[str, ...]:
     "The API prefixes that name the stream's own JetStream."
     return ('', '$JS.API') + ((f'$JS.{s.host.domain}.API',) if s.host.domain else ())
 
-def _feed(s: Stream, u: Upstream, api: str = '') -> Feed:
+def _feed(s, u: Upstream, api: str = '') -> Feed:
     "The feed that copies `u` into `s` through `u`'s external API (or `api`)."
     def begin():
         if u.mirror: u.last = s.store.state()['last_seq']
@@ -221,7 +220,7 @@ def _feed(s: Stream, u: Upstream, api: str = '') -> Feed:
         u.last, u.active = seq, time.time_ns()
         if not u.due: u.due = True; s.host.later(0, announce)
         return True
-    def announce(): u.due = False; s._stored()
+    def announce(): u.due = False; s.stored()
     filters = [src for src, _ in u.transforms] if u.transforms else [u.filter] if u.filter else []
     ext = u.external or {}
     f = Feed(s.host, ext.get('api') or api, u.name, u.mirror, s.name, begin, keep, filters, ext.get('deliver') or '',
@@ -229,7 +228,7 @@ def _feed(s: Stream, u: Upstream, api: str = '') -> Feed:
     return f
 
 # %% ../../nbs/2_js/08_mirrors.ipynb #9b832f06
-def sync(s: Stream, copy: bool = True) -> int:
+def sync(s, copy: bool = True) -> int:
     "Set up `s.upstreams` from its configuration; unless `copy` is false, copy what they have (returns how many)."
     cfg, old = s.cfg, {u.iname: u for u in s.upstreams}
     specs = [(cfg['mirror'], True)] if cfg.get('mirror') else [(x, False) for x in cfg.get('sources') or []]
@@ -246,17 +245,17 @@ def sync(s: Stream, copy: bool = True) -> int:
     attach(s)
     return catch_up(s) if copy else 0
 
-def catch_up(s: Stream) -> int:
+def catch_up(s) -> int:
     "Copy whatever `s`'s upstreams have that it has not; returns how many messages were copied."
     if not leads(s): return 0
     n = 0
     for u in s.upstreams:
         up = _local(s, u)
         if up is not None and up is not s: n += pull(s, u, up)
-    if n: s._stored()
+    if n: s.stored()
     return n
 
-def lead(s: Stream) -> int:
+def lead(s) -> int:
     "A replicated stream's new leader: copying continues from what its store holds."
     for u in s.upstreams: resume(s, u, _local(s, u)); u.acked = max(u.acked, u.last)
     attach(s)

@@ -5,12 +5,8 @@
 # %% ../../nbs/2_js/12a_priority.ipynb #1209f9fc
 from __future__ import annotations
 import time
-from typing import TYPE_CHECKING
 from ..nats.times import rfc3339
 from .host import advise, event_id
-if TYPE_CHECKING:                                 # the consumer and its pull requests call this module; they are only named here
-    from jsnb.js.consumer import Consumer
-    from jsnb.js.pull import PullRequest
 
 # %% auto #0
 __all__ = ['LAST', 'Group', 'Pin', 'check_pull', 'enqueue', 'unpin', 'expire_pin', 'pin_header', 'next_waiting', 'groups_info']
@@ -31,7 +27,7 @@ class Pin:
     def __init__(self, id: str, ts: int, group: str, due: int): self.id, self.ts, self.group, self.due = id, ts, group, due
 
 # %% ../../nbs/2_js/12a_priority.ipynb #acc9315f
-def check_pull(c: Consumer, pg: Group | None, now: int) -> tuple[int, str] | None:
+def check_pull(c, pg: Group | None, now: int) -> tuple[int, str] | None:
     "Why a pull request is refused (status code and description, in the reference's order and words), or `None`."
     if pg is None: return None                          # a bare batch size (or an empty body) has no group to check
     policy = c.cfg.get('priority_policy') or 'none'
@@ -48,26 +44,26 @@ def check_pull(c: Consumer, pg: Group | None, now: int) -> tuple[int, str] | Non
     return None
 
 # %% ../../nbs/2_js/12a_priority.ipynb #10a5d734
-def _rank(wr: PullRequest) -> int: return wr.pg.priority if wr.pg is not None else LAST
+def _rank(wr) -> int: return wr.pg.priority if wr.pg is not None else LAST
 
-def _insert(q, wr: PullRequest):
+def _insert(q, wr):
     "Put `wr` behind every request of the same or a more urgent priority."
     p = _rank(wr)
     q.insert(next((i for i, x in enumerate(q) if _rank(x) > p), len(q)), wr)
 
-def enqueue(c: Consumer, wr: PullRequest):
+def enqueue(c, wr):
     "Queue a new waiting request: last, or (`prioritized`) after the requests of its priority and of lower numbers."
     if c.cfg.get('priority_policy') == 'prioritized': _insert(c.waiting, wr)
     else: c.waiting.append(wr)
 
 # %% ../../nbs/2_js/12a_priority.ipynb #7f0e20d9
-def _advise(c: Consumer, kind: str, group: str, **fields):
+def _advise(c, kind: str, group: str, **fields):
     "The pinned or unpinned advisory (`$JS.EVENT.ADVISORY.CONSUMER.PINNED|UNPINNED.<stream>.<consumer>`)."
     advise(c.stream.host, f'$JS.EVENT.ADVISORY.CONSUMER.{kind}.{c.stream.name}.{c.name}',
            f'io.nats.jetstream.advisory.v1.consumer_group_{kind.lower()}',
            account='$G', stream=c.stream.name, consumer=c.name, group=group, **fields)
 
-def _assign(c: Consumer, wr: PullRequest, now: int):
+def _assign(c, wr, now: int):
     "Pin the client behind `wr`: a new id, written into the request; a request without a group pins nobody."
     pg = wr.pg
     if pg is None or not pg.group: return
@@ -75,29 +71,29 @@ def _assign(c: Consumer, wr: PullRequest, now: int):
     pg.id = c.pin.id
     _advise(c, 'PINNED', pg.group, pinned_id=c.pin.id)
 
-def unpin(c: Consumer, group: str, reason: str):
+def unpin(c, group: str, reason: str):
     "Forget the pinned client (`reason`: `admin` for the UNPIN API, `timeout`); the next request without an id is pinned."
     c.pin = None
     _advise(c, 'UNPINNED', group, reason=reason)
 
-def expire_pin(c: Consumer, now: int):
+def expire_pin(c, now: int):
     "Unpin a client that sent no request with its id for `priority_timeout`."
     pin = c.pin
     if pin is not None and now >= pin.due: unpin(c, pin.group, 'timeout')
 
-def pin_header(c: Consumer, hdr: bytes) -> bytes:
+def pin_header(c, hdr: bytes) -> bytes:
     "`hdr` with the `Nats-Pin-Id` a `pinned_client` consumer adds to every message it delivers (empty when nobody is pinned)."
     line = b'Nats-Pin-Id: %s\r\n\r\n' % (c.pin.id.encode() if c.pin is not None else b'')
     return (hdr[:-2] if len(hdr) > 2 else b'NATS/1.0\r\n') + line
 
 # %% ../../nbs/2_js/12a_priority.ipynb #b3fc8007
-def _overflows(c: Consumer, pg: Group, pending: int) -> bool:
+def _overflows(c, pg: Group, pending: int) -> bool:
     "Whether an `overflow` request may take a message: it set no minimum, or the consumer has reached one of them."
     mp, ma = pg.min_pending, pg.min_ack_pending
     if mp <= 0 and ma <= 0: return True
     return (0 < mp <= pending + 1) or (0 < ma <= len(c.pending))
 
-def next_waiting(c: Consumer, size: int, pending: int, now: int) -> PullRequest | None:
+def next_waiting(c, size: int, pending: int, now: int):
     "The waiting request that takes the next message (`size` bytes as `max_bytes` counts them, `pending` left after it), or `None`."
     q, policy, cycled = c.waiting, c.cfg.get('priority_policy') or 'none', 0
     claim = policy == 'pinned_client' and c.pin is None       # decided once, as the reference does
@@ -105,14 +101,14 @@ def next_waiting(c: Consumer, size: int, pending: int, now: int) -> PullRequest 
         wr, claimed, wait = q[0], False, False
         pg = wr.pg
         if wr.expires and now >= wr.expires:
-            c._end(wr, 408, 'Request Timeout'); q.popleft(); continue
+            c.end(wr, 408, 'Request Timeout'); q.popleft(); continue
         if claim:
             if pg is not None and pg.id:                   # pinned once, by a pin that is gone
-                c._end(wr, 423, 'Nats-Wrong-Pin-Id'); q.popleft(); continue
+                c.end(wr, 423, 'Nats-Wrong-Pin-Id'); q.popleft(); continue
             _assign(c, wr, now); claimed = True
         elif c.pin is not None:
             if pg is None or not pg.id: wait = True         # not the pinned client: waits its turn
-            elif pg.id != c.pin.id: c._end(wr, 423, 'Nats-Wrong-Pin-Id'); q.popleft(); continue
+            elif pg.id != c.pin.id: c.end(wr, 423, 'Nats-Wrong-Pin-Id'); q.popleft(); continue
         elif policy == 'overflow' and pg is not None: wait = not _overflows(c, pg, pending)
         if wait:                                           # to the back; when every request waits, nobody takes it
             q.rotate(-1); cycled += 1
@@ -120,14 +116,14 @@ def next_waiting(c: Consumer, size: int, pending: int, now: int) -> PullRequest 
             continue
         if wr.b:
             if size > wr.b:
-                c._end(wr, 409, 'Message Size Exceeds MaxBytes')
+                c.end(wr, 409, 'Message Size Exceeds MaxBytes')
                 if claimed: c.pin = None                   # a pin claimed by a request that ends here is released
                 q.popleft(); continue
             wr.b -= size
             if wr.b == 0: wr.n = 1                         # exactly used up: this one is the last
-        if wr.seen != c._round:                            # a client that went away: dropped without a word
+        if wr.seen != c.rounds:                            # a client that went away: dropped without a word
             if not c.stream.host.has_interest(wr.reply): q.popleft(); continue
-            wr.seen = c._round
+            wr.seen = c.rounds
         wr.n -= 1; wr.d += 1
         if wr.n <= 0: q.popleft()
         elif len(q) > 1:                                   # served, and to the back: requests take turns
@@ -138,7 +134,7 @@ def next_waiting(c: Consumer, size: int, pending: int, now: int) -> PullRequest 
     return None
 
 # %% ../../nbs/2_js/12a_priority.ipynb #75bdb5ee
-def groups_info(c: Consumer) -> list[dict] | None:
+def groups_info(c) -> list[dict] | None:
     "The `priority_groups` of consumer info: the first group, with its pinned client (`pinned_ts` is the zero time when none)."
     groups = c.cfg.get('priority_groups')
     if not groups: return None

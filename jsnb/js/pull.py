@@ -5,12 +5,10 @@
 # %% ../../nbs/2_js/12b_pull.ipynb #8c4920d0
 from __future__ import annotations
 import collections, re, time
-from typing import TYPE_CHECKING
 from ..nats.times import go_duration
 from .errors import JSApiError, JSInvalidJSONErr
 from .gojson import GoBool, GoInt, GoStr, GoStruct, go_decode, _scan, _skip, _bad, _SyntaxErr
 from . import priority
-if TYPE_CHECKING: from jsnb.js.consumer import Consumer      # the consumer calls this module; it is only named here
 
 # %% auto #0
 __all__ = ['status', 'PullRequest', 'go_unmarshal', 'parse_pull', 'admit', 'serve', 'end_no_wait', 'live', 'expire', 'heartbeats',
@@ -69,33 +67,33 @@ def parse_pull(body: bytes) -> tuple[dict | None, str]:
     return dict(batch=batch, max_bytes=d.get('max_bytes') or 0, no_wait=bool(d.get('no_wait')), expires=exp, hb=hb, pg=pg), ''
 
 # %% ../../nbs/2_js/12b_pull.ipynb #d0c155f3
-def admit(c: Consumer, reply: str, body: bytes) -> bool:
+def admit(c, reply: str, body: bytes) -> bool:
     "Queue a `MSG.NEXT` request for `c`, or answer why not (through `c`); whether it was queued."
-    if not c.is_pull: c._emit(reply, status(409, 'Consumer is push based')); return False
+    if not c.is_pull: c.emit(reply, status(409, 'Consumer is push based')); return False
     if not c.stream.host.has_interest(reply): return False    # nobody would read the answer (the reference drops these too)
     req, err = parse_pull(body)
-    if req is None: c._emit(reply, status(400, err)); return False
+    if req is None: c.emit(reply, status(400, err)); return False
     cfg, now = c.cfg, time.time_ns()
     if cfg.get('max_batch') and req['batch'] > cfg['max_batch']: why = 409, f"Exceeded MaxRequestBatch of {cfg['max_batch']}"
     elif cfg.get('max_expires') and req.get('expires', 0) > cfg['max_expires']:
         why = 409, f"Exceeded MaxRequestExpires of {go_duration(cfg['max_expires'])}"
     elif cfg.get('max_bytes') and req.get('max_bytes', 0) > cfg['max_bytes']: why = 409, f"Exceeded MaxRequestMaxBytes of {cfg['max_bytes']}"
     else: why = priority.check_pull(c, req.get('pg'), now) or _no_wait(c, req, now)
-    if why: c._emit(reply, status(*why)); return False
+    if why: c.emit(reply, status(*why)); return False
     mw = cfg.get('max_waiting') or 512
     if len(c.waiting) >= mw:
         expire(c, now)
         if len(c.waiting) >= mw:
-            if not req.get('hb'): c._emit(reply, status(409, 'Exceeded MaxWaiting'))
+            if not req.get('hb'): c.emit(reply, status(409, 'Exceeded MaxWaiting'))
             return False
     priority.enqueue(c, PullRequest(reply, req['batch'], req.get('max_bytes', 0), req.get('no_wait', False),
                                     req.get('expires', 0), req.get('hb', 0), req.get('pg')))
     return True
 
-def _no_wait(c: Consumer, req: dict, now: int) -> tuple[int, str] | None:
+def _no_wait(c, req: dict, now: int) -> tuple[int, str] | None:
     "Why a `no_wait` request is answered at once: nothing to give (`404`), or the waiting requests already ask for all of it (`408`)."
     if not req.get('no_wait'): return None
-    more = bool(c.rdq) or c._next_new() is not None
+    more = bool(c.rdq) or c.next_new() is not None
     if not more and not req.get('expires'): return 404, 'No Messages'
     if more and c.waiting:                      # what is left is already asked for by the requests waiting before it
         expire(c, now)
@@ -103,121 +101,121 @@ def _no_wait(c: Consumer, req: dict, now: int) -> tuple[int, str] | None:
     return None
 
 # %% ../../nbs/2_js/12b_pull.ipynb #6b62b7f6
-def serve(c: Consumer):
+def serve(c):
     "Hand the waiting requests what the consumer may deliver now, then answer `no_wait` requests that found the end."
     if not c.waiting: return                     # the usual case after an ack: nobody asked for more
     now = time.time_ns()
-    c._round += 1                                # each request's inbox is checked once per round, not once per message
+    c.rounds += 1                                # each request's inbox is checked once per round, not once per message
     if c.pin is None and (c.cfg.get('priority_policy') or 'none') == 'none': _serve_plain(c, now)
     else: _serve_groups(c, now)
     end_no_wait(c)
 
-def _serve_groups(c: Consumer, now: int):
+def _serve_groups(c, now: int):
     "Priority groups: each message goes to the request `next_waiting` picks for it."
     pinned = c.cfg.get('priority_policy') == 'pinned_client'
     while c.waiting:
-        m, redelivery = c._next()                # redeliveries first: already pending, max_ack_pending does not hold them
-        if m is None or (not redelivery and not c._room()): break
-        prep = c._prepare(m, redelivery)
+        m, redelivery = c.next_msg()                # redeliveries first: already pending, max_ack_pending does not hold them
+        if m is None or (not redelivery and not c.has_room()): break
+        prep = c.prepare(m, redelivery)
         wr = priority.next_waiting(c, prep[3], prep[4], now)
         if wr is None: break                     # no request may take it now
         if pinned: prep = (prep[0], priority.pin_header(c, prep[1])) + prep[2:]
-        c._send(m, redelivery, wr.reply, prep)
-        if wr.n <= 0 and wr.b > 0: c._end(wr, 409, 'Batch Completed')
+        c.send_msg(m, redelivery, wr.reply, prep)
+        if wr.n <= 0 and wr.b > 0: c.end(wr, 409, 'Batch Completed')
 
 # %% ../../nbs/2_js/12b_pull.ipynb #cd5ef657
-def _serve_plain(c: Consumer, now: int):
+def _serve_plain(c, now: int):
     "No priority policy, nobody pinned: the request at the head takes a run of messages (one when others wait: they take turns)."
     q, has = c.waiting, c.stream.host.has_interest
     while q:
         wr = q[0]
-        if wr.expires and now >= wr.expires: c._end(wr, 408, 'Request Timeout'); q.popleft(); continue
-        if wr.seen != c._round:
+        if wr.expires and now >= wr.expires: c.end(wr, 408, 'Request Timeout'); q.popleft(); continue
+        if wr.seen != c.rounds:
             if not has(wr.reply): q.popleft(); continue       # a client that went away: dropped without a word
-            wr.seen = c._round
+            wr.seen = c.rounds
         k = max(wr.n, 1) if len(q) == 1 else 1       # a bare batch of 0 or less still takes one, as in the reference
         if _run(c, wr, k, now) < 0: return          # nothing (more) to deliver now
         if not q or q[0] is not wr: continue                              # it ended (too big for its `max_bytes`)
         if wr.n <= 0:
             q.popleft()
-            if wr.b > 0: c._end(wr, 409, 'Batch Completed')
+            if wr.b > 0: c.end(wr, 409, 'Batch Completed')
         elif len(q) > 1: q.rotate(-1)                                     # served, and to the back: requests take turns
 
-def _run(c: Consumer, wr: PullRequest, k: int, now: int) -> int:
+def _run(c, wr: PullRequest, k: int, now: int) -> int:
     "Deliver up to `k` due messages to `wr` (redeliveries first); how many, or -1 when none is due."
     sent = 0
     while sent < k:
-        if c._plain and not c.rdq and c._lps is None:               # new messages, nothing to pace: a run at a time
-            msgs = c._next_run(min(k - sent, c._room_left()))
+        if c.runs_ok():                                             # new messages, nothing to pace: a run at a time
+            msgs = c.next_run(min(k - sent, c.room_left()))
             if not msgs: break
             got = _send_run(c, wr, msgs, now)
             sent += got
             if got < len(msgs): break                                # `max_bytes` reached or exceeded
             continue
-        m, redelivery = c._next()
-        if m is None or (not redelivery and not c._room()): break
-        prep = c._prepare(m, redelivery)
+        m, redelivery = c.next_msg()
+        if m is None or (not redelivery and not c.has_room()): break
+        prep = c.prepare(m, redelivery)
         if not _take(c, wr, prep[3]): break
-        c._send(m, redelivery, wr.reply, prep); sent += 1
+        c.send_msg(m, redelivery, wr.reply, prep); sent += 1
         if wr.n <= 0: break
     return sent if sent else (-1 if c.waiting and c.waiting[0] is wr else 0)
 
-def _take(c: Consumer, wr: PullRequest, size: int) -> bool:
+def _take(c, wr: PullRequest, size: int) -> bool:
     "Count one message of `size` bytes against `wr`, or end it when the message is too big for what it has left."
     if wr.b:
         if size > wr.b:
-            c._end(wr, 409, 'Message Size Exceeds MaxBytes'); c.waiting.popleft(); return False
+            c.end(wr, 409, 'Message Size Exceeds MaxBytes'); c.waiting.popleft(); return False
         wr.b -= size
         if wr.b == 0: wr.n = 1                     # exactly used up: this one is the last
     wr.n -= 1; wr.d += 1
     return True
 
 # %% ../../nbs/2_js/12b_pull.ipynb #c64d5ff9
-def _send_run(c: Consumer, wr: PullRequest, msgs: list, now: int) -> int:
-    "Send new messages `msgs` (the next ones from `sseq`) to `wr`, as `_prepare` and `_send` would one by one; how many went."
+def _send_run(c, wr: PullRequest, msgs: list, now: int) -> int:
+    "Send new messages `msgs` (the next ones from `sseq`) to `wr`, as `prepare` and `send_msg` would one by one; how many went."
     def take(size: int) -> int:
         if wr.b:
             if not _take(c, wr, size): return 0
         else: wr.n -= 1; wr.d += 1
         return 2 if wr.n <= 0 else 1
-    return c._send_new(wr.reply, msgs, now, take)
+    return c.send_new(wr.reply, msgs, now, take)
 
 # %% ../../nbs/2_js/12b_pull.ipynb #d5008d29
-def end_no_wait(c: Consumer):
+def end_no_wait(c):
     "`no_wait` requests that found the end of the stream get `404 No Messages` (or `408` with an expiry)."
     if not c.waiting: return
     keep = collections.deque()
     for wr in c.waiting:
-        if wr.no_wait and (_probe(c) is None or not c._room()):
+        if wr.no_wait and (_probe(c) is None or not c.has_room()):
             if wr.expires and wr.d == 0: keep.append(wr); continue
-            c._emit(wr.reply, status(404, 'No Messages'))
+            c.emit(wr.reply, status(404, 'No Messages'))
         else: keep.append(wr)
     c.waiting = keep
 
-def _probe(c: Consumer):
+def _probe(c):
     "Something to deliver: a redelivery still pending, or the next new message."
     if any(s in c.pending for s in c.rdq): return True
-    return c._next_new()
+    return c.next_new()
 
 # %% ../../nbs/2_js/12b_pull.ipynb #49aa270a
-def live(c: Consumer, wr: PullRequest, now: int) -> bool:
+def live(c, wr: PullRequest, now: int) -> bool:
     "Whether a waiting request can still be served: not expired (it gets its 408 now) and its inbox still listened to."
-    if wr.expires and now >= wr.expires: c._end(wr, 408, 'Request Timeout'); return False
+    if wr.expires and now >= wr.expires: c.end(wr, 408, 'Request Timeout'); return False
     return c.stream.host.has_interest(wr.reply)       # a client that went away: dropped without a word, as the reference
 
-def expire(c: Consumer, now: int):
+def expire(c, now: int):
     "Drop the waiting requests that can no longer be served."
     c.waiting = collections.deque(wr for wr in c.waiting if live(c, wr, now))
 
-def heartbeats(c: Consumer, now: int):
+def heartbeats(c, now: int):
     "Idle heartbeats to the waiting requests that asked for them and are due one."
     hb = None
     for wr in c.waiting:
         if wr.hb and now >= wr.next_hb:
             hb = hb or status(100, 'Idle Heartbeat', Nats_Last_Consumer=c.dseq - 1, Nats_Last_Stream=c.sseq - 1)
-            c._emit(wr.reply, hb); wr.next_hb = now + wr.hb
+            c.emit(wr.reply, hb); wr.next_hb = now + wr.hb
 
-def due(c: Consumer) -> list[int]:
+def due(c) -> list[int]:
     "When the waiting requests next need the consumer: their expiries and heartbeats."
     t = []
     for wr in c.waiting:
@@ -225,7 +223,7 @@ def due(c: Consumer) -> list[int]:
         if wr.hb: t.append(wr.next_hb)
     return t
 
-def num_waiting(c: Consumer, now: int) -> int:
+def num_waiting(c, now: int) -> int:
     "Waiting requests as `consumer_info` counts them: expired ones and gone inboxes do not count."
     has = c.stream.host.has_interest
     return sum(1 for wr in c.waiting if not (wr.expires and now >= wr.expires) and has(wr.reply))

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/2_js/18a_restore.ipynb #029d10ce
 from __future__ import annotations
-import heapq, logging, os, shutil, time
+import logging, os, shutil, time
 import orjson
 from fastcore.basics import patch
 from ..nats.protocol import get_header
@@ -311,7 +311,7 @@ def _activate(self: Restore):
     if self.name in acct.streams: store.delete(); raise JSStreamNameExistRestoreFailedErr()
     s = acct.add_stream(self.cfg, self._place(store))
     acct.write_meta(s)
-    s.dedup.clear(); s._dedup_order.clear(); s.last_msg_id = ''   # as with the reference, restored ids do not de-duplicate
+    s.forget_ids()                                          # as with the reference, restored ids do not de-duplicate
     now = time.time_ns()
     for name, cfg, st in self.consumers:
         c = Consumer(s, name, cfg)
@@ -321,8 +321,7 @@ def _activate(self: Restore):
         (dc, ds), (fc, fs) = st['delivered'], st['ack_floor']
         c.sseq, c.dseq, c.adflr, c.asflr = ds + 1, dc + 1, fc, fs
         c.pending, c.rdc = st['pending'], st['rdc']
-        c._acks_due = [(t + c._ack_wait(q), q, t) for q, (_, t) in c.pending.items()]
-        heapq.heapify(c._acks_due)
+        c.rearm()
         acct.persist(c, force=True)
     for c in s.consumers.values(): acct.host.send(c.tick(now))
     if s.cfg.get('mirror') or s.cfg.get('sources'): mirrors.sync(s, copy=False); acct.host.later(0, lambda: mirrors.catch_up(s))

@@ -15,6 +15,7 @@ from .errors import (JSMessageSchedulesDisabledErr, JSMessageSchedulesPatternInv
                             JSMessageSchedulesSourceInvalidErr, JSMessageSchedulesTTLInvalidErr,
                             JSMessageSchedulesTargetInvalidErr, JSMessageSchedulesTimeZoneInvalidErr, JSMessageTTLDisabledErr)
 from .ttl import parse_ttl
+from .operations import Origin
 
 log = logging.getLogger('jsnb')
 
@@ -410,8 +411,7 @@ def fire(s, now: int, ts: int = 0) -> int:
         if p is None: sc.remove(subject)
         else: sc.inflight.add(subject); out.append(p)
     for i, (target, hdr, data) in enumerate(out):
-        try: s.process(target, hdr, data, want_ack=False, sourced=True, ts=ts + i if ts else 0)
-        except Exception: log.exception("stream '$G > %s' could not publish a scheduled message to %r", s.name, target)
+        s.ingest_one(target, hdr, data, Origin('source', False, ts + i if ts else 0))   # (a failure is logged and answered there)
     return len(out)
 
 def next_wake(s) -> int | None:

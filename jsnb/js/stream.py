@@ -8,27 +8,25 @@ import contextlib, logging, time
 from collections import deque
 from itertools import repeat
 
-import orjson
 from fastcore.basics import patch
 from ..nats.core import ClientConn
-from ..nats.protocol import get_header, text, Counted
+from ..nats.protocol import get_header, text, wire, Counted
 from ..nats.subjects import transform_subject
 from ..nats.times import NS, rfc3339
-from .errors import (JSApiError, JSInsufficientResourcesErr, JSAccountResourcesExceededErr,
- JSMessageSourceHdrNotAllowedErr, JSMessageTTLDisabledErr,
-                           JSMessageTTLInvalidErr, JSSequenceNotFoundErrF, JSStreamExpectedLastSeqPerSubjectInvalid,
-                           JSStreamHeaderExceedsMaximumErr, JSStreamMessageExceedsMaximumErr, JSStreamMsgDeleteFailedF,
-                           JSStreamNotMatchErr, JSStreamPurgeFailedF, JSStreamRollupFailedF, JSStreamSealedErr,
-                           JSStreamStoreFailedF, JSStreamWrongLastMsgIDErrF, JSStreamWrongLastSequenceErrF)
+from .errors import (JSMessageTTLInvalidErr, JSSequenceNotFoundErrF, JSStreamMsgDeleteFailedF, JSStreamPurgeFailedF,
+                            JSStreamSealedErr, JSStreamStoreFailedF)
 from .store import MsgStore, StoreLimits, StoreError
-from .host import StreamHost, json_bytes
-from .operations import MAX_SEQ, StoreOne, StoreRun, SkipMsg, CopyMsg, DeleteMsg, Purge, Expire, Remove, Configure
-from . import ttl, batch, direct_get, mirrors, schedules, counters
+from .host import StreamHost
+from .operations import (MAX_SEQ, StoreOne, StoreRun, SkipMsg, CopyMsg, DeleteMsg, Purge, Expire, Remove, Configure,
+                                Origin, CLIENT)
+from . import headers as H
+from . import publish as P
+from . import ttl, batch, direct_get, mirrors, schedules
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'DECIDED_AGAIN', 'limits_of', 'Stream']
+__all__ = ['log', 'STORE_ERRORS', 'DECIDED_AGAIN', 'limits_of', 'Stream']
 
 # %% ../../nbs/2_js/06_stream.ipynb #29540ec5
 def limits_of(cfg: dict) -> StoreLimits:
@@ -39,15 +37,14 @@ def limits_of(cfg: dict) -> StoreLimits:
                        discard_new_per_subject=cfg.get('discard_new_per_subject', False),
                        first_seq=cfg.get('first_seq', 0) or 0)
 
+# %% ../../nbs/2_js/06_stream.ipynb #5c1e7a20
 class Stream:
     "A stream: configuration, store, and the state of its publish path and of its features."
     trace_kind = 'js'        # a traced message it takes shows as a `js` event (see jsnb.nats.trace)
     def __init__(self, host: StreamHost, cfg: dict, store: MsgStore, created: int | None = None):
         self.host, self.cfg, self.store = host, cfg, store
         self.name = cfg['name']
-        self._qname = orjson.dumps(self.name)        # the name as JSON, for pub acks (and the JetStream domain after it, if any)
-        if host.domain: self._qname += b',"domain":' + orjson.dumps(host.domain)
-        self._ack_fmt = b'{"stream":' + self._qname.replace(b'%', b'%%') + b',"seq":%d}'   # the usual pub ack, `% seq`
+        self.acks = P.Acks(self.name, host.domain)   # its pub acks, the name (and domain) encoded once
         self.created = created or time.time_ns()
         self.subs: list = []                         # subscriptions to the stream's subjects
         self.consumers: dict = {}                    # name -> Consumer
@@ -56,9 +53,10 @@ class Stream:
         self.last_seq = store.state()['last_seq']
         self.last_msg_id = ''
         self._answering, self._wake_due = 0, False   # a publish being answered; consumers to wake once it is (see `answering`)
-        self._inbox: list = []                       # header-less messages of the current read, stored together
-        self._fast_inbox: list = []                  # and the fast-ingest ones
-        self._bulk = False
+        self._inbox: list = []                       # messages of the current read, for `ingest` at its end
+        self._inbox_src = None                       # the client whose read it is
+        self._fast_inbox: list = []                  # header-less fast-ingest messages of the read (see `batch.fast_run`)
+        self.bulk = False                            # whether plain messages can be stored as runs (see `_bulk_ok`)
         self.batches: dict[str, batch.AtomicBatch] = {}   # atomic batches being staged, by id
         self.fast: dict[str, batch.FastBatch] = {}        # fast-ingest batches in flight, by id
         self.upstreams: list[mirrors.Upstream] = []       # what a mirror or sourcing stream copies from
@@ -70,13 +68,13 @@ class Stream:
 
 # %% ../../nbs/2_js/06_stream.ipynb #f5b7a0e6
 @patch
-def _remember(self: Stream, msg_id: str, seq: int, ts: int):
+def remember(self: Stream, msg_id: str, seq: int, ts: int):
     "Record a message id for de-duplication."
     self.dedup[msg_id] = (seq, ts)
     self._dedup_order.append((ts, msg_id))
 
 @patch
-def _trim_dedup(self: Stream, now: int):
+def trim_dedup(self: Stream, now: int):
     "Forget message ids older than the duplicate window (oldest first: the cost is what is forgotten)."
     cutoff, order, dedup = now - self.cfg.get('duplicate_window', 0), self._dedup_order, self.dedup
     while order and order[0][0] < cutoff:
@@ -84,6 +82,26 @@ def _trim_dedup(self: Stream, now: int):
         for mid in mids if type(mids) is list else (mids,):
             d = dedup.get(mid)
             if d is not None and d[1] == ts: del dedup[mid]
+
+@patch
+def window(self: Stream, now: int) -> dict:
+    "The message ids stored within the duplicate window at `now`: (sequence, time) by id."
+    self.trim_dedup(now)
+    return self.dedup
+
+@patch
+def forget_ids(self: Stream):
+    "Forget every message id (a restored stream's ids do not de-duplicate, as with the reference)."
+    self.dedup.clear(); self._dedup_order.clear(); self.last_msg_id = ''
+
+# %% ../../nbs/2_js/06_stream.ipynb #1e8b3d52
+@patch
+def remember_msg(self: Stream, m, last_seq: int):
+    "Remember stored message `m`'s id (if it has one) for deduplication."
+    mid = get_header(m.hdr, H.MSG_ID) if m.hdr else None
+    if mid:
+        if text(mid) not in self.dedup: self.remember(text(mid), m.seq, m.ts)
+        if m.seq == last_seq: self.last_msg_id = text(mid)
 
 @patch
 def _rebuild_dedup(self: Stream):
@@ -95,28 +113,28 @@ def _rebuild_dedup(self: Stream):
     if known is not None:
         for q in known:
             m = self.store.load_msg(q)
-            if m is not None: self._remember_msg(m, st['last_seq'])
+            if m is not None: self.remember_msg(m, st['last_seq'])
         return
     while seq <= st['last_seq']:
         batch = self.store.load_next_msgs('', seq, 1024)
         if not batch: break
-        for m in batch: self._remember_msg(m, st['last_seq'])
+        for m in batch: self.remember_msg(m, st['last_seq'])
         seq = batch[-1].seq + 1
 
+# %% ../../nbs/2_js/06_stream.ipynb #9b4d2e73
 @patch
-def _remember_msg(self: Stream, m, last_seq: int):
-    "Remember stored message `m`'s id (if it has one) for deduplication."
-    mid = get_header(m.hdr, b'Nats-Msg-Id') if m.hdr else None
-    if mid:
-        if text(mid) not in self.dedup: self._remember(text(mid), m.seq, m.ts)
-        if m.seq == last_seq: self.last_msg_id = text(mid)
+def last_of(self: Stream, subject: str) -> int:
+    "The last sequence stored on `subject` (0: none)."
+    m = self.store.load_last_msg(subject)
+    return m.seq if m is not None else 0
+
+@patch
+def last_counter(self: Stream, subject: str) -> tuple[bytes, bytes] | None:
+    "The headers and payload of the last message on `subject` (a counter's current total), or None."
+    m = self.store.load_last_msg(subject)
+    return (m.hdr, m.data) if m is not None else None
 
 # %% ../../nbs/2_js/06_stream.ipynb #816842aa
-@patch
-def propose(self: Stream, op):
-    "Submit a state change. Applied at once on a single server; a replicated stream puts its log here."
-    return self.apply(op)
-
 @patch
 def apply(self: Stream, op):
     "Apply one state change; every change to what the stream stores goes through here. Returns its result."
@@ -126,46 +144,55 @@ def apply(self: Stream, op):
     if t is StoreOne:
         seq, ts = store.store_msg(op.subject, op.hdr, op.data, ts=op.ts or None, ttl=op.ttl)
         self.last_seq, self.last_msg_id = seq, op.msg_id
-        if op.msg_id: self._remember(op.msg_id, seq, ts)
+        if op.msg_id: self.remember(op.msg_id, seq, ts)
         if op.rollup == b'sub': store.purge(subject=op.subject, keep=1)
         elif op.rollup == b'all': store.purge(keep=1)
-        if self.schedules is not None or (op.hdr and b'Nats-Schedule-Next' in op.hdr):
+        if self.schedules is not None or (op.hdr and H.SCHEDULE_NEXT in op.hdr):
             schedules.on_store(self, op.subject, op.hdr, seq, ts)
         return seq, ts
-    if t is StoreRun:
-        first, ts = store.store_batch(op.subjects, op.datas, op.hdrs, op.ts)
-        self.last_seq, self.last_msg_id = first + len(op.subjects) - 1, op.ids[-1] if op.ids else ''
-        if op.ids:                                      # `_remember` for each id, in one pass (one entry in the order for the run)
-            ids = op.ids if all(op.ids) else [mid for mid in op.ids if mid]
-            seqs = range(first, first + len(ids)) if ids is op.ids else [first + i for i, mid in enumerate(op.ids) if mid]
-            self.dedup.update(zip(ids, zip(seqs, repeat(ts)))); self._dedup_order.append((ts, ids))
-        if self.schedules:
-            for subject in op.subjects: self.schedules.remove(text(subject))     # a plain message cancels a schedule
-        return first
+    if t is StoreRun: return self._apply_run(op)
     if t is SkipMsg:
         seq = self.last_seq = store.skip_msg(); self.last_msg_id = op.msg_id
-        if op.msg_id: self._remember(op.msg_id, seq, op.ts)
+        if op.msg_id: self.remember(op.msg_id, seq, op.ts)
         return seq
-    if t is CopyMsg:
-        last = store.state()['last_seq']
-        if last == 0 and op.seq > 1 and store.state()['first_seq'] <= 1: store.compact(op.seq)
-        else:
-            while last + 1 < op.seq: last = store.skip_msg()
-        self.last_seq, _ = store.store_msg(op.subject, op.hdr, op.data, ts=op.ts)
-        return self.last_seq
+    if t is CopyMsg: return self._apply_copy(op)
     if t is DeleteMsg: return store.remove_msg(op.seq, erase=op.erase)
     if t is Purge: return store.purge(subject=op.subject, seq=op.seq, keep=op.keep)
     if t is Expire: return store.expire(op.now)
     if t is Remove: return sum(bool(store.remove_msg(s)) for s in op.seqs)
     if t is Configure:
-        self.cfg = op.cfg; self._bulk = self._bulk_ok(); schedules.sync(self)
+        self.cfg = op.cfg; self.bulk = self._bulk_ok(); schedules.sync(self)
         store.update_limits(limits_of(op.cfg))
         return None
     raise TypeError(f'not a stream operation: {op!r}')
 
+# %% ../../nbs/2_js/06_stream.ipynb #2a7e1f04
+@patch
+def _apply_run(self: Stream, op: StoreRun) -> int:
+    "Store a run with one store call; its ids are remembered in one pass (one entry in the window's order)."
+    first, ts = self.store.store_batch(op.subjects, op.datas, op.hdrs, op.ts)
+    self.last_seq, self.last_msg_id = first + len(op.subjects) - 1, op.ids[-1] if op.ids else ''
+    if op.ids:
+        ids = op.ids if all(op.ids) else [mid for mid in op.ids if mid]
+        seqs = range(first, first + len(ids)) if ids is op.ids else [first + i for i, mid in enumerate(op.ids) if mid]
+        self.dedup.update(zip(ids, zip(seqs, repeat(ts)))); self._dedup_order.append((ts, ids))
+    if self.schedules:
+        for subject in op.subjects: self.schedules.remove(text(subject))     # a plain message cancels a schedule
+    return first
+
+@patch
+def _apply_copy(self: Stream, op: CopyMsg) -> int:
+    "A mirror's copy, at the upstream's sequence: the sequences between are used up (or skipped at once on an empty stream)."
+    store, last = self.store, self.store.state()['last_seq']
+    if last == 0 and op.seq > 1 and store.state()['first_seq'] <= 1: store.compact(op.seq)
+    else:
+        while last + 1 < op.seq: last = store.skip_msg()
+    self.last_seq, _ = store.store_msg(op.subject, op.hdr, op.data, ts=op.ts)
+    return self.last_seq
+
 # %% ../../nbs/2_js/06_stream.ipynb #ca902129
 @patch
-def _rewake(self: Stream, not_before: int = 0):
+def rewake(self: Stream, not_before: int = 0):
     "Ask the host to tick the stream when its next message may expire or its next schedule is due (see expiry, below), at `not_before` at the soonest."
     when = self.store.next_expiry()
     if self.schedules:
@@ -176,13 +203,13 @@ def _rewake(self: Stream, not_before: int = 0):
 @patch
 def start(self: Stream):
     "Start receiving messages on the stream's subjects, and answering Direct Get when it is allowed."
-    self._bulk = self._bulk_ok()
+    self.bulk = self._bulk_ok()
     if not self.cfg.get('template_owner'):           # (a template's stream takes its messages from the template: jsnb.js.templates)
-        for s in self.cfg.get('subjects') or []: self.subs.append(self.host.subscribe(s, self._on_msg, defers=True, many=self._on_many))
+        for s in self.cfg.get('subjects') or []: self.subs.append(self.host.subscribe(s, self.on_msg, defers=True, many=self.on_many))
     direct_get.sync(self)
     schedules.sync(self)
     mirrors.attach(self)
-    self._rewake()
+    self.rewake()
 
 @patch
 def stop(self: Stream):
@@ -192,180 +219,109 @@ def stop(self: Stream):
     direct_get.sync(self, on=False)
     mirrors.detach(self)
 
+# %% ../../nbs/2_js/06_stream.ipynb #6d2f8a15
 @patch
-def _on_one(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, m=None):
-    """One message through the checked publish path, or to the batch handlers (`m`: its `batch.batch_only` match, when
-    found already); a failure is logged and answered, never silent."""
+def ingest(self: Stream, msgs: list, origin: Origin = CLIENT, src=None) -> list:
+    """Take messages `(subject, reply, hdr_len, data[, found])` into the stream as `origin` says (`src`: the client whose
+    read they are); returns each one's answer, after sending those the origin sends."""
+    out, n, i, ts = [], len(msgs), 0, origin.ts
     with self.answering():
-        try: self._handle(subject, reply, hdr, data, m)
-        except Exception:
-            log.exception("stream '$G > %s' failed to handle a message on %r", self.name, subject)
-            self.answer(reply, self._nak(JSStreamStoreFailedF(err='internal error')))
+        if origin.kind == 'batch': return self._ingest_batch(msgs, origin)
+        while i < n:
+            if src is not None and src.closing: break
+            at = origin._replace(ts=ts + i) if ts else origin         # message `i` of a replica's entry: at its leader's time + i
+            j, ids = self._run_end(msgs, i) if origin.kind != 'source' else (i, None)
+            if j - i > 1: out += self._ingest_run(msgs[i:j], ids, at); i = j; continue
+            out.append(self._ingest_one(msgs[i], at)); i += 1
+    return out
+
+@patch
+def ingest_one(self: Stream, subject: str, hdr: bytes = b'', data: bytes = b'', origin: Origin = CLIENT, reply: bytes = b''):
+    "One message, given as its header block and payload, through `ingest`; its answer."
+    return self.ingest([(subject, reply, len(hdr), hdr + data if hdr else data)], origin)[0]
+
+# %% ../../nbs/2_js/06_stream.ipynb #7b3f4d06
+@patch
+def _ingest_one(self: Stream, m: tuple, origin: Origin):
+    "One message of `ingest`; its answer (sent, when the origin sends it)."
+    subject, reply, hdr, data = m[0], m[1], m[2], m[3]
+    subject = text(subject) if type(subject) is bytes else subject
+    h, payload = (data[:hdr], data[hdr:]) if hdr else (b'', data)
+    try:
+        if reply.endswith(b'.$FI') and origin.kind != 'source':     # a fast-ingest batch answers with frames
+            frames = batch.fast_ingest(self, subject, text(reply), h, payload, origin.ts)
+            if origin.answer:
+                for f in frames: self.host.reply(reply, f)
+            return None
+        found = m[4] if len(m) > 4 else None
+        if origin.kind == 'client' and (type(found) is not tuple and found is not None or h and b'\r\n' + H.BATCH_ID + b':' in h):
+            ack = batch.stage(self, subject, h, payload, m=found)   # (where `get_header` finds it)
+        else: ack = self.publish(subject, h, payload, origin)
+    except Exception:
+        log.exception("stream '$G > %s' failed to handle a message on %r", self.name, subject)
+        ack = self.acks.error(JSStreamStoreFailedF(err='internal error'))
+    if origin.answer: self.answer(reply, ack)
+    return ack
 
 @patch
 def answer(self: Stream, reply: bytes, ack: bytes | None):
     "Send the pub ack (or error) `ack` to `reply`, unless there is no reply or no ack, or the stream sends none (`no_ack`)."
     if reply and ack is not None and not self.cfg.get('no_ack'): self.host.reply(reply, ack)
 
+# %% ../../nbs/2_js/06_stream.ipynb #e81ce7c4
 @patch
-def _handle(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, m=None):
-    h, payload = (data[:hdr], data[hdr:]) if hdr else (b'', data)
-    subject = text(subject)
-    if reply.endswith(b'.$FI'):                                    # a fast-ingest batch answers with frames
-        for f in batch.fast_ingest(self, subject, text(reply), h, payload): self.host.reply(reply, f)
-        return
-    if m is not None or (h and b'\r\nNats-Batch-Id:' in h): ack = batch.stage(self, subject, h, payload, m=m)   # (where `get_header` finds it)
-    else: ack = self.process(subject, h, payload, bool(reply))
-    self.answer(reply, ack)
-
-# %% ../../nbs/2_js/06_stream.ipynb #99e722d3
-@patch
-def _bulk_ok(self: Stream) -> bool:
-    "Whether header-less messages can take the bulk path (nothing in the configuration can refuse them)."
-    c = self.cfg
-    refuses_new = c.get('discard', 'old') == 'new' and ((c.get('max_msgs') or -1) > 0 or (c.get('max_bytes') or -1) > 0
-                                                        or c.get('discard_new_per_subject'))
-    return (not c.get('sealed') and not c.get('subject_transform') and not c.get('republish') and not c.get('mirror')
-            and not refuses_new and c.get('retention', 'limits') != 'interest'
-            and c.get('max_msg_size', -1) in (-1, None) and not c.get('allow_msg_counter'))
-
-_MID, _EXPS = b'NATS/1.0\r\nNats-Msg-Id: ', b'Nats-Expected-Stream: '
-
-def _simple_headers(data: bytes, hdr: int) -> tuple[bytes, bytes] | None:
-    """`(msg id, expected stream)` (`b''` for one not given) when the header block `data[:hdr]` asks nothing of the
-    stream but de-duplication and a stream name check (and is not too long); None when it asks more."""
-    if hdr <= 65535 and data.startswith(_MID):       # the usual layout (a Spark row's): the id, maybe the stream name, nothing else
-        e = data.find(b'\r\n', 22, hdr)
-        if e > 0:
-            if hdr == e + 4: return data[22:e].lstrip(b' '), b''
-            if data.startswith(_EXPS, e + 2) and (f := data.find(b'\r\n', e + 24, hdr)) > 0 and hdr == f + 4:
-                return data[22:e].lstrip(b' '), data[e + 24:f].lstrip(b' ')
-    n = data.count(b'Nats-', 0, hdr)
-    if n == 0: return b'', b''
-    if n != data.count(b'\r\nNats-Msg-Id:', 0, hdr) + data.count(b'\r\nNats-Expected-Stream:', 0, hdr) or hdr > 65535: return None
-    h = data[:hdr]
-    return get_header(h, b'Nats-Msg-Id') or b'', get_header(h, b'Nats-Expected-Stream') or b''
-
-@patch
-def _on_many(self: Stream, ops, src):
-    """Messages of one client's read for the stream (`(subject, reply, hdr_len, data)`: one, or a run that goes nowhere
-    else): those the bulk path can take wait in an inbox (fast-ingest ones in their own, each kind flushing the other
-    first), the rest go one by one in their place; a publisher closed on the way (an ack it could not take) stops
-    them, as it stops a read."""
-    client = isinstance(src, ClientConn)
-    bulk = self._bulk and client
-    batched = bulk and self.cfg.get('allow_batched')
-    if type(ops) is Counted:                          # a run with numbered replies: taken whole if it continues a fast batch
-        if not batched or src.closing or not batch.counts_fast(ops): return False
-        if self._inbox: self._flush()
-        if not self._fast_inbox: self.host.defer(self._flush_fast)
-        self._fast_inbox.append(ops)
-        return True
-    for subject, reply, hdr, data in ops:
-        if client and src.closing: return
-        if bulk:
-            if reply.endswith(b'.$FI'):
-                if not hdr and batched:
-                    if self._inbox: self._flush()
-                    if not self._fast_inbox: self.host.defer(self._flush_fast)
-                    self._fast_inbox.append((subject, reply, data)); continue
-            elif hdr and (m := batch.batch_only(data, 0, hdr)) is not None:   # an atomic batch's message with only its headers
-                self.host.flush_deferred(); self._on_one(subject, reply, hdr, data, m); continue
-            elif not hdr or (ids := _simple_headers(data, hdr)) is not None:
-                if self._fast_inbox: self._flush_fast()
-                if not self._inbox: self.host.defer(self._flush)
-                self._inbox.append((subject, reply, data, hdr, ids if hdr else None)); continue
-        self.host.flush_deferred()                   # keep the order of arrival
-        self._on_one(subject, reply, hdr, data)
-
-Stream._on_many.takes_runs = True                    # the core may hand it a `Counted` run (see `Router.execute_counted`)
-
-@patch
-def _on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    "The stream's subscription: one message, as `_on_many` takes a run."
-    self._on_many(((subject, reply, hdr, data),), src)
-
-@patch
-def _flush_fast(self: Stream):
-    "Store the fast-ingest inbox: runs that continue their batch with one store call each (see the batch page)."
-    msgs, self._fast_inbox = self._fast_inbox, []
-    if msgs:
-        with self.answering(): batch.fast_run(self, msgs)
-
-@patch
-def _flush(self: Stream):
-    "Store the inbox with one store call, wake the consumers once, send the pub acks."
-    msgs, self._inbox = self._inbox, []
-    if not msgs: return
-    if len(msgs) == 1 or not self._bulk or self.host.storage_limit(self.cfg.get('storage', 'file')) >= 0:
-        for subject, reply, data, hdr, _ in msgs: self._on_one(subject, reply, hdr, data)   # one at a time: the checks apply
-        return
-    with self.answering(): self._store_inbox(msgs)
-
-@patch
-def _store_inbox(self: Stream, msgs: list, ts: int = 0, answer: bool = True):
-    "Store inbox messages `(subject, reply, data, hdr_len, ids)` as one run (at `ts`, 0: now); `answer`: send their pub acks."
-    keep, answers = [], []            # the messages to store; per message (reply, index in keep | an answer, duplicate)
-    if any(m[3] for m in msgs): keep, answers = self._dedup_run(msgs, ts)
+def publish(self: Stream, subject: str, hdr: bytes, data: bytes, origin: Origin) -> bytes:
+    "One message through the single path: its checks, then the store; the pub ack or error."
+    now = origin.ts or time.time_ns()
+    if origin.kind == 'batch':                           # an atomic batch's commit ran the checks already
+        mid = get_header(hdr, H.MSG_ID) if hdr else None
+        a = P.Admitted(P.transformed(self.cfg, subject), hdr, data, text(mid) if mid else '', (get_header(hdr, H.ROLLUP) or b'').lower(), None)
     else:
-        keep = msgs; answers = [(m[1], i, False) for i, m in enumerate(msgs)]
-    first = 0
-    try:
-        if keep:
-            hdrs = [m[2][:m[3]] for m in keep] if keep is not msgs else None
-            first = self.propose(StoreRun([m[0] for m in keep], [m[2][m[3]:] if m[3] else m[2] for m in keep], hdrs,
-                                          [m[4] for m in keep] if hdrs else None, ts))
-    except StoreError as e:
-        nak = self._nak(JSStreamStoreFailedF(err=_STORE_ERRORS.get(e.kind, str(e))))
-        answers = [(reply, nak if type(k) is int else k, False) for reply, k, _ in answers]
-    except Exception:                                # one bad message must not cost its neighbours: each on its own
-        log.exception("stream '$G > %s' could not store a run of %d messages; storing them one by one", self.name, len(msgs))
-        for subject, reply, data, hdr, _ in msgs:
-            if not ts and answer: self._on_one(subject, reply, hdr, data)
-            else:                                    # a replicated entry's: at its time, answered where it was proposed
-                ack = self.process(text(subject), data[:hdr] if hdr else b'', data[hdr:] if hdr else data, bool(reply), ts=ts)
-                if answer: self.answer(reply, ack)
-        return
-    else:
-        if keep: self._stored()
-    if self.cfg.get('no_ack') or not answer: return
-    ack, fmt = self._ack, self._ack_fmt
-    self.host.reply_many([(reply, (ack(first + k, duplicate=True) if dup else fmt % (first + k)) if type(k) is int else k)
-                          for reply, k, dup in answers if reply])
+        a = P.admit(self, self.acks, subject, hdr, data, origin.kind == 'source', now)
+        if type(a) is bytes: return a
+    return self._store(a, now, origin.ts)
+
+# %% ../../nbs/2_js/06_stream.ipynb #b95bd7de
+STORE_ERRORS = {'max_msgs': 'maximum messages exceeded', 'max_bytes': 'maximum bytes exceeded',
+                'max_msgs_per_subject': 'maximum messages per subject exceeded', 'max_msg_size': 'message too large'}
 
 @patch
-def _dedup_run(self: Stream, msgs: list, now: int = 0) -> tuple[list, list]:
-    "For an inbox with headers: the messages to store (with their ids), and what each message is answered (`now`: the time the window ends at, 0: now)."
-    keep, answers, seen, name = [], [], {}, self.name
-    self._trim_dedup(now or time.time_ns())
-    ids = [m[4] for m in msgs]
-    if None not in ids and [e for _, e in ids].count(b'') == len(ids):    # the usual run: an id each, no stream names
-        mids = text(b'\r\n'.join([b for b, _ in ids])).split('\r\n')     # (an id never holds a line end)
-        if '' not in mids and len(set(mids)) == len(mids) and self.dedup.keys().isdisjoint(mids):   # all new: store all
-            return [(s, r, d, h, mid) for (s, r, d, h, _), mid in zip(msgs, mids)], [(m[1], k, False) for k, m in enumerate(msgs)]
-    for subject, reply, data, hdr, ids in msgs:
-        mid = ''
-        if ids is not None:                                     # what `_simple_headers` read
-            bmid, exp = ids
-            if exp and text(exp) != name: answers.append((reply, self._nak(JSStreamNotMatchErr()), False)); continue
-            if bmid:
-                mid = text(bmid)
-                d = self.dedup.get(mid)
-                if d is not None: answers.append((reply, self._ack(d[0], duplicate=True), False)); continue
-                k = seen.get(mid)
-                if k is not None: answers.append((reply, k, True)); continue
-                seen[mid] = len(keep)
-        answers.append((reply, len(keep), False))
-        keep.append((subject, reply, data, hdr, mid))
-    return keep, answers
+def _store(self: Stream, a: P.Admitted, now: int, ts: int = 0) -> bytes:
+    "Store admitted message `a` (at `ts`, 0: now) and do what follows; its pub ack or error."
+    cfg, subject = self.cfg, a.subject
+    if cfg.get('retention') == 'interest' and not self.interested(subject):
+        seq = self.apply(SkipMsg(a.msg_id, now))
+        if a.rollup: self.apply(Purge(subject if a.rollup == b'sub' else '', 0, 0))   # the rollup still clears what it replaces
+        return self.acks.ok(seq)
+    try: ttl_ns, hdr = ttl.stored_ttl(cfg, a.hdr)
+    except ValueError: return self.acks.error(JSMessageTTLInvalidErr())
+    last = self.store.load_last_msg(subject) if cfg.get('republish') else None
+    try: seq, ts = self.apply(StoreOne(subject, hdr, a.data, ttl_ns, a.msg_id, a.rollup, ts))
+    except StoreError as e: return self.acks.error(JSStreamStoreFailedF(err=STORE_ERRORS.get(e.kind, str(e))))
+    if cfg.get('republish'): self._republish(subject, hdr, a.data, seq, ts, last.seq if last else 0)
+    self.stored()
+    return self.acks.ok(seq) if a.val is None else self.acks.counted(seq, a.val)
 
+# %% ../../nbs/2_js/06_stream.ipynb #99ae2c47
 @patch
-def _stored(self: Stream):
+def _republish(self: Stream, subject: str, hdr: bytes, data: bytes, seq: int, ts: int, last: int):
+    rp = self.cfg['republish']
+    dest = transform_subject(subject, rp.get('src', '>'), rp.get('dest', ''))
+    if not dest: return
+    extra = b'%s: %s\r\n%s: %s\r\n%s: %d\r\n%s: %s\r\n%s: %d\r\n' % (
+        H.STREAM, wire(self.name), H.SUBJECT, wire(subject), H.SEQUENCE, seq, H.TIME_STAMP, rfc3339(ts).encode(), H.LAST_SEQUENCE, last)
+    if rp.get('headers_only'): extra += b'%s: %d\r\n' % (H.MSG_SIZE, len(data))
+    h = (hdr[:-2] if hdr else b'NATS/1.0\r\n') + extra + b'\r\n'
+    self.host.publish(dest, b'' if rp.get('headers_only') else data, h)
+
+# %% ../../nbs/2_js/06_stream.ipynb #5e1f3c82
+@patch
+def stored(self: Stream):
     "Messages were stored: the stream wakes its consumers (after the pub ack, when one is being sent), and the account lets copies of the stream follow."
     if self._answering: self._wake_due = True
     else: self._wake()
     self.host.stored(self)
-    self._rewake()
+    self.rewake()
 
 @patch
 def _wake(self: Stream):
@@ -383,135 +339,125 @@ def answering(self: Stream):
         self._answering -= 1
         if not self._answering and self._wake_due: self._wake()
 
-# %% ../../nbs/2_js/06_stream.ipynb #a222b72c
+# %% ../../nbs/2_js/06_stream.ipynb #99e722d3
 @patch
-def _ack(self: Stream, seq: int, duplicate: bool = False, val: str | None = None) -> bytes:
-    if duplicate: return b'{"stream":%s,"seq":%d,"duplicate": true}' % (self._qname, seq)
-    if val is not None: return b'{"stream":%s,"seq":%d,"val":"%s"}' % (self._qname, seq, val.encode())
-    return self._ack_fmt % seq
+def _bulk_ok(self: Stream) -> bool:
+    "Whether plain messages can take the bulk path (nothing in the configuration can refuse them)."
+    c = self.cfg
+    refuses_new = c.get('discard', 'old') == 'new' and ((c.get('max_msgs') or -1) > 0 or (c.get('max_bytes') or -1) > 0
+                                                        or c.get('discard_new_per_subject'))
+    return (not c.get('sealed') and not c.get('subject_transform') and not c.get('republish') and not c.get('mirror')
+            and not refuses_new and c.get('retention', 'limits') != 'interest'
+            and c.get('max_msg_size', -1) in (-1, None) and not c.get('allow_msg_counter'))
+
+# %% ../../nbs/2_js/06_stream.ipynb #3f0a9d12
+@patch
+def on_many(self: Stream, ops, src):
+    """Messages of one client's read for the stream (`(subject, reply, hdr_len, data)`: one, or a run that goes nowhere
+    else): plain ones wait in an inbox for `ingest` at the end of the read (header-less fast-ingest ones in their own,
+    each kind flushing the other first), the rest go to `ingest` one by one in their place; a publisher closed on the
+    way (an ack it could not take) stops them, as it stops a read."""
+    client = isinstance(src, ClientConn)
+    bulk = self.bulk and client
+    batched = bulk and self.cfg.get('allow_batched')
+    if type(ops) is Counted:                          # a run with numbered replies: taken whole if it continues a fast batch
+        if not batched or src.closing or not batch.counts_fast(ops): return False
+        if self._inbox: self._flush()
+        if not self._fast_inbox: self.host.defer(self._flush_fast)
+        self._fast_inbox.append(ops)
+        return True
+    for op in ops:
+        if client and src.closing: return
+        reply, hdr = op[1], op[2]
+        if bulk:
+            if reply.endswith(b'.$FI'):
+                if not hdr and batched:
+                    if self._inbox: self._flush()
+                    if not self._fast_inbox: self.host.defer(self._flush_fast)
+                    self._fast_inbox.append((op[0], reply, op[3])); continue
+            elif hdr and (m := batch.batch_only(op[3], 0, hdr)) is not None:   # an atomic batch's message with only its headers
+                self.host.flush_deferred(); self.ingest([op + (m,)], CLIENT, src); continue
+            elif not hdr or (ids := P.simple_headers(op[3], hdr)) is not None:
+                if self._fast_inbox: self._flush_fast()
+                if not self._inbox: self.host.defer(self._flush); self._inbox_src = src
+                self._inbox.append(op + (ids if hdr else None,)); continue
+        self.host.flush_deferred()                   # keep the order of arrival
+        self.ingest([op], CLIENT, src if client else None)
+
+Stream.on_many.takes_runs = True                    # the core may hand it a `Counted` run (see `Router.execute_counted`)
+
+# %% ../../nbs/2_js/06_stream.ipynb #4a1b2c93
+@patch
+def on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+    "The stream's subscription: one message, as `on_many` takes a run."
+    self.on_many(((subject, reply, hdr, data),), src)
 
 @patch
-def _nak(self: Stream, err: JSApiError) -> bytes:
-    return json_bytes({'error': err.to_dict(), 'stream': self.name, 'seq': 0})
-
-# %% ../../nbs/2_js/06_stream.ipynb #b2f8c176
-@patch
-def _check(self: Stream, subject: str, hdr: bytes, data: bytes, sourced: bool = False):
-    cfg = self.cfg
-    if cfg.get('sealed'): return JSStreamSealedErr()
-    if not hdr: return None
-    if b'Nats-Incr:' in hdr:
-        err = counters.check(cfg, hdr, data, sourced)
-        if err is not None: return err
-    expects = b'Nats-Expected' in hdr                         # most messages carry none of these: one search for all
-    exp = get_header(hdr, b'Nats-Expected-Stream') if expects else None
-    if exp and text(exp) != self.name: return JSStreamNotMatchErr()
-    t = get_header(hdr, b'Nats-TTL') if b'Nats-TTL' in hdr else None
-    if t is not None and not cfg.get('allow_msg_ttl') and not sourced:
-        try:
-            if ttl.parse_ttl(t) != 0: return JSMessageTTLDisabledErr()
-        except ValueError: pass                              # an invalid TTL is reported when storing (10165)
-    if expects:
-        subj_seq = get_header(hdr, b'Nats-Expected-Last-Subject-Sequence')
-        subj_for = get_header(hdr, b'Nats-Expected-Last-Subject-Sequence-Subject')
-        if subj_seq is not None:
-            want = int(subj_seq) if subj_seq.isdigit() else -1
-            last = self.store.load_last_msg(text(subj_for) if subj_for else subject)
-            have = last.seq if last is not None else 0
-            if have != want: return JSStreamWrongLastSequenceErrF(seq=have)
-        elif subj_for: return JSStreamExpectedLastSeqPerSubjectInvalid()
-        last_seq = get_header(hdr, b'Nats-Expected-Last-Sequence')
-        if last_seq is not None:
-            want = int(last_seq) if last_seq.isdigit() else -1
-            if want != self.last_seq: return JSStreamWrongLastSequenceErrF(seq=self.last_seq)
-    if not sourced and b'Nats-Sched' in hdr:
-        err = schedules.check(self, subject, hdr)
-        if err is not None: return err
-    if not sourced and b'Nats-Stream-Source' in hdr and get_header(hdr, b'Nats-Stream-Source') is not None:
-        return JSMessageSourceHdrNotAllowedErr()
-    return None
-
-# %% ../../nbs/2_js/06_stream.ipynb #e81ce7c4
-@patch
-def process(self: Stream, subject: str, hdr: bytes, data: bytes, want_ack: bool = True, sourced: bool = False,
-            checked: bool = False, ts: int = 0) -> bytes | None:
-    "Run one message through the publish path; returns the pub ack or error body (`sourced`: copied from a source; `checked`: an atomic batch's commit already ran the checks; `ts`: the time every replica stores)."
-    cfg = self.cfg
-    tr = cfg.get('subject_transform')
-    if tr: subject = transform_subject(subject, tr.get('src', ''), tr.get('dest', '')) or subject
-    msg_id = get_header(hdr, b'Nats-Msg-Id') if hdr else None
-    msg_id = text(msg_id) if msg_id else ''
-    now = ts or time.time_ns()
-    if checked: return self._store(subject, hdr, data, msg_id, (get_header(hdr, b'Nats-Rollup') or b'').lower(), now, ts=ts)
-    err = self._check(subject, hdr, data, sourced)
-    if err is not None: return self._nak(err)
-    if not sourced and cfg.get('allow_msg_schedules') and b'Nats-Schedule:' in hdr: hdr = schedules.with_rollup(hdr)
-    if msg_id:
-        self._trim_dedup(now)
-        d = self.dedup.get(msg_id)
-        if d is not None: return self._ack(d[0], duplicate=True)
-    rollup = b''
-    if hdr:
-        lmid = get_header(hdr, b'Nats-Expected-Last-Msg-Id') if b'Nats-Expected-Last-Msg-Id' in hdr else None
-        if lmid is not None and text(lmid) != self.last_msg_id:
-            return self._nak(JSStreamWrongLastMsgIDErrF(id=self.last_msg_id))
-        rollup = (get_header(hdr, b'Nats-Rollup') or b'').lower() if b'Nats-Rollup' in hdr else b''
-        if rollup:
-            permitted = cfg.get('allow_rollup_hdrs') and not cfg.get('deny_purge')
-            if not permitted and not sourced: return self._nak(JSStreamRollupFailedF(err='rollup not permitted'))
-            if rollup not in (b'sub', b'all'):
-                return self._nak(JSStreamRollupFailedF(err=f'rollup value invalid: "{text(rollup)}"'))
-            if not permitted: rollup = b''               # a copied message is stored as it is, without rolling up
-    val = None
-    if cfg.get('allow_msg_counter'):                     # the increment becomes the new total
-        try: hdr, data, val = counters.apply(self, subject, hdr, data)
-        except JSApiError as e: return self._nak(e)
-    if self.too_big(hdr, data): return self._nak(JSStreamMessageExceedsMaximumErr())
-    if len(hdr) > 65535: return self._nak(JSStreamHeaderExceedsMaximumErr())
-    if self.host.limits_exceeded(cfg.get('storage', 'file')): return self._nak(JSInsufficientResourcesErr())
-    if self.host.account_exceeded(cfg.get('storage', 'file'), self.store.msg_size(subject, hdr, data)):
-        return self._nak(JSAccountResourcesExceededErr())
-    return self._store(subject, hdr, data, msg_id, rollup, now, val, ts)
-
-# %% ../../nbs/2_js/06_stream.ipynb #f3ff3173
-@patch
-def too_big(self: Stream, hdr: bytes, data: bytes) -> bool:
-    "Whether a message breaks `max_msg_size` (headers included, as the reference counts)."
-    mx = self.cfg.get('max_msg_size', -1)
-    return mx is not None and mx >= 0 and (len(hdr) > mx or len(data) > mx - len(hdr))
-
-# %% ../../nbs/2_js/06_stream.ipynb #b95bd7de
-_STORE_ERRORS = {'max_msgs': 'maximum messages exceeded', 'max_bytes': 'maximum bytes exceeded',
-                 'max_msgs_per_subject': 'maximum messages per subject exceeded', 'max_msg_size': 'message too large'}
+def _flush(self: Stream):
+    "The read is over: its messages into `ingest`."
+    msgs, self._inbox = self._inbox, []
+    if msgs: self.ingest(msgs, CLIENT, self._inbox_src)
 
 @patch
-def _store(self: Stream, subject: str, hdr: bytes, data: bytes, msg_id: str, rollup: bytes, now: int,
-           val: str | None = None, ts: int = 0) -> bytes:
-    cfg = self.cfg
-    if cfg.get('retention') == 'interest' and not self._interested(subject):
-        seq = self.propose(SkipMsg(msg_id, now))
-        if rollup: self.propose(Purge(subject if rollup == b'sub' else '', 0, 0))   # the rollup still clears what it replaces
-        return self._ack(seq)
-    try: ttl_ns, hdr = ttl.stored_ttl(cfg, hdr)
-    except ValueError: return self._nak(JSMessageTTLInvalidErr())
-    last = self.store.load_last_msg(subject) if cfg.get('republish') else None
-    try: seq, ts = self.propose(StoreOne(subject, hdr, data, ttl_ns, msg_id, rollup, ts))
-    except StoreError as e: return self._nak(JSStreamStoreFailedF(err=_STORE_ERRORS.get(e.kind, str(e))))
-    if cfg.get('republish'): self._republish(subject, hdr, data, seq, ts, last.seq if last else 0)
-    self._stored()
-    return self._ack(seq, val=val)
+def _flush_fast(self: Stream):
+    "Store the fast-ingest inbox: runs that continue their batch with one store call each (see the batch page)."
+    msgs, self._fast_inbox = self._fast_inbox, []
+    if msgs:
+        with self.answering(): batch.fast_run(self, msgs)
 
-# %% ../../nbs/2_js/06_stream.ipynb #99ae2c47
+# %% ../../nbs/2_js/06_stream.ipynb #8c5d1e24
 @patch
-def _republish(self: Stream, subject: str, hdr: bytes, data: bytes, seq: int, ts: int, last: int):
-    rp = self.cfg['republish']
-    dest = transform_subject(subject, rp.get('src', '>'), rp.get('dest', ''))
-    if not dest: return
-    extra = (f'Nats-Stream: {self.name}\r\nNats-Subject: {subject}\r\nNats-Sequence: {seq}\r\n'
-             f'Nats-Time-Stamp: {rfc3339(ts)}\r\nNats-Last-Sequence: {last}\r\n')
-    if rp.get('headers_only'): extra += f'Nats-Msg-Size: {len(data)}\r\n'
-    h = (hdr[:-2] if hdr else b'NATS/1.0\r\n') + extra.encode() + b'\r\n'
-    self.host.publish(dest, b'' if rp.get('headers_only') else data, h)
+def _run_end(self: Stream, msgs: list, i: int) -> tuple[int, list | None]:
+    "Where the run of plain messages that starts at `i` ends (`i` itself when there is none), and their ids and stream names."
+    if len(msgs) - i < 2 or not self.bulk or self.host.storage_limit(self.cfg.get('storage', 'file')) >= 0: return i, None
+    j, n, ids = i, len(msgs), []
+    while j < n:
+        m = msgs[j]
+        if m[1].endswith(b'.$FI'): break
+        found = (m[4] if len(m) > 4 else P.simple_headers(m[3], m[2])) if m[2] else None
+        if m[2] and type(found) is not tuple: break
+        ids.append(found); j += 1
+    return j, ids
+
+# %% ../../nbs/2_js/06_stream.ipynb #9d6e2f35
+@patch
+def _ingest_run(self: Stream, msgs: list, ids: list, origin: Origin) -> list:
+    "Store a run of plain messages (`ids`: what `simple_headers` found in each) with one store call; the answers, sent when the origin sends them."
+    ts, send = origin.ts, origin.answer
+    if any(m[2] for m in msgs): keep, answers = P.dedup_run(self, self.acks, [m[:4] + (f,) for m, f in zip(msgs, ids)], ts or time.time_ns())
+    else: keep, answers = msgs, [(m[1], k, False) for k, m in enumerate(msgs)]
+    first = 0
+    try:
+        if keep:
+            hdrs = [m[3][:m[2]] for m in keep] if keep is not msgs else None
+            subjects = [m[0] if type(m[0]) is bytes else wire(m[0]) for m in keep]
+            first = self.apply(StoreRun(subjects, [m[3][m[2]:] if m[2] else m[3] for m in keep], hdrs,
+                                        [m[4] for m in keep] if hdrs else None, ts))
+    except StoreError as e:
+        nak = self.acks.error(JSStreamStoreFailedF(err=STORE_ERRORS.get(e.kind, str(e))))
+        answers = [(reply, nak if type(k) is int else k, False) for reply, k, _ in answers]
+    except Exception:                                # one bad message must not cost its neighbours: each on its own
+        log.exception("stream '$G > %s' could not store a run of %d messages; storing them one by one", self.name, len(msgs))
+        return [self._ingest_one(m[:4], origin) for m in msgs]
+    else:
+        if keep: self.stored()
+    fmt, dup = self.acks.fmt, self.acks.duplicate
+    out = [(dup(first + k) if d else fmt % (first + k)) if type(k) is int else k for _, k, d in answers]
+    if send and not self.cfg.get('no_ack'): self.host.reply_many([(a[0], o) for a, o in zip(answers, out) if a[0]])
+    return out
+
+# %% ../../nbs/2_js/06_stream.ipynb #0a7e3f46
+@patch
+def _ingest_batch(self: Stream, msgs: list, origin: Origin) -> list:
+    "Store a committed atomic batch's messages; their acks."
+    if self.bulk and not origin.ts and all(m[2] == 0 or batch.headers_only(m[3][:m[2]]) for m in msgs):
+        try: first = self.apply(StoreRun([wire(m[0]) for m in msgs], [m[3][m[2]:] for m in msgs], [m[3][:m[2]] for m in msgs]))
+        except StoreError: pass                      # (nothing stored: answered message by message below)
+        else:
+            self.stored()
+            return [self.acks.ok(first + k) for k in range(len(msgs))]
+    ts = origin.ts
+    return [self.publish(m[0], m[3][:m[2]], m[3][m[2]:], origin._replace(ts=ts + k if ts else 0)) for k, m in enumerate(msgs)]
 
 # %% ../../nbs/2_js/06_stream.ipynb #b99dcf79
 DECIDED_AGAIN = 1_000_000_000     # ns: how soon a replicated stream's timer looks again after handing its expiry over
@@ -529,8 +475,8 @@ def expire(self: Stream, now: int | None = None, decided: bool = False) -> int |
     now = now or time.time_ns()
     if self.group is not None and not decided: return self.group.decide(Expire(now))
     if self.waits_for_group and not decided: return None    # a replica restarted before its group runs: not on its own clock
-    for subject, hdr in ttl.markers(self.store, self.cfg, now): self.process(subject, hdr, b'', ts=now if decided else 0)
-    return self.propose(Expire(now))
+    for subject, hdr in ttl.markers(self.store, self.cfg, now): self.ingest_one(subject, hdr, b'', Origin('client', False, now if decided else 0))
+    return self.apply(Expire(now))
 
 @patch
 def tick(self: Stream, now: int) -> list:
@@ -541,10 +487,8 @@ def tick(self: Stream, now: int) -> list:
     except StoreError as e:
         if e.kind == 'closed': return []             # deleted while its timer was set
         raise
-    self._rewake(now + DECIDED_AGAIN if self.group is not None or self.waits_for_group else 0)   # (a decision's entry re-arms it when it comes back)
+    self.rewake(now + DECIDED_AGAIN if self.group is not None or self.waits_for_group else 0)   # (a decision's entry re-arms it when it comes back)
     return []
-
-
 
 # %% ../../nbs/2_js/06_stream.ipynb #0f70d4ea
 @patch
@@ -574,16 +518,16 @@ def info(self: Stream, deleted_details: bool = False, subjects_filter: str = '',
 def update(self: Stream, cfg: dict):
     "Apply a new (already validated) configuration."
     old_subjects = self.cfg.get('subjects') or []
-    self.propose(Configure(cfg))
+    self.apply(Configure(cfg))
     if (cfg.get('subjects') or []) != old_subjects: self.stop(); self.start()
-    else: direct_get.sync(self); self._rewake()
+    else: direct_get.sync(self); self.rewake()
 
 @patch
 def purge(self: Stream, subject: str = '', seq: int = 0, keep: int = 0) -> int:
     "Purge messages (all, by subject, up to a sequence, or keeping the newest `keep`)."
     if self.cfg.get('sealed'): raise JSStreamSealedErr()
     if self.cfg.get('deny_purge'): raise JSStreamPurgeFailedF(err='stream purge not permitted')
-    n = self.propose(Purge(subject, seq, keep))
+    n = self.apply(Purge(subject, seq, keep))
     for c in list(self.consumers.values()): self.host.send(c.on_purged())
     return n
 
@@ -596,9 +540,10 @@ def delete_msg(self: Stream, seq: int, erase: bool = True) -> bool:
         st = self.store.state()
         if seq > st['last_seq']: raise JSStreamMsgDeleteFailedF(err='stream store EOF')
         if seq < st['first_seq'] or seq == 0: raise JSStreamMsgDeleteFailedF(err='no message found')
-    if not self.propose(DeleteMsg(seq, erase)): raise JSSequenceNotFoundErrF(seq=seq)
+    if not self.apply(DeleteMsg(seq, erase)): raise JSSequenceNotFoundErrF(seq=seq)
     return True
 
+# %% ../../nbs/2_js/06_stream.ipynb #1b9e4f7a
 @patch
 def acked(self: Stream, c, seqs: list[int]):
     "Retention: consumer `c` acknowledged `seqs`; those no other consumer (or copying stream) still needs go."
@@ -608,15 +553,16 @@ def acked(self: Stream, c, seqs: list[int]):
         gone = []
         for seq in seqs:
             m = self.store.load_msg(seq)
-            if m is not None and not self._needed(m.subject, seq, c): gone.append(seq)
+            if m is not None and not self.needed(m.subject, seq, c): gone.append(seq)
     if gone: self.decide(Remove(tuple(gone)))
 
 @patch
 def decide(self: Stream, op):
     """A change the stream makes on its own (retention's removals, expiry): applied here, or handed to a replicated
     stream's group, which applies it on every replica (see `jsnb.js.cluster_replicas`)."""
-    return self.propose(op) if self.group is None else self.group.decide(op)
+    return self.apply(op) if self.group is None else self.group.decide(op)
 
+# %% ../../nbs/2_js/06_stream.ipynb #2c0f5a8b
 @patch
 def acked_already(self: Stream) -> list[int]:
     """Work-queue or interest retention: stored messages at or below the ack floor of every consumer that takes them (a
@@ -627,8 +573,8 @@ def acked_already(self: Stream) -> list[int]:
     cs = list(self.consumers.values())
     top, gone, seq = max(c.asflr for c in cs), [], 0
     while (m := self.store.load_next_msg('>', seq + 1)) is not None and m.seq <= top:
-        takers = [c for c in cs if c._matches(m.subject)]
-        if takers and all(m.seq <= c.asflr for c in takers) and not self._needed(m.subject, m.seq): gone.append(m.seq)
+        takers = [c for c in cs if c.matches(m.subject)]
+        if takers and all(m.seq <= c.asflr for c in takers) and not self.needed(m.subject, m.seq): gone.append(m.seq)
         seq = m.seq
     return gone
 
@@ -639,20 +585,21 @@ def lost_interest(self: Stream, by):
     if not self.consumers and not self.readers: self.decide(Purge('', 0, 0)); return
     gone, seq = [], 0
     while (m := self.store.load_next_msg('>', seq + 1)) is not None:
-        if not self._needed(m.subject, m.seq, by): gone.append(m.seq)
+        if not self.needed(m.subject, m.seq, by): gone.append(m.seq)
         seq = m.seq
     if gone: self.decide(Remove(tuple(gone)))
 
+# %% ../../nbs/2_js/06_stream.ipynb #3d1a6b9c
 @patch
-def _needed(self: Stream, subject: str, seq: int, by=None) -> bool:
+def needed(self: Stream, subject: str, seq: int, by=None) -> bool:
     "Interest retention: whether a consumer, or a stream copying this one, other than `by` still needs message `seq`."
-    return (any(o is not by and o._matches(subject) and (seq in o.pending or seq >= o.sseq) for o in self.consumers.values())
+    return (any(o is not by and o.matches(subject) and (seq in o.pending or seq >= o.sseq) for o in self.consumers.values())
             or any(u is not by and u.wants(subject) and seq > u.acked for u in self.readers.values()))
 
 @patch
-def _interested(self: Stream, subject: str) -> bool:
+def interested(self: Stream, subject: str) -> bool:
     """Interest retention: whether a new message on `subject` is kept (a consumer's filter, or a copying stream, takes it;
     a replicated stream's consumers are the ones its log recorded, the same on every replica)."""
     if self.group is not None: taken = self.group.interested(subject)
-    else: taken = any(c._matches(subject) for c in self.consumers.values())
+    else: taken = any(c.matches(subject) for c in self.consumers.values())
     return taken or any(u.wants(subject) for u in self.readers.values())

@@ -131,7 +131,7 @@ def on_message(acct, t: Template, subject: bytes, reply: bytes, hdr: int, data: 
     s = acct.streams.get(stream_name(subj))
     if s is not None and s.cfg.get('template_owner') != t.name: return    # a stream of that name, not the template's: it takes its own
     if s is None and (s := make_stream(acct, t, subj)) is None: return
-    s._on_msg(subject, reply, hdr, data, src)
+    s.on_msg(subject, reply, hdr, data, src)
 
 # %% ../../nbs/2_js/19_templates.ipynb #76a58f23
 from functools import partial

@@ -7,9 +7,11 @@ from __future__ import annotations
 import re
 from ..nats.protocol import get_header, remove_header, add_header
 from ..nats.times import NS, MAX_DURATION, go_duration, parse_go_duration
+from . import headers as H
+from .errors import JSApiError, JSMessageTTLDisabledErr, JSMessageTTLInvalidErr
 
 # %% auto #0
-__all__ = ['parse_ttl', 'stored_ttl', 'is_marker', 'marker_header', 'markers']
+__all__ = ['parse_ttl', 'check', 'stored_ttl', 'is_marker', 'marker_header', 'markers']
 
 # %% ../../nbs/2_js/09_ttl.ipynb #a81be507
 _DIGITS = re.compile(r'[0-9]+')
@@ -27,6 +29,16 @@ def parse_ttl(v: bytes) -> int:
     t = int(s) & (2**64 - 1)
     if t >= 2**63: raise ValueError(s)
     return t
+
+# %% ../../nbs/2_js/09_ttl.ipynb #376e70e9
+def check(cfg: dict, hdr: bytes, sourced: bool = False, staged: bool = False) -> JSApiError | None:
+    "The error a message's `Nats-TTL` meets on a stream configured as `cfg` where the headers are checked (`staged`: in a batch)."
+    t = get_header(hdr, H.TTL)
+    if t is None or sourced: return None
+    try: parse_ttl(t); valid = True                      # (never 0: zero is invalid)
+    except ValueError: valid = False
+    if not cfg.get('allow_msg_ttl') and (valid or staged): return JSMessageTTLDisabledErr()
+    return JSMessageTTLInvalidErr() if staged and not valid else None
 
 # %% ../../nbs/2_js/09_ttl.ipynb #1ed6c15a
 def stored_ttl(cfg: dict, hdr: bytes) -> tuple[int, bytes]:
