@@ -1,6 +1,6 @@
 """The package's layers, checked from its imports: nothing imports upward, siblings do not import
-each other, and there are no import loops (every import counts, also those inside functions;
-imports only for type checking do not)."""
+each other, and there are no import loops (every import counts, also those inside functions; imports
+only for type checking count for loops, not for layers)."""
 import ast, pathlib
 import pytest
 
@@ -33,14 +33,14 @@ def _type_only(node, parents) -> bool:
     return any(isinstance(p, ast.If) and 'TYPE_CHECKING' in ast.unparse(p.test) for p in parents)
 
 
-def imports(path: pathlib.Path) -> set[str]:
-    "The jsnb modules `path` imports (resolved), anywhere in the file, except under `if TYPE_CHECKING`."
+def imports(path: pathlib.Path, typing: bool = False) -> set[str]:
+    "The jsnb modules `path` imports (resolved), anywhere in the file; under `if TYPE_CHECKING` only with `typing`."
     mod = module_name(path)
     pkg = mod if path.name == '__init__.py' else mod.rsplit('.', 1)[0]
     tree, found = ast.parse(path.read_text()), set()
     def walk(node, parents):
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.Import, ast.ImportFrom)) and not _type_only(child, parents + [node]):
+            if isinstance(child, (ast.Import, ast.ImportFrom)) and (typing or not _type_only(child, parents + [node])):
                 if isinstance(child, ast.Import): names = [a.name for a in child.names]
                 else:
                     base = child.module or ''
@@ -61,6 +61,7 @@ def imports(path: pathlib.Path) -> set[str]:
 
 MODULES = {module_name(p): p for p in ROOT.rglob('*.py') if p.name != '_modidx.py'}
 GRAPH = {m: imports(p) for m, p in MODULES.items()}
+TYPED_GRAPH = {m: imports(p, typing=True) for m, p in MODULES.items()}
 
 
 @pytest.mark.parametrize('mod', sorted(MODULES))
@@ -75,16 +76,16 @@ def test_no_upward_or_sideways_imports(mod):
 
 
 def test_no_import_loops():
-    "No module reaches itself by following imports (package `__init__` modules only import the version)."
+    "No module reaches itself by following imports, type-only ones included (package `__init__` modules only import the version)."
     state, loops = {}, []
     def visit(m, stack):
         state[m] = 1
-        for n in sorted(GRAPH.get(m, ())):
-            if n not in GRAPH: continue
+        for n in sorted(TYPED_GRAPH.get(m, ())):
+            if n not in TYPED_GRAPH: continue
             if state.get(n) == 1: loops.append(stack[stack.index(n):] + [n])
             elif n not in state: visit(n, stack + [n])
         state[m] = 2
-    for m in sorted(GRAPH):
+    for m in sorted(TYPED_GRAPH):
         if m not in state: visit(m, [m])
     assert not loops, loops
 
@@ -206,3 +207,48 @@ def test_no_method_swapped_on_an_object(mod):
     "No behaviour is hung on, or swapped into, an object after it was made: constructors take callbacks, subclasses override."
     got = [s.split(': ', 1)[1].split(' = ')[0] for s in _swaps(mod)]
     assert sorted(got) == sorted(SWAPS.get(mod, [])), _swaps(mod)
+
+
+# A module works on another module's objects through their public names: `x._name` (and `from m import _name`) is
+# for the module that defines `_name`. Inside its own classes' methods a module may use `self._name` of a base class
+# defined elsewhere (a subclass's state is its own). Checked for the JetStream layer; what is still allowed, and why:
+PRIVATE_CHECKED = ('jsnb.js',)
+RECOMPOSED = ('jsnb.js.cluster', 'jsnb.js.cluster_api', 'jsnb.js.cluster_replicas')   # clustering, being recomposed (issue 39)
+NAMEDTUPLE_API = {'_replace', '_asdict', '_fields', '_make', '_field_defaults'}
+ALLOWED = set()
+
+
+def _private_uses(path: pathlib.Path) -> list[str]:
+    "The `x._name` uses and `_name` imports of a module that reach into another module's private names."
+    tree = ast.parse(path.read_text())
+    classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    own = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)): own.add(n.name)
+        elif isinstance(n, ast.Attribute) and isinstance(n.ctx, (ast.Store, ast.Del)): own.add(n.attr)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store): own.add(n.id)
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.isidentifier(): own.add(n.value)   # __slots__
+    def method(fn, parent) -> bool:
+        "Defined in one of the module's classes, or taking one of them as its first (annotated) argument, as `@patch` does."
+        if isinstance(parent, ast.ClassDef): return True
+        a = fn.args.args[0].annotation if fn.args.args else None
+        return a is not None and ast.unparse(a) in classes
+    out = []
+    def walk(node, in_method):
+        for ch in ast.iter_child_nodes(node):
+            inside = in_method or (isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef)) and method(ch, node))
+            if isinstance(ch, ast.ImportFrom) and (ch.level or (ch.module or '').startswith('jsnb')):
+                out.extend(f'{ch.lineno}: import {a.name}' for a in ch.names if a.name.startswith('_') and not a.name.startswith('__'))
+            if isinstance(ch, ast.Attribute) and ch.attr.startswith('_') and not ch.attr.startswith('__') and ch.attr not in NAMEDTUPLE_API:
+                recv = ast.unparse(ch.value)
+                if not (recv in ('self', 'cls') and inside) and ch.attr not in own: out.append(f'{ch.lineno}: {ast.unparse(ch)}')
+            walk(ch, inside)
+    walk(tree, False)
+    return out
+
+
+@pytest.mark.parametrize('mod', sorted(m for m in MODULES if m.startswith(PRIVATE_CHECKED) and m not in RECOMPOSED))
+def test_no_private_names_of_other_modules(mod):
+    "Feature modules use what a stream, a consumer or a store offers publicly, not their private state."
+    bad = [u for u in _private_uses(MODULES[mod]) if (mod, u.split(': ', 1)[1]) not in ALLOWED]
+    assert not bad, bad

@@ -14,7 +14,7 @@ from ..nats.protocol import text
 from ..nats.times import rfc3339
 from .errors import JSApiError, JSRequiredApiLevelErr, JSClusterRequiredErr
 from .direct_get import level_ok
-from .host import advise, json_bytes
+from .host import advise, json_bytes, client_info
 from .account import Account
 from . import kernels
 from . import stream_api as S, consumer_api as C, snapshot as SN, restore as RS, templates as T
@@ -22,7 +22,7 @@ from . import stream_api as S, consumer_api as C, snapshot as SN, restore as RS,
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'ROUTES', 'API_SUBJECTS', 'Route', 'route', 'answer', 'audit', 'map_domain', 'JetStream']
+__all__ = ['log', 'ROUTES', 'RT', 'API_SUBJECTS', 'Route', 'route', 'answer', 'audit', 'above_level', 'map_domain', 'JetStream']
 
 # %% ../../nbs/2_js/16_api.ipynb #97eba59a
 class Route(NamedTuple):
@@ -78,28 +78,22 @@ def route(subject: str) -> tuple[Route, list[str]] | None:
     return None
 
 # %% ../../nbs/2_js/16_api.ipynb #a44a990a
-_RT = 'io.nats.jetstream.api.v1.'
+RT = 'io.nats.jetstream.api.v1.'           # what every API answer's `type` starts with
 
 def answer(acct: Account, r: Route, args: list[str], body: bytes, src, subject: str = '') -> tuple[dict, float]:
     "The reply to one request and how long to wait before sending it."
-    try: return dict(type=_RT + r.rtype, **r.handler(acct, args, body, src)), 0.0
+    try: return dict(type=RT + r.rtype, **r.handler(acct, args, body, src)), 0.0
     except JSApiError as e: err = e
     except Exception as e:
         log.exception('JetStream API request %s failed', subject)
         err = JSApiError(500, 0, f'internal error: {type(e).__name__}')
     acct.api_errors += 1
-    return dict(type=_RT + r.rtype, error=err.to_dict(), **r.error_extra), err.delay
+    return dict(type=RT + r.rtype, error=err.to_dict(), **r.error_extra), err.delay
 
 # %% ../../nbs/2_js/16_api.ipynb #85c1ea74
 def audit(acct: Account, src, subject: str, request: bytes, response: bytes):
     "Send the API audit advisory for one request."
-    client = {}
-    if isinstance(src, ClientConn):
-        client = dict(start=rfc3339(int(src.start * 1e9)), host=src.host, id=src.cid, acc=acct.name,
- lang=src.lang,
-                      ver=src.version, rtt=int(src.rtt * 1e9), server=acct.host.server_name, kind='Client', client_type='nats')
-        if src.name: client['name'] = src.name
-        if src.user: client['user'] = src.user
+    client = client_info(src, acct.host.server_name, acct.name)
     extra = dict(request=request.decode('utf-8', 'replace')) if request else {}
     advise(acct.host, '$JS.EVENT.ADVISORY.API', 'io.nats.jetstream.advisory.v1.api_audit', server=acct.host.server_name, client=client,
            subject=subject, **extra, response=response.decode('utf-8', 'replace'))
@@ -107,7 +101,7 @@ def audit(acct: Account, src, subject: str, request: bytes, response: bytes):
 # %% ../../nbs/2_js/16_api.ipynb #32a97bd5
 API_SUBJECTS = ('$JS.API.>',)     # every API subject is taken, as in the reference; Direct Get also has its own responders
 
-def _above_level(*args): raise JSRequiredApiLevelErr()
+def above_level(*args): raise JSRequiredApiLevelErr()
 
 def map_domain(core, domain: str):
     "Answer `$JS.<domain>.API.>` as `$JS.API.>` in `core`'s account, and `$JS.<domain>.API.$KV.>` (`$OBJ`) as `$KV.>` (`$OBJ.>`), the reference's domain mappings; returns the subscription."
@@ -180,7 +174,7 @@ class JetStream:
         if found is None: return                    # nobody handles this subject: no answer, as with the reference
         r, args = found
         body = data[hdr:] if hdr else data
-        if hdr and not level_ok(data[:hdr]): r = r._replace(handler=_above_level)   # asks for a newer API than ours
+        if hdr and not level_ok(data[:hdr]): r = r._replace(handler=above_level)   # asks for a newer API than ours
         resp, delay = answer(self.account, r, args, body, src, subj)
         loud = 'error' in resp or not r.quiet
         if loud: self.account.api_total += 1

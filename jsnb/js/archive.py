@@ -11,9 +11,9 @@ from . import kernels
 from .kernels import crc_tables
 
 # %% auto #0
-__all__ = ['WAIT_FOR_KERNELS', 'KERNEL_WAIT', 'S2_HEADER', 'ARCHIVE_MAGIC', 'warm', 'ready', 'crc32c', 'masked_crc',
-           'SnapshotError', 's2_block', 'S2Reader', 's2_compress', 's2_frames', 'archive_entry', 'archive_entries',
-           'ArchiveReader']
+__all__ = ['WAIT_FOR_KERNELS', 'KERNEL_WAIT', 'CORRUPT', 'S2_HEADER', 'ARCHIVE_MAGIC', 'INVALID', 'warm', 'ready', 'crc32c',
+           'masked_crc', 'SnapshotError', 's2_block', 'S2Reader', 's2_compress', 's2_frames', 'archive_entry',
+           'archive_entries', 'ArchiveReader']
 
 # %% ../../nbs/2_js/18b_archive.ipynb #538cd0d4
 _CRC_T = crc_tables(0x82F63B78, 8)              # CRC-32C, eight tables for eight bytes at a time (see the kernels page)
@@ -55,7 +55,7 @@ _HELPERS = ('_lit', '_put_uv', '_get_uv')     # plain functions that kernels cal
 def warm() -> dict:
     "Compile (or load from the cache) the snapshot kernels now."
     if kernels.WANTED:
-        with kernels._lock:
+        with kernels.lock:
             g = dict(globals())               # what the kernels see: the helpers compiled (the twins keep the plain ones)
             for name in _HELPERS:
                 if name in g: g[name] = kernels.compile_cached(g[name])
@@ -147,7 +147,7 @@ def _s2_loop(src, s, dst):
 
 # %% ../../nbs/2_js/18b_archive.ipynb #9e81ed11
 _MAX_BLOCK = 4 << 20                  # the largest block an S2 reader accepts
-_CORRUPT, _CRC_BAD = 's2: corrupt input', 's2: corrupt input, crc mismatch'
+CORRUPT, _CRC_BAD = 's2: corrupt input', 's2: corrupt input, crc mismatch'
 
 class SnapshotError(Exception):
     "A snapshot that cannot be read; the text is what the reference says of it."
@@ -177,7 +177,7 @@ def _uv(v: int) -> bytes:
 def s2_block(block: bytes) -> bytes:
     "Decode one S2 (or Snappy) block."
     n, s = _uvarint(block, 0)
-    if n < 0 or n > _MAX_BLOCK: raise SnapshotError(_CORRUPT)
+    if n < 0 or n > _MAX_BLOCK: raise SnapshotError(CORRUPT)
     k = _jit('_s2_loop', len(block))
     if k:
         dst = np.zeros(n, np.uint8)
@@ -185,7 +185,7 @@ def s2_block(block: bytes) -> bytes:
     else:
         dst = bytearray(n)
         got = _s2_loop(block, s, dst)
-    if got != n: raise SnapshotError(_CORRUPT)
+    if got != n: raise SnapshotError(CORRUPT)
     return dst.tobytes() if k else bytes(dst)
 
 # %% ../../nbs/2_js/18b_archive.ipynb #780b6755
@@ -214,18 +214,18 @@ class S2Reader:
         buf += data
         while len(buf) - pos >= 4:
             kind, n = buf[pos], int.from_bytes(buf[pos + 1:pos + 4], 'little')
-            if not self._started and kind != 0xff: raise SnapshotError(_CORRUPT)
+            if not self._started and kind != 0xff: raise SnapshotError(CORRUPT)
             if 0x02 <= kind <= 0x7f: raise SnapshotError('s2: unsupported input')
             if kind == 0xff and n != 6 or kind in (0, 1) and (n < 4 or n - 4 > _MAX_BLOCK + _MAX_BLOCK // 6 + 32):
-                raise SnapshotError(_CORRUPT)
+                raise SnapshotError(CORRUPT)
             if len(buf) - pos - 4 < n: break
             body = bytes(buf[pos + 4:pos + 4 + n]); pos += 4 + n
             if kind == 0xff:
-                if body not in _MAGICS: raise SnapshotError(_CORRUPT)
+                if body not in _MAGICS: raise SnapshotError(CORRUPT)
                 self._started = True
             elif kind in (0, 1):
                 d = s2_block(body[4:]) if kind == 0 else body[4:]
-                if len(d) > _MAX_BLOCK: raise SnapshotError(_CORRUPT)
+                if len(d) > _MAX_BLOCK: raise SnapshotError(CORRUPT)
                 if masked_crc(d) != int.from_bytes(body[:4], 'little'): raise SnapshotError(_CRC_BAD)
                 out.append(d)
             del buf[:pos]; pos = 0
@@ -354,7 +354,7 @@ def archive_entries(msgs: list) -> bytes:
 
 
 # %% ../../nbs/2_js/18b_archive.ipynb #28ee5480
-_INVALID = 'archive: invalid archive stream'
+INVALID = 'archive: invalid archive stream'
 
 def _get_uv(buf, p, n):
     "Kernel helper: (value, offset after) of the unsigned varint at `buf[p:n]`; value -1 when incomplete, -2 when not below 2**63."
@@ -399,7 +399,7 @@ class ArchiveReader:
         while True:
             if not self.magic:
                 if len(buf) < 8: break
-                if bytes(buf[:8]) != ARCHIVE_MAGIC: raise SnapshotError(_INVALID)
+                if bytes(buf[:8]) != ARCHIVE_MAGIC: raise SnapshotError(INVALID)
                 self.magic, pos = True, 8
             if self.head is None and not plain:
                 k = _jit('_scan_loop', len(buf) - pos)
@@ -425,12 +425,12 @@ class ArchiveReader:
                 vals, p = [], pos
                 for _ in range(5):
                     v, p = _uvarint(buf, p)
-                    if v == -2: raise SnapshotError(_INVALID)
+                    if v == -2: raise SnapshotError(INVALID)
                     if v < 0: break
                     vals.append(v)
                 if len(vals) < 5: break
                 nl, zts, seq, hs, ps = vals
-                if nl > 1 << 20 or hs >= 1 << 63 or ps >= 1 << 63 or hs + ps >= 1 << 63: raise SnapshotError(_INVALID)
+                if nl > 1 << 20 or hs >= 1 << 63 or ps >= 1 << 63 or hs + ps >= 1 << 63: raise SnapshotError(INVALID)
                 if len(buf) - p < nl: break
                 self.name = bytes(buf[p:p + nl])
                 self.head, pos = ((zts >> 1) ^ -(zts & 1), seq, hs, ps), p + nl
@@ -446,6 +446,9 @@ class ArchiveReader:
 
     @property
     def partial(self) -> bool: return bool(self._buf) or self.head is not None
+
+    @property
+    def buffered(self) -> bytes: return bytes(self._buf)     # what was fed and is not an entry yet
 
     @property
     def in_payload(self) -> bool: return self.head is not None

@@ -17,7 +17,7 @@ socket.inet_ntop = _inet_ntop     # PySyncObj 0.3.17 replaces it with a Windows-
 from ..nats.protocol import text
 from .host import json_bytes, event_id
 from ..nats.times import rfc3339
-from .api import JetStream, _RT, API_SUBJECTS, map_domain
+from .api import JetStream, RT, API_SUBJECTS, map_domain
 from .js_accounts import SYSTEM_DIRECTIVES
 from .stream import Stream
 from . import consumer_api as C
@@ -622,7 +622,7 @@ def _apply_scale(self: ClusterMeta, name: str, op: tuple, fresh: bool):
     if g is not None and g.cready is not True: self._take_over(g, s)     # the consumers as the log recorded them
     if origin == self.core.server_id and reply:
         self.account.api_total += 1
-        self.account.host.reply(reply, json_bytes(dict(type=_RT + 'stream_update_response', **self._with_cluster(s.info(cluster=False), name))))
+        self.account.host.reply(reply, json_bytes(dict(type=RT + 'stream_update_response', **self._with_cluster(s.info(cluster=False), name))))
 
 # %% ../../nbs/2_js/20_cluster.ipynb #182ca4e9
 @patch

@@ -14,7 +14,7 @@ from .errors import (JSApiError, JSClusterNotAvailErr, JSClusterNoPeersErrF, JSS
                             JSClusterServerNotMemberErr, JSClusterServerMemberChangeInflightErr, JSRaftGeneralErrF)
 from .host import json_bytes
 from .gojson import go_decode, GoStruct, GoStr, GoSlice
-from .api import JetStream, route, answer, audit, _RT, ROUTES, _above_level
+from .api import JetStream, route, answer, audit, RT, ROUTES, above_level
 from .direct_get import level_ok
 from . import direct_get
 from .stream_config import stream_config_for_create, subjects_overlap
@@ -51,7 +51,7 @@ def _verb(subject: str) -> tuple[str, list[str]]:
     return '', toks
 
 def _error(rtype: str, err: JSApiError, **extra) -> bytes:
-    return json_bytes(dict(type=_RT + rtype, error=err.to_dict(), **extra))
+    return json_bytes(dict(type=RT + rtype, error=err.to_dict(), **extra))
 
 def not_yet(what: str) -> JSApiError:
     "The refusal of what jsnb clusters do not do yet (the reference's code for an unavailable cluster feature)."
@@ -271,7 +271,7 @@ def _stepdown(self: ClusterApi, name: str, g: RaftGroup | None, reply: bytes, rt
     being the system account's) on the leader: hand the group to the server the request's `placement` names or
     allows, else to the most caught-up follower (a stream on one server has nothing to hand over)."""
     def done(res, err):
-        body = (json_bytes(dict(type=_RT + rtype, success=True)) if err == 0 else
+        body = (json_bytes(dict(type=RT + rtype, success=True)) if err == 0 else
                 _error(rtype, JSClusterNoPeersErrF(err='no replica is caught up to take over')))
         if answer is None: self.account.api_total += 1
         if reply: (answer or self.account.host.reply)(reply, body)
@@ -336,10 +336,10 @@ def _local_api(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: b
     if found is None: return JetStream.on_api(self, subject, reply, hdr, data, src)
     r, args = found
     body = data[hdr:] if hdr else data
-    if hdr and not level_ok(data[:hdr]): r = r._replace(handler=_above_level)
+    if hdr and not level_ok(data[:hdr]): r = r._replace(handler=above_level)
     resp, delay = answer(self.account, r, args, body, src, subj)
     if 'config' in resp and 'state' in resp:
-        resp = self._with_cluster(resp, resp['config'].get('name', ''), alternates=resp.get('type') == _RT + 'stream_info_response')
+        resp = self._with_cluster(resp, resp['config'].get('name', ''), alternates=resp.get('type') == RT + 'stream_info_response')
     elif 'delivered' in resp and 'stream_name' in resp: resp = self._consumer_with_cluster(resp)
     elif isinstance(resp.get('streams'), list) and resp['streams'] and isinstance(resp['streams'][0], dict):   # a list answered here
         resp = dict(resp, streams=[self._with_cluster(x, x['config'].get('name', '')) for x in resp['streams']])
@@ -513,7 +513,7 @@ def _listing(self: ClusterApi, verb: str, subject: bytes, reply: bytes, hdr: int
     names = sorted(n for n, x in self.assignments.items() if not f or subjects_overlap(x['config'].get('subjects') or [], [f]))
     offset = min(max(req['offset'], 0), len(names))
     a.api_total += 1
-    a.host.reply(reply, json_bytes(dict(type=_RT + r.rtype, total=len(names), offset=offset, limit=1024,
+    a.host.reply(reply, json_bytes(dict(type=RT + r.rtype, total=len(names), offset=offset, limit=1024,
                                    streams=names[offset:offset + 1024] or None)))
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #e1c3e71a
@@ -528,7 +528,7 @@ def _gather(self: ClusterApi, req: dict, reply: bytes, timeout: float = 2.0):
         if not open_[0]: return
         open_[0] = False
         timer.cancel(); self._unshare(sub)
-        out = dict(type=_RT + 'stream_list_response', total=len(names), offset=offset, limit=256,
+        out = dict(type=RT + 'stream_list_response', total=len(names), offset=offset, limit=256,
                    streams=[got[n] for n in page if n in got])
         if missing := [n for n in page if n not in got]: out['missing'] = missing
         self.account.api_total += 1

@@ -12,8 +12,8 @@ from ..nats.protocol import text, get_header
 from .host import json_bytes
 from .operations import Remove, Purge, Expire, Configure, CopyMsg, Origin, replica
 from ..nats.subjects import subject_matches
-from .consumer_config import _filters
-from .api import _RT
+from .consumer_config import filters_of
+from .api import RT
 from .stream import Stream
 from . import batch, schedules, mirrors
 from .batch import AtomicBatch
@@ -72,7 +72,7 @@ def _answer_created(self: ClusteredJetStream, name: str, tries: int):
     if not g.is_leader(): return
     s = self.account.streams.get(name)
     if s is None: return
-    resp = dict(type=_RT + rtype, **self._with_cluster(s.info(cluster=False), name))
+    resp = dict(type=RT + rtype, **self._with_cluster(s.info(cluster=False), name))
     if rtype == 'stream_create_response': resp['did_create'] = True
     self._follow_role(name)                          # this server takes the stream's subjects now
     def answer():                                    # once every server knows it (or after a second)
@@ -115,7 +115,7 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
             self.meta.propose(('regroup', name, list(peers), cfg, origin, reply, rtype, seed))
             if rtype == 'stream_remove_peer_response' and reply:
                 self.account.api_total += 1
-                self.account.host.reply(reply, json_bytes(dict(type=_RT + rtype, success=True)))
+                self.account.host.reply(reply, json_bytes(dict(type=RT + rtype, success=True)))
     elif op[0] == 'seed' and s is not None:          # the first server's messages, copied where they are missing
         self._apply_seed(s, op[1])
     elif op[0] == 'seeded':
@@ -175,7 +175,7 @@ class _GroupView:
         "Whether a consumer the log recorded takes `subject` (before the group runs: the consumers here)."
         g, s = self.js.groups.get(self.name), self.js.account.streams.get(self.name)
         if g is None: return s is not None and any(c.matches(subject) for c in s.consumers.values())
-        return any(not (fs := _filters(snap.get('config') or {})) or any(subject_matches(subject, f) for f in fs)
+        return any(not (fs := filters_of(snap.get('config') or {})) or any(subject_matches(subject, f) for f in fs)
                    for snap in g.cstates.values())
 
 @patch
@@ -361,7 +361,7 @@ def _apply_move(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
     elif me != to and me in was and s is not None: self.account.remove_stream(s)
     if fresh and origin == self.core.server_id and reply:
         self.account.api_total += 1
-        self.account.host.reply(reply, json_bytes(dict(type=_RT + 'stream_remove_peer_response', success=True)))
+        self.account.host.reply(reply, json_bytes(dict(type=RT + 'stream_remove_peer_response', success=True)))
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #031ad428
 @patch
@@ -415,7 +415,7 @@ def _out_of_raft(self: ClusteredJetStream, addr: str, reply: bytes, tries: int =
         if self.meta is None: return
         if ok or addr not in self.meta.member_addrs():
             self.removing = None
-            return self._sys_answer(reply, json_bytes(dict(type=_RT + rtype, success=True))) if reply else None
+            return self._sys_answer(reply, json_bytes(dict(type=RT + rtype, success=True))) if reply else None
         if tries < 20 and self.meta is not None and self.meta.is_leader():
             return asyncio.get_running_loop().call_later(0.25, self._out_of_raft, addr, reply, tries + 1)
         self.removing = None

@@ -178,7 +178,7 @@ _AHEAD = 256
 def _next_ahead(self: Consumer, store):
     "The next new message, from a look-ahead read `_AHEAD` messages at a time while the store has removed nothing."
     f, ah = (self._filter or '>'), self._ahead
-    key = (store._ix.epoch, f)
+    key = (store.epoch, f)
     if ah is not None and ah[1] == key and ah[2] <= self.sseq:
         q = ah[0]
         while q and q[0].seq < self.sseq: q.popleft()

@@ -13,11 +13,12 @@ from .errors import (JSApiError, JSConsumerNotFoundErr, JSConsumerInvalidGroupNa
 from .gojson import GoInt, GoStr, GoStruct
 from .host import json_bytes
 from .consumer import Consumer
-from .pull import status, go_unmarshal
+from .pull import status
+from .gojson import go_unmarshal
 from .mirrors import identity
 from . import priority
 from .direct_get import level_ok
-from .consumer_config import consumer_config_for_create, new_consumer_name, _GROUP
+from .consumer_config import consumer_config_for_create, new_consumer_name, GROUP_NAME
 from .stream_config import stored_cfg
 from .account import Account
 from .stream_api import request, stream_of, require_empty
@@ -186,7 +187,7 @@ def consumer_unpin(acct: Account, args, body, src) -> dict:
     "`CONSUMER.UNPIN.<stream>.<consumer>`"
     group = go_unmarshal(body, _UNPIN)['group']
     if not group: raise JSInvalidJSONErr(err='consumer group not specified')
-    if not _GROUP.fullmatch(group): raise JSConsumerInvalidGroupNameErr()
+    if not GROUP_NAME.fullmatch(group): raise JSConsumerInvalidGroupNameErr()
     c = consumer_of(acct, args)
     if group not in (c.cfg.get('priority_groups') or ()): raise JSConsumerInvalidPriorityGroupErr()
     priority.unpin(c, group, 'admin')

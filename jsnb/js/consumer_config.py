@@ -37,8 +37,8 @@ from .gojson import go_decode, go_quote, GoStr, GoBool, GoInt, GoEnum, GoTime, G
 from .stream_config import JS_SERVER_VERSION, JS_API_LEVEL, subjects_overlap
 
 # %% auto #0
-__all__ = ['filters_overlap', 'new_consumer_name', 'consumer_config_for_create', 'consumer_config_for_update',
-           'consumer_configs_equal_for_create']
+__all__ = ['GROUP_NAME', 'filters_overlap', 'filters_of', 'new_consumer_name', 'consumer_config_for_create',
+           'consumer_config_for_update', 'consumer_configs_equal_for_create']
 
 # %% ../../nbs/2_js/11_consumer_config.ipynb #0d847dab
 def _enum(name: str, zero: str, values: tuple, wording: str, aliases: dict | None = None) -> GoEnum:
@@ -246,7 +246,7 @@ def filters_overlap(a: list[str], b: list[str]) -> bool:
     "Whether two consumers' filters (an empty list: the whole stream) could select the same message."
     return subjects_overlap(a or ['>'], b or ['>'])
 
-def _filters(c: dict) -> list[str]:
+def filters_of(c: dict) -> list[str]:
     "A consumer's filters as one list."
     return list(c.get('filter_subjects') or []) + ([c['filter_subject']] if c.get('filter_subject') else [])
 
@@ -255,7 +255,7 @@ def _check_filters(c: dict, s: dict):
     if c['filter_subject'] and c['filter_subjects']: raise JSConsumerDuplicateFilterSubjects()
     if c['filter_subject'] and not _valid_subject(c['filter_subject']): raise _invalid('invalid subject')
     if '' in (c['filter_subjects'] or ()): raise JSConsumerEmptyFilter()
-    subs, tree = _filters(c), SubjectTree()          # a trie, not every pair: thousands of filters are checked at once
+    subs, tree = filters_of(c), SubjectTree()          # a trie, not every pair: thousands of filters are checked at once
     for j, y in enumerate(subs): tree.insert(y, j)
     for i, x in enumerate(subs):
         if not _valid_subject(x): raise _invalid('invalid subject')
@@ -279,7 +279,7 @@ def _check_start(c: dict, s: dict):
     else:
         if seq: raise bad('start sequence', 'also set')
         if tm: raise bad('start time', 'also set')
-        if dp == 'last_per_subject' and not _filters(c): raise bad('filter subject', 'not set')
+        if dp == 'last_per_subject' and not filters_of(c): raise bad('filter subject', 'not set')
 
 # %% ../../nbs/2_js/11_consumer_config.ipynb #47b623be
 def _sampling_error(v: str) -> str | None:
@@ -289,7 +289,7 @@ def _sampling_error(v: str) -> str | None:
     if not -2**63 <= int(s) < 2**63: return f'strconv.Atoi: parsing {go_quote(s)}: value out of range'
     return '<nil>' if int(s) < 0 else None
 
-_GROUP = re.compile(r'[a-zA-Z0-9/_=-]{1,16}')
+GROUP_NAME = re.compile(r'[a-zA-Z0-9/_=-]{1,16}')     # what a priority group may be called
 
 def _check_rest(c: dict, s: dict):
     "Sampling, flow control, names, metadata size, priority groups, placement."
@@ -303,7 +303,7 @@ def _check_rest(c: dict, s: dict):
         if c['deliver_subject']: raise JSConsumerPushWithPriorityGroupErr()
         if not groups: raise JSConsumerPriorityPolicyWithoutGroup()
         if '' in groups: raise JSConsumerEmptyGroupName()
-        if not all(_GROUP.fullmatch(g) for g in groups): raise JSConsumerInvalidGroupNameErr()
+        if not all(GROUP_NAME.fullmatch(g) for g in groups): raise JSConsumerInvalidGroupNameErr()
     elif groups: raise JSConsumerPriorityGroupWithPolicyNone()
     elif c['priority_timeout'] > 0: raise JSConsumerPinnedTTLWithoutPriorityPolicyNone()
     if (s.get('placement') or {}).get('preferred'): raise _invalid('preferred server not permitted in placement')
@@ -337,8 +337,8 @@ def new_consumer_name(taken=()) -> str:
 
 def _wq_clash(c: dict, consumers: dict, name: str) -> bool:
     "Whether `c`'s filters overlap those of another consumer of a workqueue stream."
-    mine = _filters(c)
-    return bool(mine) and any(filters_overlap(mine, _filters(o)) for n, o in consumers.items()
+    mine = filters_of(c)
+    return bool(mine) and any(filters_overlap(mine, filters_of(o)) for n, o in consumers.items()
                               if n != name and not (o.get('direct') or o.get('sourcing')))
 
 def _create(c: dict, s: dict, action: str, consumers: dict | None, account: dict | None = None) -> dict:
@@ -352,7 +352,7 @@ def _create(c: dict, s: dict, action: str, consumers: dict | None, account: dict
     if s.get('retention') == 'workqueue' and not (c['direct'] or c['sourcing']):
         if c['ack_policy'] not in ('explicit', 'flow_control'): raise JSConsumerWQRequiresExplicitAckErr()
         if c['deliver_policy'] != 'all': raise JSConsumerWQConsumerNotDeliverAllErr()
-        if counted and not _filters(c): raise JSConsumerWQMultipleUnfilteredErr()
+        if counted and not filters_of(c): raise JSConsumerWQMultipleUnfilteredErr()
         if counted and _wq_clash(c, consumers, ''): raise JSConsumerWQConsumerNotUniqueErr()
     if len(c['durable_name'].encode()) > 255: raise JSConsumerNameTooLongErrF(max=255)
     if not c['durable_name']:

@@ -9,7 +9,7 @@ from .errors import JSApiError, JSInvalidJSONErr
 
 # %% auto #0
 __all__ = ['go_quote', 'go_json_values', 'GoType', 'GoStr', 'GoBool', 'GoInt', 'GoEnum', 'parse_go_time', 'GoTime', 'GoSlice',
-           'GoMap', 'GoStruct', 'go_decode']
+           'GoMap', 'GoStruct', 'go_decode', 'go_unmarshal']
 
 # %% ../../nbs/2_js/01a_gojson.ipynb #c6a2f964
 _ESC = {'\a': '\\a', '\b': '\\b', '\f': '\\f', '\n': '\\n', '\r': '\\r', '\t': '\\t', '\v': '\\v'}
@@ -385,3 +385,15 @@ def go_decode(body, typ: GoStruct) -> dict:
     except _DecodeErr as e: raise JSInvalidJSONErr(err=str(e)) from None
     if err: raise err
     return cur
+
+# %% ../../nbs/2_js/01a_gojson.ipynb #7c2e5f18
+def go_unmarshal(body: bytes, typ: GoStruct) -> dict:
+    "Decode `body` as Go's `json.Unmarshal` does (one value, its syntax checked first, errors without an offset), or raise 10025."
+    b = bytes(body); i = _skip(b, 0)
+    try:
+        if i >= len(b): raise _SyntaxErr('unexpected EOF')
+        _, end = _scan(b, i)
+        if (j := _skip(b, end)) < len(b): _bad(b, j, 'after top-level value')
+    except _SyntaxErr as e: raise JSInvalidJSONErr(err='unexpected end of JSON input' if e.msg == 'unexpected EOF' else e.msg) from None
+    except RecursionError: raise JSInvalidJSONErr(err='exceeded max depth') from None
+    return go_decode(b[i:end], typ)

@@ -11,12 +11,13 @@ from typing import Callable, Protocol, runtime_checkable
 import orjson
 from ..nats.times import rfc3339
 from ..nats.protocol import wire
+from ..nats.core import ClientConn
 from .frames import Frame, Built, encode_frames
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'StreamHost', 'event_id', 'json_bytes', 'advise', 'CoreHost']
+__all__ = ['log', 'StreamHost', 'event_id', 'json_bytes', 'advise', 'client_info', 'CoreHost']
 
 # %% ../../nbs/2_js/05c_host.ipynb #d14e3db9
 @runtime_checkable
@@ -80,6 +81,16 @@ def advise(host: StreamHost, subject: str, type: str, /, **fields) -> bool:
     if not host.has_interest(subject): return False
     host.publish(subject, json_bytes(dict(type=type, id=event_id(), timestamp=rfc3339(time.time_ns()), **fields)))
     return True
+
+# %% ../../nbs/2_js/05c_host.ipynb #5f2a3b48
+def client_info(src, server_name: str, account: str) -> dict:
+    "The `client` of an advisory about a request from `src` (empty when no client asked)."
+    if not isinstance(src, ClientConn): return {}
+    c = dict(start=rfc3339(int(src.start * 1e9)), host=src.host, id=src.cid, acc=account, lang=src.lang, ver=src.version,
+             rtt=int(src.rtt * 1e9), server=server_name, kind='Client', client_type='nats')
+    if src.name: c['name'] = src.name
+    if src.user: c['user'] = src.user
+    return c
 
 # %% ../../nbs/2_js/05c_host.ipynb #4bc49705
 class CoreHost:

@@ -11,13 +11,13 @@ from ..nats.subjects import subject_matches, has_wildcard, SubjectTree
 from .kernels import next_row, prev_row, count_rows, select_rows, last_rows, expired_rows
 
 # %% auto #0
-__all__ = ['lengths']
+__all__ = ['Index', 'lengths', 'distinct']
 
 # %% ../../nbs/2_js/03a_index.ipynb #b051d8a2
 _COLS = (('seq', np.int64), ('sid', np.int32), ('ts', np.int64), ('size', np.int64),
          ('ttl', np.int64), ('dead', np.bool_), ('blk', np.int32), ('off', np.int64))
 
-class _Index:
+class Index:
     "Message metadata of one stream in numpy columns, one row per stored message, in sequence order."
     def __init__(self, cap: int = 1024):
         for name, dt in _COLS: setattr(self, name, np.zeros(cap, dt))
@@ -45,7 +45,7 @@ class _Index:
 
 # %% ../../nbs/2_js/03a_index.ipynb #7baffd1f
 @patch
-def intern(self: _Index, subject: str) -> int:
+def intern(self: Index, subject: str) -> int:
     "The id of `subject`, allocating one the first time."
     i = self.ids.get(subject)
     if i is None:
@@ -56,7 +56,7 @@ def intern(self: _Index, subject: str) -> int:
     return i
 
 @patch
-def append(self: _Index, sid: int, ts: int, size: int, ttl: int = 0) -> int:
+def append(self: Index, sid: int, ts: int, size: int, ttl: int = 0) -> int:
     "Add a live row for the next sequence; returns the row."
     r = self.n
     if r == self.cap: self._grow(r + 1)
@@ -72,14 +72,14 @@ def append(self: _Index, sid: int, ts: int, size: int, ttl: int = 0) -> int:
     return r
 
 @patch
-def jump(self: _Index, seq: int):
+def jump(self: Index, seq: int):
     "Move on so the next message gets sequence `seq`, with no rows for the sequences passed over."
     if seq <= self.last + 1: return
     self.last, self.dr, self.ds = seq - 1, self.n, seq
     if self.msgs == 0: self.first, self.first_ts = seq, 0
 
 @patch
-def skip(self: _Index, ts: int) -> int:
+def skip(self: Index, ts: int) -> int:
     "Use the next sequence without a message; returns the sequence."
     seq = self.last + 1
     self.jump(seq + 1)
@@ -87,13 +87,13 @@ def skip(self: _Index, ts: int) -> int:
     return seq
 
 @patch
-def lb(self: _Index, seq: int) -> int:
+def lb(self: Index, seq: int) -> int:
     "The first row whose sequence is `seq` or later (`n` when there is none)."
     if seq >= self.ds: return min(self.dr + seq - self.ds, self.n)
     return int(np.searchsorted(self.seq[:self.dr], seq))
 
 @patch
-def row(self: _Index, seq: int) -> int:
+def row(self: Index, seq: int) -> int:
     "Row of `seq`, or -1 when no row holds it."
     if seq >= self.ds:
         r = self.dr + seq - self.ds
@@ -102,7 +102,7 @@ def row(self: _Index, seq: int) -> int:
     return r if r < self.dr and self.seq[r] == seq else -1
 
 @patch
-def rows_of(self: _Index, seqs) -> np.ndarray:
+def rows_of(self: Index, seqs) -> np.ndarray:
     "Rows of sequences that all have rows."
     seqs = np.asarray(seqs, np.int64)
     return np.where(seqs >= self.ds, self.dr + seqs - self.ds, np.searchsorted(self.seq[:self.dr], seqs))
@@ -121,14 +121,14 @@ def lengths(items) -> np.ndarray:
     "The lengths of `items` (the subjects, headers or payloads of a run), as an array."
     return np.fromiter(map(len, items), np.int64, len(items))
 
-def _distinct(a: np.ndarray) -> np.ndarray:
+def distinct(a: np.ndarray) -> np.ndarray:
     "`a`'s distinct values, sorted (`np.unique`, without its overhead for the short arrays of a run)."
     t = np.sort(a)
     return t[np.concatenate(([True], t[1:] != t[:-1]))] if len(t) else t
 
 # %% ../../nbs/2_js/03a_index.ipynb #be1e7a34
 @patch
-def append_many(self: _Index, sids: np.ndarray, ts: int, sizes: np.ndarray) -> int:
+def append_many(self: Index, sids: np.ndarray, ts: int, sizes: np.ndarray) -> int:
     "Add live rows (no TTL) for the next `len(sids)` sequences, all stored at `ts`; returns the first row."
     k, r = len(sids), self.n
     if r + k > self.cap: self._grow(r + k)
@@ -151,20 +151,20 @@ def append_many(self: _Index, sids: np.ndarray, ts: int, sizes: np.ndarray) -> i
 
 # %% ../../nbs/2_js/03a_index.ipynb #6652b83c
 @patch
-def _fix_first(self: _Index):
+def _fix_first(self: Index):
     "Move `first` to the first live row (or past `last` when there is none)."
     r = next_row(self.dead, self.sid, None, self.lb(self.first), self.n)
     if r < 0: self.first, self.first_ts = self.last + 1, 0
     else: self.first, self.first_ts = int(self.seq[r]), int(self.ts[r])
 
 @patch
-def _fix_last_of(self: _Index, sid: int):
+def _fix_last_of(self: Index, sid: int):
     "Recompute the last sequence of subject `sid` (which still has messages)."
     lo = self.lb(max(int(self.s_first[sid]), self.first))
     self.s_last[sid] = self.seq[prev_row(self.dead, self.sid, sid, lo, self.n)]
 
 @patch
-def remove(self: _Index, r: int) -> bool:
+def remove(self: Index, r: int) -> bool:
     "Mark row `r` deleted; False if it is not a live row."
     if r < 0 or r >= self.n or self.dead[r]: return False
     self.dead[r] = True; self.epoch += 1
@@ -178,9 +178,9 @@ def remove(self: _Index, r: int) -> bool:
     return True
 
 @patch
-def remove_rows(self: _Index, rows) -> np.ndarray:
+def remove_rows(self: Index, rows) -> np.ndarray:
     "Mark many rows deleted; returns the rows that were live."
-    rows = _distinct(np.asarray(rows, np.int64))
+    rows = distinct(np.asarray(rows, np.int64))
     rows = rows[~self.dead[rows]]
     if not len(rows): return rows
     self.dead[rows] = True; self.epoch += 1
@@ -202,14 +202,14 @@ def remove_rows(self: _Index, rows) -> np.ndarray:
 
 # %% ../../nbs/2_js/03a_index.ipynb #068c8b65
 @patch
-def reset(self: _Index, seq: int):
+def reset(self: Index, seq: int):
     "Drop every row; the next message gets sequence `seq`."
     self.n, self.dr, self.ds, self.first, self.last, self.first_ts = 0, 0, seq, seq, seq - 1, 0
     self.msgs = self.bytes = self.nsubj = self.n_ttl = 0
     self.s_count[:] = 0; self.ttl_heap = []; self.epoch += 1
 
 @patch
-def compact(self: _Index, seq: int):
+def compact(self: Index, seq: int):
     "Remove every message below `seq`: `(removed_rows or None after a reset, count)`."
     if self.first > seq: return np.zeros(0, np.int64), 0
     if seq <= self.last:
@@ -220,7 +220,7 @@ def compact(self: _Index, seq: int):
 
 # %% ../../nbs/2_js/03a_index.ipynb #9ec3dfc3
 @patch
-def trim(self: _Index, min_rows: int = 4096) -> np.ndarray | None:
+def trim(self: Index, min_rows: int = 4096) -> np.ndarray | None:
     "Drop the dead rows when they are many; returns the old numbers of the rows kept, or None."
     n, dead = self.n, self.n - self.msgs
     if dead < min_rows or 2 * dead < n: return None
@@ -244,7 +244,7 @@ def trim(self: _Index, min_rows: int = 4096) -> np.ndarray | None:
 
 # %% ../../nbs/2_js/03a_index.ipynb #c5d3a9b1
 @patch
-def ttl_due(self: _Index, now: int, keep: bool = False) -> list[int]:
+def ttl_due(self: Index, now: int, keep: bool = False) -> list[int]:
     "Rows whose own TTL has run out at `now`, from the deadline heap: work in proportion to what expires."
     h, rows, popped = self.ttl_heap, [], []
     while h and (h[0][0] <= now or not self._ttl_live(*h[0])):
@@ -255,7 +255,7 @@ def ttl_due(self: _Index, now: int, keep: bool = False) -> list[int]:
     return rows
 
 @patch
-def _ttl_live(self: _Index, d: int, seq: int) -> bool:
+def _ttl_live(self: Index, d: int, seq: int) -> bool:
     "Whether heap entry (deadline `d`, `seq`) still describes a live message."
     r = self.row(seq)
     return r >= 0 and not self.dead[r] and self.ttl[r] > 0 and self.ts[r] + self.ttl[r] == d
@@ -263,7 +263,7 @@ def _ttl_live(self: _Index, d: int, seq: int) -> bool:
 
 # %% ../../nbs/2_js/03a_index.ipynb #7304c17f
 @patch
-def want(self: _Index, f: str | tuple[str, ...]):
+def want(self: Index, f: str | tuple[str, ...]):
     "The kernels' `want` for filter `f`, or for several filters at once (a tuple: the subjects any of them selects)."
     if isinstance(f, tuple): return self._want_any(f)
     if not f or f == '>': return None
@@ -277,7 +277,7 @@ def want(self: _Index, f: str | tuple[str, ...]):
     return m
 
 @patch
-def _sids(self: _Index, want) -> np.ndarray:
+def sids(self: Index, want) -> np.ndarray:
     "Ids of the subjects selected by `want` that have messages."
     cnt = self.s_count[:len(self.names)]
     if want is None: return np.flatnonzero(cnt)
@@ -285,7 +285,7 @@ def _sids(self: _Index, want) -> np.ndarray:
     return np.flatnonzero(want & (cnt > 0))
 
 @patch
-def first_row_of(self: _Index, sid: int) -> int:
+def first_row_of(self: Index, sid: int) -> int:
     "Row of the first message on subject `sid`."
     r = next_row(self.dead, self.sid, sid, self.lb(max(int(self.s_first[sid]), self.first)), self.n)
     self.s_first[sid] = self.seq[r]
@@ -293,7 +293,7 @@ def first_row_of(self: _Index, sid: int) -> int:
 
 # %% ../../nbs/2_js/03a_index.ipynb #96f9e7a0
 @patch
-def _want_any(self: _Index, fs: tuple[str, ...]):
+def _want_any(self: Index, fs: tuple[str, ...]):
     "One mask for several filters, kept up to date as subjects appear: each new subject is checked against a trie of the filters."
     if len(fs) == 1: return self.want(fs[0])
     if any(not f or f == '>' for f in fs): return None

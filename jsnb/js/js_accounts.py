@@ -9,7 +9,7 @@ from ..nats.accounts import CoreView
 from ..nats.protocol import text
 from .errors import JSApiError, JSNotEnabledForAccountErr
 from .host import json_bytes
-from .api import JetStream, route, map_domain, _RT
+from .api import JetStream, route, map_domain, RT
 
 # %% auto #0
 __all__ = ['SYSTEM_DIRECTIVES', 'NoJetStream', 'SystemJetStream', 'with_system', 'JetStreamAccounts']
@@ -40,7 +40,7 @@ class NoJetStream:
         r, args = found
         try: r.handler(_NotEnabled(), args, data[hdr:] if hdr else data, src); err = JSNotEnabledForAccountErr()
         except JSApiError as e: err = e
-        self.core.route(None, reply, b'', 0, json_bytes(dict(type=_RT + r.rtype, error=err.to_dict(), **r.error_extra)))
+        self.core.route(None, reply, b'', 0, json_bytes(dict(type=RT + r.rtype, error=err.to_dict(), **r.error_extra)))
 
 # %% ../../nbs/2_js/16a_js_accounts.ipynb #28bc2c7b
 SYSTEM_DIRECTIVES = (b'$JS.API.SERVER.REMOVE', b'$JS.API.META.LEADER.STEPDOWN')
@@ -56,7 +56,7 @@ class SystemJetStream:
     def on_api(self, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
         if not reply or subject in SYSTEM_DIRECTIVES or subject.startswith(b'$JS.API.ACCOUNT.'): return
         rtype = 'account_info_response' if subject == b'$JS.API.INFO' else 'system_response'
-        self.core.route(None, reply, b'', 0, json_bytes(dict(type=_RT + rtype, error=JSNotEnabledForAccountErr().to_dict())))
+        self.core.route(None, reply, b'', 0, json_bytes(dict(type=RT + rtype, error=JSNotEnabledForAccountErr().to_dict())))
 
 def with_system(svc, core, acc):
     "JetStream service `svc` of `$G`, started and stopped together with the system account `acc`'s `SystemJetStream`."

@@ -8,7 +8,7 @@ import os, time
 import numpy as np
 
 # %% auto #0
-__all__ = ['WANTED', 'JIT', 'JIT_MIN_ROWS', 'JIT_MIN_SCANS', 'AT_START', 'ready', 'next_row', 'prev_row', 'count_rows',
+__all__ = ['WANTED', 'JIT', 'JIT_MIN_ROWS', 'JIT_MIN_SCANS', 'AT_START', 'lock', 'ready', 'next_row', 'prev_row', 'count_rows',
            'select_rows', 'last_rows', 'expired_rows', 'crc_tables', 'cache_dir', 'compile_cached', 'register', 'warm',
            'warm_in_background', 'speedups']
 
@@ -246,7 +246,7 @@ def crc_tables(poly: int, k: int = 1) -> np.ndarray:
     return t
 
 # %% ../../nbs/2_js/03_kernels.ipynb #bd7c44a6
-_lock = threading.Lock()
+lock = threading.Lock()                # held while kernels compile (the snapshot's kernels too)
 
 def cache_dir() -> str:
     "Where compiled kernels are cached: `$JSNB_CACHE_DIR`, else the user's cache directory."
@@ -278,7 +278,7 @@ def warm() -> float:
     global JIT
     if not WANTED: return 0.0
     t = time.perf_counter()
-    with _lock:
+    with lock:
         if not JIT:
             import numba
             g = globals()
@@ -299,7 +299,7 @@ def warm() -> float:
 def warm_in_background() -> threading.Thread:
     "Start `warm()` in a daemon thread, once (the twins answer until it is done)."
     global _warming
-    with _lock:
+    with lock:
         if _warming is None:
             _warming = threading.Thread(target=warm, name='jsnb-jit-warm', daemon=True)
             _warming.start()

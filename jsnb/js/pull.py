@@ -6,13 +6,13 @@
 from __future__ import annotations
 import collections, re, time
 from ..nats.times import go_duration
-from .errors import JSApiError, JSInvalidJSONErr
-from .gojson import GoBool, GoInt, GoStr, GoStruct, go_decode, _scan, _skip, _bad, _SyntaxErr
+from .errors import JSApiError
+from .gojson import GoBool, GoInt, GoStr, GoStruct, go_unmarshal
 from . import priority
 
 # %% auto #0
-__all__ = ['status', 'PullRequest', 'go_unmarshal', 'parse_pull', 'admit', 'serve', 'end_no_wait', 'live', 'expire', 'heartbeats',
-           'due', 'num_waiting']
+__all__ = ['status', 'PullRequest', 'parse_pull', 'admit', 'serve', 'end_no_wait', 'live', 'expire', 'heartbeats', 'due',
+           'num_waiting']
 
 # %% ../../nbs/2_js/12b_pull.ipynb #5810f034
 def status(code: int, desc: str, **headers) -> bytes:
@@ -37,17 +37,6 @@ _PULL = GoStruct('', {'expires': GoInt('time.Duration'), 'batch': _INT, 'max_byt
                       'idle_heartbeat': GoInt('time.Duration'), 'group': GoStr(), 'min_pending': GoInt('int64'),
                       'min_ack_pending': GoInt('int64'), 'id': GoStr(), 'priority': _INT}, strict=False)
 _ATOI = re.compile(rb'[+-]?[0-9]+')
-
-def go_unmarshal(body: bytes, typ: GoStruct) -> dict:
-    "Decode `body` as Go's `json.Unmarshal` does (one value, its syntax checked first, errors without an offset), or raise 10025."
-    b = bytes(body); i = _skip(b, 0)
-    try:
-        if i >= len(b): raise _SyntaxErr('unexpected EOF')
-        _, end = _scan(b, i)
-        if (j := _skip(b, end)) < len(b): _bad(b, j, 'after top-level value')
-    except _SyntaxErr as e: raise JSInvalidJSONErr(err='unexpected end of JSON input' if e.msg == 'unexpected EOF' else e.msg) from None
-    except RecursionError: raise JSInvalidJSONErr(err='exceeded max depth') from None
-    return go_decode(b[i:end], typ)
 
 def parse_pull(body: bytes) -> tuple[dict | None, str]:
     "Decode a `MSG.NEXT` body into request fields, or an error description (Go's own words, as the reference sends them)."

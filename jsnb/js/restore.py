@@ -13,7 +13,7 @@ from .errors import (JSApiError, JSBadRequestErr, JSMemoryResourcesExceededErr, 
                            JSStreamMismatchErr, JSStreamNameContainsPathSeparatorsErr, JSStreamNameExistRestoreFailedErr,
                            JSStreamRestoreErrF)
 from .gojson import go_decode, go_quote, GoStruct, GoInt, GoTime, GoSlice, GoMap
-from .host import advise, event_id, json_bytes
+from .host import advise, event_id, json_bytes, client_info
 from .stream_config import STREAM_CONFIG_REQUEST, stream_config_for_create
 from .consumer_config import consumer_config_for_create
 from .consumer import Consumer
@@ -21,8 +21,8 @@ from .account import Account
 from .filestore import FileStore
 from .stream import limits_of
 from .ttl import parse_ttl
-from .archive import (ARCHIVE_MAGIC, ArchiveReader, S2Reader, SnapshotError, ready, WAIT_FOR_KERNELS, KERNEL_WAIT, _CORRUPT, _INVALID)
-from .snapshot import is_empty_request, _client
+from .archive import (ARCHIVE_MAGIC, ArchiveReader, S2Reader, SnapshotError, ready, WAIT_FOR_KERNELS, KERNEL_WAIT, CORRUPT, INVALID)
+from .snapshot import is_empty_request
 from . import mirrors, stream_api
 
 log = logging.getLogger('jsnb')
@@ -62,7 +62,7 @@ class Restore:
         self.lseq = self.used0 = self.stored = self._ncons = 0
         self.staging = ''                                   # where a file stream is restored before it goes live
         advise(acct.host, f'$JS.EVENT.ADVISORY.STREAM.RESTORE_CREATE.{self.name}', 'io.nats.jetstream.advisory.v1.restore_create',
-               stream=self.name, client=_client(acct, src))
+               stream=self.name, client=client_info(src, acct.host.server_name, '$G'))
         self.sub = acct.host.subscribe(self.subject, self.on_chunk)
         acct.host.later(STALL_TIMEOUT, self._watch)
 
@@ -114,7 +114,7 @@ def _feed(self: Restore, body: bytes):
     "Decode a chunk and apply the entries it completes; a damaged frame fails where the archive stands."
     data = self.s2.feed(body)
     if not self.arc.magic:                                    # the first 8 bytes tell the format
-        head = (bytes(self.arc._buf) + data)[:8]
+        head = (self.arc.buffered + data)[:8]
         if len(head) < 8 and self.s2.error: raise self.s2.error
         if len(head) == 8 and head != ARCHIVE_MAGIC:
             raise SnapshotError("this snapshot is in the older format, a tar of the reference's file store directory "
@@ -122,7 +122,7 @@ def _feed(self: Restore, body: bytes):
     try: self.arc.feed(data)
     finally:
         if self.store is not None: self._flush()                # what was read before a failure is kept
-    if self.s2.error and not self.eob: raise self._cut(_INVALID)
+    if self.s2.error and not self.eob: raise self._cut(INVALID)
 
 @patch
 def _cut(self: Restore, boundary: str) -> SnapshotError:
@@ -131,9 +131,9 @@ def _cut(self: Restore, boundary: str) -> SnapshotError:
     if a.in_payload:
         if self.state is None: return SnapshotError('expected state.json contents')
         if len(self.consumers) < self._ncons:
-            return SnapshotError(f'failed to read consumer {go_quote(a.name[len(b"consumers/"):].decode("utf-8", "replace"))} state: {_INVALID}')
-        return SnapshotError(f'failed to read message sequence {a.head[1]}: {_INVALID}')
-    return SnapshotError(_INVALID if a._buf else boundary)
+            return SnapshotError(f'failed to read consumer {go_quote(a.name[len(b"consumers/"):].decode("utf-8", "replace"))} state: {INVALID}')
+        return SnapshotError(f'failed to read message sequence {a.head[1]}: {INVALID}')
+    return SnapshotError(INVALID if a.buffered else boundary)
 
 @patch
 def _check(self: Restore, name: bytes, ts: int, seq: int, hs: int, ps: int):
@@ -182,7 +182,7 @@ def _begin(self: Restore, st: dict):
         self.used0 = mu if mem else su
         need = max(cfg.get('max_bytes') or 0, st['bytes'], 1)
         if (rm if mem else rf) + need > limit or self.used0 + st['bytes'] > limit: raise full()
-    try: stream_api._no_overlap(acct, cfg)
+    try: stream_api.no_overlap(acct, cfg)
     except JSApiError as e: raise SnapshotError(f'error adding stream: {e}') from None
     self.store = self._open_store()
     if st['first_seq'] > 0: self.store.compact(st['first_seq'])
@@ -278,13 +278,8 @@ def _flush(self: Restore):
     "Store the messages read so far, with one commit (the store's own path for a read's worth of messages)."
     batch, self._batch = self._batch, []
     if not batch: return
-    store = self.store
-    store._check()
-    try:
-        for subject, hdr, data, ts, ttl, seq in batch:
-            got, _ = store._store(subject, hdr, data, ts, ttl)
-            if got != seq: raise SnapshotError(f'failed to store message sequence {seq}: stored at {got}')
-    finally: store._finish()
+    for (got, _), m in zip(self.store.store_at([m[:5] for m in batch]), batch):
+        if got != m[5]: raise SnapshotError(f'failed to store message sequence {m[5]}: stored at {got}')
 
 @patch
 def _end_of_backup(self: Restore):
@@ -299,9 +294,9 @@ def _close_input(self: Restore):
     "The input is complete: anything short of the end entry is an error."
     if self.eob: return
     if not self.arc.magic:                                    # the first 8 bytes were not there
-        if self.s2.pending: raise SnapshotError(_CORRUPT)
+        if self.s2.pending: raise SnapshotError(CORRUPT)
         raise SnapshotError('EOF' if self.s2.seen == 0 else 'unexpected EOF')
-    raise self._cut(_INVALID if self.s2.pending else 'EOF')
+    raise self._cut(INVALID if self.s2.pending else 'EOF')
 
 @patch
 def _activate(self: Restore):
@@ -340,7 +335,7 @@ def _finish(self: Restore, reply: bytes):
     except Exception as e: err = err or e
     end = time.time_ns()
     advise(self.acct.host, f'$JS.EVENT.ADVISORY.STREAM.RESTORE_COMPLETE.{self.name}', 'io.nats.jetstream.advisory.v1.restore_complete',
-           stream=self.name, start=rfc3339(self.start_ns), end=rfc3339(end), bytes=self.total, client=_client(self.acct, self.src))
+           stream=self.name, start=rfc3339(self.start_ns), end=rfc3339(end), bytes=self.total, client=client_info(self.src, self.acct.host.server_name, '$G'))
     resp = dict(type='io.nats.jetstream.api.v1.stream_create_response')
     if err is None and s is None: err = SnapshotError(f"restore for stream '$G > {self.name}' did not create a stream")
     if err is not None:

@@ -13,7 +13,7 @@ from ..nats.subjects import valid_literal_subject
 from ..nats.times import rfc3339
 from .errors import JSBadRequestErr, JSSnapshotDeliverSubjectInvalidErr
 from .gojson import go_decode, GoStruct, GoInt, GoStr, GoBool
-from .host import advise, event_id
+from .host import advise, event_id, client_info
 from .stream_config import stored_cfg
 from .consumer import Consumer
 from .account import Account
@@ -92,13 +92,8 @@ INTEREST_WAIT = 2.0          # seconds to wait for a subscriber to the deliver s
 _WATCH = 0.1
 
 def _client(acct, src) -> dict:
-    "The `client` of an advisory: who asked (as the API audit advisory describes a client)."
-    if not isinstance(src, ClientConn): return {}
-    c = dict(start=rfc3339(int(src.start * 1e9)), host=src.host, id=src.cid, acc='$G', lang=src.lang, ver=src.version,
-             rtt=int(src.rtt * 1e9), server=acct.host.server_name, kind='Client', client_type='nats')
-    if src.name: c['name'] = src.name
-    if src.user: c['user'] = src.user
-    return c
+    "The `client` of a snapshot or restore advisory: who asked (named in the global account, as before accounts had JetStream)."
+    return client_info(src, acct.host.server_name, '$G')
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #3e59d4ef
 class Snapshot:

@@ -13,7 +13,7 @@ from ..nats.subjects import subject_matches, has_wildcard
 from ..nats.times import rfc3339
 from ..nats.protocol import text, wire
 from .kernels import next_row, prev_row, count_rows, select_rows, last_rows, expired_rows
-from .index import _Index, _distinct
+from .index import Index, distinct
 
 # %% auto #0
 __all__ = ['StoreMsg', 'StoreLimits', 'StoreError', 'mem_msg_size', 'file_msg_size', 'MsgStore', 'MemStore']
@@ -65,11 +65,16 @@ class MsgStore:
     "A stream's message store: the index, the limits and every query; payloads are the subclass's."
     def __init__(self, limits: StoreLimits | None = None):
         self.limits = limits or StoreLimits()
-        self._ix, self._closed, self._meta = _Index(), False, None
+        self._ix, self._closed, self._meta = Index(), False, None
 
     def msg_size(self, subject: str, hdr: bytes, data: bytes) -> int:
         "Bytes this store accounts for a message."
         return mem_msg_size(subject, hdr, data)
+
+    @property
+    def epoch(self) -> int:
+        "Changes whenever the store removes messages: what a reader read ahead is still good while it has not."
+        return self._ix.epoch
 
     def _put(self, r, subject, hdr, data): raise NotImplementedError
     def _get(self, r): raise NotImplementedError
@@ -216,6 +221,13 @@ def store_msgs(self: MsgStore, msgs: list) -> list:
     return out
 
 @patch
+def store_at(self: MsgStore, msgs: list) -> list:
+    "Store `(subject, hdr, data, ts, ttl)` tuples, each at its own time, with one commit (a restore's); their `(seq, ts)`; a `StoreError` stops it."
+    self._check()
+    try: return [self._store(*m) for m in msgs]
+    finally: self._finish()
+
+@patch
 def header_seqs(self: MsgStore, seq: int) -> list[int] | None:
     "Sequences from `seq` on of messages stored with headers, if the store knows them without reading messages (None: it does not)."
     return None
@@ -257,7 +269,7 @@ def store_batch(self: MsgStore, subjects: list[bytes], datas: list[bytes], hdrs:
         seq = int(ix.seq[r])
         self._put_many(r, subjects, datas, hdrs)
         if L.max_msgs_per_subject > 0:
-            u = _distinct(sids)
+            u = distinct(sids)
             over = u[ix.s_count[u] > L.max_msgs_per_subject]
             if len(over) == 1: self._enforce_subject(int(over[0]))
             elif len(over): self._enforce_subjects(over)
@@ -313,7 +325,7 @@ def _next_row(self: MsgStore, filter: str, start: int) -> int:
     elif w is not None and ix.n - lo > _JUMP:
         r = next_row(ix.dead, ix.sid, w, lo, lo + _JUMP)          # usually close; else jump to the subjects' first
         if r >= 0: return r
-        sids = ix._sids(w)
+        sids = ix.sids(w)
         sids = sids[ix.s_last[sids] >= start]
         if not len(sids): return -1
         lo = max(lo + _JUMP, ix.lb(int(ix.s_first[sids].min())))
@@ -348,7 +360,7 @@ def load_last_msg(self: MsgStore, filter: str) -> StoreMsg | None:
     w = ix.want(filter)
     if w is None: r = prev_row(ix.dead, ix.sid, None, ix.lb(ix.first), ix.n)
     else:
-        sids = ix._sids(w)
+        sids = ix.sids(w)
         if not len(sids): return None
         r = ix.row(int(ix.s_last[sids].max()))
     return self._msg(r)
@@ -481,7 +493,7 @@ def subjects(self: MsgStore, filter: str = '>') -> dict[str, int]:
     "Message count per subject matching `filter`."
     self._check()
     ix = self._ix
-    return {ix.names[i]: int(ix.s_count[i]) for i in ix._sids(ix.want(filter)).tolist()}
+    return {ix.names[i]: int(ix.s_count[i]) for i in ix.sids(ix.want(filter)).tolist()}
 
 @patch
 def num_pending(self: MsgStore, start: int, filter: str = '', last_per_subject: bool = False) -> int:
@@ -491,11 +503,11 @@ def num_pending(self: MsgStore, start: int, filter: str = '', last_per_subject: 
     start = max(start, ix.first)
     if ix.msgs == 0 or start > ix.last: return 0
     w = ix.want(filter)
-    if last_per_subject: return int(np.count_nonzero(ix.s_last[ix._sids(w)] >= start))
+    if last_per_subject: return int(np.count_nonzero(ix.s_last[ix.sids(w)] >= start))
     if w is None and start == ix.first: return ix.msgs
     if isinstance(w, int) and (w < 0 or start <= ix.s_first[w]): return int(ix.s_count[w]) if w >= 0 else 0
     if isinstance(w, np.ndarray) and ix.n - ix.lb(start) > len(ix.names):
-        sids = ix._sids(w)                                     # cheaper to add up subjects than to count rows
+        sids = ix.sids(w)                                     # cheaper to add up subjects than to count rows
         if not len(sids) or ix.s_first[sids].min() >= start: return int(ix.s_count[sids].sum())
     return count_rows(ix.dead, ix.sid, w, ix.lb(start), ix.n)
 
@@ -528,7 +540,7 @@ def multi_last(self: MsgStore, filters: list[str], up_to_seq: int, limit: int = 
     "Last message in [`start`, `up_to_seq`] of each subject matching `filters`, in sequence order; None if more than `limit` subjects have one."
     self._check()
     ix = self._ix
-    sids = np.unique(np.concatenate([ix._sids(ix.want(f)) for f in filters] or [np.zeros(0, np.int64)]))
+    sids = np.unique(np.concatenate([ix.sids(ix.want(f)) for f in filters] or [np.zeros(0, np.int64)]))
     sids = sids[(ix.s_first[sids] <= up_to_seq) & (ix.s_last[sids] >= start)]
     after = ix.s_last[sids] > up_to_seq                 # written again after the bound: find their last one before it
     rows = ix.rows_of(ix.s_last[sids[~after]])
@@ -548,7 +560,7 @@ def stop(self: MsgStore) -> None:
 @patch
 def delete(self: MsgStore) -> None:
     "Close the store and discard its messages."
-    self.stop(); self._ix = _Index(); self._cleared()
+    self.stop(); self._ix = Index(); self._cleared()
 
 @patch
 def write_meta(self: MsgStore, meta: dict) -> None:

@@ -18,8 +18,8 @@ from . import mirrors
 from .operations import MAX_SEQ
 
 # %% auto #0
-__all__ = ['REQUESTS', 'request', 'stream_of', 'account_info', 'require_empty', 'stream_create', 'stream_update', 'stream_delete',
-           'stream_info', 'stream_names', 'stream_list', 'stream_purge', 'msg_get', 'msg_delete']
+__all__ = ['REQUESTS', 'request', 'stream_of', 'account_info', 'require_empty', 'no_overlap', 'stream_create', 'stream_update',
+           'stream_delete', 'stream_info', 'stream_names', 'stream_list', 'stream_purge', 'msg_get', 'msg_delete']
 
 # %% ../../nbs/2_js/14_stream_api.ipynb #e119cf63
 _INT, _U64, _STR, _BOOL = GoInt(), GoInt('uint64'), GoStr(), GoBool()
@@ -79,7 +79,8 @@ def _inherit_direct(acct: Account, cfg: dict):
     if m and not m.get('external') and (origin := acct.streams.get(m.get('name'))) is not None:
         cfg['mirror_direct'] = bool(origin.cfg.get('allow_direct'))
 
-def _no_overlap(acct: Account, cfg: dict, but: Stream | None = None):
+def no_overlap(acct: Account, cfg: dict, but: Stream | None = None):
+    "Refuse a configuration whose subjects overlap another stream's (`but`: the stream being updated)."
     for other in acct.streams.values():
         if other is not but and subjects_overlap(cfg.get('subjects') or [], other.cfg.get('subjects') or []):
             raise JSStreamSubjectOverlapErr()
@@ -113,7 +114,7 @@ def stream_create(acct: Account, args, body, src) -> dict:
         return dict(s.info(cluster=False), did_create=True)      # the reference says so here too
     if cfg.get('template_owner') and not acct.owned_by_template(cfg['template_owner'], cfg['name']):
         raise JSStreamCreateErrF(err='stream not owned by template')    # only a template makes its streams (jsnb.js.templates)
-    _no_overlap(acct, cfg)
+    no_overlap(acct, cfg)
     _no_cycle(acct, cfg)
     s = acct.add_stream(cfg)
     if s.cfg.get('mirror') or s.cfg.get('sources'): mirrors.sync(s, copy=False); acct.host.later(0, lambda: mirrors.catch_up(s))
@@ -129,7 +130,7 @@ def stream_update(acct: Account, args, body, src) -> dict:
                                    clustered=acct.clustered)
     if cfg.get('template_owner'): raise JSStreamInvalidConfigF(err='stream configuration update can not be owned by a template')
     _inherit_direct(acct, cfg)
-    _no_overlap(acct, cfg, but=s)
+    no_overlap(acct, cfg, but=s)
     _no_cycle(acct, cfg)
     s.update(cfg)
     if cfg.get('mirror') or cfg.get('sources'): acct._copying = True
