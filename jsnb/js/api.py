@@ -14,6 +14,7 @@ from ..nats.protocol import text
 from ..nats.times import rfc3339
 from .errors import JSApiError, JSRequiredApiLevelErr, JSClusterRequiredErr
 from .direct_get import level_ok
+from . import direct_get
 from .host import advise, json_bytes, client_info
 from .account import Account
 from . import kernels
@@ -148,26 +149,23 @@ class JetStream:
     def on_api_run(self, ops: list, src):
         "A run of one client's requests `(subject, reply, hdr_len, data)`: Direct Gets to one subject are checked for a responder once, the rest go one by one."
         s = ops[0][0]
-        if s.startswith(b'$JS.API.DIRECT.GET.') and [op[0] for op in ops].count(s) == len(ops):
-            p, q = self.core.sublist.match(s)
-            if len(p) + len(q) <= 1:
+        if direct_get.is_request(s) and [op[0] for op in ops].count(s) == len(ops):
+            if direct_get.unserved(self.core.sublist, s):
                 for subject, reply, _, _ in ops:
                     if reply: self.account.host.no_responders(src, subject, reply)
             return
         core = self.core
         for subject, reply, hdr, data in ops:
             if getattr(src, 'closing', False): return    # closed on the way (a slow consumer): the rest is dropped, as the core drops it
-            if subject.startswith(b'$JS.API.DIRECT.GET.'):  # its responder may have come with a request before it in this run:
+            if direct_get.is_request(subject):             # its responder may have come with a request before it in this run:
                 core.in_msgs -= 1; core.in_bytes -= len(data)   # routed again, as if on its own (and counted once)
                 core.route(src, subject, reply, hdr, data)
             else: self.on_api(subject, reply, hdr, data, src)
 
     def on_api(self, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
         "One `$JS.API` request: route it, answer it (once), count and audit it."
-        if subject.startswith(b'$JS.API.DIRECT.GET.'):     # the streams answer these; a Direct Get nobody serves is a no-responders
-            if reply:
-                p, q = self.core.sublist.match(subject)
-                if len(p) + len(q) <= 1: self.account.host.no_responders(src, subject, reply)
+        if direct_get.is_request(subject):               # the streams answer these; a Direct Get nobody serves is a no-responders
+            if reply and direct_get.unserved(self.core.sublist, subject): self.account.host.no_responders(src, subject, reply)
             return
         subj = text(subject)
         found = route(subj)

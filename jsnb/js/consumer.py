@@ -12,7 +12,7 @@ from ..nats.protocol import get_header
 from ..nats.times import NS, rfc3339, parse_rfc3339
 from .host import advise
 from .frames import Frame, Built, RUN_MIN, encode_run, run_frames, ack_prefix, ack_reply
-from . import kernels
+from . import kernels, read_after_write
 from .stream_config import stored_cfg
 from . import priority
 from . import pull as pq                   # the queue of waiting pull requests, and how it is served
@@ -154,15 +154,10 @@ def matches(self: Consumer, subject: str) -> bool:
     "Whether the consumer's filters take `subject` (all subjects, without filters)."
     return not self.filters or any(subject_matches(subject, f) for f in self.filters)
 
-@patch
-def _waiting_for_stream(self: Consumer) -> bool:
-    "Read-after-write: a consumer with `min_last_seq` delivers nothing until the stream has reached it."
-    mls = self.cfg.get('min_last_seq') or 0
-    return mls > 0 and self.stream.store.state()['last_seq'] < mls
 
 @patch
 def next_new(self: Consumer):
-    if self._waiting_for_stream(): return None
+    if read_after_write.consumer_waits(self): return None
     store = self.stream.store
     lps = self._lps
     if lps is None: return self._next_ahead(store)      # all filters at once: one scan, whatever their number
@@ -190,7 +185,7 @@ def _next_ahead(self: Consumer, store):
 @patch
 def next_run(self: Consumer, n: int) -> list:
     "Up to `n` next new messages, none taken yet: a run of what `next_new` would return one at a time (no `last_per_subject` start)."
-    if n <= 0 or self._waiting_for_stream() or self._next_ahead(self.stream.store) is None: return []
+    if n <= 0 or read_after_write.consumer_waits(self) or self._next_ahead(self.stream.store) is None: return []
     return list(itertools.islice(self._ahead[0], n))
 
 @patch
@@ -241,7 +236,7 @@ def _paced(self: Consumer, m, size: int):
 @patch
 def num_pending(self: Consumer, start: int | None = None) -> int:
     "Messages from `sseq` (or `start`) on that match the filters (what `num_pending` reports)."
-    if self._waiting_for_stream(): return 0
+    if read_after_write.consumer_waits(self): return 0
     start = self.sseq if start is None else start
     store = self.stream.store
     n = store.num_pending(start, self._filter, False)

@@ -12,17 +12,18 @@ from ..nats.protocol import get_header, text, wire
 from ..nats.frames import msg_frame
 from .frames import direct_headers
 from .stream_config import JS_API_LEVEL as API_LEVEL
+from . import read_after_write
 
 # %% auto #0
-__all__ = ['EMPTY', 'MALFORMED', 'BAD', 'NOT_FOUND', 'NO_RESULTS', 'TOO_MANY', 'MIN_LAST_SEQ', 'REQUIRED_LEVEL', 'ERROR_DELAY',
-           'eob', 'level_ok', 'parse_request', 'check', 'answer', 'answer_built', 'sync', 'on_request', 'on_requests']
+__all__ = ['EMPTY', 'MALFORMED', 'BAD', 'NOT_FOUND', 'NO_RESULTS', 'TOO_MANY', 'REQUIRED_LEVEL', 'PREFIX', 'eob', 'level_ok',
+           'parse_request', 'check', 'one', 'answer', 'answer_built', 'sync', 'on_request', 'reply_to', 'on_requests',
+           'is_request', 'unserved']
 
 # %% ../../nbs/2_js/07_direct_get.ipynb #473303e7
 def _st(code: int, desc: str) -> tuple[bytes, bytes]: return (f'NATS/1.0 {code} {desc}\r\n\r\n'.encode(), b'')
 
 EMPTY, MALFORMED, BAD = _st(408, 'Empty Request'), _st(408, 'Malformed Request'), _st(408, 'Bad Request')
 NOT_FOUND, NO_RESULTS, TOO_MANY = _st(404, 'Message Not Found'), _st(404, 'No Results'), _st(413, 'Too Many Results')
-MIN_LAST_SEQ = _st(412, 'Min Last Sequence')        # read-after-write: the stream has not reached `min_last_seq`
 
 def eob(pending: int, last: int, up_to: int | None = None) -> tuple[bytes, bytes]:
     "The end-of-batch status."
@@ -79,6 +80,11 @@ def check(req: dict):
     return None
 
 # %% ../../nbs/2_js/07_direct_get.ipynb #90ebf06e
+def one(stream, seq: int, no_hdr: bool = False) -> tuple[bytes, bytes]:
+    "The reply to a request for the message at `seq` alone: its headers (none with `no_hdr`) and payload, or 404."
+    m = stream.store.load_msg(seq)
+    return NOT_FOUND if m is None else (b'' if no_hdr else direct_headers(wire(stream.name), m), m.data)
+
 def answer(stream, req: dict, max_pending: int = 64 * 1024 * 1024) -> list[tuple[bytes, bytes]]:
     "The replies to a Direct Get request on `stream`."
     if req.get('multi_last'): return _multi(stream, req, max_pending)
@@ -86,6 +92,7 @@ def answer(stream, req: dict, max_pending: int = 64 * 1024 * 1024) -> list[tuple
     seq = store.seq_from_time(req['start_time']) if req.get('start_time') is not None else req.get('seq', 0)
     nxt, last = req.get('next_by_subj', ''), req.get('last_by_subj', '')
     batch = req.get('batch') or 0
+    if not batch and seq > 0 and not nxt and not last: return [one(stream, seq, req.get('no_hdr'))]
     is_batch, n = batch != 0, batch if batch else 1       # a negative batch sends only the EOB, as the reference
     pending = store.num_pending(seq, nxt) if is_batch else 0
     mb = req.get('max_bytes') or max_pending
@@ -166,8 +173,6 @@ def answer_built(stream, req: dict, to: bytes, max_pending: int = 64 * 1024 * 10
 
 
 # %% ../../nbs/2_js/07_direct_get.ipynb #e2a74452
-ERROR_DELAY = 0.5       # seconds before a read-after-write refusal is sent, so clients do not spin
-
 def sync(s, on: bool = True):
     "Add or remove stream `s`'s Direct Get responders to match `allow_direct` (`on=False`: remove them)."
     want = on and bool(s.cfg.get('allow_direct'))
@@ -196,12 +201,13 @@ def on_request(s, appended: bool, subject: bytes, reply: bytes, hdr: int, data: 
     else:
         req, err = parse_request(body) if body else (None, EMPTY)
         if err is None: err = check(req)
-    mls = req.get('min_last_seq') or 0 if err is None else 0
-    if mls and mls > s.store.state()['last_seq']:                                    # read-after-write: not yet
-        if s.host.read_elsewhere(s, subject, reply, hdr, data, src): return         # a follower: its leader answers
-        return s.host.later(ERROR_DELAY, lambda: s.host.publish(to, b'', MIN_LAST_SEQ[0]))
-    if err is None and answer_built(s, req, reply): return
-    out = [err] if err is not None else answer(s, req)
+    if err is not None: return s.host.publish(to, err[1], err[0])
+    if not read_after_write.direct_get(s, req, subject, reply, hdr, data, src): reply_to(s, req, reply)
+
+def reply_to(s, req: dict, reply: bytes):
+    "Send the answer to a checked request: written by a kernel when it can (a plain batch), else the frames of `answer`."
+    if answer_built(s, req, reply): return
+    to, out = text(reply), answer(s, req)
     if len(out) == 1: s.host.publish(to, out[0][1], out[0][0])
     else: s.host.send([(to, to, '', h, d) for h, d in out])      # a batch: one subscription lookup for all of it
 
@@ -209,7 +215,7 @@ def on_requests(s, ops: list, src):
     """A run of one client's requests `(subject, reply, hdr_len, data)` to the stream's Direct Get subject, in order:
     the usual one (a single message by sequence, no headers) is answered in this loop and the answers of the run go
     out with one `send`; any other takes its place through `on_request`."""
-    out, name, store = [], wire(s.name), s.store
+    out = []
     for subject, reply, hdr, data in ops:
         if getattr(src, 'closing', False): break      # closed on the way: nothing more for it
         req = None
@@ -219,7 +225,16 @@ def on_requests(s, ops: list, src):
         if req is None:
             if out: s.host.send(out); out = []
             on_request(s, False, subject, reply, hdr, data, src); continue
-        m, to = store.load_msg(req['seq']), text(reply)
-        h, d = NOT_FOUND if m is None else (direct_headers(name, m), m.data)
-        out.append((to, to, '', h, d))
+        to = text(reply)
+        out.append((to, to, '') + one(s, req['seq']))
     if out: s.host.send(out)
+
+# %% ../../nbs/2_js/07_direct_get.ipynb #4d9f2a71
+PREFIX = b'$JS.API.DIRECT.GET.'
+
+def is_request(subject: bytes) -> bool: return subject.startswith(PREFIX)     # a Direct Get request's subject
+
+def unserved(sublist, subject: bytes) -> bool:
+    "Whether no stream answers a Direct Get request on `subject`: only the API's own catch-all subscription takes it."
+    p, q = sublist.match(subject)
+    return len(p) + len(q) <= 1

@@ -9,6 +9,7 @@ from ..nats.accounts import CoreView
 from ..nats.protocol import text
 from .errors import JSApiError, JSNotEnabledForAccountErr
 from .host import json_bytes
+from . import direct_get
 from .api import JetStream, route, map_domain, RT
 
 # %% auto #0
@@ -32,7 +33,7 @@ class NoJetStream:
         self._subs = []
 
     def on_api(self, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-        if subject.startswith(b'$JS.API.DIRECT.GET.'):          # not taken: no responders, as from the reference
+        if direct_get.is_request(subject):                      # not taken: no responders, as from the reference
             if reply and src is not None and getattr(src, 'no_responders', False): self.core.router.send_no_responders(src, subject, reply)
             return
         found = route(text(subject))

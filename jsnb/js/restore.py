@@ -8,7 +8,7 @@ import logging, os, shutil, time
 import orjson
 from fastcore.basics import patch
 from ..nats.protocol import get_header
-from ..nats.times import NS, rfc3339
+from ..nats.times import rfc3339
 from .errors import (JSApiError, JSBadRequestErr, JSMemoryResourcesExceededErr, JSStorageResourcesExceededErr,
                            JSStreamMismatchErr, JSStreamNameContainsPathSeparatorsErr, JSStreamNameExistRestoreFailedErr,
                            JSStreamRestoreErrF)
@@ -20,7 +20,7 @@ from .consumer import Consumer
 from .account import Account
 from .filestore import FileStore
 from .stream import limits_of
-from .ttl import parse_ttl
+from . import ttl
 from .archive import (ARCHIVE_MAGIC, ArchiveReader, S2Reader, SnapshotError, ready, WAIT_FOR_KERNELS, KERNEL_WAIT, CORRUPT, INVALID)
 from .snapshot import is_empty_request
 from . import mirrors, stream_api
@@ -261,16 +261,15 @@ def _message(self: Restore, subject: bytes, ts: int, seq: int, hdr: bytes, data:
         self._flush()
         for _ in range(seq - self.lseq - 1): store.skip_msg()
     self.lseq = seq
-    try: ttl = parse_ttl(get_header(hdr, b'Nats-TTL')) if hdr and get_header(hdr, b'Nats-TTL') is not None else 0
+    try: keep = ttl.restored(cfg, hdr, ts, time.time_ns())
     except ValueError: raise SnapshotError('failed to parse message TTL: invalid per-message TTL') from None
-    if ttl > 0 and time.time_ns() > ts + ttl * NS:                        # expired while it was away: keep only its sequence
+    if keep is None:                                                       # expired while it was away: keep only its sequence
         self._flush(); store.skip_msg(); return
     size = store.msg_size(subject.decode('utf-8', 'surrogateescape'), hdr, data)
     limit = self.acct.storage_limit(cfg['storage'])
     self.stored += size
     if limit >= 0 and self.used0 + max(self.state['bytes'], self.stored) > limit:
         raise (JSMemoryResourcesExceededErr if cfg['storage'] == 'memory' else JSStorageResourcesExceededErr)()
-    keep = ttl * NS if ttl > 0 and cfg.get('allow_msg_ttl') else (-1 if ttl < 0 and cfg.get('allow_msg_ttl') else 0)
     self._batch.append((subject.decode('utf-8', 'surrogateescape'), hdr, data, ts, keep, seq))
 
 @patch

@@ -6,14 +6,14 @@
 from __future__ import annotations
 import base64
 from ..nats.times import rfc3339
-from .errors import (JSBadRequestErr, JSNoMessageFoundErr, JSStreamMinLastSeqErr, JSStreamNameExistErr, JSStreamInvalidConfigF,
+from .errors import (JSBadRequestErr, JSNoMessageFoundErr, JSStreamNameExistErr, JSStreamInvalidConfigF,
                            JSStreamNotFoundErr, JSStreamSubjectOverlapErr, JSStreamPurgeFailedF, JSStreamCreateErrF)
 from .gojson import go_decode, GoStruct, GoInt, GoStr, GoBool, GoTime, GoSlice
 from .stream_config import (JS_API_LEVEL as API_LEVEL, stream_config_for_create, stream_config_for_update,
                                    subjects_overlap, stored_cfg)
 from .stream import Stream
 from .account import Account
-from .direct_get import ERROR_DELAY
+from . import read_after_write
 from . import mirrors
 from .operations import MAX_SEQ
 
@@ -208,8 +208,7 @@ def msg_get(acct: Account, args, body, src) -> dict:
     req = request(body, 'msg_get', empty_ok=False)
     seq, last, nxt = req['seq'], req['last_by_subj'], req['next_by_subj']
     if last and (seq or nxt) or req['batch'] or req['multi_last']: raise JSBadRequestErr()   # batches are Direct Get's
-    if req['min_last_seq'] > s.store.state()['last_seq']:        # read-after-write: not there yet
-        err = JSStreamMinLastSeqErr(); err.delay = ERROR_DELAY; raise err
+    read_after_write.msg_get(s, req['min_last_seq'])             # (a stream behind it: refused after a pause)
     if last: m = s.store.load_last_msg(last)
     elif nxt: m = s.store.load_next_msg(nxt, max(seq, 1))
     elif seq > 0: m = s.store.load_msg(seq)

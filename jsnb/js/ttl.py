@@ -11,7 +11,7 @@ from . import headers as H
 from .errors import JSApiError, JSMessageTTLDisabledErr, JSMessageTTLInvalidErr
 
 # %% auto #0
-__all__ = ['parse_ttl', 'check', 'stored_ttl', 'is_marker', 'marker_header', 'markers']
+__all__ = ['parse_ttl', 'check', 'stored_ttl', 'restored', 'is_marker', 'marker_header', 'markers']
 
 # %% ../../nbs/2_js/09_ttl.ipynb #a81be507
 _DIGITS = re.compile(r'[0-9]+')
@@ -52,6 +52,15 @@ def stored_ttl(cfg: dict, hdr: bytes) -> tuple[int, bytes]:
         ttl = sdm
         hdr = add_header(remove_header(hdr, b'Nats-TTL'), b'Nats-TTL', str(ttl).encode())
     return (min(ttl * NS, MAX_DURATION) if ttl > 0 else ttl), hdr
+
+# %% ../../nbs/2_js/09_ttl.ipynb #7a2d3e94
+def restored(cfg: dict, hdr: bytes, ts: int, now: int) -> int | None:
+    "The TTL (ns; -1 never, 0 none) a message stored at `ts` is restored with at `now`, or None when it expired; `ValueError` for an invalid one."
+    t = get_header(hdr, H.TTL) if hdr else None
+    ttl = parse_ttl(t) if t is not None else 0
+    if ttl > 0 and now > ts + ttl * NS: return None
+    if not cfg.get('allow_msg_ttl'): return 0
+    return ttl * NS if ttl > 0 else ttl
 
 # %% ../../nbs/2_js/09_ttl.ipynb #80ee7c4e
 def is_marker(hdr: bytes) -> bool:
