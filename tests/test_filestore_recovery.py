@@ -6,7 +6,7 @@ import asyncio, glob, os, random, signal, subprocess, sys, time, pathlib
 import pytest
 
 from jsnb.js.store import StoreLimits
-from jsnb.js import filestore as fsmod
+from jsnb.js import filestore as fsmod, records
 from jsnb.js.filestore import FileStore
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -22,7 +22,7 @@ def filled(d):
     st = FileStore(d, block_size=BLOCK)
     for i in range(1, N + 1): st.store_msg(f'a.{i % 5}', b'', body(i))
     ix = st._ix
-    where = {int(ix.seq[r]): (int(ix.blk[r]), int(ix.off[r]), fsmod._HDR + 3 + len(body(int(ix.seq[r]))))
+    where = {int(ix.seq[r]): (int(ix.blk[r]), int(ix.off[r]), records.HDR + 3 + len(body(int(ix.seq[r]))))
              for r in range(ix.n)}
     blocks = list(st._blocks)
     st.stop()

@@ -83,3 +83,57 @@ def test_kernel_cache_outside_the_package(tmp_path):
     assert numba_files() == before
     cached = [p.name for p in (tmp_path / 'numba').rglob('*.nbi')]
     assert any('kernels' in n for n in cached) and any(n.startswith('client.') for n in cached), cached
+
+
+# The frame kernels write what their Python twins write, byte for byte (jsnb.js.frames, jsnb.js.records).
+@st.composite
+def stored_msgs(draw, ascii_only=True):
+    "Stored messages in sequence order: subjects, header blocks (or none), payloads, times that repeat and cross the calendar."
+    from jsnb.js.store import StoreMsg
+    n = draw(st.integers(1, 40))
+    seq = draw(st.integers(1, 2**40)); out = []
+    times = st.sampled_from([0, 10, 1_709_164_800 * 10**9, 1_700_000_000_123_456_789, 4_102_444_799 * 10**9 + 1, 951_782_400 * 10**9 + 7])
+    for i in range(n):
+        subj = draw(st.from_regex(r'[a-z]{1,6}(\.[a-z0-9]{1,4}){0,3}', fullmatch=True) if ascii_only else st.sampled_from(['o.a', 'o.ü']))
+        hdr = draw(st.sampled_from([b'', b'NATS/1.0\r\n\r\n', b'NATS/1.0\r\nNats-Msg-Id: x%d\r\n\r\n' % i]))
+        out.append(StoreMsg(subj, seq, draw(times), hdr, draw(st.binary(max_size=60))))
+        seq += draw(st.integers(1, 3))
+    return out
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stored_msgs(), st.integers(1, 10**9), st.integers(0, 50))
+def test_run_frames_kernel_is_its_twin(msgs, dseq, pending):
+    from jsnb.js.frames import RUN_MIN, ack_prefix, encode_run, run_frames, encode_frames
+    kernels.warm()
+    pfx = ack_prefix('S', 'C', 1)
+    run = encode_run(msgs, b'42', pfx, dseq, pending)
+    if len(msgs) < RUN_MIN: assert run is None; return
+    out, ends, sizes, _ = run
+    twin = run_frames('_I', msgs, pfx, dseq, pending)
+    assert out[:ends[-1]].tobytes() == encode_frames(twin, b'42')
+    assert sizes.tolist() == [len(s) + len(r) + len(h) + len(d) for _, s, r, h, d in twin]
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stored_msgs(ascii_only=False), st.integers(0, 100))
+def test_direct_batch_kernel_is_its_twin(msgs, pending):
+    from jsnb.js.frames import direct_batch, direct_headers
+    from jsnb.nats.protocol import encode_hmsg, wire
+    kernels.warm()
+    buf, cols = b'', []
+    for m in msgs:
+        s = wire(m.subject); at = len(buf) + 3
+        buf += b'abc' + s + m.hdr + m.data
+        cols.append((at, len(s), at + len(s), len(m.hdr), at + len(s) + len(m.hdr), len(m.data), m.seq, m.ts))
+    twin = b''.join(encode_hmsg(b'_I', b'7', b'', len(h), h + m.data)
+                    for i, m in enumerate(msgs) for h in [direct_headers(b'S', m, max(pending - i - 1, 0), msgs[i - 1].seq if i else 0)])
+    assert direct_batch(buf, np.array(cols, np.int64), b'_I', b'7', b'S', pending) == twin
+
+@settings(max_examples=100, deadline=None)
+@given(stored_msgs())
+def test_write_records_kernel_is_its_twin(msgs):
+    from jsnb.js.records import MSG, record, write_records
+    from jsnb.js.index import lengths
+    kernels.warm()
+    subs, hdrs, datas = [m.subject.encode() for m in msgs], [m.hdr for m in msgs], [m.data for m in msgs]
+    out = write_records(b''.join(s + h + d for s, h, d in zip(subs, hdrs, datas)), lengths(subs), lengths(hdrs), lengths(datas), 7, msgs[0].ts)
+    assert out.tobytes() == b''.join(record(MSG, 7 + i, msgs[0].ts, 0, s, h, d) for i, (s, h, d) in enumerate(zip(subs, hdrs, datas)))

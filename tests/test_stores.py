@@ -4,7 +4,7 @@ import asyncio, json, os, random, signal, subprocess, sys, time, pathlib
 import pytest
 
 from jsnb.js.store import MemStore, StoreLimits, StoreError, StoreMsg, mem_msg_size, file_msg_size
-from jsnb.js import filestore as fsmod
+from jsnb.js import filestore as fsmod, records
 from jsnb.js.filestore import FileStore
 from jsnb.nats.subjects import subject_matches
 
@@ -389,9 +389,9 @@ def test_randomised_against_model(mk):
 
 def test_randomised_with_sparse_index(mk, monkeypatch):
     "Dead rows dropped as soon as there are 8, skips between messages: every query on a sparse index, against a model."
-    from jsnb.js.index import _Index
-    real = _Index.trim
-    monkeypatch.setattr(_Index, 'trim', lambda self, min_rows=8: real(self, min_rows))
+    from jsnb.js.index import Index
+    real = Index.trim
+    monkeypatch.setattr(Index, 'trim', lambda self, min_rows=8: real(self, min_rows))
     rnd = random.Random(5)
     st, model, ts = mk(StoreLimits(max_msgs_per_subject=3)), {}, 0
     subjects = ['k.stable', 'k.a', 'k.b', 'o.c']
@@ -513,7 +513,7 @@ def test_torn_tail_is_cut(tmp_path, damage, caplog):
     for i in range(10): st.store_msg('a', H, b'payload-%d' % i)
     st.stop()
     p = _last_block(st); data = p.read_bytes()
-    rec = fsmod._HDR + 1 + len(H) + len(b'payload-9')
+    rec = records.HDR + 1 + len(H) + len(b'payload-9')
     if damage == 'truncate': p.write_bytes(data[:-5])
     elif damage == 'garbage': p.write_bytes(data + b'\x99\x00\x00')
     elif damage == 'flip': p.write_bytes(data[:-2] + bytes([data[-2] ^ 1]) + data[-1:])
@@ -540,7 +540,7 @@ def test_damaged_record_in_the_middle_is_skipped(tmp_path):
     for i in range(5): st.store_msg('a', b'', b'payload-%d' % i)
     off = int(st._ix.off[st._ix.row(3)]); st.stop()
     p = _last_block(st); data = bytearray(p.read_bytes())
-    data[off + fsmod._HDR + 3] ^= 0xff
+    data[off + records.HDR + 3] ^= 0xff
     p.write_bytes(bytes(data))
     st = FileStore(d)
     assert st.lost == 1 and st.load_msg(3) is None

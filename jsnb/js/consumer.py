@@ -17,6 +17,7 @@ from .stream_config import stored_cfg
 from . import priority
 from . import pull as pq                   # the queue of waiting pull requests, and how it is served
 from .pull import PullRequest, status
+from . import headers as H
 
 log = logging.getLogger('jsnb')
 
@@ -96,7 +97,7 @@ def emit(self: Consumer, to: str, hdr: bytes, reply: str = ''):
 @patch
 def end(self: Consumer, wr: PullRequest, code: int, desc: str):
     "Answer a waiting request with a status that says what it still wanted (`Nats-Pending-Messages`, `Nats-Pending-Bytes`)."
-    self.emit(wr.reply, status(code, desc, Nats_Pending_Messages=wr.n, Nats_Pending_Bytes=wr.b))
+    self.emit(wr.reply, status(code, desc, {H.PENDING_MESSAGES: wr.n, H.PENDING_BYTES: wr.b}))
 
 _EVENTS = {'TERMINATED': ('io.nats.jetstream.advisory.v1.terminated', 'ADVISORY.CONSUMER.MSG_TERMINATED'),
            'NAKED': ('io.nats.jetstream.advisory.v1.nak', 'ADVISORY.CONSUMER.MSG_NAKED'),
@@ -256,7 +257,7 @@ def prepare(self: Consumer, m, redelivery: bool) -> tuple:
     hdr, data = m.hdr, m.data
     if self.cfg.get('headers_only'):
         base = hdr[:-2] if hdr else b'NATS/1.0\r\n'
-        hdr, data = base + b'Nats-Msg-Size: %d\r\n\r\n' % len(m.data), b''
+        hdr, data = base + b'%s: %d\r\n\r\n' % (H.MSG_SIZE, len(m.data)), b''
     return reply, hdr, data, len(m.subject) + len(reply) + len(hdr) + len(data), pending, dc   # the reference's count
 
 @patch
@@ -425,8 +426,8 @@ def _heartbeat(self: Consumer, now: int):
     "A push consumer's idle heartbeat, when nothing was delivered for `idle_heartbeat`."
     ihb = self.cfg.get('idle_heartbeat') or 0
     if not self.is_pull and ihb and now - max(self.last_delivered, self.next_hb - ihb, self.created) >= ihb:
-        hb = status(100, 'Idle Heartbeat', Nats_Last_Consumer=self.dseq - 1, Nats_Last_Stream=self.sseq - 1)
-        if self.fc_pending: hb = hb[:-2] + b'Nats-Consumer-Stalled: %s\r\n\r\n' % self.fc_pending.encode()
+        hb = status(100, 'Idle Heartbeat', {H.LAST_CONSUMER: self.dseq - 1, H.LAST_STREAM: self.sseq - 1})
+        if self.fc_pending: hb = hb[:-2] + b'%s: %s\r\n\r\n' % (H.CONSUMER_STALLED, self.fc_pending.encode())
         self.emit(self.cfg['deliver_subject'], hb)
         self.next_hb = now + ihb
         if self._acks_by_fc and self.pending and not self.fc_pending: self._flow_control()   # idle: ask for the acks
@@ -478,7 +479,7 @@ def flow_control_reply(self: Consumer, subject: str, hdr: bytes = b''):
         def last(k):
             v = (get_header(hdr, k) or b'').strip()
             return int(v) if v.lstrip(b'-').isdigit() else 0
-        sseq, dseq = last(b'Nats-Last-Stream'), last(b'Nats-Last-Consumer')
+        sseq, dseq = last(H.LAST_STREAM), last(H.LAST_CONSUMER)
         if sseq > 0: self._ack(sseq, max(dseq, 0))
     self._deliver()
 

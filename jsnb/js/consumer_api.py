@@ -22,6 +22,7 @@ from .consumer_config import consumer_config_for_create, new_consumer_name, GROU
 from .stream_config import stored_cfg
 from .account import Account
 from .stream_api import request, stream_of, require_empty
+from . import headers as H
 
 # %% auto #0
 __all__ = ['on_next', 'on_ack', 'on_acks', 'on_flow_control', 'identity_header', 'consumer_create', 'consumer_durable_create',
@@ -109,7 +110,7 @@ def identity_header(acct: Account, resp: dict) -> bytes:
     cfg = resp.get('config') if 'error' not in resp else None
     if not isinstance(cfg, dict) or not (cfg.get('direct') or cfg.get('sourcing')): return b''
     s = acct.streams.get(resp.get('stream_name') or '')
-    return b'NATS/1.0\r\nNats-Stream-Identity: %s\r\n\r\n' % identity(s).encode() if s is not None else b''
+    return b'NATS/1.0\r\n%s: %s\r\n\r\n' % (H.STREAM_IDENTITY, identity(s).encode()) if s is not None else b''
 
 def consumer_create(acct: Account, args, body, src) -> dict:
     "`CONSUMER.CREATE.<stream>[.<consumer>[.<filter>]]`"
@@ -221,7 +222,7 @@ def on_reset(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes,
         return acct.host.publish(text(reply), json_bytes(dict(type=_RESET_TYPE, error=e.to_dict(), reset_seq=0)))
     c.reset(seq)
     acct.persist(c, force=True)
-    ident = get_header(head, b'Nats-Stream-Identity') is not None        # asked for: the reply says which stream this is
-    rhdr = b'NATS/1.0\r\nNats-Stream-Identity: %s\r\n\r\n' % identity(c.stream).encode() if ident else b''
+    ident = get_header(head, H.STREAM_IDENTITY) is not None        # asked for: the reply says which stream this is
+    rhdr = b'NATS/1.0\r\n%s: %s\r\n\r\n' % (H.STREAM_IDENTITY, identity(c.stream).encode()) if ident else b''
     acct.host.publish(text(reply), json_bytes(dict(type=_RESET_TYPE) | consumer_info_of(acct, c) | dict(reset_seq=seq)), hdr=rhdr)
     acct.host.send(c.deliver())                       # after the reply, which shows the consumer just reset, as the reference's does

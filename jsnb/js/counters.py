@@ -10,6 +10,7 @@ from ..nats.protocol import get_header, add_header, text
 from .errors import (JSApiError, JSMessageCounterBrokenErr, JSMessageIncrDisabledErr, JSMessageIncrInvalidErr,
                      JSMessageIncrMissingErr, JSMessageIncrPayloadErr, JSStreamMessageExceedsMaximumErr)
 from .gojson import go_json_values, GoMap, GoStr, GoStruct
+from . import headers as H
 
 # %% auto #0
 __all__ = ['INCR', 'SOURCES', 'big_str', 'parse_incr', 'go_big', 'counter_value', 'counter_sources', 'sources_json', 'set_header',
@@ -33,7 +34,7 @@ def big_str(n: int) -> str:
     return big_str(hi) + big_str(lo).zfill(k)
 
 # %% ../../nbs/2_js/09b_counters.ipynb #5035bb63
-INCR, SOURCES = b'Nats-Incr', b'Nats-Counter-Sources'
+INCR, SOURCES = H.INCR, H.COUNTER_SOURCES
 _INCR = re.compile(rb'[+-]?[0-9]+')
 
 def parse_incr(raw: bytes | None) -> int | None:
@@ -106,8 +107,8 @@ def set_header(hdr: bytes, key: bytes, value: bytes) -> bytes:
     return hdr if end < 0 else hdr[:start] + value + hdr[end:]
 
 # %% ../../nbs/2_js/09b_counters.ipynb #ff8bc4b6
-_REFUSED = (b'Nats-Rollup', b'Nats-Expected-Stream', b'Nats-Expected-Last-Msg-Id', b'Nats-Expected-Last-Sequence',
-            b'Nats-Expected-Last-Subject-Sequence', b'Nats-Expected-Last-Subject-Sequence-Subject')
+_REFUSED = (H.ROLLUP, H.EXPECTED_STREAM, H.EXPECTED_LAST_MSG_ID, H.EXPECTED_LAST_SEQ,
+            H.EXPECTED_LAST_SUBJ_SEQ, H.EXPECTED_LAST_SUBJ_SEQ_SUBJ)
 
 def check(cfg: dict, hdr: bytes, data: bytes, sourced: bool = False) -> JSApiError | None:
     "The error the reference gives a message for its `Nats-Incr` header on a stream configured as `cfg`, or None."
@@ -132,7 +133,7 @@ def apply(last: tuple[bytes, bytes] | None, subject: str, hdr: bytes, data: byte
             raw = get_header(last[0], SOURCES)
             if raw: sources = counter_sources(raw)
         except ValueError: raise JSMessageCounterBrokenErr() from None
-    origin = get_header(hdr, b'Nats-Stream-Source')
+    origin = get_header(hdr, H.STREAM_SOURCE)
     if origin:                                                     # a copy: count what changed at its origin
         f = origin.split(b' ')
         stream, osubj = text(f[0]), text(f[4]) if len(f) >= 5 else subject

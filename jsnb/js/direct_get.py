@@ -13,6 +13,7 @@ from ..nats.frames import msg_frame
 from .frames import direct_headers
 from .stream_config import JS_API_LEVEL as API_LEVEL
 from . import read_after_write
+from . import headers as H
 
 # %% auto #0
 __all__ = ['EMPTY', 'MALFORMED', 'BAD', 'NOT_FOUND', 'NO_RESULTS', 'TOO_MANY', 'REQUIRED_LEVEL', 'PREFIX', 'eob', 'level_ok',
@@ -27,16 +28,16 @@ NOT_FOUND, NO_RESULTS, TOO_MANY = _st(404, 'Message Not Found'), _st(404, 'No Re
 
 def eob(pending: int, last: int, up_to: int | None = None) -> tuple[bytes, bytes]:
     "The end-of-batch status."
-    h = f'NATS/1.0 204 EOB\r\nNats-Num-Pending: {pending}\r\nNats-Last-Sequence: {last}\r\n'
-    if up_to is not None: h += f'Nats-UpTo-Sequence: {up_to}\r\n'
-    return (h + '\r\n').encode(), b''
+    h = b'NATS/1.0 204 EOB\r\n%s: %d\r\n%s: %d\r\n' % (H.NUM_PENDING, pending, H.LAST_SEQUENCE, last)
+    if up_to is not None: h += b'%s: %d\r\n' % (H.UP_TO_SEQUENCE, up_to)
+    return h + b'\r\n', b''
 
 # %% ../../nbs/2_js/07_direct_get.ipynb #59ab8657
 REQUIRED_LEVEL = _st(412, 'Required Api Level')
 
 def level_ok(hdr: bytes) -> bool:
     "Whether this server meets a request's `Nats-Required-Api-Level` header (if any)."
-    v = get_header(hdr, b'Nats-Required-Api-Level') if hdr else None
+    v = get_header(hdr, H.REQUIRED_API_LEVEL) if hdr else None
     if not v: return True
     try: return int(v) <= API_LEVEL              # what Go's `strconv.Atoi` reads: digits with an optional sign
     except ValueError: return False

@@ -10,6 +10,7 @@ import orjson
 from ..nats.protocol import get_header, text, wire
 from ..nats.times import NS
 from .host import StreamHost, json_bytes
+from . import headers as H
 
 # %% auto #0
 __all__ = ['HEARTBEAT', 'HEALTH', 'RETRY_GAP', 'CREATE_WAIT', 'BACKOFF', 'BACKOFF_MAX', 'AckInfo', 'ack_info', 'Feed', 'run',
@@ -36,7 +37,7 @@ HEALTH = 10 * NS                   # silence after which the consumer is made ag
 RETRY_GAP = 2 * NS                 # at least this long between two creates
 CREATE_WAIT = 30.0                 # seconds to wait for the answer to a create
 BACKOFF, BACKOFF_MAX = 5 * NS, 120 * NS
-_LEVEL4 = b'NATS/1.0\r\nNats-Required-Api-Level: 4\r\n\r\n'
+_LEVEL4 = b'NATS/1.0\r\n' + H.REQUIRED_API_LEVEL + b': 4\r\n\r\n'
 
 def _token(n: int = 8) -> str: return ''.join(random.choices('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789', k=n))
 
@@ -168,7 +169,7 @@ def on_reply(self: Feed, gen: int, subject: bytes, reply: bytes, hdr: int, data:
             self.sourcing, self.lreq = False, 0; self._cancel(); return self.create()
         return self._failed(e)
     self.cname, self.err, self.fails, self.active = r.get('name') or '', None, 0, time.time_ns()
-    ident = get_header(data[:hdr], b'Nats-Stream-Identity') if hdr else None
+    ident = get_header(data[:hdr], H.STREAM_IDENTITY) if hdr else None
     if ident: self.identity = text(ident)
     early, self.early = self.early, []
     for m in early: self.on_msg(gen, *m)                         # what the upstream delivered before its answer
@@ -182,9 +183,9 @@ def on_msg(self: Feed, gen: int, subject: bytes, reply: bytes, hdr: int, data: b
         self.active = time.time_ns()
         if reply: return self.host.publish(text(reply))          # flow control: delivery goes on
         head = data[:hdr]
-        last = get_header(head, b'Nats-Last-Consumer')
+        last = get_header(head, H.LAST_CONSUMER)
         if last and last.isdigit() and int(last) > 0 and int(last) != self.dseq: return self.create()
-        if (stalled := get_header(head, b'Nats-Consumer-Stalled')): self.host.publish(text(stalled))
+        if (stalled := get_header(head, H.CONSUMER_STALLED)): self.host.publish(text(stalled))
         return
     a = ack_info(reply)
     if a is None or a.delivered > 1: return

@@ -12,84 +12,13 @@ import numpy as np
 from fastcore.basics import patch
 from .store import MsgStore, StoreLimits, StoreError, file_msg_size
 from .index import lengths
+from . import kernels
+from .records import (REC, HDR, MSG, DEL, SKIP, PURGE, ERASED, LAST, SEQD, record, mark, read_recs, read_rec, scan_block, walk,
+                             raw_records, write_records)
 from ..nats.protocol import text, wire
 
 # %% auto #0
 __all__ = ['log', 'CACHE_TOTAL', 'FileStore']
-
-# %% ../../nbs/2_js/05_filestore.ipynb #e099f7aa
-_REC = struct.Struct('<IIBQqqHI')
-_HDR = _REC.size
-_MSG, _DEL, _SKIP, _PURGE, _ERASED, _LAST = range(6)
-_SEQD = (_MSG, _SKIP, _ERASED, _LAST)          # the kinds that use up their sequence
-
-_TAIL = struct.Struct('<BQqqHI')                # a record header after `rlen` and `crc`
-
-def _record(kind: int, seq: int, ts: int, ttl: int = 0, subj: bytes = b'', hdr: bytes = b'', data: bytes = b'') -> bytes:
-    "One framed record: its length, the CRC-32 of everything but the CRC itself, the fields, subject, headers, payload."
-    body = b''.join((_TAIL.pack(kind, seq, ts, ttl, len(subj), len(hdr)), subj, hdr, data))
-    rlen = (len(body) + 8).to_bytes(4, 'little')
-    return b''.join((rlen, zlib.crc32(body, zlib.crc32(rlen)).to_bytes(4, 'little'), body))
-_LEN39 = _HDR.to_bytes(4, 'little'); _CRC39 = zlib.crc32(_LEN39)
-
-def _mark(kind: int, seq: int, ts: int) -> bytes:
-    "A record with no subject, headers or payload (`DEL`, `PURGE`, `SKIP`, `LAST`): `_record`, faster."
-    body = _TAIL.pack(kind, seq, ts, 0, 0, 0)
-    return _LEN39 + zlib.crc32(body, _CRC39).to_bytes(4, 'little') + body
-
-# %% ../../nbs/2_js/05_filestore.ipynb #d9e8fe62
-def _read_recs(buf, positions) -> list:
-    "`(fields, end)` of the record at each of `positions`: fields None if damaged, end -1 if not framed."
-    out, mv, n, unpack, crc, lens = [], memoryview(buf), len(buf), _REC.unpack_from, zlib.crc32, _LEN_CRC
-    for pos in positions:
-        if n - pos < _HDR: out.append((None, -1)); continue
-        f = unpack(buf, pos)
-        end = pos + f[0]
-        if f[0] < _HDR + f[6] + f[7] or end > n or f[2] > _LAST: out.append((None, -1)); continue
-        c = lens.get(f[0])                                 # the CRC of the record's 4 length bytes, kept per length
-        if c is None:
-            if len(lens) > 4096: lens.clear()              # (sizes vary without end: the cache stays small)
-            c = lens[f[0]] = crc(buf[pos:pos + 4])
-        out.append((f if crc(mv[pos + 8:end], c) == f[1] else None, end))
-    return out
-
-def _read_rec(buf, pos: int):
-    "`(fields, end)` of the record at `pos`: fields None if damaged, end -1 if not framed."
-    return _read_recs(buf, (pos,))[0]
-
-_LEN_CRC: dict = {}             # record length -> the CRC-32 of its 4 bytes, where each record's CRC starts
-
-# %% ../../nbs/2_js/05_filestore.ipynb #3e1f0a02
-def _u(a: np.ndarray, i: np.ndarray, n: int) -> np.ndarray:
-    "The little-endian unsigned integers of `n` bytes at offsets `i` of byte array `a`."
-    v = np.zeros(len(i), np.int64)
-    for k in range(n): v |= a[i + k].astype(np.int64) << (8 * k)
-    return v
-
-def _resync(buf, pos: int) -> int:
-    "Offset of the first intact record after `pos`, or -1."
-    a, n = np.frombuffer(buf, np.uint8), len(buf)
-    start, step = pos + 1, 4096
-    while start <= n - _HDR:
-        i = np.arange(start, min(n - _HDR + 1, start + step))
-        rlen = _u(a, i, 4)
-        ok = (a[i + 8] <= _LAST) & (rlen >= _HDR + _u(a, i + 33, 2) + _u(a, i + 35, 4)) & (rlen <= n - i)
-        for c in i[ok].tolist():
-            if _read_rec(buf, c)[0] is not None: return c
-        start, step = int(i[-1]) + 1, min(step * 4, 1 << 20)
-    return -1
-
-# %% ../../nbs/2_js/05_filestore.ipynb #fdc5f3e1
-def _scan_block(buf):
-    "`([(offset, fields)], good_length, [(start, end) of damaged stretches])` for a block's bytes."
-    recs, spans, pos, n = [], [], 0, len(buf)
-    while pos < n:
-        f, end = _read_rec(buf, pos)
-        if f is not None: recs.append((pos, f)); pos = end; continue
-        nxt = end if 0 < end < n and _read_rec(buf, end)[0] is not None else _resync(buf, pos)
-        if nxt < 0: break
-        spans.append((pos, nxt)); pos = nxt
-    return recs, pos, spans
 
 # %% ../../nbs/2_js/05_filestore.ipynb #2c0fa09a
 log = logging.getLogger('jsnb')
@@ -199,9 +128,9 @@ def _rebuild(self: FileStore, state: dict | None) -> list[int]:
         if b not in self._blocks and size > 0: self._warn('missing', b, lo, hi, size, f'block {b} is missing')
     for b in self._blocks:
         path = self._path(b); buf = path.read_bytes()
-        recs, good, spans = _scan_block(buf)
+        recs, good, spans = scan_block(buf)
         size0, lo0, hi0 = known.get(b, (0, None, None))
-        at = [(p, f[3]) for p, f in recs if f[2] in _SEQD]          # where each used sequence is
+        at = [(p, f[3]) for p, f in recs if f[2] in SEQD]          # where each used sequence is
         top = at[-1][1] if at else ix.last
         if good < max(len(buf), size0):
             was = max(len(buf), size0)
@@ -215,10 +144,10 @@ def _rebuild(self: FileStore, state: dict | None) -> list[int]:
                        f'block {b} has {e - s} damaged bytes at offset {s}, skipped')
         self.lost += len(spans)
         if spans: repair.append(b)
-        seqs = [f[3] for _, f in recs if f[2] in (_MSG, _SKIP, _ERASED)]
+        seqs = [f[3] for _, f in recs if f[2] in (MSG, SKIP, ERASED)]
         lo = min(q for q in (lo0, seqs[0] if seqs else None, ix.last + 1) if q is not None)
         self._bm[b] = _Blk(good, lo, max(hi0 or 0, seqs[-1] if seqs else 0, lo - 1), 0,
-                           sum(f[0] for _, f in recs if f[2] in (_DEL, _PURGE)))
+                           sum(f[0] for _, f in recs if f[2] in (DEL, PURGE)))
         self._replay(b, buf, recs)
     self._count_dead()
     if state and state['last'] > ix.last:
@@ -234,17 +163,17 @@ def _replay(self: FileStore, b: int, buf, recs):
     "Apply one block's intact records to the index."
     ix = self._ix
     for pos, (rlen, _, kind, seq, ts, ttl, slen, hlen) in recs:
-        if kind == _DEL: ix.remove(ix.row(seq)); continue
-        if kind == _PURGE:
+        if kind == DEL: ix.remove(ix.row(seq)); continue
+        if kind == PURGE:
             if seq > 0: ix.compact(seq)
             if not ix.last_ts: ix.last_ts = ts
             continue
-        if kind == _LAST: ix.jump(seq + 1); ix.last_ts = max(ix.last_ts, ts); continue
+        if kind == LAST: ix.jump(seq + 1); ix.last_ts = max(ix.last_ts, ts); continue
         if seq <= ix.last: continue
         ix.jump(seq)
-        if kind != _MSG: ix.skip(ts); continue
-        subj = text(buf[pos + _HDR:pos + _HDR + slen])
-        dlen = rlen - _HDR - slen - hlen
+        if kind != MSG: ix.skip(ts); continue
+        subj = text(buf[pos + HDR:pos + HDR + slen])
+        dlen = rlen - HDR - slen - hlen
         r = ix.append(ix.intern(subj), ts, 30 + slen + dlen + (4 + hlen if hlen else 0), ttl)
         ix.blk[r], ix.off[r] = b, pos
         if hlen: self._with_hdr.append(seq)
@@ -299,8 +228,8 @@ def _new_block(self: FileStore, b: int):
     self._fd(b); self._blocks.append(b); m = self._bm[b] = _Blk(0, ix.last + 1, ix.last)
     _fsync_dir(self._bdir)
     if ix.first > 0:
-        head = [_mark(_PURGE, ix.first, ix.last_ts)] + ([_mark(_LAST, ix.last, ix.last_ts)] if ix.last else [])
-        m.marks, m.dead = _HDR, _HDR * (len(head) - 1)
+        head = [mark(PURGE, ix.first, ix.last_ts)] + ([mark(LAST, ix.last, ix.last_ts)] if ix.last else [])
+        m.marks, m.dead = HDR, HDR * (len(head) - 1)
         self._write(b''.join(head)); self._marked = ix.first
 
 # %% ../../nbs/2_js/05_filestore.ipynb #10d17d20
@@ -345,14 +274,14 @@ def _check(self: FileStore):
 @patch
 def _put(self: FileStore, r, subject, hdr, data):
     ix = self._ix
-    rec = _record(_MSG, ix.last, int(ix.ts[r]), int(ix.ttl[r]), wire(subject), hdr, data)
+    rec = record(MSG, ix.last, int(ix.ts[r]), int(ix.ttl[r]), wire(subject), hdr, data)
     ix.blk[r], ix.off[r] = self._cur, self._size + self._pending
     self._pending += len(rec); self._wbuf.append(rec)
     self._cached(ix.last, ((hdr or b'', data),), len(rec) + _SLOT)
 
 @patch
 def _skipped(self: FileStore, seq, ts):
-    rec = _mark(_SKIP, seq, ts)
+    rec = mark(SKIP, seq, ts)
     self._pending += len(rec); self._wbuf.append(rec); self._bm[self._cur].dead += len(rec)
     self._cached(seq, (None,), _SLOT)
 
@@ -401,12 +330,12 @@ def _dropped(self: FileStore, rows, erase):
 def _commit(self: FileStore):
     ix, recs, marks = self._ix, self._wbuf, 0
     if ix.first > self._marked:
-        recs.append(_mark(_PURGE, ix.first, ix.last_ts)); self._marked = ix.first; marks += _HDR
+        recs.append(mark(PURGE, ix.first, ix.last_ts)); self._marked = ix.first; marks += HDR
     if self._dels:
         first, now = ix.first, time.time_ns()
         n = len(recs)
-        recs.extend(_mark(_DEL, s, now) for s in self._dels if s >= first)
-        marks += _HDR * (len(recs) - n); self._dels = []
+        recs.extend(mark(DEL, s, now) for s in self._dels if s >= first)
+        marks += HDR * (len(recs) - n); self._dels = []
     if recs:
         self._wbuf, self._pending = [], 0
         self._write(b''.join(recs))
@@ -439,25 +368,14 @@ def _erase_records(self: FileStore):
     for b, off in self._erase:
         if b not in self._bm: continue
         fd = self._fd(b)
-        rlen, _, kind, seq, ts, *_ = _REC.unpack(os.pread(fd, _HDR, off))
-        if kind != _MSG: continue
-        os.pwrite(fd, _record(_ERASED, seq, ts, 0, b'', b'', bytes(rlen - _HDR)), off)
+        rlen, _, kind, seq, ts, *_ = REC.unpack(os.pread(fd, HDR, off))
+        if kind != MSG: continue
+        os.pwrite(fd, record(ERASED, seq, ts, 0, b'', b'', bytes(rlen - HDR)), off)
         if self.sync_always: os.fdatasync(fd)
         else: self._dirty.add(b)
     self._erase = []
 
 # %% ../../nbs/2_js/05_filestore.ipynb #6a1c0b02
-_HEAD = struct.Struct('<IIBQ')
-
-def _walk(buf):
-    "`([(offset, rlen, kind, seq)], end)`: the records of a block by their length fields alone, up to the first that does not fit."
-    pos, n, out, unpack = 0, len(buf), [], _HEAD.unpack_from
-    while pos + _HDR <= n:
-        rlen, _, kind, seq = unpack(buf, pos)
-        if rlen < _HDR or pos + rlen > n or kind > _LAST: break
-        out.append((pos, rlen, kind, seq)); pos += rlen
-    return out, pos
-
 @patch
 def _compact_blocks(self: FileStore):
     "Rewrite the sealed blocks that are at least half dead, oldest first; then those left with nothing live."
@@ -476,9 +394,9 @@ def _rewrite(self: FileStore, b: int, keep_all: bool = False):
     "Rewrite block `b` with the records that still matter (`keep_all`: every intact one), or remove it."
     ix, path, bm, n = self._ix, self._path(b), self._bm, self._ix.n
     buf = path.read_bytes()
-    if keep_all: recs = [(p, f[0], f[2], f[3]) for p, f in _scan_block(buf)[0]]
+    if keep_all: recs = [(p, f[0], f[2], f[3]) for p, f in scan_block(buf)[0]]
     else:
-        recs, end = _walk(buf)
+        recs, end = walk(buf)
         if end != len(buf): return                   # not what this store wrote: leave it for the next open to judge
     mine = np.flatnonzero((ix.blk[:n] == b) & ~ix.dead[:n])
     live = dict(zip(ix.off[mine].tolist(), mine.tolist()))
@@ -486,15 +404,15 @@ def _rewrite(self: FileStore, b: int, keep_all: bool = False):
     los, floor = [bm[a].lo for a in others], min((bm[a].lo for a in others), default=1 << 62)
     out, moved, new, marks, dead = [], [], 0, 0, 0
     for pos, rlen, kind, seq in recs:
-        if kind == _MSG:
+        if kind == MSG:
             r = live.get(pos)
             if r is not None: moved.append((r, new))
             elif keep_all: dead += rlen
             else: continue
-        elif kind == _DEL or kind == _PURGE:
+        elif kind == DEL or kind == PURGE:
             if not keep_all:
-                if kind == _PURGE and seq <= floor: continue
-                if kind == _DEL and ((i := bisect.bisect_right(los, seq) - 1) < 0 or seq > bm[others[i]].hi): continue
+                if kind == PURGE and seq <= floor: continue
+                if kind == DEL and ((i := bisect.bisect_right(los, seq) - 1) < 0 or seq > bm[others[i]].hi): continue
             marks += rlen
         elif keep_all: dead += rlen
         else: continue
@@ -542,10 +460,10 @@ def _get_many(self: FileStore, rows) -> list:
         return [self._read(q, b, off, size + 9) for q, b, off, size in zip(seqs, blks, offs, sizes)]
     buf = os.pread(self._fd(blks[0]), end - start, start)   # rows of one block, close together: one read for all
     out = []
-    for (f, _), q, off in zip(_read_recs(buf, [o - start for o in offs]), seqs, offs):   # checked together
+    for (f, _), q, off in zip(read_recs(buf, [o - start for o in offs]), seqs, offs):   # checked together
         pos = off - start
-        if f is None or f[3] != q or f[2] != _MSG: break
-        p = pos + _HDR + f[6]
+        if f is None or f[3] != q or f[2] != MSG: break
+        p = pos + HDR + f[6]
         out.append((buf[p:p + f[7]], buf[p + f[7]:pos + f[0]]))
     else:
         self._last_get = seqs[-1]
@@ -562,9 +480,9 @@ def _read(self: FileStore, seq: int, b: int, off: int, need: int):
         self._rcache = (b, off, buf)
     else: buf, pos = os.pread(self._fd(b), need, off), 0
     self._last_get = seq
-    f, _ = _read_rec(buf, pos)
-    if f is None or f[3] != seq or f[2] != _MSG: raise StoreError('corrupt')
-    p = pos + _HDR + f[6]
+    f, _ = read_rec(buf, pos)
+    if f is None or f[3] != seq or f[2] != MSG: raise StoreError('corrupt')
+    p = pos + HDR + f[6]
     return buf[p:p + f[7]], buf[p + f[7]:pos + f[0]]
 
 # %% ../../nbs/2_js/05_filestore.ipynb #d65060a6
@@ -597,37 +515,6 @@ def _expire_cache(self: FileStore, now: float):
     elif self._mc and now - self._mc_seen[1] >= _CACHE_IDLE: self._forget()
 
 # %% ../../nbs/2_js/05_filestore.ipynb #6a69cdef
-from . import kernels
-
-_CRC_IEEE = kernels.crc_tables(0xEDB88320)[0]   # zlib's CRC-32, a byte at a time
-
-def _le(a, p, n):
-    "The little-endian unsigned integer of `n` bytes at `a[p:]`."
-    v = 0
-    for k in range(n - 1, -1, -1): v = (v << 8) | a[p + k]
-    return v
-
-def _raw_records(a, pos, seqs, cols, table):
-    "Check the `_MSG` records at offsets `pos` of `a` (their sequences `seqs`); fill `cols`; how many were intact, in order."
-    for i in range(pos.shape[0]):
-        p = pos[i]
-        if p + 39 > a.shape[0]: return i
-        rlen, slen, hlen = _le(a, p, 4), _le(a, p + 33, 2), _le(a, p + 35, 4)
-        if rlen < 39 + slen + hlen or p + rlen > a.shape[0] or a[p + 8] != 0 or _le(a, p + 9, 8) != seqs[i]: return i
-        c = 0xFFFFFFFF
-        for j in range(p, p + 4): c = table[(c ^ a[j]) & 0xFF] ^ (c >> 8)
-        for j in range(p + 8, p + rlen): c = table[(c ^ a[j]) & 0xFF] ^ (c >> 8)
-        if c ^ 0xFFFFFFFF != _le(a, p + 4, 4): return i
-        cols[i, 0], cols[i, 1] = p + 39, slen
-        cols[i, 2], cols[i, 3] = p + 39 + slen, hlen
-        cols[i, 4], cols[i, 5] = p + 39 + slen + hlen, rlen - 39 - slen - hlen
-        cols[i, 6], cols[i, 7] = seqs[i], _le(a, p + 17, 8)
-    return pos.shape[0]
-
-_z = lambda n, t=np.int64: np.zeros(n, t)
-kernels.register(globals(), '_le', lambda: (np.frombuffer(bytes(8), np.uint8), 0, 4))
-kernels.register(globals(), '_raw_records', lambda: (np.frombuffer(bytes(8), np.uint8), _z(1), _z(1), _z((1, 8)), _CRC_IEEE))
-
 @patch
 def raw_msgs(self: FileStore, rows: np.ndarray):
     """The messages at index `rows` as `(buffer, cols)`: one row of `cols` per message, the offsets and lengths of its
@@ -651,35 +538,11 @@ def raw_msgs(self: FileStore, rows: np.ndarray):
         pieces.append(piece); base += len(piece)
     buf = pieces[0] if len(pieces) == 1 else b''.join(pieces)
     cols = np.empty((len(rows), 8), np.int64)
-    ok = _raw_records(np.frombuffer(buf, np.uint8), pos, ix.seq[rows], cols, _CRC_IEEE)
+    ok = raw_records(buf, pos, ix.seq[rows], cols)
     return (buf, cols) if ok == len(rows) else None
 
 
 # %% ../../nbs/2_js/05_filestore.ipynb #828aef34
-def _put_le(a, p, v, n):
-    "Write `v` as a little-endian unsigned integer of `n` bytes at `a[p:]`."
-    for k in range(n): a[p + k] = (v >> (8 * k)) & 0xFF
-
-def _write_records(src, sl, hl, dl, seq, ts, out, table):
-    """Frame `_MSG` records into `out`, as `_record` does, for messages whose subject, headers and payload follow each
-    other in `src` (their lengths `sl`, `hl`, `dl`), with sequences from `seq` on and time `ts`."""
-    p = o = 0
-    for i in range(sl.shape[0]):
-        n = sl[i] + hl[i] + dl[i]; end = o + 39 + n
-        _put_le(out, o, 39 + n, 4); out[o + 8] = 0
-        _put_le(out, o + 9, seq + i, 8); _put_le(out, o + 17, ts, 8); _put_le(out, o + 25, 0, 8)
-        _put_le(out, o + 33, sl[i], 2); _put_le(out, o + 35, hl[i], 4)
-        out[o + 39:end] = src[p:p + n]
-        c = 0xFFFFFFFF
-        for j in range(o, o + 4): c = table[(c ^ out[j]) & 0xFF] ^ (c >> 8)
-        for j in range(o + 8, end): c = table[(c ^ out[j]) & 0xFF] ^ (c >> 8)
-        _put_le(out, o + 4, c ^ 0xFFFFFFFF, 4)
-        o, p = end, p + n
-
-kernels.register(globals(), '_put_le', lambda: (np.zeros(8, np.uint8), 0, 1, 4))
-kernels.register(globals(), '_write_records', lambda: (np.zeros(1, np.uint8), _z(1), _z(1), _z(1), 1, 0, np.zeros(40, np.uint8), _CRC_IEEE))
-
-
 @patch
 def _sizes(self: FileStore, subjects, datas, hdrs=None) -> np.ndarray:
     sizes = 30 + lengths(subjects) + lengths(datas)
@@ -694,12 +557,9 @@ def _put_many(self: FileStore, r, subjects, datas, hdrs=None):
         sl, dl = lengths(subjects), lengths(datas)
         hl = lengths(hdrs) if hdrs else np.zeros(k, np.int64)
         lens = 39 + sl + hl + dl
-        src = b''.join(chain.from_iterable(zip(subjects, hdrs, datas) if hdrs else zip(subjects, datas)))
-        out = np.empty(int(lens.sum()), np.uint8)
-        _write_records(np.frombuffer(src, np.uint8), sl, hl, dl, seq, ts, out, _CRC_IEEE)
-        recs = [out]
+        recs = [write_records(b''.join(chain.from_iterable(zip(subjects, hdrs, datas) if hdrs else zip(subjects, datas))), sl, hl, dl, seq, ts)]
     else:
-        recs = [_record(_MSG, seq + i, ts, 0, s, h, d) for i, (s, h, d) in enumerate(zip(subjects, hdrs or repeat(b''), datas))]
+        recs = [record(MSG, seq + i, ts, 0, s, h, d) for i, (s, h, d) in enumerate(zip(subjects, hdrs or repeat(b''), datas))]
         lens = lengths(recs)
     start, nbytes = self._size + self._pending, int(lens.sum())
     ix.blk[r:r + k] = self._cur

@@ -11,6 +11,7 @@ from ..nats.times import NS, parse_rfc3339, rfc3339
 import logging
 from .operations import CopyMsg, SOURCE
 from .feeds import Feed
+from . import headers as H
 
 log = logging.getLogger('jsnb')
 
@@ -82,7 +83,7 @@ def resume(self, u: Upstream, upstream):
     while seq >= st['first_seq'] and seq > 0:
         m = self.store.load_prev_msg(seq)
         if m is None: break
-        h = get_header(m.hdr, b'Nats-Stream-Source')
+        h = get_header(m.hdr, H.STREAM_SOURCE)
         if h:
             parts = text(h).split(' ')
             if len(parts) >= 4 and f'{parts[0]} {parts[2]} {parts[3]}' in (u.iname, f'{u.name} {u.iname.split(" ", 1)[1]}'):   # (or as written before the name carried the API's hash)
@@ -102,8 +103,8 @@ def copy_one(self, u: Upstream, seq: int, subject: str, hdr: bytes, data: bytes,
         if self.group is not None: self.group.copy(('m', seq, u.subject(subject), hdr, data, ts)); return True
         self.apply(CopyMsg(seq, u.subject(subject), hdr, data, ts))
         return True
-    hdr = add_header(_without(remove_header(hdr, b'Nats-Stream-Source'), (b'Nats-Expected-', b'Nats-Batch-')),
-                     b'Nats-Stream-Source', _source_header(u, seq, subject, ident))
+    hdr = add_header(_without(remove_header(hdr, H.STREAM_SOURCE), (H.EXPECTED + b'-', H.BATCH)),
+                     H.STREAM_SOURCE, _source_header(u, seq, subject, ident))
     if self.group is not None: self.group.copy(('s', u.subject(subject), hdr, data)); return True
     ack = self.ingest_one(u.subject(subject), hdr, data, SOURCE)
     return not (ack and ack.startswith(b'{"error"'))

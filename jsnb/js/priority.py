@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from ..nats.times import rfc3339
 from .host import advise, event_id
+from . import headers as H
 
 # %% auto #0
 __all__ = ['LAST', 'Group', 'Pin', 'check_pull', 'enqueue', 'unpin', 'expire_pin', 'pin_header', 'next_waiting', 'groups_info']
@@ -83,7 +84,7 @@ def expire_pin(c, now: int):
 
 def pin_header(c, hdr: bytes) -> bytes:
     "`hdr` with the `Nats-Pin-Id` a `pinned_client` consumer adds to every message it delivers (empty when nobody is pinned)."
-    line = b'Nats-Pin-Id: %s\r\n\r\n' % (c.pin.id.encode() if c.pin is not None else b'')
+    line = b'%s: %s\r\n\r\n' % (H.PIN_ID, c.pin.id.encode() if c.pin is not None else b'')
     return (hdr[:-2] if len(hdr) > 2 else b'NATS/1.0\r\n') + line
 
 # %% ../../nbs/2_js/12a_priority.ipynb #b3fc8007

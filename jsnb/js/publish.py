@@ -176,7 +176,7 @@ def staged(v: View, subject: str, hdr: bytes, data: bytes, first: bool, subjects
     subject = transformed(cfg, subject)
     if header_too_big(hdr): return JSStreamHeaderExceedsMaximumErr()
     if H.EXPECTED_LAST_MSG_ID in hdr and get_header(hdr, H.EXPECTED_LAST_MSG_ID) is not None:
-        return JSAtomicPublishUnsupportedHeaderBatchErr(header='Nats-Expected-Last-Msg-Id')
+        return JSAtomicPublishUnsupportedHeaderBatchErr(header=H.EXPECTED_LAST_MSG_ID.decode())
     if H.STREAM_SOURCE in hdr and (err := source_header(hdr)) is not None: return err
     if H.INCR + b':' in hdr and (err := counters.check(cfg, hdr, data)) is not None: return err
     if (err := wrong_stream(v, get_header(hdr, H.EXPECTED_STREAM))) is not None: return err
@@ -206,7 +206,7 @@ def simple_headers(data: bytes, hdr: int) -> tuple[bytes, bytes] | None:
             if hdr == e + 4: return data[22:e].lstrip(b' '), b''
             if data.startswith(_EXPS, e + 2) and (f := data.find(b'\r\n', e + 24, hdr)) > 0 and hdr == f + 4:
                 return data[22:e].lstrip(b' '), data[e + 24:f].lstrip(b' ')
-    n = data.count(b'Nats-', 0, hdr)
+    n = data.count(H.PREFIX, 0, hdr)
     if n == 0: return b'', b''
     if n != data.count(b'\r\n' + H.MSG_ID + b':', 0, hdr) + data.count(b'\r\n' + H.EXPECTED_STREAM + b':', 0, hdr) or header_too_big(data[:hdr]):
         return None

@@ -9,16 +9,17 @@ from ..nats.times import go_duration
 from .errors import JSApiError
 from .gojson import GoBool, GoInt, GoStr, GoStruct, go_unmarshal
 from . import priority
+from . import headers as H
 
 # %% auto #0
 __all__ = ['status', 'PullRequest', 'parse_pull', 'admit', 'serve', 'end_no_wait', 'live', 'expire', 'heartbeats', 'due',
            'num_waiting']
 
 # %% ../../nbs/2_js/12b_pull.ipynb #5810f034
-def status(code: int, desc: str, **headers) -> bytes:
-    "A header block `NATS/1.0 <code> <desc>` with extra headers."
-    h = f'NATS/1.0 {code} {desc}\r\n' + ''.join(f'{k.replace("_", "-")}: {v}\r\n' for k, v in headers.items())
-    return (h + '\r\n').encode()
+def status(code: int, desc: str, headers: dict | None = None) -> bytes:
+    "A header block `NATS/1.0 <code> <desc>` with extra `headers` (name -> value)."
+    h = f'NATS/1.0 {code} {desc}\r\n'.encode() + b''.join(b'%s: %s\r\n' % (k, str(v).encode()) for k, v in (headers or {}).items())
+    return h + b'\r\n'
 
 # %% ../../nbs/2_js/12b_pull.ipynb #095baabe
 class PullRequest:
@@ -201,7 +202,7 @@ def heartbeats(c, now: int):
     hb = None
     for wr in c.waiting:
         if wr.hb and now >= wr.next_hb:
-            hb = hb or status(100, 'Idle Heartbeat', Nats_Last_Consumer=c.dseq - 1, Nats_Last_Stream=c.sseq - 1)
+            hb = hb or status(100, 'Idle Heartbeat', {H.LAST_CONSUMER: c.dseq - 1, H.LAST_STREAM: c.sseq - 1})
             c.emit(wr.reply, hb); wr.next_hb = now + wr.hb
 
 def due(c) -> list[int]:

@@ -16,6 +16,7 @@ from .errors import (JSMessageSchedulesDisabledErr, JSMessageSchedulesPatternInv
                             JSMessageSchedulesTargetInvalidErr, JSMessageSchedulesTimeZoneInvalidErr, JSMessageTTLDisabledErr)
 from .ttl import parse_ttl
 from .operations import Origin
+from . import headers as H
 
 log = logging.getLogger('jsnb')
 
@@ -229,7 +230,7 @@ def next_fire(pattern: str, zone, ts: int, now: int | None = None) -> tuple[int 
 
 def _when(hdr: bytes, ts: int, now: int | None = None) -> int | None:
     "When the schedule in `hdr` fires after `ts` (wrapped as the reference keeps it), or None: no schedule, or an invalid one."
-    try: t, _ = next_fire(text(get_header(hdr, b'Nats-Schedule') or b''), load_zone(get_header(hdr, b'Nats-Schedule-Time-Zone')), ts, now)
+    try: t, _ = next_fire(text(get_header(hdr, H.SCHEDULE) or b''), load_zone(get_header(hdr, H.SCHEDULE_TZ)), ts, now)
     except ValueError: return None
     return None if t is None or t == _GO_ZERO else _wrap(t)
 
@@ -239,42 +240,42 @@ def check(s, subject: str, hdr: bytes):
     cfg = s.cfg
     allow = cfg.get('allow_msg_schedules')
     try:
-        zone = load_zone(get_header(hdr, b'Nats-Schedule-Time-Zone'))
+        zone = load_zone(get_header(hdr, H.SCHEDULE_TZ))
     except ValueError: return JSMessageSchedulesTimeZoneInvalidErr() if allow else JSMessageSchedulesDisabledErr()
-    try: when, _ = next_fire(text(get_header(hdr, b'Nats-Schedule') or b''), zone, time.time_ns())
+    try: when, _ = next_fire(text(get_header(hdr, H.SCHEDULE) or b''), zone, time.time_ns())
     except ValueError: return JSMessageSchedulesPatternInvalidErr() if allow else JSMessageSchedulesDisabledErr()
     if when is not None and when != _GO_ZERO:
         if not allow: return JSMessageSchedulesDisabledErr()
-        ttl = get_header(hdr, b'Nats-Schedule-TTL')
+        ttl = get_header(hdr, H.SCHEDULE_TTL)
         if ttl:
             try: parse_ttl(ttl)
             except ValueError: return JSMessageSchedulesTTLInvalidErr()
-        roll = get_header(hdr, b'Nats-Schedule-Rollup')
+        roll = get_header(hdr, H.SCHEDULE_ROLLUP)
         if roll and roll != b'sub': return JSMessageSchedulesRollupInvalidErr()
         if ttl and not cfg.get('allow_msg_ttl'): return JSMessageTTLDisabledErr()
-        target, source = get_header(hdr, b'Nats-Schedule-Target'), get_header(hdr, b'Nats-Schedule-Source')
+        target, source = get_header(hdr, H.SCHEDULE_TARGET), get_header(hdr, H.SCHEDULE_SOURCE)
         if not target or not valid_literal_subject(target) or text(target) == subject: return JSMessageSchedulesTargetInvalidErr()
         if source and (source == target or text(source) == subject or not valid_literal_subject(source)):
             return JSMessageSchedulesSourceInvalidErr()
         subjects = cfg.get('subjects') or []
         if not any(subject_matches(target, p) for p in subjects): return JSMessageSchedulesTargetInvalidErr()
         if source and not any(subject_matches(source, p) for p in subjects): return JSMessageSchedulesSourceInvalidErr()
-        rollup = get_header(hdr, b'Nats-Rollup')
+        rollup = get_header(hdr, H.ROLLUP)
         if rollup and rollup.lower() != b'sub': return JSMessageSchedulesRollupInvalidErr()
-    nxt, scheduler = get_header(hdr, b'Nats-Schedule-Next'), get_header(hdr, b'Nats-Scheduler')
+    nxt, scheduler = get_header(hdr, H.SCHEDULE_NEXT), get_header(hdr, H.SCHEDULER)
     if nxt:
         if nxt != b'purge' or not scheduler or text(scheduler) == subject or not valid_literal_subject(scheduler):
             return JSMessageSchedulesSchedulerInvalidErr()
         if not allow: return JSMessageSchedulesDisabledErr()
         last = s.store.load_last_msg(text(scheduler))
-        if last is not None and not get_header(last.hdr, b'Nats-Schedule'): return JSMessageSchedulesSchedulerInvalidErr()
+        if last is not None and not get_header(last.hdr, H.SCHEDULE): return JSMessageSchedulesSchedulerInvalidErr()
     elif scheduler: return JSMessageSchedulesSchedulerInvalidErr()
     return None
 
 def with_rollup(hdr: bytes) -> bytes:
     "A schedule message is stored with `Nats-Rollup: sub`: added when the client left it out."
-    if get_header(hdr, b'Nats-Rollup') or _when(hdr, time.time_ns()) is None: return hdr
-    return add_header(hdr, b'Nats-Rollup', b'sub')
+    if get_header(hdr, H.ROLLUP) or _when(hdr, time.time_ns()) is None: return hdr
+    return add_header(hdr, H.ROLLUP, b'sub')
 
 # %% ../../nbs/2_js/09a_schedules.ipynb #a2f7c664
 _FLOOR = 250_000_000          # the reference never sets its schedule timer sooner than this
@@ -318,13 +319,13 @@ class Schedules:
 # %% ../../nbs/2_js/09a_schedules.ipynb #624df77a
 def stored(sc: Schedules, subject: str, hdr: bytes, seq: int, ts: int):
     "Update the live schedules `sc` for a message stored on `subject`."
-    when = _when(hdr, ts) if hdr and b'Nats-Schedule' in hdr else None
+    when = _when(hdr, ts) if hdr and H.SCHEDULE in hdr else None
     if when is not None: sc.add(subject, seq, when)
-    elif not hdr or not get_header(hdr, b'Nats-Scheduler'): sc.remove(subject)
+    elif not hdr or not get_header(hdr, H.SCHEDULER): sc.remove(subject)
     if hdr:
-        nxt = get_header(hdr, b'Nats-Schedule-Next')
+        nxt = get_header(hdr, H.SCHEDULE_NEXT)
         if nxt and nxt != b'purge':
-            scheduler = get_header(hdr, b'Nats-Scheduler')
+            scheduler = get_header(hdr, H.SCHEDULER)
             try: t = parse_time(text(nxt))
             except ValueError: return
             if scheduler: sc.update(text(scheduler), _wrap(t))
@@ -332,8 +333,8 @@ def stored(sc: Schedules, subject: str, hdr: bytes, seq: int, ts: int):
 def on_store(s, subject: str, hdr: bytes, seq: int, ts: int):
     "Stream `s` stored a message: its schedules follow, and a `Nats-Schedule-Next: purge` purges its scheduler's subject."
     if s.schedules is not None: stored(s.schedules, subject, hdr, seq, ts)
-    if hdr and get_header(hdr, b'Nats-Schedule-Next') == b'purge' and s.cfg.get('allow_rollup_hdrs') and not s.cfg.get('deny_purge'):
-        scheduler = get_header(hdr, b'Nats-Scheduler')
+    if hdr and get_header(hdr, H.SCHEDULE_NEXT) == b'purge' and s.cfg.get('allow_rollup_hdrs') and not s.cfg.get('deny_purge'):
+        scheduler = get_header(hdr, H.SCHEDULER)
         if scheduler:
             s.store.purge(subject=text(scheduler))
             if s.schedules is not None: s.schedules.remove(text(scheduler))
@@ -357,24 +358,24 @@ def produce(store, subject: str, seq: int, when: int) -> tuple[str, bytes, bytes
     m = store.load_msg(seq)
     if m is None: return None
     h = m.hdr
-    pattern = get_header(h, b'Nats-Schedule')
+    pattern = get_header(h, H.SCHEDULE)
     if not pattern: return None
     try:
-        zone = load_zone(get_header(h, b'Nats-Schedule-Time-Zone'))
+        zone = load_zone(get_header(h, H.SCHEDULE_TZ))
         nxt, repeat = next_fire(text(pattern), zone, when)
-        ttl = get_header(h, b'Nats-Schedule-TTL')
+        ttl = get_header(h, H.SCHEDULE_TTL)
         if ttl: parse_ttl(ttl)
     except ValueError: return None
-    target = get_header(h, b'Nats-Schedule-Target')
+    target = get_header(h, H.SCHEDULE_TARGET)
     if not target: return None
-    rollup, source = get_header(h, b'Nats-Schedule-Rollup'), get_header(h, b'Nats-Schedule-Source')
+    rollup, source = get_header(h, H.SCHEDULE_ROLLUP), get_header(h, H.SCHEDULE_SOURCE)
     if source: m = store.load_last_msg(text(source)) or m
-    hdr = _drop_prefixed(_drop_prefixed(m.hdr, b'Nats-Schedule'), b'Nats-Expected-')
-    for k in (b'Nats-Msg-Id', b'Nats-TTL', b'Nats-Rollup'): hdr = remove_header(hdr, k)
-    hdr = add_header(hdr, b'Nats-Scheduler', wire(subject))
-    hdr = add_header(hdr, b'Nats-Schedule-Next', format_time(nxt, zone).encode() if repeat else b'purge')
-    if ttl: hdr = add_header(hdr, b'Nats-TTL', ttl)
-    if rollup: hdr = add_header(hdr, b'Nats-Rollup', rollup)
+    hdr = _drop_prefixed(_drop_prefixed(m.hdr, H.SCHEDULE), H.EXPECTED + b'-')
+    for k in (H.MSG_ID, H.TTL, H.ROLLUP): hdr = remove_header(hdr, k)
+    hdr = add_header(hdr, H.SCHEDULER, wire(subject))
+    hdr = add_header(hdr, H.SCHEDULE_NEXT, format_time(nxt, zone).encode() if repeat else b'purge')
+    if ttl: hdr = add_header(hdr, H.TTL, ttl)
+    if rollup: hdr = add_header(hdr, H.ROLLUP, rollup)
     return text(target), hdr, m.data
 
 # %% ../../nbs/2_js/09a_schedules.ipynb #5728a102
@@ -383,15 +384,15 @@ def rebuild(store) -> Schedules:
     sc = Schedules()
     for subject, n in store.subjects('>').items():
         m = store.load_next_msg(subject, 0)
-        if m is None or not m.hdr or b'Nats-Schedule' not in m.hdr: continue
+        if m is None or not m.hdr or H.SCHEDULE not in m.hdr: continue
         stored(sc, subject, m.hdr, m.seq, m.ts)
         if n > 1 and subject in sc.live:
             for later in store.load_next_msgs(subject, m.seq + 1, n - 1):
-                if not later.hdr or not get_header(later.hdr, b'Nats-Scheduler'): sc.remove(subject); break
+                if not later.hdr or not get_header(later.hdr, H.SCHEDULER): sc.remove(subject); break
     for subject, (seq, _) in list(sc.live.items()):
-        target = get_header(store.load_msg(seq).hdr, b'Nats-Schedule-Target')
+        target = get_header(store.load_msg(seq).hdr, H.SCHEDULE_TARGET)
         last = store.load_last_msg(text(target)) if target and valid_literal_subject(target) else None
-        if last is not None and last.seq > seq and get_header(last.hdr, b'Nats-Scheduler') == wire(subject):
+        if last is not None and last.seq > seq and get_header(last.hdr, H.SCHEDULER) == wire(subject):
             stored(sc, last.subject, last.hdr, last.seq, last.ts)
     return sc
 

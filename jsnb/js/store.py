@@ -14,6 +14,7 @@ from ..nats.times import rfc3339
 from ..nats.protocol import text, wire
 from .kernels import next_row, prev_row, count_rows, select_rows, last_rows, expired_rows
 from .index import Index, distinct
+from . import headers as H
 
 # %% auto #0
 __all__ = ['StoreMsg', 'StoreLimits', 'StoreError', 'mem_msg_size', 'file_msg_size', 'MsgStore', 'MemStore']
@@ -187,7 +188,7 @@ def _store(self: MsgStore, subject: str, hdr: bytes, data: bytes, ts: int | None
     sid, maxp = ix.ids.get(subject), L.max_msgs_per_subject
     at_limit = maxp > 0 and sid is not None and ix.s_count[sid] >= maxp
     if L.discard == 'new':
-        if at_limit and L.discard_new_per_subject and b'Nats-Rollup:' not in hdr: raise StoreError('max_msgs_per_subject')
+        if at_limit and L.discard_new_per_subject and H.ROLLUP + b':' not in hdr: raise StoreError('max_msgs_per_subject')
         if L.max_msgs > 0 and ix.msgs >= L.max_msgs and not at_limit: raise StoreError('max_msgs')
         if L.max_bytes > 0 and ix.bytes + size > L.max_bytes:
             if not at_limit or ix.size[ix.first_row_of(sid)] < size: raise StoreError('max_bytes')

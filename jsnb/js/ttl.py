@@ -43,14 +43,14 @@ def check(cfg: dict, hdr: bytes, sourced: bool = False, staged: bool = False) ->
 # %% ../../nbs/2_js/09_ttl.ipynb #1ed6c15a
 def stored_ttl(cfg: dict, hdr: bytes) -> tuple[int, bytes]:
     "(TTL in ns for the store: -1 never, 0 none; the header block to store); `ValueError` for an invalid `Nats-TTL`."
-    t = get_header(hdr, b'Nats-TTL') if hdr else None
+    t = get_header(hdr, H.TTL) if hdr else None
     if t is None: return 0, hdr
     ttl = parse_ttl(t)
     if ttl > 0 and not cfg.get('allow_msg_ttl'): return 0, hdr      # copied from a source: kept, not expired
     sdm = (cfg.get('subject_delete_marker_ttl') or 0) // NS
     if ttl > 0 and sdm > 0 and cfg.get('max_msgs_per_subject') != 1 and ttl < sdm:      # never shorter than the markers
         ttl = sdm
-        hdr = add_header(remove_header(hdr, b'Nats-TTL'), b'Nats-TTL', str(ttl).encode())
+        hdr = add_header(remove_header(hdr, H.TTL), H.TTL, str(ttl).encode())
     return (min(ttl * NS, MAX_DURATION) if ttl > 0 else ttl), hdr
 
 # %% ../../nbs/2_js/09_ttl.ipynb #7a2d3e94
@@ -65,11 +65,11 @@ def restored(cfg: dict, hdr: bytes, ts: int, now: int) -> int | None:
 # %% ../../nbs/2_js/09_ttl.ipynb #80ee7c4e
 def is_marker(hdr: bytes) -> bool:
     "Whether a stored message is a delete marker or a KV purge tombstone."
-    return bool(hdr) and (get_header(hdr, b'Nats-Marker-Reason') is not None or get_header(hdr, b'KV-Operation') == b'PURGE')
+    return bool(hdr) and (get_header(hdr, H.MARKER_REASON) is not None or get_header(hdr, b'KV-Operation') == b'PURGE')
 
 def marker_header(ttl_ns: int) -> bytes:
     "The header block of a subject delete marker that lives `ttl_ns`."
-    return f'NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: {go_duration(ttl_ns)}\r\nNats-Rollup: sub\r\n\r\n'.encode()
+    return b'NATS/1.0\r\n%s: MaxAge\r\n%s: %s\r\n%s: sub\r\n\r\n' % (H.MARKER_REASON, H.TTL, go_duration(ttl_ns).encode(), H.ROLLUP)
 
 def markers(store, cfg: dict, now: int) -> list[tuple[str, bytes]]:
     "(subject, header block) of each delete marker to store before what is due at `now` is removed."
