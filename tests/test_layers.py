@@ -222,10 +222,10 @@ def _private_uses(path: pathlib.Path) -> list[str]:
     "The `x._name` uses and `_name` imports of a module that reach into another module's private names."
     tree = ast.parse(path.read_text())
     classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
-    own = set()
+    own = set()                               # what the module defines: functions, classes, names, its objects' attributes
     for n in ast.walk(tree):
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)): own.add(n.name)
-        elif isinstance(n, ast.Attribute) and isinstance(n.ctx, (ast.Store, ast.Del)): own.add(n.attr)
+        elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and ast.unparse(n.value) in ('self', 'cls'): own.add(n.attr)
         elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store): own.add(n.id)
         elif isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.isidentifier(): own.add(n.value)   # __slots__
     def method(fn, parent) -> bool:
@@ -239,7 +239,7 @@ def _private_uses(path: pathlib.Path) -> list[str]:
             inside = in_method or (isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef)) and method(ch, node))
             if isinstance(ch, ast.ImportFrom) and (ch.level or (ch.module or '').startswith('jsnb')):
                 out.extend(f'{ch.lineno}: import {a.name}' for a in ch.names if a.name.startswith('_') and not a.name.startswith('__'))
-            if isinstance(ch, ast.Attribute) and ch.attr.startswith('_') and not ch.attr.startswith('__') and ch.attr not in NAMEDTUPLE_API:
+            if isinstance(ch, ast.Attribute) and ch.attr.startswith('_') and not ch.attr.startswith('__') and ch.attr not in NAMEDTUPLE_API:   # read or written
                 recv = ast.unparse(ch.value)
                 if not (recv in ('self', 'cls') and inside) and ch.attr not in own: out.append(f'{ch.lineno}: {ast.unparse(ch)}')
             walk(ch, inside)

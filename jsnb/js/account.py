@@ -36,10 +36,11 @@ class Account:
         self.limits = dict(limits or NO_JS_LIMITS)   # the account's own JetStream limits (`accounts { X: { jetstream { ... } } }`)
         self.tier = self.limits.pop('tier', '')      # 'R1' when they are an account JWT's tier of that name (shown under `tiers`)
         self.max_memory, self.max_file, self.sync_interval = max_memory, max_file, sync_interval
+        self.host.limited = frozenset(k for k, own, server in (('memory', 'max_memory', max_memory), ('file', 'max_storage', max_file))
+                                      if self.limits[own] >= 0 or (server is not None and server >= 0))
         self.streams: dict[str, Stream] = {}
         self.templates: dict = {}              # name -> stream template (jsnb.js.templates)
         self.api_total = self.api_errors = 0
-        self._copying = False                  # does any stream mirror or source another?
         self._last_expire = 0                  # when expiry last ran (ns)
         self._saved: dict[tuple[str, str], tuple] = {}   # (stream, consumer) -> (state mark, the state last written)
         self.peers = lambda: (self,)           # every JetStream account of the server: they share its limits
@@ -136,7 +137,7 @@ def read_elsewhere(self: Account, stream: Stream, subject: bytes, reply: bytes, 
 @patch
 def stored(self: Account, stream: Stream):
     "`stream` stored messages: the streams that mirror or source it copy them now."
-    if not self._copying: return
+    if not self.host.copying: return
     for s in list(self.streams.values()):
         if any(u.name == stream.name for u in s.upstreams): mirrors.catch_up(s)
 
@@ -162,7 +163,7 @@ def add_stream(self: Account, cfg: dict, store=None, created: int | None = None)
     self.streams[s.name] = s
     if (t := self.templates.get(cfg.get('template_owner', ''))) is not None and s.name not in t.streams: t.streams.append(s.name)   # (restored)
     s.start()
-    if cfg.get('mirror') or cfg.get('sources'): self._copying = True
+    if cfg.get('mirror') or cfg.get('sources'): self.host.copying = True
     return s
 
 @patch

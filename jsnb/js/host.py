@@ -28,6 +28,8 @@ class StreamHost(Protocol):
     domain: str                        # the JetStream domain ('' for none), shown in pub acks and stream info
     account_name: str                  # the account's name (what another JetStream's API is asked as)
     clustered: bool                    # whether the account's streams may have replicas on other servers
+    limited: frozenset                 # the kinds of storage ('memory', 'file') some limit applies to, the server's or the account's
+    copying: bool                      # whether a stream of the account mirrors or sources another (then `stored` has work)
 
     def subscribe(self, subject: str, cb: Callable, queue: str = '', defers: bool = False, many: Callable | None = None) -> object:
         """Call `cb(subject, reply, hdr_len, data, src)` for every message on `subject` (or `many(ops, src)` for a run
@@ -97,6 +99,8 @@ class CoreHost:
     "A host on a server core for one account: the transport is the core's, the limits and other streams the account's."
     def __init__(self, core, account):
         self.core, self.account = core, account
+        self.limited = frozenset()                   # set by the account: the kinds of storage its limits (or the server's) cover
+        self.copying = False                         # set by the account when a stream mirrors or sources another
         self._timers: list = []                      # heap of (when, n, obj)
         self._due: dict = {}                         # obj -> the time it is registered for
         self._n = 0

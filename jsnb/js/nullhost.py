@@ -16,6 +16,7 @@ __all__ = ['NullHost']
 class NullHost:
     "A host without a network: what would be sent is kept in `sent`, timers wait for `run_timers()`."
     server_name, max_payload, domain, account_name, clustered = 'jsnb', 1024 * 1024, '', '$G', False
+    limited, copying = frozenset(), False            # no limits: the limit checks ask nothing; no streams copy
 
     def __init__(self, interest: bool | Callable[[str], bool] = True, limit: int = -1):
         self.interest, self.limit = interest, limit

@@ -117,12 +117,15 @@ def rollup_of(v: View, subject: str, hdr: bytes, sourced: bool = False, staged=N
 # %% ../../nbs/2_js/06a_publish.ipynb #3cdb1eeb
 def full(v: View) -> JSApiError | None:
     "The server's storage limit for the stream's kind of storage is already passed."
-    return JSInsufficientResourcesErr() if v.host.limits_exceeded(v.cfg.get('storage', 'file')) else None
+    storage = v.cfg.get('storage', 'file')
+    if storage not in v.host.limited: return None        # (no limit for this kind of storage: nothing to ask)
+    return JSInsufficientResourcesErr() if v.host.limits_exceeded(storage) else None
 
 def account_full(v: View, subject: str, hdr: bytes, data: bytes) -> JSApiError | None:
     "The message would pass the account's own storage limit."
-    size = v.store.msg_size(subject, hdr, data)
-    return JSAccountResourcesExceededErr() if v.host.account_exceeded(v.cfg.get('storage', 'file'), size) else None
+    storage = v.cfg.get('storage', 'file')
+    if storage not in v.host.limited: return None
+    return JSAccountResourcesExceededErr() if v.host.account_exceeded(storage, v.store.msg_size(subject, hdr, data)) else None
 
 # %% ../../nbs/2_js/06a_publish.ipynb #e6bee82c
 def checks(v: View, subject: str, hdr: bytes, data: bytes, sourced: bool = False) -> JSApiError | None:

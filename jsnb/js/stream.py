@@ -57,6 +57,7 @@ class Stream:
         self._inbox_src = None                       # the client whose read it is
         self._fast_inbox: list = []                  # header-less fast-ingest messages of the read (see `batch.fast_run`)
         self.bulk = False                            # whether plain messages can be stored as runs (see `_bulk_ok`)
+        self._ages = False                           # whether stored messages can expire (`max_age`, TTLs): `rewake` after storing
         self.batches: dict[str, batch.AtomicBatch] = {}   # atomic batches being staged, by id
         self.fast: dict[str, batch.FastBatch] = {}        # fast-ingest batches in flight, by id
         self.upstreams: list[mirrors.Upstream] = []       # what a mirror or sourcing stream copies from
@@ -161,7 +162,7 @@ def apply(self: Stream, op):
     if t is Expire: return store.expire(op.now)
     if t is Remove: return sum(bool(store.remove_msg(s)) for s in op.seqs)
     if t is Configure:
-        self.cfg = op.cfg; self.bulk = self._bulk_ok(); schedules.sync(self)
+        self.cfg = op.cfg; self.bulk, self._ages = self._bulk_ok(), self._ages_ok(); schedules.sync(self)
         store.update_limits(limits_of(op.cfg))
         return None
     raise TypeError(f'not a stream operation: {op!r}')
@@ -201,9 +202,14 @@ def rewake(self: Stream, not_before: int = 0):
     if when is not None: self.host.wake(self, max(when, not_before))
 
 @patch
+def _ages_ok(self: Stream) -> bool:
+    "Whether a message the stream stores may expire: a `max_age`, or per-message TTLs (the markers need them too)."
+    return bool(self.cfg.get('max_age') or self.cfg.get('allow_msg_ttl'))
+
+@patch
 def start(self: Stream):
     "Start receiving messages on the stream's subjects, and answering Direct Get when it is allowed."
-    self.bulk = self._bulk_ok()
+    self.bulk, self._ages = self._bulk_ok(), self._ages_ok()
     if not self.cfg.get('template_owner'):           # (a template's stream takes its messages from the template: jsnb.js.templates)
         for s in self.cfg.get('subjects') or []: self.subs.append(self.host.subscribe(s, self.on_msg, defers=True, many=self.on_many))
     direct_get.sync(self)
@@ -293,14 +299,16 @@ def _store(self: Stream, a: P.Admitted, now: int, ts: int = 0) -> bytes:
         seq = self.apply(SkipMsg(a.msg_id, now))
         if a.rollup: self.apply(Purge(subject if a.rollup == b'sub' else '', 0, 0))   # the rollup still clears what it replaces
         return self.acks.ok(seq)
-    try: ttl_ns, hdr = ttl.stored_ttl(cfg, a.hdr)
-    except ValueError: return self.acks.error(JSMessageTTLInvalidErr())
+    ttl_ns, hdr = 0, a.hdr
+    if hdr and H.TTL in hdr:                         # (a TTL: the TTL module says what the store keeps)
+        try: ttl_ns, hdr = ttl.stored_ttl(cfg, hdr)
+        except ValueError: return self.acks.error(JSMessageTTLInvalidErr())
     last = self.store.load_last_msg(subject) if cfg.get('republish') else None
     try: seq, ts = self.apply(StoreOne(subject, hdr, a.data, ttl_ns, a.msg_id, a.rollup, ts))
     except StoreError as e: return self.acks.error(JSStreamStoreFailedF(err=STORE_ERRORS.get(e.kind, str(e))))
     if cfg.get('republish'): self._republish(subject, hdr, a.data, seq, ts, last.seq if last else 0)
     self.stored()
-    return self.acks.ok(seq) if a.val is None else self.acks.counted(seq, a.val)
+    return self.acks.fmt % seq if a.val is None else self.acks.counted(seq, a.val)
 
 # %% ../../nbs/2_js/06_stream.ipynb #99ae2c47
 @patch
@@ -320,8 +328,8 @@ def stored(self: Stream):
     "Messages were stored: the stream wakes its consumers (after the pub ack, when one is being sent), and the account lets copies of the stream follow."
     if self._answering: self._wake_due = True
     else: self._wake()
-    self.host.stored(self)
-    self.rewake()
+    if self.host.copying: self.host.stored(self)
+    if self._ages or self.schedules is not None: self.rewake()
 
 @patch
 def _wake(self: Stream):

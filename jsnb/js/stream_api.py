@@ -133,7 +133,7 @@ def stream_update(acct: Account, args, body, src) -> dict:
     no_overlap(acct, cfg, but=s)
     _no_cycle(acct, cfg)
     s.update(cfg)
-    if cfg.get('mirror') or cfg.get('sources'): acct._copying = True
+    if cfg.get('mirror') or cfg.get('sources'): acct.host.copying = True
     mirrors.sync(s)
     acct.write_meta(s)
     acct.advise_stream(s.name, 'modify')
