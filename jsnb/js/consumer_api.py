@@ -21,7 +21,7 @@ from .direct_get import level_ok
 from .consumer_config import consumer_config_for_create, new_consumer_name, GROUP_NAME
 from .stream_config import stored_cfg
 from .account import Account
-from .stream_api import request, stream_of, require_empty
+from .stream_api import request, stream_of, require_empty, deleted
 from . import headers as H
 
 # %% auto #0
@@ -147,10 +147,7 @@ def consumer_info(acct: Account, args, body, src) -> dict:
 # %% ../../nbs/2_js/15_consumer_api.ipynb #9bb44be7
 def consumer_delete(acct: Account, args, body, src) -> dict:
     "`CONSUMER.DELETE.<stream>.<consumer>`"
-    acct.streams                                          # the account first (10039 where it has no JetStream), then the payload
-    require_empty(body)
-    acct.delete_consumer(consumer_of(acct, args))
-    return dict(success=True)
+    return deleted(acct, body, lambda: consumer_of(acct, args), acct.delete_consumer)
 
 def consumer_names(acct: Account, args, body, src) -> dict:
     "`CONSUMER.NAMES.<stream>`"

@@ -18,8 +18,9 @@ from . import mirrors
 from .operations import MAX_SEQ
 
 # %% auto #0
-__all__ = ['REQUESTS', 'request', 'stream_of', 'account_info', 'require_empty', 'no_overlap', 'stream_create', 'stream_update',
-           'stream_delete', 'stream_info', 'stream_names', 'stream_list', 'stream_purge', 'msg_get', 'msg_delete']
+__all__ = ['REQUESTS', 'request', 'stream_of', 'account_info', 'require_empty', 'deleted', 'no_overlap', 'stream_create',
+           'stream_update', 'stream_delete', 'stream_info', 'stream_names', 'stream_list', 'stream_purge', 'msg_get',
+           'msg_delete']
 
 # %% ../../nbs/2_js/14_stream_api.ipynb #e119cf63
 _INT, _U64, _STR, _BOOL = GoInt(), GoInt('uint64'), GoStr(), GoBool()
@@ -72,6 +73,13 @@ def require_empty(body: bytes):
     try: v = json.loads(body)
     except (ValueError, RecursionError): v = None
     if not (isinstance(v, dict) and not v): raise JSNotEmptyRequestErr()
+
+def deleted(acct: Account, body: bytes, find, remove) -> dict:
+    "A `*.DELETE` request: the account first (10039 where it has no JetStream), an empty payload, then `remove(find())`."
+    acct.streams
+    require_empty(body)
+    remove(find())
+    return dict(success=True)
 
 def _inherit_direct(acct: Account, cfg: dict):
     "A mirror of a stream this account has serves Direct Get exactly when its origin does (`mirror_direct`)."
@@ -141,10 +149,7 @@ def stream_update(acct: Account, args, body, src) -> dict:
 
 def stream_delete(acct: Account, args, body, src) -> dict:
     "`STREAM.DELETE.<stream>`"
-    acct.streams                                          # the account first (10039 where it has no JetStream), then the payload
-    require_empty(body)
-    acct.remove_stream(stream_of(acct, args))
-    return dict(success=True)
+    return deleted(acct, body, lambda: stream_of(acct, args), acct.remove_stream)
 
 # %% ../../nbs/2_js/14_stream_api.ipynb #3983f1d1
 _MAX_SUBJECTS = 100_000
