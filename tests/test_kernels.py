@@ -124,7 +124,7 @@ def test_direct_batch_kernel_is_its_twin(msgs, pending):
         s = wire(m.subject); at = len(buf) + 3
         buf += b'abc' + s + m.hdr + m.data
         cols.append((at, len(s), at + len(s), len(m.hdr), at + len(s) + len(m.hdr), len(m.data), m.seq, m.ts))
-    twin = b''.join(encode_hmsg(b'_I', b'7', b'', len(h), h + m.data)
+    twin = b''.join(msg_frame(b'_I', b'7', b'', len(h), h + m.data)
                     for i, m in enumerate(msgs) for h in [direct_headers(b'S', m, max(pending - i - 1, 0), msgs[i - 1].seq if i else 0)])
     assert direct_batch(buf, np.array(cols, np.int64), b'_I', b'7', b'S', pending) == twin
 

@@ -51,6 +51,7 @@ def _precheck(s, hdr: bytes, data: bytes):
     if s.cfg.get('sealed'): return JSStreamSealedErr()
     return P.full(s) or (JSStreamMessageExceedsMaximumErr() if P.too_big(s.cfg, hdr, data) else None)
 
+# %% ../../nbs/2_js/10_batch.ipynb #63f695a3
 def stage(s, subject: str, hdr: bytes, data: bytes, hand_off=None, m=None) -> bytes | None:
     """Handle one message of an atomic batch; returns the reply body (b'' for a staged message). With `hand_off`, a
     batch whose commit arrives is given to `hand_off(batch, eob)` instead of being checked and stored here (a replicated
@@ -121,6 +122,7 @@ def check_all(s, b: AtomicBatch, plain: list) -> JSApiError | None:
         b.msgs[i] = (subject, hdr, data); v.add(stored, hdr, data)
     return None
 
+# %% ../../nbs/2_js/10_batch.ipynb #ef505232
 def headers_only(hdr: bytes) -> bool:
     "Whether a header block holds nothing but the batch's own headers (`Nats-Batch-Id`, `-Sequence`, `-Commit`)."
     lines = hdr.split(b'\r\n')
@@ -155,6 +157,7 @@ class FastBatch:
         self.ack_msgs = self.fseq = self.lseq = self.pseq = self.pending = self.sseq = 0
         self.commit, self.active, self.reply = False, time.time_ns(), ''
 
+# %% ../../nbs/2_js/10_batch.ipynb #39bce367
 def parse_fast_reply(reply: str):
     "The batch fields of a `$FI` reply subject: (id, flow, gap_ok, seq, op), or None when the pattern is invalid."
     parts = reply.rsplit('.', 6)
@@ -175,6 +178,7 @@ def _init_flow(s, b: FastBatch):
 
 def _flow_ack(b: FastBatch, seq: int) -> bytes: return _frame(type='ack', seq=seq, msgs=b.ack_msgs)
 
+# %% ../../nbs/2_js/10_batch.ipynb #d93da5e8
 def _check_flow(s, b: FastBatch, out: list) -> bool:
     "Send a flow ack when `ack_msgs` more messages are stored, adjusting the interval; whether one was sent."
     am = b.ack_msgs
@@ -187,6 +191,7 @@ def _check_flow(s, b: FastBatch, out: list) -> bool:
     out.append(_flow_ack(b, b.fseq))
     return True
 
+# %% ../../nbs/2_js/10_batch.ipynb #9cc0272e
 def _final(s, bid: str, b: FastBatch) -> bytes:
     return s.acks.batch(b.sseq, bid, b.lseq)
 
@@ -256,6 +261,7 @@ def fast_ingest(s, subject: str, reply: str, hdr: bytes, data: bytes, ts: int = 
     else: _check_flow(s, b, out)
     return out
 
+# %% ../../nbs/2_js/10_batch.ipynb #c9881324
 def expire_fast(s, now: int):
     "Drop fast batches idle for longer than the batch timeout."
     for bid, b in list(s.fast.items()):
@@ -269,10 +275,41 @@ def counts_fast(run: Counted) -> bool:
     a, z = parse_fast_reply(text(r0)), parse_fast_reply(text(run.reply(run.count - 1)))
     return a is not None and z is not None and a[4] == z[4] == 1 and a[3] == run.first and z[3] == run.first + run.count - 1
 
+# %% ../../nbs/2_js/10_batch.ipynb #d703824d
 def _singles(msgs: list) -> list:
     "`(subject, reply, data)` of each message, `Counted` runs taken apart."
     return [t for m in msgs for t in ([(p[0], p[1], p[3]) for p in m.pubs()] if type(m) is Counted else (m,))]
 
+# %% ../../nbs/2_js/10_batch.ipynb #2a831816
+def _store_run(s, run: list):
+    "Store a run of messages that continue their batches with one store call, then move each batch on as `fast_ingest` would."
+    if not run: return
+    subjects, datas = [], []
+    for r in run:
+        if len(r) == 3: subjects += [r[0].subject] * r[0].count; datas += r[0].payloads()
+        else: subjects.append(r[0]); datas.append(r[2])
+    try: first = s.apply(StoreRun(subjects, datas))
+    except Exception:                           # refused as a whole: each message on its own, with its own answer
+        for subject, reply, data in _singles([r[0] if len(r) == 3 else r[:3] for r in run]): s.ingest([(subject, reply, 0, data)], CLIENT)
+        return
+    i = 0
+    for r in run:
+        if len(r) == 3:                         # a `Counted` run: straight to each message a flow ack is due at
+            m, b, seq0 = r; last = seq0 + m.count - 1; seq = seq0
+            while (due := max(seq, b.fseq + b.ack_msgs)) <= last:
+                b.lseq = b.pseq = due; b.sseq = first + i + due - seq0
+                if _check_flow(s, b, out := []): s.host.reply(m.reply(due - seq0), out[0])
+                seq = due + 1
+            b.lseq = b.pseq = last; b.sseq = first + i + m.count - 1; i += m.count
+            continue
+        _, reply, _, b, seq = r
+        b.lseq = b.pseq = seq; b.sseq = first + i; i += 1
+        if seq >= b.fseq + b.ack_msgs and _check_flow(s, b, out := []): s.host.reply(reply, out[0])
+    now = time.time_ns()
+    for b in {r[-2] for r in run}: b.active = now
+    s.stored()
+
+# %% ../../nbs/2_js/10_batch.ipynb #bdabba4c
 def fast_run(s, msgs: list):
     "Header-less fast-ingest messages `(subject, reply, data)`, or `Counted` runs of them, that arrived in one read, in order."
     if (len(msgs) == 1 and type(msgs[0]) is not Counted) or s.host.storage_limit(s.cfg.get('storage', 'file')) >= 0:
@@ -302,32 +339,3 @@ def fast_run(s, msgs: list):
         _store_run(s, run); run, ahead, stem = [], {}, None
         s.ingest([(subject, reply, 0, data)], CLIENT)      # anything else: one by one, after what came before it
     _store_run(s, run)
-
-def _store_run(s, run: list):
-    "Store a run of messages that continue their batches with one store call, then move each batch on as `fast_ingest` would."
-    if not run: return
-    subjects, datas = [], []
-    for r in run:
-        if len(r) == 3: subjects += [r[0].subject] * r[0].count; datas += r[0].payloads()
-        else: subjects.append(r[0]); datas.append(r[2])
-    try: first = s.apply(StoreRun(subjects, datas))
-    except Exception:                           # refused as a whole: each message on its own, with its own answer
-        for subject, reply, data in _singles([r[0] if len(r) == 3 else r[:3] for r in run]): s.ingest([(subject, reply, 0, data)], CLIENT)
-        return
-    i = 0
-    for r in run:
-        if len(r) == 3:                         # a `Counted` run: straight to each message a flow ack is due at
-            m, b, seq0 = r; last = seq0 + m.count - 1; seq = seq0
-            while (due := max(seq, b.fseq + b.ack_msgs)) <= last:
-                b.lseq = b.pseq = due; b.sseq = first + i + due - seq0
-                if _check_flow(s, b, out := []): s.host.reply(m.reply(due - seq0), out[0])
-                seq = due + 1
-            b.lseq = b.pseq = last; b.sseq = first + i + m.count - 1; i += m.count
-            continue
-        _, reply, _, b, seq = r
-        b.lseq = b.pseq = seq; b.sseq = first + i; i += 1
-        if seq >= b.fseq + b.ack_msgs and _check_flow(s, b, out := []): s.host.reply(reply, out[0])
-    now = time.time_ns()
-    for b in {r[-2] for r in run}: b.active = now
-    s.stored()
-

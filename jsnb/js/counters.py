@@ -25,6 +25,7 @@ def _from_digits(d: str) -> int:
     k = len(d) // 2
     return _from_digits(d[:-k]) * 10 ** k + _from_digits(d[-k:])
 
+# %% ../../nbs/2_js/09b_counters.ipynb #996944bd
 def big_str(n: int) -> str:
     "`n` in decimal, as Go's `big.Int.String` writes it, however many digits."
     if n < 0: return '-' + big_str(-n)
@@ -67,6 +68,7 @@ def _unmarshal(raw: bytes, typ, cur):
     try: return typ.take(values[0], None, cur, [typ.name])
     except Exception as e: raise ValueError(str(e)) from None
 
+# %% ../../nbs/2_js/09b_counters.ipynb #e58d044a
 def counter_value(data: bytes) -> str:
     "The `val` text of a counter payload; `ValueError` where the reference calls the counter broken."
     m = _PLAIN.fullmatch(data)
@@ -81,6 +83,7 @@ def counter_sources(raw: bytes) -> dict | None:
                                                 for v in d.values()): return d
     return _unmarshal(raw, _SOURCES, None)                  # the rare case: Go's reading and its errors
 
+# %% ../../nbs/2_js/09b_counters.ipynb #bed87242
 _ESC = {'"': '\\"', '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t', '\b': '\\b', '\f': '\\f'}
 _TO_ESCAPE = re.compile('["\\\\<>&\u2028\u2029\x00-\x1f\udc80-\udcff]')
 
@@ -91,6 +94,7 @@ def _go_str(s: str) -> str:
         return _ESC.get(c) or ('\\ufffd' if '\udc80' <= c <= '\udcff' else f'\\u{ord(c):04x}')
     return '"' + _TO_ESCAPE.sub(esc, s) + '"'
 
+# %% ../../nbs/2_js/09b_counters.ipynb #ad6baa1b
 def sources_json(sources: dict) -> bytes:
     "`sources` as Go's `json.Marshal` writes a `map[string]map[string]string`."
     def obj(d): return 'null' if d is None else '{' + ','.join(f'{_go_str(k)}:{_go_str(d[k])}' for k in sorted(d)) + '}'

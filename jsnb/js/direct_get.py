@@ -17,7 +17,7 @@ from . import headers as H
 
 # %% auto #0
 __all__ = ['EMPTY', 'MALFORMED', 'BAD', 'NOT_FOUND', 'NO_RESULTS', 'TOO_MANY', 'REQUIRED_LEVEL', 'PREFIX', 'eob', 'level_ok',
-           'parse_request', 'check', 'one', 'answer', 'answer_built', 'sync', 'on_request', 'reply_to', 'on_requests',
+           'parse_request', 'check', 'one', 'answer', 'answer_built', 'sync', 'reply_to', 'on_request', 'on_requests',
            'is_request', 'unserved']
 
 # %% ../../nbs/2_js/07_direct_get.ipynb #473303e7
@@ -46,6 +46,7 @@ def level_ok(hdr: bytes) -> bool:
 _FIELDS = dict(min_last_seq=int, seq=int, last_by_subj=str, next_by_subj=str, batch=int, max_bytes=int, start_time=str,
                multi_last=list, up_to_seq=int, up_to_time=str, no_hdr=bool)
 
+# %% ../../nbs/2_js/07_direct_get.ipynb #b8c80b09
 def parse_request(body: bytes) -> tuple[dict | None, tuple | None]:
     "Decode a Direct Get body into (request, None) or (None, status), as Go's lenient decoder would."
     try: d = orjson.loads(body)
@@ -70,6 +71,7 @@ def parse_request(body: bytes) -> tuple[dict | None, tuple | None]:
         req[k] = v
     return req, None
 
+# %% ../../nbs/2_js/07_direct_get.ipynb #8096b474
 def check(req: dict):
     "The reference's `408` for a request with nothing to do or conflicting fields, else None."
     g = req.get
@@ -86,6 +88,7 @@ def one(stream, seq: int, no_hdr: bool = False) -> tuple[bytes, bytes]:
     m = stream.store.load_msg(seq)
     return NOT_FOUND if m is None else (b'' if no_hdr else direct_headers(wire(stream.name), m), m.data)
 
+# %% ../../nbs/2_js/07_direct_get.ipynb #384ca38d
 def answer(stream, req: dict, max_pending: int = 64 * 1024 * 1024) -> list[tuple[bytes, bytes]]:
     "The replies to a Direct Get request on `stream`."
     if req.get('multi_last'): return _multi(stream, req, max_pending)
@@ -172,7 +175,6 @@ def answer_built(stream, req: dict, to: bytes, max_pending: int = 64 * 1024 * 10
     def build(sid: bytes) -> bytes: return direct_batch(buf, cols, to, sid, name, pending) + msg_frame(to, sid, b'', len(end), end)
     return stream.host.send_built(to, k + 1, int(sent[k - 1]), build)
 
-
 # %% ../../nbs/2_js/07_direct_get.ipynb #e2a74452
 def sync(s, on: bool = True):
     "Add or remove stream `s`'s Direct Get responders to match `allow_direct` (`on=False`: remove them)."
@@ -187,6 +189,15 @@ def sync(s, on: bool = True):
         for sub in s.direct_subs: s.host.unsubscribe(sub)
         s.direct_subs = []
 
+# %% ../../nbs/2_js/07_direct_get.ipynb #dc9ac66c
+def reply_to(s, req: dict, reply: bytes):
+    "Send the answer to a checked request: written by a kernel when it can (a plain batch), else the frames of `answer`."
+    if answer_built(s, req, reply): return
+    to, out = text(reply), answer(s, req)
+    if len(out) == 1: s.host.publish(to, out[0][1], out[0][0])
+    else: s.host.send([(to, to, '', h, d) for h, d in out])      # a batch: one subscription lookup for all of it
+
+# %% ../../nbs/2_js/07_direct_get.ipynb #a9e40649
 def on_request(s, appended: bool, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "Answer one Direct Get request for stream `s`."
     if not reply: return
@@ -205,13 +216,7 @@ def on_request(s, appended: bool, subject: bytes, reply: bytes, hdr: int, data: 
     if err is not None: return s.host.publish(to, err[1], err[0])
     if not read_after_write.direct_get(s, req, subject, reply, hdr, data, src): reply_to(s, req, reply)
 
-def reply_to(s, req: dict, reply: bytes):
-    "Send the answer to a checked request: written by a kernel when it can (a plain batch), else the frames of `answer`."
-    if answer_built(s, req, reply): return
-    to, out = text(reply), answer(s, req)
-    if len(out) == 1: s.host.publish(to, out[0][1], out[0][0])
-    else: s.host.send([(to, to, '', h, d) for h, d in out])      # a batch: one subscription lookup for all of it
-
+# %% ../../nbs/2_js/07_direct_get.ipynb #f66d88d2
 def on_requests(s, ops: list, src):
     """A run of one client's requests `(subject, reply, hdr_len, data)` to the stream's Direct Get subject, in order:
     the usual one (a single message by sequence, no headers) is answered in this loop and the answers of the run go

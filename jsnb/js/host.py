@@ -107,29 +107,40 @@ class CoreHost:
         self._armed = None                           # the event loop's timer for the earliest entry, and its time
         self._armed_at = 0
 
-    @property
-    def server_name(self) -> str: return self.core.server_name
-    @property
-    def max_payload(self) -> int: return self.core.opts.max_payload
-    @property
-    def domain(self) -> str: return self.account.domain
-    @property
-    def account_name(self) -> str: return self.account.name
-    @property
-    def clustered(self) -> bool: return self.account.clustered
+# %% ../../nbs/2_js/05c_host.ipynb #a6a4f8f4
+@patch(as_prop=True)
+def server_name(self: CoreHost) -> str: return self.core.server_name
+
+@patch(as_prop=True)
+def max_payload(self: CoreHost) -> int: return self.core.opts.max_payload
+
+@patch(as_prop=True)
+def domain(self: CoreHost) -> str: return self.account.domain
+
+@patch(as_prop=True)
+def account_name(self: CoreHost) -> str: return self.account.name
+
+@patch(as_prop=True)
+def clustered(self: CoreHost) -> bool: return self.account.clustered
 
 # %% ../../nbs/2_js/05c_host.ipynb #6f7b2d90
 @patch
 def subscribe(self: CoreHost, subject, cb, queue='', defers=False, many=None): return self.core.subscribe(subject, cb, queue, defers, many=many)
+
 @patch
 def unsubscribe(self: CoreHost, sub): self.core.unsubscribe(sub)
+
 @patch
 def publish(self: CoreHost, subject, data=b'', hdr=b'', reply=''):
     self.core.route(None, wire(subject), wire(reply), len(hdr), hdr + data if hdr else data)
+
+# %% ../../nbs/2_js/05c_host.ipynb #870b979c
 @patch
 def reply(self: CoreHost, to, body): self.core.route(None, to, b'', 0, body)
+
 @patch
 def reply_many(self: CoreHost, replies): self.core.reply_many(replies)
+
 @patch
 def no_responders(self: CoreHost, src, subject: bytes, reply: bytes):
     "Answer a request as the core answers one that no subscription takes: a `503` status, if the client asked for it."
@@ -145,11 +156,16 @@ def has_interest(self: CoreHost, subject: str) -> bool:
     if cl is None or not cl.rsl.count: return False
     rp, rq = cl.rsl.match(wire(subject))
     return bool(rp or rq)
+
+# %% ../../nbs/2_js/05c_host.ipynb #449b2cd5
 @patch
 def defer(self: CoreHost, fn): self.core.defer(fn)
+
 @patch
 def flush_deferred(self: CoreHost):
     if self.core.deferred: self.core.flush_deferred()
+
+# %% ../../nbs/2_js/05c_host.ipynb #e3c8e840
 @patch
 def later(self: CoreHost, delay, fn):
     try: asyncio.get_running_loop().call_later(delay, fn)
@@ -158,9 +174,11 @@ def later(self: CoreHost, delay, fn):
 # %% ../../nbs/2_js/05c_host.ipynb #a7c3d0e2
 @patch
 def send_built(self: CoreHost, to: bytes, k: int, nb: int, build) -> bool: return self.core.route_built(None, to, k, nb, build)
+
 @patch
 def solo_sid(self: CoreHost, to: str) -> bytes | None: return self.core.solo_sid(wire(to))
 
+# %% ../../nbs/2_js/05c_host.ipynb #2b7ad834
 @patch
 def send(self: CoreHost, frames):
     "Route frames in order; a run to one inbox takes one subscription lookup."
@@ -224,16 +242,24 @@ def run_due(self: CoreHost, now: int) -> int:
 # %% ../../nbs/2_js/05c_host.ipynb #a6d5e4f3
 @patch
 def storage_limit(self: CoreHost, storage: str) -> int: return self.account.storage_limit(storage)
+
 @patch
 def limits_exceeded(self: CoreHost, storage: str) -> bool: return self.account.limits_exceeded(storage)
+
 @patch
 def account_exceeded(self: CoreHost, storage: str, size: int) -> bool: return self.account.account_exceeded(storage, size)
+
+# %% ../../nbs/2_js/05c_host.ipynb #5047abe1
 @patch
 def stream(self: CoreHost, name: str): return self.account.stream(name)
+
 @patch
 def stored(self: CoreHost, stream): self.account.stored(stream)
+
 @patch
 def batches_inflight(self: CoreHost) -> int: return self.account.batches_inflight()
+
+# %% ../../nbs/2_js/05c_host.ipynb #e408fc26
 @patch
 def read_elsewhere(self: CoreHost, stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src) -> bool:
     return self.account.read_elsewhere(stream, subject, reply, hdr, data, src)

@@ -30,17 +30,25 @@ class NullHost:
 # %% ../../nbs/2_js/05d_nullhost.ipynb #33e0b47e
 @patch
 def publish(self: NullHost, subject, data=b'', hdr=b'', reply=''): self.sent.append((subject, subject, reply, hdr, data))
+
 @patch
 def reply(self: NullHost, to, body): self.publish(text(to), body)
+
 @patch
 def reply_many(self: NullHost, replies):
     for to, body in replies: self.reply(to, body)
+
+# %% ../../nbs/2_js/05d_nullhost.ipynb #055343a5
 @patch
 def send(self: NullHost, frames): self.sent.extend(frames)
+
 @patch
 def send_built(self: NullHost, to, k, nb, build): return False       # frames here are kept as tuples: the caller sends those
+
 @patch
 def solo_sid(self: NullHost, to): return None
+
+# %% ../../nbs/2_js/05d_nullhost.ipynb #b06316ad
 @patch
 def no_responders(self: NullHost, src, subject, reply): pass           # no clients: nobody to tell
 
@@ -62,11 +70,15 @@ def has_interest(self: NullHost, subject): return self.interest(subject) if call
 # %% ../../nbs/2_js/05d_nullhost.ipynb #eb3f1589
 @patch
 def defer(self: NullHost, fn): self.deferred.append(fn)
+
 @patch
 def flush_deferred(self: NullHost):
     while self.deferred: self.deferred.pop(0)()
+
+# %% ../../nbs/2_js/05d_nullhost.ipynb #8fe83791
 @patch
 def later(self: NullHost, delay, fn): self.timers.append((delay, fn))
+
 @patch
 def wake(self: NullHost, obj, when): self.wakes[obj] = min(when, self.wakes.get(obj, when))
 
@@ -80,15 +92,23 @@ def run_timers(self: NullHost) -> int:
 # %% ../../nbs/2_js/05d_nullhost.ipynb #efee8f9b
 @patch
 def storage_limit(self: NullHost, storage): return self.limit
+
 @patch
 def limits_exceeded(self: NullHost, storage): return False
+
 @patch
 def account_exceeded(self: NullHost, storage, size): return False
+
+# %% ../../nbs/2_js/05d_nullhost.ipynb #bddcc9d5
 @patch
 def stream(self: NullHost, name): return self.streams.get(name)
+
 @patch
 def stored(self: NullHost, stream): pass
+
 @patch
 def batches_inflight(self: NullHost): return sum(len(s.batches) for s in self.streams.values())
+
+# %% ../../nbs/2_js/05d_nullhost.ipynb #775ab06c
 @patch
 def read_elsewhere(self: NullHost, stream, subject, reply, hdr, data, src): return False        # one server: no other replica

@@ -77,6 +77,7 @@ def unpin(c, group: str, reason: str):
     c.pin = None
     _advise(c, 'UNPINNED', group, reason=reason)
 
+# %% ../../nbs/2_js/12a_priority.ipynb #809ac7aa
 def expire_pin(c, now: int):
     "Unpin a client that sent no request with its id for `priority_timeout`."
     pin = c.pin
@@ -94,6 +95,7 @@ def _overflows(c, pg: Group, pending: int) -> bool:
     if mp <= 0 and ma <= 0: return True
     return (0 < mp <= pending + 1) or (0 < ma <= len(c.pending))
 
+# %% ../../nbs/2_js/12a_priority.ipynb #36d36ec9
 def next_waiting(c, size: int, pending: int, now: int):
     "The waiting request that takes the next message (`size` bytes as `max_bytes` counts them, `pending` left after it), or `None`."
     q, policy, cycled = c.waiting, c.cfg.get('priority_policy') or 'none', 0

@@ -200,6 +200,7 @@ def staged(v: View, subject: str, hdr: bytes, data: bytes, first: bool, subjects
 # %% ../../nbs/2_js/06a_publish.ipynb #0e0247fa
 _MID, _EXPS = b'NATS/1.0\r\n' + H.MSG_ID + b': ', H.EXPECTED_STREAM + b': '
 
+# %% ../../nbs/2_js/06a_publish.ipynb #f12cfe23
 def simple_headers(data: bytes, hdr: int) -> tuple[bytes, bytes] | None:
     """`(msg id, expected stream)` (`b''` for one not given) when the header block `data[:hdr]` asks nothing of the
     stream but de-duplication and a stream name check (and is not too long); None when it asks more."""

@@ -33,12 +33,14 @@ class PullRequest:
         self.hb, self.next_hb, self.received = hb, (now + hb if hb else 0), now
         self.pg, self.seen = pg, -1                 # priority-group fields (JSON requests only); delivery round last seen alive
 
+# %% ../../nbs/2_js/12b_pull.ipynb #ebbd8df6
 _INT = GoInt('int')
 _PULL = GoStruct('', {'expires': GoInt('time.Duration'), 'batch': _INT, 'max_bytes': _INT, 'no_wait': GoBool(),
                       'idle_heartbeat': GoInt('time.Duration'), 'group': GoStr(), 'min_pending': GoInt('int64'),
                       'min_ack_pending': GoInt('int64'), 'id': GoStr(), 'priority': _INT}, strict=False)
 _ATOI = re.compile(rb'[+-]?[0-9]+')
 
+# %% ../../nbs/2_js/12b_pull.ipynb #2935fe5f
 def parse_pull(body: bytes) -> tuple[dict | None, str]:
     "Decode a `MSG.NEXT` body into request fields, or an error description (Go's own words, as the reference sends them)."
     body = body.strip()
@@ -131,6 +133,7 @@ def _serve_plain(c, now: int):
             if wr.b > 0: c.end(wr, 409, 'Batch Completed')
         elif len(q) > 1: q.rotate(-1)                                     # served, and to the back: requests take turns
 
+# %% ../../nbs/2_js/12b_pull.ipynb #129a76dc
 def _run(c, wr: PullRequest, k: int, now: int) -> int:
     "Deliver up to `k` due messages to `wr` (redeliveries first); how many, or -1 when none is due."
     sent = 0
@@ -150,6 +153,7 @@ def _run(c, wr: PullRequest, k: int, now: int) -> int:
         if wr.n <= 0: break
     return sent if sent else (-1 if c.waiting and c.waiting[0] is wr else 0)
 
+# %% ../../nbs/2_js/12b_pull.ipynb #9f529b1e
 def _take(c, wr: PullRequest, size: int) -> bool:
     "Count one message of `size` bytes against `wr`, or end it when the message is too big for what it has left."
     if wr.b:
@@ -197,6 +201,7 @@ def expire(c, now: int):
     "Drop the waiting requests that can no longer be served."
     c.waiting = collections.deque(wr for wr in c.waiting if live(c, wr, now))
 
+# %% ../../nbs/2_js/12b_pull.ipynb #3fbf11d6
 def heartbeats(c, now: int):
     "Idle heartbeats to the waiting requests that asked for them and are due one."
     hb = None
@@ -205,6 +210,7 @@ def heartbeats(c, now: int):
             hb = hb or status(100, 'Idle Heartbeat', {H.LAST_CONSUMER: c.dseq - 1, H.LAST_STREAM: c.sseq - 1})
             c.emit(wr.reply, hb); wr.next_hb = now + wr.hb
 
+# %% ../../nbs/2_js/12b_pull.ipynb #1f69d09c
 def due(c) -> list[int]:
     "When the waiting requests next need the consumer: their expiries and heartbeats."
     t = []
@@ -213,6 +219,7 @@ def due(c) -> list[int]:
         if wr.hb: t.append(wr.next_hb)
     return t
 
+# %% ../../nbs/2_js/12b_pull.ipynb #80c4b9a5
 def num_waiting(c, now: int) -> int:
     "Waiting requests as `consumer_info` counts them: expired ones and gone inboxes do not count."
     has = c.stream.host.has_interest

@@ -16,6 +16,7 @@ __all__ = ['parse_ttl', 'check', 'stored_ttl', 'restored', 'is_marker', 'marker_
 # %% ../../nbs/2_js/09_ttl.ipynb #a81be507
 _DIGITS = re.compile(r'[0-9]+')
 
+# %% ../../nbs/2_js/09_ttl.ipynb #4860f7cd
 def parse_ttl(v: bytes) -> int:
     "A `Nats-TTL` value in seconds (-1 for `never`); raises `ValueError` when invalid, as the reference does."
     s = v.decode('utf-8', 'replace').strip()
@@ -71,6 +72,7 @@ def marker_header(ttl_ns: int) -> bytes:
     "The header block of a subject delete marker that lives `ttl_ns`."
     return b'NATS/1.0\r\n%s: MaxAge\r\n%s: %s\r\n%s: sub\r\n\r\n' % (H.MARKER_REASON, H.TTL, go_duration(ttl_ns).encode(), H.ROLLUP)
 
+# %% ../../nbs/2_js/09_ttl.ipynb #9dcec9b4
 def markers(store, cfg: dict, now: int) -> list[tuple[str, bytes]]:
     "(subject, header block) of each delete marker to store before what is due at `now` is removed."
     sdm = cfg.get('subject_delete_marker_ttl') or 0
