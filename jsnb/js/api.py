@@ -4,6 +4,7 @@
 
 # %% ../../nbs/2_js/16_api.ipynb #2e38f0e2
 from __future__ import annotations
+from fastcore.basics import patch
 import logging, time
 from functools import partial
 from typing import Callable, NamedTuple
@@ -19,7 +20,6 @@ from .host import advise, json_bytes, client_info
 from .account import Account
 from . import kernels
 from . import stream_api as S, consumer_api as C, snapshot as SN, restore as RS, templates as T
-
 log = logging.getLogger('jsnb')
 
 # %% auto #0
@@ -35,6 +35,7 @@ class Route(NamedTuple):
     nargs: int = -1                  # when set, a subject with another number of arguments is not this verb (no answer)
     header: Callable | None = None   # `header(account, answer)`: a header block the answer carries (b'' for none)
 
+# %% ../../nbs/2_js/16_api.ipynb #abe2e7ac
 ROUTES: dict[str, Route] = {
     'INFO': Route(S.account_info, 'account_info_response'),
     'STREAM.CREATE': Route(S.stream_create, 'stream_create_response'),
@@ -66,6 +67,7 @@ ROUTES: dict[str, Route] = {
     'STREAM.TEMPLATE.DELETE': Route(T.template_delete, 'stream_template_delete_response', nargs=1),
 }
 
+# %% ../../nbs/2_js/16_api.ipynb #a6fd5425
 def _clustered_only():
     "What a single server answers to a request only a cluster can do (stepdowns, peer removal), as the reference answers it."
     raise JSClusterRequiredErr()
@@ -104,6 +106,7 @@ API_SUBJECTS = ('$JS.API.>',)     # every API subject is taken, as in the refere
 
 def above_level(*args): raise JSRequiredApiLevelErr()
 
+# %% ../../nbs/2_js/16_api.ipynb #6dc4ab0f
 def map_domain(core, domain: str):
     "Answer `$JS.<domain>.API.>` as `$JS.API.>` in `core`'s account, and `$JS.<domain>.API.$KV.>` (`$OBJ`) as `$KV.>` (`$OBJ.>`), the reference's domain mappings; returns the subscription."
     prefix = f'$JS.{domain}.API.'.encode()
@@ -114,6 +117,7 @@ def map_domain(core, domain: str):
         core.route(src, to, reply, hdr, data)
     return core.subscribe(prefix + b'>', remap)
 
+# %% ../../nbs/2_js/16_api.ipynb #b7ec6021
 class JetStream:
     "JetStream of one account of a server: the API and wire subscriptions, the timers (`core`: the core, or a view of it for one account)."
     def __init__(self, core, store_dir: str, max_memory: int = -1, max_file: int = -1, sync_interval: float = 120.0,
@@ -122,66 +126,78 @@ class JetStream:
         self.account = Account(core, store_dir, max_memory, max_file, sync_interval, name, limits, domain)
         self._subs: list = []
 
-    def start(self):
-        "Bring the account back from disk and subscribe."
-        a, sub = self.account, self.core.subscribe
-        if kernels.AT_START: kernels.warm()
-        a.restore()
-        T.restore(a)                                   # the stream templates, with the streams they made
-        self._subs = [sub(p, self.on_api, many=self.on_api_run) for p in API_SUBJECTS] + [
-            sub('$JS.API.CONSUMER.MSG.NEXT.>', partial(C.on_next, a)), sub('$JS.ACK.>', partial(C.on_ack, a), many=partial(C.on_acks, a)),
-            sub('$JS.FC.>', partial(C.on_flow_control, a)), sub('$JS.API.CONSUMER.RESET.*.*', partial(C.on_reset, a))]
-        if a.domain: self._subs.append(map_domain(self.core, a.domain))
-        self.core.interest_watchers.append(a.on_interest)
+# %% ../../nbs/2_js/16_api.ipynb #f6219c79
+@patch
+def on_api_run(self: JetStream, ops: list, src):
+    "A run of one client's requests `(subject, reply, hdr_len, data)`: Direct Gets to one subject are checked for a responder once, the rest go one by one."
+    s = ops[0][0]
+    if direct_get.is_request(s) and [op[0] for op in ops].count(s) == len(ops):
+        if direct_get.unserved(self.core.sublist, s):
+            for subject, reply, _, _ in ops:
+                if reply: self.account.host.no_responders(src, subject, reply)
+        return
+    core = self.core
+    for subject, reply, hdr, data in ops:
+        if getattr(src, 'closing', False): return    # closed on the way (a slow consumer): the rest is dropped, as the core drops it
+        if direct_get.is_request(subject):             # its responder may have come with a request before it in this run:
+            core.in_msgs -= 1; core.in_bytes -= len(data)   # routed again, as if on its own (and counted once)
+            core.route(src, subject, reply, hdr, data)
+        else: self.on_api(subject, reply, hdr, data, src)
 
-    def stop(self):
-        "Unsubscribe, write consumer state, close every store."
-        for s in self._subs: self.core.unsubscribe(s)
-        self._subs = []
-        if self.account.on_interest in self.core.interest_watchers: self.core.interest_watchers.remove(self.account.on_interest)
-        self.account.stop()
+# %% ../../nbs/2_js/16_api.ipynb #d18adbf6
+@patch
+def on_api(self: JetStream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+    "One `$JS.API` request: route it, answer it (once), count and audit it."
+    if direct_get.is_request(subject):               # the streams answer these; a Direct Get nobody serves is a no-responders
+        if reply and direct_get.unserved(self.core.sublist, subject): self.account.host.no_responders(src, subject, reply)
+        return
+    subj = text(subject)
+    found = route(subj)
+    if found is None: return                    # nobody handles this subject: no answer, as with the reference
+    r, args = found
+    body = data[hdr:] if hdr else data
+    if hdr and not level_ok(data[:hdr]): r = r._replace(handler=above_level)   # asks for a newer API than ours
+    resp, delay = answer(self.account, r, args, body, src, subj)
+    loud = 'error' in resp or not r.quiet
+    if loud: self.account.api_total += 1
+    try: out = json_bytes(resp)
+    except (TypeError, ValueError):                 # nothing a handler returns should get here, but answer anyway
+        log.exception('JetStream API reply to %s could not be encoded', subj)
+        out = json_bytes(dict(type=resp['type'], error=JSApiError(500, 0, 'internal error: reply could not be encoded').to_dict()))
+    h = r.header(self.account, resp) if r.header else b''
+    if reply and delay: self.account.host.later(delay, lambda: self.account.host.reply(reply, out))
+    elif reply and h: self.account.host.publish(text(reply), out, hdr=h)
+    elif reply: self.account.host.reply(reply, out)
+    if loud: audit(self.account, src, subj, body, out)
 
-    def tick(self, now: int | None = None) -> int:
-        "Run every timer due at `now` (the event loop does this by itself; tests and a safety net call it)."
-        return self.account.host.run_due(now or time.time_ns())
-    def stats(self) -> dict: return self.account.stats()
+# %% ../../nbs/2_js/16_api.ipynb #f5a78639
+@patch
+def start(self: JetStream):
+    "Bring the account back from disk and subscribe."
+    a, sub = self.account, self.core.subscribe
+    if kernels.AT_START: kernels.warm()
+    a.restore()
+    T.restore(a)                                   # the stream templates, with the streams they made
+    self._subs = [sub(p, self.on_api, many=self.on_api_run) for p in API_SUBJECTS] + [
+        sub('$JS.API.CONSUMER.MSG.NEXT.>', partial(C.on_next, a)), sub('$JS.ACK.>', partial(C.on_ack, a), many=partial(C.on_acks, a)),
+        sub('$JS.FC.>', partial(C.on_flow_control, a)), sub('$JS.API.CONSUMER.RESET.*.*', partial(C.on_reset, a))]
+    if a.domain: self._subs.append(map_domain(self.core, a.domain))
+    self.core.interest_watchers.append(a.on_interest)
 
-    def on_api_run(self, ops: list, src):
-        "A run of one client's requests `(subject, reply, hdr_len, data)`: Direct Gets to one subject are checked for a responder once, the rest go one by one."
-        s = ops[0][0]
-        if direct_get.is_request(s) and [op[0] for op in ops].count(s) == len(ops):
-            if direct_get.unserved(self.core.sublist, s):
-                for subject, reply, _, _ in ops:
-                    if reply: self.account.host.no_responders(src, subject, reply)
-            return
-        core = self.core
-        for subject, reply, hdr, data in ops:
-            if getattr(src, 'closing', False): return    # closed on the way (a slow consumer): the rest is dropped, as the core drops it
-            if direct_get.is_request(subject):             # its responder may have come with a request before it in this run:
-                core.in_msgs -= 1; core.in_bytes -= len(data)   # routed again, as if on its own (and counted once)
-                core.route(src, subject, reply, hdr, data)
-            else: self.on_api(subject, reply, hdr, data, src)
+# %% ../../nbs/2_js/16_api.ipynb #626d8d7d
+@patch
+def stop(self: JetStream):
+    "Unsubscribe, write consumer state, close every store."
+    for s in self._subs: self.core.unsubscribe(s)
+    self._subs = []
+    if self.account.on_interest in self.core.interest_watchers: self.core.interest_watchers.remove(self.account.on_interest)
+    self.account.stop()
 
-    def on_api(self, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-        "One `$JS.API` request: route it, answer it (once), count and audit it."
-        if direct_get.is_request(subject):               # the streams answer these; a Direct Get nobody serves is a no-responders
-            if reply and direct_get.unserved(self.core.sublist, subject): self.account.host.no_responders(src, subject, reply)
-            return
-        subj = text(subject)
-        found = route(subj)
-        if found is None: return                    # nobody handles this subject: no answer, as with the reference
-        r, args = found
-        body = data[hdr:] if hdr else data
-        if hdr and not level_ok(data[:hdr]): r = r._replace(handler=above_level)   # asks for a newer API than ours
-        resp, delay = answer(self.account, r, args, body, src, subj)
-        loud = 'error' in resp or not r.quiet
-        if loud: self.account.api_total += 1
-        try: out = json_bytes(resp)
-        except (TypeError, ValueError):                 # nothing a handler returns should get here, but answer anyway
-            log.exception('JetStream API reply to %s could not be encoded', subj)
-            out = json_bytes(dict(type=resp['type'], error=JSApiError(500, 0, 'internal error: reply could not be encoded').to_dict()))
-        h = r.header(self.account, resp) if r.header else b''
-        if reply and delay: self.account.host.later(delay, lambda: self.account.host.reply(reply, out))
-        elif reply and h: self.account.host.publish(text(reply), out, hdr=h)
-        elif reply: self.account.host.reply(reply, out)
-        if loud: audit(self.account, src, subj, body, out)
+# %% ../../nbs/2_js/16_api.ipynb #13908cff
+@patch
+def tick(self: JetStream, now: int | None = None) -> int:
+    "Run every timer due at `now` (the event loop does this by itself; tests and a safety net call it)."
+    return self.account.host.run_due(now or time.time_ns())
+
+@patch
+def stats(self: JetStream) -> dict: return self.account.stats()

@@ -43,6 +43,7 @@ def on_next(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, 
         acct.host.publish(text(reply), hdr=status(412, 'Required Api Level'))
     elif reply: acct.host.send(c.pull(text(reply), data[hdr:] if hdr else data))
 
+# %% ../../nbs/2_js/15_consumer_api.ipynb #a609ffdf
 def on_ack(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "An acknowledgement (`+ACK`, `-NAK`, `+WPI`, `+TERM`, `+NXT`); a consumer that takes none has no responder."
     toks = text(subject).split('.')
@@ -52,8 +53,10 @@ def on_ack(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, s
     except ValueError: return
     acct.host.send(c.ack(sseq, dseq, dc, data[hdr:] if hdr else data, text(reply)))
 
+# %% ../../nbs/2_js/15_consumer_api.ipynb #1b093b5b
 _NOT_ACKS = (b'+WPI', b'-NAK', b'+TER')
 
+# %% ../../nbs/2_js/15_consumer_api.ipynb #7c57179a
 def on_acks(acct: Account, ops: list, src):
     """A run of one client's acknowledgements `(subject, reply, hdr_len, data)`, in order: consecutive plain ones (no
     reply, not `+WPI`, `-NAK` or `+TERM`) to one consumer are taken with one `Consumer.ack_many`, the rest by `on_ack`."""
@@ -72,6 +75,7 @@ def on_acks(acct: Account, ops: list, src):
         else: run.append((int(toks[5]), int(toks[6])))
     if run: acct.host.send(c0.ack_many(run))
 
+# %% ../../nbs/2_js/15_consumer_api.ipynb #892a50ca
 def on_flow_control(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "A push consumer's flow-control reply: delivery goes on."
     toks = text(subject).split('.')
@@ -132,6 +136,7 @@ def consumer_info_of(acct: Account, c: Consumer, stored: bool = False) -> dict:
     if (groups := priority.groups_info(c)) is not None: d['priority_groups'] = groups
     return d
 
+# %% ../../nbs/2_js/15_consumer_api.ipynb #8d766564
 def consumer_of(acct: Account, args) -> Consumer:
     "The consumer named in the API subject, or the reference's 404s."
     s = stream_of(acct, args)
@@ -139,6 +144,7 @@ def consumer_of(acct: Account, args) -> Consumer:
     if c is None: raise JSConsumerNotFoundErr()
     return c
 
+# %% ../../nbs/2_js/15_consumer_api.ipynb #2e336534
 def consumer_info(acct: Account, args, body, src) -> dict:
     "`CONSUMER.INFO.<stream>.<consumer>`"
     require_empty(body)                                   # checked before anything else, as the reference does
@@ -156,6 +162,7 @@ def consumer_names(acct: Account, args, body, src) -> dict:
     offset = min(max(req['offset'], 0), len(names))
     return dict(total=len(names), offset=offset, limit=1024, consumers=names[offset:offset + 1024])
 
+# %% ../../nbs/2_js/15_consumer_api.ipynb #f38453d2
 def consumer_list(acct: Account, args, body, src) -> dict:
     "`CONSUMER.LIST.<stream>`"
     s = stream_of(acct, args); req = request(body, 'consumers')
@@ -164,6 +171,7 @@ def consumer_list(acct: Account, args, body, src) -> dict:
     return dict(total=len(names), offset=offset, limit=256,
                 consumers=[consumer_info_of(acct, s.consumers[n], stored=True) for n in names[offset:offset + 256]])
 
+# %% ../../nbs/2_js/15_consumer_api.ipynb #a2640862
 def consumer_pause(acct: Account, args, body, src) -> dict:
     "`CONSUMER.PAUSE.<stream>.<consumer>`"
     c = consumer_of(acct, args)
@@ -206,6 +214,7 @@ def reset_seq(c: Consumer, seq: int) -> int:
 _RESET = GoStruct('server.JSApiConsumerResetRequest', {'seq': GoInt('uint64')}, strict=False)
 _RESET_TYPE = 'io.nats.jetstream.api.v1.consumer_reset_response'
 
+# %% ../../nbs/2_js/15_consumer_api.ipynb #02b8757e
 def on_reset(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "A `CONSUMER.RESET` request, answered by the consumer as in the reference: nothing answers for one that does not exist."
     toks = text(subject).split('.')

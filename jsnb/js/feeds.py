@@ -23,6 +23,7 @@ class AckInfo(tuple):
     consumer = property(lambda s: s[0]); delivered = property(lambda s: s[1]); sseq = property(lambda s: s[2])
     dseq = property(lambda s: s[3]); ts = property(lambda s: s[4]); pending = property(lambda s: s[5])
 
+# %% ../../nbs/2_js/08a_feeds.ipynb #1cca18db
 def ack_info(reply: bytes) -> AckInfo | None:
     "Read a `$JS.ACK` reply subject (both forms); None when it is not one."
     t = reply.split(b'.')
@@ -41,6 +42,7 @@ _LEVEL4 = b'NATS/1.0\r\n' + H.REQUIRED_API_LEVEL + b': 4\r\n\r\n'
 
 def _token(n: int = 8) -> str: return ''.join(random.choices('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789', k=n))
 
+# %% ../../nbs/2_js/08a_feeds.ipynb #545f6fef
 class Feed:
     "Copy a stream of another JetStream through its API prefix `api`, with an ephemeral push consumer made (and remade) there."
     def __init__(self, host: StreamHost, api: str, stream: str, mirror: bool, owner: str, start: Callable, store: Callable,
@@ -90,6 +92,7 @@ def _cancel(self: Feed):
         if s is not None: self.host.unsubscribe(s)
     self.sub = self.rsub = None; self.cname = ''
 
+# %% ../../nbs/2_js/08a_feeds.ipynb #e2c4c0cb
 @_patch
 def create(self: Feed):
     "Ask the upstream for a new consumer from the last message kept (or later, if the last ask was too recent)."
@@ -148,6 +151,7 @@ def _retry(self: Feed):
 def _timeout(self: Feed, gen: int):
     if gen == self._gen and self.waiting: self._failed(dict(code=408, err_code=10029, description='consumer create timed out'))
 
+# %% ../../nbs/2_js/08a_feeds.ipynb #0bc59a29
 @_patch
 def _health(self: Feed, gen: int):
     "Every `HEALTH`: a feed that heard nothing for that long makes its consumer again."

@@ -4,6 +4,7 @@
 
 # %% ../../nbs/2_js/16a_js_accounts.ipynb #3cba6847
 from __future__ import annotations
+from fastcore.basics import patch
 import time
 from ..nats.accounts import CoreView
 from ..nats.protocol import text
@@ -24,28 +25,33 @@ class NoJetStream:
     "The `$JS.API` of an account without JetStream: requests the reference answers get their error (10039 in the end)."
     def __init__(self, core, domain: str = ''): self.core, self.domain, self._subs = core, domain, []
 
-    def start(self):
-        self._subs = [self.core.subscribe('$JS.API.>', self.on_api)]
-        if self.domain: self._subs.append(map_domain(self.core, self.domain))
+# %% ../../nbs/2_js/16a_js_accounts.ipynb #021ba466
+@patch
+def start(self: NoJetStream):
+    self._subs = [self.core.subscribe('$JS.API.>', self.on_api)]
+    if self.domain: self._subs.append(map_domain(self.core, self.domain))
 
-    def stop(self):
-        for s in self._subs: self.core.unsubscribe(s)
-        self._subs = []
+@patch
+def stop(self: NoJetStream):
+    for s in self._subs: self.core.unsubscribe(s)
+    self._subs = []
 
-    def on_api(self, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-        if direct_get.is_request(subject):                      # not taken: no responders, as from the reference
-            if reply and src is not None and getattr(src, 'no_responders', False): self.core.router.send_no_responders(src, subject, reply)
-            return
-        found = route(text(subject))
-        if found is None or not reply: return                   # other subjects are taken and not answered
-        r, args = found
-        try: r.handler(_NotEnabled(), args, data[hdr:] if hdr else data, src); err = JSNotEnabledForAccountErr()
-        except JSApiError as e: err = e
-        self.core.route(None, reply, b'', 0, json_bytes(dict(type=RT + r.rtype, error=err.to_dict(), **r.error_extra)))
+@patch
+def on_api(self: NoJetStream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+    if direct_get.is_request(subject):                      # not taken: no responders, as from the reference
+        if reply and src is not None and getattr(src, 'no_responders', False): self.core.router.send_no_responders(src, subject, reply)
+        return
+    found = route(text(subject))
+    if found is None or not reply: return                   # other subjects are taken and not answered
+    r, args = found
+    try: r.handler(_NotEnabled(), args, data[hdr:] if hdr else data, src); err = JSNotEnabledForAccountErr()
+    except JSApiError as e: err = e
+    self.core.route(None, reply, b'', 0, json_bytes(dict(type=RT + r.rtype, error=err.to_dict(), **r.error_extra)))
 
 # %% ../../nbs/2_js/16a_js_accounts.ipynb #28bc2c7b
 SYSTEM_DIRECTIVES = (b'$JS.API.SERVER.REMOVE', b'$JS.API.META.LEADER.STEPDOWN')
 
+# %% ../../nbs/2_js/16a_js_accounts.ipynb #54aa4006
 class SystemJetStream:
     "The `$JS.API` of the system account on a server whose JetStream is `$G`'s: not enabled, and the meta group's requests left to the meta leader."
     def __init__(self, core): self.core, self._subs = core, []
@@ -59,6 +65,7 @@ class SystemJetStream:
         rtype = 'account_info_response' if subject == b'$JS.API.INFO' else 'system_response'
         self.core.route(None, reply, b'', 0, json_bytes(dict(type=RT + rtype, error=JSNotEnabledForAccountErr().to_dict())))
 
+# %% ../../nbs/2_js/16a_js_accounts.ipynb #0e9f22b0
 def with_system(svc, core, acc):
     "JetStream service `svc` of `$G`, started and stopped together with the system account `acc`'s `SystemJetStream`."
     part, start, stop = SystemJetStream(CoreView(core, acc)), svc.start, svc.stop
@@ -82,19 +89,26 @@ class JetStreamAccounts:
         peers = tuple(js.account for js in self.by_account.values())
         for a in peers: a.peers = lambda: peers          # the server-wide limits are shared by all of them
 
-    def start(self):
-        for p in self.parts: p.start()
-    def stop(self):
-        for p in self.parts: p.stop()
-    def tick(self, now: int | None = None) -> int: return sum(js.tick(now or time.time_ns()) for js in self.by_account.values())
+# %% ../../nbs/2_js/16a_js_accounts.ipynb #6f8d42a3
+@patch
+def start(self: JetStreamAccounts):
+    for p in self.parts: p.start()
 
-    def stats(self) -> dict:
-        "The accounts' figures added up, and how many accounts have JetStream."
-        out = dict(memory=0, storage=0, reserved_memory=0, reserved_storage=0, streams=0, consumers=0, messages=0, bytes=0,
-                   api_total=0, api_errors=0)
-        for js in self.by_account.values():
-            for k, v in js.stats().items():
-                if k in out: out[k] += v
-                else: out[k] = v
-        out['accounts'] = len(self.by_account)
-        return out
+@patch
+def stop(self: JetStreamAccounts):
+    for p in self.parts: p.stop()
+
+@patch
+def tick(self: JetStreamAccounts, now: int | None = None) -> int: return sum(js.tick(now or time.time_ns()) for js in self.by_account.values())
+
+@patch
+def stats(self: JetStreamAccounts) -> dict:
+    "The accounts' figures added up, and how many accounts have JetStream."
+    out = dict(memory=0, storage=0, reserved_memory=0, reserved_storage=0, streams=0, consumers=0, messages=0, bytes=0,
+               api_total=0, api_errors=0)
+    for js in self.by_account.values():
+        for k, v in js.stats().items():
+            if k in out: out[k] += v
+            else: out[k] = v
+    out['accounts'] = len(self.by_account)
+    return out

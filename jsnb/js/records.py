@@ -17,7 +17,6 @@ REC = struct.Struct('<IIBQqqHI')
 HDR = REC.size
 MSG, DEL, SKIP, PURGE, ERASED, LAST = range(6)
 SEQD = (MSG, SKIP, ERASED, LAST)          # the kinds that use up their sequence
-
 _TAIL = struct.Struct('<BQqqHI')                # a record header after `rlen` and `crc`
 
 def record(kind: int, seq: int, ts: int, ttl: int = 0, subj: bytes = b'', hdr: bytes = b'', data: bytes = b'') -> bytes:
@@ -25,6 +24,8 @@ def record(kind: int, seq: int, ts: int, ttl: int = 0, subj: bytes = b'', hdr: b
     body = b''.join((_TAIL.pack(kind, seq, ts, ttl, len(subj), len(hdr)), subj, hdr, data))
     rlen = (len(body) + 8).to_bytes(4, 'little')
     return b''.join((rlen, zlib.crc32(body, zlib.crc32(rlen)).to_bytes(4, 'little'), body))
+
+# %% ../../nbs/2_js/04b_records.ipynb #a559a659
 _LEN39 = HDR.to_bytes(4, 'little'); _CRC39 = zlib.crc32(_LEN39)
 
 def mark(kind: int, seq: int, ts: int) -> bytes:
@@ -61,6 +62,7 @@ def _u(a: np.ndarray, i: np.ndarray, n: int) -> np.ndarray:
     for k in range(n): v |= a[i + k].astype(np.int64) << (8 * k)
     return v
 
+# %% ../../nbs/2_js/04b_records.ipynb #e46b1ad8
 def resync(buf, pos: int) -> int:
     "Offset of the first intact record after `pos`, or -1."
     a, n = np.frombuffer(buf, np.uint8), len(buf)
@@ -100,15 +102,15 @@ def walk(buf):
 
 # %% ../../nbs/2_js/04b_records.ipynb #827f2985
 from . import kernels
-
 CRC_IEEE = kernels.crc_tables(0xEDB88320)[0]   # zlib's CRC-32, a byte at a time
 
 def _le(a, p, n):
     "The little-endian unsigned integer of `n` bytes at `a[p:]`."
     v = 0
-    for k in range(n - 1, -1, -1): v = (v << 8) | a[p + k]
+    for k in range(n - 1, -1, -1): v = (v << 8) | int(a[p + k])      # (an int: a byte of a numpy array would overflow)
     return v
 
+# %% ../../nbs/2_js/04b_records.ipynb #6bc89dcc
 def _raw_records(a, pos, seqs, cols, table):
     "Check the `MSG` records at offsets `pos` of `a` (their sequences `seqs`); fill `cols`; how many were intact, in order."
     for i in range(pos.shape[0]):
@@ -139,6 +141,7 @@ def _put_le(a, p, v, n):
     "Write `v` as a little-endian unsigned integer of `n` bytes at `a[p:]`."
     for k in range(n): a[p + k] = (v >> (8 * k)) & 0xFF
 
+# %% ../../nbs/2_js/04b_records.ipynb #c47ce042
 def _write_records(src, sl, hl, dl, seq, ts, out, table):
     """Frame `MSG` records into `out`, as `record` does, for messages whose subject, headers and payload follow each
     other in `src` (their lengths `sl`, `hl`, `dl`), with sequences from `seq` on and time `ts`."""

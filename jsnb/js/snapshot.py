@@ -19,7 +19,6 @@ from .consumer import Consumer
 from .account import Account
 from . import stream_api
 from .archive import ARCHIVE_MAGIC, S2_HEADER, WAIT_FOR_KERNELS, KERNEL_WAIT, ready, archive_entry, archive_entries, s2_frames
-
 log = logging.getLogger('jsnb')
 
 # %% auto #0
@@ -40,6 +39,9 @@ def consumer_entry(c: Consumer, last: int) -> dict:
     rd = {str(s): n - 1 for s, n in sorted(c.rdc.items()) if s <= last and n > 1}
     if rd: st['redelivered'] = rd
     return dict(config=stored_cfg(c.cfg), state=st)
+
+# %% ../../nbs/2_js/18_snapshot.ipynb #5c54285e
+BLOCK = 1 << 20                       # bytes of archive per S2 frame, the block size of the reference's S2 writer
 
 def _state_doc(state: dict, consumers: int) -> dict:
     "The `state.json` document: the state as the reply has it, with the number of consumer entries."
@@ -64,8 +66,7 @@ def snapshot_bytes(stream, state: dict, consumers: list[tuple[str, dict]], now: 
         seq = top + 1
     yield archive_entry(b'')
 
-BLOCK = 1 << 20                       # bytes of archive per S2 frame, the block size of the reference's S2 writer
-
+# %% ../../nbs/2_js/18_snapshot.ipynb #bd73c72d
 class _Packer:
     "The snapshot's bytes as S2 frames of `block` bytes (the last one shorter), made as they are read."
     def __init__(self, pieces, block: int = BLOCK):
@@ -113,15 +114,32 @@ class Snapshot:
         self.start_ns = self.end_ns = 0
         self.error = ''
 
-    def begin(self):
-        "The answer is out: announce the snapshot, wait for the receiver, start sending."
-        self.start_ns = time.time_ns()
-        advise(self.acct.host, f'$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_CREATE.{self.stream.name}',
-               'io.nats.jetstream.advisory.v1.snapshot_create', stream=self.stream.name, state=self.state,
-               client=_client(self.acct, self.src))
-        self.sub = self.acct.host.subscribe(self.ack + '.>', self.on_ack)
-        self.started = time.monotonic()
-        self._watch()
+# %% ../../nbs/2_js/18_snapshot.ipynb #b39d27bc
+@patch(as_prop=True)
+def gone(self: Snapshot) -> bool:
+    "Whether the stream was deleted meanwhile: then, as with the reference, nothing more is sent, the end marker neither."
+    return self.acct.streams.get(self.stream.name) is not self.stream
+
+@patch
+def on_ack(self: Snapshot, subject, reply, hdr, data, src):
+    "An acknowledgement: one more chunk may go."
+    if self.finished: return
+    self.slots += 1
+    if self.sending: self._pump()
+
+# %% ../../nbs/2_js/18_snapshot.ipynb #16ace808
+@patch
+def _end(self: Snapshot, hdr: bytes, error: str):
+    "The end marker, then the completion advisory."
+    self.finished, self.error, self.end_ns = True, error, time.time_ns()
+    if not self.gone: self.acct.host.publish(self.deliver, b'', hdr)
+    if self.sub is not None: self.acct.host.unsubscribe(self.sub); self.sub = None
+    extra = dict(error=error) if error else {}
+    advise(self.acct.host, f'$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_COMPLETE.{self.stream.name}',
+           'io.nats.jetstream.advisory.v1.snapshot_complete', stream=self.stream.name, start=rfc3339(self.start_ns),
+           end=rfc3339(self.end_ns), client=_client(self.acct, self.src), **extra)
+    if error: log.warning("Snapshot for stream '$G > %s' failed: %s", self.stream.name, error)
+    else: log.info("Completed snapshot of %d bytes for stream '$G > %s'", self.state['bytes'], self.stream.name)
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #74a508e2
 @patch
@@ -139,18 +157,7 @@ def _pump(self: Snapshot):
         self.index += 1; self.slots -= 1
         self.hdr, self.sent_at = b'NATS/1.0 204\r\n\r\n', time.monotonic()
 
-@patch(as_prop=True)
-def gone(self: Snapshot) -> bool:
-    "Whether the stream was deleted meanwhile: then, as with the reference, nothing more is sent, the end marker neither."
-    return self.acct.streams.get(self.stream.name) is not self.stream
-
-@patch
-def on_ack(self: Snapshot, subject, reply, hdr, data, src):
-    "An acknowledgement: one more chunk may go."
-    if self.finished: return
-    self.slots += 1
-    if self.sending: self._pump()
-
+# %% ../../nbs/2_js/18_snapshot.ipynb #a10a2d76
 @patch
 def _watch(self: Snapshot):
     "Every 100 ms: start once there is a receiver (or 2 s have passed), notice one that left, give up on a full window after 5 s."
@@ -166,18 +173,17 @@ def _watch(self: Snapshot):
         return self._end(b'NATS/1.0 408 No Flow Response\r\n\r\n', 'no flow response')
     if not self.finished: self.acct.host.later(_WATCH, self._watch)
 
+# %% ../../nbs/2_js/18_snapshot.ipynb #99daf64e
 @patch
-def _end(self: Snapshot, hdr: bytes, error: str):
-    "The end marker, then the completion advisory."
-    self.finished, self.error, self.end_ns = True, error, time.time_ns()
-    if not self.gone: self.acct.host.publish(self.deliver, b'', hdr)
-    if self.sub is not None: self.acct.host.unsubscribe(self.sub); self.sub = None
-    extra = dict(error=error) if error else {}
-    advise(self.acct.host, f'$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_COMPLETE.{self.stream.name}',
-           'io.nats.jetstream.advisory.v1.snapshot_complete', stream=self.stream.name, start=rfc3339(self.start_ns),
-           end=rfc3339(self.end_ns), client=_client(self.acct, self.src), **extra)
-    if error: log.warning("Snapshot for stream '$G > %s' failed: %s", self.stream.name, error)
-    else: log.info("Completed snapshot of %d bytes for stream '$G > %s'", self.state['bytes'], self.stream.name)
+def begin(self: Snapshot):
+    "The answer is out: announce the snapshot, wait for the receiver, start sending."
+    self.start_ns = time.time_ns()
+    advise(self.acct.host, f'$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_CREATE.{self.stream.name}',
+           'io.nats.jetstream.advisory.v1.snapshot_create', stream=self.stream.name, state=self.state,
+           client=_client(self.acct, self.src))
+    self.sub = self.acct.host.subscribe(self.ack + '.>', self.on_ack)
+    self.started = time.monotonic()
+    self._watch()
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #2350705d
 SNAPSHOT_REQUEST = GoStruct('server.JSApiStreamSnapshotRequest', {
@@ -190,6 +196,7 @@ def is_empty_request(body: bytes) -> bool:
     except orjson.JSONDecodeError: return False
     return isinstance(v, dict) and not v
 
+# %% ../../nbs/2_js/18_snapshot.ipynb #2aed7328
 def stream_snapshot(acct: Account, args, body, src) -> dict:
     "`STREAM.SNAPSHOT.<stream>`: the stream's configuration and state now; the chunks follow on the deliver subject."
     if is_empty_request(body): raise JSBadRequestErr()

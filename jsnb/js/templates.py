@@ -49,6 +49,7 @@ def _check_name(name: str):
     if len(name) > MAX_NAME: raise JSStreamTemplateCreateErrF(err=f'template name is too long, maximum allowed is {MAX_NAME}')
     if not name or _BAD_NAME & set(name): raise JSStreamTemplateCreateErrF(err='template name is not valid')
 
+# %% ../../nbs/2_js/19_templates.ipynb #57d6cf72
 def new_template(body: bytes | dict, subject_name: str) -> Template:
     "The template a `STREAM.TEMPLATE.CREATE.<subject_name>` request makes; or raise the reference's error."
     req = go_decode(body, TEMPLATE_REQUEST)
@@ -69,6 +70,7 @@ def _write(path: str, data: bytes):
     with open(path + '.tmp', 'wb') as f: f.write(data); f.flush(); os.fsync(f.fileno())
     os.replace(path + '.tmp', path)
 
+# %% ../../nbs/2_js/19_templates.ipynb #15a2413e
 def save(acct, t: Template):
     "Keep template `t` on disk (when it makes file streams)."
     if t.config.get('storage') == 'memory': return
@@ -93,6 +95,7 @@ def load_saved(acct) -> list[Template]:
         except (OSError, ValueError, KeyError, TypeError) as e: log.warning('  Error reading StreamTemplate %r: %s', d, e)
     return out
 
+# %% ../../nbs/2_js/19_templates.ipynb #d48adee7
 def drop_saved(acct, t: Template):
     "Forget template `t` on disk."
     d = os.path.join(templates_dir(acct), t.name)
@@ -111,6 +114,7 @@ def _warn(t: Template, acct, subject: str, why: str):
         t._warned = now
         log.warning('JetStream could not create stream for account %r on subject %r%s', acct.name, subject, why)
 
+# %% ../../nbs/2_js/19_templates.ipynb #27b927e1
 def make_stream(acct, t: Template, subject: str):
     "Make the stream of template `t` for `subject`; None (logged) when the template is full or the rules refuse it."
     name = stream_name(subject)
@@ -141,6 +145,7 @@ def start(acct, t: Template):
     acct.templates[t.name] = t
     t.sub = [acct.host.subscribe(s, partial(on_message, acct, t)) for s in t.config.get('subjects') or []]
 
+# %% ../../nbs/2_js/19_templates.ipynb #043d5360
 def delete(acct, t: Template):
     "Stop template `t`, forget it on disk and delete the streams it made."
     for sub in t.sub or []: acct.host.unsubscribe(sub)
@@ -151,6 +156,7 @@ def delete(acct, t: Template):
         s = acct.streams.get(name)
         if s is not None: acct.remove_stream(s)
 
+# %% ../../nbs/2_js/19_templates.ipynb #e775d0c1
 def restore(acct):
     "Bring back `acct`'s templates from disk, each owning the streams that name it (called once its streams are back)."
     for t in load_saved(acct):
@@ -166,6 +172,7 @@ def _live(acct) -> dict:
     if acct.clustered: raise JSClusterUnSupportFeatureErr()
     return acct.templates
 
+# %% ../../nbs/2_js/19_templates.ipynb #fc31b4c9
 def template_create(acct, args, body, src) -> dict:
     "`STREAM.TEMPLATE.CREATE.<name>`"
     ts = _live(acct)
@@ -186,6 +193,7 @@ def template_names(acct, args, body, src) -> dict:
     offset = min(offset, len(names))
     return dict(total=len(names), offset=offset, limit=NAMES_LIMIT, streams=names[offset:offset + NAMES_LIMIT])
 
+# %% ../../nbs/2_js/19_templates.ipynb #7f54585b
 def _named(acct, args) -> Template:
     t = acct.templates.get(args[0] if args else '')
     if t is None: raise JSStreamTemplateNotFoundErr()
@@ -197,6 +205,7 @@ def template_info(acct, args, body, src) -> dict:
     S.require_empty(body)
     return _named(acct, args).info()
 
+# %% ../../nbs/2_js/19_templates.ipynb #f37818e4
 def template_delete(acct, args, body, src) -> dict:
     "`STREAM.TEMPLATE.DELETE.<name>`: the template and every stream it made."
     acct.templates
