@@ -117,7 +117,8 @@ def test_run_frames_kernel_is_its_twin(msgs, dseq, pending):
 @given(stored_msgs(ascii_only=False), st.integers(0, 100))
 def test_direct_batch_kernel_is_its_twin(msgs, pending):
     from jsnb.js.frames import direct_batch, direct_headers
-    from jsnb.nats.protocol import encode_hmsg, wire
+    from jsnb.nats.protocol import wire
+    from jsnb.nats.frames import msg_frame
     kernels.warm()
     buf, cols = b'', []
     for m in msgs:
