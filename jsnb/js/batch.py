@@ -16,7 +16,7 @@ from .errors import (JSApiError, JSAtomicPublishDisabledErr, JSAtomicPublishInco
                             JSBatchPublishUnknownBatchIDErr, JSStreamMessageExceedsMaximumErr, JSStreamSealedErr)
 from .host import advise
 from .operations import StoreRun, Origin, CLIENT
-from . import headers as H
+from ..nats import headers as H
 from . import publish as P
 
 # %% auto #0
@@ -42,7 +42,7 @@ def abandon(s, bid: str, reason: str):
            stream=s.name, batch=bid, reason=reason)
 
 # %% ../../nbs/2_js/10_batch.ipynb #a8d7edcc
-_BATCH_ONLY = re.compile(rb'NATS/1\.0\r\n' + H.BATCH_ID + rb': *([^\r]*)\r\n' + H.BATCH_SEQ + rb': *(\d*)\r\n'
+_BATCH_ONLY = re.compile(rb'NATS/1\.0\r\n' + H.BATCH_ID + rb': *([^\r]*)\r\n' + H.BATCH_SEQUENCE + rb': *(\d*)\r\n'
                          rb'(?:' + H.BATCH_COMMIT + rb': *([^\r]*)\r\n)?\r\n')   # what `get_header` reads in a block of only these
 batch_only = _BATCH_ONLY.fullmatch          # `batch_only(data, 0, hdr_len)`: the match for a message's header block, or None
 
@@ -63,7 +63,7 @@ def stage(s, subject: str, hdr: bytes, data: bytes, hand_off=None, m=None) -> by
     if err is not None: return s.acks.error(err)
     if not cfg.get('allow_atomic'): return s.acks.error(JSAtomicPublishDisabledErr())
     if len(bid) > 64: return s.acks.error(JSAtomicPublishInvalidBatchIDErr())
-    raw = m[2] if m else get_header(hdr, H.BATCH_SEQ)
+    raw = m[2] if m else get_header(hdr, H.BATCH_SEQUENCE)
     if not raw: return s.acks.error(JSAtomicPublishMissingSeqErr())
     seq = int(raw) if raw.isdigit() else 0
     c = m[3] if m else get_header(hdr, H.BATCH_COMMIT)
@@ -126,7 +126,7 @@ def check_all(s, b: AtomicBatch, plain: list) -> JSApiError | None:
 def headers_only(hdr: bytes) -> bool:
     "Whether a header block holds nothing but the batch's own headers (`Nats-Batch-Id`, `-Sequence`, `-Commit`)."
     lines = hdr.split(b'\r\n')
-    return lines[0] == b'NATS/1.0' and lines[-2:] == [b'', b''] and all([l.startswith(H.BATCH) for l in lines[1:-2]])
+    return lines[0] == b'NATS/1.0' and lines[-2:] == [b'', b''] and all([l.startswith(H.BATCH_PREFIX) for l in lines[1:-2]])
 
 # %% ../../nbs/2_js/10_batch.ipynb #5b1e2d70
 def commit_batch(s, b: AtomicBatch, eob: bool, ts: int = 0) -> bytes:

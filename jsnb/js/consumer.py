@@ -17,7 +17,7 @@ from .stream_config import stored_cfg
 from . import priority
 from . import pull as pq                   # the queue of waiting pull requests, and how it is served
 from .pull import PullRequest, status
-from . import headers as H
+from ..nats import headers as H
 
 log = logging.getLogger('jsnb')
 

@@ -22,7 +22,7 @@ from .consumer_config import consumer_config_for_create, new_consumer_name, GROU
 from .stream_config import stored_cfg
 from .account import Account
 from .stream_api import request, stream_of, require_empty, deleted
-from . import headers as H
+from ..nats import headers as H
 
 # %% auto #0
 __all__ = ['on_next', 'on_ack', 'on_acks', 'on_flow_control', 'identity_header', 'consumer_create', 'consumer_durable_create',

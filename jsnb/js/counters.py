@@ -10,7 +10,7 @@ from ..nats.protocol import get_header, add_header, text
 from .errors import (JSApiError, JSMessageCounterBrokenErr, JSMessageIncrDisabledErr, JSMessageIncrInvalidErr,
                      JSMessageIncrMissingErr, JSMessageIncrPayloadErr, JSStreamMessageExceedsMaximumErr)
 from .gojson import go_json_values, GoMap, GoStr, GoStruct
-from . import headers as H
+from ..nats import headers as H
 
 # %% auto #0
 __all__ = ['INCR', 'SOURCES', 'big_str', 'parse_incr', 'go_big', 'counter_value', 'counter_sources', 'sources_json', 'set_header',
@@ -111,8 +111,8 @@ def set_header(hdr: bytes, key: bytes, value: bytes) -> bytes:
     return hdr if end < 0 else hdr[:start] + value + hdr[end:]
 
 # %% ../../nbs/2_js/09b_counters.ipynb #ff8bc4b6
-_REFUSED = (H.ROLLUP, H.EXPECTED_STREAM, H.EXPECTED_LAST_MSG_ID, H.EXPECTED_LAST_SEQ,
-            H.EXPECTED_LAST_SUBJ_SEQ, H.EXPECTED_LAST_SUBJ_SEQ_SUBJ)
+_REFUSED = (H.ROLLUP, H.EXPECTED_STREAM, H.EXPECTED_LAST_MSG_ID, H.EXPECTED_LAST_SEQUENCE,
+            H.EXPECTED_LAST_SUBJECT_SEQUENCE, H.EXPECTED_LAST_SUBJECT_SEQUENCE_SUBJECT)
 
 def check(cfg: dict, hdr: bytes, data: bytes, sourced: bool = False) -> JSApiError | None:
     "The error the reference gives a message for its `Nats-Incr` header on a stream configured as `cfg`, or None."

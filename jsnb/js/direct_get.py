@@ -13,7 +13,7 @@ from ..nats.frames import msg_frame
 from .frames import direct_headers
 from .stream_config import JS_API_LEVEL as API_LEVEL
 from . import read_after_write
-from . import headers as H
+from ..nats import headers as H
 
 # %% auto #0
 __all__ = ['EMPTY', 'MALFORMED', 'BAD', 'NOT_FOUND', 'NO_RESULTS', 'TOO_MANY', 'REQUIRED_LEVEL', 'PREFIX', 'eob', 'level_ok',
@@ -29,7 +29,7 @@ NOT_FOUND, NO_RESULTS, TOO_MANY = _st(404, 'Message Not Found'), _st(404, 'No Re
 def eob(pending: int, last: int, up_to: int | None = None) -> tuple[bytes, bytes]:
     "The end-of-batch status."
     h = b'NATS/1.0 204 EOB\r\n%s: %d\r\n%s: %d\r\n' % (H.NUM_PENDING, pending, H.LAST_SEQUENCE, last)
-    if up_to is not None: h += b'%s: %d\r\n' % (H.UP_TO_SEQUENCE, up_to)
+    if up_to is not None: h += b'%s: %d\r\n' % (H.UPTO_SEQUENCE, up_to)
     return h + b'\r\n', b''
 
 # %% ../../nbs/2_js/07_direct_get.ipynb #59ab8657

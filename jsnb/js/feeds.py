@@ -10,7 +10,7 @@ import orjson
 from ..nats.protocol import get_header, text, wire
 from ..nats.times import NS
 from .host import StreamHost, json_bytes
-from . import headers as H
+from ..nats import headers as H
 
 # %% auto #0
 __all__ = ['HEARTBEAT', 'HEALTH', 'RETRY_GAP', 'CREATE_WAIT', 'BACKOFF', 'BACKOFF_MAX', 'AckInfo', 'ack_info', 'Feed', 'run',

@@ -10,7 +10,7 @@ from ..nats.protocol import wire
 from ..nats.frames import msg_frame
 from ..nats.times import rfc3339
 from . import kernels
-from . import headers as H
+from ..nats import headers as H
 from .index import lengths
 
 # %% auto #0

@@ -11,7 +11,7 @@ from ..nats.times import NS, parse_rfc3339, rfc3339
 import logging
 from .operations import CopyMsg, SOURCE
 from .feeds import Feed
-from . import headers as H
+from ..nats import headers as H
 
 log = logging.getLogger('jsnb')
 
@@ -103,7 +103,7 @@ def copy_one(self, u: Upstream, seq: int, subject: str, hdr: bytes, data: bytes,
         if self.group is not None: self.group.copy(('m', seq, u.subject(subject), hdr, data, ts)); return True
         self.apply(CopyMsg(seq, u.subject(subject), hdr, data, ts))
         return True
-    hdr = add_header(_without(remove_header(hdr, H.STREAM_SOURCE), (H.EXPECTED + b'-', H.BATCH)),
+    hdr = add_header(_without(remove_header(hdr, H.STREAM_SOURCE), (H.EXPECTED_PREFIX, H.BATCH_PREFIX)),
                      H.STREAM_SOURCE, _source_header(u, seq, subject, ident))
     if self.group is not None: self.group.copy(('s', u.subject(subject), hdr, data)); return True
     ack = self.ingest_one(u.subject(subject), hdr, data, SOURCE)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from ..nats.times import rfc3339
 from .host import advise, event_id
-from . import headers as H
+from ..nats import headers as H
 
 # %% auto #0
 __all__ = ['LAST', 'Group', 'Pin', 'check_pull', 'enqueue', 'unpin', 'expire_pin', 'pin_header', 'next_waiting', 'groups_info']

@@ -9,7 +9,7 @@ from typing import Mapping, NamedTuple, Protocol, runtime_checkable
 import orjson
 from ..nats.protocol import get_header, text
 from ..nats.subjects import transform_subject
-from . import headers as H
+from ..nats import headers as H
 from . import ttl, counters, schedules
 from .host import json_bytes
 from .operations import Origin
@@ -74,7 +74,7 @@ def wrong_stream(v: View, exp: bytes | None) -> JSApiError | None:
 
 def wrong_last_seq(v: View, hdr: bytes, first: bool = True) -> JSApiError | None:
     "`Nats-Expected-Last-Sequence` is not the stream's last sequence (or, right, but on a batch's later message)."
-    raw = get_header(hdr, H.EXPECTED_LAST_SEQ)
+    raw = get_header(hdr, H.EXPECTED_LAST_SEQUENCE)
     if raw is None: return None
     if (int(raw) if raw.isdigit() else -1) != v.last_seq: return JSStreamWrongLastSequenceErrF(seq=v.last_seq)
     return None if first else JSStreamWrongLastSequenceConstantErr()
@@ -82,7 +82,7 @@ def wrong_last_seq(v: View, hdr: bytes, first: bool = True) -> JSApiError | None
 # %% ../../nbs/2_js/06a_publish.ipynb #76a172d7
 def wrong_last_subject_seq(v: View, subject: str, hdr: bytes, staged=()) -> JSApiError | None:
     "`Nats-Expected-Last-Subject-Sequence` is not the last sequence on the subject (`staged`: subjects a batch wrote)."
-    want, on = get_header(hdr, H.EXPECTED_LAST_SUBJ_SEQ), get_header(hdr, H.EXPECTED_LAST_SUBJ_SEQ_SUBJ)
+    want, on = get_header(hdr, H.EXPECTED_LAST_SUBJECT_SEQUENCE), get_header(hdr, H.EXPECTED_LAST_SUBJECT_SEQUENCE_SUBJECT)
     if want is None: return JSStreamExpectedLastSeqPerSubjectInvalid() if on else None
     on = text(on) if on else subject
     if on in staged: return JSStreamWrongLastSequenceConstantErr()
@@ -134,13 +134,13 @@ def checks(v: View, subject: str, hdr: bytes, data: bytes, sourced: bool = False
     if cfg.get('sealed'): return JSStreamSealedErr()
     if not hdr: return None
     if H.INCR + b':' in hdr and (err := counters.check(cfg, hdr, data, sourced)) is not None: return err
-    expects = H.EXPECTED in hdr                         # most messages carry none of these: one search for all
+    expects = H.EXPECTED_PREFIX in hdr                         # most messages carry none of these: one search for all
     if expects and (err := wrong_stream(v, get_header(hdr, H.EXPECTED_STREAM))) is not None: return err
     if H.TTL in hdr and (err := ttl.check(cfg, hdr, sourced)) is not None: return err
     if expects:
         if (err := wrong_last_subject_seq(v, subject, hdr)) is not None: return err
         if (err := wrong_last_seq(v, hdr)) is not None: return err
-    if not sourced and H.SCHED in hdr and (err := schedules.check(v, subject, hdr)) is not None: return err
+    if not sourced and H.SCHED_PREFIX in hdr and (err := schedules.check(v, subject, hdr)) is not None: return err
     if not sourced and H.STREAM_SOURCE in hdr: return source_header(hdr)
     return None
 
@@ -190,7 +190,7 @@ def staged(v: View, subject: str, hdr: bytes, data: bytes, first: bool, subjects
         try: hdr, data, _ = counters.apply(v.last_counter(subject), subject, hdr, data, v.host.max_payload)
         except JSApiError as e: return e
     if (err := wrong_last_seq(v, hdr, first) or wrong_last_subject_seq(v, subject, hdr, subjects)) is not None: return err
-    if H.SCHED in hdr:                                   # schedules: checked, and stored with their rollup
+    if H.SCHED_PREFIX in hdr:                                   # schedules: checked, and stored with their rollup
         if (err := schedules.check(v, subject, hdr)) is not None: return err
         if cfg.get('allow_msg_schedules') and H.SCHEDULE + b':' in hdr: hdr = schedules.with_rollup(hdr)
     if H.ROLLUP in hdr and type(r := rollup_of(v, subject, hdr, staged=subjects)) is not bytes: return r
@@ -210,7 +210,7 @@ def simple_headers(data: bytes, hdr: int) -> tuple[bytes, bytes] | None:
             if hdr == e + 4: return data[22:e].lstrip(b' '), b''
             if data.startswith(_EXPS, e + 2) and (f := data.find(b'\r\n', e + 24, hdr)) > 0 and hdr == f + 4:
                 return data[22:e].lstrip(b' '), data[e + 24:f].lstrip(b' ')
-    n = data.count(H.PREFIX, 0, hdr)
+    n = data.count(H.NATS_PREFIX, 0, hdr)
     if n == 0: return b'', b''
     if n != data.count(b'\r\n' + H.MSG_ID + b':', 0, hdr) + data.count(b'\r\n' + H.EXPECTED_STREAM + b':', 0, hdr) or header_too_big(data[:hdr]):
         return None

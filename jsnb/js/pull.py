@@ -9,7 +9,7 @@ from ..nats.times import go_duration
 from .errors import JSApiError
 from .gojson import GoBool, GoInt, GoStr, GoStruct, go_unmarshal
 from . import priority
-from . import headers as H
+from ..nats import headers as H
 
 # %% auto #0
 __all__ = ['status', 'PullRequest', 'parse_pull', 'admit', 'serve', 'end_no_wait', 'live', 'expire', 'heartbeats', 'due',

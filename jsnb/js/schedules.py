@@ -16,7 +16,7 @@ from .errors import (JSMessageSchedulesDisabledErr, JSMessageSchedulesPatternInv
                             JSMessageSchedulesTargetInvalidErr, JSMessageSchedulesTimeZoneInvalidErr, JSMessageTTLDisabledErr)
 from .ttl import parse_ttl
 from .operations import Origin
-from . import headers as H
+from ..nats import headers as H
 
 log = logging.getLogger('jsnb')
 
@@ -230,7 +230,7 @@ def next_fire(pattern: str, zone, ts: int, now: int | None = None) -> tuple[int 
 
 def _when(hdr: bytes, ts: int, now: int | None = None) -> int | None:
     "When the schedule in `hdr` fires after `ts` (wrapped as the reference keeps it), or None: no schedule, or an invalid one."
-    try: t, _ = next_fire(text(get_header(hdr, H.SCHEDULE) or b''), load_zone(get_header(hdr, H.SCHEDULE_TZ)), ts, now)
+    try: t, _ = next_fire(text(get_header(hdr, H.SCHEDULE) or b''), load_zone(get_header(hdr, H.SCHEDULE_TIME_ZONE)), ts, now)
     except ValueError: return None
     return None if t is None or t == _GO_ZERO else _wrap(t)
 
@@ -240,7 +240,7 @@ def check(s, subject: str, hdr: bytes):
     cfg = s.cfg
     allow = cfg.get('allow_msg_schedules')
     try:
-        zone = load_zone(get_header(hdr, H.SCHEDULE_TZ))
+        zone = load_zone(get_header(hdr, H.SCHEDULE_TIME_ZONE))
     except ValueError: return JSMessageSchedulesTimeZoneInvalidErr() if allow else JSMessageSchedulesDisabledErr()
     try: when, _ = next_fire(text(get_header(hdr, H.SCHEDULE) or b''), zone, time.time_ns())
     except ValueError: return JSMessageSchedulesPatternInvalidErr() if allow else JSMessageSchedulesDisabledErr()
@@ -361,7 +361,7 @@ def produce(store, subject: str, seq: int, when: int) -> tuple[str, bytes, bytes
     pattern = get_header(h, H.SCHEDULE)
     if not pattern: return None
     try:
-        zone = load_zone(get_header(h, H.SCHEDULE_TZ))
+        zone = load_zone(get_header(h, H.SCHEDULE_TIME_ZONE))
         nxt, repeat = next_fire(text(pattern), zone, when)
         ttl = get_header(h, H.SCHEDULE_TTL)
         if ttl: parse_ttl(ttl)
@@ -370,7 +370,7 @@ def produce(store, subject: str, seq: int, when: int) -> tuple[str, bytes, bytes
     if not target: return None
     rollup, source = get_header(h, H.SCHEDULE_ROLLUP), get_header(h, H.SCHEDULE_SOURCE)
     if source: m = store.load_last_msg(text(source)) or m
-    hdr = _drop_prefixed(_drop_prefixed(m.hdr, H.SCHEDULE), H.EXPECTED + b'-')
+    hdr = _drop_prefixed(_drop_prefixed(m.hdr, H.SCHEDULE), H.EXPECTED_PREFIX)
     for k in (H.MSG_ID, H.TTL, H.ROLLUP): hdr = remove_header(hdr, k)
     hdr = add_header(hdr, H.SCHEDULER, wire(subject))
     hdr = add_header(hdr, H.SCHEDULE_NEXT, format_time(nxt, zone).encode() if repeat else b'purge')

@@ -14,7 +14,7 @@ from ..nats.times import rfc3339
 from ..nats.protocol import text, wire
 from .kernels import next_row, prev_row, count_rows, select_rows, last_rows, expired_rows
 from .index import Index, distinct
-from . import headers as H
+from ..nats import headers as H
 
 # %% auto #0
 __all__ = ['StoreMsg', 'StoreLimits', 'StoreError', 'mem_msg_size', 'file_msg_size', 'MsgStore', 'MemStore']

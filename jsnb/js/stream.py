@@ -19,7 +19,7 @@ from .store import MsgStore, StoreLimits, StoreError
 from .host import StreamHost
 from .operations import (MAX_SEQ, StoreOne, StoreRun, SkipMsg, CopyMsg, DeleteMsg, Purge, Expire, Remove, Configure,
                                 Origin, CLIENT)
-from . import headers as H
+from ..nats import headers as H
 from . import publish as P
 from . import ttl, batch, direct_get, mirrors, schedules
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from ..nats.protocol import get_header, remove_header, add_header
 from ..nats.times import NS, MAX_DURATION, go_duration, parse_go_duration
-from . import headers as H
+from ..nats import headers as H
 from .errors import JSApiError, JSMessageTTLDisabledErr, JSMessageTTLInvalidErr
 
 # %% auto #0

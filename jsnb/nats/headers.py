@@ -6,17 +6,18 @@
 from __future__ import annotations
 
 # %% auto #0
-__all__ = ['MSG_ID', 'EXPECTED_STREAM', 'EXPECTED_LAST_MSG_ID', 'EXPECTED_LAST_SEQUENCE', 'EXPECTED_LAST_SUBJECT_SEQUENCE',
-           'EXPECTED_LAST_SUBJECT_SEQUENCE_SUBJECT', 'EXPECTED_PREFIX', 'TTL', 'MARKER_REASON', 'ROLLUP', 'INCR',
-           'COUNTER_SOURCES', 'REQUIRED_API_LEVEL', 'BATCH_ID', 'BATCH_SEQUENCE', 'BATCH_COMMIT', 'BATCH_PREFIX',
-           'SCHEDULE', 'SCHEDULE_TIME_ZONE', 'SCHEDULE_TARGET', 'SCHEDULE_SOURCE', 'SCHEDULE_TTL', 'SCHEDULE_ROLLUP',
-           'SCHEDULE_NEXT', 'SCHEDULER', 'SCHED_PREFIX', 'STREAM', 'SUBJECT', 'SEQUENCE', 'TIME_STAMP', 'LAST_SEQUENCE',
-           'NUM_PENDING', 'UPTO_SEQUENCE', 'MSG_SIZE', 'STREAM_SOURCE', 'STREAM_IDENTITY', 'LAST_CONSUMER',
-           'LAST_STREAM', 'CONSUMER_STALLED', 'PENDING_MESSAGES', 'PENDING_BYTES', 'PIN_ID', 'WRONG_PIN_ID',
-           'TRACE_DEST', 'TRACE_ONLY', 'TRACE_HOP', 'TRACE_ORIGIN_ACCOUNT', 'TRACE_PREFIX', 'REQUEST_INFO',
-           'NO_MASKING', 'KV_OPERATION', 'STATUS_LINE', 'ALL', 'status_block', 'const_name']
+__all__ = ['NATS_PREFIX', 'MSG_ID', 'EXPECTED_STREAM', 'EXPECTED_LAST_MSG_ID', 'EXPECTED_LAST_SEQUENCE',
+           'EXPECTED_LAST_SUBJECT_SEQUENCE', 'EXPECTED_LAST_SUBJECT_SEQUENCE_SUBJECT', 'EXPECTED_PREFIX', 'TTL',
+           'MARKER_REASON', 'ROLLUP', 'INCR', 'COUNTER_SOURCES', 'REQUIRED_API_LEVEL', 'BATCH_ID', 'BATCH_SEQUENCE',
+           'BATCH_COMMIT', 'BATCH_PREFIX', 'SCHEDULE', 'SCHEDULE_TIME_ZONE', 'SCHEDULE_TARGET', 'SCHEDULE_SOURCE',
+           'SCHEDULE_TTL', 'SCHEDULE_ROLLUP', 'SCHEDULE_NEXT', 'SCHEDULER', 'SCHED_PREFIX', 'STREAM', 'SUBJECT',
+           'SEQUENCE', 'TIME_STAMP', 'LAST_SEQUENCE', 'NUM_PENDING', 'UPTO_SEQUENCE', 'MSG_SIZE', 'STREAM_SOURCE',
+           'STREAM_IDENTITY', 'LAST_CONSUMER', 'LAST_STREAM', 'CONSUMER_STALLED', 'PENDING_MESSAGES', 'PENDING_BYTES',
+           'PIN_ID', 'WRONG_PIN_ID', 'TRACE_DEST', 'TRACE_ONLY', 'TRACE_HOP', 'TRACE_ORIGIN_ACCOUNT', 'TRACE_PREFIX',
+           'REQUEST_INFO', 'NO_MASKING', 'KV_OPERATION', 'STATUS_LINE', 'ALL', 'status_block', 'const_name']
 
 # %% ../../nbs/1_nats/00a_headers.ipynb #3b2280bf
+NATS_PREFIX = b'Nats-'                                    # what the server's own names start with: one search for any
 MSG_ID = b'Nats-Msg-Id'                                   # de-duplication within the stream's window
 EXPECTED_STREAM = b'Nats-Expected-Stream'
 EXPECTED_LAST_MSG_ID = b'Nats-Expected-Last-Msg-Id'
@@ -90,7 +91,7 @@ def status_block(status: int, description: str = '', fields=()) -> bytes:
     return line + b''.join([b'\r\n%s: %s' % kv for kv in fields]) + b'\r\n\r\n'
 
 # %% ../../nbs/1_nats/00a_headers.ipynb #67c56dca
-_PREFIXES = ('EXPECTED_PREFIX', 'BATCH_PREFIX', 'SCHED_PREFIX', 'TRACE_PREFIX', 'STATUS_LINE')
+_PREFIXES = ('NATS_PREFIX', 'EXPECTED_PREFIX', 'BATCH_PREFIX', 'SCHED_PREFIX', 'TRACE_PREFIX', 'STATUS_LINE')
 ALL = tuple(v for k, v in dict(globals()).items() if k.isupper() and type(v) is bytes and k not in _PREFIXES)
 
 def const_name(header: bytes) -> str:
