@@ -99,6 +99,7 @@ class CoreHost:
     "A host on a server core for one account: the transport is the core's, the limits and other streams the account's."
     def __init__(self, core, account):
         self.core, self.account = core, account
+        self.defer = core.defer                      # deferring is the core's own: its method, called without a step through here
         self.limited = frozenset()                   # set by the account: the kinds of storage its limits (or the server's) cover
         self.copying = False                         # set by the account when a stream mirrors or sources another
         self._timers: list = []                      # heap of (when, n, obj)
@@ -158,9 +159,6 @@ def has_interest(self: CoreHost, subject: str) -> bool:
     return bool(rp or rq)
 
 # %% ../../nbs/2_js/05c_host.ipynb #449b2cd5
-@patch
-def defer(self: CoreHost, fn): self.core.defer(fn)
-
 @patch
 def flush_deferred(self: CoreHost):
     if self.core.deferred: self.core.flush_deferred()

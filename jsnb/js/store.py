@@ -55,11 +55,11 @@ class StoreError(Exception):
 # %% ../../nbs/2_js/04_store.ipynb #80266656
 def mem_msg_size(subject: str, hdr: bytes, data: bytes) -> int:
     "Bytes the memory store accounts for a message."
-    return len(wire(subject)) + len(hdr) + len(data) + 16
+    return (len(subject) if subject.isascii() else len(wire(subject))) + len(hdr) + len(data) + 16
 
 def file_msg_size(subject: str, hdr: bytes, data: bytes) -> int:
     "Bytes the file store accounts for a message."
-    return 30 + len(wire(subject)) + len(data) + (4 + len(hdr) if hdr else 0)
+    return 30 + (len(subject) if subject.isascii() else len(wire(subject))) + len(data) + (4 + len(hdr) if hdr else 0)
 
 # %% ../../nbs/2_js/04_store.ipynb #90a33bc5
 class MsgStore:
