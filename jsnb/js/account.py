@@ -60,6 +60,7 @@ def usage(self: Account) -> tuple[int, int]:
         else: sto += b
     return mem, sto
 
+# %% ../../nbs/2_js/13_account.ipynb #1463f2d7
 @patch
 def storage_limit(self: Account, storage: str) -> int:
     "The account's limit for `memory` or `file` streams in bytes, else the server's (-1: none)."
@@ -67,12 +68,14 @@ def storage_limit(self: Account, storage: str) -> int:
     limit = own if own >= 0 else self.max_memory if storage == 'memory' else self.max_file
     return -1 if limit is None or limit < 0 else limit
 
+# %% ../../nbs/2_js/13_account.ipynb #4fa6d17b
 @patch
 def server_usage(self: Account) -> tuple[int, int]:
     "(memory, storage) bytes in use by every JetStream account of the server, which share its limits."
     totals = [a.usage() for a in self.peers()]
     return sum(t[0] for t in totals), sum(t[1] for t in totals)
 
+# %% ../../nbs/2_js/13_account.ipynb #273ea2c5
 @patch
 def limits_exceeded(self: Account, storage: str) -> bool:
     "Whether the server's usage of `storage`, all accounts together, is already past its limit (the reference's check before storing)."
@@ -81,6 +84,7 @@ def limits_exceeded(self: Account, storage: str) -> bool:
     mem, sto = self.server_usage()
     return (mem if storage == 'memory' else sto) > limit
 
+# %% ../../nbs/2_js/13_account.ipynb #0e63ca61
 @patch
 def account_exceeded(self: Account, storage: str, size: int) -> bool:
     "Whether storing `size` more bytes in `storage` would pass the account's own limit (answered with 10002)."
@@ -89,6 +93,7 @@ def account_exceeded(self: Account, storage: str, size: int) -> bool:
     mem, sto = self.usage()
     return (mem if storage == 'memory' else sto) + size > limit
 
+# %% ../../nbs/2_js/13_account.ipynb #ed46cf9f
 @patch
 def reserved(self: Account) -> tuple[int, int]:
     "(memory, file) bytes reserved by the streams' `max_bytes`."
@@ -97,6 +102,7 @@ def reserved(self: Account) -> tuple[int, int]:
         if (s.cfg.get('max_bytes') or 0) > 0: res[s.cfg.get('storage', 'file')] += s.cfg['max_bytes']
     return res['memory'], res['file']
 
+# %% ../../nbs/2_js/13_account.ipynb #22c3c3ad
 @patch
 def room_reserved(self: Account) -> tuple[int, int]:
     "(memory, file) reservations counted against `storage_limit`: the account's own, or every account's under the server's limit."
@@ -105,6 +111,7 @@ def room_reserved(self: Account) -> tuple[int, int]:
     shared = sum(r[0] for r in res), sum(r[1] for r in res)
     return tuple(own[i] if self.limits[k] >= 0 else shared[i] for i, k in enumerate(('max_memory', 'max_storage')))
 
+# %% ../../nbs/2_js/13_account.ipynb #23c9c554
 @patch
 def free(self: Account) -> tuple[int, int]:
     "(memory, file) bytes not yet reserved, or -1 without a limit."
@@ -112,6 +119,7 @@ def free(self: Account) -> tuple[int, int]:
     f = lambda limit, used: -1 if limit < 0 else max(limit - used, 0)
     return f(self.storage_limit('memory'), rm), f(self.storage_limit('file'), rf)
 
+# %% ../../nbs/2_js/13_account.ipynb #2bcc54ce
 @patch
 def stats(self: Account) -> dict:
     "Figures for `/jsz` and `/varz`."

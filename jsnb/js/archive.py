@@ -6,6 +6,7 @@
 from __future__ import annotations
 import threading, types
 import numpy as np
+from fastcore.basics import patch
 from ..nats.protocol import wire
 from . import kernels
 from .kernels import crc_tables
@@ -250,6 +251,7 @@ def _lit(dst, d, src, a, b):
     dst[d:d + ln] = src[a:b]
     return d + ln
 
+# %% ../../nbs/2_js/18b_archive.ipynb #0550904a
 def _compress_loop(src, dst, table):
     "Kernel: compress `src` into `dst` as Snappy block tags (after the length varint); the bytes written."
     n, d, s, lit, skip = len(src), 0, 0, 0, 32
@@ -279,6 +281,7 @@ def _compress_loop(src, dst, table):
     if n > lit: d = _lit(dst, d, src, lit, n)
     return d
 
+# %% ../../nbs/2_js/18b_archive.ipynb #888d78bb
 def s2_compress(data: bytes) -> bytes | None:
     "`data` as one Snappy/S2 block, or None when the compiled kernel is not there (yet)."
     k = _jit('_compress_loop', max(len(data), _JIT_SMALL))
@@ -287,6 +290,7 @@ def s2_compress(data: bytes) -> bytes | None:
     n = k(np.frombuffer(data, np.uint8), dst, np.zeros(1 << 14, np.int64))
     return _uv(len(data)) + dst[:n].tobytes()
 
+# %% ../../nbs/2_js/18b_archive.ipynb #11403435
 def s2_frames(data: bytes, block: int = 1 << 16, header: bool = True, compress: bool = True) -> bytes:
     "`data` as S2 frames of `block` bytes (compressed where that helps), with the stream identifier first when `header`."
     out = [S2_HEADER] if header else []
@@ -366,6 +370,7 @@ def _get_uv(buf, p, n):
         shift += 7
     return (np.int64(-1) if n - p < 9 else np.int64(-2)), p
 
+# %% ../../nbs/2_js/18b_archive.ipynb #bf6d468e
 def _scan_loop(buf, pos, n, rows):
     "Kernel: the entries complete in `buf[pos:n]`, a row each in `rows` (name offset, name length, time, sequence, header and payload sizes); (entries, offset after them, what stopped it: 0 more bytes needed, 1 `rows` full, 2 the next entry's bytes missing (its row is filled), 3 an entry for the plain reader)."
     k, m = 0, len(rows)
@@ -387,62 +392,12 @@ def _scan_loop(buf, pos, n, rows):
         pos = p + hs + ps; k += 1
     return k, pos, 1
 
+# %% ../../nbs/2_js/18b_archive.ipynb #267f4872
 class ArchiveReader:
     "Reads archive entries from pieces of any size: `feed` returns the `(name, ts, seq, hdr_size, payload_size, body)` completed, or hands each to `on_entry` at once."
     def __init__(self, check=None, on_entry=None):
         self._buf, self.magic, self.head, self.name, self.check, self.on_entry = bytearray(), False, None, b'', check, on_entry
         self._rows = np.zeros((1024, 6), np.int64)
-
-    def feed(self, data: bytes) -> list[tuple]:
-        buf, out, pos, plain = self._buf, [], 0, False
-        buf += data
-        while True:
-            if not self.magic:
-                if len(buf) < 8: break
-                if bytes(buf[:8]) != ARCHIVE_MAGIC: raise SnapshotError(INVALID)
-                self.magic, pos = True, 8
-            if self.head is None and not plain:
-                k = _jit('_scan_loop', len(buf) - pos)
-                if k is not None:
-                    a = np.frombuffer(buf, np.uint8)
-                    try: got, pos2, why = k(a, pos, len(buf), self._rows)
-                    finally: del a                                  # before the buffer is resized
-                    for name_at, nl, ts, seq, hs, ps in self._rows[:got].tolist():
-                        e = (bytes(buf[name_at:name_at + nl]), ts, seq, hs, ps, bytes(buf[name_at + nl:name_at + nl + hs + ps]))
-                        pos = name_at + nl + hs + ps
-                        if self.check: self.check(*e[:5])
-                        if self.on_entry: self.on_entry(*e)
-                        else: out.append(e)
-                    pos = pos2 if why != 2 else pos
-                    if why == 0: break
-                    if why == 1: continue
-                    if why == 3: plain = True; continue
-                    name_at, nl, ts, seq, hs, ps = self._rows[got].tolist()           # the next entry's header is in
-                    self.name, self.head, pos = bytes(buf[name_at:name_at + nl]), (ts, seq, hs, ps), name_at + nl
-                    if self.check: self.check(self.name, *self.head)
-            if self.head is None:
-                plain = False
-                vals, p = [], pos
-                for _ in range(5):
-                    v, p = _uvarint(buf, p)
-                    if v == -2: raise SnapshotError(INVALID)
-                    if v < 0: break
-                    vals.append(v)
-                if len(vals) < 5: break
-                nl, zts, seq, hs, ps = vals
-                if nl > 1 << 20 or hs >= 1 << 63 or ps >= 1 << 63 or hs + ps >= 1 << 63: raise SnapshotError(INVALID)
-                if len(buf) - p < nl: break
-                self.name = bytes(buf[p:p + nl])
-                self.head, pos = ((zts >> 1) ^ -(zts & 1), seq, hs, ps), p + nl
-                if self.check: self.check(self.name, *self.head)
-            ts, seq, hs, ps = self.head
-            if len(buf) - pos < hs + ps: break
-            e = (self.name, ts, seq, hs, ps, bytes(buf[pos:pos + hs + ps]))
-            pos += hs + ps; self.head = None
-            if self.on_entry: self.on_entry(*e)
-            else: out.append(e)
-        del buf[:pos]
-        return out
 
     @property
     def partial(self) -> bool: return bool(self._buf) or self.head is not None
@@ -452,3 +407,57 @@ class ArchiveReader:
 
     @property
     def in_payload(self) -> bool: return self.head is not None
+
+# %% ../../nbs/2_js/18b_archive.ipynb #2534a777
+@patch
+def feed(self: ArchiveReader, data: bytes) -> list[tuple]:
+    "The entries `data` completes, as `(name, ts, seq, hdr_size, payload_size, body)` (or handed to `on_entry`)."
+    buf, out, pos, plain = self._buf, [], 0, False
+    buf += data
+    while True:
+        if not self.magic:
+            if len(buf) < 8: break
+            if bytes(buf[:8]) != ARCHIVE_MAGIC: raise SnapshotError(INVALID)
+            self.magic, pos = True, 8
+        if self.head is None and not plain:
+            k = _jit('_scan_loop', len(buf) - pos)
+            if k is not None:
+                a = np.frombuffer(buf, np.uint8)
+                try: got, pos2, why = k(a, pos, len(buf), self._rows)
+                finally: del a                                  # before the buffer is resized
+                for name_at, nl, ts, seq, hs, ps in self._rows[:got].tolist():
+                    e = (bytes(buf[name_at:name_at + nl]), ts, seq, hs, ps, bytes(buf[name_at + nl:name_at + nl + hs + ps]))
+                    pos = name_at + nl + hs + ps
+                    if self.check: self.check(*e[:5])
+                    if self.on_entry: self.on_entry(*e)
+                    else: out.append(e)
+                pos = pos2 if why != 2 else pos
+                if why == 0: break
+                if why == 1: continue
+                if why == 3: plain = True; continue
+                name_at, nl, ts, seq, hs, ps = self._rows[got].tolist()           # the next entry's header is in
+                self.name, self.head, pos = bytes(buf[name_at:name_at + nl]), (ts, seq, hs, ps), name_at + nl
+                if self.check: self.check(self.name, *self.head)
+        if self.head is None:
+            plain = False
+            vals, p = [], pos
+            for _ in range(5):
+                v, p = _uvarint(buf, p)
+                if v == -2: raise SnapshotError(INVALID)
+                if v < 0: break
+                vals.append(v)
+            if len(vals) < 5: break
+            nl, zts, seq, hs, ps = vals
+            if nl > 1 << 20 or hs >= 1 << 63 or ps >= 1 << 63 or hs + ps >= 1 << 63: raise SnapshotError(INVALID)
+            if len(buf) - p < nl: break
+            self.name = bytes(buf[p:p + nl])
+            self.head, pos = ((zts >> 1) ^ -(zts & 1), seq, hs, ps), p + nl
+            if self.check: self.check(self.name, *self.head)
+        ts, seq, hs, ps = self.head
+        if len(buf) - pos < hs + ps: break
+        e = (self.name, ts, seq, hs, ps, bytes(buf[pos:pos + hs + ps]))
+        pos += hs + ps; self.head = None
+        if self.on_entry: self.on_entry(*e)
+        else: out.append(e)
+    del buf[:pos]
+    return out

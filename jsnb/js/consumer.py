@@ -247,6 +247,7 @@ def num_pending(self: Consumer, start: int | None = None) -> int:
         n = sum(1 for s in lps if s >= start) + newer
     return n
 
+# %% ../../nbs/2_js/12_consumer.ipynb #426d0bc7
 @patch
 def prepare(self: Consumer, m, redelivery: bool) -> tuple:
     "What delivering `m` sends: (ack reply, headers, payload, its size as `max_bytes` counts it, pending after it, delivery count)."
@@ -260,6 +261,7 @@ def prepare(self: Consumer, m, redelivery: bool) -> tuple:
         hdr, data = base + b'%s: %d\r\n\r\n' % (H.MSG_SIZE, len(m.data)), b''
     return reply, hdr, data, len(m.subject) + len(reply) + len(hdr) + len(data), pending, dc   # the reference's count
 
+# %% ../../nbs/2_js/12_consumer.ipynb #b2838b54
 @patch
 def send_msg(self: Consumer, m, redelivery: bool, to: str, prep: tuple | None = None) -> int:
     "Deliver `m` to `to` (as `prep`, from `prepare`, says); returns its size as a pull request's `max_bytes` counts it."
@@ -278,6 +280,7 @@ def send_msg(self: Consumer, m, redelivery: bool, to: str, prep: tuple | None = 
     self._paced(m, len(m.subject) + len(hdr) + len(data))
     return size
 
+# %% ../../nbs/2_js/12_consumer.ipynb #976423e0
 @patch
 def send_new(self: Consumer, to: str, msgs: list, now: int, take) -> int:
     """Send new messages `msgs` (the next ones from `sseq`, nothing to pace or rewrite) to `to`, as `prepare` and
@@ -368,6 +371,7 @@ def _ack_wait(self: Consumer, sseq: int) -> int:
         return bo[min(dc - 1, len(bo) - 1)]
     return self.cfg.get('ack_wait') or 30 * NS
 
+# %% ../../nbs/2_js/12_consumer.ipynb #b208daef
 @patch
 def _ack_due_at(self: Consumer, sseq: int, at: int):
     "Remember when `sseq`, delivered (or touched) at `at`, is due for redelivery."
@@ -375,12 +379,14 @@ def _ack_due_at(self: Consumer, sseq: int, at: int):
     heapq.heappush(h, (at + self._ack_wait(sseq), sseq, at))
     if len(h) > 2 * len(self.pending) + 1024: self.rearm()
 
+# %% ../../nbs/2_js/12_consumer.ipynb #5ae5ecaf
 @patch
 def rearm(self: Consumer):
     "Make the redelivery timers again from what is pending (acknowledged entries piled up in the heap, or the pending state was replaced)."
     self._acks_due = [(t + self._ack_wait(s), s, t) for s, (_, t) in self.pending.items()]
     heapq.heapify(self._acks_due)
 
+# %% ../../nbs/2_js/12_consumer.ipynb #be1e5d90
 @patch
 @_produces
 def tick(self: Consumer, now: int | None = None):
@@ -399,6 +405,7 @@ def tick(self: Consumer, now: int | None = None):
     self._heartbeat(now)
     self._deliver()
 
+# %% ../../nbs/2_js/12_consumer.ipynb #399cd454
 @patch
 def next_due(self: Consumer) -> int | None:
     "When (UNIX ns) this consumer next has something to do on its own: a redelivery, a request to expire, a heartbeat."
@@ -412,6 +419,7 @@ def next_due(self: Consumer) -> int | None:
     if self.pin is not None: t.append(self.pin.due)
     return min(t) if t else None
 
+# %% ../../nbs/2_js/12_consumer.ipynb #da3f4cea
 @patch
 def _exhausted(self: Consumer, sseq: int) -> bool:
     "Whether `sseq` has used up `max_deliver`; if so it leaves pending, unacknowledged (the ack floor stays, as in the reference)."
@@ -421,6 +429,7 @@ def _exhausted(self: Consumer, sseq: int) -> bool:
     self.advise('MAX_DELIVERIES', stream_seq=sseq, deliveries=dc)
     return True
 
+# %% ../../nbs/2_js/12_consumer.ipynb #d58ce810
 @patch
 def _heartbeat(self: Consumer, now: int):
     "A push consumer's idle heartbeat, when nothing was delivered for `idle_heartbeat`."
@@ -506,6 +515,7 @@ def ack(self: Consumer, sseq: int, dseq: int, dc: int, body: bytes, reply: str =
     if reply: self.emit(reply, b'')
     self._deliver()
 
+# %% ../../nbs/2_js/12_consumer.ipynb #3f286b67
 @patch
 @_produces
 def ack_many(self: Consumer, acks: list):
@@ -515,6 +525,7 @@ def ack_many(self: Consumer, acks: list):
     if acked: self.stream.acked(self, acked)             # (retention told once for all of them)
     self._deliver()
 
+# %% ../../nbs/2_js/12_consumer.ipynb #6033674a
 @patch
 def _ack(self: Consumer, sseq: int, dseq: int, acked: list | None = None):
     "Take one acknowledgement; what it removes from pending is told to retention, or added to `acked` for the caller to tell."
@@ -534,6 +545,7 @@ def _ack(self: Consumer, sseq: int, dseq: int, acked: list | None = None):
     self.last_acked = time.time_ns()
     if tell and acked: self.stream.acked(self, acked)
 
+# %% ../../nbs/2_js/12_consumer.ipynb #d3d11f21
 @patch
 def _sample(self: Consumer, sseq: int, p: list):
     "Publish the ack-time metric for a sampled acknowledgement (`sample_freq`)."
@@ -542,6 +554,7 @@ def _sample(self: Consumer, sseq: int, p: list):
     self.advise('ACK', consumer_seq=p[0], stream_seq=sseq, ack_time=time.time_ns() - p[1],
                                                           deliveries=self.rdc.get(sseq, 1))
 
+# %% ../../nbs/2_js/12_consumer.ipynb #8dc94779
 @patch
 def _move_ack_floor(self: Consumer, dseq: int, sseq: int):
     "Advance the ack floor past everything contiguous that is no longer pending."

@@ -55,6 +55,7 @@ def intern(self: Index, subject: str) -> int:
                                                        for a in (self.s_count, self.s_first, self.s_last))
     return i
 
+# %% ../../nbs/2_js/03a_index.ipynb #b6d4aec5
 @patch
 def append(self: Index, sid: int, ts: int, size: int, ttl: int = 0) -> int:
     "Add a live row for the next sequence; returns the row."
@@ -71,6 +72,7 @@ def append(self: Index, sid: int, ts: int, size: int, ttl: int = 0) -> int:
     if ttl > 0: self.n_ttl += 1; heapq.heappush(self.ttl_heap, (ts + ttl, seq))
     return r
 
+# %% ../../nbs/2_js/03a_index.ipynb #9dd725a1
 @patch
 def jump(self: Index, seq: int):
     "Move on so the next message gets sequence `seq`, with no rows for the sequences passed over."
@@ -78,6 +80,7 @@ def jump(self: Index, seq: int):
     self.last, self.dr, self.ds = seq - 1, self.n, seq
     if self.msgs == 0: self.first, self.first_ts = seq, 0
 
+# %% ../../nbs/2_js/03a_index.ipynb #831d4660
 @patch
 def skip(self: Index, ts: int) -> int:
     "Use the next sequence without a message; returns the sequence."
@@ -86,12 +89,14 @@ def skip(self: Index, ts: int) -> int:
     if not self.last_ts: self.last_ts = ts
     return seq
 
+# %% ../../nbs/2_js/03a_index.ipynb #41c4ea96
 @patch
 def lb(self: Index, seq: int) -> int:
     "The first row whose sequence is `seq` or later (`n` when there is none)."
     if seq >= self.ds: return min(self.dr + seq - self.ds, self.n)
     return int(np.searchsorted(self.seq[:self.dr], seq))
 
+# %% ../../nbs/2_js/03a_index.ipynb #ad9ccaf2
 @patch
 def row(self: Index, seq: int) -> int:
     "Row of `seq`, or -1 when no row holds it."
@@ -101,6 +106,7 @@ def row(self: Index, seq: int) -> int:
     r = int(np.searchsorted(self.seq[:self.dr], seq))
     return r if r < self.dr and self.seq[r] == seq else -1
 
+# %% ../../nbs/2_js/03a_index.ipynb #29927106
 @patch
 def rows_of(self: Index, seqs) -> np.ndarray:
     "Rows of sequences that all have rows."

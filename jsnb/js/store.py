@@ -285,15 +285,18 @@ def _msg(self: MsgStore, r: int) -> StoreMsg:
     hdr, data = self._get(r)
     return StoreMsg(ix.names[ix.sid.item(r)], ix.seq.item(r), ix.ts.item(r), hdr, data)
 
+# %% ../../nbs/2_js/04_store.ipynb #421eee5d
 @patch
 def _get_many(self: MsgStore, rows: np.ndarray) -> list: return [self._get(r) for r in rows.tolist()]
 
+# %% ../../nbs/2_js/04_store.ipynb #950c981b
 @patch
 def ttl_of(self: MsgStore, seq: int) -> int:
     "The per-message TTL (ns) the message at `seq` was stored with; 0 for none (or no such message)."
     r = self._ix.row(seq)
     return int(self._ix.ttl[r]) if r >= 0 else 0
 
+# %% ../../nbs/2_js/04_store.ipynb #f3908863
 @patch
 def _msgs(self: MsgStore, rows: np.ndarray) -> list[StoreMsg]:
     "The messages at many rows, reading each index column once."
@@ -303,6 +306,7 @@ def _msgs(self: MsgStore, rows: np.ndarray) -> list[StoreMsg]:
     return [new(StoreMsg, (names[s], q, t, h, d)) for q, s, t, (h, d)
             in zip(ix.seq[rows].tolist(), ix.sid[rows].tolist(), ix.ts[rows].tolist(), self._get_many(rows))]
 
+# %% ../../nbs/2_js/04_store.ipynb #727a0a9f
 @patch
 def load_msg(self: MsgStore, seq: int) -> StoreMsg | None:
     "The message at `seq`, or None."
@@ -312,6 +316,7 @@ def load_msg(self: MsgStore, seq: int) -> StoreMsg | None:
 
 _JUMP = 65536        # rows a wildcard scan tries before it looks up where its subjects start
 
+# %% ../../nbs/2_js/04_store.ipynb #8025d95a
 @patch
 def _next_row(self: MsgStore, filter: str, start: int) -> int:
     "The index row of the first message at or after `start` whose subject matches `filter`, or -1."
@@ -332,12 +337,14 @@ def _next_row(self: MsgStore, filter: str, start: int) -> int:
         lo = max(lo + _JUMP, ix.lb(int(ix.s_first[sids].min())))
     return next_row(ix.dead, ix.sid, w, lo, ix.n)
 
+# %% ../../nbs/2_js/04_store.ipynb #41a42420
 @patch
 def load_next_msg(self: MsgStore, filter: str, start: int) -> StoreMsg | None:
     "The first message at or after `start` whose subject matches `filter`."
     r = self._next_row(filter, start)
     return None if r < 0 else self._msg(r)
 
+# %% ../../nbs/2_js/04_store.ipynb #2968a5ac
 @patch
 def next_rows(self: MsgStore, filter: str, start: int, limit: int) -> np.ndarray:
     "The index rows of the next messages at or after `start` matching `filter`, in order: at most `limit`."
@@ -347,11 +354,13 @@ def next_rows(self: MsgStore, filter: str, start: int, limit: int) -> np.ndarray
     more = select_rows(ix.dead, ix.sid, ix.want(filter), r + 1, min(ix.n, r + 1 + 4 * limit), limit - 1) if limit > 1 else ()
     return np.concatenate(([r], more)).astype(np.int64)
 
+# %% ../../nbs/2_js/04_store.ipynb #8ba824d7
 @patch
 def load_next_msgs(self: MsgStore, filter: str, start: int, limit: int) -> list[StoreMsg]:
     "The next messages at or after `start` matching `filter`, in order: at least one if there is one, at most `limit`."
     return self._msgs(self.next_rows(filter, start, limit))
 
+# %% ../../nbs/2_js/04_store.ipynb #3efe50e9
 @patch
 def load_last_msg(self: MsgStore, filter: str) -> StoreMsg | None:
     "The last message whose subject matches `filter`."
@@ -366,6 +375,7 @@ def load_last_msg(self: MsgStore, filter: str) -> StoreMsg | None:
         r = ix.row(int(ix.s_last[sids].max()))
     return self._msg(r)
 
+# %% ../../nbs/2_js/04_store.ipynb #90cc0b52
 @patch
 def load_prev_msg(self: MsgStore, start: int) -> StoreMsg | None:
     "The last message at or before `start`."

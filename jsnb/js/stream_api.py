@@ -74,6 +74,7 @@ def require_empty(body: bytes):
     except (ValueError, RecursionError): v = None
     if not (isinstance(v, dict) and not v): raise JSNotEmptyRequestErr()
 
+# %% ../../nbs/2_js/14_stream_api.ipynb #3ff5114c
 def deleted(acct: Account, body: bytes, find, remove) -> dict:
     "A `*.DELETE` request: the account first (10039 where it has no JetStream), an empty payload, then `remove(find())`."
     acct.streams
@@ -81,18 +82,21 @@ def deleted(acct: Account, body: bytes, find, remove) -> dict:
     remove(find())
     return dict(success=True)
 
+# %% ../../nbs/2_js/14_stream_api.ipynb #c8d64c3c
 def _inherit_direct(acct: Account, cfg: dict):
     "A mirror of a stream this account has serves Direct Get exactly when its origin does (`mirror_direct`)."
     m = cfg.get('mirror')
     if m and not m.get('external') and (origin := acct.streams.get(m.get('name'))) is not None:
         cfg['mirror_direct'] = bool(origin.cfg.get('allow_direct'))
 
+# %% ../../nbs/2_js/14_stream_api.ipynb #ffd6da42
 def no_overlap(acct: Account, cfg: dict, but: Stream | None = None):
     "Refuse a configuration whose subjects overlap another stream's (`but`: the stream being updated)."
     for other in acct.streams.values():
         if other is not but and subjects_overlap(cfg.get('subjects') or [], other.cfg.get('subjects') or []):
             raise JSStreamSubjectOverlapErr()
 
+# %% ../../nbs/2_js/14_stream_api.ipynb #2da50211
 def _no_cycle(acct: Account, cfg: dict):
     "Refuse a configuration whose sources or mirror lead back to the stream itself (walked as the reference walks them)."
     def upstream(name): return cfg if name == cfg['name'] else (acct.streams[name].cfg if name in acct.streams else None)
@@ -110,6 +114,7 @@ def _no_cycle(acct: Account, cfg: dict):
             if m['name'] in seen: raise JSStreamInvalidConfigF(err='detected cycle')
             if (up := upstream(m['name'])) is not None: todo.append(up)
 
+# %% ../../nbs/2_js/14_stream_api.ipynb #589bf783
 def stream_create(acct: Account, args, body, src) -> dict:
     "`STREAM.CREATE.<stream>`"
     fm, ff = acct.free()
@@ -129,6 +134,7 @@ def stream_create(acct: Account, args, body, src) -> dict:
     acct.advise_stream(s.name, 'create', s.cfg.get('template_owner', ''))
     return dict(s.info(cluster=False), did_create=True)
 
+# %% ../../nbs/2_js/14_stream_api.ipynb #22fc3657
 def stream_update(acct: Account, args, body, src) -> dict:
     "`STREAM.UPDATE.<stream>`"
     s = stream_of(acct, args)
@@ -147,6 +153,7 @@ def stream_update(acct: Account, args, body, src) -> dict:
     acct.advise_stream(s.name, 'modify')
     return s.info(cluster=False)
 
+# %% ../../nbs/2_js/14_stream_api.ipynb #d23b9867
 def stream_delete(acct: Account, args, body, src) -> dict:
     "`STREAM.DELETE.<stream>`"
     return deleted(acct, body, lambda: stream_of(acct, args), acct.remove_stream)
