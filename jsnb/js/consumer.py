@@ -200,6 +200,7 @@ def next_msg(self: Consumer):
         if self._exhausted(seq): self.rdq.popleft(); continue
         return (m, True) if self._due(m) else (None, True)
     m = self.next_new()
+    if m is None and self._replay_to is not None and self.sseq > self._replay_to: self._replay_to = None   # caught up: no more pacing
     return (m if m is None or self._due(m) else None), False
 
 # %% ../../nbs/2_js/12_consumer.ipynb #98f7bf73
