@@ -55,8 +55,8 @@ def no_responders(self: NullHost, src, subject, reply): pass           # no clie
 @patch
 def take(self: NullHost) -> list[Frame]:
     "What was sent since the last `take`."
-    out, self.sent = self.sent, []
-    return out
+    try: return self.sent
+    finally: self.sent = []
 
 # %% ../../nbs/2_js/05d_nullhost.ipynb #39361149
 @patch
