@@ -147,6 +147,7 @@ def _auth_user(o: dict) -> str:
 def violation(c):
     "Log a failed authentication as the reference does, answer `-ERR 'Authorization Violation'` and close."
     log.error('%s - authentication error%s', who(c), _auth_user(c.options))
+    if getattr(c, 'ws', False): log.error('%s - read error: authentication error', who(c))   # the WebSocket reader's report
     c.close('Authentication Failure', 'Authorization Violation')
 
 # %% ../../nbs/1_nats/07_auth.ipynb #98ba77cd

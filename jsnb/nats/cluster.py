@@ -10,6 +10,7 @@ from urllib.parse import urlsplit, unquote
 import orjson
 from fastcore.basics import patch
 from .protocol import Info, Connect, Err, Close, PING, PONG, OK, PING_B, PONG_B, encode_info, encode_err
+from .protocol import E_CONTROL_LINE, connect_first
 from .routes import RouteParser, RSub, RUnsub, RMsg
 from .frames import rmsg_frame
 from .subjects import Sublist, Subscription
@@ -77,6 +78,7 @@ class _PeerConn:
         "Process bytes received from the other server."
         if self.closing: return
         self.last_activity = time.time()
+        if not (self.connected or self.solicited or connect_first(self.parser, data)): return self.refuse()
         try: self._receive(data)
         finally:
             if self.core.deferred: self.core.flush_deferred()
@@ -142,6 +144,19 @@ def _closing(self: _PeerConn, reason: str, err: str | None) -> bool:
     self.closing, self.close_reason = True, reason
     self.core.mark_dirty(self)
     return True
+
+# %% ../../nbs/1_nats/06a_cluster.ipynb #44668ffb
+@patch
+def refuse(self: _PeerConn):
+    "A connection that has not authenticated sent something other than `CONNECT`: logged, told and closed."
+    log.error('%s - authentication error', self.tag)
+    self.close('Authentication Failure', E_AUTH)
+
+@patch
+def line_too_long(self: _PeerConn):
+    "The other side's control line is over the limit."
+    self.close('Maximum Control Line Exceeded', E_CONTROL_LINE)
+    log.error('%s - %s', self.tag, E_CONTROL_LINE)
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #b986eb33
 @patch
@@ -215,8 +230,7 @@ def _receive(self: RouteConn, data: bytes):
     while i < n:
         op = ops[i]; i += 1
         t = type(op)
-        if not self.connected and not self.solicited and t is not Connect:
-            return self.close('Authentication Failure', E_AUTH)
+        if not self.connected and not self.solicited and t is not Connect and t is not Close: return self.refuse()
         if t is RMsg:
             j = i                                    # a run of plain messages to one subject: delivered together
             while j < n and type(o := ops[j]) is RMsg and o.subject == op.subject and o.account == op.account and not o.queues: j += 1
@@ -232,7 +246,7 @@ def _receive(self: RouteConn, data: bytes):
             expected = op.error.startswith('Not possible to have a dedicated route')   # the answer to a refused account route
             (log.debug if expected else log.error)("%s - Route Error '%s'", self.tag, op.error)
             return self.close('Parse Error')
-        elif t is Close: return self.close('Parse Error', op.error)
+        elif t is Close: return self.line_too_long() if op.error == E_CONTROL_LINE else self.close('Parse Error', op.error)
         if self.closing: return
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #a7463751

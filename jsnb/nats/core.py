@@ -247,8 +247,9 @@ def close(self: ClientConn, reason: str, err: str | None = None):
 # %% ../../nbs/1_nats/03_core.ipynb #44dfed2a
 @patch
 def receive(self: ClientConn, data: bytes):
-    "Process bytes received from the client."
+    "Process bytes received from the client; before it has authenticated, only a `CONNECT` is read (see `connect_first`)."
     if self.closing: return
+    if not self.connected and not connect_first(self.parser, data) and self.core.auth.required_for(self): return violation(self)
     try: self._receive(data)
     finally:
         if self.core.deferred: self.core.flush_deferred()
@@ -307,7 +308,7 @@ def _receive(self: ClientConn, data: bytes):
             if self.parser.max_payload < mp and i < n: ops, n = _payload_cut(ops, i, self.parser.max_payload)
         elif t is Info and _go_json(op.info, _INFO_FIELDS) is None: return self.close('Protocol Violation')
         elif t is Close:
-            if op.error == E_CONTROL_LINE: log.error('%s - %s', who(self), op.error)      # (logged by the reference too)
+            if op.error == E_CONTROL_LINE: log.error('%s - %s%s', who(self), 'read error: ' if self.ws else '', op.error)   # (as the reference)
             return self.close('Protocol Violation' if op.error != E_MAX_PAYLOAD else 'Maximum Payload Exceeded', op.error)
         if self.closing: return
 

@@ -8,6 +8,7 @@ import logging, random, string, time
 import orjson
 from fastcore.basics import patch
 from .protocol import Info, Connect, Err, Close, PING, PONG, OK, PING_B, PONG_B, encode_info, encode_err
+from .protocol import E_CONTROL_LINE
 from .leafnode import LeafParser, LSub, LUnsub, LMsg, encode_lsub, encode_lunsub, LeafnodeOptions, version_parts
 from .frames import lmsg_frame
 from .subjects import Subscription, has_wildcard, subject_matches
@@ -101,8 +102,7 @@ def _receive(self: LeafConn, data: bytes):
     lf = self.leafs
     for op in self.parser.feed(data):
         t = type(op)
-        if not self.connected and not self.solicited and t is not Connect and op is not PING and op is not PONG and t is not Info:
-            return self.close('Authentication Failure', E_AUTH)
+        if not self.connected and not self.solicited and t is not Connect and t is not Close: return self.refuse()
         if t is LMsg: lf.inbound(self, op)
         elif t is LSub: lf.leaf_sub(self, op)
         elif t is LUnsub: lf.leaf_unsub(self, op)
@@ -111,7 +111,7 @@ def _receive(self: LeafConn, data: bytes):
             log.error("%s - Leafnode Error '%s'", self.tag, op.error)
             if 'Loop detected' in op.error: self.loop = True
             return self.close('Client Closed' if self.solicited else 'Parse Error')
-        elif t is Close: return self.close('Protocol Violation', op.error)
+        elif t is Close: return self.line_too_long() if op.error == E_CONTROL_LINE else self.close('Protocol Violation', op.error)
         if self.closing: return
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #3edf3502

@@ -13,8 +13,8 @@ from fastcore.basics import patch
 __all__ = ['PING', 'PONG', 'OK', 'MAX_CONTROL_LINE', 'MAX_PAYLOAD', 'E_UNKNOWN', 'E_CONTROL_LINE', 'E_MAX_PAYLOAD', 'PING_B',
            'PONG_B', 'OK_B', 'RUN_MIN', 'Connect', 'Pub', 'HPub', 'Sub', 'Unsub', 'Close', 'Msg', 'Info', 'Err',
            'encode_err', 'encode_info', 'make_headers', 'header_status', 'parse_headers', 'text', 'wire', 'get_header',
-           'remove_header', 'add_header', 'Parser', 'Run', 'Counted', 'encode_pub', 'encode_sub', 'encode_unsub',
-           'encode_connect', 'ClientParser']
+           'remove_header', 'add_header', 'connect_first', 'Parser', 'Run', 'Counted', 'encode_pub', 'encode_sub',
+           'encode_unsub', 'encode_connect', 'ClientParser']
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #cbfa0c8c
 class Connect(NamedTuple):
@@ -184,6 +184,11 @@ class _Framer:
 
     def _fatal(self, ops: list, err) -> list:
         self._stop(ops, err); return ops
+
+# %% ../../nbs/1_nats/00_protocol.ipynb #e2c7815f
+def connect_first(parser: _Framer, data: bytes) -> bool:
+    "Whether `data`, from a peer that has not authenticated, may go to `parser`: an operation it starts must be `CONNECT`."
+    return bool(parser._chunks) or not data or data[0] in b'Cc'
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #805c9c62
 class Parser(_Framer):
