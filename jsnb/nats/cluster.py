@@ -294,6 +294,7 @@ def route_info(self: ClusterLinks, gossip_mode: int = GOSSIP_DEFAULT, ldm: bool 
         d['host'], d['port'] = a.host, a.port or self.port
         d['ip'] = f"nats-route://{_hp(d['host'], d['port'])}/"
     if o.cluster_user: d['auth_required'] = True
+    if o.cluster_tls is not None: d['tls_required'] = d['tls_verify'] = True    # (the routes' TLS: jsnb.nats.tls.peer_tls)
     d['max_payload'] = o.max_payload
     d['cluster'] = self.name
     if self.dynamic: d['cluster_dynamic'] = True
@@ -313,7 +314,7 @@ def connect_line(self: ClusterLinks, url: RouteURL) -> bytes:
     d = dict(echo=True, verbose=False, pedantic=False)
     if url.user: d['user'] = url.user
     if url.password: d['pass'] = url.password
-    d.update(tls_required=False, headers=True, name=self.core.server_id, cluster=self.name)
+    d.update(tls_required=self.opts.cluster_tls is not None, headers=True, name=self.core.server_id, cluster=self.name)
     if self.dynamic: d['cluster_dynamic'] = True
     return b'CONNECT ' + orjson.dumps(d) + b'\r\n'
 

@@ -8,6 +8,7 @@ import asyncio, ipaddress, os
 from functools import partial
 from .cluster import RouteURL, IMPLICIT, EXPLICIT, GOSSIP_DEFAULT
 from .listen import listen, accepted
+from .tls import tls_accept
 from .cluster_routing import Cluster
 from .core import log
 
@@ -100,8 +101,20 @@ class _RouteProtocol(_PeerProtocol):
         if self.url is not None: cl.dialing.discard(self.url.hostport)   # dialled: a route closed at once is dialled again
         self.rc = cl.new_route(peer[0], peer[1], self.url, self.rtype, self.gossip_mode)
         self.rc.transport = t
-        if self.url is None and cl.opts.cluster_user:
-            asyncio.get_running_loop().call_later(cl.opts.cluster_auth_timeout, self.rc.login_timeout)
+        if (tls := cl.opts.cluster_tls) is not None:     # TLS first, both ways: CONNECT and INFO wait for the handshake
+            tls_accept(self, tls, dial_host=self.url.host if self.url is not None else None, failed=self._tls_failed); return
+        self.authenticating()
+
+    def authenticating(self):
+        "Give an accepted route `auth_timeout` to send CONNECT (after TLS, if any), when credentials are required."
+        o = self.server.opts
+        if self.url is None and o.cluster_user: asyncio.get_running_loop().call_later(o.cluster_auth_timeout, self.rc.login_timeout)
+
+    def _tls_failed(self, why: str):
+        "The TLS handshake failed (a clear-text peer, a certificate not trusted, too slow): logged as the reference logs it."
+        log.error('%s - TLS route handshake error: %s', self.rc.tag, why)
+        self.rc.close('TLS Handshake Error')
+        self.server._flush()
 
 # %% ../../nbs/1_nats/06c_cluster_io.ipynb #250ce5be
 ROUTE_CONNECT, ROUTE_CONNECT_MAX, ROUTE_DIAL = 1.0, 30.0, 1.0   # seconds: pause between attempts, its maximum, dial timeout

@@ -14,7 +14,7 @@ from .credentials import AuthConfigError
 from .permissions import users_from_block
 from .accounts import parse_accounts
 from .jwt import parse_operators, parse_resolver, parse_trusted, parse_preload, trusted_keys, operator_accounts
-from .tls import parse_tls
+from .tls import parse_tls, peer_tls
 from .websocket import parse_websocket, check_websocket
 
 # %% auto #0
@@ -53,6 +53,7 @@ class ClusterOptions:
     cluster_advertise: str = "" # host[:port] the other servers are told (gossip) to dial for this server's routes
     cluster_connect_retries: int = 0   # reconnect attempts for a route learnt from a peer (configured ones: forever)
     cluster_connect_backoff: bool = False  # double the pause between route connect attempts, up to 30s
+    cluster_tls: object = None    # jsnb.nats.tls.TLSOptions (from `peer_tls`): routes use TLS both ways
 
 # %% ../../nbs/1_nats/02_config.ipynb #73b1bd64
 @dataclass
@@ -296,6 +297,13 @@ def _cluster(d, k, v, opts, warns, seen):
     "Apply a `cluster` block."
     if not isinstance(v, dict): raise ConfigError(f"'{k}': expected a block {{ name, listen, routes, ... }}, got {_show(v)}", *_loc(d, k))
     _apply(v, _CLUSTER_KEYS, opts, warns, seen, k + ".")
+    if opts.cluster_tls is not None and "cluster_auth_timeout" not in seen: opts.cluster_auth_timeout = opts.cluster_tls.timeout + 1
+
+def _cluster_tls(d, k, v, opts, warns, seen):
+    "Apply the `tls` block of `cluster`: TLS on every route, the other server's certificate always checked."
+    t = _secure(d, k, parse_tls, v, _loc(d, k))
+    if t.map: raise ConfigError(f'"cluster.{k}.verify_and_map" is a nats-server option that jsnb does not support yet: refusing to start rather than run without it', *_loc(d, k))
+    opts.cluster_tls = peer_tls(t)
 
 def _cluster_auth(d, k, v, opts, warns, seen):
     "Apply the `authorization` block of `cluster`: one user and password."
@@ -357,8 +365,8 @@ _CLUSTER_KEYS = {
     "routes": _routes, "authorization": _cluster_auth, "no_advertise": ("cluster_no_advertise", _bool),
     "advertise": ("cluster_advertise", _advertise), "cluster_advertise": ("cluster_advertise", _advertise),
     "connect_retries": ("cluster_connect_retries", _int), "connect_backoff": ("cluster_connect_backoff", _bool),
-    "pool_size": _pool_size, "compression": _no_compression,
-    **_unsupported("tls permissions accounts ping_interval ping_max write_deadline write_timeout")}
+    "pool_size": _pool_size, "compression": _no_compression, "tls": _cluster_tls,
+    **_unsupported("permissions accounts ping_interval ping_max write_deadline write_timeout")}
 
 _TOP_KEYS = {
     "listen": _listen("host", "port"), "port": ("port", _port), "host": ("host", _str), "net": ("host", _str),

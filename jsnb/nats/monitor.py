@@ -150,6 +150,7 @@ def _cluster_varz(core: Core) -> dict:
     if cl is None: return {}
     d = dict(name=cl.name, addr=o.cluster_host, cluster_port=cl.port, auth_timeout=o.cluster_auth_timeout)
     if cl.configured: d['urls'] = [f'{u.host}:{u.port}' if ':' not in u.host else f'[{u.host}]:{u.port}' for u in cl.configured]
+    if (t := o.cluster_tls) is not None: d.update(tls_timeout=int(t.timeout) if t.timeout == int(t.timeout) else t.timeout, tls_required=True, tls_verify=True)
     d['pool_size'] = -1
     return d
 

@@ -86,7 +86,7 @@ _FIELDS = [   # (jsnb option, the reference's field, what a change does, how val
     ('server_tags', 'Tags', 'Reloaded: tags', None),
 ]
 _CLUSTER = ('cluster_name', 'cluster_host', 'cluster_port', 'cluster_user', 'cluster_password', 'cluster_auth_timeout',
-            'cluster_no_advertise', 'cluster_connect_retries', 'cluster_connect_backoff', 'cluster_advertise')
+            'cluster_no_advertise', 'cluster_connect_retries', 'cluster_connect_backoff', 'cluster_advertise', 'cluster_tls')
 _NOT_COMPARED = ('config_file',)     # the file itself: the same one is read again
 
 # %% ../../nbs/1_nats/05a_reload.ipynb #5ed48b78

@@ -14,7 +14,8 @@ from .times import NS, parse_go_duration
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'TLSOptions', 'parse_tls', 'tls_context', 'tls_from_flags', 'tls_accept', 'cert_not_after']
+__all__ = ['log', 'TLSOptions', 'parse_tls', 'tls_context', 'tls_from_flags', 'tls_accept', 'cert_not_after', 'dial_context',
+           'peer_tls']
 
 # %% ../../nbs/1_nats/07a_tls.ipynb #96fa6c60
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class TLSOptions:
     map: bool = False               # verify_and_map: the client certificate names the user (jsnb.nats.auth)
     min_version: str = '1.2'
     context: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
+    dial: ssl.SSLContext | None = field(default=None, compare=False, repr=False)   # between servers: the side that dialled
 
 _TLS_LATER = frozenset('insecure verify_cert_and_check_known_urls allow_insecure_cipher_suites cipher_suites '
                        'curve_preferences connection_rate_limit pinned_certs cert_store cert_match_by cert_match ca_certs_match '
@@ -131,6 +133,7 @@ def tls_from_flags(tls: TLSOptions | None, enable=None, cert=None, key=None, ca=
 # %% ../../nbs/1_nats/07a_tls.ipynb #380c7046
 _TLS_WORDS = {'WRONG_VERSION_NUMBER': 'tls: first record does not look like a TLS handshake',
               'HTTP_REQUEST': 'tls: first record does not look like a TLS handshake',
+              'HTTPS_PROXY_REQUEST': 'tls: first record does not look like a TLS handshake',   # (a `CONNECT` line)
               'PEER_DID_NOT_RETURN_A_CERTIFICATE': "tls: client didn't provide a certificate",
               'CERTIFICATE_VERIFY_FAILED': 'tls: failed to verify certificate: x509: certificate signed by unknown authority'}
 
@@ -140,37 +143,41 @@ def _tls_error(e: BaseException) -> str:
     return next((v for k, v in _TLS_WORDS.items() if k in str(e)), str(e) or type(e).__name__)
 
 # %% ../../nbs/1_nats/07a_tls.ipynb #8c8c5aee
-def tls_accept(proto, tls: TLSOptions, first: bytes | None = None) -> asyncio.Future:
-    """Start TLS on the new client connection of `proto`, as the reference does; the handshake completes in a task.
-    `first`: the client's first bytes, already read (with `allow_non_tls`, the INFO went out in plain text before them)."""
+def tls_accept(proto, tls: TLSOptions, first: bytes | None = None, dial_host: str | None = None, failed=None) -> asyncio.Future:
+    """Start TLS on the new connection of `proto`, as the reference does; the handshake completes in a task.
+    `first`: the client's first bytes, already read (with `allow_non_tls`, the INFO went out in plain text before them);
+    `dial_host`: this server dialled `proto` (a route) and is the handshake's client, checking the certificate for that host;
+    `failed(why)`: what a failed handshake does, after the connection is dropped (default: a client's log line and removal)."""
     c, t = proto.conn, proto.t
     info = c.data_to_send() if first is None else b''   # the INFO the core queued, before anything flushes it
     if not tls.handshake_first and info: t.write(info)
     loop = asyncio.get_running_loop()
     done = loop.create_future()
-    tp = sslproto.SSLProtocol(loop, proto, tls.context, done, server_side=True, call_connection_made=False,
-                              ssl_handshake_timeout=tls.timeout)
+    server = dial_host is None
+    tp = sslproto.SSLProtocol(loop, proto, tls.context if server else tls.dial, done, server_side=server, server_hostname=dial_host,
+                              call_connection_made=False, ssl_handshake_timeout=tls.timeout)
     t.set_protocol(tp); tp.connection_made(t)   # from the first byte on, what the client sends goes to TLS
     st = tp._get_app_transport()                # what the client is sent from now on is encrypted (held until the handshake is done)
     low, high = t.get_write_buffer_limits()
     st.set_write_buffer_limits(high, low)
     proto.t = c.transport = st
     if tls.handshake_first: st.write(info)
-    proto.handshake = asyncio.ensure_future(_handshake(proto, done, t))     # kept: a task nobody holds may vanish
+    proto.handshake = asyncio.ensure_future(_handshake(proto, done, t, failed))     # kept: a task nobody holds may vanish
     mv = memoryview(first or b'')
     while mv:                                   # what the client sent so far starts the handshake
         buf = tp.get_buffer(len(mv)); n = min(len(buf), len(mv)); buf[:n] = mv[:n]; tp.buffer_updated(n); mv = mv[n:]
     return proto.handshake
 
 # %% ../../nbs/1_nats/07a_tls.ipynb #49afd924
-async def _handshake(proto, done: asyncio.Future, raw):
-    "Wait for the TLS handshake of a new client, then start its authentication timer; a failure closes the connection."
+async def _handshake(proto, done: asyncio.Future, raw, failed=None):
+    "Wait for the TLS handshake of a new connection, then start its authentication timer; a failure closes the connection."
     c = proto.conn
     try: await done
     except Exception as e:
-        log.error('%s - TLS handshake error: %s', who(c), _tls_error(e))
         c.transport = None
         raw.abort()
+        if failed is not None: return failed(_tls_error(e))
+        log.error('%s - TLS handshake error: %s', who(c), _tls_error(e))
         c.closing, c.close_reason = True, 'TLS Handshake Error'
         c.core.remove_client(c)
         return
@@ -185,3 +192,18 @@ def cert_not_after(path: str) -> str:
         with open(path, 'rb') as f: cert = x509.load_pem_x509_certificate(f.read())
     except (OSError, ValueError): return ''
     return cert.not_valid_after_utc.strftime('%Y-%m-%dT%H:%M:%SZ')
+
+# %% ../../nbs/1_nats/07a_tls.ipynb #3fbc57d1
+def dial_context(t: TLSOptions) -> ssl.SSLContext:
+    "The client-side `ssl` context for `t`: this server's certificate, and the CA file (else the system's roots) to check the other's."
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)      # the certificate and its host name are checked
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3 if t.min_version == '1.3' else ssl.TLSVersion.TLSv1_2
+    if t.cert_file: ctx.load_cert_chain(t.cert_file, t.key_file)
+    if t.ca_file: ctx.load_verify_locations(cadata=_read(t.ca_file).decode('latin-1'))
+    else: ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    return ctx
+
+def peer_tls(t: TLSOptions) -> TLSOptions:
+    "TLS between servers from a parsed block: the other server's certificate always required and checked, TLS before any protocol."
+    t = replace(t, verify=True, handshake_first=True)
+    return replace(t, context=tls_context(t), dial=dial_context(t))

@@ -1,0 +1,196 @@
+"""Routes over TLS (`cluster { tls { cert_file, key_file, ca_file, verify, timeout } }`) against nats-server 2.15.1:
+mixed clusters (jsnb dialling the reference and the reference dialling jsnb) form over TLS and carry messages both
+ways; a peer in clear text, a peer whose certificate another CA signed, and a server dialled at a host its
+certificate does not name are refused by both servers alike; the route INFO, CONNECT and `/varz` say TLS."""
+import datetime, ipaddress, json, re, socket, ssl, time, urllib.request
+import pytest
+from conftest import KINDS, REF_BIN, ServerProc
+
+pytestmark = [pytest.mark.reference, pytest.mark.skipif(REF_BIN is None, reason='reference nats-server not installed')]
+
+
+@pytest.fixture(scope='module')
+def certs(tmp_path_factory):
+    """A CA and a route certificate (server and client use, for 127.0.0.1 and localhost) it signs; one from another CA;
+    one for another host only."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID, ExtendedKeyUsageOID
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    d, now = tmp_path_factory.mktemp('route-certs'), datetime.datetime.now(datetime.timezone.utc)
+    name = lambda cn: x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    def issue(cn, key, issuer, ikey, ca=False, hosts=()):
+        b = (x509.CertificateBuilder().subject_name(name(cn)).issuer_name(issuer).public_key(key.public_key())
+             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+             .not_valid_after(now + datetime.timedelta(days=1)).add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if ca: b = b.add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
+        else:
+            b = b.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+            b = b.add_extension(x509.SubjectAlternativeName(hosts), critical=False)
+        return b.sign(ikey, hashes.SHA256())
+    def write(stem, cert, key):
+        (d / f'{stem}.pem').write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        (d / f'{stem}-key.pem').write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                              serialization.NoEncryption()))
+    key = lambda: ec.generate_private_key(ec.SECP256R1())
+    here = [x509.DNSName('localhost'), x509.IPAddress(ipaddress.ip_address('127.0.0.1'))]
+    cak = key(); ca = issue('route CA', cak, name('route CA'), cak, ca=True); write('ca', ca, cak)
+    k = key(); write('route', issue('route', k, ca.subject, cak, hosts=here), k)
+    k = key(); write('elsewhere', issue('elsewhere', k, ca.subject, cak, hosts=[x509.DNSName('elsewhere.example')]), k)
+    ok = key(); other = issue('other CA', ok, name('other CA'), ok, ca=True); write('other-ca', other, ok)
+    k = key(); write('stranger', issue('stranger', k, other.subject, ok, hosts=here), k)
+    return d
+
+
+def tls_block(certs, cert='route', ca='ca', verify=True) -> str:
+    return (f'tls {{ cert_file: "{certs}/{cert}.pem", key_file: "{certs}/{cert}-key.pem", ca_file: "{certs}/{ca}.pem", '
+            f'verify: {str(verify).lower()}, timeout: 2 }}')
+
+
+def conf(name: str, tls: str = '', routes=(), extra='') -> str:
+    r = ', '.join(f'"nats-route://127.0.0.1:{p}"' for p in routes)
+    return (f'server_name: {name}\nhttp: "127.0.0.1:-1"\n{extra}\n'
+            f'cluster {{\n  name: c\n  listen: "127.0.0.1:-1"\n  routes: [{r}]\n  {tls}\n}}\n')
+
+
+def route_port(s) -> int:
+    return int(re.search(r'Listening for route connections on \S+?:(\d+)', s.log_text()).group(1))
+
+
+def http(s, path: str) -> dict:
+    port = int(re.search(r'Starting http monitor on \S+:(\d+)', s.log_text()).group(1))
+    with urllib.request.urlopen(f'http://127.0.0.1:{port}{path}', timeout=5) as r: return json.load(r)
+
+
+def routes(s) -> int:
+    return len(http(s, '/routez').get('routes') or [])
+
+
+def settle(pred, timeout=10.0) -> bool:
+    end = time.time() + timeout
+    while time.time() < end:
+        if pred(): return True
+        time.sleep(0.1)
+    return pred()
+
+
+def flows(a, b) -> bool:
+    "A message published on `a` reaches a subscriber on `b` (tried until the interest has crossed the route)."
+    def client(s):
+        c = socket.create_connection(('127.0.0.1', s.port), timeout=5); c.recv(4096)
+        c.sendall(b'CONNECT {"verbose":false}\r\nPING\r\n')
+        got = b''
+        while b'PONG' not in got: got += c.recv(4096)
+        return c
+    sub, pub = client(b), client(a)
+    sub.sendall(b'SUB t.x 1\r\nPING\r\n'); sub.recv(4096)
+    sub.settimeout(0.3)
+    got, end = b'', time.time() + 10
+    try:
+        while b'MSG t.x 1 2\r\nhi\r\n' not in got and time.time() < end:
+            pub.sendall(b'PUB t.x 2\r\nhi\r\n')
+            try: got += sub.recv(4096)
+            except socket.timeout: pass
+    finally: sub.close(); pub.close()
+    return b'MSG t.x 1 2\r\nhi\r\n' in got
+
+
+@pytest.mark.parametrize('dialler', KINDS)
+@pytest.mark.parametrize('verify', [True, False], ids=['verify', 'no-verify'])
+def test_mixed_cluster_over_tls(certs, dialler, verify):
+    """A jsnb server and a nats-server route to each other over TLS (`dialler` dials, the other accepts): the route
+    forms on both, says TLS, and messages flow both ways."""
+    acceptor_kind = 'nats-server' if dialler == 'jsnb' else 'jsnb'
+    acc = ServerProc(acceptor_kind, [], conf('acceptor', tls_block(certs, verify=verify))).start()
+    try:
+        dia = ServerProc(dialler, [], conf('dialler', tls_block(certs, verify=verify), [route_port(acc)])).start()
+        try:
+            assert settle(lambda: routes(acc) == 1 and routes(dia) == 1), (acc.log_text(), dia.log_text())
+            assert flows(acc, dia) and flows(dia, acc)
+            for s in (acc, dia):
+                c = http(s, '/varz')['cluster']
+                assert (c.get('tls_required'), c.get('tls_verify'), c.get('tls_timeout')) == (True, True, 2), s.kind
+                assert 'TLS route handshake error' not in s.log_text()
+        finally: dia.stop()
+    finally: acc.stop()
+
+
+def _refused(certs, kind, peer_kind, tls_here, tls_there, here_dials: bool) -> tuple:
+    "Server `kind` (TLS `tls_here`) and a `peer_kind` (TLS `tls_there`), one dialling the other: (routes formed, error lines of `kind`)."
+    s = ServerProc(kind, [], conf('s', tls_here)).start()
+    try:
+        if here_dials:
+            p = ServerProc(peer_kind, [], conf('p', tls_there)).start()
+            s.stop(); s = ServerProc(kind, [], conf('s', tls_here, [route_port(p)])).start()
+        else:
+            p = ServerProc(peer_kind, [], conf('p', tls_there, [route_port(s)])).start()
+        try:
+            settle(lambda: 'TLS route handshake error' in s.log_text() or 'Error' in s.log_text() or routes(s) > 0, 8)
+            time.sleep(1.5)            # a route that would form has formed
+            lines = [re.sub(r'^.*?\[ERR\] \S+:\d+ - rid:\d+ - ', '', l) for l in s.log_text().splitlines() if 'TLS route handshake error' in l]
+            return routes(s), routes(p), sorted(set(lines))
+        finally: p.stop()
+    finally: s.stop()
+
+
+@pytest.mark.parametrize('here_dials', [True, False], ids=['dialling', 'accepting'])
+def test_clear_text_peer_refused(certs, here_dials):
+    "A server with route TLS and a peer without it (the same kind: jsnb with jsnb, the reference with the reference) form no route."
+    got = {k: _refused(certs, k, k, tls_block(certs), '', here_dials) for k in KINDS}
+    assert got['jsnb'] == got['nats-server']
+    assert got['jsnb'][:2] == (0, 0)
+    assert got['jsnb'][2] == ['TLS route handshake error: tls: first record does not look like a TLS handshake']
+
+
+@pytest.mark.parametrize('here_dials', [True, False], ids=['dialling', 'accepting'])
+def test_certificate_of_another_ca_refused(certs, here_dials):
+    """A peer whose certificate another CA signed (and which trusts only that CA) is refused both ways, even with
+    `verify: false`: the reference always checks the certificate on routes. Every pairing of jsnb and the reference."""
+    stranger = tls_block(certs, cert='stranger', ca='other-ca')
+    got = {(k, peer): _refused(certs, k, peer, tls_block(certs, verify=False), stranger, here_dials)[:2] for k in KINDS for peer in KINDS}
+    assert set(got.values()) == {(0, 0)}, got
+
+
+def test_dialled_host_not_in_certificate(certs):
+    "A server dialled at 127.0.0.1 whose certificate names only another host is refused by the dialler, jsnb as the reference."
+    got = {}
+    for k in KINDS:
+        acc = ServerProc(k, [], conf('acceptor', tls_block(certs, cert='elsewhere'))).start()
+        try:
+            dia = ServerProc(k, [], conf('dialler', tls_block(certs), [route_port(acc)])).start()
+            try:
+                settle(lambda: 'TLS route handshake error' in dia.log_text(), 8); time.sleep(1)
+                got[k] = (routes(acc), routes(dia), 'TLS route handshake error' in dia.log_text())
+            finally: dia.stop()
+        finally: acc.stop()
+    assert got['jsnb'] == got['nats-server'] == (0, 0, True)
+
+
+def test_route_info_and_connect_say_tls(certs):
+    """What a server with route TLS sends on a new route, read over TLS by hand: INFO after the handshake, with
+    `tls_required` and `tls_verify`; nothing at all before a handshake (a clear-text reader sees no INFO)."""
+    got = {}
+    for k in KINDS:
+        s = ServerProc(k, [], conf('s', tls_block(certs))).start()
+        try:
+            plain = socket.create_connection(('127.0.0.1', route_port(s)), timeout=5); plain.settimeout(0.5)
+            try: early = plain.recv(4096)
+            except socket.timeout: early = b''
+            plain.close()
+            ctx = ssl.create_default_context(cafile=str(certs / 'ca.pem'))
+            ctx.load_cert_chain(str(certs / 'route.pem'), str(certs / 'route-key.pem'))
+            with ctx.wrap_socket(socket.create_connection(('127.0.0.1', route_port(s)), timeout=5), server_hostname='127.0.0.1') as t:
+                line = b''
+                while b'\r\n' not in line: line += t.recv(4096)
+            info = json.loads(line.split(b' ', 1)[1])
+            got[k] = (early, info.get('tls_required'), info.get('tls_verify'))
+        finally: s.stop()
+    assert got['jsnb'] == got['nats-server'] == (b'', True, True)
+
+
+def test_cluster_tls_config_errors(tmp_path, certs):
+    "A missing file and `verify_and_map` (not done by jsnb) stop the start with a clear error; jsnb never runs without what was asked."
+    bad = ServerProc('jsnb', [], conf('s', f'tls {{ cert_file: "{tmp_path}/none.pem", key_file: "{tmp_path}/none-key.pem" }}'))
+    with pytest.raises(RuntimeError, match='no such file or directory'): bad.start()
+    mapped = ServerProc('jsnb', [], conf('s', tls_block(certs)[:-1] + ', verify_and_map: true }'))
+    with pytest.raises(RuntimeError, match='verify_and_map'): mapped.start()
