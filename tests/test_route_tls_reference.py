@@ -54,7 +54,10 @@ def conf(name: str, tls: str = '', routes=(), extra='') -> str:
 
 
 def route_port(s) -> int:
-    return int(re.search(r'Listening for route connections on \S+?:(\d+)', s.log_text()).group(1))
+    "The route port of `s` (the reference may log it just after it says it is ready)."
+    end = time.time() + 5
+    while (m := re.search(r'Listening for route connections on \S+?:(\d+)', s.log_text())) is None and time.time() < end: time.sleep(0.05)
+    return int(m.group(1))
 
 
 def http(s, path: str) -> dict:
@@ -63,7 +66,8 @@ def http(s, path: str) -> dict:
 
 
 def routes(s) -> int:
-    return len(http(s, '/routez').get('routes') or [])
+    "How many other servers `s` has routes to (the reference keeps a pool of routes to each)."
+    return len({r['remote_id'] for r in http(s, '/routez').get('routes') or ()})
 
 
 def settle(pred, timeout=10.0) -> bool:
