@@ -220,3 +220,16 @@ def test_monitoring_on_the_client_host(clusters):
                       if f'pid={s.proc.pid},' in line and line.split()[3].endswith(f':{port}')}
         got[k] = sorted(hosts)
     assert got['jsnb'] == got['nats-server'] == ['127.0.0.1']
+
+
+def test_silent_route_peer_timed_out(clusters, certs):
+    """A TLS peer with a good certificate that never sends CONNECT is told `Authentication Timeout` and closed; the
+    wait is the route authorization's default with TLS (the TLS timeout and a second: 3 s here), not sooner than 2 s."""
+    got = {}
+    for k, ss in clusters.items():
+        with route_tls(ss[2], certs) as t:
+            start = time.time()
+            out = read_for(t, 10)
+            took = time.time() - start
+        got[k] = (out.startswith(b'INFO '), out.split(b'\r\n')[-2:] if out.endswith(b'<closed>') else out[-60:], took > 2)
+    assert got['jsnb'] == got['nats-server'] == (True, [b"-ERR 'Authentication Timeout'", b'<closed>'], True)

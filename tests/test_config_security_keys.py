@@ -45,6 +45,14 @@ ENFORCED = {
         'verify_and_map': 'test_tls_map_reference.py::test_users_mapped_from_certificates',
         'min_version': 'test_auth_reference.py::test_check_accepts_like_the_reference',
     },
+    'cluster': {
+        'tls': 'test_route_tls_reference.py::test_mixed_cluster_over_tls',
+        'authorization': 'test_cluster_security_reference.py::test_route_password_hash',
+    },
+    'cluster.authorization': {
+        **dict.fromkeys(['user', 'username', 'password', 'pass'], 'test_internal_security_reference.py::test_bcrypt_passwords_of_routes_and_leaf_nodes'),
+        'timeout': 'test_cluster_security_reference.py::test_silent_route_peer_timed_out',
+    },
     'account': {
         **dict.fromkeys(['users', 'exports', 'imports'], 'test_accounts_reference.py::test_isolation_and_imports'),
         'default_permissions': 'test_security_matrix_reference.py::test_matrix',
@@ -59,6 +67,8 @@ NOT_SECURITY = {
                'max_control_line max_pending max_pings_outstanding monitor_port net pid_file pidfile ping_interval ping_max '
                'port ports_file_dir server_name server_tags store_dir storedir trace write_deadline'.split()),
     'authorization': set(),
+    'cluster': set('advertise cluster_advertise compression connect_backoff connect_retries host listen name net no_advertise '
+                   'pool_size port routes'.split()),
     'jetstream': set('domain enable enabled max_file max_file_store max_mem max_mem_store max_memory_store store store_dir '
                      'storedir sync sync_interval'.split()),
 }
@@ -72,7 +82,8 @@ def _test_exists(ref: str) -> bool:
 
 def test_every_key_is_accounted_for():
     from jsnb.nats import config
-    for table, block in ((config._TOP_KEYS, 'top'), (config._AUTH_KEYS, 'authorization'), (config._JS_KEYS, 'jetstream')):
+    for table, block in ((config._TOP_KEYS, 'top'), (config._AUTH_KEYS, 'authorization'), (config._JS_KEYS, 'jetstream'),
+                         (config._CLUSTER_KEYS, 'cluster'), (config._CLUSTER_AUTH_KEYS, 'cluster.authorization')):
         for key, entry in table.items():
             if entry is None: continue                  # refused at start, walked by test_auth_reference
             enforced, other = key in ENFORCED.get(block, {}), key in NOT_SECURITY.get(block, set())
