@@ -169,13 +169,19 @@ class _LeafProtocol(_PeerProtocol):
         lf = self.lc.leafs
         asyncio.get_running_loop().call_later(lf.auth_timeout, self.lc.login_timeout)
 
+    def _tls_failed(self, why: str):
+        "The leaf's TLS handshake failed: logged in the reference's words, the connection closed."
+        log.error('%s - TLS leafnode handshake error: %s', self.lc.tag, why)
+        self.lc.close('TLS Handshake Error')
+        self.server._flush()
+
     def connection_made(self, t):
         peer = self._setup(t)
         lf = self.server.core.leafs
         if lf is None or lf.stopping: t.abort(); return
         self.lc = lf.new_leaf(peer[0], peer[1])
         self.lc.transport, self.lc.ws = t, self.ws
-        if lf.lo.tls is not None and not self.ws: tls_accept(self, lf.lo.tls); return   # INFO in the clear, then the handshake
+        if lf.lo.tls is not None and not self.ws: tls_accept(self, lf.lo.tls, failed=self._tls_failed); return   # INFO in the clear, then the handshake
         self.authenticating()
         self.server._flush()
 

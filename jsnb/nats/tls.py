@@ -135,7 +135,9 @@ _TLS_WORDS = {'WRONG_VERSION_NUMBER': 'tls: first record does not look like a TL
               'HTTP_REQUEST': 'tls: first record does not look like a TLS handshake',
               'HTTPS_PROXY_REQUEST': 'tls: first record does not look like a TLS handshake',   # (a `CONNECT` line)
               'PEER_DID_NOT_RETURN_A_CERTIFICATE': "tls: client didn't provide a certificate",
-              'CERTIFICATE_VERIFY_FAILED': 'tls: failed to verify certificate: x509: certificate signed by unknown authority'}
+              'CERTIFICATE_VERIFY_FAILED': 'tls: failed to verify certificate: x509: certificate signed by unknown authority',
+              'ALERT_BAD_CERTIFICATE': 'remote error: tls: bad certificate',               # the other side refused ours
+              'ALERT_UNKNOWN_CA': 'remote error: tls: unknown certificate authority'}
 
 def _tls_error(e: BaseException) -> str:
     "A failed handshake in the reference's words where they are known."
@@ -181,7 +183,7 @@ async def _handshake(proto, done: asyncio.Future, raw, failed=None):
         c.closing, c.close_reason = True, 'TLS Handshake Error'
         c.core.remove_client(c)
         return
-    log.debug('%s - TLS handshake complete', who(c))
+    log.debug('%s - TLS handshake complete', getattr(c, 'tag', None) or who(c))    # (a route's or leaf's tag, a client's name)
     proto.authenticating()
 
 # %% ../../nbs/1_nats/07a_tls.ipynb #88a6e94b
