@@ -230,7 +230,9 @@ def _receive(self: RouteConn, data: bytes):
     while i < n:
         op = ops[i]; i += 1
         t = type(op)
-        if not self.connected and not self.solicited and t is not Connect and t is not Close: return self.refuse()
+        if t is Close and op.error == E_CONTROL_LINE: return self.line_too_long()   # before or after authentication
+        if not self.connected and not self.solicited and t is not Connect:
+            return self.close('Authentication Failure', E_AUTH)
         if t is RMsg:
             j = i                                    # a run of plain messages to one subject: delivered together
             while j < n and type(o := ops[j]) is RMsg and o.subject == op.subject and o.account == op.account and not o.queues: j += 1
@@ -246,7 +248,7 @@ def _receive(self: RouteConn, data: bytes):
             expected = op.error.startswith('Not possible to have a dedicated route')   # the answer to a refused account route
             (log.debug if expected else log.error)("%s - Route Error '%s'", self.tag, op.error)
             return self.close('Parse Error')
-        elif t is Close: return self.line_too_long() if op.error == E_CONTROL_LINE else self.close('Parse Error', op.error)
+        elif t is Close: return self.close('Parse Error', op.error)
         if self.closing: return
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #a7463751
