@@ -198,3 +198,14 @@ def test_cluster_tls_config_errors(tmp_path, certs):
     with pytest.raises(RuntimeError, match='no such file or directory'): bad.start()
     mapped = ServerProc('jsnb', [], conf('s', tls_block(certs)[:-1] + ', verify_and_map: true }'))
     with pytest.raises(RuntimeError, match='verify_and_map'): mapped.start()
+
+
+def test_varz_cluster_block(certs):
+    "`/varz`'s cluster block with route TLS: the same fields and values (but the port and jsnb's pool of one route)."
+    got = {}
+    for k in KINDS:
+        s = ServerProc(k, [], conf('s', tls_block(certs))).start()
+        try: got[k] = {f: v for f, v in http(s, '/varz')['cluster'].items() if f not in ('cluster_port', 'pool_size')}
+        finally: s.stop()
+    assert got['jsnb'] == got['nats-server']
+    assert got['jsnb']['tls_required'] is True and got['jsnb']['auth_timeout'] == 3 and got['jsnb']['tls_cert_not_after']

@@ -148,10 +148,12 @@ def _cluster_varz(core: Core) -> dict:
     "The `cluster` block of `/varz` (empty when the server is not in a cluster)."
     cl, o = core.cluster, core.opts
     if cl is None: return {}
-    d = dict(name=cl.name, addr=o.cluster_host, cluster_port=cl.port, auth_timeout=o.cluster_auth_timeout)
+    n = lambda x: int(x) if x == int(x) else x                  # seconds as Go's JSON writes them (3, not 3.0)
+    d = dict(name=cl.name, addr=o.cluster_host, cluster_port=cl.port, auth_timeout=n(o.cluster_auth_timeout))
     if cl.configured: d['urls'] = [f'{u.host}:{u.port}' if ':' not in u.host else f'[{u.host}]:{u.port}' for u in cl.configured]
-    if (t := o.cluster_tls) is not None: d.update(tls_timeout=int(t.timeout) if t.timeout == int(t.timeout) else t.timeout, tls_required=True, tls_verify=True)
+    if (t := o.cluster_tls) is not None: d.update(tls_timeout=n(t.timeout), tls_required=True, tls_verify=True)
     d['pool_size'] = -1
+    if t is not None and (na := cert_not_after(t.cert_file)): d['tls_cert_not_after'] = na
     return d
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #33403255
