@@ -209,3 +209,24 @@ def test_varz_cluster_block(certs):
         finally: s.stop()
     assert got['jsnb'] == got['nats-server']
     assert got['jsnb']['tls_required'] is True and got['jsnb']['auth_timeout'] == 3 and got['jsnb']['tls_cert_not_after']
+
+
+def test_silent_peer_handshake_timeout(certs):
+    "A peer that opens the route port and never starts TLS is closed after the TLS timeout, without a byte, logged alike."
+    got = {}
+    for k in KINDS:
+        s = ServerProc(k, [], conf('s', tls_block(certs))).start()
+        try:
+            c = socket.create_connection(('127.0.0.1', route_port(s)), timeout=10)
+            start = time.time()
+            try: data = c.recv(100)
+            except ConnectionResetError: data = b''
+            took = time.time() - start
+            c.close()
+            settle(lambda: 'connection closed' in s.log_text(), 5)
+            lines = [l for l in s.log_text().splitlines() if 'rid:' in l and 'created' not in l]
+            got[k] = (data, took > 1.5, sorted({'[ERR] ...timeout' if 'timeout' in l and '[ERR]' in l else re.sub(r'^.*? - rid:\d+ - ', '', l)
+                                                for l in lines}))
+        finally: s.stop()
+    assert got['jsnb'] == got['nats-server']     # (the reference's read deadline and timer race: one or both report the timeout)
+    assert got['jsnb'] == (b'', True, ['Router connection closed: TLS Handshake Failure', '[ERR] ...timeout'])

@@ -112,8 +112,9 @@ class _RouteProtocol(_PeerProtocol):
 
     def _tls_failed(self, why: str):
         "The TLS handshake failed (a clear-text peer, a certificate not trusted, too slow): logged as the reference logs it."
-        log.error('%s - TLS route handshake error: %s', self.rc.tag, why)
-        self.rc.close('TLS Handshake Error')
+        if why == 'i/o timeout': log.error('%s - TLS handshake timeout', self.rc.tag)
+        else: log.error('%s - TLS route handshake error: %s', self.rc.tag, why)
+        self.rc.close('TLS Handshake Failure')
         self.server._flush()
 
 # %% ../../nbs/1_nats/06c_cluster_io.ipynb #250ce5be

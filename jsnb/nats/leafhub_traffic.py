@@ -171,8 +171,9 @@ class _LeafProtocol(_PeerProtocol):
 
     def _tls_failed(self, why: str):
         "The leaf's TLS handshake failed: logged in the reference's words, the connection closed."
-        log.error('%s - TLS leafnode handshake error: %s', self.lc.tag, why)
-        self.lc.close('TLS Handshake Error')
+        if why == 'i/o timeout': log.debug('%s - TLS handshake timeout', self.lc.tag)
+        else: log.error('%s - TLS leafnode handshake error: %s', self.lc.tag, why)
+        self.lc.close('TLS Handshake Failure')
         self.server._flush()
 
     def connection_made(self, t):

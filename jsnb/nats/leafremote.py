@@ -61,7 +61,7 @@ def process_info(self: Leafs, lc: LeafConn, raw: bytes):
         lc.info_received = True
         if d.get('tls_required'):
             log.error('%s - the hub requires TLS, which jsnb does not dial with yet', lc.tag)
-            return lc.close('TLS Handshake Error')
+            return lc.close('TLS Handshake Failure')
         lc.name = str(d.get('server_name') or '')
         lc.send(self.connect_line(lc))
         log.debug('%s - Remote leafnode connect msg sent', lc.tag)

@@ -180,7 +180,7 @@ async def _handshake(proto, done: asyncio.Future, raw, failed=None):
         raw.abort()
         if failed is not None: return failed(_tls_error(e))
         log.error('%s - TLS handshake error: %s', who(c), _tls_error(e))
-        c.closing, c.close_reason = True, 'TLS Handshake Error'
+        c.closing, c.close_reason = True, 'TLS Handshake Failure'
         c.core.remove_client(c)
         return
     log.debug('%s - TLS handshake complete', getattr(c, 'tag', None) or who(c))    # (a route's or leaf's tag, a client's name)

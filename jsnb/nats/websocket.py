@@ -335,7 +335,7 @@ def close_payload(status: int, body: str) -> bytes:
     return status.to_bytes(2, 'big') + b
 
 # %% ../../nbs/1_nats/09_websocket.ipynb #4d680463
-_NO_FLUSH = {'Read Error', 'Write Error', 'Slow Consumer (Pending Bytes)', 'Slow Consumer (Write Deadline)', 'TLS Handshake Error'}
+_NO_FLUSH = {'Read Error', 'Write Error', 'Slow Consumer (Pending Bytes)', 'Slow Consumer (Write Deadline)', 'TLS Handshake Failure'}
 
 def close_for(reason: str) -> bytes:
     "The close frame the reference sends when it closes a WebSocket client for `reason` (none when it drops the connection unflushed)."
@@ -343,7 +343,7 @@ def close_for(reason: str) -> bytes:
     if reason in _NO_FLUSH: return b''
     if reason == 'Client Closed': status = 1000
     elif reason in _POLICY: status = 1008
-    elif reason == 'TLS Handshake Error': status = 1015
+    elif reason == 'TLS Handshake Failure': status = 1015
     elif reason in ('Parse Error', 'Protocol Violation', 'Bad Client Protocol Version'): status = 1002
     elif reason == 'Maximum Message Payload Exceeded': status = 1009
     elif reason in ('Write Error', 'Read Error', 'Stale Connection', 'Server Shutdown'): status = 1001
