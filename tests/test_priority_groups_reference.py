@@ -354,6 +354,47 @@ async def test_prioritized(start_server):
     await compare(start_server, scenario)
 
 
+async def test_requests_arriving_together(start_server):
+    """Pull requests that reach the server together (one write), with messages already stored: all of them wait before
+    the first delivery. Without a policy they take turns; `prioritized` serves the lowest number first, whichever came
+    first (nats-jetstream's `test_consumer_prioritized_messages_stream` relies on it)."""
+    async def scenario(t):
+        await t.start([S]); await t.box('lo', 'hi', 'x', 'y', 'z')
+        await consumer(t, 'Q', priority_groups=['A'], priority_policy='prioritized')
+        await consumer(t, 'N')
+        await t.pub('s.1', n=12)
+        for box, p in (('lo', 1), ('hi', 0)):
+            await t.nc.publish('$JS.API.CONSUMER.MSG.NEXT.S.Q', json.dumps({'batch': 4, 'expires': EXP, 'group': 'A', 'priority': p}).encode(), reply=box)
+        await t.nc.flush()
+        await t.frames('priority 0 first', 'hi', 4, quiet=0.05); await t.frames('then priority 1', 'lo', 4)
+        for box, n in (('x', 3), ('y', 2), ('z', 3)):
+            await t.nc.publish('$JS.API.CONSUMER.MSG.NEXT.S.N', json.dumps({'batch': n, 'expires': EXP}).encode(), reply=box)
+        await t.nc.flush()
+        for box, n in (('x', 3), ('y', 2), ('z', 3)): await t.frames(f'{box} in turns', box, n, quiet=0.05)
+        await t.info('Q after', 'Q'); await t.info('N after', 'N')
+    await compare(start_server, scenario)
+
+
+async def test_no_wait_waits_for_acks(start_server):
+    """A `no_wait` request stopped by `max_ack_pending` is not at the end of the stream: it waits, and acknowledgements
+    let it have the rest of its batch; only the end of the stream answers `404 No Messages` (libnats's
+    `JetStreamSubscribePullAsync`, "multi-fetch NOWAIT, partially fulfilled")."""
+    async def scenario(t):
+        await t.start([S]); await t.box('a')
+        await consumer(t, 'M', max_ack_pending=3)
+        await t.pub('s.1', n=7)
+        await t.pull('M', 'a', {'batch': 5, 'no_wait': True})
+        await t.frames('three, then it waits', 'a', 3)
+        await t.info('waiting', 'M')
+        for seq in (1, 2, 3): await t.nc.publish(f'$JS.ACK.S.M.1.{seq}.{seq}.0.0', b'+ACK')
+        await t.frames('the other two, on the acks', 'a', 2)
+        for seq in (4, 5): await t.nc.publish(f'$JS.ACK.S.M.1.{seq}.{seq}.0.0', b'+ACK')
+        await t.pull('M', 'a', {'batch': 5, 'no_wait': True})
+        await t.frames('the last two, then the end', 'a', 3)
+        await t.info('after', 'M')
+    await compare(start_server, scenario)
+
+
 async def test_priority_fields_without_policy(start_server):
     "A consumer without a policy: group is not needed, but the other fields are still checked."
     async def scenario(t):

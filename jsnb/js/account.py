@@ -45,6 +45,7 @@ class Account:
         self._saved: dict[tuple[str, str], tuple] = {}   # (stream, consumer) -> (state mark, the state last written)
         self.peers = lambda: (self,)           # every JetStream account of the server: they share its limits
         self.clustered = False                 # set by a clustered JetStream (jsnb.js.cluster): streams may have replicas
+        self.held_pulls: dict = {}             # consumers with pull requests queued in this read, served at its end (jsnb.js.consumer_api)
 
     @property
     def streams_dir(self) -> str: return os.path.join(self.store_dir, self.name, 'streams')
@@ -213,6 +214,7 @@ def add_consumer(self: Account, s: Stream, name: str, cfg: dict, deliver: bool =
     s.consumers[name] = c
     c.advise('CREATED', action='create')
     if deliver: self.host.send(c.deliver())
+    if 0 < (cfg.get('inactive_threshold') or 0) < NS: self.host.wake(self, time.time_ns() + self._period())   # its timer's pace from now on
     return c
 
 @patch
@@ -295,15 +297,18 @@ def restore(self: Account):
 
 @patch
 def stop(self: Account):
-    "Write every consumer's state and close every store."
+    "Write every consumer's state and close every store; when the server shuts down, waiting pull requests hear so first."
+    going = self.host.core.shutting_down
     for s in self.streams.values():
-        for c in s.consumers.values(): self.persist(c)
+        for c in s.consumers.values():
+            if going and (c.cfg.get('num_replicas') or s.cfg.get('num_replicas') or 1) <= 1: self.host.send(c.server_shutdown())
+            self.persist(c)
         s.stop(); s.store.stop()
 
 # %% ../../nbs/2_js/13_account.ipynb #7e7a3993
 @patch
 def tick(self: Account, now: int | None = None) -> list:
-    "Once a second: abandoned batches, de-duplication windows, copying, housekeeping (each stream on its own)."
+    "Once a second (sooner for a short `inactive_threshold`): abandoned batches, de-duplication windows, copying, housekeeping."
     now = now or time.time_ns()
     for s in list(self.streams.values()):
         try:
@@ -315,8 +320,14 @@ def tick(self: Account, now: int | None = None) -> list:
             if isinstance(s.store, FileStore): s.store.sync_if_due()     # a stream that went quiet is synced on time too
         except Exception: log.exception("stream '%s > %s' housekeeping failed", self.name, s.name)
     self.housekeeping(now)
-    self.host.wake(self, now + NS)
+    self.host.wake(self, now + self._period())
     return []
+
+@patch
+def _period(self: Account) -> int:
+    "How soon the timer runs again: a second, or a consumer's shorter `inactive_threshold` (10 ms at least)."
+    its = [c.cfg.get('inactive_threshold') or 0 for s in self.streams.values() for c in s.consumers.values()]
+    return max(min([NS] + [t for t in its if t > 0]), NS // 100)
 
 @patch
 def housekeeping(self: Account, now: int):

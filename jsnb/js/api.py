@@ -130,6 +130,7 @@ class JetStream:
 @patch
 def on_api_run(self: JetStream, ops: list, src):
     "A run of one client's requests `(subject, reply, hdr_len, data)`: Direct Gets to one subject are checked for a responder once, the rest go one by one."
+    self.account.host.flush_deferred()            # what came before in the read is done first
     s = ops[0][0]
     if direct_get.is_request(s) and [op[0] for op in ops].count(s) == len(ops):
         if direct_get.unserved(self.core.sublist, s):
@@ -148,6 +149,8 @@ def on_api_run(self: JetStream, ops: list, src):
 @patch
 def on_api(self: JetStream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "One `$JS.API` request: route it, answer it (once), count and audit it."
+    if subject.startswith(b'$JS.API.CONSUMER.MSG.NEXT.'): return     # a pull request (`on_next`): it may wait for the end of the read
+    self.account.host.flush_deferred()            # what came before in the read is done first
     if direct_get.is_request(subject):               # the streams answer these; a Direct Get nobody serves is a no-responders
         if reply and direct_get.unserved(self.core.sublist, subject): self.account.host.no_responders(src, subject, reply)
         return
@@ -178,8 +181,8 @@ def start(self: JetStream):
     if kernels.AT_START: kernels.warm()
     a.restore()
     T.restore(a)                                   # the stream templates, with the streams they made
-    self._subs = [sub(p, self.on_api, many=self.on_api_run) for p in API_SUBJECTS] + [
-        sub('$JS.API.CONSUMER.MSG.NEXT.>', partial(C.on_next, a)), sub('$JS.ACK.>', partial(C.on_ack, a), many=partial(C.on_acks, a)),
+    self._subs = [sub(p, self.on_api, many=self.on_api_run, defers=True) for p in API_SUBJECTS] + [   # (they flush themselves)
+        sub('$JS.API.CONSUMER.MSG.NEXT.>', partial(C.on_next, a), defers=True), sub('$JS.ACK.>', partial(C.on_ack, a), many=partial(C.on_acks, a)),
         sub('$JS.FC.>', partial(C.on_flow_control, a)), sub('$JS.API.CONSUMER.RESET.*.*', partial(C.on_reset, a))]
     if a.domain: self._subs.append(map_domain(self.core, a.domain))
     self.core.interest_watchers.append(a.on_interest)

@@ -496,9 +496,18 @@ def flow_control_reply(self: Consumer, subject: str, hdr: bytes = b''):
 # %% ../../nbs/2_js/12_consumer.ipynb #9d2cdf67
 @patch
 @_produces
-def pull(self: Consumer, reply: str, body: bytes):
-    "Handle a `MSG.NEXT` request: queue it if `jsnb.js.pull.admit` takes it, and deliver."
-    if pq.admit(self, reply, body): self.active = time.time_ns(); self._deliver()
+def pull(self: Consumer, reply: str, body: bytes, serve: bool = True):
+    "Handle a `MSG.NEXT` request: queue it if `jsnb.js.pull.admit` takes it, and deliver (`serve=False`: later, by `deliver`)."
+    if pq.admit(self, reply, body):
+        self.active = time.time_ns()
+        if serve: self._deliver()
+
+# %% ../../nbs/2_js/12_consumer.ipynb #c46e0b02
+@patch
+@_produces
+def server_shutdown(self: Consumer):
+    "The server is going: each waiting pull request (once per inbox, with the last one's figures) gets `409 Server Shutdown`."
+    for wr in {wr.reply: wr for wr in self.waiting}.values(): self.end(wr, 409, 'Server Shutdown')
 
 # %% ../../nbs/2_js/12_consumer.ipynb #73ca40cd
 @patch

@@ -35,13 +35,31 @@ def _consumer(acct: Account, stream: str, name: str) -> Consumer | None:
     return s.consumers.get(name) if s is not None else None
 
 def on_next(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    "A pull request; one for a consumer that does not exist finds no responder."
+    "A pull request, served at the end of the read; one for a consumer that does not exist finds no responder."
+    _hold(acct)
     toks = text(subject).split('.')
     c = _consumer(acct, toks[5], toks[6]) if len(toks) == 7 else None
     if c is None: acct.host.no_responders(src, subject, reply)
     elif reply and hdr and c.is_pull and not level_ok(data[:hdr]):
         acct.host.publish(text(reply), hdr=status(412, 'Required Api Level'))
-    elif reply: acct.host.send(c.pull(text(reply), data[hdr:] if hdr else data))
+    elif reply and src is None: acct.host.send(c.pull(text(reply), data[hdr:] if hdr else data))    # from the server itself: no read to end
+    elif reply:
+        acct.host.send(c.pull(text(reply), data[hdr:] if hdr else data, serve=False))
+        if not acct.held_pulls: acct.host.defer(lambda: _serve_held(acct))
+        acct.held_pulls[c] = None
+
+# %% ../../nbs/2_js/15_consumer_api.ipynb #c46e0a02
+def _hold(acct: Account):
+    "Do the read's work so far (messages published before this request are stored) but keep its pull requests waiting."
+    held, acct.held_pulls = acct.held_pulls, {}
+    acct.host.flush_deferred()                              # (a `_serve_held` in it finds nothing to serve)
+    acct.held_pulls = held
+    if held: acct.host.defer(lambda: _serve_held(acct))
+
+def _serve_held(acct: Account):
+    "Serve the consumers whose pull requests the read queued, each once."
+    held, acct.held_pulls = acct.held_pulls, {}
+    for c in held: acct.host.send(c.deliver())
 
 # %% ../../nbs/2_js/15_consumer_api.ipynb #a609ffdf
 def on_ack(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, src):

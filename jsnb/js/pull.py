@@ -180,7 +180,7 @@ def end_no_wait(c):
     if not c.waiting: return
     keep = collections.deque()
     for wr in c.waiting:
-        if wr.no_wait and (_probe(c) is None or not c.has_room()):
+        if wr.no_wait and _probe(c) is None:           # (held back by max_ack_pending, it waits for acks, as in the reference)
             if wr.expires and wr.d == 0: keep.append(wr); continue
             c.emit(wr.reply, status(404, 'No Messages'))
         else: keep.append(wr)

@@ -394,6 +394,7 @@ async def stop(self: Server):
     "Graceful shutdown: stop accepting, flush and close every connection."
     if self._listener is None: return
     log.info('Initiating Shutdown...')
+    self.core.shutting_down = True
     self._listener.close()
     if self._ws_listener is not None: self._ws_listener.close()
     if self._monitor is not None: self._monitor.close()
