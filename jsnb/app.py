@@ -7,17 +7,18 @@ from __future__ import annotations
 import asyncio, threading
 from .nats.config import ServerOptions
 from .nats.server import Server as CoreServer, serve_cluster as _serve_cluster
-from .js.api import JetStream
-from .js.js_accounts import JetStreamAccounts, with_system
 from .nats.accounts import global_account_only
-from .js.stream_config import JS_API_LEVEL
+from .js.stream_config import JS_API_LEVEL       # (the JetStream service itself is imported when a server has JetStream)
 
 # %% auto #0
 __all__ = ['jetstream', 'jetstream_relay', 'Server', 'serve', 'serve_cluster', 'serve_jsz', 'announce_jsz', 'ServerThread']
 
 # %% ../nbs/5_app/00_app.ipynb #248be098
-def jetstream(core, opts: ServerOptions) -> JetStream | JetStreamAccounts:
-    "The JetStream service for a server's core, with the server's storage options."
+def jetstream(core, opts: ServerOptions):
+    """The JetStream service for a server's core, with the server's storage options (a `JetStream`, or `JetStreamAccounts`
+    for JetStream in several accounts). Imported here, when a server has JetStream: a server without starts sooner."""
+    from jsnb.js.api import JetStream
+    from jsnb.js.js_accounts import JetStreamAccounts, with_system
     serve_jsz(core, opts)                    # `$SYS.REQ.SERVER.PING.JSZ` for `server report jetstream` (below)
     if not global_account_only(opts): return JetStreamAccounts(core, opts)   # JetStream in the accounts that have it, not in `$G`
     if opts.clustered:                       # the meta group and the streams' servers; only clustered servers load the Raft library
