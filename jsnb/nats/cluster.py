@@ -17,6 +17,7 @@ from .subjects import Sublist, Subscription
 from .core import Core, VERSION, GO_VERSION, GIT_COMMIT, E_AUTH, E_STALE, E_AUTH_TIMEOUT, log
 from .credentials import check_password
 from .routing import ROUTER, deliverable
+from .peers import PeerChannel, PEER_INFO, PEER_VERSION
 
 # %% auto #0
 __all__ = ['GLOBAL_ACCOUNT', 'IMPLICIT', 'EXPLICIT', 'GOSSIP_DEFAULT', 'GOSSIP_DISABLED', 'GOSSIP_OVERRIDE', 'ROUTE_PROTO',
@@ -117,6 +118,8 @@ class RouteConn(_PeerConn):
         self.leafnode_url = ''                     # where leaf nodes reach the peer (jsnb.nats.leafhub)
         self.headers = True
         self.subs: dict[tuple, _RemoteSub] = {}
+        self.peer = False                          # the peer takes `PEER` frames (jsnb.nats.peers)
+        self.extras: dict = {}                     # the `jsnb_*` fields of its `INFO`: what the layers above announce
 
     def __repr__(self): return f'<RouteConn rid={self.cid} {self.remote_name or self.host}>'
     @property
@@ -233,7 +236,9 @@ def _receive(self: RouteConn, data: bytes):
         if t is Close and op.error == E_CONTROL_LINE: return self.line_too_long()   # before or after authentication
         if not self.connected and not self.solicited and t is not Connect:
             return self.close('Authentication Failure', E_AUTH)
-        if t is RMsg:
+        if t is RMsg and op.account is None:        # a peer frame (jsnb.nats.peers), from a registered route only
+            if self.registered: cl.peers.inbound(self.remote_name, op.subject, op.data)
+        elif t is RMsg:
             j = i                                    # a run of plain messages to one subject: delivered together
             while j < n and type(o := ops[j]) is RMsg and o.subject == op.subject and o.account == op.account and not o.queues: j += 1
             if j > i and not op.queues: run, i = ops[i - 1:j], j
@@ -269,7 +274,7 @@ class ClusterLinks:
         for acc in core.accounts.values():         # answers to the requests this server forwards through service imports
             if any(e.kind == 'service' for e in getattr(acc.cfg, 'exports', ())): self.local[(acc.wire, acc.reply_prefix + b'>', b'')] = 1
         self.unrouted = None                       # (src, subject, reply, hdr, data) -> deliveries, for what no server subscribes to
-        self.on_raft_meta = None                   # (route) -> None: a peer announced its meta group's members (jsnb.js.cluster)
+        self.peers = PeerChannel(core.max_pending) # frames to named servers, for the layers above (jsnb.nats.peers)
         self.own_urls = list(client_urls)          # this server's client URLs (`host:port`)
         self.remote_urls: dict[str, int] = {}      # the other servers', reference counted
         self.advertised: list[str] | None = None   # `connect_urls` for clients, once a route has come up
@@ -306,7 +311,8 @@ def route_info(self: ClusterLinks, gossip_mode: int = GOSSIP_DEFAULT, ldm: bool 
         d['leafnode_urls'] = [lf.own_urls[0]]   # where leaf nodes reach this server, for the others to tell theirs
     if ldm: d['ldm'] = True
     if gossip_mode: d['gossip_mode'] = gossip_mode
-    d.update(getattr(core, 'route_info_extra', None) or {})     # what a layer above announces (JetStream's Raft address)
+    d[PEER_INFO] = PEER_VERSION                                 # this server takes peer frames
+    d.update(getattr(core, 'route_info_extra', None) or {})     # what a layer above announces (JetStream's meta member, tags)
     return encode_info(orjson.dumps(d))
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #85a46e62
@@ -395,11 +401,9 @@ def process_info(self: ClusterLinks, rc: RouteConn, raw: bytes):
             wurls, rc.ws_connect_urls = rc.ws_connect_urls, []
             if not self.opts.cluster_no_advertise: self._update_urls(urls, False); self._update_urls(wurls, False, ws=True)
         elif rc.remote_id and sid != rc.remote_id: self.implicit_route(info)
-        if sid == rc.remote_id:                      # a jsnb peer's Raft address (gone once it stops its JetStream)
-            rc.raft = info.get('jsnb_raft') if type(info.get('jsnb_raft')) is str else ''
-        if sid == rc.remote_id and type(info.get('jsnb_meta')) is dict:          # its meta group formed, or its members changed
-            rc.raft_meta = info['jsnb_meta']
-            if self.on_raft_meta is not None: self.on_raft_meta(rc)
+        if sid == rc.remote_id and (x := _extras(info)) != rc.extras:   # what a layer above announces changed
+            rc.extras = x
+            for fn in list(self.peers.info_watchers): fn(rc)
         return
     if not rc.solicited and info.get('server_name') == core.server_name:
         log.error('%s - Remote server has a duplicate name: "%s"', rc.tag, core.server_name)
@@ -411,10 +415,7 @@ def process_info(self: ClusterLinks, rc: RouteConn, raw: bytes):
         return rc.close('Protocol Violation', why)
     rc.info_received, rc.remote_id, rc.remote_name = True, sid, info.get('server_name') or ''
     rc.headers = bool(info.get('headers'))
-    rc.raft = info.get('jsnb_raft') if type(info.get('jsnb_raft')) is str else ''   # a jsnb server's Raft address
-    rc.raft_meta = info.get('jsnb_meta') if type(info.get('jsnb_meta')) is dict else None   # and its meta group's members
-    if rc.raft_meta is not None and self.on_raft_meta is not None: self.on_raft_meta(rc)
-    rc.tags = {t.lower() for t in info.get('jsnb_tags') or () if type(t) is str}         # and its server tags (stream placement)
+    rc.peer, rc.extras = info.get(PEER_INFO) == PEER_VERSION, _extras(info)     # a jsnb server: the peer channel, and more
     rc.connect_urls = [u for u in info.get('connect_urls') or () if type(u) is str]
     rc.ws_connect_urls = [u for u in info.get('ws_connect_urls') or () if type(u) is str]
     lu = info.get('leafnode_urls')
@@ -423,6 +424,10 @@ def process_info(self: ClusterLinks, rc: RouteConn, raw: bytes):
     if rc.url is None: rc.url = route_url(f"nats-route://{_hp(info.get('host') or rc.host, port)}/")
     if not info.get('ip'): info['ip'] = f'nats-route://{_hp(rc.host, port)}/'
     self.add_route(rc, info)
+
+def _extras(info: dict) -> dict:
+    "The fields of a route's `INFO` that layers above the routes announce (`jsnb_*`, the peer channel's aside)."
+    return {k: v for k, v in info.items() if k.startswith('jsnb_') and k != PEER_INFO}
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #4d5e0fb2
 def _hp(host: str, port: int) -> str: return f'[{host}]:{port}' if ':' in host else f'{host}:{port}'
@@ -444,6 +449,9 @@ def add_route(self: ClusterLinks, rc: RouteConn, info: dict):
     if not self.opts.cluster_no_advertise: self._update_urls(rc.connect_urls, True); self._update_urls(rc.ws_connect_urls, True, ws=True)
     if rc.leafnode_url and self.core.leafs is not None: self.core.leafs.route_url(rc.leafnode_url, True)
     self.send_subs(rc)
+    if rc.peer: self.peers.link(rc.remote_name, rc, True)
+    if rc.extras:
+        for fn in list(self.peers.info_watchers): fn(rc)
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #0f9f7e5b
 @patch
@@ -509,6 +517,7 @@ def route_closed(self: ClusterLinks, rc: RouteConn):
     rc.subs.clear()
     if rc.registered:
         rc.registered = False
+        if rc.peer: self.peers.link(rc.remote_name, rc, False)
         if self.routes.get(rc.remote_id) is rc: del self.routes[rc.remote_id]
         if not self.opts.cluster_no_advertise: self._update_urls(rc.connect_urls, False); self._update_urls(rc.ws_connect_urls, False, ws=True)
         if rc.leafnode_url and self.core.leafs is not None and not self.stopping: self.core.leafs.route_url(rc.leafnode_url, False)

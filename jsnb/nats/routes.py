@@ -66,6 +66,12 @@ def _rmsg_args(a: list, hdr: bool):
     r = _msg_args(a[1:], hdr) if a else None
     return None if r is None else (a[0], *r)
 
+# %% ../../nbs/1_nats/06_routes.ipynb #68707154
+def _peer_args(a: list):
+    "`PEER <channel> <size>` read as a message without an account (None), the channel as its subject; `None` when malformed."
+    if len(a) != 2 or not a[1].isdigit(): return None
+    return None, a[0], b'', (), 0, int(a[1])
+
 # %% ../../nbs/1_nats/06_routes.ipynb #13f56771
 def _route_control(line: bytes):
     "Operation for a control line without payload."
@@ -98,8 +104,10 @@ def _fast(self: RouteParser, data: bytes, pos: int, n: int):
 @patch
 def _is_msg(self: RouteParser, data: bytes, pos: int) -> bool:
     c = data[pos] | 0x20
-    return (c == 0x72 or c == 0x68) and data[pos+1:pos+4].upper() == b'MSG'       # RMSG, HMSG
+    return ((c == 0x72 or c == 0x68) and data[pos+1:pos+4].upper() == b'MSG') or data[pos:pos+5] == b'PEER '  # RMSG, HMSG, PEER
 @patch
-def _args(self: RouteParser, data: bytes, pos: int, end: int): return _rmsg_args(data[pos+5:end].split(), data[pos] | 0x20 == 0x68)
+def _args(self: RouteParser, data: bytes, pos: int, end: int):
+    if data[pos] == 0x50: return _peer_args(data[pos+5:end].split())                   # 'P': PEER
+    return _rmsg_args(data[pos+5:end].split(), data[pos] | 0x20 == 0x68)
 @patch
 def _control_op(self: RouteParser, line: bytes): return _route_control(line)
