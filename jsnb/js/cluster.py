@@ -25,7 +25,7 @@ from . import consumer_api as C
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'LEADER_FALLBACK', 'COMPACT_BYTES', 'META_COMPACT_BYTES', 'RAFT_INFO', 'SETTLE', 'CONSUMER_SYNC', 'RAFT_META',
+__all__ = ['log', 'LEADER_FALLBACK', 'COMPACT_BYTES', 'META_COMPACT_BYTES', 'RAFT_INFO', 'RAFT_META', 'SETTLE', 'CONSUMER_SYNC',
            'REMOVED', 'plain_loads', 'plain_dumps', 'RaftGroup', 'free_port', 'ViaProxy', 'proxy_addr', 'seal',
            'unseal', 'short_hash', 'peer_id', 'group_name', 'ClusterMeta', 'relay_jetstream']
 
@@ -316,10 +316,21 @@ def _write(path: str, s: str):
 
 # %% ../../nbs/2_js/20_cluster.ipynb #60ca9feb
 RAFT_INFO = 'jsnb_raft'      # the route INFO field that carries a jsnb server's meta-group Raft address
+RAFT_META = 'jsnb_meta'      # the route INFO field that carries the members of a server's meta group, once formed
 SETTLE = 1.0                 # the route mesh must stay unchanged this long before a new meta group forms
 _FWD = '$JSC.FWD.'           # prefix of requests sent on to the server that leads a stream
 _SYNC = '$JSC.SYNC.'         # a server's subject for its peers' catch-up requests (see 'Compaction and catch-up')
 CONSUMER_SYNC = 0.1          # how often a stream leader puts the consumer states that changed into the stream's log
+
+def _js_member(rc) -> str:
+    "The meta member a jsnb server with JetStream announced on route `rc` ('' for none: no JetStream, or not jsnb)."
+    v = rc.extras.get(RAFT_INFO)
+    return v if type(v) is str else ''
+
+def _meta_of(rc) -> dict | None:
+    "The members of the meta group the server of route `rc` announced, once it formed one."
+    v = rc.extras.get(RAFT_META)
+    return v if type(v) is dict else None
 
 class ClusterMeta(JetStream):
     "JetStream of `$G` on a server with routes: the meta group, the streams' groups, requests sent to the stream's leader."
@@ -465,14 +476,12 @@ def read_elsewhere(self: ClusterMeta, stream, subject: bytes, reply: bytes, hdr:
     return False
 
 # %% ../../nbs/2_js/20_cluster.ipynb #cc28c5c8
-RAFT_META = 'jsnb_meta'      # the route INFO field that carries the members of a server's meta group, once formed
-
 @patch
 def _peers_now(self: ClusterMeta) -> dict:
     "This server and the jsnb servers it has routes to that announced a Raft address: address -> server name."
     out = {self.raft_addr: self.core.server_name}
     for rc in self.core.cluster.routes.values():
-        if getattr(rc, 'raft', ''): out[rc.raft] = rc.remote_name
+        if m := _js_member(rc): out[m] = rc.remote_name
     return out
 
 @patch
@@ -494,10 +503,10 @@ def _watch(self: ClusterMeta):
     self._early = []
     if not self._sys_told:
         for sub in self._sys_subs: cl.local_interest(sub, 1, self._sys)    # (the meta leader answers them, wherever it is)
-        self._sys_told, cl.on_raft_meta = True, self._peer_members
+        self._sys_told = True; cl.peers.info_watchers.append(self._peer_members)
     self._timer = None
     if saved := _read(os.path.join(self._state_dir, 'members')): return self.form(orjson.loads(saved))
-    formed = [rc.raft_meta for rc in cl.routes.values() if getattr(rc, 'raft_meta', None)]
+    formed = [m for rc in cl.routes.values() if (m := _meta_of(rc))]
     if formed:                                        # a peer has a meta group: this server is one of its members, or of none
         if self.raft_addr in formed[0]: return self.form(formed[0])
         if (mine := [a for a, n in formed[0].items() if n == self.core.server_name]): return self._rejoin(mine[0], formed[0])
@@ -543,7 +552,7 @@ def form(self: ClusterMeta, peers: dict):
     cl.local_interest(self._fwd_sub, 1); cl.local_interest(self._sync_sub, 1)
     self._members_changed()
     for rc in list(cl.routes.values()):              # (a peer that announced its members before: was this server removed?)
-        if rc.raft_meta: self._peer_members(rc)
+        if _meta_of(rc): self._peer_members(rc)
 
 @patch
 def _members_changed(self: ClusterMeta):
@@ -713,8 +722,8 @@ def _disabled_at_start(self: ClusterMeta):
 @patch
 def _peer_members(self: ClusterMeta, rc):
     "A peer announced its meta group's members: if they no longer include this server, it was removed while it was away."
-    m = rc.raft_meta
-    if self.meta is None or self.disabled or rc.remote_name not in self.members.values() or rc.remote_name == self.core.server_name: return
+    m = _meta_of(rc)
+    if m is None or self.meta is None or self.disabled or rc.remote_name not in self.members.values() or rc.remote_name == self.core.server_name: return
     if self.raft_addr not in m and self.core.server_name not in m.values(): asyncio.get_running_loop().call_soon(self._leave)
 
 @patch
@@ -737,7 +746,7 @@ def relay_jetstream(core):
     cl = core.cluster
     def relay(src, subject: bytes, reply: bytes, hdr: int, data: bytes) -> int:
         if not subject.startswith(_RELAYED): return 0
-        peers = [rc.remote_name for rc in cl.routes.values() if getattr(rc, 'raft', '')]
+        peers = [rc.remote_name for rc in cl.routes.values() if _js_member(rc)]
         if not peers: return 0
         to = peers[cl._rand.randrange(len(peers))]
         return core.route(None, f'{_FWD}{peer_id(to)}.0.'.encode() + subject, reply, hdr, data)

@@ -19,7 +19,7 @@ from .direct_get import level_ok
 from . import direct_get
 from .stream_config import stream_config_for_create, subjects_overlap
 from . import stream_api as S
-from .cluster import ClusterMeta, RaftGroup, peer_id, _FWD
+from .cluster import ClusterMeta, RaftGroup, peer_id, _FWD, _js_member
 
 log = logging.getLogger('jsnb')
 
@@ -488,7 +488,7 @@ def _tags_of(self: ClusterApi) -> dict:
     "The server tags of this server and of the JetStream servers it has routes to (announced on the routes), lower case."
     out = {self.core.server_name: {t.lower() for t in self.opts.server_tags}}
     for rc in self.core.cluster.routes.values():
-        if getattr(rc, 'raft', ''): out[rc.remote_name] = getattr(rc, 'tags', set())
+        if _js_member(rc): out[rc.remote_name] = {t.lower() for t in rc.extras.get('jsnb_tags') or () if type(t) is str}
     return out
 
 @patch
