@@ -6,7 +6,7 @@ from nats.errors import TimeoutError as NatsTimeout, NoRespondersError
 from nats.js.errors import NoStreamResponseError
 from pathlib import Path
 from conftest import ServerProc
-from faultproxy import FaultProxy, RaftTunnels
+from faultproxy import FaultProxy
 
 USER, PASSWORD = 'ru', 'rp'
 
@@ -48,12 +48,12 @@ class JSCluster:
         ports = free_ports(3 * n)
         self.client, self.route, self.http = ports[:n], ports[n:2 * n], ports[2 * n:]
         self.hosts = ['127.0.0.1'] * n
-        self.proxies, self.tunnels = {}, None
-        if partitions:       # every link between two servers through a proxy that `isolate` can cut (see `config`)
-            self.hosts = [f'127.0.0.{11 + i}' for i in range(n)]    # a server's Raft addresses tell whose they are
+        self.proxies = {}
+        if partitions:       # every link between two servers through a proxy that `isolate` can cut (see `config`);
+            # on jsnb the routes carry the Raft traffic too, so cutting them partitions Raft
+            self.hosts = [f'127.0.0.{11 + i}' for i in range(n)]    # each server's route port on a loopback address of its own
             self.proxies = {(i, j): FaultProxy((self.hosts[j], self.route[j])) for i in range(n) for j in range(n) if i != j}
             self.nowhere = free_ports(n)
-            if kind == 'jsnb': self.tunnels = RaftTunnels(n, self.hosts.index)
         self.root = Path(tempfile.mkdtemp(prefix=f'jsc-{kind}-'))
         self.procs: list[ServerProc | None] = [None] * n
 
@@ -74,7 +74,7 @@ class JSCluster:
     def start(self, i: int | None = None):
         "Start server `i` (all of them when None); a restarted server keeps its store and its ports."
         for j in (range(self.n) if i is None else [i]):
-            env = {**self.env, **({'JSNB_RAFT_PROXY': self.tunnels.addrs[j]} if self.tunnels else {})} or None
+            env = dict(self.env) or None
             p = ServerProc(self.kind, ['-a', '127.0.0.1'], self.config(j), workdir=str(self.root / f'n{j}'), isolate_store=False, env=env)
             p.dir.mkdir(parents=True, exist_ok=True)
             self.procs[j] = p.start(self.client[j])
@@ -95,17 +95,14 @@ class JSCluster:
         for p in self.procs:
             if p is not None: p.stop()
         for x in self.proxies.values(): x.close()
-        if self.tunnels: self.tunnels.close()
 
     def isolate(self, i: int):
-        "Cut server `i` off from the others (routes and, on jsnb, Raft links), as a network partition does; it keeps running."
+        "Cut server `i` off from the others (its routes, which carry Raft traffic too), as a network partition does; it keeps running."
         for pair, x in self.proxies.items():
             if i in pair: x.sever()
-        if self.tunnels: self.tunnels.isolate(i)
 
     def heal(self):
         for x in self.proxies.values(): x.heal()
-        if self.tunnels: self.tunnels.heal()
 
     def up(self) -> list[int]: return [i for i, p in enumerate(self.procs) if p is not None and p.proc.poll() is None]
 

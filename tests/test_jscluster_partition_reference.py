@@ -1,5 +1,5 @@
 """A network partition in a 3-server JetStream cluster, on jsnb and on nats-server with the same expectations: every
-link between two servers (routes and, on jsnb, the Raft links) goes through a proxy on loopback, and the stream
+link between two servers goes through a proxy on loopback (the route, which on both carries the Raft traffic), and the stream
 leader is cut off from the other two while all three keep running. The promises: the cut-off side acknowledges
 nothing (no split-brain writes), the majority elects a leader and goes on, and after the heal every server holds
 the same messages: the acknowledged ones, and none of the writes the cut-off leader could not commit."""

@@ -115,12 +115,8 @@ def _foreign_changes(path: pathlib.Path) -> list[str]:
     return out
 
 
-# the exceptions, all about PySyncObj: putting back the standard library's function that it replaces when it is
-# imported, giving it a decoder that builds plain values only and an encoder with protocol 5 (see `plain_loads`),
-# and a zlib that stores frames instead of compressing them (see 'Frames are stored, not compressed')
-RESTORES = {'jsnb.js.cluster': ['socket.inet_ntop assigned', '_raft_pickle.loads assigned', '_raft_pickle.dumps assigned',
-                                '_raft_tcp.zlib assigned'],
-            'jsnb.js.raft': ['socket.inet_ntop assigned']}
+# the exception, about PySyncObj: putting back the standard library's function that it replaces when it is imported
+RESTORES = {'jsnb.js.raft': ['socket.inet_ntop assigned']}
 
 
 @pytest.mark.parametrize('mod', sorted(MODULES))
@@ -197,7 +193,7 @@ def _swaps(mod: str) -> list[str]:
 
 
 # what the JetStream layer still does this way (its clustering is being recomposed: the list must only shrink)
-SWAPS = {'jsnb.js.cluster': ['a.host.unsubscribe', 'self.account.read_elsewhere', 'conn.connect'],
+SWAPS = {'jsnb.js.cluster': ['a.host.unsubscribe', 'self.account.read_elsewhere'],
          'jsnb.js.cluster_replicas': ['g.snapshot_extra', 'g.on_role'],
          'jsnb.js.js_accounts': ['svc.stop', 'a.peers']}
 

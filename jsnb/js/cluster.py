@@ -4,16 +4,13 @@
 
 # %% ../../nbs/2_js/20_cluster.ipynb #ad028825
 from __future__ import annotations
-import asyncio, hashlib, logging, os, socket, time
+import asyncio, hashlib, logging, os, secrets, struct, time
 from collections import deque
 from functools import partial
-import orjson
+from typing import NamedTuple
+import msgpack, orjson
 from fastcore.basics import patch
-_inet_ntop = socket.inet_ntop
-from pysyncobj import SyncObj, SyncObjConf, replicated, FAIL_REASON
-from pysyncobj.transport import TCPTransport
-from pysyncobj.tcp_connection import TcpConnection
-socket.inet_ntop = _inet_ntop     # PySyncObj 0.3.17 replaces it with a Windows-only version on every platform
+from .raft import RaftNode, RaftLoop, record, _scalar
 from ..nats.protocol import text
 from .host import json_bytes, event_id
 from ..nats.times import rfc3339
@@ -25,40 +22,11 @@ from . import consumer_api as C
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'LEADER_FALLBACK', 'COMPACT_BYTES', 'META_COMPACT_BYTES', 'RAFT_INFO', 'RAFT_META', 'SETTLE', 'CONSUMER_SYNC',
-           'REMOVED', 'plain_loads', 'plain_dumps', 'RaftGroup', 'free_port', 'ViaProxy', 'proxy_addr', 'seal',
-           'unseal', 'short_hash', 'peer_id', 'group_name', 'ClusterMeta', 'relay_jetstream']
+__all__ = ['log', 'LEADER_FALLBACK', 'COMPACT_BYTES', 'META_COMPACT_BYTES', 'RAFT_CHANNEL', 'RAFT_INFO', 'RAFT_META', 'SETTLE',
+           'CONSUMER_SYNC', 'REMOVED', 'Entry', 'RaftGroup', 'seal', 'unseal', 'short_hash', 'peer_id', 'group_name',
+           'member_id', 'server_of', 'RouteBus', 'ClusterMeta', 'relay_jetstream']
 
 # %% ../../nbs/2_js/20_cluster.ipynb #10bd7a57
-import io, pickle
-import pysyncobj.pickle as _raft_pickle
-
-def _latin1(text: str, codec: str = 'latin1') -> bytes:
-    if codec not in ('latin1', 'latin-1'): raise pickle.UnpicklingError(f'Raft frame asks for codec {codec!r}: refused')
-    return text.encode('latin-1')
-
-_PLAIN = {('_codecs', 'encode'): _latin1, ('__builtin__', 'set'): set, ('builtins', 'set'): set,
-          ('__builtin__', 'frozenset'): frozenset, ('builtins', 'frozenset'): frozenset,
-          ('__builtin__', 'bytes'): bytes, ('builtins', 'bytes'): bytes}
-
-class _PlainUnpickler(pickle.Unpickler):
-    def find_class(self, module, name):
-        try: return _PLAIN[module, name]
-        except KeyError: pass
-        log.warning('Raft: a frame from a peer names %s.%s: refused, connection closed', module, name)
-        raise pickle.UnpicklingError(f'Raft frame names {module}.{name}: refused')
-
-def plain_loads(data) -> object:
-    "Decode a pickled Raft frame or log entry into plain values (numbers, strings, bytes, tuples, lists, dicts, sets); refuse anything else."
-    return _PlainUnpickler(io.BytesIO(data if isinstance(data, bytes) else data.encode()), encoding='latin1').load()
-
-def plain_dumps(obj, protocol=None) -> bytes:
-    "Encode a Raft frame or log entry: pickle protocol 5, whatever PySyncObj asks for (see below)."
-    return pickle.dumps(obj, 5)
-
-_raft_pickle.loads = plain_loads     # what PySyncObj's connections and log decode with from now on
-_raft_pickle.dumps = plain_dumps     # and encode with
-
 class _IntoOurLog(logging.Handler):
     "PySyncObj's own log lines go to the server's log (its file, its format), marked as PySyncObj's."
     def emit(self, r: logging.LogRecord): log.log(r.levelno, 'Raft (PySyncObj): %s', r.getMessage())
@@ -66,185 +34,158 @@ class _IntoOurLog(logging.Handler):
 _raft_log = logging.getLogger('pysyncobj')
 _raft_log.addHandler(_IntoOurLog()); _raft_log.propagate = False
 
-# %% ../../nbs/2_js/20_cluster.ipynb #4297c3ee
-import zlib
-import pysyncobj.tcp_connection as _raft_tcp
-
-class _Stored:
-    "The `zlib` that PySyncObj's connections see: every frame stored (level 0), decoded as before."
-    decompress = staticmethod(zlib.decompress)
-    @staticmethod
-    def compress(data: bytes, level: int = 0) -> bytes: return zlib.compress(data, 0)
-
-_raft_tcp.zlib = _Stored
-
 # %% ../../nbs/2_js/20_cluster.ipynb #3b204b66
-LEADER_FALLBACK = 2.0    # seconds a leader that hears from no majority stays one (PySyncObj's default: 30)
+LEADER_FALLBACK = 2.0    # seconds a leader that hears from no majority stays one (as `RaftNode` sets PySyncObj's `leaderFallbackTimeout`)
 COMPACT_BYTES = 64 << 20 # bytes applied to a stream's group after which its log is compacted (`JSNB_RAFT_COMPACT` overrides)
 META_COMPACT_BYTES = 1 << 20   # bytes of meta entries after which the meta log is compacted (`JSNB_META_COMPACT` overrides)
 
-class RaftGroup(SyncObj):
-    "A PySyncObj group whose committed entries are handed, in log order, to `on_apply(index, op)` on the asyncio loop."
-    def __init__(self, me: str, others: list[str], password: str, on_apply, loop, journal: str | None = None, via: str | None = None,
+@record
+class Entry(NamedTuple):
+    "An entry of a meta or stream group: an operation as plain values, its kind first (`['msgs', msgs, ts, origin]`)."
+    op: list
+
+class RaftGroup(RaftNode):
+    "A Raft group whose committed entries, operations of plain values, are handed in log order to `on_apply(index, op)` on the loop."
+    def __init__(self, me: str, others: list[str], bus, on_apply, raft_loop: RaftLoop, journal: str | None = None,
                  hold: bool = True, membership: bool = False):
-        self._on_apply, self._loop = on_apply, loop
-        self.via = proxy_addr(via or os.environ.get('JSNB_RAFT_PROXY'))   # dial peers through this proxy (fault tests)
+        self._on_apply, self._loop, self.bus = on_apply, raft_loop.loop, bus
         self.lag = float(os.environ.get('JSNB_APPLY_LAG') or 0)   # seconds this server applies late (a lagging replica, for tests)
         self._held: deque = deque()
-        self.leader_since, self.applied, self.applied_before = 0, 0, 0
+        self.applied, self.applied_before = 0, 0
         self.cready, self._applied_fd = False, None
         self._pending, self.catching = None, False       # see 'Compaction and catch-up'
         self.on_role = None                               # called on the loop when this member becomes or stops being the leader
         self.grown, self._forced, self.snapshot_extra = 0, 0.0, dict
         self.compact_bytes = int(os.environ.get('JSNB_RAFT_COMPACT') or COMPACT_BYTES)
-        self._dump = journal + '.snapshot' if journal else None
         self.wait_leader, self._gone = hold, False      # see 'Proposals while there is no leader'
         self._seen, self._uid, self._uids = {}, f'{me}:{time.time_ns()}', 0
-        conf = SyncObjConf(password=password, journalFile=journal, onStateChanged=self._state, appendEntriesUseBatch=False,
-                           commandsWaitLeader=hold,    # see 'Proposals while there is no leader'
-                           appendEntriesPeriod=0.05, raftMinTimeout=0.5,
-                           raftMaxTimeout=1.2, connectionRetryTime=0.5, connectionTimeout=2.0, leaderFallbackTimeout=LEADER_FALLBACK,
-                           logCompactionMinEntries=2 ** 62, logCompactionMinTime=2 ** 62,   # only when `compact` asks
-                           fullDumpFile=self._dump, serializer=self._save if self._dump else None,
-                           deserializer=self._load if self._dump else None,
-                           dynamicMembershipChange=membership)    # (the meta group: `SERVER.REMOVE`, see `remove_member`)
-        super().__init__(me, others, conf, transportClass=ViaProxy if self.via else TCPTransport)
+        super().__init__(me, others, bus.view(me), self._committed, raft_loop, journal=journal,
+                         snapshot=(self._snap_state, self._snap_load) if journal else None, membership=membership, on_role=self._role)
+        self.conf.commandsWaitLeader = hold             # see 'Proposals while there is no leader'
+        self._dump = self.conf.fullDumpFile
+        bus.join(self)
 
-    @replicated
-    def _entry(self, op):
-        idx = self.raftLastApplied + 1           # PySyncObj counts the entry as applied once this returns
-        self._loop.call_soon_threadsafe(self._hold if self.lag else self._now, idx, op)
+# %% ../../nbs/2_js/20_cluster.ipynb #82f813f6
+@patch
+def _committed(self: RaftGroup, idx: int, rec: Entry):
+    "A committed entry: applied now (or `lag` seconds late)."
+    (self._hold if self.lag else self._now)(idx, rec.op)
 
-    def _now(self, idx, op):
-        "Apply entry `idx` now, or keep it for after the catch-up under way (`hold`); a snapshot is never kept back."
-        if self._pending is not None and op[0] != 'snapshot': self._pending.append((idx, op))
-        elif op[0] != 'once': self._on_apply(idx, op)
-        elif op[1] not in self._seen:                 # a proposal sent again (below) is applied once
-            self._seen[op[1]] = None
-            if len(self._seen) > 10_000: del self._seen[next(iter(self._seen))]
-            self._on_apply(idx, op[2])
+@patch
+def _now(self: RaftGroup, idx: int, op: list):
+    "Apply entry `idx` now, or keep it for after the catch-up under way (`hold`); a snapshot is never kept back."
+    if self._pending is not None and op[0] != 'snapshot': self._pending.append((idx, op))
+    elif op[0] != 'once': self._on_apply(idx, op)
+    elif (key := tuple(op[1])) not in self._seen:     # a proposal sent again (below) is applied once
+        self._seen[key] = None
+        if len(self._seen) > 10_000: del self._seen[next(iter(self._seen))]
+        self._on_apply(idx, op[2])
 
-    def _hold(self, idx, op):
-        "With `lag`: apply `op` that many seconds late, still in log order."
-        self._held.append((time.monotonic() + self.lag, idx, op))
-        if len(self._held) == 1: self._loop.call_later(self.lag, self._release)
+@patch
+def _hold(self: RaftGroup, idx: int, op: list):
+    "With `lag`: apply `op` that many seconds late, still in log order."
+    self._held.append((time.monotonic() + self.lag, idx, op))
+    if len(self._held) == 1: self._loop.call_later(self.lag, self._release)
 
-    def _release(self):
-        now = time.monotonic()
-        while self._held and self._held[0][0] <= now + 0.001: _, idx, op = self._held.popleft(); self._now(idx, op)
-        if self._held: self._loop.call_later(max(0.0, self._held[0][0] - now), self._release)
+@patch
+def _release(self: RaftGroup):
+    now = time.monotonic()
+    while self._held and self._held[0][0] <= now + 0.001: _, idx, op = self._held.popleft(); self._now(idx, op)
+    if self._held: self._loop.call_later(max(0.0, self._held[0][0] - now), self._release)
 
-    def propose(self, op: tuple):
-        "Submit `op` (a tuple of plain values); a follower hands it to the leader. In a group that waits for a leader, sent again until committed."
-        if not self.wait_leader: return self._entry(op)
-        self._uids += 1
-        self._submit(('once', (self._uid, self._uids), op), 0)
+# %% ../../nbs/2_js/20_cluster.ipynb #f87db7d3
+@patch
+def propose(self: RaftGroup, op):
+    "Submit `op` (plain values); a follower hands it to the leader. In a group that waits for a leader, sent again until committed."
+    if not self.wait_leader: return RaftNode.propose(self, Entry(list(op)))
+    self._uids += 1
+    self._submit(['once', [self._uid, self._uids], list(op)], 0)
 
-    def _submit(self, entry: tuple, tries: int):
-        def done(_, err):
-            if err == FAIL_REASON.SUCCESS or self._gone: return
-            if tries >= 150: return log.warning('Raft: a proposal was not committed after %d tries: dropped', tries)
-            self._loop.call_soon_threadsafe(self._loop.call_later, 0.2, self._submit, entry, tries + 1)
-        if not self._gone: self._entry(entry, callback=done)
+@patch
+def _submit(self: RaftGroup, entry: list, tries: int):
+    def done(ok, err):
+        if ok or self._gone: return
+        if tries >= 150: return log.warning('Raft: a proposal was not committed after %d tries: dropped', tries)
+        self._loop.call_later(0.2, self._submit, entry, tries + 1)
+    if not self._gone: RaftNode.propose(self, Entry(entry), done)
 
-    def _SyncObj__onMessageReceived(self, node, message):
-        "PySyncObj's handler of a peer's message, except that a follower's acknowledgement of earlier entries does not move back where the next send to it starts."
-        if self.catching and message.get('type') == 'timeout_now': return   # a member catching up takes no leadership handed over
-        ahead = None
-        if message.get('type') == 'next_node_idx' and message.get('success') and not message.get('reset'):
-            ahead = self._SyncObj__raftNextIndex.get(node)
-        SyncObj._SyncObj__onMessageReceived(self, node, message)
-        if ahead is not None and self._SyncObj__raftNextIndex.get(node, 0) < ahead: self._SyncObj__raftNextIndex[node] = ahead
+@patch
+def _SyncObj__onMessageReceived(self: RaftGroup, node, message: dict):
+    "`RaftNode`'s handling of a peer's message, except that a member catching up takes no leadership handed over."
+    if self.catching and message.get('type') == 'timeout_now': return
+    RaftNode._SyncObj__onMessageReceived(self, node, message)
 
-    def mark_applied(self, path: str, idx: int):
-        "Record in the file `path` that entry `idx` is applied: one write at the start of a file kept open (per entry, so it is cheap)."
-        if self._applied_fd is None: self._applied_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        os.pwrite(self._applied_fd, b'%-20d\n' % idx, 0)
+# %% ../../nbs/2_js/20_cluster.ipynb #8b5ff82b
+@patch
+def mark_applied(self: RaftGroup, path: str, idx: int):
+    "Record in the file `path` that entry `idx` is applied: one write at the start of a file kept open (per entry, so it is cheap)."
+    if self._applied_fd is None: self._applied_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    os.pwrite(self._applied_fd, b'%-20d\n' % idx, 0)
 
-    def destroy(self):
-        self._gone = True
-        if self._applied_fd is not None: os.close(self._applied_fd); self._applied_fd = None
-        super().destroy()
+@patch
+def destroy(self: RaftGroup):
+    "Leave the group: no more ticks, frames or applies."
+    if self._gone: return
+    self._gone = True
+    if self._applied_fd is not None: os.close(self._applied_fd); self._applied_fd = None
+    self.bus.leave(self.selfNode.id); self.raft_loop.remove(self)
+    RaftNode.destroy(self)
 
-    def status(self) -> dict:
-        "PySyncObj's status, read from the group's thread (empty when a table changed under the read)."
-        try: return self.getStatus()
-        except RuntimeError: return {}
+RaftGroup.destroy_synchronous = RaftGroup.close = RaftGroup.destroy
 
-    def leader_addr(self) -> str:
-        "The leader's address, or '' while there is none."
-        n = self._getLeader()
-        return n.address if n is not None else ''
+@patch
+def status(self: RaftGroup) -> dict:
+    "PySyncObj's status: commit and match indexes, which peers are connected."
+    return self.getStatus()
 
-    def is_leader(self) -> bool: return self._isLeader()
+@patch
+def leader_addr(self: RaftGroup) -> str:
+    "The leader's member id, or '' while there is none."
+    return self.leader or ''
 
-    def _state(self, old, new):
-        if new == 2: self.leader_since = time.time_ns()      # 2: PySyncObj's leader state
-        elif old == 2: self.cready = False                   # a leader no more: its replicated consumers stop (see below)
-        if self.on_role is not None and (new == 2 or old == 2): self._loop.call_soon_threadsafe(self.on_role)
+@patch
+def is_leader(self: RaftGroup) -> bool: return self._isLeader()
 
-def free_port(host: str, avoid=()) -> int:
-    """A port the OS has free on `host` now (for a Raft listener whose address must be announced before it starts),
-    other than the ports in `avoid`: the server's own listeners, which may not be bound yet when it chooses."""
-    while True:
-        with socket.socket() as s: s.bind((host, 0)); p = s.getsockname()[1]
-        if p not in avoid: return p
-
-# %% ../../nbs/2_js/20_cluster.ipynb #69144640
-class ViaProxy(TCPTransport):
-    "PySyncObj's TCP transport, except that every connection this member dials goes through the group's `via` proxy."
-    def _connectIfNecessarySingle(self, node):
-        conn = self._connections.get(node)
-        if conn is not None and 'connect' not in vars(conn): conn.connect = partial(_dial_via, conn, self._syncObj.via)
-        return super()._connectIfNecessarySingle(node)
-
-def _dial_via(conn: TcpConnection, via: tuple[str, int], host: str, port: int) -> bool:
-    "Dial `via` instead of the peer at `host:port`; the first bytes the connection sends are the line naming the peer."
-    if not TcpConnection.connect(conn, *via): return False
-    conn._TcpConnection__writeBuffer = f'{host}:{port}\n'.encode()    # sent ahead of PySyncObj's first frame
-    return True
-
-def proxy_addr(text: str | None) -> tuple[str, int] | None:
-    "`host:port` (from `JSNB_RAFT_PROXY`) as an address; None when not set."
-    if not text: return None
-    host, _, port = text.rpartition(':')
-    if not host or not port.isdigit(): raise ValueError(f'JSNB_RAFT_PROXY: expected host:port, got {text!r}')
-    return host, int(port)
+@patch
+def _role(self: RaftGroup):
+    "This member became or stopped being the leader: a leader no more, its replicated consumers stop (see below); `on_role` is told."
+    if not self._isLeader(): self.cready = False
+    if self.on_role is not None: self._loop.call_soon(self.on_role)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #c3059b20
 import hmac
 
 @patch
 def compact(self: RaftGroup, size: int):
-    "Count `size` more bytes applied; past `compact_bytes`, ask PySyncObj to compact the log (once: again after a failure, a second later)."
+    "Count `size` more bytes applied; past `compact_bytes`, ask PySyncObj to compact the log (once: again after a failure, five seconds later)."
     self.grown += size
     if self.grown >= self.compact_bytes and self._dump and self._pending is None and time.monotonic() > self._forced:
         self._forced = time.monotonic() + 5; self.forceLogCompaction()
 
 @patch
-def _save(self: RaftGroup, path: str, data: tuple):
-    """PySyncObj's compaction, on the group's thread: write the log position (its last two applied entries) and the
-    owner's `snapshot_extra()` once the loop has applied that far (PySyncObj then drops the entries before them)."""
-    last, before, nodes = data
-    deadline = time.monotonic() + 0.2
-    while max(self.applied, self.applied_before) < last[1]:
-        if time.monotonic() > deadline or self._pending is not None:
-            self._forced = time.monotonic() + 1; raise RuntimeError('entries not applied yet')
-        time.sleep(0.005)
-    with open(path, 'wb') as f: f.write(plain_dumps((tuple(last), tuple(before), self.snapshot_extra(), sorted(n.id for n in nodes))))
-    self.grown, self._forced = 0, 0.0
+def _snap_state(self: RaftGroup) -> dict:
+    "What a compaction keeps besides the log position: the owner's `snapshot_extra()`, once every entry up to there is applied."
+    if self._pending is not None or self._held: raise RuntimeError('entries not applied yet')
+    return self.snapshot_extra()
 
 @patch
-def _load(self: RaftGroup, path: str) -> tuple:
-    """PySyncObj installing a snapshot (this member's own at a restart, or one the leader sent): the log position for
-    PySyncObj; for the loop, an entry `('snapshot', extra)` at that index. Until the owner calls `release`, this
-    member stands for no election."""
-    with open(path, 'rb') as f: last, before, extra, *nodes = plain_loads(f.read())
-    self.catching = True
-    self._loop.call_soon_threadsafe(self._hold if self.lag else self._now, last[1], ('snapshot', extra))
-    me, now = self.selfNode.id, [n.id for n in self.otherNodes]
-    return last, before, {n for n in (nodes[0] if nodes else now) if n != me}   # the members then (for a group whose members change)
+def _write_snapshot(self: RaftGroup, path: str, data: tuple):
+    RaftNode._write_snapshot(self, path, data); self.grown, self._forced = 0, 0.0
 
+@patch
+def _snap_load(self: RaftGroup, state): self._loaded = state
+
+@patch
+def _read_snapshot(self: RaftGroup, path: str) -> tuple:
+    """PySyncObj installing a snapshot (this member's own at a restart, or one the leader sent): the log position for
+    PySyncObj; for the owner, an entry `['snapshot', extra]` at that index. Until the owner calls `release`, this
+    member stands for no election."""
+    last, before, nodes = RaftNode._read_snapshot(self, path)
+    self.catching = True
+    (self._hold if self.lag else self._now)(last[1], ['snapshot', self._loaded])   # now: before the entries after it (same tick)
+    return last, before, nodes
+
+# %% ../../nbs/2_js/20_cluster.ipynb #a1a2d6a0
 @patch
 def hold(self: RaftGroup):
     "Keep the entries that come from now on, in order, until `release` (a catch-up under way)."
@@ -261,34 +202,37 @@ def release(self: RaftGroup):
 
 @patch
 def _SyncObj__generateRaftTimeout(self: RaftGroup) -> float:
-    "PySyncObj's election timeout; a member catching up stands for no election (it still votes)."
-    return 3600.0 if self.catching else SyncObj._SyncObj__generateRaftTimeout(self)
+    "`RaftNode`'s election timeout; a member catching up stands for no election (it still votes)."
+    return 3600.0 if self.catching else RaftNode._SyncObj__generateRaftTimeout(self)
 
 def seal(key: str, obj) -> bytes:
-    "`obj` encoded as a log entry is, behind an HMAC-SHA256 of it keyed with `key` (the groups' password)."
-    body = plain_dumps(obj)
+    "`obj` (plain values) packed with msgpack, behind an HMAC-SHA256 of it keyed with `key`."
+    body = msgpack.packb(obj, use_bin_type=True, default=_scalar)
     return hmac.new(key.encode(), body, 'sha256').digest() + body
 
 def unseal(key: str, data: bytes):
     "What `seal` made with the same key; None for anything else."
     data = bytes(data)
     if len(data) < 32 or not hmac.compare_digest(hmac.new(key.encode(), data[32:], 'sha256').digest(), data[:32]): return None
-    try: return plain_loads(data[32:])
+    try: return msgpack.unpackb(data[32:], raw=False, strict_map_key=False)
     except Exception: return None
 
 # %% ../../nbs/2_js/20_cluster.ipynb #71f41a12
+import pickle
 from pysyncobj.syncobj import _COMMAND_TYPE
+from pysyncobj import FAIL_REASON
 
 @patch
 def remove_member(self: RaftGroup, addr: str, done):
-    """On the leader of a group started with `membership=True`: take the member at Raft address `addr` out of it;
+    """On the leader of a group started with `membership=True`: take the member `addr` out of it;
     `done(ok, why)` is called on the loop once the change is committed (`ok`), or refused."""
-    def fin(res, err): self._loop.call_soon_threadsafe(done, err == FAIL_REASON.SUCCESS, err)
-    self._applyCommand(_raft_pickle.dumps(['rem', addr]), fin, _COMMAND_TYPE.MEMBERSHIP)
+    def fin(res, err): self._loop.call_soon(done, err == FAIL_REASON.SUCCESS, err)
+    self._applyCommand(pickle.dumps(['rem', addr], 2), fin, _COMMAND_TYPE.MEMBERSHIP)
+    self.raft_loop.poke(self)
 
 @patch
 def member_addrs(self: RaftGroup) -> set[str]:
-    "The Raft addresses of the group's members as this member knows them (itself included)."
+    "The ids of the group's members as this member knows them (itself included)."
     return {self.selfNode.id, *(n.id for n in self.otherNodes)}
 
 # %% ../../nbs/2_js/20_cluster.ipynb #011b349e
@@ -314,8 +258,70 @@ def _read(path: str) -> str:
 def _write(path: str, s: str):
     with open(path, 'w') as f: f.write(s)
 
+# %% ../../nbs/2_js/20_cluster.ipynb #bad7dd4e
+RAFT_CHANNEL = b'raft'       # the peer channel's name for Raft frames
+
+def member_id(server: str, tag: str) -> str: return f'{server}/{tag}'
+def server_of(member: str) -> str: return member.rpartition('/')[0]
+
+def _raft_frame(to: str, frm: str, data: bytes) -> bytes:
+    "A Raft frame for member `to` from member `frm`: both ids, then the frame."
+    t, f = to.encode(), frm.encode()
+    return struct.pack('!HH', len(t), len(f)) + t + f + data
+
+def _raft_unframe(b: bytes) -> tuple[str, str, bytes]:
+    "`(to, frm, data)` from what `_raft_frame` made; ValueError for anything else."
+    if len(b) < 4: raise ValueError('short frame')
+    lt, lf = struct.unpack_from('!HH', b)
+    if len(b) < 4 + lt + lf: raise ValueError('short frame')
+    return b[4:4 + lt].decode(), b[4 + lt:4 + lt + lf].decode(), b[4 + lt + lf:]
+
+# %% ../../nbs/2_js/20_cluster.ipynb #760cb935
+class RouteBus:
+    "The `Bus` of this server's Raft members: frames to another server's members go over the routes' peer channel."
+    def __init__(self, peers):
+        self.peers, self.members = peers, {}
+        peers.handle(RAFT_CHANNEL, self._inbound); peers.watchers.append(self._link)
+
+    def view(self, me: str) -> _MemberBus: return _MemberBus(self, me)
+
+    def join(self, node):
+        "Member `node` of some group runs here now: it hears from its peers, and of the ones reachable."
+        self.members[node.selfNode.id] = node
+        for peer in list(node.transport.nodes): node.link(peer, self.peers.up(server_of(peer)))
+
+    def leave(self, me: str): self.members.pop(me, None)
+
+    def close(self):
+        self.peers.handle(RAFT_CHANNEL, None)
+        if self._link in self.peers.watchers: self.peers.watchers.remove(self._link)
+
+class _MemberBus:
+    "The bus as member `me` sees it."
+    def __init__(self, bus: RouteBus, me: str): self.bus, self.me = bus, me
+    def up(self, peer: str) -> bool: return self.bus.peers.up(server_of(peer))
+    def send(self, peer: str, data: bytes) -> bool:
+        return self.bus.peers.send(server_of(peer), RAFT_CHANNEL, _raft_frame(peer, self.me, data))
+
+# %% ../../nbs/2_js/20_cluster.ipynb #5a0f441d
+@patch
+def _inbound(self: RouteBus, server: str, data: bytes):
+    "A Raft frame from `server`: to the member it is for, when it runs here and the sender is one of that server's."
+    try: to, frm, body = _raft_unframe(data)
+    except (ValueError, UnicodeDecodeError) as e: return log.warning('Raft: a frame from %s refused: %s', server, e)
+    if server_of(frm) != server: return log.warning('Raft: a frame from %s names member %s of another server: dropped', server, frm)
+    node = self.members.get(to)
+    if node is not None: node.receive(frm, body)
+
+@patch
+def _link(self: RouteBus, server: str, up: bool):
+    "The route to `server` came or went: so did its members, for every member here."
+    for node in list(self.members.values()):
+        for peer in list(node.transport.nodes):
+            if server_of(peer) == server: node.link(peer, up)
+
 # %% ../../nbs/2_js/20_cluster.ipynb #60ca9feb
-RAFT_INFO = 'jsnb_raft'      # the route INFO field that carries a jsnb server's meta-group Raft address
+RAFT_INFO = 'jsnb_js'        # the route INFO field that carries the meta member of a jsnb server with JetStream
 RAFT_META = 'jsnb_meta'      # the route INFO field that carries the members of a server's meta group, once formed
 SETTLE = 1.0                 # the route mesh must stay unchanged this long before a new meta group forms
 _FWD = '$JSC.FWD.'           # prefix of requests sent on to the server that leads a stream
@@ -340,14 +346,12 @@ class ClusterMeta(JetStream):
         self.opts, self.meta = opts, None
         self.account.clustered = True
         self.account.read_elsewhere = self.read_elsewhere   # a lagging replica hands read-after-write reads to its leader
-        self.host = opts.cluster_host if opts.cluster_host not in ('', '0.0.0.0', '::') else '127.0.0.1'
         self._state_dir = os.path.join(core.store_dir, '_meta_')
-        mine = {opts.port, opts.http_port, opts.https_port, opts.cluster_port, getattr(opts.websocket, 'port', 0),
-                getattr(opts.leafnodes, 'port', 0)}       # (a Raft port chosen before these are bound must not take one)
-        self.raft_addr = _read(os.path.join(self._state_dir, 'raft')) or f'{self.host}:{free_port(self.host, mine)}'
+        self.raft_addr = _read(os.path.join(self._state_dir, 'raft')) or member_id(core.server_name, 'm' + secrets.token_hex(4))   # its meta member
+        self.bus = self.raft_loop = None           # the Raft members' bus and ticks, once the meta group forms (`_raft`)
         core.route_info_extra = {RAFT_INFO: self.raft_addr, 'jsnb_tags': list(opts.server_tags)}   # (tags: for placement)
-        self.assignments: dict[str, dict] = {}     # stream -> {config, peers (server names), created, addrs {name: raft address}}
-        self.members: dict[str, str] = {}          # meta raft address -> server name
+        self.assignments: dict[str, dict] = {}     # stream -> {config, peers (server names), created, addrs {name: member id}}
+        self.members: dict[str, str] = {}          # meta member id -> server name
         self.groups: dict[str, RaftGroup] = {}     # the groups of replicated streams this server is a peer of
         self.applied, self.log_bytes, self.applied_before = 0, 0, 0
         self._replies: dict[str, tuple] = {}       # replicated streams created or grown: (reply, response type), sent once they have a leader
@@ -393,6 +397,7 @@ def stop(self: ClusterMeta):
     for g in list(self.groups.values()): g.destroy()
     self.groups.clear()
     if self.meta is not None: self.meta.destroy(); self.meta = None
+    if self.bus is not None: self.bus.close(); self.bus = None
     cl = self.core.cluster
     if self._fwd_sub is not None:
         for s in (self._fwd_sub, self._sync_sub):
@@ -478,7 +483,7 @@ def read_elsewhere(self: ClusterMeta, stream, subject: bytes, reply: bytes, hdr:
 # %% ../../nbs/2_js/20_cluster.ipynb #cc28c5c8
 @patch
 def _peers_now(self: ClusterMeta) -> dict:
-    "This server and the jsnb servers it has routes to that announced a Raft address: address -> server name."
+    "This server and the jsnb servers it has routes to that announced a meta member: member id -> server name."
     out = {self.raft_addr: self.core.server_name}
     for rc in self.core.cluster.routes.values():
         if m := _js_member(rc): out[m] = rc.remote_name
@@ -521,7 +526,7 @@ def _watch(self: ClusterMeta):
 
 @patch
 def _rejoin(self: ClusterMeta, addr: str, members: dict):
-    "A member of the formed group by name, with no state on disk (a new disk, or a wiped store): take its old Raft address back and rebuild from the peers."
+    "A member of the formed group by name, with no state on disk (a new disk, or a wiped store): take its old member back and rebuild from the peers."
     log.warning('JetStream: this server is a member of the meta group (as %s) but has no state on disk: '
                 'rejoining, its streams are rebuilt from their peers', addr)
     self.raft_addr = self.core.route_info_extra[RAFT_INFO] = addr
@@ -529,18 +534,25 @@ def _rejoin(self: ClusterMeta, addr: str, members: dict):
 
 @patch
 def password(self: ClusterMeta) -> str:
-    "The key of the groups' traffic: the route credentials (none in an open cluster) and the cluster's name."
+    "The key of the catch-up requests and answers: the route credentials (none in an open cluster) and the cluster's name."
     o = self.opts
     return f'{o.cluster_user}:{o.cluster_password}:{self.core.cluster.name}'
+
+@patch
+def _raft(self: ClusterMeta) -> tuple:
+    "The bus and the ticks of this server's Raft members (made with the first)."
+    if self.bus is None: self.bus, self.raft_loop = RouteBus(self.core.cluster.peers), RaftLoop()
+    return self.bus, self.raft_loop
 
 # %% ../../nbs/2_js/20_cluster.ipynb #a2aabc82
 @patch
 def form(self: ClusterMeta, peers: dict):
-    "Start this server's member of the meta group over `peers` (Raft address -> server name), saved for restarts and announced on the routes."
+    "Start this server's member of the meta group over `peers` (member id -> server name), saved for restarts and announced on the routes."
     self.members = dict(peers)
     _write(os.path.join(self._state_dir, 'raft'), self.raft_addr)
     others = sorted(a for a in peers if a != self.raft_addr)
-    self.meta = RaftGroup(self.raft_addr, others, self.password(), self.apply, asyncio.get_running_loop(),
+    bus, ticks = self._raft()
+    self.meta = RaftGroup(self.raft_addr, others, bus, self.apply, ticks,
                           journal=os.path.join(self._state_dir, 'journal'), membership=True)   # (see `SERVER.REMOVE`)
     self.meta.names, self.meta.on_role = self.members, self._meta_role
     self.meta.snapshot_extra, self.meta.applied_before = self._meta_state, self.applied_before     # see 'Compacting the meta log'
@@ -664,8 +676,8 @@ def _create_here(self: ClusterMeta, name: str, a: dict, known: bool, reply: byte
 
 @patch
 def propose_addr(self: ClusterMeta, name: str):
-    "Put this server's address for stream `name`'s group (a port free now) in the meta log."
-    self.meta.propose(('addr', name, self.core.server_name, f'{self.host}:{free_port(self.host)}'))
+    "Put this server's member of stream `name`'s group (a new one: a fresh tag) in the meta log."
+    self.meta.propose(('addr', name, self.core.server_name, member_id(self.core.server_name, secrets.token_hex(6))))
 
 # %% ../../nbs/2_js/20_cluster.ipynb #806131a8
 @patch
@@ -709,7 +721,7 @@ def _go_relay(self: ClusterMeta):
     cl = self.core.cluster
     if cl is None: return asyncio.get_running_loop().call_later(0.25, self._go_relay)   # (at start: the cluster layer comes later)
     relay_jetstream(self.core)
-    for rc in list(cl.routes.values()): rc.send(cl.route_info())      # the peers forget its Raft address
+    for rc in list(cl.routes.values()): rc.send(cl.route_info())      # the peers forget its meta member
 
 @patch
 def _disabled_at_start(self: ClusterMeta):

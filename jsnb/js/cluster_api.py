@@ -287,7 +287,7 @@ _STEPDOWN_REQUEST = GoStruct('server.JSApiLeaderStepdownRequest', {'placement': 
 
 @patch
 def _stepdown_to(self: ClusterApi, g: RaftGroup, placement: dict | None) -> str | None:
-    """The Raft address of the member a stepdown hands the group to: the `preferred` server, or one of the followers
+    """The member a stepdown hands the group to: the `preferred` server, or one of the followers
     in the placement's `cluster` with all of its `tags`; None (the most caught-up follower) without a placement."""
     if not placement or type(placement) is not dict: return None
     me = self.core.server_name
@@ -378,10 +378,10 @@ def cluster_info(self: ClusterApi, name: str) -> dict:
     if g.leader_since: d['leader_since'] = rfc3339(g.leader_since)
     commit, reps = st.get('commit_idx', 0), []
     for addr in sorted(g.names):
-        if addr == g.selfNode.address: continue
+        if addr == g.selfNode.id: continue
         match = st.get('match_idx_server_' + addr, 0)
         up = st.get('partner_node_status_server_' + addr) == 2
-        seen = next((t for n, t in list(last.items()) if n.address == addr), None)
+        seen = next((t for n, t in list(last.items()) if n.id == addr), None)
         p = dict(name=g.names[addr], current=bool(up and match >= commit),
                  active=int((now - seen) * 1e9) if up and seen is not None else 0)
         if not up: p['offline'] = True
@@ -641,7 +641,7 @@ def meta_cluster(self: ClusterApi) -> dict:
     for addr, name in self.members.items():
         if addr == self.raft_addr: continue
         up = st.get('partner_node_status_server_' + addr) == 2
-        seen = next((t for n, t in list(last.items()) if n.address == addr), None) if lname == self.core.server_name else None
+        seen = next((t for n, t in list(last.items()) if n.id == addr), None) if lname == self.core.server_name else None
         cur = up and (st.get('match_idx_server_' + addr, 0) >= commit if lname == self.core.server_name else addr == lead)
         p = dict(name=name, current=bool(cur), active=int((now - seen) * 1e9) if seen is not None else 0)   # (offline: since last heard)
         if not up: p['offline'] = True

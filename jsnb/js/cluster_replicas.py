@@ -44,8 +44,9 @@ def _start_group(self: ClusteredJetStream, name: str):
     cfg = a['config']
     g_name = group_name(name, len(a['peers']), cfg.get('storage', 'file'), a['created'])
     base = os.path.join(d, g_name)
-    g = RaftGroup(me, sorted(v for k, v in a['addrs'].items() if k != self.core.server_name), self.password(),
-                  partial(self.apply_stream, name), asyncio.get_running_loop(), journal=base + '.journal', hold=False)
+    bus, ticks = self._raft()
+    g = RaftGroup(me, sorted(v for k, v in a['addrs'].items() if k != self.core.server_name), bus,
+                  partial(self.apply_stream, name), ticks, journal=base + '.journal', hold=False)
     kept = cfg.get('storage', 'file') == 'file'      # a memory store starts empty: the whole log is applied again
     g.applied_before = int(_read(base + '.applied') or 0) if kept else 0
     g.applied_file, g.names = base + '.applied', {v: k for k, v in a['addrs'].items()}
@@ -100,7 +101,7 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
         _, msgs, ts, origin = op
         size += sum(len(m[3]) + len(m[0]) for m in msgs)
         s = self.account.streams.get(name)
-        if s is not None: s.ingest(msgs, replica(ts, origin == me))   # checked again on every replica at the leader's time; answered by its proposer
+        if s is not None: s.ingest([tuple(m) for m in msgs], replica(ts, origin == me))   # (msgpack gives lists) checked again on every replica at the leader's time; answered by its proposer
     elif op[0] == 'scale':                           # every replica holds the same messages from here on: none takes more
         _, cfg, reply, origin = op
         g.closing = True

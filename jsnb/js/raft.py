@@ -30,7 +30,12 @@ def record(cls: type) -> type:
 
 def pack(rec) -> bytes:
     "A record as the bytes a log entry holds."
-    return msgpack.packb([type(rec).__name__, *rec], use_bin_type=True)
+    return msgpack.packb([type(rec).__name__, *rec], use_bin_type=True, default=_scalar)
+
+def _scalar(o):
+    "A numpy number (what a store's columns hand out) as the Python number it holds; anything else is refused."
+    if type(o).__module__ == 'numpy' and hasattr(o, 'item'): return o.item()
+    raise TypeError(f'{type(o).__name__} is not a plain value')
 
 def unpack(data: bytes):
     "The record `pack` made; ValueError for anything else."
@@ -206,7 +211,7 @@ class RaftNode(SyncObj):
                            journalFile=journal, fullDumpFile=dump, serializer=self._write_snapshot if dump else None,
                            deserializer=self._read_snapshot if dump else None,
                            dynamicMembershipChange=membership, onStateChanged=self._state)
-        super().__init__(Node(me), [Node(o) for o in others if o != me], conf, transport=self.transport)
+        super().__init__(Node(me), [Node(o) for o in others if o != me], conf, transport=self.transport, nodeClass=Node)
         raft_loop.add(self)
 
     @replicated
@@ -303,12 +308,12 @@ def _write_snapshot(self: RaftNode, path: str, data: tuple):
     "PySyncObj's serializer: the log position, the members and the owner's state, as msgpack (written on the loop)."
     last, before, nodes = data
     body = dict(last=_entry_out(last), before=_entry_out(before), members=sorted(n.id for n in nodes), state=self._snap[0]())
-    with open(path, 'wb') as f: f.write(msgpack.packb(body, use_bin_type=True)); f.flush(); os.fsync(f.fileno())
+    with open(path, 'wb') as f: f.write(msgpack.packb(body, use_bin_type=True, default=_scalar)); f.flush(); os.fsync(f.fileno())
 
 @patch
 def _read_snapshot(self: RaftNode, path: str) -> tuple:
     "PySyncObj's deserializer: hands the owner its state and gives PySyncObj the log position and the members."
-    with open(path, 'rb') as f: d = msgpack.unpackb(f.read(), raw=False, strict_map_key=True, **_LIMITS)
+    with open(path, 'rb') as f: d = msgpack.unpackb(f.read(), raw=False, strict_map_key=True)   # (this server's own file)
     self._snap[1](d['state'])
     return _entry_in(d['last']), _entry_in(d['before']), [Node(m) for m in d['members']]
 
