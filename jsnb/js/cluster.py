@@ -23,8 +23,9 @@ log = logging.getLogger('jsnb')
 
 # %% auto #0
 __all__ = ['log', 'LEADER_FALLBACK', 'COMPACT_BYTES', 'META_COMPACT_BYTES', 'RAFT_CHANNEL', 'RAFT_INFO', 'RAFT_META', 'SETTLE',
-           'CONSUMER_SYNC', 'REMOVED', 'Entry', 'RaftGroup', 'seal', 'unseal', 'short_hash', 'peer_id', 'group_name',
-           'member_id', 'server_of', 'RouteBus', 'ClusterMeta', 'relay_jetstream']
+           'API_CHANNEL', 'SYNC_CHANNEL', 'ANSWER_CHANNEL', 'CONSUMER_SYNC', 'REMOVED', 'Entry', 'RaftGroup', 'seal',
+           'unseal', 'short_hash', 'peer_id', 'group_name', 'member_id', 'server_of', 'RouteBus', 'ClusterMeta',
+           'relay_jetstream']
 
 # %% ../../nbs/2_js/20_cluster.ipynb #10bd7a57
 class _IntoOurLog(logging.Handler):
@@ -324,8 +325,9 @@ def _link(self: RouteBus, server: str, up: bool):
 RAFT_INFO = 'jsnb_js'        # the route INFO field that carries the meta member of a jsnb server with JetStream
 RAFT_META = 'jsnb_meta'      # the route INFO field that carries the members of a server's meta group, once formed
 SETTLE = 1.0                 # the route mesh must stay unchanged this long before a new meta group forms
-_FWD = '$JSC.FWD.'           # prefix of requests sent on to the server that leads a stream
-_SYNC = '$JSC.SYNC.'         # a server's subject for its peers' catch-up requests (see 'Compaction and catch-up')
+API_CHANNEL = b'js'          # the peer channel's name for requests sent on to another server (`forward`)
+SYNC_CHANNEL = b'jssync'     # and for catch-up requests (see 'Compaction and catch-up')
+ANSWER_CHANNEL = b'js.r'     # and for the answers that come back to the asking server (`ask`)
 CONSUMER_SYNC = 0.1          # how often a stream leader puts the consumer states that changed into the stream's log
 
 def _js_member(rc) -> str:
@@ -360,7 +362,9 @@ class ClusterMeta(JetStream):
         self._copies: dict[str, list] = {}         # what their leader copied from their upstreams, until the end of the turn
         self._lead_subs: dict[str, list] = {}      # replicated stream -> its subscriptions to its subjects (held by its leader)
         self._acks: dict[tuple, list] = {}         # (stream, consumer) -> AckSync replies waiting for the end of the read
-        self._seen, self._since, self._timer, self._fwd_sub = None, 0.0, None, None
+        self._seen, self._since, self._timer, self._serving = None, 0.0, None, False
+        self._asks: dict[int, object] = {}         # requests sent to other servers whose answers come back here: id -> fn(data)
+        self._ask_ids = 0
         self._shared, self._early, self._wire, self._outside = set(), [], [], False
         self._sys, self._sys_subs, self._sys_told, self.removing, self.disabled = None, [], False, None, False
 
@@ -399,11 +403,9 @@ def stop(self: ClusterMeta):
     if self.meta is not None: self.meta.destroy(); self.meta = None
     if self.bus is not None: self.bus.close(); self.bus = None
     cl = self.core.cluster
-    if self._fwd_sub is not None:
-        for s in (self._fwd_sub, self._sync_sub):
-            self.core.unsubscribe(s)
-            if cl is not None: cl.local_interest(s, -1)
-        self._fwd_sub = None
+    if self._serving and cl is not None:
+        for ch in (API_CHANNEL, SYNC_CHANNEL, ANSWER_CHANNEL): cl.peers.handle(ch, None)
+    self._serving = False
     for s in self._sys_subs:
         self.core.unsubscribe(s, acc=self._sys)
         if cl is not None and self._sys_told: cl.local_interest(s, -1, self._sys)
@@ -471,14 +473,54 @@ def _wire_msg(self: ClusterMeta, local, i: int, subject: bytes, reply: bytes, hd
     local(subject, reply, hdr, data, src)
 
 @patch
-def forward(self: ClusterMeta, server: str, subject: bytes, reply: bytes, hdr: int, data: bytes, hops: int = 1):
-    "Send a request on to the server named `server` (by its peer id, which a restart keeps), which answers the client itself."
-    self.core.route(None, f'{_FWD}{peer_id(server)}.{hops}.'.encode() + subject, reply, hdr, data)
+def forward(self: ClusterMeta, server: str, subject: bytes, reply: bytes, hdr: int, data: bytes, hops: int = 1, ask: int = 0) -> bool:
+    """Send a request on to the server named `server` over the peer channel; it answers `reply` itself (or, `ask`, sends
+    the answer back here, see `ask`). False when it cannot go now."""
+    return self._send_peer(server, API_CHANNEL, msgpack.packb([hops, subject, reply, hdr, data, ask]))
+
+@patch
+def _send_peer(self: ClusterMeta, server: str, channel: bytes, data: bytes) -> bool:
+    "`data` for `channel` of server `server` over the peer channel; for this server itself, handled at the next turn of the loop."
+    cl = self.core.cluster
+    if cl is None: return False
+    if server != self.core.server_name: return cl.peers.send(server, channel, data)
+    if (fn := cl.peers.handlers.get(channel)) is None: return False
+    asyncio.get_running_loop().call_soon(fn, server, data)
+    return True
 
 @patch
 def read_elsewhere(self: ClusterMeta, stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src) -> bool:
     "Reads go to a stream's leader once the requests API answers cluster-wide (`jsnb.js.cluster_api`); the meta group alone keeps them."
     return False
+
+# %% ../../nbs/2_js/20_cluster.ipynb #a5f14c74
+@patch
+def ask(self: ClusterMeta, fn) -> int:
+    "Register `fn(data)` for answers to come back over the peer channel; the id to send (`done` drops it)."
+    self._ask_ids += 1; self._asks[self._ask_ids] = fn
+    return self._ask_ids
+
+@patch
+def done(self: ClusterMeta, aid: int): self._asks.pop(aid, None)
+
+@patch
+def _on_answer(self: ClusterMeta, server: str, data: bytes):
+    "An answer to one of this server's `ask`s."
+    try: aid, body = msgpack.unpackb(data)
+    except Exception: return log.warning('JetStream: an answer from %s refused: not one', server)
+    if (fn := self._asks.get(aid)) is not None: fn(body)
+
+@patch
+def _capture(self: ClusterMeta, server: str, aid: int) -> bytes:
+    "A reply subject only this server subscribes to (for one answer, or none after a minute): what it gets goes back to `server` as the answer to `aid`."
+    subject = f'$JSC.R.{secrets.token_hex(12)}'
+    def got(subj, reply, hdr, data, src):
+        gone(); self._send_peer(server, ANSWER_CHANNEL, msgpack.packb([aid, data[hdr:] if hdr else data]))
+    def gone():
+        if open_: open_.clear(); timer.cancel(); self.core.unsubscribe(sub)
+    sub, open_ = self.core.subscribe(subject, got), [True]
+    timer = asyncio.get_running_loop().call_later(60, gone)
+    return subject.encode()
 
 # %% ../../nbs/2_js/20_cluster.ipynb #cc28c5c8
 @patch
@@ -558,10 +600,9 @@ def form(self: ClusterMeta, peers: dict):
     self.meta.snapshot_extra, self.meta.applied_before = self._meta_state, self.applied_before     # see 'Compacting the meta log'
     self.meta.compact_bytes = int(os.environ.get('JSNB_META_COMPACT') or META_COMPACT_BYTES)
     log.info('JetStream meta group of %d server(s): %s', len(peers), ', '.join(sorted(peers.values())))
-    self._fwd_sub = self.core.subscribe(f'{_FWD}{peer_id(self.core.server_name)}.>', self._on_forwarded)
-    self._sync_sub = self.core.subscribe(f'{_SYNC}{peer_id(self.core.server_name)}', self._on_sync)
     cl = self.core.cluster
-    cl.local_interest(self._fwd_sub, 1); cl.local_interest(self._sync_sub, 1)
+    cl.peers.handle(API_CHANNEL, self._on_forwarded); cl.peers.handle(SYNC_CHANNEL, self._on_sync)
+    cl.peers.handle(ANSWER_CHANNEL, self._on_answer); self._serving = True
     self._members_changed()
     for rc in list(cl.routes.values()):              # (a peer that announced its members before: was this server removed?)
         if _meta_of(rc): self._peer_members(rc)
@@ -761,5 +802,5 @@ def relay_jetstream(core):
         peers = [rc.remote_name for rc in cl.routes.values() if _js_member(rc)]
         if not peers: return 0
         to = peers[cl._rand.randrange(len(peers))]
-        return core.route(None, f'{_FWD}{peer_id(to)}.0.'.encode() + subject, reply, hdr, data)
+        return int(cl.peers.send(to, API_CHANNEL, msgpack.packb([0, subject, reply, hdr, data, 0])))
     cl.unrouted = relay

@@ -19,7 +19,8 @@ from .direct_get import level_ok
 from . import direct_get
 from .stream_config import stream_config_for_create, subjects_overlap
 from . import stream_api as S
-from .cluster import ClusterMeta, RaftGroup, peer_id, _FWD, _js_member
+import msgpack
+from .cluster import ClusterMeta, RaftGroup, peer_id, _js_member
 
 log = logging.getLogger('jsnb')
 
@@ -319,10 +320,11 @@ def meta_stepdown(self: ClusterApi, done=None) -> bool:
     return True
 
 @patch
-def _on_forwarded(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    "A request another server sent here because this server answers for its stream."
-    inner = subject[len(_FWD) + 11:]                 # after `$JSC.FWD.<peer id>.<hops>.`
-    hops = subject[len(_FWD) + 9] - 48
+def _on_forwarded(self: ClusterApi, server: str, frame: bytes):
+    "A request server `server` sent here because this server answers for its stream (over the peer channel: see `forward`)."
+    try: hops, inner, reply, hdr, data, aid = msgpack.unpackb(frame)
+    except Exception: return log.warning('JetStream: a request from %s refused: not one', server)
+    if aid: reply = self._capture(server, aid)      # its answer goes back to the asking server
     for prefix, local, i in self._wire:
         if inner.startswith(prefix): return self._wire_msg(local, i, inner, reply, hdr, data, None, hops)
     self._serve(inner, reply, hdr, data, None, hops)
@@ -527,23 +529,23 @@ def _gather(self: ClusterApi, req: dict, reply: bytes, timeout: float = 2.0):
     def finish():
         if not open_[0]: return
         open_[0] = False
-        timer.cancel(); self._unshare(sub)
+        timer.cancel(); self.done(aid)
         out = dict(type=RT + 'stream_list_response', total=len(names), offset=offset, limit=256,
                    streams=[got[n] for n in page if n in got])
         if missing := [n for n in page if n not in got]: out['missing'] = missing
         self.account.api_total += 1
         if reply: self.account.host.reply(reply, json_bytes(out))
-    def on_info(subject, _reply, hdr, data, src):
-        info = orjson.loads(data[hdr:] if hdr else data)
+    def on_info(data):
+        info = orjson.loads(data)
         name = (info.get('config') or {}).get('name')
         if name not in page or 'error' in info: return
         got[name] = {k: v for k, v in info.items() if k not in ('type', 'total', 'offset', 'limit', 'alternates')}   # a list has none
         got[name]['config'] = S.stored_cfg(got[name]['config'])
         if len(got) == len(page): finish()
-    sub = self._share_here(f'$JSC.LIST.{peer_id(core.server_name)}.{time.time_ns()}', on_info)   # (the routes bring the answers)
+    aid = self.ask(on_info)                          # (the peer channel brings the answers)
     timer = asyncio.get_running_loop().call_later(timeout, finish)
     for n in page:
-        if to := self.leader_of(n): self.forward(to, f'$JS.API.STREAM.INFO.{n}'.encode(), sub.subject, 0, b'', 2)   # answered there, not sent on
+        if to := self.leader_of(n): self.forward(to, f'$JS.API.STREAM.INFO.{n}'.encode(), b'', 0, b'', 2, aid)   # answered there, not sent on
     if not page: finish()
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #c3378b6e
@@ -566,9 +568,8 @@ def _account_info(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data
     def finish():
         if not open_[0]: return
         open_[0] = False
-        timer.cancel(); core.unsubscribe(sub)
+        timer.cancel(); self.done(aid)
         if core.cluster is None: return                              # stopped meanwhile
-        core.cluster.local_interest(sub, -1)
         resp = self._local_api(subject, b'', hdr, data, src)       # this server's answer: the checks, limits, API counters
         if resp is None: return
         if 'error' not in resp:
@@ -578,13 +579,12 @@ def _account_info(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data
                 if (mb := a['config'].get('max_bytes') or 0) > 0: res[a['config'].get('storage', 'file')] += mb
             resp.update(streams=len(self.assignments), reserved_memory=res['memory'], reserved_storage=res['file'])
         if reply: self.account.host.reply(reply, json_bytes(resp))
-    def on_usage(subject, _reply, h, d, _src):
-        got.append(orjson.loads(d[h:] if h else d))
+    def on_usage(data):
+        got.append(orjson.loads(data))
         if len(got) == len(others): finish()
-    sub = core.subscribe(f'$JSC.USAGE.{peer_id(core.server_name)}.{time.time_ns()}', on_usage)
-    core.cluster.local_interest(sub, 1)
+    aid = self.ask(on_usage)                                         # (the peer channel brings the answers)
     timer = asyncio.get_running_loop().call_later(timeout, finish)   # a server that does not answer in time is left out
-    for n in others: self.forward(n, subject, sub.subject, 0, b'', 2)
+    for n in others: self.forward(n, subject, b'', 0, b'', 2, aid)
     if not others: finish()
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #c9772514

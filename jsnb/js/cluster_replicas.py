@@ -20,7 +20,8 @@ from .batch import AtomicBatch
 from .store import StoreMsg
 from .consumer import from_snapshot
 from . import consumer_api as C
-from .cluster import RaftGroup, group_name, _read, _write, CONSUMER_SYNC, _SYNC, peer_id, seal, unseal
+import msgpack
+from .cluster import RaftGroup, group_name, _read, _write, CONSUMER_SYNC, SYNC_CHANNEL, ANSWER_CHANNEL, peer_id, seal, unseal
 from .cluster_api import ClusterApi, _verb
 from .errors import JSApiError, JSRaftGeneralErrF
 
@@ -508,21 +509,23 @@ async def _sync_from(self: ClusteredJetStream, peer: str, name: str, g: RaftGrou
 @patch
 async def _sync_ask(self: ClusteredJetStream, peer: str, body: dict, timeout: float = 5.0):
     "Send a sealed catch-up request to server `peer`; its unsealed answer (None when it cannot answer)."
-    core, key, fut = self.core, self.password(), asyncio.get_running_loop().create_future()
-    def on_answer(subject, reply, hdr, data, src):
-        if not fut.done(): fut.set_result(data[hdr:] if hdr else data)
-    sub = self._share_here(f'{_SYNC}R.{peer_id(core.server_name)}.{time.time_ns()}', on_answer)   # (the routes bring the answer)
+    key, fut = self.password(), asyncio.get_running_loop().create_future()
+    def on_answer(data):
+        if not fut.done(): fut.set_result(data)
+    aid = self.ask(on_answer)                        # (the peer channel brings the answer)
     try:
-        core.route(None, f'{_SYNC}{peer_id(peer)}'.encode(), sub.subject, 0, seal(key, body))
+        self.core.cluster.peers.send(peer, SYNC_CHANNEL, msgpack.packb([aid, seal(key, body)]))
         return unseal(key, await asyncio.wait_for(fut, timeout))
-    finally: self._unshare(sub)
+    finally: self.done(aid)
 
 @patch
-def _on_sync(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    "A peer's catch-up request, answered from this server's store as it is now (nothing while this replica catches up itself)."
+def _on_sync(self: ClusteredJetStream, server: str, frame: bytes):
+    "Server `server`'s catch-up request, answered from this server's store as it is now (nothing while this replica catches up itself)."
     key = self.password()
-    req = unseal(key, data[hdr:] if hdr else data)
-    if not isinstance(req, dict) or not reply: return
+    try: aid, sealed = msgpack.unpackb(frame)
+    except Exception: return log.warning('JetStream: a catch-up request from %s refused: not one', server)
+    req = unseal(key, sealed)
+    if not isinstance(req, dict): return
     name = req.get('stream')
     g, s, ans = self.groups.get(name), self.account.streams.get(name), None
     if g is not None and s is not None and g._pending is None and g.seeded:
@@ -537,7 +540,7 @@ def _on_sync(self: ClusteredJetStream, subject: bytes, reply: bytes, hdr: int, d
                 msgs.append((m.seq, m.subject, m.hdr, m.data, m.ts, s.store.ttl_of(m.seq)))
                 size += len(m.subject) + len(m.hdr) + len(m.data); seq = m.seq + 1
             ans = {'msgs': msgs, 'next': seq if msgs and seq <= to else to + 1}
-    self.account.host.reply(reply, seal(key, ans))
+    self.core.cluster.peers.send(server, ANSWER_CHANNEL, msgpack.packb([aid, seal(key, ans)]))
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #e091f666
 _C_CHANGES = {'CONSUMER.CREATE', 'CONSUMER.DURABLE.CREATE', 'CONSUMER.DELETE', 'CONSUMER.PAUSE', 'CONSUMER.UNPIN'}
