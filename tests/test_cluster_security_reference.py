@@ -7,7 +7,7 @@ account its credentials give; the monitoring port listens only on the client hos
 import json, re, shutil, socket, ssl, subprocess, time, urllib.request
 import pytest
 from conftest import KINDS, REF_BIN, ServerProc
-from test_route_tls_reference import certs, tls_block   # noqa: F401  (the certificates fixture)
+from test_route_tls_reference import certs, tls_block, port_of, http, routes, settle   # noqa: F401  (the certificates fixture)
 
 pytestmark = [pytest.mark.reference, pytest.mark.skipif(REF_BIN is None, reason='reference nats-server not installed')]
 
@@ -39,31 +39,6 @@ cluster {{
 '''
 
 
-def port_of(s, what: str) -> int:
-    "The port `s` listens on for `what` (the reference may log its route port just after it says it is ready)."
-    pat = r'Starting http monitor on \S+:(\d+)' if what == 'http' else rf'Listening for {what} connections on \S+?:(\d+)'
-    end = time.time() + 5
-    while (m := re.search(pat, s.log_text())) is None and time.time() < end: time.sleep(0.05)
-    return int(m.group(1))
-
-
-def http(s, path: str) -> dict:
-    with urllib.request.urlopen(f'http://127.0.0.1:{port_of(s, "http")}{path}', timeout=5) as r: return json.load(r)
-
-
-def routes(s) -> int:
-    "How many other servers `s` has routes to (the reference keeps a pool of routes to each)."
-    return len({r['remote_id'] for r in http(s, '/routez').get('routes') or ()})
-
-
-def settle(pred, timeout=15.0) -> bool:
-    end = time.time() + timeout
-    while time.time() < end:
-        if pred(): return True
-        time.sleep(0.1)
-    return pred()
-
-
 @pytest.fixture(scope='module')
 def clusters(certs):
     "Three jsnb servers and three nats-server servers, each set a full mesh over TLS, on 127.0.0.1 only."
@@ -75,7 +50,7 @@ def clusters(certs):
                 peers = [port_of(s, 'route') for s in out[k]]
                 out[k].append(ServerProc(k, ['-a', '127.0.0.1', '-m', '-1'], conf(f'{k}-{i}', certs, peers)).start())
         for k, ss in out.items():
-            assert settle(lambda: all(routes(s) == 2 for s in ss)), k
+            assert settle(lambda: all(routes(s) == 2 for s in ss), 15), k
         yield out
     finally:
         for ss in out.values():

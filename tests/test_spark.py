@@ -6,9 +6,9 @@ from datetime import datetime, timezone
 import pytest
 pytest.importorskip('pyspark')
 import nats
-from pyspark.sql import SparkSession, functions as F
+from pyspark.sql import functions as F
+from sparksession import local_spark
 from conftest import KINDS
-from jsnb.clients.spark import register
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -16,12 +16,7 @@ pytestmark = pytest.mark.timeout(300)
 @pytest.fixture(scope='session')
 def spark():
     "One local session for the file; `local[2,2]` retries a failed task once."
-    s = (SparkSession.builder.master('local[2,2]').appName('jsnb-spark-tests')
-         .config('spark.ui.enabled', 'false').config('spark.ui.showConsoleProgress', 'false')
-         .config('spark.sql.shuffle.partitions', '2').config('spark.sql.execution.arrow.maxRecordsPerBatch', '50')
-         .getOrCreate())
-    s.sparkContext.setLogLevel('OFF')
-    register(s)
+    s = local_spark('jsnb-spark-tests', **{'spark.sql.execution.arrow.maxRecordsPerBatch': '50'})
     yield s
     s.stop()
 

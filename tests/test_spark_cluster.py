@@ -4,11 +4,11 @@ on from another one: every row once), and a connection cut mid-read made again u
 import socket, threading, time
 import pytest
 pytest.importorskip('pyspark')
-from pyspark.sql import SparkSession
+from sparksession import local_spark
 from conftest import KINDS
 from jsclusters import JSCluster
 from jsnb.clients.blocking import _Conn, _api
-from jsnb.clients.spark import JetStreamDataSource, register
+from jsnb.clients.spark import JetStreamDataSource
 from jsnb.clients.spark_read import _Options
 
 pytestmark = pytest.mark.timeout(600)
@@ -17,11 +17,7 @@ pytestmark = pytest.mark.timeout(600)
 @pytest.fixture(scope='module')
 def spark():
     "One local session for the module; `local[2,2]` retries a failed task once, as a cluster would."
-    s = (SparkSession.builder.master('local[2,2]').appName('jsnb-spark-cluster')
-         .config('spark.ui.enabled', 'false').config('spark.ui.showConsoleProgress', 'false')
-         .config('spark.sql.shuffle.partitions', '2').getOrCreate())
-    s.sparkContext.setLogLevel('OFF')
-    register(s)
+    s = local_spark('jsnb-spark-cluster')
     yield s
     s.stop()
 

@@ -6,10 +6,9 @@ import asyncio, json, time
 import pytest
 pytest.importorskip('pyspark')
 import nats
-from pyspark.sql import SparkSession
+from sparksession import local_spark
 from conftest import KINDS
 from jsnb.clients.blocking import NatsError, _Conn, _api
-from jsnb.clients.spark import register
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -17,11 +16,7 @@ pytestmark = pytest.mark.timeout(300)
 @pytest.fixture(scope='module')
 def spark():
     "One local session for the module; `local[2,2]` retries a failed task once, as a cluster would."
-    s = (SparkSession.builder.master('local[2,2]').appName('jsnb-spark-loss')
-         .config('spark.ui.enabled', 'false').config('spark.ui.showConsoleProgress', 'false')
-         .config('spark.sql.shuffle.partitions', '2').getOrCreate())
-    s.sparkContext.setLogLevel('OFF')
-    register(s)
+    s = local_spark('jsnb-spark-loss')
     yield s
     s.stop()
 

@@ -5,21 +5,16 @@ subject filter does not leave one task all the work; `max_rows_per_partition`), 
 import json, socket, time, urllib.request
 import pytest
 pytest.importorskip('pyspark')
-from pyspark.sql import SparkSession
+from sparksession import local_spark
 from conftest import KINDS
 from jsnb.clients.blocking import _Conn, _api
-from jsnb.clients.spark import register
 
 pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope='module')
 def spark():
-    s = (SparkSession.builder.master('local[2,2]').appName('jsnb-spark-options')
-         .config('spark.ui.enabled', 'false').config('spark.ui.showConsoleProgress', 'false')
-         .config('spark.sql.shuffle.partitions', '2').getOrCreate())
-    s.sparkContext.setLogLevel('OFF')
-    register(s)
+    s = local_spark('jsnb-spark-options')
     yield s
     s.stop()
 
