@@ -78,7 +78,7 @@ def api_case(server, req):
     verb, stream, consumer, body = req
     raw = Raw(server.port); raw.send(b'SUB _f.> 1\r\n')
     subject = f'$JS.API.{verb}'
-    if verb != 'INFO' and verb not in ('STREAM.NAMES', 'STREAM.LIST'): subject += f'.{stream}'
+    if verb != 'INFO' and verb not in ('STREAM.NAMES', 'STREAM.LIST', 'STREAM.TEMPLATE.NAMES'): subject += f'.{stream}'   # (names take no token)
     if verb.startswith('CONSUMER.') and verb not in ('CONSUMER.NAMES', 'CONSUMER.LIST', 'CONSUMER.CREATE'): subject += f'.{consumer}'
     subject = ''.join(ch for ch in subject if ch.isprintable() and not ch.isspace())   # a space would split the PUB line
     got = api(raw, subject, body, '_f.1')
