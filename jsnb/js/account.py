@@ -16,7 +16,7 @@ from .operations import Expire
 from .store import MemStore
 from .filestore import FileStore
 from .stream_config import JS_API_LEVEL as API_LEVEL, JS_SERVER_VERSION, stored_cfg
-from .stream import Stream, limits_of
+from .stream import Stream, limits_of, replicated
 from .consumer import Consumer, from_snapshot
 from .errors import JSConsumerCreateErrF, JSStreamCreateErrF
 from . import batch, mirrors
@@ -281,7 +281,7 @@ def restore(self: Account):
             meta = store.read_meta()
             if not meta: store.stop(); continue
             cfg = meta['config']
-            store.update_limits(limits_of(cfg), expire=not (self.clustered and (cfg.get('num_replicas') or 1) > 1))   # a replica
+            store.update_limits(limits_of(cfg), expire=not replicated(cfg, self.clustered))   # a replica
             # expires only as its group's leader decides (with the markers it writes), never on its own clock, at start too
             md = {**(cfg.get('metadata') or {}), '_nats.ver': JS_SERVER_VERSION, '_nats.level': str(API_LEVEL)}
             cfg['metadata'] = dict(sorted(md.items()))          # what replies show, as after a create (never stored)

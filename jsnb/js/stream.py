@@ -26,7 +26,7 @@ from . import ttl, batch, direct_get, mirrors, schedules
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'STORE_ERRORS', 'DECIDED_AGAIN', 'limits_of', 'Stream']
+__all__ = ['log', 'STORE_ERRORS', 'DECIDED_AGAIN', 'limits_of', 'Stream', 'replicated']
 
 # %% ../../nbs/2_js/06_stream.ipynb #29540ec5
 def limits_of(cfg: dict) -> StoreLimits:
@@ -470,10 +470,14 @@ def _ingest_batch(self: Stream, msgs: list, origin: Origin) -> list:
 # %% ../../nbs/2_js/06_stream.ipynb #b99dcf79
 DECIDED_AGAIN = 1_000_000_000     # ns: how soon a replicated stream's timer looks again after handing its expiry over
 
+def replicated(cfg: dict, clustered: bool) -> bool:
+    "Whether a stream configured with `cfg` in a clustered account has replicas: its expiry is its group leader's to decide."
+    return clustered and (cfg.get('num_replicas') or 1) > 1
+
 @patch(as_prop=True)
 def waits_for_group(self: Stream) -> bool:
     "A replicated stream without its group yet (a server restarting): its expiry waits for the group's leader to decide it."
-    return self.group is None and self.host.clustered and (self.cfg.get('num_replicas') or 1) > 1
+    return self.group is None and replicated(self.cfg, self.host.clustered)
 
 @patch
 def expire(self: Stream, now: int | None = None, decided: bool = False) -> int | None:
