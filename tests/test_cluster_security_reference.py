@@ -4,10 +4,10 @@ the same outcome: the route password's hash is refused and the password admitted
 a certificate of another CA never gets an INFO; a flood before authentication on a route port is cut and the cluster
 keeps its routes and its traffic; a leaf node naming another account in CONNECT's `remote_account` stays in the
 account its credentials give; the monitoring port listens only on the client host (`-a`)."""
-import json, re, shutil, socket, ssl, subprocess, time, urllib.request
+import json, shutil, socket, ssl, subprocess, time
 import pytest
 from conftest import KINDS, REF_BIN, ServerProc
-from test_route_tls_reference import certs, tls_block, port_of, http, routes, settle   # noqa: F401  (the certificates fixture)
+from test_route_tls_reference import certs, tls_block, port_of, routes, settle, client, flows   # noqa: F401  (the certificates fixture)
 
 pytestmark = [pytest.mark.reference, pytest.mark.skipif(REF_BIN is None, reason='reference nats-server not installed')]
 
@@ -57,29 +57,6 @@ def clusters(certs):
             for s in ss: s.stop()
 
 
-def client(s, user: bytes) -> socket.socket:
-    c = socket.create_connection(('127.0.0.1', s.port), timeout=5); c.recv(4096)
-    c.sendall(b'CONNECT {"user":"%s","pass":"%s","verbose":false}\r\nPING\r\n' % (user, user))
-    got = b''
-    while b'PONG' not in got: got += c.recv(4096)
-    return c
-
-
-def flows(a, b, user=b'a') -> bool:
-    "A message published on server `a` reaches a subscriber of the same account on server `b`."
-    sub, pub = client(b, user), client(a, user)
-    sub.sendall(b'SUB t.x 1\r\nPING\r\n'); sub.recv(4096)
-    sub.settimeout(0.3)
-    got, end = b'', time.time() + 10
-    try:
-        while b'MSG t.x 1 2\r\nhi\r\n' not in got and time.time() < end:
-            pub.sendall(b'PUB t.x 2\r\nhi\r\n')
-            try: got += sub.recv(4096)
-            except socket.timeout: pass
-    finally: sub.close(); pub.close()
-    return b'MSG t.x 1 2\r\nhi\r\n' in got
-
-
 def read_for(c, seconds: float) -> bytes:
     "What `c` is sent in `seconds`, or until it is closed (b'<closed>' appended)."
     c.settimeout(0.2)
@@ -102,7 +79,7 @@ def route_tls(s, certs, cert='route', ca='ca'):
 
 def test_cluster_formed(clusters):
     "The three servers route to each other over TLS with the bcrypt-protected password, and messages cross them."
-    got = {k: ([routes(s) for s in ss], flows(ss[0], ss[2]), flows(ss[2], ss[1])) for k, ss in clusters.items()}
+    got = {k: ([routes(s) for s in ss], flows(ss[0], ss[2], b'a'), flows(ss[2], ss[1], b'a')) for k, ss in clusters.items()}
     assert got['jsnb'] == got['nats-server'] == ([2, 2, 2], True, True)
 
 
@@ -155,7 +132,7 @@ def test_route_flood_before_authentication(clusters, certs):
                 while sent < 64 << 20: t.sendall(chunk); sent += len(chunk)
             cut = False
         except (ssl.SSLError, ConnectionResetError, BrokenPipeError, socket.timeout): cut = True
-        got[k] = (cut, sent < 16 << 20, [routes(s) for s in ss], flows(ss[1], ss[0]), ss[0].proc.poll() is None)
+        got[k] = (cut, sent < 16 << 20, [routes(s) for s in ss], flows(ss[1], ss[0], b'a'), ss[0].proc.poll() is None)
     assert got['jsnb'] == got['nats-server'] == (True, True, [2, 2, 2], True, True)
 
 

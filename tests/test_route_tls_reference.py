@@ -81,15 +81,19 @@ def settle(pred, timeout=10.0) -> bool:
     return pred()
 
 
-def flows(a, b) -> bool:
+def client(s, user: bytes = b'') -> socket.socket:
+    "A raw client of `s`, connected (as `user`, password the same, when given) and past its first PONG."
+    c = socket.create_connection(('127.0.0.1', s.port), timeout=5); c.recv(4096)
+    creds = b'"user":"%s","pass":"%s",' % (user, user) if user else b''
+    c.sendall(b'CONNECT {%s"verbose":false}\r\nPING\r\n' % creds)
+    got = b''
+    while b'PONG' not in got: got += c.recv(4096)
+    return c
+
+
+def flows(a, b, user: bytes = b'') -> bool:
     "A message published on `a` reaches a subscriber on `b` (tried until the interest has crossed the route)."
-    def client(s):
-        c = socket.create_connection(('127.0.0.1', s.port), timeout=5); c.recv(4096)
-        c.sendall(b'CONNECT {"verbose":false}\r\nPING\r\n')
-        got = b''
-        while b'PONG' not in got: got += c.recv(4096)
-        return c
-    sub, pub = client(b), client(a)
+    sub, pub = client(b, user), client(a, user)
     sub.sendall(b'SUB t.x 1\r\nPING\r\n'); sub.recv(4096)
     sub.settimeout(0.3)
     got, end = b'', time.time() + 10
