@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip('pyspark')
 import nats
 from pyspark.sql import functions as F
-from sparksession import local_spark
+from sparksession import local_spark, stderr_until
 from conftest import KINDS
 
 pytestmark = pytest.mark.timeout(300)
@@ -283,19 +283,6 @@ def test_streaming_write(spark, start_server, tmp_path):
         [(f"copy.in.{'xyz'[i % 3]}", str(i).encode(), str(i)) for i in range(9) if i % 3 != 1]
 
 
-def _stderr_until(request, text, timeout=15):
-    """What Spark's Python workers wrote to stderr, once `text` is in it (their output reaches us a little later).
-
-    The session's JVM (and the workers it starts) write to the file pytest captured stderr into when
-    the JVM started, so that is where to look."""
-    capman = request.config.pluginmanager.getplugin('capturemanager')
-    if capman is None or not capman.is_globally_capturing(): pytest.skip('stderr is not captured (-s)')
-    err, end = '', time.time() + timeout
-    while text not in err and time.time() < end:
-        time.sleep(0.2); err += capman.read_global_capture()[1]
-    return err
-
-
 @pytest.mark.parametrize('kind', KINDS)
 def test_identical_rows_all_stored(spark, start_server, kind, tmp_path, request):
     "Identical rows are data: a batch write and a streaming copy store every one; duplicates are reported when they happen."
@@ -316,7 +303,7 @@ def test_identical_rows_all_stored(spark, start_server, kind, tmp_path, request)
     spark.createDataFrame([('same.b', b'x')] * 10, 'subject string, data binary').coalesce(1) \
         .write.format('jetstream').mode('append').option('url', s.url).option('msg_id', 'hash').save()
     assert js_run(s.url, lambda js: js.stream_info('SAME')).state.messages == 1001
-    assert 'jetstream write: 1 rows stored, 9 not stored' in _stderr_until(request, 'not stored')
+    assert 'jetstream write: 1 rows stored, 9 not stored' in stderr_until(request, 'not stored')
 
 
 @pytest.mark.parametrize('kind', KINDS)
@@ -343,7 +330,7 @@ def test_streaming_retention_loss(spark, start_server, kind, tmp_path, request):
     e = run().exception()
     assert e is not None and "stream 'LIM' no longer holds sequences 6-20" in str(e) and 'fail_on_data_loss=false' in str(e)
     assert run(fail_on_data_loss='false').exception() is None
-    assert "no longer holds sequences 6-20" in _stderr_until(request, 'no longer holds')
+    assert "no longer holds sequences 6-20" in stderr_until(request, 'no longer holds')
     assert sorted(r.seq for r in spark.read.parquet(out).collect()) == [1, 2, 3, 4, 5, 21, 22, 23, 24, 25]
 
 

@@ -4,7 +4,7 @@ on from another one: every row once), and a connection cut mid-read made again u
 import socket, threading, time
 import pytest
 pytest.importorskip('pyspark')
-from sparksession import local_spark
+from sparksession import spark, stderr_until   # noqa: F401  (the module's session)
 from conftest import KINDS
 from jsclusters import JSCluster
 from jsnb.clients.blocking import _Conn, _api
@@ -12,14 +12,6 @@ from jsnb.clients.spark import JetStreamDataSource
 from jsnb.clients.spark_read import _Options
 
 pytestmark = pytest.mark.timeout(600)
-
-
-@pytest.fixture(scope='module')
-def spark():
-    "One local session for the module; `local[2,2]` retries a failed task once, as a cluster would."
-    s = local_spark('jsnb-spark-cluster')
-    yield s
-    s.stop()
 
 
 class Proxy:
@@ -128,16 +120,6 @@ def test_read_over_a_cluster(spark, kind, request):
     finally:
         for p in proxies: p.stop()
         cl.stop()
-
-
-def stderr_until(request, text, timeout=15):
-    "What Spark's Python workers wrote to stderr, once `text` is in it (see test_spark.py)."
-    capman = request.config.pluginmanager.getplugin('capturemanager')
-    if capman is None or not capman.is_globally_capturing(): pytest.skip('stderr is not captured (-s)')
-    err, end = '', time.time() + timeout
-    while text not in err and time.time() < end:
-        time.sleep(0.2); err += capman.read_global_capture()[1]
-    return err
 
 
 @pytest.mark.parametrize('kind', KINDS)

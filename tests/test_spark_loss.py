@@ -2,23 +2,13 @@
 drops between planning a read and reading it fail the read (or, with `fail_on_data_loss=false`, are reported with
 the rows lost), in batch reads and inside a micro-batch; a stream deleted and created again under a streaming
 query's checkpoint is noticed; errors say what they are about where PySpark shows them."""
-import asyncio, json, time
 import pytest
 pytest.importorskip('pyspark')
-import nats
-from sparksession import local_spark
+from sparksession import spark, stderr_until   # noqa: F401  (the module's session)
 from conftest import KINDS
 from jsnb.clients.blocking import NatsError, _Conn, _api
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(scope='module')
-def spark():
-    "One local session for the module; `local[2,2]` retries a failed task once, as a cluster would."
-    s = local_spark('jsnb-spark-loss')
-    yield s
-    s.stop()
 
 
 def api(url, subject, req=None):
@@ -39,16 +29,6 @@ def reader(spark, url, **opts):
     r = spark.read.format('jetstream').option('url', url)
     for k, v in opts.items(): r = r.option(k, v)
     return r.load()
-
-
-def stderr_until(request, text, timeout=15):
-    "What Spark's Python workers wrote to stderr, once `text` is in it (see test_spark.py)."
-    capman = request.config.pluginmanager.getplugin('capturemanager')
-    if capman is None or not capman.is_globally_capturing(): pytest.skip('stderr is not captured (-s)')
-    err, end = '', time.time() + timeout
-    while text not in err and time.time() < end:
-        time.sleep(0.2); err += capman.read_global_capture()[1]
-    return err
 
 
 def failure(fn) -> str:
@@ -181,9 +161,8 @@ def test_recreated_stream_under_a_checkpoint(spark, start_server, kind, tmp_path
 def test_offsets_know_their_stream(start_server, kind):
     """Offsets carry the stream's `created` time; an offset past the stream's end (the stream went backwards, say
     from an offset written before offsets knew their stream) is loss, not a silent skip."""
-    from jsnb.clients.spark import _StreamReader, SCHEMA
+    from jsnb.clients.spark import _StreamReader
     from jsnb.clients.spark_read import _Options
-    from pyspark.sql.types import _parse_datatype_string
     s = start_server(kind, '-js')
     recreate(s.url, 'B', 30, 'm')
     created = api(s.url, 'STREAM.INFO.B')['created']

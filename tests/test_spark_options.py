@@ -5,18 +5,11 @@ subject filter does not leave one task all the work; `max_rows_per_partition`), 
 import json, socket, time, urllib.request
 import pytest
 pytest.importorskip('pyspark')
-from sparksession import local_spark
+from sparksession import spark   # noqa: F401  (the module's session)
 from conftest import KINDS
 from jsnb.clients.blocking import _Conn, _api
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(scope='module')
-def spark():
-    s = local_spark('jsnb-spark-options')
-    yield s
-    s.stop()
 
 
 def publish(url, subjects, data=None, **auth):
