@@ -20,6 +20,7 @@ def _api(r: Raw, subject: str, body: dict) -> dict:
 def raw(request):
     s = ServerProc(request.param, ['-js']).start()
     r = Raw(s.port)
+    r.kind = request.param
     r.send(b'SUB _INBOX.api 1\r\n')
     assert 'error' not in _api(r, '$JS.API.STREAM.CREATE.KV_b', {'name': 'KV_b', 'subjects': ['$KV.b.>'], 'allow_atomic': True})
     yield r
@@ -71,7 +72,10 @@ def test_atomic_batch_commit(raw):
         out += b'HPUB $KV.b.k%d %s %d %d\r\n%sx\r\n' % (i, b'_INBOX.ack.3' if i == 3 else b'', len(h), len(h) + 1, h)
     raw.send(out.replace(b'  ', b' '))
     frames = raw.msgs(4)
-    assert [m.subject.startswith(b'_INBOX.ack') for m in frames] == [True, False, False, False], [m.subject for m in frames]
+    order = [m.subject.startswith(b'_INBOX.ack') for m in frames]
+    assert sorted(order) == [False, False, False, True], [m.subject for m in frames]     # one ack, three deliveries
+    if raw.kind == 'jsnb':          # jsnb always acks first; nats-server does nearly always (about 1 run in 8 under load, not)
+        assert order == [True, False, False, False], [m.subject for m in frames]
 
 
 def test_waiting_pull_request(raw):
