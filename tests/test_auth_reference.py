@@ -4,12 +4,13 @@ log lines and the same deliveries. Covers `authorization` users (plain and bcryp
 token, `timeout`, `no_auth_user`, nkey users, permissions (allow/deny, wildcards, queue groups, delivery-time
 denies, `allow_responses`, JetStream API requests), `max_subscriptions`, TLS (after INFO, `handshake_first`,
 client certificates), `jsnb-server -t` on all of these, and monitoring with authentication on."""
-import asyncio, base64, datetime, ipaddress, json, os, re, socket, ssl, subprocess, sys, time, urllib.request
+import asyncio, base64, json, re, socket, ssl, subprocess, sys, time, urllib.request
 
 import bcrypt, nkeys, pytest
 import nats
 
 from conftest import KINDS, REF_BIN, log_lines
+from jsnb.nats.pki import CA
 from rawclient import Raw
 
 pytestmark = [pytest.mark.reference, pytest.mark.skipif(REF_BIN is None, reason='reference nats-server not installed')]
@@ -373,30 +374,11 @@ def test_max_subscriptions(start_server):
 @pytest.fixture(scope='module')
 def certs(tmp_path_factory):
     "A throwaway CA, a server certificate for 127.0.0.1/localhost, a client certificate, and one from another CA."
-    from cryptography import x509
-    from cryptography.x509.oid import NameOID, ExtendedKeyUsageOID
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    d, now = tmp_path_factory.mktemp('certs'), datetime.datetime.now(datetime.timezone.utc)
-    name = lambda cn: x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-    def issue(cn, key, issuer, ikey, ca=False, server=False):
-        b = (x509.CertificateBuilder().subject_name(name(cn)).issuer_name(issuer).public_key(key.public_key())
-             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
-             .not_valid_after(now + datetime.timedelta(days=1)).add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-        if ca: b = b.add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
-        else: b = b.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        if server: b = b.add_extension(x509.SubjectAlternativeName([x509.DNSName('localhost'), x509.IPAddress(ipaddress.ip_address('127.0.0.1'))]), critical=False)
-        return b.sign(ikey, hashes.SHA256())
-    def write(stem, cert, key):
-        (d / f'{stem}.pem').write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        (d / f'{stem}-key.pem').write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-    key = lambda: ec.generate_private_key(ec.SECP256R1())
-    cak = key(); ca = issue('jsnb test CA', cak, name('jsnb test CA'), cak, ca=True); write('ca', ca, cak)
-    k = key(); write('server', issue('localhost', k, ca.subject, cak, server=True), k)
-    k = key(); write('client', issue('client', k, ca.subject, cak), k)
-    ok = key(); other = issue('other CA', ok, name('other CA'), ok, ca=True); write('other-ca', other, ok)
-    k = key(); write('stranger', issue('stranger', k, other.subject, ok), k)
-    return d
+    ca = CA(tmp_path_factory.mktemp('certs'))
+    ca.issue('server', 'localhost', sans=['localhost', '127.0.0.1'], usage=['server'])
+    ca.issue('client', 'client', usage=['client'])
+    CA(ca.dir, 'other-ca', 'other CA').issue('stranger', 'stranger', usage=['client'])
+    return ca.dir
 
 
 def client_tls(certs, cert: str | None = None) -> ssl.SSLContext:

@@ -2,9 +2,10 @@
 mixed clusters (jsnb dialling the reference and the reference dialling jsnb) form over TLS and carry messages both
 ways; a peer in clear text, a peer whose certificate another CA signed, and a server dialled at a host its
 certificate does not name are refused by both servers alike; the route INFO, CONNECT and `/varz` say TLS."""
-import datetime, ipaddress, json, re, socket, ssl, time, urllib.request
+import json, re, socket, ssl, time, urllib.request
 import pytest
 from conftest import KINDS, REF_BIN, ServerProc
+from jsnb.nats.pki import CA
 
 pytestmark = [pytest.mark.reference, pytest.mark.skipif(REF_BIN is None, reason='reference nats-server not installed')]
 
@@ -13,33 +14,12 @@ pytestmark = [pytest.mark.reference, pytest.mark.skipif(REF_BIN is None, reason=
 def certs(tmp_path_factory):
     """A CA and a route certificate (server and client use, for 127.0.0.1 and localhost) it signs; one from another CA;
     one for another host only."""
-    from cryptography import x509
-    from cryptography.x509.oid import NameOID, ExtendedKeyUsageOID
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    d, now = tmp_path_factory.mktemp('route-certs'), datetime.datetime.now(datetime.timezone.utc)
-    name = lambda cn: x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-    def issue(cn, key, issuer, ikey, ca=False, hosts=()):
-        b = (x509.CertificateBuilder().subject_name(name(cn)).issuer_name(issuer).public_key(key.public_key())
-             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
-             .not_valid_after(now + datetime.timedelta(days=1)).add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-        if ca: b = b.add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
-        else:
-            b = b.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-            b = b.add_extension(x509.SubjectAlternativeName(hosts), critical=False)
-        return b.sign(ikey, hashes.SHA256())
-    def write(stem, cert, key):
-        (d / f'{stem}.pem').write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        (d / f'{stem}-key.pem').write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                              serialization.NoEncryption()))
-    key = lambda: ec.generate_private_key(ec.SECP256R1())
-    here = [x509.DNSName('localhost'), x509.IPAddress(ipaddress.ip_address('127.0.0.1'))]
-    cak = key(); ca = issue('route CA', cak, name('route CA'), cak, ca=True); write('ca', ca, cak)
-    k = key(); write('route', issue('route', k, ca.subject, cak, hosts=here), k)
-    k = key(); write('elsewhere', issue('elsewhere', k, ca.subject, cak, hosts=[x509.DNSName('elsewhere.example')]), k)
-    ok = key(); other = issue('other CA', ok, name('other CA'), ok, ca=True); write('other-ca', other, ok)
-    k = key(); write('stranger', issue('stranger', k, other.subject, ok, hosts=here), k)
-    return d
+    here = ['localhost', '127.0.0.1']
+    ca = CA(tmp_path_factory.mktemp('route-certs'), subject='route CA')
+    ca.issue('route', 'route', sans=here)
+    ca.issue('elsewhere', 'elsewhere', sans=['elsewhere.example'])
+    CA(ca.dir, 'other-ca', 'other CA').issue('stranger', 'stranger', sans=here)
+    return ca.dir
 
 
 def tls_block(certs, cert='route', ca='ca', verify=True) -> str:

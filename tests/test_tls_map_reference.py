@@ -1,13 +1,14 @@
 """`verify_and_map` against the reference: the same configuration run by jsnb and nats-server 2.15.1 must map the
 same client certificates (email, DNS name, subject DN in any order, subject string) to the same users of
 `authorization { users }` and of accounts, refuse the same ones with the same error, and log the same warning."""
-import asyncio, datetime, ipaddress, time
+import asyncio, time
 
 import pytest
 import nats
 
 from conftest import KINDS, REF_BIN
 from test_auth_reference import nats_outcome, log_lines, check_config
+from jsnb.nats.pki import CA
 
 DENIED = "refused: nats: 'Authorization Violation'"
 pytestmark = [pytest.mark.reference, pytest.mark.skipif(REF_BIN is None, reason='reference nats-server not installed')]
@@ -16,40 +17,18 @@ pytestmark = [pytest.mark.reference, pytest.mark.skipif(REF_BIN is None, reason=
 @pytest.fixture(scope='module')
 def pki(tmp_path_factory):
     "A CA, a server certificate, and client certificates with various subjects and alternative names."
-    from cryptography import x509
-    from cryptography.x509.oid import NameOID as N, ExtendedKeyUsageOID
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    d, now = tmp_path_factory.mktemp('pki'), datetime.datetime.now(datetime.timezone.utc)
-    def issue(attrs, key, issuer, ikey, ca=False, sans=(), server=False):
-        subject = x509.Name([x509.NameAttribute(o, v) for o, v in attrs])
-        b = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer or subject).public_key(key.public_key())
-             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
-             .not_valid_after(now + datetime.timedelta(days=1)).add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-        if ca: b = b.add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
-        else: b = b.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        if sans: b = b.add_extension(x509.SubjectAlternativeName(list(sans)), critical=False)
-        return b.sign(ikey, hashes.SHA256())
-    def write(stem, cert, key):
-        (d / f'{stem}.pem').write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        (d / f'{stem}-key.pem').write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                              serialization.NoEncryption()))
-    key = lambda: ec.generate_private_key(ec.SECP256R1())
-    cak = key(); ca = issue([(N.COMMON_NAME, 'map CA')], cak, None, cak, ca=True); write('ca', ca, cak)
-    k = key(); write('server', issue([(N.COMMON_NAME, 'localhost')], k, ca.subject, cak, server=True,
-                                     sans=[x509.DNSName('localhost'), x509.IPAddress(ipaddress.ip_address('127.0.0.1'))]), k)
+    ca = CA(tmp_path_factory.mktemp('pki'), subject='map CA')
+    ca.issue('server', 'localhost', sans=['localhost', '127.0.0.1'], usage=['server'])
     clients = {
-        'email': ([(N.COMMON_NAME, 'whoever')], [x509.RFC822Name('alice@acme.io'), x509.DNSName('svc.acme.io')]),
-        'dns': ([(N.COMMON_NAME, 'whoever')], [x509.DNSName('svc.acme.io')]),
-        'dn': ([(N.ORGANIZATION_NAME, 'Acme'), (N.COMMON_NAME, 'bob')], []),
-        'dn-reordered': ([(N.COMMON_NAME, 'dave'), (N.ORGANIZATIONAL_UNIT_NAME, 'ops'), (N.ORGANIZATION_NAME, 'Acme')], []),
-        'subject-with-dc': ([(N.DOMAIN_COMPONENT, 'io'), (N.DOMAIN_COMPONENT, 'acme'), (N.EMAIL_ADDRESS, 'e@acme.io'),
-                             (N.COMMON_NAME, 'erin')], []),
-        'unknown': ([(N.COMMON_NAME, 'carol')], []),
+        'email': ('whoever', ['alice@acme.io', 'svc.acme.io']),
+        'dns': ('whoever', ['svc.acme.io']),
+        'dn': ([('O', 'Acme'), ('CN', 'bob')], []),
+        'dn-reordered': ([('CN', 'dave'), ('OU', 'ops'), ('O', 'Acme')], []),
+        'subject-with-dc': ([('DC', 'io'), ('DC', 'acme'), ('E', 'e@acme.io'), ('CN', 'erin')], []),
+        'unknown': ('carol', []),
     }
-    for stem, (attrs, sans) in clients.items():
-        k = key(); write(stem, issue(attrs, k, ca.subject, cak, sans=sans), k)
-    return d
+    for stem, (subject, sans) in clients.items(): ca.issue(stem, subject, sans=sans, usage=['client'])
+    return ca.dir
 
 
 def ctx(pki, stem=None):

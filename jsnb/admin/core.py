@@ -357,7 +357,7 @@ class _PerThread(io.TextIOBase):
     "Standard output (or error, `i` 1): a capturing thread's writes to its buffer, the others' to `base`."
     def __init__(self, base, i: int): self.base, self.i = base, i
     def _to(self):
-        r = _routes.get(threading.get_ident())
+        r = _routes.get(threading.get_ident()) if _routes else None   # (None when the interpreter is ending)
         return r[self.i] if r else self.base
     def write(self, s): return self._to().write(s)
     def flush(self): self._to().flush()
