@@ -52,6 +52,7 @@ class FileStore(MsgStore):
         self._wbuf, self._pending, self._dels, self._erase = [], 0, [], []
         self._rcache, self._last_get = None, -1     # the read-ahead buffer (block, offset, bytes), the last sequence loaded
         self._dirty, self._synced, self._werr, self._stale, self._due = set(), time.monotonic(), None, False, False
+        self._lazy = False                        # state or directory entries written but not synced yet
         self._bm: dict[int, _Blk] = {}
         self._with_hdr: list[int] | None = []   # sequences of the messages with headers that opening replayed (see header_seqs)
         self.lost = self.truncated = 0            # damaged stretches skipped, torn bytes cut on open
@@ -82,8 +83,24 @@ def _fsync_dir(path):
     finally: os.close(fd)
 
 @patch
-def _save_state(self: FileStore):
-    "Write the state file atomically: first and last sequence, last time, every block's size and sequences."
+def _sync_meta(self: FileStore):
+    "The configuration file's bytes and the stream directory's entries to disk."
+    if (p := self.directory / 'meta.json').exists():
+        fd = os.open(p, os.O_RDONLY)
+        try: os.fsync(fd)
+        finally: os.close(fd)
+    _fsync_dir(self.directory)
+
+@patch
+def _flush_dir(self: FileStore, path):
+    "Make `path`'s entries durable now when every write is synced (`sync_always`), else at the next `sync`."
+    if self.sync_always: _fsync_dir(path)
+    else: self._lazy = True
+
+@patch
+def _save_state(self: FileStore, durable: bool = False):
+    """Write the state file atomically: first and last sequence, last time, every block's size and sequences; synced
+    to disk when `durable` or `sync_always`, else at the next `sync` (as the reference writes its index files)."""
     ix = self._ix
     if self._blocks: m = self._bm[self._cur]; m.size = self._size; m.hi = max(m.hi, ix.last)
     doc = {'first': ix.first, 'last': ix.last, 'last_ts': ix.last_ts,
@@ -91,8 +108,11 @@ def _save_state(self: FileStore):
     body = json.dumps(doc, separators=(',', ':')).encode()
     tmp = self._bdir / 'state.json.tmp'
     with open(tmp, 'wb') as f:
-        f.write(body + b'\n%08x\n' % zlib.crc32(body)); f.flush(); os.fsync(f.fileno())
-    os.replace(tmp, self._bdir / 'state.json'); _fsync_dir(self._bdir)
+        f.write(body + b'\n%08x\n' % zlib.crc32(body)); f.flush()
+        if durable or self.sync_always: os.fsync(f.fileno())
+    os.replace(tmp, self._bdir / 'state.json')
+    if durable: _fsync_dir(self._bdir); self._sync_meta(); self._lazy = False
+    else: self._flush_dir(self._bdir)
     self._stale = False
 
 @patch
@@ -226,7 +246,7 @@ def _new_block(self: FileStore, b: int):
     if self._blocks: m = self._bm[self._cur]; m.size = self._size; m.hi = ix.last
     self._cur, self._size = b, 0
     self._fd(b); self._blocks.append(b); m = self._bm[b] = _Blk(0, ix.last + 1, ix.last)
-    _fsync_dir(self._bdir)
+    self._flush_dir(self._bdir)
     if ix.first > 0:
         head = [mark(PURGE, ix.first, ix.last_ts)] + ([mark(LAST, ix.last, ix.last_ts)] if ix.last else [])
         m.marks, m.dead = HDR, HDR * (len(head) - 1)
@@ -253,8 +273,8 @@ def sync(self: FileStore) -> None:
     for b in self._dirty:
         if b in self._fds: os.fdatasync(self._fds[b])
     self._dirty.clear(); self._synced = time.monotonic()
-    if self._stale:
-        try: self._save_state()
+    if self._stale or self._lazy:
+        try: self._save_state(durable=True)
         except OSError as e: log.warning('Filestore [%s] writing the state file failed: %s', self.name, e)
 
 @patch
@@ -262,7 +282,7 @@ def sync_if_due(self: FileStore, now: float | None = None) -> bool:
     "Sync if `sync_interval` passed since the last sync and something is unsynced (a stream gone quiet still gets synced)."
     now = now or time.monotonic()
     self._expire_cache(now)
-    if not (self._dirty or self._stale) or now - self._synced < self.sync_interval: return False
+    if not (self._dirty or self._stale or self._lazy) or now - self._synced < self.sync_interval: return False
     self.sync(); return True
 
 @patch
@@ -355,7 +375,7 @@ def _drop_leading(self: FileStore, keep: int):
     gone = [b for b in self._blocks if b < keep]
     self._blocks = self._blocks[len(gone):]
     for b in gone: del self._bm[b]
-    self._save_state()
+    self._save_state(durable=True)
     for b in gone:
         if b in self._fds: os.close(self._fds.pop(b))
         self._dirty.discard(b); os.unlink(self._path(b))
@@ -423,13 +443,13 @@ def _rewrite(self: FileStore, b: int, keep_all: bool = False):
     self._dirty.discard(b)
     if not out and b != self._cur:
         self._blocks.remove(b); del bm[b]
-        self._save_state(); os.unlink(path); _fsync_dir(self._bdir)
+        self._save_state(durable=True); os.unlink(path); _fsync_dir(self._bdir)
         return
     tmp = path.with_suffix('.new')
     with open(tmp, 'wb') as fh: fh.write(b''.join(out)); fh.flush(); os.fsync(fh.fileno())
     m = bm[b]; m.size, m.dead, m.hole, m.marks = new, dead, dead, marks
     if b == self._cur: self._size = new
-    self._save_state(); os.replace(tmp, path); _fsync_dir(self._bdir)
+    self._save_state(durable=True); os.replace(tmp, path); _fsync_dir(self._bdir)
     if moved:
         r, o = np.array(moved, np.int64).T
         ix.off[r] = o
@@ -590,9 +610,10 @@ def write_meta(self: FileStore, meta: dict) -> None:
     "Store the stream configuration atomically as `meta.json`."
     tmp = self.directory / 'meta.json.tmp'
     with open(tmp, 'wb') as f:
-        f.write(json.dumps(meta).encode()); f.flush(); os.fsync(f.fileno())
+        f.write(json.dumps(meta).encode()); f.flush()
+        if self.sync_always: os.fsync(f.fileno())
     os.replace(tmp, self.directory / 'meta.json')
-    _fsync_dir(self.directory)
+    self._flush_dir(self.directory)
 
 @patch
 def read_meta(self: FileStore) -> dict | None:
