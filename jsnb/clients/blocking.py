@@ -4,7 +4,7 @@
 
 # %% ../../nbs/3_clients/01a_blocking_client.ipynb #bf4673ac
 from __future__ import annotations
-import base64, binascii, json, os, re, secrets, socket, ssl
+import base64, binascii, json, os, re, secrets, socket, ssl, threading
 import numpy as np
 from collections import deque
 from urllib.parse import unquote, urlsplit
@@ -425,11 +425,14 @@ def _gather(a, offs, lens, out, out_offs):
 
 # %% ../../nbs/3_clients/01a_blocking_client.ipynb #e7cb1f6b
 _JIT: bool | None = None            # None: not tried yet
+_JIT_LOCK = threading.Lock()        # (threads of one process sharing the client compile once)
 
 def _jit() -> bool:
     "Compile the scanning kernels, once; False when numba is missing or `JSNB_NO_JIT=1`."
     global _JIT, _digits, _rfc3339_ns, _key, _headers_into, _scan_replies, _gather
-    if _JIT is None:
+    if _JIT is not None: return _JIT
+    with _JIT_LOCK:
+        if _JIT is not None: return _JIT
         try:
             from jsnb.js.kernels import WANTED, compile_cached
             if not WANTED: raise ImportError('JSNB_NO_JIT')

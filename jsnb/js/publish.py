@@ -221,7 +221,7 @@ def simple_headers(data: bytes, hdr: int) -> tuple[bytes, bytes] | None:
 def dedup_run(v: View, acks: Acks, run: list, now: int) -> tuple[list, list]:
     "The messages of a plain run to store (with their ids), and per message `(reply, index in those | answer, duplicate)`."
     ids, window = [m[4] for m in run], v.window(now)
-    if None not in ids and [e for _, e in ids].count(b'') == len(ids):    # the usual run: an id each, no stream names
+    if None not in ids and {e for _, e in ids} <= {b'', v.name.encode()}:  # the usual run: an id each, the right stream if named
         mids = text(b'\r\n'.join([b for b, _ in ids])).split('\r\n')     # (an id never holds a line end)
         if '' not in mids and len(set(mids)) == len(mids) and window.keys().isdisjoint(mids):
             return [m[:4] + (mid,) for m, mid in zip(run, mids)], [(m[1], k, False) for k, m in enumerate(run)]
