@@ -365,14 +365,14 @@ def pairs(results: list[Result], ref: str = 'nats-server', ours: str = 'jsnb') -
 
 def table(results: list[Result], mem: list[dict] = (), starts: list[dict] = ()) -> str:
     "The comparison as text."
-    head = (f'{"scenario":<14}{"storage":<8}{"msgs":>9} {"reference/s":>12} {"jsnb/s":>11} {"ratio":>6}  {"target":<12}{"":<6}'
+    head = (f'{"scenario":<16}{"storage":<8}{"msgs":>9} {"reference/s":>12} {"jsnb/s":>11} {"ratio":>6}  {"target":<12}{"":<6}'
             f'{"p50 µs ref/jsnb":>17} {"p99 µs ref/jsnb":>17} {"peak RSS MB ref/jsnb":>21} {"client CPU":>11}')
     lines = [head, '-' * len(head)]
     for a, b in pairs(results):
         ratio, goal, ok = judge(a.scenario, a, b)
         lat = lambda q: f'{_fmt(a.pct_us(q), ".0f")}/{_fmt(b.pct_us(q), ".0f")}' if a.latencies_ns is not None else '-'
         rss = f'{_fmt(a.peak_rss_bytes and a.peak_rss_bytes / 2**20)}/{_fmt(b.peak_rss_bytes and b.peak_rss_bytes / 2**20)}'
-        lines.append(f'{a.scenario:<14}{a.storage or "-":<8}{a.msgs:>9,} {_fmt(a.msgs_per_sec):>12} {_fmt(b.msgs_per_sec):>11} '
+        lines.append(f'{a.scenario:<16}{a.storage or "-":<8}{a.msgs:>9,} {_fmt(a.msgs_per_sec):>12} {_fmt(b.msgs_per_sec):>11} '
                      f'{ratio:>6.2f}  {goal:<12}{"" if ok is None else "ok" if ok else "below":<6}{lat(50):>17} {lat(99):>17} {rss:>21} '
                      f'{_fmt(a.client_cpu, ".2f")}/{_fmt(b.client_cpu, ".2f"):<6}')
     for s, st, other, r, goal, ok in own_judgements(results):
@@ -607,7 +607,7 @@ async def bench(args: argparse.Namespace) -> int:
             r = await run_scenario(name, args.server, dataclasses.replace(o, storage=storage or o.storage), label)
             r.server, r.peak_rss_bytes = label, proc_memory(args.pid)['peak'] if args.pid else None
             results.append(r)
-            print(f'{r.scenario:<14}{r.storage or "-":<8}{r.msgs:>10,} msgs {r.seconds:9.3f} s {r.msgs_per_sec:>12,.0f} msgs/s '
+            print(f'{r.scenario:<16}{r.storage or "-":<8}{r.msgs:>10,} msgs {r.seconds:9.3f} s {r.msgs_per_sec:>12,.0f} msgs/s '
                   f'{r.bytes_per_sec / 2**20:9.1f} MB/s  p50 {_fmt(r.p50_us, ".0f")} µs  p99 {_fmt(r.p99_us, ".0f")} µs')
         if 'cluster' in extra: print('cluster: needs --compare (it starts a cluster of each kind)')
         if 'startup' in extra and args.scenarios: print('startup: needs --compare (it starts servers of each kind)')

@@ -14,10 +14,11 @@ from .client import (Conn, Frames, Sub, AckSub, MsgSub, ApiError, ServerError, p
 from ..clients.backup import snapshot as _snapshot, restore as _restore
 
 # %% auto #0
-__all__ = ['COLUMNS', 'SCENARIOS', 'CORE_WINDOW', 'BenchOptions', 'Result', 'BenchError', 'Progress', 'scenario', 'run_scenario',
-           'bench_pub', 'bench_pubsub', 'cluster_pubsub', 'bench_js_pub_sync', 'bench_js_pub_async', 'bench_js_batch',
-           'bench_js_fast', 'bench_js_fetch', 'bench_js_consume', 'bench_js_ordered', 'bench_direct_get',
-           'bench_direct_batch', 'bench_direct_pipe', 'bench_kv_put', 'bench_kv_get', 'bench_js_backup',
+__all__ = ['COLUMNS', 'SCENARIOS', 'CORE_WINDOW', 'LARGE', 'LIMITED', 'BenchOptions', 'Result', 'BenchError', 'Progress',
+           'scenario', 'run_scenario', 'bench_pub', 'bench_pubsub', 'cluster_pubsub', 'bench_js_pub_sync',
+           'bench_js_pub_async', 'bench_js_pub_large', 'bench_js_ingest_limit', 'bench_js_batch', 'bench_js_fast',
+           'bench_js_fetch', 'bench_js_consume', 'bench_js_ordered', 'bench_direct_get', 'bench_direct_batch',
+           'bench_direct_pipe', 'bench_direct_last', 'bench_kv_put', 'bench_kv_get', 'bench_js_backup',
            'bench_js_restore']
 
 # %% ../../nbs/4_bench/01_scenarios.ipynb #9cb4a465
@@ -135,13 +136,14 @@ async def run_scenario(name: str, url: str, o: BenchOptions | None = None, label
     o = o or BenchOptions()
     if name not in SCENARIOS: raise BenchError(f'unknown scenario {name!r}; known: {", ".join(SCENARIOS)}')
     fn, group = SCENARIOS[name]
-    total = o.sync_n if name in _SYNC else o.msgs
+    total = _TOTALS[name](o) if name in _TOTALS else o.sync_n if name in _SYNC else o.msgs
     async with Progress(f'{name} {label}'.strip(), total, o.progress, o.stall) as p:
         r = await fn(url, o, p)
     if p.cpu is not None and r.seconds > 0: r.client_cpu = p.cpu / r.seconds
     return r
 
 _SYNC = {'js-pub-sync', 'direct-get', 'kv-get'}
+_TOTALS = {}                  # scenarios that send another number of messages: name -> count(options)
 
 # %% ../../nbs/4_bench/01_scenarios.ipynb #876a304c
 def _subjects(prefix: str, n: int) -> list[str]: return [f'{prefix}.{i}' for i in range(max(1, n))]
@@ -279,6 +281,38 @@ async def bench_js_pub_async(url: str, o: BenchOptions, p) -> Result:
         dt = p.stop()
         _check_acks(acks, 'js-pub-async'); await _check_stored(c, 'BENCH_ASYNC', o.msgs)
         return Result('js-pub-async', o.storage, o.msgs, dt, o.size)
+
+# %% ../../nbs/4_bench/01_scenarios.ipynb #dc5e58f4
+LARGE, LIMITED = 64 << 10, 4 << 10
+def _large_n(o: BenchOptions) -> int: return max(10, o.msgs // 50)
+def _limit_n(o: BenchOptions) -> int: return max(100, o.msgs // 5)
+
+async def _publish_acked(url, o: BenchOptions, p, name: str, stream: str, n: int, size: int, window: int, **cfg) -> Result:
+    "Publish `n` messages of `size` bytes into a fresh `stream`, `window` acks outstanding."
+    async with _stream(url, o, stream, **cfg) as c:
+        acks = c.sub(f'{c.inbox}.ack', AckSub); await c.flush()
+        body = (o.payload() * (size // max(1, o.size) + 1))[:size]
+        fr = Frames.cycle([pub_frame(s, body, acks.subject) for s in _subjects('bench.js', o.subjects)])
+        p.start()
+        await _pump(c, fr, n, p, acks, window)
+        dt = p.stop()
+        _check_acks(acks, name)
+        return Result(name, o.storage, n, dt, size)
+
+# %% ../../nbs/4_bench/01_scenarios.ipynb #b2a836ae
+@scenario('js-pub-large', 'js')
+async def bench_js_pub_large(url: str, o: BenchOptions, p) -> Result:
+    "64 KiB messages, 50 acks outstanding: `msgs // 50` of them."
+    return await _publish_acked(url, o, p, 'js-pub-large', 'BENCH_LARGE', _large_n(o), LARGE, 50)
+
+@scenario('js-ingest-limit', 'js')
+async def bench_js_ingest_limit(url: str, o: BenchOptions, p) -> Result:
+    "4 KiB messages into a stream at its `max_bytes` (a quarter of them), discarding old: `msgs // 5` of them."
+    n = _limit_n(o)
+    return await _publish_acked(url, o, p, 'js-ingest-limit', 'BENCH_LIMIT', n, LIMITED, o.window,
+                                max_bytes=n * LIMITED // 4, discard='old')
+
+_TOTALS.update({'js-pub-large': _large_n, 'js-ingest-limit': _limit_n})
 
 # %% ../../nbs/4_bench/01_scenarios.ipynb #3d592284
 _PLACEHOLDER = 'B' * 22
@@ -528,6 +562,22 @@ async def bench_direct_pipe(url: str, o: BenchOptions, p) -> Result:
         if sub.other or sub.count != n: raise BenchError(f'direct-pipe: {sub.count} answers, statuses {sub.other}')
         return Result('direct-pipe', o.storage, n, dt, o.size)
 
+
+# %% ../../nbs/4_bench/01_scenarios.ipynb #6e6ff978
+@scenario('direct-last', 'direct')
+async def bench_direct_last(url: str, o: BenchOptions, p) -> Result:
+    "Direct Get of a subject's last message, pipelined over `keys` subjects, `window` requests outstanding."
+    async with _stream(url, o, 'BENCH_DLAST', allow_direct=True) as c:
+        keys = _subjects('bench.js.k', o.keys)
+        await _fill(c, o, keys, len(keys))
+        sub = c.sub(f'{c.inbox}.dl', _DirectSub); await c.flush()
+        fr = Frames.cycle([pub_frame('$JS.API.DIRECT.GET.BENCH_DLAST', b'{"last_by_subj":"%s"}' % k.encode(), sub.subject)
+                           for k in keys])
+        p.start()
+        await _pump(c, fr, o.msgs, p, sub, o.window)
+        dt = p.stop()
+        if sub.other or sub.count != o.msgs: raise BenchError(f'direct-last: {sub.count} answers, statuses {sub.other}')
+        return Result('direct-last', o.storage, o.msgs, dt, o.size)
 
 # %% ../../nbs/4_bench/01_scenarios.ipynb #79da00bf
 _KV = dict(max_msgs_per_subject=1, allow_rollup_hdrs=True, deny_delete=True, allow_direct=True, discard='new')
