@@ -53,7 +53,8 @@ def parse_request(body: bytes) -> tuple[dict | None, tuple | None]:
     except orjson.JSONDecodeError: return None, MALFORMED
     if d is None: return {}, None
     if not isinstance(d, dict): return None, MALFORMED
-    if len(d) == 1 and type(d.get('seq')) is int and d['seq'] >= 0: return d, None   # the common request, as it is
+    if len(d) == 1 and (type(d.get('seq')) is int and d['seq'] >= 0 or type(d.get('last_by_subj')) is str):
+        return d, None                                               # the common requests, as they are
     folded = {}
     for k, v in d.items(): folded[k.lower()] = v                     # keys match in any case; the last one wins
     req = {}
@@ -183,7 +184,7 @@ def sync(s, on: bool = True):
         names = [s.name]
         if s.cfg.get('mirror') and s.cfg.get('mirror_direct'): names.append(s.cfg['mirror']['name'])   # the origin's group too
         s.direct_subs = [s.host.subscribe(f'$JS.API.DIRECT.GET.{n}{tail}', partial(on_request, s, bool(tail)), '_sys_',
-                                          many=None if tail else partial(on_requests, s))
+                                          many=partial(on_requests, s, bool(tail)))
                          for n in names for tail in ('', '.>')]
     elif not want:
         for sub in s.direct_subs: s.host.unsubscribe(sub)
@@ -217,22 +218,38 @@ def on_request(s, appended: bool, subject: bytes, reply: bytes, hdr: int, data: 
     if not read_after_write.direct_get(s, req, subject, reply, hdr, data, src): reply_to(s, req, reply)
 
 # %% ../../nbs/2_js/07_direct_get.ipynb #f66d88d2
-def on_requests(s, ops: list, src):
+def _plain(appended: bool, subject: bytes, reply: bytes, hdr: int, data: bytes) -> dict | None:
+    """The usual request as `on_request` would read it: one message by sequence, or a subject's last message (in the
+    body, or appended to the subject with no body), no headers; None for any other."""
+    if not reply or hdr: return None
+    if appended:
+        parts = text(subject).split('.', 5)
+        return {'last_by_subj': parts[5]} if not data and len(parts) == 6 and parts[5] else None
+    if not data.startswith((b'{"seq":', b'{"last_by_subj":')): return None
+    req, err = parse_request(data)
+    if err is not None or len(req) != 1 or not (req.get('seq', 0) > 0 or req.get('last_by_subj')): return None
+    return req
+
+def _last(s, subject: str) -> tuple[bytes, bytes]:
+    "The reply to a request for `subject`'s last message: its headers and payload, or 404."
+    m = s.store.load_last_msg(subject)
+    return NOT_FOUND if m is None else (direct_headers(wire(s.name), m), m.data)
+
+# %% ../../nbs/2_js/07_direct_get.ipynb #0bf2f1dc
+def on_requests(s, appended: bool, ops: list, src):
     """A run of one client's requests `(subject, reply, hdr_len, data)` to the stream's Direct Get subject, in order:
-    the usual one (a single message by sequence, no headers) is answered in this loop and the answers of the run go
-    out with one `send`; any other takes its place through `on_request`."""
+    the usual ones (`_plain`) are answered in this loop, after the same read-after-write hook as `on_request`, and the
+    answers of the run go out with one `send`; any other takes its place through `on_request`."""
     out = []
     for subject, reply, hdr, data in ops:
         if getattr(src, 'closing', False): break      # closed on the way: nothing more for it
-        req = None
-        if reply and not hdr and data.startswith(b'{"seq":'):
-            req, err = parse_request(data)
-            if err is not None or len(req) != 1 or 'seq' not in req or req['seq'] <= 0: req = None
-        if req is None:
+        req = _plain(appended, subject, reply, hdr, data)
+        if req is None or read_after_write.direct_get(s, req, subject, reply, hdr, data, src):
             if out: s.host.send(out); out = []
-            on_request(s, False, subject, reply, hdr, data, src); continue
+            if req is None: on_request(s, appended, subject, reply, hdr, data, src)
+            continue
         to = text(reply)
-        out.append((to, to, '') + one(s, req['seq']))
+        out.append((to, to, '') + (one(s, req['seq']) if 'seq' in req else _last(s, req['last_by_subj'])))
     if out: s.host.send(out)
 
 # %% ../../nbs/2_js/07_direct_get.ipynb #4d9f2a71

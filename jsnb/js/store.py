@@ -369,6 +369,9 @@ def load_last_msg(self: MsgStore, filter: str) -> StoreMsg | None:
     if ix.msgs == 0: return None
     w = ix.want(filter)
     if w is None: r = prev_row(ix.dead, ix.sid, None, ix.lb(ix.first), ix.n)
+    elif type(w) is int:                                 # one literal subject (a key-value get)
+        if w < 0 or not ix.s_count[w]: return None
+        r = ix.row(int(ix.s_last[w]))
     else:
         sids = ix.sids(w)
         if not len(sids): return None

@@ -30,6 +30,7 @@ def valid_literal_subject(s: bytes) -> bool:
 
 def has_wildcard(s: bytes) -> bool:
     "Whether a (valid) subject has a `*` or `>` token."
+    if b'*' not in s and b'>' not in s: return False      # (most subjects: no split)
     return any(t == b'*' or t == b'>' for t in s.split(b'.'))
 
 # %% ../../nbs/1_nats/01_subjects.ipynb #55f52c33
