@@ -30,6 +30,7 @@ class StreamHost(Protocol):
     clustered: bool                    # whether the account's streams may have replicas on other servers
     limited: frozenset                 # the kinds of storage ('memory', 'file') some limit applies to, the server's or the account's
     copying: bool                      # whether a stream of the account mirrors or sources another (then `stored` has work)
+    ingest_bounds: tuple               # (messages, bytes) a stream may hold before storing them; more are refused (0: no bound)
 
     def subscribe(self, subject: str, cb: Callable, queue: str = '', defers: bool = False, many: Callable | None = None) -> object:
         """Call `cb(subject, reply, hdr_len, data, src)` for every message on `subject` (or `many(ops, src)` for a run
@@ -114,6 +115,12 @@ def server_name(self: CoreHost) -> str: return self.core.server_name
 
 @patch(as_prop=True)
 def max_payload(self: CoreHost) -> int: return self.core.opts.max_payload
+
+@patch(as_prop=True)
+def ingest_bounds(self: CoreHost) -> tuple[int, int]:
+    "The server's `max_buffered_msgs` and `max_buffered_size` (0 for either: the reference's 100,000 and 128 MiB)."
+    o = self.core.opts
+    return o.max_buffered_msgs or 100_000, o.max_buffered_size or 128 << 20
 
 @patch(as_prop=True)
 def domain(self: CoreHost) -> str: return self.account.domain

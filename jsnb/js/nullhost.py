@@ -17,6 +17,7 @@ class NullHost:
     "A host without a network: what would be sent is kept in `sent`, timers wait for `run_timers()`."
     server_name, max_payload, domain, account_name, clustered = 'jsnb', 1024 * 1024, '', '$G', False
     limited, copying = frozenset(), False            # no limits: the limit checks ask nothing; no streams copy
+    ingest_bounds = (100_000, 128 << 20)             # the reference's defaults (set another pair on an instance to try them)
 
     def __init__(self, interest: bool | Callable[[str], bool] = True, limit: int = -1):
         self.interest, self.limit = interest, limit

@@ -14,7 +14,7 @@ from ..nats.protocol import get_header, text, wire, Counted
 from ..nats.subjects import transform_subject
 from ..nats.times import NS, rfc3339
 from .errors import (JSMessageTTLInvalidErr, JSSequenceNotFoundErrF, JSStreamMsgDeleteFailedF, JSStreamPurgeFailedF,
-                            JSStreamSealedErr, JSStreamStoreFailedF)
+                            JSStreamSealedErr, JSStreamStoreFailedF, JSStreamTooManyRequests)
 from .store import MsgStore, StoreLimits, StoreError
 from .host import StreamHost
 from .operations import (MAX_SEQ, StoreOne, StoreRun, SkipMsg, CopyMsg, DeleteMsg, Purge, Expire, Remove, Configure,
@@ -26,7 +26,7 @@ from . import ttl, batch, direct_get, mirrors, schedules
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'STORE_ERRORS', 'DECIDED_AGAIN', 'limits_of', 'Stream', 'replicated']
+__all__ = ['log', 'STORE_ERRORS', 'TOO_MANY_REQUESTS', 'DECIDED_AGAIN', 'limits_of', 'Stream', 'replicated']
 
 # %% ../../nbs/2_js/06_stream.ipynb #29540ec5
 def limits_of(cfg: dict) -> StoreLimits:
@@ -56,6 +56,8 @@ class Stream:
         self._inbox: list = []                       # messages of the current read, for `ingest` at its end
         self._inbox_src = None                       # the client whose read it is
         self._fast_inbox: list = []                  # header-less fast-ingest messages of the read (see `batch.fast_run`)
+        self._q_msgs = self._q_bytes = 0             # what the inboxes hold, against the host's `ingest_bounds`
+        self._refused_at = 0.0                       # when a refusal was last logged (monotonic seconds)
         self.bulk = False                            # whether plain messages can be stored as runs (see `_bulk_ok`)
         self._ages = False                           # whether stored messages can expire (`max_age`, TTLs): `rewake` after storing
         self.batches: dict[str, batch.AtomicBatch] = {}   # atomic batches being staged, by id
@@ -363,32 +365,36 @@ def _bulk_ok(self: Stream) -> bool:
 def on_many(self: Stream, ops, src):
     """Messages of one client's read for the stream (`(subject, reply, hdr_len, data)`: one, or a run that goes nowhere
     else): plain ones wait in an inbox for `ingest` at the end of the read (header-less fast-ingest ones in their own,
-    each kind flushing the other first), the rest go to `ingest` one by one in their place; a publisher closed on the
-    way (an ack it could not take) stops them, as it stops a read."""
+    each kind flushing the other first), the rest go to `ingest` one by one in their place; one the inboxes have no
+    room for is refused; a publisher closed on the way (an ack it could not take) stops them, as it stops a read."""
     client = isinstance(src, ClientConn)
     bulk = self.bulk and client
     batched = bulk and self.cfg.get('allow_batched')
+    nmax, bmax = self.host.ingest_bounds
     if type(ops) is Counted:                          # a run with numbered replies: taken whole if it continues a fast batch
-        if not batched or src.closing or not batch.counts_fast(ops): return False
+        size = ops.count * (ops.line.rfind(b' ') - 5 + ops.size)       # (subject, reply and payload of each)
+        if not batched or src.closing or not batch.counts_fast(ops) or self._full(ops.count, size, nmax, bmax): return False
         if self._inbox: self._flush()
         if not self._fast_inbox: self.host.defer(self._flush_fast)
-        self._fast_inbox.append(ops)
+        self._fast_inbox.append(ops); self._q_msgs += ops.count; self._q_bytes += size
         return True
     for op in ops:
         if client and src.closing: return
         reply, hdr = op[1], op[2]
+        size = len(op[0]) + len(reply) + len(op[3])
+        if (why := self._full(1, size, nmax, bmax)): self._refuse(reply, why); continue
         if bulk:
             if reply.endswith(b'.$FI'):
                 if not hdr and batched:
                     if self._inbox: self._flush()
                     if not self._fast_inbox: self.host.defer(self._flush_fast)
-                    self._fast_inbox.append((op[0], reply, op[3])); continue
+                    self._fast_inbox.append((op[0], reply, op[3])); self._q_msgs += 1; self._q_bytes += size; continue
             elif hdr and (m := batch.batch_only(op[3], 0, hdr)) is not None:   # an atomic batch's message with only its headers
                 self.host.flush_deferred(); self.ingest([op + (m,)], CLIENT, src); continue
             elif not hdr or (ids := P.simple_headers(op[3], hdr)) is not None:
                 if self._fast_inbox: self._flush_fast()
                 if not self._inbox: self.host.defer(self._flush); self._inbox_src = src
-                self._inbox.append(op + (ids if hdr else None,)); continue
+                self._inbox.append(op + (ids if hdr else None,)); self._q_msgs += 1; self._q_bytes += size; continue
         self.host.flush_deferred()                   # keep the order of arrival
         self.ingest([op], CLIENT, src if client else None)
 
@@ -403,15 +409,33 @@ def on_msg(self: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, sr
 @patch
 def _flush(self: Stream):
     "The read is over: its messages into `ingest`."
-    msgs, self._inbox = self._inbox, []
+    msgs, self._inbox, self._q_msgs, self._q_bytes = self._inbox, [], 0, 0
     if msgs: self.ingest(msgs, CLIENT, self._inbox_src)
 
 @patch
 def _flush_fast(self: Stream):
     "Store the fast-ingest inbox: runs that continue their batch with one store call each (see the batch page)."
-    msgs, self._fast_inbox = self._fast_inbox, []
+    msgs, self._fast_inbox, self._q_msgs, self._q_bytes = self._fast_inbox, [], 0, 0
     if msgs:
         with self.answering(): batch.fast_run(self, msgs)
+
+# %% ../../nbs/2_js/06_stream.ipynb #862ffcf6
+TOO_MANY_REQUESTS = b'NATS/1.0 429 Too Many Requests\r\n\r\n'
+
+@patch
+def _full(self: Stream, n: int, size: int, nmax: int, bmax: int) -> str:
+    "Why `n` more messages of `size` bytes in all find no room in the inboxes ('' if they fit; a bound <= 0 is none)."
+    if 0 < nmax < self._q_msgs + n: return 'max_buffered_msgs'
+    if 0 < bmax < self._q_bytes + size: return 'max_buffered_size'
+    return ''
+
+@patch
+def _refuse(self: Stream, reply: bytes, why: str):
+    "Drop a message the queue has no room for: `429` to its reply subject, a warning (at most one a second)."
+    if reply: self.host.publish(text(reply), self.acks.error(JSStreamTooManyRequests()), TOO_MANY_REQUESTS)
+    if (now := time.monotonic()) - self._refused_at >= 1.0:
+        self._refused_at = now
+        log.warning("Dropping messages due to excessive stream ingest rate on '%s' > '%s': %s reached", self.host.account_name, self.name, why)
 
 # %% ../../nbs/2_js/06_stream.ipynb #8c5d1e24
 @patch

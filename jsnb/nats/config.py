@@ -67,6 +67,8 @@ class ServerOptions(ClusterOptions, LimitOptions):
     max_memory_store: int = -1    # bytes for memory streams; -1: not set
     max_file_store: int = -1      # bytes for file streams; -1: not set
     sync_interval: float = 120.0  # seconds between file store syncs; 0 (`always`): sync before every ack
+    max_buffered_msgs: int = 0    # messages a stream holds before storing them, more refused (429); 0: 100,000
+    max_buffered_size: int = 0    # bytes a stream holds before storing them, more refused (429); 0: 128 MiB
     js_domain: str = ""           # the JetStream domain: its API also answers on `$JS.<domain>.API.>`
     http_host: str = ""           # address for the monitoring endpoint; empty: `host`'s, as the reference
     http_port: int = 0            # monitoring port; 0: no monitoring
@@ -344,8 +346,9 @@ _JS_KEYS = {
     "max_file": ("max_file_store", parse_size), "enabled": ("jetstream", _bool), "enable": ("jetstream", _bool),
     "sync_interval": ("sync_interval", _sync_interval), "sync": ("sync_interval", _sync_interval),
     "domain": ("js_domain", _domain),
+    "max_buffered_msgs": ("max_buffered_msgs", _int), "max_buffered_size": ("max_buffered_size", parse_size),
     **_unsupported("strict key ek encryption_key prev_key prev_ek prev_encryption_key cipher "
-                   "extension_hint limits tpm unique_tag max_outstanding_catchup max_buffered_size max_buffered_msgs "
+                   "extension_hint limits tpm unique_tag max_outstanding_catchup "
                    "request_queue_limit info_queue_limit meta_compact meta_compact_size meta_compact_sync max_concurrent_io")}
 
 _AUTH_KEYS = {

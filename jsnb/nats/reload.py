@@ -68,6 +68,7 @@ _FIELDS = [   # (jsnb option, the reference's field, what a change does, how val
     ('js_domain', 'JetStreamDomain', 'refuse', str),
     ('store_dir', 'StoreDir', 'store_dir', str),
     ('sync_interval', 'SyncInterval', 'refuse', _dur),
+    ('max_buffered_msgs', 'StreamMaxBufferedMsgs', 'refuse', str), ('max_buffered_size', 'StreamMaxBufferedSize', 'refuse', str),
     ('websocket', 'Websocket', 'refuse', lambda w: '{...}' if w is not None else '{}'),
     ('leafnodes', 'LeafNode', 'jsnb', None),
     ('pid_file', 'PidFile', 'Reloaded: pid_file = {}', str),
