@@ -4,7 +4,9 @@
 
 # %% ../nbs/5_app/01_cli.ipynb #57713fb3
 from __future__ import annotations
-import argparse, asyncio, logging, os, re, signal, sys
+import sys
+sys.dont_write_bytecode = False      # the server's modules are read compiled at every start (see above)
+import argparse, asyncio, logging, os, re, signal
 from urllib.parse import urlsplit, unquote
 from . import __version__
 from .nats.conf_format import ConfigError, load_config

@@ -115,8 +115,9 @@ def _foreign_changes(path: pathlib.Path) -> list[str]:
     return out
 
 
-# the exception, about PySyncObj: putting back the standard library's function that it replaces when it is imported
-RESTORES = {'jsnb.js.raft': ['socket.inet_ntop assigned']}
+# the exceptions: about PySyncObj, putting back the standard library's function that it replaces when it is imported;
+# the server's entry point, turning the writing of compiled modules back on for the process (see its page)
+RESTORES = {'jsnb.js.raft': ['socket.inet_ntop assigned'], 'jsnb.cli': ['sys.dont_write_bytecode assigned']}
 
 
 @pytest.mark.parametrize('mod', sorted(MODULES))
