@@ -35,17 +35,19 @@ def _consumer(acct: Account, stream: str, name: str) -> Consumer | None:
     return s.consumers.get(name) if s is not None else None
 
 def on_next(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    "A pull request, served at the end of the read; one for a consumer that does not exist finds no responder."
+    """A pull request, served at the end of the read (one another server sent on, with the others its read brought, at the
+    next turn of the loop); one for a consumer that does not exist finds no responder."""
     _hold(acct)
     toks = text(subject).split('.')
     c = _consumer(acct, toks[5], toks[6]) if len(toks) == 7 else None
     if c is None: acct.host.no_responders(src, subject, reply)
     elif reply and hdr and c.is_pull and not level_ok(data[:hdr]):
         acct.host.publish(text(reply), hdr=status(412, 'Required Api Level'))
-    elif reply and src is None: acct.host.send(c.pull(text(reply), data[hdr:] if hdr else data))    # from the server itself: no read to end
     elif reply:
         acct.host.send(c.pull(text(reply), data[hdr:] if hdr else data, serve=False))
-        if not acct.held_pulls: acct.host.defer(lambda: _serve_held(acct))
+        if not acct.held_pulls:                              # no read to end for one from a server (another, or this one): the loop's next turn
+            if src is None: acct.host.later(0, lambda: _serve_held(acct))
+            else: acct.host.defer(lambda: _serve_held(acct))
         acct.held_pulls[c] = None
 
 # %% ../../nbs/2_js/15_consumer_api.ipynb #c46e0a02

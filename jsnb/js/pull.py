@@ -12,8 +12,8 @@ from . import priority
 from ..nats import headers as H
 
 # %% auto #0
-__all__ = ['status', 'PullRequest', 'parse_pull', 'admit', 'serve', 'end_no_wait', 'live', 'expire', 'heartbeats', 'due',
-           'num_waiting']
+__all__ = ['status', 'PullRequest', 'parse_pull', 'admit', 'serve', 'end_no_wait', 'replicates_deliveries', 'live', 'expire',
+           'heartbeats', 'due', 'num_waiting']
 
 # %% ../../nbs/2_js/12b_pull.ipynb #5810f034
 def status(code: int, desc: str, headers: dict | None = None) -> bytes:
@@ -98,9 +98,10 @@ def serve(c):
     if not c.waiting: return                     # the usual case after an ack: nobody asked for more
     now = time.time_ns()
     c.rounds += 1                                # each request's inbox is checked once per round, not once per message
+    had = {id(wr): wr.d for wr in c.waiting if wr.no_wait} if replicates_deliveries(c) else None
     if c.pin is None and (c.cfg.get('priority_policy') or 'none') == 'none': _serve_plain(c, now)
     else: _serve_groups(c, now)
-    end_no_wait(c)
+    end_no_wait(c, had)
 
 def _serve_groups(c, now: int):
     "Priority groups: each message goes to the request `next_waiting` picks for it."
@@ -175,16 +176,23 @@ def _send_run(c, wr: PullRequest, msgs: list, now: int) -> int:
     return c.send_new(wr.reply, msgs, now, take)
 
 # %% ../../nbs/2_js/12b_pull.ipynb #d5008d29
-def end_no_wait(c):
-    "`no_wait` requests that found the end of the stream get `404 No Messages` (or `408` with an expiry)."
+def end_no_wait(c, had: dict | None = None):
+    """`no_wait` requests that found the end of the stream get `404 No Messages` (or `408` with an expiry); on a consumer
+    that `replicates_deliveries`, one given messages in this round (`had`: what each had before it) gets `408 Request Timeout`."""
     if not c.waiting: return
     keep = collections.deque()
     for wr in c.waiting:
         if wr.no_wait and _probe(c) is None:           # (held back by max_ack_pending, it waits for acks, as in the reference)
             if wr.expires and wr.d == 0: keep.append(wr); continue
-            c.emit(wr.reply, status(404, 'No Messages'))
+            if had is not None and wr.d > had.get(id(wr), wr.d): c.end(wr, 408, 'Request Timeout')
+            else: c.emit(wr.reply, status(404, 'No Messages'))
         else: keep.append(wr)
     c.waiting = keep
+
+def replicates_deliveries(c) -> bool:
+    "Whether the reference replicates `c`'s deliveries before it sends them: more than one replica, acks, no flow control."
+    n = c.cfg.get('num_replicas') or c.stream.cfg.get('num_replicas') or 1
+    return n > 1 and c.stream.host.clustered and c.cfg.get('ack_policy', 'none') != 'none' and not c.cfg.get('flow_control')
 
 def _probe(c):
     "Something to deliver: a redelivery still pending, or the next new message."
