@@ -91,10 +91,17 @@ def _switches(argv: list[str]) -> tuple[list[str], list[str]]:
         else: raise _FlagError(f'invalid boolean value "{val}" for -{name}: parse error')
     return out, off
 
+def _one_dash(argv: list[str], p: argparse.ArgumentParser) -> list[str]:
+    "Go's `flag` reads `-name` as `--name`: the long flags given with one dash (`-config`, `-auth`, `-pass`), with two."
+    known = p._option_string_actions
+    return ['-' + a if a[:1] == '-' and a[1:2] != '-' and '-' + a.partition('=')[0] in known and a.partition('=')[0] not in known
+            else a for a in argv]
+
 def options(argv: list[str] | None = None, prog: str = 'jsnb-server') -> tuple[ServerOptions, list[str], argparse.Namespace]:
     "Parse `argv` (and the config file it names) into server options and warnings (`prog`: the name in usage and errors)."
     argv, off = _switches(sys.argv[1:] if argv is None else list(argv))
-    ns = _parser(prog).parse_args(argv)
+    p = _parser(prog)
+    ns = p.parse_args(_one_dash(argv, p))
     opts, warnings = ServerOptions(), []
     if ns.config_file: opts, warnings = options_from_config(load_config(ns.config_file), opts)
     for f in _FLAG_FIELDS:
