@@ -18,6 +18,7 @@ from .direct_get import level_ok
 from . import direct_get
 from .host import advise, json_bytes, client_info
 from .account import Account
+from .health import stored_problems
 from . import kernels
 from . import stream_api as S, consumer_api as C, snapshot as SN, restore as RS, templates as T
 log = logging.getLogger('jsnb')
@@ -204,3 +205,10 @@ def tick(self: JetStream, now: int | None = None) -> int:
 
 @patch
 def stats(self: JetStream) -> dict: return self.account.stats()
+
+# %% ../../nbs/2_js/16_api.ipynb #007c6632
+@patch
+def health(self: JetStream, account: str = '', stream: str = '', consumer: str = '', meta_only: bool = False) -> list:
+    "What `/healthz` finds wrong with this JetStream (`jsnb.js.health`): every stream in its store must be running."
+    known = getattr(self.core, 'accounts', None) or {self.account.name: None}
+    return stored_problems(self.account.store_dir, {self.account.name: self}, known, account, stream, consumer)

@@ -17,6 +17,7 @@ from ..nats.times import rfc3339
 from .api import JetStream, RT, API_SUBJECTS, map_domain
 from .js_accounts import SYSTEM_DIRECTIVES
 from .stream import Stream
+from .health import cluster_problems
 from . import consumer_api as C
 
 log = logging.getLogger('jsnb')
@@ -790,6 +791,12 @@ def _meta_role(self: ClusterMeta, tries: int = 0):
     if tries > 30: return
     extra = sorted(m.member_addrs() - set(self.members))
     if extra: m.remove_member(extra[0], lambda ok, why: asyncio.get_running_loop().call_later(0 if ok else 1, self._meta_role, tries + 1))
+
+# %% ../../nbs/2_js/20_cluster.ipynb #c5b2836c
+@patch
+def health(self: ClusterMeta, account: str = '', stream: str = '', consumer: str = '', meta_only: bool = False) -> list:
+    "What `/healthz` finds wrong with this server's part of the cluster (`jsnb.js.health.cluster_problems`)."
+    return cluster_problems(self, account, stream, consumer, meta_only)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #019283e5
 _RELAYED = (b'$JS.API.', b'$JS.ACK.', b'$JS.FC.')

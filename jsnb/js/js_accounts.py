@@ -12,6 +12,7 @@ from .errors import JSApiError, JSNotEnabledForAccountErr
 from .host import json_bytes
 from . import direct_get
 from .api import JetStream, route, map_domain, RT
+from .health import stored_problems
 
 # %% auto #0
 __all__ = ['SYSTEM_DIRECTIVES', 'NoJetStream', 'SystemJetStream', 'with_system', 'JetStreamAccounts']
@@ -112,3 +113,8 @@ def stats(self: JetStreamAccounts) -> dict:
             else: out[k] = v
     out['accounts'] = len(self.by_account)
     return out
+
+@patch
+def health(self: JetStreamAccounts, account: str = '', stream: str = '', consumer: str = '', meta_only: bool = False) -> list:
+    "What `/healthz` finds wrong (`jsnb.js.health`): every stream in the store, whichever account's, must be running."
+    return stored_problems(self.core.store_dir, self.by_account, self.core.accounts, account, stream, consumer)

@@ -4,7 +4,8 @@
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #a9d77296
 from __future__ import annotations
-import asyncio, datetime, logging, os, re, resource, time, ssl as _ssl
+import asyncio, datetime, http, logging, os, re, resource, time, ssl as _ssl
+from typing import NamedTuple
 from asyncio import sslproto
 from asyncio.protocols import _feed_data_to_buffered_proto
 from urllib.parse import urlsplit, parse_qs
@@ -19,7 +20,7 @@ from .times import NS, rfc3339_micro, go_duration
 
 # %% auto #0
 __all__ = ['ENDPOINTS', 'HEADER_TIMEOUT', 'MAX_HEADER_BYTES', 'uptime', 'jsz', 'varz', 'connz', 'routez', 'subsz', 'HTTPError',
-           'accountz', 'healthz', 'handle_http', 'start_monitor']
+           'accountz', 'flag', 'number', 'HealthProblem', 'healthz', 'handle_http', 'start_monitor']
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #fb9a2e26
 def uptime(secs: float) -> str:
@@ -219,9 +220,67 @@ def accountz(core: Core, query: dict | None = None) -> dict:
     return dict(server_id=core.server_id, now=rfc3339_micro(time.time()), system_account=sys_acc, accounts=names)
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #2e9ae9b6
-def healthz(core: Core, query: dict | None = None) -> dict:
-    "Liveness (`/healthz`)."
-    return {'status': 'ok'}
+_log = logging.getLogger('jsnb')
+_TRUE, _FALSE = ('1', 't', 'T', 'TRUE', 'true', 'True'), ('0', 'f', 'F', 'FALSE', 'false', 'False', '')
+
+def _goq(v: str) -> str: return orjson.dumps(v).decode()          # (Go's %q, for the values a query holds)
+
+def flag(q: dict, name: str) -> bool:
+    "Query parameter `name` read as Go's `strconv.ParseBool` reads it (absent: False); anything else a 400 worded as the reference's."
+    v = q.get(name, [''])[0]
+    if v in _TRUE or v in _FALSE: return v in _TRUE
+    raise HTTPError('400 Bad Request', f"Error decoding boolean for '{name}': strconv.ParseBool: parsing {_goq(v)}: invalid syntax")
+
+def number(q: dict, name: str) -> int:
+    "Query parameter `name` read as Go's `strconv.Atoi` reads it (absent: 0); anything else a 400 worded as the reference's."
+    v = q.get(name, [''])[0]
+    if v == '': return 0
+    if not re.fullmatch(r'[+-]?[0-9]+', v): why = 'invalid syntax'
+    elif abs(int(v)) < 1 << 63: return int(v)
+    else: why = 'value out of range'
+    raise HTTPError('400 Bad Request', f"Error decoding int for '{name}': strconv.Atoi: parsing {_goq(v)}: {why}")
+
+# %% ../../nbs/1_nats/04_monitor.ipynb #761651bc
+class HealthProblem(NamedTuple):
+    "One problem `/healthz` reports: its kind (`JETSTREAM`, `ACCOUNT`, `STREAM`, `CONSUMER`, `BAD_REQUEST`), the text, where, its HTTP status."
+    type: str
+    error: str
+    account: str = ''
+    stream: str = ''
+    consumer: str = ''
+    code: int = 503
+
+# %% ../../nbs/1_nats/04_monitor.ipynb #2eff47da
+def _health_problems(core: Core, acc: str, stream: str, consumer: str, enabled_only: bool, server_only: bool, meta_only: bool) -> list:
+    "What is wrong, as `/healthz` checks it, in the reference's order: the request, the server, then JetStream's own report."
+    if stream and not acc: return [HealthProblem('BAD_REQUEST', '"account" must not be empty when checking stream health', code=400)]
+    if consumer and not stream: return [HealthProblem('BAD_REQUEST', '"stream" must not be empty when checking consumer health', code=400)]
+    if server_only or not core.opts.jetstream: return []
+    if not core.jetstream or core.js is None: return [HealthProblem('JETSTREAM', 'JetStream not enabled (10076)')]
+    if enabled_only: return []
+    return core.js.health(acc, stream, consumer, meta_only)
+
+# %% ../../nbs/1_nats/04_monitor.ipynb #bc1426d3
+def _health_status(probs: list, details: bool) -> tuple[str, dict]:
+    "The HTTP status and the body of a `/healthz` answer reporting `probs` (all of them with `details`, else the first)."
+    if not probs: return '200 OK', {'status': 'ok'}
+    code = probs[0].code
+    status = f'{code} {http.HTTPStatus(code).phrase}'
+    if not details: return status, {'status': 'error' if code == 400 else 'unavailable', 'error': probs[0].error}
+    errs = [{k: v for k, v in p._asdict().items() if k != 'code' and (v or k in ('type', 'error'))} for p in probs]
+    return status, {'status': 'error', 'errors': errs}
+
+def healthz(core: Core, query: dict | None = None) -> tuple[str, dict]:
+    "Health (`/healthz`): `ok` once the server, and JetStream if configured, can do their work here; the HTTP status and the body."
+    q = query or {}
+    legacy, enabled_only, server_only, meta_only, details = (flag(q, k) for k in ('js-enabled', 'js-enabled-only', 'js-server-only',
+                                                                                   'js-meta-only', 'details'))
+    if legacy: _log.warning('Healthcheck: js-enabled deprecated, use js-enabled-only instead')
+    acc, stream, consumer = (q.get(k, [''])[0] for k in ('account', 'stream', 'consumer'))
+    status, body = _health_status(_health_problems(core, acc, stream, consumer, legacy or enabled_only, server_only, meta_only), details)
+    if 'error' in body: _log.warning('Healthcheck failed: %s', _goq(body['error']))
+    elif 'errors' in body: _log.warning('Healthcheck failed: %d errors', len(body['errors']))
+    return status, body
 
 ENDPOINTS = {'/varz': varz, '/connz': connz, '/routez': routez, '/subsz': subsz, '/subscriptionsz': subsz, '/jsz': jsz,
              '/healthz': healthz, '/accountz': accountz, '/leafz': leafz}
@@ -246,9 +305,10 @@ def handle_http(core: Core, head: bytes) -> bytes:
     fn = ENDPOINTS.get(path)
     if fn is None: return _response('404 Not Found', b'404 page not found\n', 'text/plain')
     core.http_req_stats[path] = core.http_req_stats.get(path, 0) + 1
-    try: body = orjson.dumps(fn(core, parse_qs(url.query)), option=orjson.OPT_INDENT_2)
+    try: out = fn(core, parse_qs(url.query))
     except HTTPError as e: return _response(e.status, e.text.encode(), 'text/plain; charset=utf-8')
-    return _response('200 OK', body)
+    status, out = out if isinstance(out, tuple) else ('200 OK', out)     # (`/healthz` gives its own status)
+    return _response(status, orjson.dumps(out, option=orjson.OPT_INDENT_2))
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #6cb76b6f
 HEADER_TIMEOUT = 5.0                       # seconds to send the whole request head
@@ -281,7 +341,6 @@ async def start_monitor(core: Core, host: str, port: int, header_timeout: float 
     return srv
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #f8468085
-_log = logging.getLogger('jsnb')
 _HTTP_STARTS = (b'GET /', b'HEAD ', b'POST ', b'PUT /', b'OPTIO')      # what Go takes for plain HTTP on a TLS port
 _PLAIN_HTTP = b'HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n'
 
@@ -313,4 +372,3 @@ class _HTTPSProtocol(asyncio.Protocol):
     def _handshake_done(self, f: asyncio.Future):
         self.timer.cancel()
         if not f.cancelled() and f.exception() is not None: self._refused(str(f.exception()))
-
