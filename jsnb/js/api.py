@@ -19,6 +19,7 @@ from . import direct_get
 from .host import advise, json_bytes, client_info
 from .account import Account
 from .health import stored_problems
+from .jsz_details import details
 from . import kernels
 from . import stream_api as S, consumer_api as C, snapshot as SN, restore as RS, templates as T
 log = logging.getLogger('jsnb')
@@ -212,3 +213,8 @@ def health(self: JetStream, account: str = '', stream: str = '', consumer: str =
     "What `/healthz` finds wrong with this JetStream (`jsnb.js.health`): every stream in its store must be running."
     known = getattr(self.core, 'accounts', None) or {self.account.name: None}
     return stored_problems(self.account.store_dir, {self.account.name: self}, known, account, stream, consumer)
+
+@patch
+def jsz_details(self: JetStream, o: dict) -> dict:
+    "The detail `/jsz` asks for with options `o` (`jsnb.js.jsz_details`): this account's, its streams' and consumers'."
+    return details({self.account.name: self}, o)

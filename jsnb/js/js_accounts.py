@@ -13,6 +13,7 @@ from .host import json_bytes
 from . import direct_get
 from .api import JetStream, route, map_domain, RT
 from .health import stored_problems
+from .jsz_details import details
 
 # %% auto #0
 __all__ = ['SYSTEM_DIRECTIVES', 'NoJetStream', 'SystemJetStream', 'with_system', 'JetStreamAccounts']
@@ -118,3 +119,8 @@ def stats(self: JetStreamAccounts) -> dict:
 def health(self: JetStreamAccounts, account: str = '', stream: str = '', consumer: str = '', meta_only: bool = False) -> list:
     "What `/healthz` finds wrong (`jsnb.js.health`): every stream in the store, whichever account's, must be running."
     return stored_problems(self.core.store_dir, self.by_account, self.core.accounts, account, stream, consumer)
+
+@patch
+def jsz_details(self: JetStreamAccounts, o: dict) -> dict:
+    "The detail `/jsz` asks for with options `o` (`jsnb.js.jsz_details`), of every account with JetStream."
+    return details(self.by_account, o)

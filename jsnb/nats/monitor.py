@@ -39,22 +39,29 @@ def _rss() -> int:
     except OSError: return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #80b5380c
+_JSZ_OFF = dict(memory=0, storage=0, reserved_memory=0, reserved_storage=0, accounts=0, ha_assets=0, api=dict(level=0, total=0, errors=0))
+_JSZ_OFF_TAIL = dict(disabled=True, config=dict(max_memory=0, max_storage=0), streams=0, consumers=0, messages=0, bytes=0, total=0)
+
 def jsz(core: Core, query: dict | None = None) -> dict:
-    "JetStream summary (`/jsz`)."
-    o = core.opts
+    "JetStream summary (`/jsz`), with the accounts', streams' and consumers' detail the query asks for (see `/jsz` details below)."
+    o, q = core.opts, _jsz_query(query or {})
     d = dict(server_id=core.server_id, now=rfc3339_micro(time.time()))
-    if not core.jetstream: return dict(d, disabled=True)
+    if q['leader_only'] and not _leads(core): raise HTTPError('400 Bad Request', 'filtered response: not leader')
+    if not core.jetstream: return _JSZ_OFF | d | _JSZ_OFF_TAIL
     js = core.js
     stats = js.stats() if js is not None else dict(memory=0, storage=0, streams=0, consumers=0, messages=0, bytes=0,
                                                    api_total=0, api_errors=0)
+    more = js.jsz_details(q) if js is not None and hasattr(js, 'jsz_details') else {}
+    lead = lambda k: {k: more[k]} if more.get(k) else {}
     return dict(memory=stats['memory'], storage=stats['storage'], reserved_memory=stats.get('reserved_memory', 0),
                 reserved_storage=stats.get('reserved_storage', 0), accounts=stats.get('accounts', 1),
                 ha_assets=stats.get('ha_assets', 0), api=dict(level=stats.get('api_level', 0), total=stats['api_total'], errors=stats['api_errors']), **d,
                 config=dict(max_memory=o.max_memory_store, max_storage=o.max_file_store, store_dir=core.store_dir,
                             sync_interval=int(o.sync_interval * NS) if o.sync_interval > 0 else 120 * NS,
                             **({'sync_always': True} if o.sync_interval <= 0 else {}), strict=True),
-                streams=stats['streams'], consumers=stats['consumers'], messages=stats['messages'],
-                bytes=stats['bytes'], **({'meta_cluster': js.meta_cluster()} if hasattr(js, 'meta_cluster') else {}), total=1)
+                streams=stats['streams'], **lead('streams_leader'), consumers=stats['consumers'], **lead('consumers_leader'),
+                messages=stats['messages'], bytes=stats['bytes'], **({'meta_cluster': js.meta_cluster()} if hasattr(js, 'meta_cluster') else {}),
+                **({'account_details': more['account_details']} if more.get('account_details') else {}), total=stats.get('accounts', 1))
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #243ad24e
 def _remote_subs(core: Core) -> int:
@@ -284,6 +291,19 @@ def healthz(core: Core, query: dict | None = None) -> tuple[str, dict]:
 
 ENDPOINTS = {'/varz': varz, '/connz': connz, '/routez': routez, '/subsz': subsz, '/subscriptionsz': subsz, '/jsz': jsz,
              '/healthz': healthz, '/accountz': accountz, '/leafz': leafz}
+
+# %% ../../nbs/1_nats/04_monitor.ipynb #0ab196da
+def _jsz_query(q: dict) -> dict:
+    "The `/jsz` parameters, read in the reference's order (a bad one is the 400 of the first)."
+    o = {k.replace('-', '_'): (number if k in ('offset', 'limit') else flag)(q, k) for k in
+         ('accounts', 'streams', 'consumers', 'direct-consumers', 'config', 'offset', 'limit', 'leader-only', 'raft', 'stream-leader-only')}
+    o['acc'] = q.get('acc', [''])[0]
+    return o
+
+def _leads(core: Core) -> bool:
+    "Whether this server answers `leader-only`: JetStream on, and the meta leader (or no cluster)."
+    mc = getattr(core.js, 'meta_cluster', None)
+    return bool(core.jetstream) and core.js is not None and (mc is None or mc().get('leader') == core.server_name)
 
 # %% ../../nbs/1_nats/04_monitor.ipynb #65b1f861
 def _response(status: str, body: bytes, ctype: str = 'application/json') -> bytes:
