@@ -57,6 +57,7 @@ class RaftGroup(RaftNode):
         self.cready, self._applied_fd = False, None
         self._pending, self.catching = None, False       # see 'Compaction and catch-up'
         self.on_role = None                               # called on the loop when this member becomes or stops being the leader
+        self.role_watchers: list = []                     # and these, each with the group (see `jsnb.js.cluster_advisories`)
         self.grown, self._forced, self.snapshot_extra = 0, 0.0, dict
         self.compact_bytes = int(os.environ.get('JSNB_RAFT_COMPACT') or COMPACT_BYTES)
         self.wait_leader, self._gone = hold, False      # see 'Proposals while there is no leader'
@@ -150,9 +151,10 @@ def is_leader(self: RaftGroup) -> bool: return self._isLeader()
 
 @patch
 def _role(self: RaftGroup):
-    "This member became or stopped being the leader: a leader no more, its replicated consumers stop (see below); `on_role` is told."
+    "This member became or stopped being the leader: a leader no more, its replicated consumers stop (see below); `on_role` and the `role_watchers` are told."
     if not self._isLeader(): self.cready = False
     if self.on_role is not None: self._loop.call_soon(self.on_role)
+    for w in self.role_watchers: self._loop.call_soon(w, self)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #c3059b20
 import hmac

@@ -20,6 +20,7 @@ from .batch import AtomicBatch
 from .store import StoreMsg
 from .consumer import from_snapshot
 from . import consumer_api as C
+from . import cluster_advisories as advisories
 import msgpack
 from .cluster import RaftGroup, group_name, _read, _write, CONSUMER_SYNC, SYNC_CHANNEL, ANSWER_CHANNEL, peer_id, seal, unseal
 from .cluster_api import ClusterApi, _verb
@@ -58,6 +59,7 @@ def _start_group(self: ClusteredJetStream, name: str):
     self.groups[name] = g
     if (s := self.account.streams.get(name)) is not None and s.group is None: s.group = self.group_view(name)   # (a mirror subscribes to nothing)
     g.on_role = partial(self._follow_role, name)
+    advisories.watch(self, name, g)                 # its leader elections and lost quorums, advised (`jsnb.js.cluster_advisories`)
     self._follow_role(name)
     if a.get('seed') == self.core.server_name: self._seed(name)
     if name in self._replies and g.seeded: self._answer_created(name, 0)
@@ -619,6 +621,7 @@ def apply_consumer(self: ClusteredJetStream, g: RaftGroup, name: str, idx: int, 
         return
     if op[0] == 'cstate':
         _, cname, snap, origin, replies = op
+        if fresh and cname not in g.cstates and g.is_leader(): advisories.consumer_created(self, name, g, cname, snap)
         g.cstates[cname] = snap
     else:
         _, cname, origin, reply, body = op
@@ -639,7 +642,6 @@ def _detach(self: ClusteredJetStream, s: Stream, c, forget: bool = False):
     if forget:
         p = self.account.state_path(c)
         if p and os.path.exists(p): os.remove(p)
-
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #567ed2e2
 @patch
