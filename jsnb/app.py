@@ -11,7 +11,8 @@ from .nats.accounts import global_account_only
 from .js.stream_config import JS_API_LEVEL       # (the JetStream service itself is imported when a server has JetStream)
 
 # %% auto #0
-__all__ = ['jetstream', 'jetstream_relay', 'Server', 'serve', 'serve_cluster', 'serve_jsz', 'announce_jsz', 'ServerThread']
+__all__ = ['jetstream', 'jetstream_relay', 'Server', 'serve', 'serve_cluster', 'jsz_query', 'serve_jsz', 'announce_jsz',
+           'ServerThread']
 
 # %% ../nbs/5_app/00_app.ipynb #248be098
 def jetstream(core, opts: ServerOptions):
@@ -56,13 +57,23 @@ async def serve_cluster(n: int = 3, name: str = 'jsnb', **kw) -> list[Server]:
 
 # %% ../nbs/5_app/00_app.ipynb #5a7c1e02
 import json
-from .nats.monitor import jsz
+from .nats.monitor import jsz, HTTPError
 from .nats.trace import server_info
 
-_JSZ_DETAILS = ('accounts', 'streams', 'consumer', 'config', 'raft', 'account')
+_JSZ_QUERY = {'account': 'acc', 'accounts': 'accounts', 'streams': 'streams', 'consumer': 'consumers', 'direct_consumer': 'direct-consumers',
+              'config': 'config', 'offset': 'offset', 'limit': 'limit', 'raft': 'raft', 'stream_leader_only': 'stream-leader-only'}
+
+def jsz_query(opts: dict) -> dict:
+    "The `/jsz` query that the options of a system-account `JSZ` request stand for (JSON names, as the reference's `JSzOptions`)."
+    q = {}
+    for k, name in _JSZ_QUERY.items():
+        v = opts.get(k)
+        if v in (None, False, '', 0): continue                 # (Go's zero values: not asked)
+        q[name] = [v if isinstance(v, str) else 'true' if v is True else str(v)]
+    return q
 
 def _answer_jsz(core, acc, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    "Answer one `JSZ` request of the system account with this server's `/jsz` figures."
+    "Answer one `JSZ` request of the system account with this server's `/jsz` figures and the details it asks for."
     if not reply: return
     try: opts = json.loads(data[hdr:] or b'{}') or {}
     except ValueError: opts = {}
@@ -71,9 +82,8 @@ def _answer_jsz(core, acc, subject: bytes, reply: bytes, hdr: int, data: bytes, 
         mc = getattr(core.js, 'meta_cluster', None)
         if mc is None or mc().get('leader') != core.server_name: return
     d = dict(server=server_info(core))
-    if any(opts.get(k) for k in _JSZ_DETAILS if k != 'raft'):
-        d['error'] = dict(code=400, description='jsnb answers JetStream summaries only (no account, stream or consumer details)')
-    else: d['data'] = jsz(core)
+    try: d['data'] = jsz(core, jsz_query(opts))
+    except HTTPError as e: d['error'] = dict(code=400, description=e.text)
     core.route(None, reply, b'', 0, json.dumps(d).encode(), acc=acc)
 
 def serve_jsz(core, opts: ServerOptions):

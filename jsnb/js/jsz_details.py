@@ -62,8 +62,16 @@ def stream_detail(js, s, o: dict) -> dict:
     return d
 
 def _consumer_info(js, c) -> dict:
+    "A consumer's info, with (in a cluster) its `cluster` after `num_pending`: its stream's as this server sees it."
     info = consumer_info_of(js.account, c, stored=True)
-    return js._consumer_with_cluster(info) if hasattr(js, '_consumer_with_cluster') else info
+    if not hasattr(js, '_consumer_with_cluster'): return info
+    g = js.groups.get(c.stream.name)
+    if g is None or g.is_leader(): return js._consumer_with_cluster(info)      # (the leader runs it: the API's own answer)
+    out = {}
+    for k, v in info.items():
+        if k != 'cluster': out[k] = v
+        if k == 'num_pending': out['cluster'] = stream_cluster(js, c.stream)
+    return out
 
 # %% ../../nbs/2_js/16c_jsz_details.ipynb #80680e35
 _U64 = (1 << 64) - 1
