@@ -1,7 +1,8 @@
 """`/jsz` details in a 3-server cluster, jsnb against nats-server 2.15.1: each server lists the replicas it holds (an R3
 stream on every server, an R1 stream on one), with the `cluster` block as it sees it (the leader, the other replicas),
 its consumers, `stream-leader-only` on the stream's leader only, `leader-only` answered by the meta leader alone, and
-the system account's `$SYS.REQ.SERVER.PING.JSZ` with the same detail options answered by every server."""
+the system account's `$SYS.REQ.SERVER.PING.JSZ` with the same detail options answered by every server; and `/healthz`
+asked for streams and consumers each server holds or not."""
 import asyncio, json, time
 import pytest
 import nats
@@ -45,6 +46,10 @@ async def _sys_jsz(c: JSCluster, body: dict) -> list[dict]:
     return got
 
 
+HEALTHZ = ['', '?js-meta-only=true', '?account=%24G&stream=J&consumer=D', '?account=%24G&stream=ONE', '?account=nope&details=true',
+           '?account=%24G&stream=J&consumer=X&details=true', '?account=%24G&stream=NONE']   # (`/healthz` on a cluster that is current)
+
+
 def _view(kind: str) -> dict:
     "What the cluster's servers report, reduced to what both servers must agree on."
     c = JSCluster(kind, system=True)
@@ -74,6 +79,8 @@ def _view(kind: str) -> dict:
                                tuple(k for k in cl if k not in ONLY_REFERENCE), tuple(rep),
                                tuple(k for k in con), tuple(k for k in con['cluster'] if k not in ONLY_REFERENCE and k != 'leader_since')))
             out['states'].add((j['state']['messages'], j['state']['consumer_count'], con['name'], con['config']['durable_name']))
+        while time.time() < deadline and any(get(c.http[i], '/healthz')[0] != 200 for i in range(3)): time.sleep(0.2)
+        out['healthz'] = sorted(tuple((q, get(c.http[i], '/healthz' + q)) for q in HEALTHZ) for i in range(3))
         got = asyncio.run(_sys_jsz(c, {'streams': True, 'consumer': True}))
         out['sys'] = sorted(sorted((n, s['state']['messages'], len(s.get('consumer_detail') or ())) for n, s in _streams(g['data']).items())
                             for g in got)
