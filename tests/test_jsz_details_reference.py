@@ -86,3 +86,31 @@ def test_jsz_details_match_reference(tmp_path, js):
         acc = ref['?streams=true&consumers=true&config=true'][1]['account_details'][0]
         assert [s['name'] for s in acc['stream_detail']] == ['M', 'S', 'T']
         assert [c['name'] for c in acc['stream_detail'][1]['consumer_detail']] == ['C', 'P']
+
+
+ACCOUNTS = ('accounts { A: { jetstream: { max_mem: 1M, max_file: 10M }, users: [{user: a, password: a}] },\n'
+            '           B: { users: [{user: b, password: b}] }, C: { jetstream: enabled, users: [{user: c, password: c}] } }\n')
+ACCOUNT_QUERIES = ['/jsz?accounts=true&streams=true&config=true', '/jsz?acc=A&streams=true', '/jsz?acc=B&streams=true',
+                   '/jsz?accounts=true&offset=1&limit=1', '/healthz', '/healthz?account=A&stream=S', '/healthz?account=B',
+                   '/healthz?account=C', '/healthz?account=A&stream=S&consumer=X&details=true']
+
+
+def test_accounts_with_jetstream_match_reference(tmp_path):
+    "With accounts (A with limits, B without JetStream, C with it and no stream): each account's detail and `/healthz` as the reference's."
+    out = {}
+    for kind in ('nats-server', 'jsnb'):
+        http, = free_ports(1)
+        s = ServerProc(kind, ['-js', '-sd', str(tmp_path / kind), '-m', str(http)], ACCOUNTS).start()
+        async def setup():
+            nc = await nats.connect(f'nats://a:a@127.0.0.1:{s.port}')
+            js = nc.jetstream()
+            await js.add_stream(name='S', subjects=['s.>'])
+            await js.publish('s.x', b'1')
+            await nc.close()
+        try:
+            asyncio.run(setup())
+            got = {q: get(http, q) for q in ACCOUNT_QUERIES}
+            out[kind] = {q: (st, {k: normal(b[k], k) for k in KEYS if k in b} if q.startswith('/jsz') else b) for q, (st, b) in got.items()}
+        finally: s.stop()
+    assert {q: diff(out['jsnb'][q], out['nats-server'][q]) for q in ACCOUNT_QUERIES if out['jsnb'][q] != out['nats-server'][q]} == {}
+    assert [a['name'] for a in out['nats-server'][ACCOUNT_QUERIES[0]][1]['account_details']] == ['A', 'C']
