@@ -22,6 +22,15 @@ async def _until(cond, timeout: float = 60):
     return False
 
 
+async def _retried(nc, subject: str, body=None, tries: int = 20) -> dict:
+    "An API request, asked again (a busy cluster may time out or answer 10008 while a group settles) until it succeeds."
+    for k in range(tries):
+        try: r = await request(nc, subject, body)
+        except nats.errors.TimeoutError: r = {'error': 'timeout'}
+        if 'error' not in r or k == tries - 1: return r
+        await asyncio.sleep(0.5)
+
+
 def _shape(adv: dict) -> tuple:
     "The fields of an advisory, and of each replica it lists."
     return tuple(adv), tuple(sorted({k for r in adv.get('replicas') or () for k in r if k not in ('offline', 'lag')}))
@@ -44,13 +53,13 @@ async def _scenario(c: JSCluster) -> dict:
         r = await request(nc, '$JS.API.STREAM.CREATE.ADV', {'name': 'ADV', 'subjects': ['adv.>'], 'num_replicas': 3})
         if 'error' not in r: break
         await asyncio.sleep(0.5)
-    r = await request(nc, '$JS.API.CONSUMER.DURABLE.CREATE.ADV.D',
-                      {'stream_name': 'ADV', 'config': {'durable_name': 'D', 'ack_policy': 'explicit', 'num_replicas': 3}})
+    r = await _retried(nc, '$JS.API.CONSUMER.DURABLE.CREATE.ADV.D',
+                       {'stream_name': 'ADV', 'config': {'durable_name': 'D', 'ack_policy': 'explicit', 'num_replicas': 3}})
     assert 'error' not in r, r
     assert await _until(lambda: got['STREAM.LEADER_ELECTED'] and got['CONSUMER.LEADER_ELECTED']), got
     first = (got['STREAM.LEADER_ELECTED'][-1][1]['leader'], got['CONSUMER.LEADER_ELECTED'][-1][1]['leader'])
     ns, nco = len(got['STREAM.LEADER_ELECTED']), len(got['CONSUMER.LEADER_ELECTED'])
-    assert (await request(nc, '$JS.API.STREAM.LEADER.STEPDOWN.ADV'))['success']
+    assert (await _retried(nc, '$JS.API.STREAM.LEADER.STEPDOWN.ADV'))['success']
     assert await _until(lambda: len(got['STREAM.LEADER_ELECTED']) > ns), got
     lead = got['STREAM.LEADER_ELECTED'][-1][1]['leader']
     assert lead != first[0]

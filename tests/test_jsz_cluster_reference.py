@@ -56,11 +56,12 @@ def _view(kind: str) -> dict:
     try:
         c.start(); c.wait_meta()
         asyncio.run(_setup(c))
-        deadline = time.time() + 30                     # every replica has the messages and the consumer
+        deadline = time.time() + 30                     # every replica has the messages and the consumer, and knows the leaders
         while time.time() < deadline:
             docs = [get(c.http[i], '/jsz?consumers=true&config=true&raft=true')[1] for i in range(3)]
             js = [_streams(d).get('J') for d in docs]
-            if all(j and j['state']['messages'] == 5 and j.get('consumer_detail') for j in js): break
+            if all(j and j['state']['messages'] == 5 and j.get('consumer_detail') and j['cluster'].get('leader')
+                   and j['consumer_detail'][0]['cluster'].get('leader') for j in js): break
             time.sleep(0.2)
         out = dict(leader_only=sorted(get(c.http[i], '/jsz?leader-only=true')[0] for i in range(3)),
                    stream_leader_only=sorted(n for i in range(3) for n in _streams(get(c.http[i], '/jsz?stream-leader-only=true&streams=true')[1])),
