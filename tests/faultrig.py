@@ -142,6 +142,13 @@ async def request(nc, subject: str, body=None, timeout: float = 5) -> dict:
     return json.loads(m.data)
 
 
+def disagreeing(states: list) -> int:
+    "How many replicas' states differ from the one most of them hold (a server that gave none counts as differing)."
+    keys = [json.dumps(st, sort_keys=True) for st in states]
+    top = collections.Counter(keys).most_common(1)[0][0]
+    return sum(k != top for k in keys) if json.loads(top) else len(keys)
+
+
 class Rig:
     "A cluster and the faults done to it: kill -9, SIGSTOP/SIGCONT, SIGTERM, a wiped store, a partition; and the checks."
     def __init__(self, c: JSCluster):
@@ -168,12 +175,10 @@ class Rig:
             await asyncio.sleep(0.2)
 
     async def create_stream(self, nc, cfg: dict) -> dict:
-        "Create the R3 stream `cfg` afresh (a copy left over from an earlier run is deleted first)."
+        "Create the R3 stream `cfg` afresh (a copy left over from an earlier run, a test run again, is deleted first)."
         name = cfg['name']
+        await self.api(nc, f'$JS.API.STREAM.DELETE.{name}')
         r = await self.api(nc, f'$JS.API.STREAM.CREATE.{name}', {'num_replicas': 3, **cfg})
-        if r.get('error', {}).get('err_code') == 10058:          # exists with another configuration
-            await self.api(nc, f'$JS.API.STREAM.DELETE.{name}')
-            r = await self.api(nc, f'$JS.API.STREAM.CREATE.{name}', {'num_replicas': 3, **cfg})
         assert 'error' not in r, r
         return r
 
@@ -280,9 +285,7 @@ class Rig:
             keys = [json.dumps(s, sort_keys=True) for s in states]
             if len(set(keys)) == 1 and states[0] and 'missing' not in states[0] and 'unreadable' not in states[0]: return 0, states
             if keys != last: last, changed = keys, time.time()
-            if time.time() > deadline or time.time() - changed > still:
-                top = collections.Counter(keys).most_common(1)[0][0]
-                return sum(k != top for k in keys), states
+            if time.time() > deadline or time.time() - changed > still: return disagreeing(states), states
             await asyncio.sleep(0.5)
 
     async def read_back(self, nc, stream: str, subject: str, timeout: float = 120) -> list[tuple[int, str, str | None, bytes]]:

@@ -19,8 +19,8 @@ prints the table. Known jsnb problems (issue 41) are expected failures with the 
 import shutil
 import pytest
 from jsclusters import JSCluster
-from faultrig import Rig, Figures, table
-from faultscenarios import SCENARIOS, run
+from faultrig import Rig, Figures, table, disagreeing
+from faultscenarios import SCENARIOS, run, check
 
 pytestmark = pytest.mark.reference
 KINDS = ['nats-server', 'jsnb']
@@ -93,6 +93,16 @@ async def _handover(rig: Rig, rounds: int, soak: bool = False):
 
 
 FINDING_3 = 'issue 41 finding 3: a stopped leader does not hand its groups over (no leadership transfer on SIGTERM)'
+
+
+def test_the_checks_count_each_anomaly():
+    "The checks themselves, on made-up stores: an id not stored, one at another sequence, one twice; replicas apart."
+    fig = Figures('x', 'y')
+    stored = [(1, 's', 'a', b''), (2, 's', 'b', b''), (3, 's', 'b', b''), (4, 's', None, b''), (5, 's', 'd', b'')]
+    check(fig, {'a': 1, 'b': 2, 'c': 3, 'd': 4}, stored)
+    assert (fig.lost, fig.misplaced, fig.duplicated) == ({'c'}, {'d'}, {'b'})
+    same, other = {'messages': 5, 'last_seq': 5}, {'messages': 5, 'last_seq': 4}
+    assert [disagreeing(s) for s in ([same, same, same], [same, other, same], [same, None, other], [None, None, None])] == [0, 1, 2, 3]
 
 
 @pytest.mark.parametrize('rig', KINDS, indirect=True)
