@@ -45,7 +45,7 @@ async def verify(run: Run, pubs, subject: str | None = None, keep=lambda mid: Tr
     rig, fig = run.rig, run.fig
     for p in pubs: await p.stop()
     await rig.repair()
-    div, states = await rig.quiet(run.stream, 90 if run.soak else 60, 20 if run.soak else 10)
+    div, states = await rig.quiet(run.stream, 120 if run.soak else 90, 30 if run.soak else 20)
     fig.divergent += div
     if div: fig.notes.append(f'round {fig.rounds}: replicas {states}')
     for p in pubs:
@@ -231,7 +231,7 @@ async def kv_cas(run: Run, k: int):
     await asyncio.sleep(1)
     stop.set(); await asyncio.gather(*tasks)
     await rig.repair()
-    div, states = await rig.quiet(run.stream, 90 if run.soak else 60, 20 if run.soak else 10)
+    div, states = await rig.quiet(run.stream, 120 if run.soak else 90, 30 if run.soak else 20)
     fig.divergent += div
     if div: fig.notes.append(f'round {k}: replicas {states}')
     run.extra.setdefault('wins', []).extend(wins)
@@ -250,18 +250,21 @@ async def kv_cas(run: Run, k: int):
 
 
 # a consumer acknowledging with AckSync across leader changes (issue 41, finding 2) -----------------------------------
-ACK_WAIT = 10
+ACK_WAIT = 15
 
 
 async def consumer_acks(run: Run, k: int):
-    """A durable pull consumer (R3, explicit acks, 10 s ack wait) whose client acknowledges every message with AckSync
-    while a publisher runs; the consumer's leader steps down, then is killed (kill -9) and started again. A message
-    delivered again after its AckSync was confirmed counts as redelivered-after-ack; every acknowledged publish must
-    end up confirmed by the consumer (undelivered otherwise). Recovery: from each leader change to the first
-    confirmed AckSync."""
+    """A durable pull consumer (R3, explicit acks, 15 s ack wait) whose client acknowledges every message with AckSync
+    while a publisher runs. Its leader changes twice a round: a stepdown while the client holds a batch it fetched
+    just before (it acknowledges the batch once the new leader is known, as a slow client would), then kill -9 of the
+    leader, started again afterwards. A message delivered again after its AckSync was confirmed counts as
+    redelivered-after-ack (no pull request is outstanding while the batch is held, so no redelivery can be on its way
+    when the acknowledgement is confirmed); every acknowledged publish must end up confirmed by the consumer
+    (undelivered otherwise). Recovery: from each leader change to the first confirmed AckSync."""
     rig, fig, x = run.rig, run.fig, run.extra
     confirmed, redelivered, confirmed_at = x.setdefault('confirmed', set()), x.setdefault('redelivered', []), []
-    stop, again = asyncio.Event(), len(redelivered)
+    stop, gate, holding, again = asyncio.Event(), asyncio.Event(), asyncio.Event(), len(redelivered)
+    gate.set()
 
     async def consume():
         nc = await rig.connect(1)
@@ -269,6 +272,7 @@ async def consumer_acks(run: Run, k: int):
         while not stop.is_set():
             try: msgs = await sub.fetch(20, timeout=1)
             except NOT_YET: continue
+            if msgs and not gate.is_set(): holding.set(); await gate.wait()
             for m in msgs:
                 q = m.metadata.sequence.stream
                 if q in confirmed: redelivered.append((q, m.metadata.num_delivered))
@@ -288,9 +292,15 @@ async def consumer_acks(run: Run, k: int):
     pubs = await publishers(run, k, firsts=(0,))
     task = asyncio.create_task(consume())
     await asyncio.sleep(1.5)
+    old = await rig.consumer_leader(run.nc, run.stream, 'work')
+    gate.clear(); holding.clear()
+    try: await asyncio.wait_for(holding.wait(), 30)             # the client holds a batch it has not acknowledged yet
+    except TimeoutError: fig.notes.append(f'round {k}: the client never held a batch')
     t = time.time()
     r = await rig.api(run.nc, f'$JS.API.CONSUMER.LEADER.STEPDOWN.{run.stream}.work')
     if 'error' in r: fig.notes.append(f'round {k}: consumer stepdown: {r["error"]}')
+    else: await rig.consumer_leader(run.nc, run.stream, 'work', not_this=old)
+    gate.set()
     await changed(t)
     await asyncio.sleep(1)
     ci = await rig.consumer_leader(run.nc, run.stream, 'work')
@@ -300,9 +310,9 @@ async def consumer_acks(run: Run, k: int):
     await asyncio.sleep(1)
     for p in pubs: await p.stop()
     want = {a[0] for p in pubs for a in p.acks.values()}
-    try: await until(lambda: want <= confirmed, 3 * ACK_WAIT + 30, 'consumer never caught up')
+    try: await until(lambda: want <= confirmed, 2 * ACK_WAIT + 30, 'consumer never caught up')
     except TimeoutError: pass
-    stop.set(); await task
+    stop.set(); gate.set(); await task
     await verify(run, pubs)
     x.setdefault('published', set()).update(want)
     fig.redelivered = len(redelivered)
