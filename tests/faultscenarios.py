@@ -36,7 +36,7 @@ async def recovered(pubs, t: float):
 async def publishers(run: Run, k: int, firsts=(0, 1), only=None, plan=None, timeout: float = 1.0, kind=Publisher) -> list[Publisher]:
     "Publishers `r<k>p<j>`, the j-th connecting to server firsts[j] first (or to the servers `only[j]` alone)."
     return [await kind(run.rig.urls(f, None if only is None else only[j]), run.subject, f'r{k}p{j}', plan=plan,
-                            timeout=timeout).start() for j, f in enumerate(firsts)]
+                       timeout=timeout).start() for j, f in enumerate(firsts)]
 
 
 async def verify(run: Run, pubs, subject: str | None = None, keep=lambda mid: True):
@@ -44,10 +44,7 @@ async def verify(run: Run, pubs, subject: str | None = None, keep=lambda mid: Tr
     check it against everything acknowledged so far (the ids `keep` says can still be there)."""
     rig, fig = run.rig, run.fig
     for p in pubs: await p.stop()
-    await rig.repair()
-    div, states = await rig.quiet(run.stream, 120 if run.soak else 90, 30 if run.soak else 20)
-    fig.divergent += div
-    if div: fig.notes.append(f'round {fig.rounds}: replicas {states}')
+    await settle(run)
     for p in pubs:
         run.acked.update({mid: a[0] for mid, a in p.acks.items() if keep(mid)})
         fig.acked += len(p.acks); fig.failed += len(p.failures); fig.attempts += p.attempts
@@ -55,6 +52,14 @@ async def verify(run: Run, pubs, subject: str | None = None, keep=lambda mid: Tr
     check(fig, run.acked, stored)
     fig.rounds += 1
     return stored
+
+
+async def settle(run: Run):
+    "Undo what is left of the fault, wait for quiet and count the replicas that still disagree with the majority."
+    await run.rig.repair()
+    div, states = await run.rig.quiet(run.stream, 120 if run.soak else 90, 30 if run.soak else 20)
+    run.fig.divergent += div
+    if div: run.fig.notes.append(f'round {run.fig.rounds}: replicas {states}')
 
 
 def check(fig: Figures, acked: dict, stored: list):
@@ -230,10 +235,7 @@ async def kv_cas(run: Run, k: int):
     await rig.start(li)
     await asyncio.sleep(1)
     stop.set(); await asyncio.gather(*tasks)
-    await rig.repair()
-    div, states = await rig.quiet(run.stream, 120 if run.soak else 90, 30 if run.soak else 20)
-    fig.divergent += div
-    if div: fig.notes.append(f'round {k}: replicas {states}')
+    await settle(run)
     run.extra.setdefault('wins', []).extend(wins)
     fig.acked += len(wins); fig.failed += counts['failed']; fig.attempts += counts['attempts']
     stored = await rig.read_back(run.nc, run.stream, '$KV.CAS.k')
