@@ -133,7 +133,7 @@ async def rolling_restart(run: Run, k: int):
 
 async def partition_leader(run: Run, k: int):
     """The stream leader cut off from the other two servers by the fault proxies every link between two servers goes
-    through (routes; on jsnb the Raft links too while they are links of their own), for 3 seconds (5 in the soak), while a
+    through (the routes, which carry the Raft traffic too on both servers), for 3 seconds (5 in the soak), while a
     client of the majority and a client of the leader publish. Nothing may be acknowledged on the cut-off side."""
     rig, n = run.rig, run.rig.c.n
     li = await rig.leader(run.nc, run.stream)
