@@ -29,7 +29,7 @@ class Figures:
     misplaced: set = field(default_factory=set)            # acknowledged at a sequence that holds another message
     divergent: int = 0                                     # replicas that disagreed with the majority after quiet
     redelivered: int | None = None                         # deliveries after a confirmed AckSync (consumer scenarios)
-    undelivered: int | None = None                         # acknowledged publishes the consumer never had confirmed
+    undelivered: int | None = None                         # acknowledged publishes the consumer never delivered
     recovery: list = field(default_factory=list)           # seconds from each fault to the first acknowledged publish
     failed: int = 0                                        # publish attempts that failed (timeout, error)
     attempts: int = 0
