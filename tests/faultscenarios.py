@@ -133,7 +133,7 @@ async def rolling_restart(run: Run, k: int):
 
 async def partition_leader(run: Run, k: int):
     """The stream leader cut off from the other two servers by the fault proxies every link between two servers goes
-    through (the routes, which carry the Raft traffic too on both servers), for 3 seconds (5 in the soak), while a
+    through (the routes, which carry the Raft traffic too on both servers), for 2 seconds (5 in the soak), while a
     client of the majority and a client of the leader publish. Nothing may be acknowledged on the cut-off side."""
     rig, n = run.rig, run.rig.c.n
     li = await rig.leader(run.nc, run.stream)
@@ -143,7 +143,7 @@ async def partition_leader(run: Run, k: int):
     rig.c.isolate(li)
     t = time.time()
     await recovered(pubs[:1], t)
-    await asyncio.sleep(5 if run.soak else 3)
+    await asyncio.sleep(5 if run.soak else 2)
     healed = time.time()
     rig.c.heal()
     await asyncio.sleep(2)
@@ -184,7 +184,7 @@ async def ttl_restart(run: Run, k: int):
     li = await run.rig.leader(run.nc, run.stream)
     fi = (li + 1) % 3
     t = time.time(); await run.rig.term(fi)
-    await asyncio.sleep(3)                                   # what it stored expires meanwhile: markers on the others
+    await asyncio.sleep(3 if run.soak else 2)                # what it stored expires meanwhile: markers on the others
     await run.rig.start(fi)
     await asyncio.sleep(1)
     for _ in range(10):                                      # (refused while it is not caught up yet)
@@ -255,6 +255,17 @@ async def kv_cas(run: Run, k: int):
 ACK_WAIT = 15
 
 
+async def stepdown(run: Run, k: int, old: int) -> bool:
+    """Ask the consumer's leader `old` to step down until another server leads it (5 s for each answer of success);
+    whether one does. A refusal (no replica caught up yet) or a success after which `old` still leads is noted."""
+    for _ in range(8):
+        r = await run.rig.api(run.nc, f'$JS.API.CONSUMER.LEADER.STEPDOWN.{run.stream}.work')
+        if 'error' in r: run.fig.notes.append(f'round {k}: consumer stepdown: {r["error"]["description"]}'); await asyncio.sleep(0.25); continue
+        try: await run.rig.consumer_leader(run.nc, run.stream, 'work', not_this=old, timeout=5); return True
+        except TimeoutError: run.fig.notes.append(f'round {k}: consumer stepdown answered success, n{old} still its leader 5 s later')
+    return False
+
+
 async def consumer_acks(run: Run, k: int):
     """A durable pull consumer (R3, explicit acks, 15 s ack wait) whose client acknowledges every message with AckSync
     while a publisher runs. Its leader changes twice a round: a stepdown while the client holds a batch it fetched
@@ -304,11 +315,7 @@ async def consumer_acks(run: Run, k: int):
     try: await asyncio.wait_for(holding.wait(), 30)             # the client holds a batch it has not acknowledged yet
     except TimeoutError: fig.notes.append(f'round {k}: the client never held a batch')
     t = time.time()
-    r = await rig.api(run.nc, f'$JS.API.CONSUMER.LEADER.STEPDOWN.{run.stream}.work')
-    if 'error' in r: fig.notes.append(f'round {k}: consumer stepdown: {r["error"]}')
-    else:
-        try: await rig.consumer_leader(run.nc, run.stream, 'work', not_this=old, timeout=30)
-        except TimeoutError: fig.notes.append(f'round {k}: consumer stepdown answered success, n{old} still its leader 30 s later')
+    if not await stepdown(run, k, old): fig.notes.append(f'round {k}: the consumer leader stayed n{old} (stepdowns refused or without effect)')
     gate.set()
     await changed(t)
     await asyncio.sleep(1)
