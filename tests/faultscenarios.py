@@ -253,28 +253,30 @@ async def kv_cas(run: Run, k: int):
 
 # a consumer acknowledging with AckSync across leader changes (issue 41, finding 2) -----------------------------------
 ACK_WAIT = 15
+STEPDOWNS = 3             # stepdowns with a batch held, a round
 
 
-async def stepdown(run: Run, k: int, old: int) -> bool:
-    """Ask the consumer's leader `old` to step down until another server leads it (5 s for each answer of success);
-    whether one does. A refusal (no replica caught up yet) or a success after which `old` still leads is noted."""
-    for _ in range(8):
-        r = await run.rig.api(run.nc, f'$JS.API.CONSUMER.LEADER.STEPDOWN.{run.stream}.work')
-        if 'error' in r: run.fig.notes.append(f'round {k}: consumer stepdown: {r["error"]["description"]}'); await asyncio.sleep(0.25); continue
-        try: await run.rig.consumer_leader(run.nc, run.stream, 'work', not_this=old, timeout=5); return True
-        except TimeoutError: run.fig.notes.append(f'round {k}: consumer stepdown answered success, n{old} still its leader 5 s later')
+async def stepdown(run: Run, k: int) -> bool:
+    """Ask the consumer's leader to step down; whether another server leads it within 5 s. A refusal (no replica
+    caught up yet) or a success after which the same server still leads is noted."""
+    old = await run.rig.consumer_leader(run.nc, run.stream, 'work')
+    r = await run.rig.api(run.nc, f'$JS.API.CONSUMER.LEADER.STEPDOWN.{run.stream}.work')
+    if 'error' in r: run.fig.notes.append(f'round {k}: consumer stepdown: {r["error"]["description"]}'); return False
+    try: await run.rig.consumer_leader(run.nc, run.stream, 'work', not_this=old, timeout=5); return True
+    except TimeoutError: run.fig.notes.append(f'round {k}: consumer stepdown answered success, n{old} still its leader 5 s later')
     return False
 
 
 async def consumer_acks(run: Run, k: int):
     """A durable pull consumer (R3, explicit acks, 15 s ack wait) whose client acknowledges every message with AckSync
-    while a publisher runs. Its leader changes twice a round: a stepdown while the client holds a batch it fetched
-    just before (it acknowledges the batch once the new leader is known, as a slow client would), then kill -9 of the
-    leader, started again afterwards. A message delivered again after its AckSync was confirmed counts as
-    redelivered-after-ack (no pull request is outstanding while the batch is held, so no redelivery can be on its way
-    when the acknowledgement is confirmed); every acknowledged publish must be delivered (undelivered otherwise). An
-    AckSync not confirmed after ten tries is given up (counted as unconfirmed, printed): its first try may have been
-    applied by a leader killed before it answered, and a consumer does not confirm an ack for a message it no longer
+    while a publisher runs. Its leader changes four times a round: three stepdowns, each while the client holds a batch
+    it fetched just before (it acknowledges the batch once the new leader is known, as a slow client would; a stepdown
+    refused or without effect is tried again with another batch held), then kill -9 of the leader, started again
+    afterwards. A message delivered again after its AckSync was confirmed counts as redelivered-after-ack (no pull
+    request is outstanding while the batch is held, so no redelivery can be on its way when the acknowledgement is
+    confirmed); every acknowledged publish must be delivered (undelivered otherwise). An AckSync not confirmed after
+    ten tries is given up (counted as unconfirmed, printed): its first try may have been applied by a leader killed
+    before it answered, and a consumer does not confirm an ack for a message it no longer
     has pending. Recovery: from each leader change to the first confirmed AckSync."""
     rig, fig, x = run.rig, run.fig, run.extra
     confirmed, redelivered, confirmed_at = x.setdefault('confirmed', set()), x.setdefault('redelivered', []), []
@@ -310,15 +312,18 @@ async def consumer_acks(run: Run, k: int):
     pubs = await publishers(run, k, firsts=(0,))
     task = asyncio.create_task(consume())
     await asyncio.sleep(1.5)
-    old = await rig.consumer_leader(run.nc, run.stream, 'work')
-    gate.clear(); holding.clear()
-    try: await asyncio.wait_for(holding.wait(), 30)             # the client holds a batch it has not acknowledged yet
-    except TimeoutError: fig.notes.append(f'round {k}: the client never held a batch')
-    t = time.time()
-    if not await stepdown(run, k, old): fig.notes.append(f'round {k}: the consumer leader stayed n{old} (stepdowns refused or without effect)')
-    gate.set()
-    await changed(t)
-    await asyncio.sleep(1)
+    for _ in range(STEPDOWNS):
+        for _ in range(4):      # a batch held across a stepdown that moves the leader (a refused one: another batch)
+            gate.clear(); holding.clear()
+            try: await asyncio.wait_for(holding.wait(), 30)     # the client holds a batch it has not acknowledged yet
+            except TimeoutError: fig.notes.append(f'round {k}: the client never held a batch')
+            t = time.time()
+            if moved := await stepdown(run, k): break
+            gate.set(); await asyncio.sleep(0.5)
+        if not moved: fig.notes.append(f'round {k}: the consumer leader never moved (stepdowns refused or without effect)')
+        gate.set()
+        await changed(t)
+        await asyncio.sleep(0.5)
     ci = await rig.consumer_leader(run.nc, run.stream, 'work')
     t = time.time(); await rig.kill(ci)
     await changed(t)
