@@ -18,6 +18,69 @@ def pytest_collection_modifyitems(config, items):
         elif shared: item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
+DURATIONS = pathlib.Path(__file__).with_name('durations.json')   # optional: seconds per test, for a machine with no cache yet
+LONG = 5.0                                                          # a unit of work this long (s) starts before the rest
+
+
+def _known_durations(config) -> dict[str, float]:
+    "Seconds each test took when last run: the pytest cache's record of this machine's runs over `tests/durations.json`."
+    import json
+    known = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    cache = getattr(config, 'cache', None)            # none with `-p no:cacheprovider`
+    return {**known, **(cache.get('jsnb/durations', {}) if cache else {})}
+
+
+def _xdist_active(config) -> bool:
+    return bool(getattr(config.option, 'numprocesses', None)) and getattr(config.option, 'dist', 'no') != 'no'
+
+
+def pytest_configure(config):
+    "Under pytest-xdist, the scheduler hands out the work in the order the collection has (the longest first, below)."
+    if _xdist_active(config) and not hasattr(config, 'workerinput'): config.option.loadscopereorder = False
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True, specname='pytest_collection_modifyitems')   # after every other ordering
+def pytest_collection_modifyitems_longest_first(config, items):
+    """With several workers, the units of work (a test, or a module that shares a module-wide fixture) that took at
+    least LONG seconds last time go first, longest first, so that the run does not end waiting on one long test
+    started last; then the other modules that stay on one worker, the largest first (pytest-xdist's own order); the
+    single tests keep their order (the file order, or the shuffled one). Alone (`-n 0`) nothing moves."""
+    result = yield
+    if not hasattr(config, 'workerinput'): return result      # a pytest-xdist worker collects; alone, nothing moves
+    known, units = _known_durations(config), {}
+    for item in items:
+        group = next((m.args[0] if m.args else m.kwargs.get('name', 'default') for m in item.iter_markers('xdist_group')), None)
+        nodeid = _base_nodeid(item.nodeid)
+        units.setdefault(group or nodeid, []).append((item, known.get(nodeid, 0.0)))
+    cost = {u: sum(d for _, d in tests) for u, tests in units.items()}
+    def rank(u):        # the long ones by duration, then (as pytest-xdist would) the modules by their number of tests
+        return (-cost[u], 0) if cost[u] >= LONG else (0, -len(units[u]))
+    order = sorted(units, key=rank)           # stable: single short tests keep their order
+    items[:] = [item for u in order for item, _ in units[u]]
+    return result
+
+
+_RAN: dict[str, float] = {}
+
+
+def _base_nodeid(nodeid: str) -> str:
+    "The test's id without the `@group` pytest-xdist appends (after the parameters' brackets)."
+    at = nodeid.rfind('@')
+    return nodeid[:at] if at > nodeid.rfind(']') and at > nodeid.rfind('::') else nodeid
+
+
+def _record_duration(report):
+    if report.outcome != 'rerun': _RAN[_base_nodeid(report.nodeid)] = _RAN.get(_base_nodeid(report.nodeid), 0.0) + report.duration
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    "The main process keeps each test's duration in the pytest cache, for the next run's order."
+    config = session.config
+    if hasattr(config, 'workerinput') or not _RAN or getattr(config, 'cache', None) is None: return
+    config.cache.set('jsnb/durations', {**config.cache.get('jsnb/durations', {}), **{k: round(v, 2) for k, v in _RAN.items()}})
+
+
 def _checks_the_docs(config) -> bool:
     "Whether this run includes the documentation site's browser checks (its file, or a folder that holds it)."
     docs = (pathlib.Path(__file__).parent / 'test_docs_site.py').resolve()
@@ -52,7 +115,9 @@ _FIRST_FAILURES: list[tuple[str, str]] = []
 
 
 def pytest_runtest_logreport(report):
-    "Keep why a test that was run again failed the first time: the summary says only that it was run again."
+    """Keep why a test that was run again failed the first time: the summary says only that it was run again. And how
+    long each test took (setup, call and teardown)."""
+    _record_duration(report)
     if report.outcome == 'rerun':
         lines = [l for l in report.longreprtext.splitlines() if l.startswith('E ') or re.match(r'\S+\.py:\d+: ', l)]
         _FIRST_FAILURES.append((report.nodeid, '\n'.join(lines[-12:])))

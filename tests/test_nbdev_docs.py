@@ -6,8 +6,12 @@ notebooks break: nbdev adds a `show_doc` cell after every exported function and 
 it, together with every exported cell and every cell that imports something. A `show_doc` fails
 when a signature names a type the notebook has not defined yet (a class defined further down, or
 one imported only under `if TYPE_CHECKING:`), and a cell that mixes imports with other code runs
-out of order. Each notebook is processed here exactly as `nbdev_proc_nbs` does it, in a process
-of its own, so `nbdev_docs` succeeds wherever Quarto is present."""
+out of order. The notebooks are processed here exactly as `nbdev_proc_nbs` does it: `nbdev.serve_drv.main`
+with nbdev's processors, in two processes that each take one notebook after another (nbdev's own process pool
+reuses its processes the same way), so `nbdev_docs` succeeds wherever Quarto is present. Between two notebooks
+the process forgets the `jsnb` modules it imported, so each notebook meets the package as a new process would (a
+notebook that defines a registered class in its exported cells would otherwise meet its twin from the module).
+A notebook that a process could not finish (it crashed or hung) is processed again alone, in a process of its own."""
 import json, os, pathlib, subprocess, sys
 import pytest
 
@@ -21,25 +25,49 @@ PENDING: dict[str, str] = {}
 RACY: set[str] = set()     # fails on timing, so it may pass: not strict
 
 _PROCESS = '''
-import sys, pathlib
+import contextlib, io, json, os, pathlib, sys, traceback
 from nbdev.serve_drv import main
 from nbdev.processors import FilterDefaults
-main((pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), FilterDefaults))
+root, out, results = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
+for nb in sys.argv[4:]:
+    dst, err = out / nb.replace('/', '__'), io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err): main((root / 'nbs' / nb, dst, FilterDefaults))
+        status = 0
+    except BaseException:
+        status = 1; err.write(traceback.format_exc())
+    os.chdir(root)
+    for name in [m for m in sys.modules if m == 'jsnb' or m.startswith('jsnb.')]: del sys.modules[name]   # a fresh jsnb each
+    with results.open('a') as f: f.write(json.dumps([nb, status, err.getvalue()[-5000:]]) + '\\n')
 '''
+PROCESSES = 2
+
+
+def _process(nbs: list[str], out: pathlib.Path, name: str, env: dict, timeout: float) -> dict:
+    "Process `nbs` one after another in one new process: nb -> (status, stderr) for each it finished."
+    results = out / f'{name}.jsonl'
+    proc = subprocess.Popen([sys.executable, '-c', _PROCESS, str(ROOT), str(out), str(results), *nbs], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try: _, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired: proc.kill(); _, stderr = proc.communicate(); stderr += f'\n(killed after {timeout} s)'
+    done = {nb: (status, err) for nb, status, err in map(json.loads, results.read_text().splitlines())} if results.exists() else {}
+    if len(nbs) == 1 and nbs[0] not in done: done[nbs[0]] = (proc.returncode or 1, stderr[-5000:])   # alone: why it stopped
+    return done
 
 
 @pytest.fixture(scope='module')
 def processed(tmp_path_factory):
-    "Every notebook through nbdev's processors, two at a time (as `nbdev_proc_nbs` runs them in parallel): nb -> (status, stderr, output)."
+    "Every notebook through nbdev's processors, in two processes at a time: nb -> (status, stderr, output)."
     from concurrent.futures import ThreadPoolExecutor
     out = tmp_path_factory.mktemp('proc')
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get('PYTHONPATH', '')]).rstrip(os.pathsep))
-    def run(nb):
-        dst = out / nb.replace('/', '__')
-        r = subprocess.run([sys.executable, '-c', _PROCESS, str(ROOT / 'nbs' / nb), str(dst)], cwd=ROOT, env=env,
-                           capture_output=True, text=True, timeout=600)
-        return nb, (r.returncode, r.stderr, dst)
-    with ThreadPoolExecutor(2) as pool: return dict(pool.map(run, NBS))
+    shares = [NBS[i::PROCESSES] for i in range(PROCESSES)]
+    with ThreadPoolExecutor(PROCESSES) as pool:
+        done = {}
+        for d in pool.map(lambda i: _process(shares[i], out, f'share{i}', env, 900), range(PROCESSES)): done.update(d)
+        left = [nb for nb in NBS if nb not in done]       # what a crashed or hung process left: each alone
+        for d in pool.map(lambda nb: _process([nb], out, f'alone-{nb.replace("/", "__")}', env, 600), left): done.update(d)
+    return {nb: (*done[nb], out / nb.replace('/', '__')) for nb in NBS}
 
 
 @pytest.mark.timeout(1200)
