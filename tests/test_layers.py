@@ -195,7 +195,6 @@ def _swaps(mod: str) -> list[str]:
 
 # what the JetStream layer still does this way (its clustering is being recomposed: the list must only shrink)
 SWAPS = {'jsnb.js.cluster': ['a.host.unsubscribe', 'self.account.read_elsewhere'],
-         'jsnb.js.cluster_replicas': ['g.snapshot_extra', 'g.on_role'],
          'jsnb.js.js_accounts': ['svc.stop', 'a.peers']}
 
 

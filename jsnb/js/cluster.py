@@ -17,7 +17,7 @@ from ..nats.times import rfc3339
 from .api import JetStream, RT, API_SUBJECTS, map_domain
 from .js_accounts import SYSTEM_DIRECTIVES
 from .stream import Stream
-from .health import cluster_problems
+from .cluster_stream import StreamReplica
 from . import consumer_api as C
 
 log = logging.getLogger('jsnb')
@@ -49,17 +49,16 @@ class Entry(NamedTuple):
 class RaftGroup(RaftNode):
     "A Raft group whose committed entries, operations of plain values, are handed in log order to `on_apply(index, op)` on the loop."
     def __init__(self, me: str, others: list[str], bus, on_apply, raft_loop: RaftLoop, journal: str | None = None,
-                 hold: bool = True, membership: bool = False):
+                 hold: bool = True, membership: bool = False, on_role=None, snapshot_extra=dict, applied_before: int = 0,
+                 compact_bytes: int = 0):
         self._on_apply, self._loop, self.bus = on_apply, raft_loop.loop, bus
         self.lag = float(os.environ.get('JSNB_APPLY_LAG') or 0)   # seconds this server applies late (a lagging replica, for tests)
         self._held: deque = deque()
-        self.applied, self.applied_before = 0, 0
-        self.cready, self._applied_fd = False, None
+        self.applied, self.applied_before, self._applied_fd = 0, applied_before, None   # applied before: by an earlier run
         self._pending, self.catching = None, False       # see 'Compaction and catch-up'
-        self.on_role = None                               # called on the loop when this member becomes or stops being the leader
-        self.role_watchers: list = []                     # and these, each with the group (see `jsnb.js.cluster_advisories`)
-        self.grown, self._forced, self.snapshot_extra = 0, 0.0, dict
-        self.compact_bytes = int(os.environ.get('JSNB_RAFT_COMPACT') or COMPACT_BYTES)
+        self.on_role = on_role                            # `on_role(leader)`, when this member becomes or stops being the leader
+        self.grown, self._forced, self.snapshot_extra = 0, 0.0, snapshot_extra    # what a compaction keeps besides the log
+        self.compact_bytes = compact_bytes or int(os.environ.get('JSNB_RAFT_COMPACT') or COMPACT_BYTES)
         self.wait_leader, self._gone = hold, False      # see 'Proposals while there is no leader'
         self._seen, self._uid, self._uids = {}, f'{me}:{time.time_ns()}', 0
         super().__init__(me, others, bus.view(me), self._committed, raft_loop, journal=journal,
@@ -150,11 +149,14 @@ def leader_addr(self: RaftGroup) -> str:
 def is_leader(self: RaftGroup) -> bool: return self._isLeader()
 
 @patch
+def last_index(self: RaftGroup) -> int:
+    "The index of the last entry in this member's log (committed or not)."
+    return self._SyncObj__getCurrentLogIndex()
+
+@patch
 def _role(self: RaftGroup):
-    "This member became or stopped being the leader: a leader no more, its replicated consumers stop (see below); `on_role` and the `role_watchers` are told."
-    if not self._isLeader(): self.cready = False
-    if self.on_role is not None: self._loop.call_soon(self.on_role)
-    for w in self.role_watchers: self._loop.call_soon(w, self)
+    "This member became or stopped being the leader: `on_role` is told at once, with which."
+    if self.on_role is not None: self.on_role(self._isLeader())
 
 # %% ../../nbs/2_js/20_cluster.ipynb #c3059b20
 import hmac
@@ -357,12 +359,13 @@ class ClusterMeta(JetStream):
         core.route_info_extra = {RAFT_INFO: self.raft_addr, 'jsnb_tags': list(opts.server_tags)}   # (tags: for placement)
         self.assignments: dict[str, dict] = {}     # stream -> {config, peers (server names), created, addrs {name: member id}}
         self.members: dict[str, str] = {}          # meta member id -> server name
-        self.groups: dict[str, RaftGroup] = {}     # the groups of replicated streams this server is a peer of
+        self.replicas: dict[str, StreamReplica] = {}   # this server's replicas of replicated streams (their `group`)
+        self.groups: dict[str, StreamReplica] = {}     # those whose group runs here now
         self.applied, self.log_bytes, self.applied_before = 0, 0, 0
         self._replies: dict[str, tuple] = {}       # replicated streams created or grown: (reply, response type), sent once they have a leader
         self._carried: dict[str, dict] = {}        # consumer states a regrouped stream's seeding server puts in its new group
         self._outbox: dict[str, list] = {}         # messages for replicated streams led here, until the end of the read
-        self._copies: dict[str, list] = {}         # what their leader copied from their upstreams, until the end of the turn
+
         self._lead_subs: dict[str, list] = {}      # replicated stream -> its subscriptions to its subjects (held by its leader)
         self._acks: dict[tuple, list] = {}         # (stream, consumer) -> AckSync replies waiting for the end of the read
         self._seen, self._since, self._timer, self._serving = None, 0.0, None, False
@@ -401,7 +404,7 @@ def stop(self: ClusterMeta):
     "Leave the groups (the peers see this server go), then stop as a single server does."
     if self._timer is not None: self._timer.cancel()
     if getattr(self, '_ctimer', None) is not None: self._ctimer.cancel(); self._ctimer = None
-    for g in list(self.groups.values()): g.destroy()
+    for g in list(self.groups.values()): g.stop()
     self.groups.clear()
     if self.meta is not None: self.meta.destroy(); self.meta = None
     if self.bus is not None: self.bus.close(); self.bus = None
@@ -424,12 +427,20 @@ def _share(self: ClusterMeta, subject, cb, queue='', defers=False, many=None):
     "Subscribe for the account; a replicated stream's messages go to its group first, and reach only its leader's server."
     if getattr(cb, '__func__', None) is Stream.on_msg and cb.__self__.cfg.get('num_replicas', 1) > 1:
         s = cb.__self__
-        s.group = self.group_view(s.name)            # what the stream decides goes through the group, from the start
+        s.group = self.replica(s.name)               # what the stream decides goes through the group, from the start
         ls = _LeaderSub(s.name, (subject, partial(self._replicated_msg, s), queue, defers))
         self._lead_subs.setdefault(s.name, []).append(ls)
         self._follow_role(s.name)
         return ls
     return self._share_here(subject, cb, queue, defers)
+
+@patch
+def replica(self: ClusterMeta, name: str) -> StreamReplica:
+    "This server's replica of replicated stream `name`, made at the first ask: the stream's `group`."
+    r = self.replicas.get(name)
+    if r is None:
+        r = self.replicas[name] = StreamReplica(name, self.account, self.core.server_id, self.groups, partial(self._follow_role, name))
+    return r
 
 @patch
 def _share_here(self: ClusterMeta, subject, cb, queue='', defers=False):
@@ -596,12 +607,12 @@ def form(self: ClusterMeta, peers: dict):
     self.members = dict(peers)
     _write(os.path.join(self._state_dir, 'raft'), self.raft_addr)
     others = sorted(a for a in peers if a != self.raft_addr)
-    bus, ticks = self._raft()
+    bus, ticks, loop = *self._raft(), asyncio.get_running_loop()
     self.meta = RaftGroup(self.raft_addr, others, bus, self.apply, ticks,
-                          journal=os.path.join(self._state_dir, 'journal'), membership=True)   # (see `SERVER.REMOVE`)
-    self.meta.names, self.meta.on_role = self.members, self._meta_role
-    self.meta.snapshot_extra, self.meta.applied_before = self._meta_state, self.applied_before     # see 'Compacting the meta log'
-    self.meta.compact_bytes = int(os.environ.get('JSNB_META_COMPACT') or META_COMPACT_BYTES)
+                          journal=os.path.join(self._state_dir, 'journal'), membership=True,   # (see `SERVER.REMOVE`)
+                          on_role=lambda leader: loop.call_soon(self._meta_role), snapshot_extra=self._meta_state,
+                          applied_before=self.applied_before,                                 # see 'Compacting the meta log'
+                          compact_bytes=int(os.environ.get('JSNB_META_COMPACT') or META_COMPACT_BYTES))
     log.info('JetStream meta group of %d server(s): %s', len(peers), ', '.join(sorted(peers.values())))
     cl = self.core.cluster
     cl.peers.handle(API_CHANNEL, self._on_forwarded); cl.peers.handle(SYNC_CHANNEL, self._on_sync)
@@ -658,8 +669,8 @@ def apply(self: ClusterMeta, idx: int, op: tuple):
         if name in self.assignments: self.assignments[name]['config'] = op[2]
     elif kind == 'unassign':                      # a replica whose group had not applied the delete yet removes it now
         self.assignments.pop(name, None)
-        g = self.groups.pop(name, None)
-        if g is not None: g.destroy()
+        g, _ = self.groups.pop(name, None), self.replicas.pop(name, None)
+        if g is not None: g.stop()
         if fresh and g is not None and (s := self.account.streams.get(name)) is not None: self.account.remove_stream(s)
     if fresh and kind in ('config', 'unassign') and len(op) > 3 and op[-1] == self.core.server_id and op[-3]:
         self.account.host.reply(op[-3], op[-2])          # the update or delete asked here is answered now that it is recorded
@@ -676,7 +687,7 @@ def _apply_scale(self: ClusterMeta, name: str, op: tuple, fresh: bool):
     if a is None: return
     was, a['peers'], a['config'], a['addrs'] = a['peers'], list(peers), cfg, {}
     g = self.groups.pop(name, None)
-    if g is not None: g.destroy()
+    if g is not None: g.stop()
     s = self.account.streams.get(name)
     if s is None or not fresh: return
     if me not in peers:
@@ -684,7 +695,7 @@ def _apply_scale(self: ClusterMeta, name: str, op: tuple, fresh: bool):
         return
     s.group = None                                   # alone now: the stream decides for itself, as on one server
     self._follow_role(name)
-    if g is not None and g.cready is not True: self._take_over(g, s)     # the consumers as the log recorded them
+    if g is not None and g.consumers.cready is not True: g.consumers.take_over(s)     # the consumers as the log recorded them
     if origin == self.core.server_id and reply:
         self.account.api_total += 1
         self.account.host.reply(reply, json_bytes(dict(type=RT + 'stream_update_response', **self._with_cluster(s.info(cluster=False), name))))
@@ -747,7 +758,7 @@ def _leave(self: ClusterMeta):
                    server=self.core.server_name, server_id=self.core.server_id, cluster=cl.name if cl else '')
         if self.account.domain: adv['domain'] = self.account.domain
         self.core.publish('$JS.EVENT.ADVISORY.SERVER.REMOVED', json_bytes(adv), acc=self._sys)
-    for g in list(self.groups.values()): g.destroy()
+    for g in list(self.groups.values()): g.stop()
     self.groups.clear()
     if self.meta is not None: self.meta.destroy(); self.meta = None
     ClusterMeta.stop(self)                           # (the streams stop; their files stay on disk, untouched)
@@ -793,12 +804,6 @@ def _meta_role(self: ClusterMeta, tries: int = 0):
     if tries > 30: return
     extra = sorted(m.member_addrs() - set(self.members))
     if extra: m.remove_member(extra[0], lambda ok, why: asyncio.get_running_loop().call_later(0 if ok else 1, self._meta_role, tries + 1))
-
-# %% ../../nbs/2_js/20_cluster.ipynb #c5b2836c
-@patch
-def health(self: ClusterMeta, account: str = '', stream: str = '', consumer: str = '', meta_only: bool = False) -> list:
-    "What `/healthz` finds wrong with this server's part of the cluster (`jsnb.js.health.cluster_problems`)."
-    return cluster_problems(self, account, stream, consumer, meta_only)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #019283e5
 _RELAYED = (b'$JS.API.', b'$JS.ACK.', b'$JS.FC.')

@@ -139,11 +139,11 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         if hops >= 2: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)   # leadership is moving: no ping-pong
         return self.forward(to, subject, reply, hdr, data, hops + 1)
     g = self.groups.get(name)
-    if verb == 'STREAM.LEADER.STEPDOWN': return self._stepdown(name, g, reply, body=data[hdr:] if hdr else data)
+    if verb == 'STREAM.LEADER.STEPDOWN': return self._stepdown(name, g and g.raft, g.names if g else {}, reply, body=data[hdr:] if hdr else data)
     if verb == 'CONSUMER.LEADER.STEPDOWN':
         s = self.account.streams.get(name)
         if s is None or len(args) < 2 or args[1] not in s.consumers: return self._refuse(reply, rtype, JSConsumerNotFoundErr())
-        return self._stepdown(name, g, reply, rtype, data[hdr:] if hdr else data)
+        return self._stepdown(name, g and g.raft, g.names if g else {}, reply, rtype, data[hdr:] if hdr else data)
     if verb == 'STREAM.PEER.REMOVE': return self._peer_remove(name, g, reply, hdr, data)
     want, have = (_wanted_replicas(hdr, data), self.assignments[name]['config'].get('num_replicas', 1)) if verb == 'STREAM.UPDATE' else (None, 0)
     if verb == 'STREAM.UPDATE':
@@ -155,17 +155,13 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
     if want == 1: return self._scale_down(name, subject, reply, hdr, data, src)
     if want and want != have: return self._regroup_update(name, g, want, subject, reply, hdr, data, src)
     s = self.account.streams.get(name)
-    if s is not None and not self._consumers_ready(g, s):      # a new leader answers once its own barrier came back: the whole log applied
+    if s is not None and not g.consumers.ready():    # a new leader answers once its own barrier came back: the whole log applied
         return again() if g.is_leader() else self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
     if verb.startswith('CONSUMER.'): return self._consumer_api(verb, name, g, subject, reply, hdr, data, src, rtype, extra)
     if verb == 'STREAM.SNAPSHOT': return self._refuse(reply, rtype, not_yet('a snapshot of a replicated stream'), extra)
     if verb in _CHANGES: return g.propose(('api', subject, reply, hdr, data, self.core.server_id))
     self._local_api(subject, reply, hdr, data, src, name)
 
-@patch
-def _consumers_ready(self: ClusterApi, g, s) -> bool:
-    "Whether this leader of `s` has applied all of its group's log; the server's `ClusteredJetStream` knows (its barrier entry came back)."
-    return True
 
 @patch
 def _answer_r1(self: ClusterApi, verb, name, subject, reply, hdr, data, src):
@@ -266,8 +262,8 @@ def _peer_remove(self: ClusterApi, name: str, g, reply: bytes, hdr: int, data: b
     self.meta.propose(('move', name, peers[0], durables, self.core.server_id, reply))
 
 @patch
-def _stepdown(self: ClusterApi, name: str, g: RaftGroup | None, reply: bytes, rtype: str = 'stream_leader_stepdown_response',
-              body: bytes = b'', answer=None):
+def _stepdown(self: ClusterApi, name: str, g: RaftGroup | None, names: dict, reply: bytes,
+              rtype: str = 'stream_leader_stepdown_response', body: bytes = b'', answer=None):
     """`STREAM.LEADER.STEPDOWN` (or the consumer's, whose leader is the stream's; or the meta group's, `answer` then
     being the system account's) on the leader: hand the group to the server the request's `placement` names or
     allows, else to the most caught-up follower (a stream on one server has nothing to hand over)."""
@@ -279,7 +275,7 @@ def _stepdown(self: ClusterApi, name: str, g: RaftGroup | None, reply: bytes, rt
     if g is None: return done(None, 0)
     to = None
     if body.strip()[:1] in (b'{', b'['):            # as the reference: a JSON object (or array) is a request
-        try: to = self._stepdown_to(g, go_decode(body, _STEPDOWN_REQUEST).get('placement'))
+        try: to = self._stepdown_to(names, go_decode(body, _STEPDOWN_REQUEST).get('placement'))
         except JSApiError as e: return self._refuse(reply, rtype, e, answer=answer)
     g.transferLeadership(to, callback=lambda res, err: g._loop.call_soon_threadsafe(done, res, err))
 
@@ -287,18 +283,18 @@ _STEPDOWN_REQUEST = GoStruct('server.JSApiLeaderStepdownRequest', {'placement': 
     'cluster': GoStr(), 'tags': GoSlice(GoStr(), '[]string'), 'preferred': GoStr()}, ptr=True)})
 
 @patch
-def _stepdown_to(self: ClusterApi, g: RaftGroup, placement: dict | None) -> str | None:
+def _stepdown_to(self: ClusterApi, names: dict, placement: dict | None) -> str | None:
     """The member a stepdown hands the group to: the `preferred` server, or one of the followers
     in the placement's `cluster` with all of its `tags`; None (the most caught-up follower) without a placement."""
     if not placement or type(placement) is not dict: return None
     me = self.core.server_name
     if pref := placement.get('preferred'):
-        addr = next((a for a, n in g.names.items() if n == pref), None)
+        addr = next((a for a, n in names.items() if n == pref), None)
         if addr is not None and pref == me: raise JSClusterNoPeersErrF(err=f'preferred server "{pref}" is already leader')
         if addr is None: raise JSClusterNoPeersErrF(err=f'preferred server "{pref}" not known')
         return addr
     tags, want = self._tags_of(), [t.lower() for t in placement.get('tags') or ()]
-    ok = [a for a, n in g.names.items() if n != me and n in tags and (not placement.get('cluster') or placement['cluster'] == self.core.cluster.name)
+    ok = [a for a, n in names.items() if n != me and n in tags and (not placement.get('cluster') or placement['cluster'] == self.core.cluster.name)
           and all(t in tags[n] for t in want)]
     if not ok: raise JSClusterNoPeersErrF(err='no replacement peer connected')
     return random.choice(ok)
@@ -374,13 +370,13 @@ def cluster_info(self: ClusterApi, name: str) -> dict:
     d = dict(name=self.core.cluster.name, leader=self.core.server_name)
     g = self.groups.get(name)
     if g is None: return d
-    st, now = g.status(), time.monotonic()
-    last = getattr(g, '_SyncObj__lastResponseTime', {})   # when each follower last answered the leader
+    st, now = g.raft.status(), time.monotonic()
+    last = getattr(g.raft, '_SyncObj__lastResponseTime', {})   # when each follower last answered the leader
     d = dict(name=d['name'], raft_group=g.name, leader=d['leader'])
-    if g.leader_since: d['leader_since'] = rfc3339(g.leader_since)
+    if g.raft.leader_since: d['leader_since'] = rfc3339(g.raft.leader_since)
     commit, reps = st.get('commit_idx', 0), []
     for addr in sorted(g.names):
-        if addr == g.selfNode.id: continue
+        if addr == g.raft.selfNode.id: continue
         match = st.get('match_idx_server_' + addr, 0)
         up = st.get('partner_node_status_server_' + addr) == 2
         seen = next((t for n, t in list(last.items()) if n.id == addr), None)
@@ -601,7 +597,7 @@ def _on_system(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: b
     m = self.meta
     if m is None or not m.is_leader(): return       # (without a reply subject it is done all the same, as by the reference)
     if hdr: return log.warning('Malformed JetStream API Request: ""')
-    if subject == b'$JS.API.META.LEADER.STEPDOWN': return self._stepdown('', m, reply, 'meta_leader_stepdown_response', data, self._sys_answer)
+    if subject == b'$JS.API.META.LEADER.STEPDOWN': return self._stepdown('', m, self.members, reply, 'meta_leader_stepdown_response', data, self._sys_answer)
     self._server_remove(reply, data)
 
 @patch
@@ -662,5 +658,5 @@ def stats(self: ClusterApi) -> dict:
     out = dict(JetStream.stats(self), ha_assets=(self.meta is not None) + len(self.groups))
     for name, g in self.groups.items():
         s = self.account.streams.get(name)
-        out['consumers'] += len(g.cstates.keys() - (s.consumers.keys() if s is not None else set()))
+        out['consumers'] += len(g.consumers.cstates.keys() - (s.consumers.keys() if s is not None else set()))
     return out

@@ -10,17 +10,14 @@ import orjson
 from fastcore.basics import patch
 from ..nats.protocol import text, get_header
 from .host import json_bytes
-from .operations import Remove, Purge, Expire, Configure, CopyMsg, Origin, replica
-from ..nats.subjects import subject_matches
-from .consumer_config import filters_of
+from .operations import Expire, Configure, CopyMsg, Origin, replica
 from .api import RT
 from .stream import Stream
-from . import batch, schedules, mirrors
+from . import batch, schedules
 from .batch import AtomicBatch
 from .store import StoreMsg
-from .consumer import from_snapshot
 from . import consumer_api as C
-from . import cluster_advisories as advisories
+from .cluster_stream import DECISIONS, alone
 import msgpack
 from .cluster import RaftGroup, group_name, _read, _write, CONSUMER_SYNC, SYNC_CHANNEL, ANSWER_CHANNEL, peer_id, seal, unseal
 from .cluster_api import ClusterApi, _verb
@@ -46,20 +43,14 @@ def _start_group(self: ClusteredJetStream, name: str):
     cfg = a['config']
     g_name = group_name(name, len(a['peers']), cfg.get('storage', 'file'), a['created'])
     base = os.path.join(d, g_name)
-    bus, ticks = self._raft()
-    g = RaftGroup(me, sorted(v for k, v in a['addrs'].items() if k != self.core.server_name), bus,
-                  partial(self.apply_stream, name), ticks, journal=base + '.journal', hold=False)
+    bus, ticks, g = *self._raft(), self.replica(name)
     kept = cfg.get('storage', 'file') == 'file'      # a memory store starts empty: the whole log is applied again
-    g.applied_before = int(_read(base + '.applied') or 0) if kept else 0
-    g.applied_file, g.names = base + '.applied', {v: k for k, v in a['addrs'].items()}
-    g.name = g_name
-    g.cstates, g.cmarks, g.cready, g.closing = {}, {}, False, False    # replicated consumers: latest states, what was logged, whether they run here
-    g.seeded = not a.get('seed')                     # a grown stream takes nothing before its first server's store is copied
-    g.snapshot_extra = lambda: {'cstates': dict(g.cstates), 'seeded': g.seeded}     # what a compaction keeps besides the stores
-    self.groups[name] = g
-    if (s := self.account.streams.get(name)) is not None and s.group is None: s.group = self.group_view(name)   # (a mirror subscribes to nothing)
-    g.on_role = partial(self._follow_role, name)
-    advisories.watch(self, name, g)                 # its leader elections and lost quorums, advised (`jsnb.js.cluster_advisories`)
+    raft = RaftGroup(me, sorted(v for k, v in a['addrs'].items() if k != self.core.server_name), bus,
+                     partial(self.apply_stream, name), ticks, journal=base + '.journal', hold=False, on_role=g.role,
+                     snapshot_extra=g.snapshot_extra, applied_before=int(_read(base + '.applied') or 0) if kept else 0)
+    g.start(raft, g_name, {v: k for k, v in a['addrs'].items()}, base + '.applied',
+            seeded=not a.get('seed'))                # a grown stream takes nothing before its first server's store is copied
+    if (s := self.account.streams.get(name)) is not None and s.group is None: s.group = g   # (a mirror subscribes to nothing)
     self._follow_role(name)
     if a.get('seed') == self.core.server_name: self._seed(name)
     if name in self._replies and g.seeded: self._answer_created(name, 0)
@@ -94,10 +85,10 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
     s = self.account.streams.get(name)
     if op[0] == 'snapshot': return self._install(g, name, idx, op[1])                           # see 'Compaction and catch-up'
     if op[0] in ('cstate', 'cdel', 'cbarrier'):      # a consumer's latest state: applied again on a replay
-        self.apply_consumer(g, name, idx, op); return g.compact(256)
+        g.consumers.apply(idx, op); return g.raft.compact(256)
     if op[0] == 'seeded': g.seeded = True             # (on a replay too) the grown stream takes messages from here on
-    if idx <= g.applied_before: return
-    g.applied = idx
+    if idx <= g.raft.applied_before: return
+    g.raft.applied = idx
     me = self.core.server_id
     size = 64                                        # roughly, what the entry adds to the log (for compaction)
     if op[0] == 'msgs':
@@ -126,7 +117,7 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
         if s is not None: self._apply_seed(s, [], op[1])
         if name in self._replies: self._answer_created(name, 0)
     elif op[0] == 'decide' and s is not None:        # retention's removal or expiry, decided by the leader
-        d = _DECISIONS[op[1]](*op[2])
+        d = DECISIONS[op[1]](*op[2])
         if type(d) is Expire:                        # the stream's timer: expiry, and the schedules due, at the leader's time
             s.expire(d.now, decided=True)
             batch.expire_fast(s, d.now)              # fast batches idle too long, by the leader's time
@@ -151,48 +142,8 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
     elif op[0] == 'api':
         _, subject, reply, hdr, data, origin = op
         self._answer_here(_verb(text(subject))[0], name, subject, reply if origin == me else b'', hdr, data, None, origin == me)
-    g.mark_applied(g.applied_file, idx)
-    g.compact(size)
-
-_DECISIONS = {'Remove': Remove, 'Purge': Purge, 'Expire': Expire}    # what a stream decides on its own (`Stream.decide`)
-
-class _GroupView:
-    "A replicated stream's group as the stream sees it (`Stream.group`): the changes it decides, the consumers its log recorded."
-    def __init__(self, js, name: str): self.js, self.name = js, name
-    def decide(self, op): return self.js._decide(self.name, op)
-    def leads(self) -> bool:
-        "Whether this server leads the group and has applied its whole log (it copies from the stream's upstreams)."
-        g = self.js.groups.get(self.name)
-        return g is not None and g.is_leader() and g.cready is True
-    def copy(self, entry: tuple):
-        "A message copied from an upstream (`mirrors.copy_one`): into the group's log, with the others of this turn of the loop."
-        q = self.js._copies.setdefault(self.name, [])
-        q.append(entry)
-        if len(q) == 1: asyncio.get_running_loop().call_soon(self.js._propose_copies, self.name)
-        elif len(q) >= 1000: self.js._propose_copies(self.name)
-    def pending(self) -> int:
-        "Entries in this server's log not applied yet (on the leader: proposals not committed and applied)."
-        g = self.js.groups.get(self.name)
-        try: return max(0, g._SyncObj__getCurrentLogIndex() - max(g.applied, g.applied_before)) if g is not None else 0
-        except IndexError: return 0                  # (PySyncObj's log, read from another thread, in the middle of a compaction)
-    def interested(self, subject: str) -> bool:
-        "Whether a consumer the log recorded takes `subject` (before the group runs: the consumers here)."
-        g, s = self.js.groups.get(self.name), self.js.account.streams.get(self.name)
-        if g is None: return s is not None and any(c.matches(subject) for c in s.consumers.values())
-        return any(not (fs := filters_of(snap.get('config') or {})) or any(subject_matches(subject, f) for f in fs)
-                   for snap in g.cstates.values())
-
-@patch
-def _decide(self: ClusteredJetStream, name: str, op):
-    """A replicated stream's own change (retention's removal, expiry): its leader puts it in the log, every replica
-    applies it; nothing is decided before the group runs (a restarted server's streams wait for it)."""
-    g = self.groups.get(name)
-    if g is not None and g.is_leader() and g.seeded and type(op).__name__ in _DECISIONS: g.propose(('decide', type(op).__name__, tuple(op)))
-
-@patch
-def group_view(self: ClusteredJetStream, name: str) -> _GroupView:
-    "What replicated stream `name` sees of its group (`Stream.group`), set when the stream subscribes."
-    return _GroupView(self, name)
+    g.raft.mark_applied(g.applied_file, idx)
+    g.raft.compact(size)
 
 @patch
 def _replicated_msg(self: ClusteredJetStream, s: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
@@ -208,11 +159,6 @@ def _replicated_msg(self: ClusteredJetStream, s: Stream, subject: bytes, reply: 
     if src is None: self._propose_msgs(s.name)       # published by the server itself: no read to wait for the end of
     elif len(q) == 1: self.core.defer(partial(self._propose_msgs, s.name))
 
-@patch
-def _propose_copies(self: ClusteredJetStream, name: str):
-    "What the leader copied from the stream's upstreams in one turn of the loop (at most 1000 messages): one entry."
-    entries, g = self._copies.pop(name, None), self.groups.get(name)
-    if entries and g is not None: g.propose(('copies', entries, time.time_ns(), self.core.server_id))
 
 @patch
 def _propose_msgs(self: ClusteredJetStream, name: str):
@@ -268,6 +214,7 @@ def _seed(self: ClusteredJetStream, name: str):
     "On a grown stream's first server: once its group has a leader, put the store, then the consumers' states, then `seeded` in the log; again if `seeded` did not come back."
     async def run():
         while (g := self.groups.get(name)) is not None and not g.seeded and (s := self.account.streams.get(name)) is not None:
+            raft = g.raft                            # this run of the group (another one, after a move, is seeded anew)
             if not g.leader_addr(): await asyncio.sleep(0.1); continue
             st, chunk, size, seq = s.store.state(), [], 0, 0
             while (m := s.store.load_next_msg('>', seq + 1)) is not None:
@@ -277,12 +224,12 @@ def _seed(self: ClusteredJetStream, name: str):
                 if size >= SEED_CHUNK: g.propose(('seed', chunk)); chunk, size = [], 0; await asyncio.sleep(0)
             if chunk: g.propose(('seed', chunk))
             for c in list(s.consumers.values()):
-                if not _alone(c): g.propose(('cstate', c.name, c.snapshot(), self.core.server_id, []))
+                if not alone(c): g.propose(('cstate', c.name, c.snapshot(), self.core.server_id, []))
             for cname, snap in self._carried.get(name, {}).items():       # a follower's: as the group it left recorded them
                 if cname not in s.consumers: g.propose(('cstate', cname, snap, self.core.server_id, []))
             g.propose(('seeded', st['last_seq']))
             for _ in range(100):
-                if g.seeded or self.groups.get(name) is not g: self._carried.pop(name, None); return
+                if g.seeded or self.groups.get(name) is not g or g.raft is not raft: self._carried.pop(name, None); return
                 await asyncio.sleep(0.1)
     asyncio.get_running_loop().create_task(run())
 
@@ -316,21 +263,21 @@ def _apply_regroup(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
     if a is None: return
     was, a['peers'], a['config'], a['addrs'], a['seed'] = a['peers'], list(peers), cfg, {}, seed
     g = self.groups.get(name)
+    raft = g.raft if g is not None else None         # the run of the group that leaves
     if not fresh:                                    # a replay: the old group (started by its replayed addresses) goes
-        if g is not None: self.groups.pop(name); g.destroy()
+        if g is not None: self.groups.pop(name); g.stop()
         if me in peers and name not in self.account.streams:
             self._make_replica(name, cfg)
         return
     storage, created = cfg.get('storage', 'file'), a['created']
     bases = {os.path.join(self._state_dir, 'streams', group_name(name, n, storage, created)) for n in (len(was), len(peers))}
     def switch(waited: float = 0.0):
-        if g is not None and not g.closing and waited < REGROUP_WAIT:
+        if g is not None and g.raft is raft and not g.closing and waited < REGROUP_WAIT:
             return asyncio.get_running_loop().call_later(0.05, switch, waited + 0.05)
         s = self.account.streams.get(name)
-        if g is not None:
-            self._carried[name] = dict(g.cstates)
-            if self.groups.get(name) is g: self.groups.pop(name)
-            g.destroy_synchronous()
+        if g is not None and g.raft is raft:
+            self._carried[name] = dict(g.consumers.cstates)
+            g.stop()
         for base in bases:
             _drop_journal(base)
         if me not in peers:
@@ -444,7 +391,7 @@ def _install_meta(self: ClusteredJetStream, extra: dict, fresh: bool):
         new = self.assignments.get(name)
         kept = new is not None and me in new['peers'] and (a is None or a['created'] == new['created'])
         g = self.groups.get(name)
-        if g is not None and (not kept or set(g.names) != set(new['addrs'].values())): self.groups.pop(name).destroy()
+        if g is not None and (not kept or set(g.names) != set(new['addrs'].values())): self.groups.pop(name).stop()
         if not kept and fresh and (s := self.account.streams.get(name)) is not None: self.account.remove_stream(s)
     for name, a in self.assignments.items():
         if me not in a['peers']: continue
@@ -456,31 +403,32 @@ def _install_meta(self: ClusteredJetStream, extra: dict, fresh: bool):
 @patch
 def _install(self: ClusteredJetStream, g: RaftGroup, name: str, idx: int, extra: dict):
     "A snapshot of stream `name`'s log at `idx`: its consumer states; the messages are here already (this replica's own snapshot, at a restart), or come from a peer's store (`_catch_up`)."
-    g.cstates = dict(extra.get('cstates') or {})
+    g.consumers.cstates = dict(extra.get('cstates') or {})
     if extra.get('seeded'): g.seeded = True
-    if max(g.applied, g.applied_before) >= idx: return g.release()
-    g.hold()
-    g.target = max(getattr(g, 'target', 0), idx)
-    if not getattr(g, 'syncing', False):
+    if max(g.raft.applied, g.raft.applied_before) >= idx: return g.raft.release()
+    g.raft.hold()
+    g.target = max(g.target, idx)
+    if not g.syncing:
         g.syncing = True
         asyncio.get_running_loop().create_task(self._catch_up(name, g))
 
 @patch
 async def _catch_up(self: ClusteredJetStream, name: str, g: RaftGroup):
     "Copy from a peer (the leader first) what this replica lacks up to the snapshot, then apply the entries held meanwhile."
+    raft = g.raft                                    # this run of the group
     try:
-        while self.groups.get(name) is g and (s := self.account.streams.get(name)) is not None:
+        while self.groups.get(name) is g and g.raft is raft and (s := self.account.streams.get(name)) is not None:
             leader = g.names.get(g.leader_addr())
             peers = sorted((n for n in g.names.values() if n != self.core.server_name), key=lambda n: n != leader)
             for peer in peers:
                 try:
                     if await self._sync_from(peer, name, g, s):
-                        log.info("stream '$G > %s' caught up from %s to entry %d", name, peer, g.applied); return
+                        log.info("stream '$G > %s' caught up from %s to entry %d", name, peer, g.raft.applied); return
                 except asyncio.TimeoutError: pass
             await asyncio.sleep(0.5)
     finally:
-        g.syncing = False
-        if self.groups.get(name) is g: g.release()
+        if g.raft is raft: g.syncing = False
+        if self.groups.get(name) is g and g.raft is raft: raft.release()
 
 @patch
 async def _sync_from(self: ClusteredJetStream, peer: str, name: str, g: RaftGroup, s: Stream) -> bool:
@@ -503,9 +451,9 @@ async def _sync_from(self: ClusteredJetStream, peer: str, name: str, g: RaftGrou
         self._apply_seed(s, part['msgs'])
         seq = part['next']
     self._apply_seed(s, [], ans['last'])
-    g.cstates, g.seeded = dict(ans['cstates']), g.seeded or ans['seeded']
-    g.applied = g.applied_before = ans['applied']
-    g.mark_applied(g.applied_file, ans['applied'])
+    g.consumers.cstates, g.seeded = dict(ans['cstates']), g.seeded or ans['seeded']
+    g.raft.applied = g.raft.applied_before = ans['applied']
+    g.raft.mark_applied(g.applied_file, ans['applied'])
     return True
 
 @patch
@@ -530,12 +478,12 @@ def _on_sync(self: ClusteredJetStream, server: str, frame: bytes):
     if not isinstance(req, dict): return
     name = req.get('stream')
     g, s, ans = self.groups.get(name), self.account.streams.get(name), None
-    if g is not None and s is not None and g._pending is None and g.seeded:
+    if g is not None and s is not None and g.raft._pending is None and g.seeded:
         if req.get('op') == 'state':
             st, (lo, hi) = s.store.state(), req['have']
-            ans = {'applied': max(g.applied, g.applied_before), 'first': st['first_seq'], 'last': st['last_seq'],
+            ans = {'applied': max(g.raft.applied, g.raft.applied_before), 'first': st['first_seq'], 'last': st['last_seq'],
                    'gone': s.store.gaps(max(lo, st['first_seq']), min(hi, st['last_seq'])),
-                   'config': s.cfg, 'cstates': dict(g.cstates), 'seeded': g.seeded}
+                   'config': s.cfg, 'cstates': dict(g.consumers.cstates), 'seeded': g.seeded}
         elif req.get('op') == 'msgs':
             msgs, size, seq, to = [], 0, req['from'], req['to']
             while size < SEED_CHUNK and (m := s.store.load_next_msg('>', seq)) is not None and m.seq <= to:
@@ -546,10 +494,6 @@ def _on_sync(self: ClusteredJetStream, server: str, frame: bytes):
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #e091f666
 _C_CHANGES = {'CONSUMER.CREATE', 'CONSUMER.DURABLE.CREATE', 'CONSUMER.DELETE', 'CONSUMER.PAUSE', 'CONSUMER.UNPIN'}
-
-def _alone(c) -> bool:
-    "An ephemeral consumer of one replica on a replicated stream (an ordered consumer's, a key-value watch's): it runs on the stream's leader, unlogged."
-    return c.cfg.get('num_replicas') == 1 and c.stream.cfg.get('num_replicas', 1) > 1 and not c.cfg.get('durable_name')
 
 @patch
 def _consumer_api(self: ClusteredJetStream, verb, name, g, subject, reply, hdr, data, src, rtype, extra):
@@ -563,21 +507,12 @@ def _consumer_api(self: ClusteredJetStream, verb, name, g, subject, reply, hdr, 
     args = _verb(text(subject))[1]
     cname = resp.get('name') or (args[1] if len(args) > 1 else '')
     if verb == 'CONSUMER.DELETE':
-        if cname not in g.cstates and cname not in g.cmarks: return self.account.host.reply(reply, body) if reply else None   # never logged
-        g.cmarks.pop(cname, None)
+        if cname not in g.consumers.cstates and cname not in g.consumers.cmarks: return self.account.host.reply(reply, body) if reply else None   # never logged
+        g.consumers.cmarks.pop(cname, None)
         return g.propose(('cdel', cname, self.core.server_id, reply, body))
     c = s.consumers.get(cname) if s is not None else None
     if c is None: return self.account.host.reply(reply, body) if reply else None
-    self._propose_consumer(g, c, [(reply, body)] if reply else [])
-
-@patch
-def _propose_consumer(self: ClusteredJetStream, g: RaftGroup, c, replies: list):
-    "Put consumer `c`'s state in the stream's log; `replies` (subject, body) are sent from here once it is committed."
-    if _alone(c):                                    # a consumer of one replica: nothing to log, answered at once
-        for r, b in replies: self.account.host.reply(r, b)
-        return
-    g.cmarks[c.name] = c.state_mark()
-    g.propose(('cstate', c.name, dict(c.snapshot(), config=c.cfg), self.core.server_id, replies))   # the configuration as it runs
+    g.consumers.propose(c, [(reply, body)] if reply else [])
 
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #2734d954
@@ -588,7 +523,7 @@ def _replicated_ack(self: ClusteredJetStream, g: RaftGroup, name: str, subject: 
     s = self.account.streams.get(name)
     c = s.consumers.get(toks[3]) if s is not None and len(toks) >= 7 else None
     body = data[hdr:] if hdr else data
-    if c is None or c.ack_none or body[:4] == b'+NXT' or _alone(c): return C.on_ack(self.account, subject, reply, hdr, data, src)
+    if c is None or c.ack_none or body[:4] == b'+NXT' or alone(c): return C.on_ack(self.account, subject, reply, hdr, data, src)
     C.on_ack(self.account, subject, b'', hdr, data, src)
     if not reply: return                             # nobody waits: logged with the next round of `_watch_consumers`
     key = (name, c.name)
@@ -606,42 +541,8 @@ def _flush_acks(self: ClusteredJetStream, key: tuple):
     replies = [r for r in self._acks.pop(key, []) if r is not None]
     g, s = self.groups.get(key[0]), self.account.streams.get(key[0])
     c = s.consumers.get(key[1]) if s is not None else None
-    if g is not None and c is not None and g.is_leader(): self._propose_consumer(g, c, replies)
+    if g is not None and c is not None and g.is_leader(): g.consumers.propose(c, replies)
 
-
-# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #4b2fcf2f
-@patch
-def apply_consumer(self: ClusteredJetStream, g: RaftGroup, name: str, idx: int, op: tuple):
-    "Apply a consumer's committed state (`cstate`) or removal (`cdel`): every replica keeps the latest; the server that asked answers."
-    fresh = idx > g.applied_before
-    if op[0] == 'cbarrier':                         # everything before it is applied: a leader that asked takes the consumers
-        if idx > g.applied: g.applied = idx
-        s = self.account.streams.get(name)
-        if op[1] == self.core.server_id and g.is_leader() and g.cready is not True and s is not None: self._take_over(g, s)
-        return
-    if op[0] == 'cstate':
-        _, cname, snap, origin, replies = op
-        if fresh and cname not in g.cstates and g.is_leader(): advisories.consumer_created(self, name, g, cname, snap)
-        g.cstates[cname] = snap
-    else:
-        _, cname, origin, reply, body = op
-        g.cstates.pop(cname, None); replies = [(reply, body)] if reply else []
-        s = self.account.streams.get(name)
-        if s is not None and (c := s.consumers.get(cname)) is not None and not g.is_leader(): self._detach(s, c, True)
-    if idx > g.applied: g.applied = idx
-    if fresh:
-        if origin == self.core.server_id:
-            for r, b in replies: self.account.host.reply(r, b)
-        g.mark_applied(g.applied_file, idx)
-
-@patch
-def _detach(self: ClusteredJetStream, s: Stream, c, forget: bool = False):
-    "Stop running consumer `c` here (this server no longer leads its stream); `forget`: it is deleted, its state file too."
-    self.account.host.send(c.close())
-    s.consumers.pop(c.name, None)
-    if forget:
-        p = self.account.state_path(c)
-        if p and os.path.exists(p): os.remove(p)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #567ed2e2
 @patch
@@ -650,50 +551,6 @@ def _watch_consumers(self: ClusteredJetStream):
     for name, g in list(self.groups.items()):
         s = self.account.streams.get(name)
         if s is None or not g.seeded: continue       # (a grown stream's consumers are copied with its messages)
-        try:
-            if not g.is_leader():
-                g.cready = False
-                if getattr(s, 'copying', False): mirrors.detach(s); s.copying = False   # only the leader copies
-                for c in list(s.consumers.values()):
-                    if _alone(c): self._detach(s, c, True); continue                 # it lived with the leadership here
-                    if c.name not in g.cstates: g.cstates[c.name] = c.snapshot()    # restored from disk before the log was
-                    self._detach(s, c)
-                continue
-            if not self._consumers_ready(g, s): continue
-            if s.upstreams and not getattr(s, 'copying', False): s.copying = True; mirrors.lead(s)
-            for c in list(s.consumers.values()):
-                if not _alone(c) and c.state_mark() != g.cmarks.get(c.name): self._propose_consumer(g, c, [])
-            for cname in [n for n in g.cstates if n not in s.consumers and n in g.cmarks]:   # deleted here (inactive)
-                del g.cmarks[cname]; g.propose(('cdel', cname, self.core.server_id, b'', b''))
+        try: g.consumers.watch(s)
         except Exception: log.exception("replicated consumers of stream '$G > %s' failed", name)
     self._ctimer = asyncio.get_running_loop().call_later(CONSUMER_SYNC, self._watch_consumers)
-
-@patch
-def _consumers_ready(self: ClusteredJetStream, g: RaftGroup, s: Stream) -> bool:
-    "Whether the replicated consumers of `s` run here: this server leads and has applied all of the committed log (a barrier entry of its own came back)."
-    if g.cready is True: return True
-    now = time.monotonic()
-    if g.is_leader() and (not g.cready or now - g.cready > 2.0):     # (asked again if the barrier got lost with a leader change)
-        g.cready = now
-        g.propose(('cbarrier', self.core.server_id))
-    return False
-
-@patch
-def _take_over(self: ClusteredJetStream, g: RaftGroup, s: Stream):
-    "This server now leads stream `s`: its consumers become the ones the log recorded, with their timers running."
-    now = time.time_ns()
-    for c in list(s.consumers.values()):
-        if c.name not in g.cstates: self._detach(s, c, True)
-    for cname, snap in g.cstates.items():
-        c = s.consumers.get(cname)
-        if c is not None: self.account.host.send(c.close()); s.consumers.pop(cname)
-        c = from_snapshot(s, cname, snap)
-        c.rearm()
-        s.consumers[cname] = c
-        g.cmarks[cname] = c.state_mark()
-        try: self.account.persist(c, force=True)
-        except (OSError, ValueError) as e: log.error("consumer '%s > %s' state not written: %s", s.name, cname, e)
-    if gone := s.acked_already(): s.decide(Remove(tuple(gone)))
-    g.cready = True
-    for c in list(s.consumers.values()): self.account.host.send(c.tick(now))
-
