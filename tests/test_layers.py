@@ -194,8 +194,7 @@ def _swaps(mod: str) -> list[str]:
 
 
 # what the JetStream layer still does this way (its clustering is being recomposed: the list must only shrink)
-SWAPS = {'jsnb.js.cluster': ['a.host.unsubscribe', 'self.account.read_elsewhere'],
-         'jsnb.js.js_accounts': ['svc.stop', 'a.peers']}
+SWAPS = {'jsnb.js.js_accounts': ['svc.stop', 'a.peers']}
 
 
 @pytest.mark.parametrize('mod', sorted(MODULES))

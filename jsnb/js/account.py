@@ -30,9 +30,9 @@ __all__ = ['log', 'Account', 'state_file']
 class Account:
     "The JetStream account: streams, consumers, usage and limits, persistence; `host`: its streams' host on the server core."
     def __init__(self, core, store_dir: str, max_memory: int = -1, max_file: int = -1, sync_interval: float = 120.0,
-                 name: str = GLOBAL, limits: dict | None = None, domain: str = ''):
+                 name: str = GLOBAL, limits: dict | None = None, domain: str = '', host=CoreHost):
         self.store_dir, self.name, self.domain = store_dir, name, domain
-        self.host = CoreHost(core, self)
+        self.host = host(core, self)                # (`host`: what makes it; a clustered server's own kind, see `jsnb.js.cluster`)
         self.limits = dict(limits or NO_JS_LIMITS)   # the account's own JetStream limits (`accounts { X: { jetstream { ... } } }`)
         self.tier = self.limits.pop('tier', '')      # 'R1' when they are an account JWT's tier of that name (shown under `tiers`)
         self.max_memory, self.max_file, self.sync_interval = max_memory, max_file, sync_interval

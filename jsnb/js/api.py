@@ -16,7 +16,7 @@ from ..nats.times import rfc3339
 from .errors import JSApiError, JSRequiredApiLevelErr, JSClusterRequiredErr
 from .direct_get import level_ok
 from . import direct_get
-from .host import advise, json_bytes, client_info
+from .host import advise, json_bytes, client_info, CoreHost
 from .account import Account
 from .health import stored_problems
 from .jsz_details import details
@@ -123,9 +123,9 @@ def map_domain(core, domain: str):
 class JetStream:
     "JetStream of one account of a server: the API and wire subscriptions, the timers (`core`: the core, or a view of it for one account)."
     def __init__(self, core, store_dir: str, max_memory: int = -1, max_file: int = -1, sync_interval: float = 120.0,
-                 name: str = '$G', limits: dict | None = None, domain: str = ''):
+                 name: str = '$G', limits: dict | None = None, domain: str = '', host=CoreHost):
         self.core = core
-        self.account = Account(core, store_dir, max_memory, max_file, sync_interval, name, limits, domain)
+        self.account = Account(core, store_dir, max_memory, max_file, sync_interval, name, limits, domain, host)
         self._subs: list = []
 
 # %% ../../nbs/2_js/16_api.ipynb #f6219c79

@@ -5,14 +5,15 @@
 # %% ../../nbs/2_js/20_cluster.ipynb #ad028825
 from __future__ import annotations
 import asyncio, hashlib, logging, os, secrets, struct, time
-from collections import deque
+
 from functools import partial
-from typing import NamedTuple
+
 import msgpack, orjson
 from fastcore.basics import patch
-from .raft import RaftNode, RaftLoop, record, _scalar
+from .raft import RaftLoop
+from .cluster_raft import RaftGroup, META_COMPACT_BYTES
 from ..nats.protocol import text
-from .host import json_bytes, event_id
+from .host import json_bytes, event_id, CoreHost
 from ..nats.times import rfc3339
 from .api import JetStream, RT, API_SUBJECTS, map_domain
 from .js_accounts import SYSTEM_DIRECTIVES
@@ -23,223 +24,9 @@ from . import consumer_api as C
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'LEADER_FALLBACK', 'COMPACT_BYTES', 'META_COMPACT_BYTES', 'RAFT_CHANNEL', 'RAFT_INFO', 'RAFT_META', 'SETTLE',
-           'API_CHANNEL', 'SYNC_CHANNEL', 'ANSWER_CHANNEL', 'CONSUMER_SYNC', 'REMOVED', 'Entry', 'RaftGroup', 'seal',
-           'unseal', 'short_hash', 'peer_id', 'group_name', 'member_id', 'server_of', 'RouteBus', 'ClusterMeta',
-           'relay_jetstream']
-
-# %% ../../nbs/2_js/20_cluster.ipynb #10bd7a57
-class _IntoOurLog(logging.Handler):
-    "PySyncObj's own log lines go to the server's log (its file, its format), marked as PySyncObj's."
-    def emit(self, r: logging.LogRecord): log.log(r.levelno, 'Raft (PySyncObj): %s', r.getMessage())
-
-_raft_log = logging.getLogger('pysyncobj')
-_raft_log.addHandler(_IntoOurLog()); _raft_log.propagate = False
-
-# %% ../../nbs/2_js/20_cluster.ipynb #3b204b66
-LEADER_FALLBACK = 2.0    # seconds a leader that hears from no majority stays one (as `RaftNode` sets PySyncObj's `leaderFallbackTimeout`)
-COMPACT_BYTES = 64 << 20 # bytes applied to a stream's group after which its log is compacted (`JSNB_RAFT_COMPACT` overrides)
-META_COMPACT_BYTES = 1 << 20   # bytes of meta entries after which the meta log is compacted (`JSNB_META_COMPACT` overrides)
-
-@record
-class Entry(NamedTuple):
-    "An entry of a meta or stream group: an operation as plain values, its kind first (`['msgs', msgs, ts, origin]`)."
-    op: list
-
-class RaftGroup(RaftNode):
-    "A Raft group whose committed entries, operations of plain values, are handed in log order to `on_apply(index, op)` on the loop."
-    def __init__(self, me: str, others: list[str], bus, on_apply, raft_loop: RaftLoop, journal: str | None = None,
-                 hold: bool = True, membership: bool = False, on_role=None, snapshot_extra=dict, applied_before: int = 0,
-                 compact_bytes: int = 0):
-        self._on_apply, self._loop, self.bus = on_apply, raft_loop.loop, bus
-        self.lag = float(os.environ.get('JSNB_APPLY_LAG') or 0)   # seconds this server applies late (a lagging replica, for tests)
-        self._held: deque = deque()
-        self.applied, self.applied_before, self._applied_fd = 0, applied_before, None   # applied before: by an earlier run
-        self._pending, self.catching = None, False       # see 'Compaction and catch-up'
-        self.on_role = on_role                            # `on_role(leader)`, when this member becomes or stops being the leader
-        self.grown, self._forced, self.snapshot_extra = 0, 0.0, snapshot_extra    # what a compaction keeps besides the log
-        self.compact_bytes = compact_bytes or int(os.environ.get('JSNB_RAFT_COMPACT') or COMPACT_BYTES)
-        self.wait_leader, self._gone = hold, False      # see 'Proposals while there is no leader'
-        self._seen, self._uid, self._uids = {}, f'{me}:{time.time_ns()}', 0
-        super().__init__(me, others, bus.view(me), self._committed, raft_loop, journal=journal,
-                         snapshot=(self._snap_state, self._snap_load) if journal else None, membership=membership, on_role=self._role)
-        self.conf.commandsWaitLeader = hold             # see 'Proposals while there is no leader'
-        self._dump = self.conf.fullDumpFile
-        bus.join(self)
-
-# %% ../../nbs/2_js/20_cluster.ipynb #82f813f6
-@patch
-def _committed(self: RaftGroup, idx: int, rec: Entry):
-    "A committed entry: applied now (or `lag` seconds late)."
-    (self._hold if self.lag else self._now)(idx, rec.op)
-
-@patch
-def _now(self: RaftGroup, idx: int, op: list):
-    "Apply entry `idx` now, or keep it for after the catch-up under way (`hold`); a snapshot is never kept back."
-    if self._pending is not None and op[0] != 'snapshot': self._pending.append((idx, op))
-    elif op[0] != 'once': self._on_apply(idx, op)
-    elif (key := tuple(op[1])) not in self._seen:     # a proposal sent again (below) is applied once
-        self._seen[key] = None
-        if len(self._seen) > 10_000: del self._seen[next(iter(self._seen))]
-        self._on_apply(idx, op[2])
-
-@patch
-def _hold(self: RaftGroup, idx: int, op: list):
-    "With `lag`: apply `op` that many seconds late, still in log order."
-    self._held.append((time.monotonic() + self.lag, idx, op))
-    if len(self._held) == 1: self._loop.call_later(self.lag, self._release)
-
-@patch
-def _release(self: RaftGroup):
-    now = time.monotonic()
-    while self._held and self._held[0][0] <= now + 0.001: _, idx, op = self._held.popleft(); self._now(idx, op)
-    if self._held: self._loop.call_later(max(0.0, self._held[0][0] - now), self._release)
-
-# %% ../../nbs/2_js/20_cluster.ipynb #f87db7d3
-@patch
-def propose(self: RaftGroup, op):
-    "Submit `op` (plain values); a follower hands it to the leader. In a group that waits for a leader, sent again until committed."
-    if not self.wait_leader: return RaftNode.propose(self, Entry(list(op)))
-    self._uids += 1
-    self._submit(['once', [self._uid, self._uids], list(op)], 0)
-
-@patch
-def _submit(self: RaftGroup, entry: list, tries: int):
-    def done(ok, err):
-        if ok or self._gone: return
-        if tries >= 150: return log.warning('Raft: a proposal was not committed after %d tries: dropped', tries)
-        self._loop.call_later(0.2, self._submit, entry, tries + 1)
-    if not self._gone: RaftNode.propose(self, Entry(entry), done)
-
-@patch
-def _SyncObj__onMessageReceived(self: RaftGroup, node, message: dict):
-    "`RaftNode`'s handling of a peer's message, except that a member catching up takes no leadership handed over."
-    if self.catching and message.get('type') == 'timeout_now': return
-    RaftNode._SyncObj__onMessageReceived(self, node, message)
-
-# %% ../../nbs/2_js/20_cluster.ipynb #8b5ff82b
-@patch
-def mark_applied(self: RaftGroup, path: str, idx: int):
-    "Record in the file `path` that entry `idx` is applied: one write at the start of a file kept open (per entry, so it is cheap)."
-    if self._applied_fd is None: self._applied_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    os.pwrite(self._applied_fd, b'%-20d\n' % idx, 0)
-
-@patch
-def destroy(self: RaftGroup):
-    "Leave the group: no more ticks, frames or applies."
-    if self._gone: return
-    self._gone = True
-    if self._applied_fd is not None: os.close(self._applied_fd); self._applied_fd = None
-    self.bus.leave(self.selfNode.id); self.raft_loop.remove(self)
-    RaftNode.destroy(self)
-
-RaftGroup.destroy_synchronous = RaftGroup.close = RaftGroup.destroy
-
-@patch
-def status(self: RaftGroup) -> dict:
-    "PySyncObj's status: commit and match indexes, which peers are connected."
-    return self.getStatus()
-
-@patch
-def leader_addr(self: RaftGroup) -> str:
-    "The leader's member id, or '' while there is none."
-    return self.leader or ''
-
-@patch
-def is_leader(self: RaftGroup) -> bool: return self._isLeader()
-
-@patch
-def last_index(self: RaftGroup) -> int:
-    "The index of the last entry in this member's log (committed or not)."
-    return self._SyncObj__getCurrentLogIndex()
-
-@patch
-def _role(self: RaftGroup):
-    "This member became or stopped being the leader: `on_role` is told at once, with which."
-    if self.on_role is not None: self.on_role(self._isLeader())
-
-# %% ../../nbs/2_js/20_cluster.ipynb #c3059b20
-import hmac
-
-@patch
-def compact(self: RaftGroup, size: int):
-    "Count `size` more bytes applied; past `compact_bytes`, ask PySyncObj to compact the log (once: again after a failure, five seconds later)."
-    self.grown += size
-    if self.grown >= self.compact_bytes and self._dump and self._pending is None and time.monotonic() > self._forced:
-        self._forced = time.monotonic() + 5; self.forceLogCompaction()
-
-@patch
-def _snap_state(self: RaftGroup) -> dict:
-    "What a compaction keeps besides the log position: the owner's `snapshot_extra()`, once every entry up to there is applied."
-    if self._pending is not None or self._held: raise RuntimeError('entries not applied yet')
-    return self.snapshot_extra()
-
-@patch
-def _write_snapshot(self: RaftGroup, path: str, data: tuple):
-    RaftNode._write_snapshot(self, path, data); self.grown, self._forced = 0, 0.0
-
-@patch
-def _snap_load(self: RaftGroup, state): self._loaded = state
-
-@patch
-def _read_snapshot(self: RaftGroup, path: str) -> tuple:
-    """PySyncObj installing a snapshot (this member's own at a restart, or one the leader sent): the log position for
-    PySyncObj; for the owner, an entry `['snapshot', extra]` at that index. Until the owner calls `release`, this
-    member stands for no election."""
-    last, before, nodes = RaftNode._read_snapshot(self, path)
-    self.catching = True
-    (self._hold if self.lag else self._now)(last[1], ['snapshot', self._loaded])   # now: before the entries after it (same tick)
-    return last, before, nodes
-
-# %% ../../nbs/2_js/20_cluster.ipynb #a1a2d6a0
-@patch
-def hold(self: RaftGroup):
-    "Keep the entries that come from now on, in order, until `release` (a catch-up under way)."
-    if self._pending is None: self._pending = deque()
-
-@patch
-def release(self: RaftGroup):
-    "Apply the entries kept since `hold`, in order, and stand for elections again."
-    p, self._pending, self.catching = self._pending or deque(), None, False
-    self._SyncObj__raftElectionDeadline = time.monotonic() + self._SyncObj__generateRaftTimeout()
-    while p:
-        idx, op = p.popleft(); self._now(idx, op)
-        if self._pending is not None: self._pending.extend(p); return
-
-@patch
-def _SyncObj__generateRaftTimeout(self: RaftGroup) -> float:
-    "`RaftNode`'s election timeout; a member catching up stands for no election (it still votes)."
-    return 3600.0 if self.catching else RaftNode._SyncObj__generateRaftTimeout(self)
-
-def seal(key: str, obj) -> bytes:
-    "`obj` (plain values) packed with msgpack, behind an HMAC-SHA256 of it keyed with `key`."
-    body = msgpack.packb(obj, use_bin_type=True, default=_scalar)
-    return hmac.new(key.encode(), body, 'sha256').digest() + body
-
-def unseal(key: str, data: bytes):
-    "What `seal` made with the same key; None for anything else."
-    data = bytes(data)
-    if len(data) < 32 or not hmac.compare_digest(hmac.new(key.encode(), data[32:], 'sha256').digest(), data[:32]): return None
-    try: return msgpack.unpackb(data[32:], raw=False, strict_map_key=False)
-    except Exception: return None
-
-# %% ../../nbs/2_js/20_cluster.ipynb #71f41a12
-import pickle
-from pysyncobj.syncobj import _COMMAND_TYPE
-from pysyncobj import FAIL_REASON
-
-@patch
-def remove_member(self: RaftGroup, addr: str, done):
-    """On the leader of a group started with `membership=True`: take the member `addr` out of it;
-    `done(ok, why)` is called on the loop once the change is committed (`ok`), or refused."""
-    def fin(res, err): self._loop.call_soon(done, err == FAIL_REASON.SUCCESS, err)
-    self._applyCommand(pickle.dumps(['rem', addr], 2), fin, _COMMAND_TYPE.MEMBERSHIP)
-    self.raft_loop.poke(self)
-
-@patch
-def member_addrs(self: RaftGroup) -> set[str]:
-    "The ids of the group's members as this member knows them (itself included)."
-    return {self.selfNode.id, *(n.id for n in self.otherNodes)}
+__all__ = ['log', 'RAFT_CHANNEL', 'RAFT_INFO', 'RAFT_META', 'SETTLE', 'API_CHANNEL', 'SYNC_CHANNEL', 'ANSWER_CHANNEL',
+           'CONSUMER_SYNC', 'LEADER_READ', 'REMOVED', 'short_hash', 'peer_id', 'group_name', 'member_id', 'server_of',
+           'RouteBus', 'ClusterMeta', 'ClusterHost', 'relay_jetstream']
 
 # %% ../../nbs/2_js/20_cluster.ipynb #011b349e
 _DIGITS = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
@@ -349,10 +136,9 @@ class ClusterMeta(JetStream):
     "JetStream of `$G` on a server with routes: the meta group, the streams' groups, requests sent to the stream's leader."
     def __init__(self, core, opts):
         super().__init__(core, core.store_dir, opts.max_memory_store, opts.max_file_store, opts.sync_interval,
-                         domain=opts.js_domain)
+                         domain=opts.js_domain, host=partial(ClusterHost, js=self))
         self.opts, self.meta = opts, None
         self.account.clustered = True
-        self.account.read_elsewhere = self.read_elsewhere   # a lagging replica hands read-after-write reads to its leader
         self._state_dir = os.path.join(core.store_dir, '_meta_')
         self.raft_addr = _read(os.path.join(self._state_dir, 'raft')) or member_id(core.server_name, 'm' + secrets.token_hex(4))   # its meta member
         self.bus = self.raft_loop = None           # the Raft members' bus and ticks, once the meta group forms (`_raft`)
@@ -378,6 +164,18 @@ class ClusterMeta(JetStream):
 _WIRE = ((b'$JS.API.CONSUMER.MSG.NEXT.', C.on_next, 5), (b'$JS.ACK.', C.on_ack, 2), (b'$JS.FC.', C.on_flow_control, 2),
          (b'$JS.API.CONSUMER.RESET.', C.on_reset, 4))
 
+# %% ../../nbs/2_js/20_cluster.ipynb #6cb34040
+class ClusterHost(CoreHost):
+    "The host of a clustered account's streams: subscriptions every server sees, reads a lagging replica hands to the leader."
+    def __init__(self, core, account, js: ClusterMeta):
+        super().__init__(core, account)
+        self.js = js
+
+    def subscribe(self, subject, cb, queue='', defers=False, many=None): return self.js._share(subject, cb, queue, defers, many)
+    def unsubscribe(self, sub): self.js._unshare(sub)
+    def read_elsewhere(self, stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src) -> bool:
+        return self.js.read_elsewhere(stream, subject, reply, hdr, data, src)
+
 # %% ../../nbs/2_js/20_cluster.ipynb #9169b417
 @patch
 def start(self: ClusterMeta):
@@ -387,7 +185,7 @@ def start(self: ClusterMeta):
     if os.path.exists(os.path.join(self._state_dir, REMOVED)): return self._disabled_at_start()   # (`SERVER.REMOVE`)
     self._sys = self.core.accounts.get(self.opts.system_account)     # its users' `SERVER.REMOVE` and `META.LEADER.STEPDOWN`
     self._sys_subs = [sub(s.decode(), self._on_system, acc=self._sys) for s in SYSTEM_DIRECTIVES] if self._sys is not None else []
-    a.host.subscribe, a.host.unsubscribe = self._share, self._unshare   # what the account's streams subscribe, every server sees
+
     self._wire = [(p, partial(fn, a), i) for p, fn, i in _WIRE]
     a.restore()
     self._subs = [sub(p, self.on_api) for p in API_SUBJECTS]
@@ -503,9 +301,37 @@ def _send_peer(self: ClusterMeta, server: str, channel: bytes, data: bytes) -> b
     return True
 
 @patch
-def read_elsewhere(self: ClusterMeta, stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src) -> bool:
-    "Reads go to a stream's leader once the requests API answers cluster-wide (`jsnb.js.cluster_api`); the meta group alone keeps them."
-    return False
+def meta_leader(self: ClusterMeta) -> str:
+    "The name of the meta group's leader ('' while there is none)."
+    return self.members.get(self.meta.leader_addr(), '') if self.meta is not None else ''
+
+@patch
+def leader_of(self: ClusterMeta, name: str) -> str:
+    """The server that answers for stream `name`: its only server, its group's leader, or (not a peer) its first peer,
+    which knows the leader. '' while there is none, and on a peer of a replicated stream whose group does not run here
+    yet (a restarted server): its store may be behind, so it must not answer as the stream's only server."""
+    a = self.assignments.get(name)
+    if a is None: return ''
+    g = self.groups.get(name)
+    if g is not None:
+        lead = g.leader_addr()
+        return g.names.get(lead, '') if lead else ''
+    if a['config'].get('num_replicas', 1) > 1 and self.core.server_name in a['peers']: return ''
+    return a['peers'][0]
+
+# %% ../../nbs/2_js/20_cluster.ipynb #4a10933d
+LEADER_READ = 'leader'      # the source of a read handed to this server as the stream's leader: it answers or refuses
+
+@patch
+def read_elsewhere(self: ClusterMeta, s, subject: bytes, reply: bytes, hdr: int, data: bytes, src) -> bool:
+    """A replica of a replicated stream that has not applied the read's `min_last_seq` yet hands it to the leader, which
+    answers (or refuses, delayed, if it is behind too): the read-after-write spec's followers redirect, mirrors refuse."""
+    g = self.groups.get(s.name)
+    if src is LEADER_READ or g is None or g.is_leader() or s.cfg.get('mirror'): return False     # (a mirror refuses)
+    lead = self.leader_of(s.name)
+    if not lead or lead == self.core.server_name: return False
+    self.forward(lead, subject, reply, hdr, data)
+    return True
 
 # %% ../../nbs/2_js/20_cluster.ipynb #a5f14c74
 @patch

@@ -20,7 +20,8 @@ from . import direct_get
 from .stream_config import stream_config_for_create, subjects_overlap
 from . import stream_api as S
 import msgpack
-from .cluster import ClusterMeta, RaftGroup, peer_id, _js_member
+from .cluster import ClusterMeta, peer_id, _js_member, LEADER_READ
+from .cluster_raft import RaftGroup
 
 log = logging.getLogger('jsnb')
 
@@ -64,24 +65,7 @@ def _refuse(self: ClusterApi, reply: bytes, rtype: str, err: JSApiError, extra: 
     if answer is None: self.account.api_total += 1; self.account.api_errors += 1
     if reply: (answer or self.account.host.reply)(reply, _error(rtype, err, **(extra or {})))
 
-@patch
-def meta_leader(self: ClusterApi) -> str:
-    "The name of the meta group's leader ('' while there is none)."
-    return self.members.get(self.meta.leader_addr(), '') if self.meta is not None else ''
 
-@patch
-def leader_of(self: ClusterApi, name: str) -> str:
-    """The server that answers for stream `name`: its only server, its group's leader, or (not a peer) its first peer,
-    which knows the leader. '' while there is none, and on a peer of a replicated stream whose group does not run here
-    yet (a restarted server): its store may be behind, so it must not answer as the stream's only server."""
-    a = self.assignments.get(name)
-    if a is None: return ''
-    g = self.groups.get(name)
-    if g is not None:
-        lead = g.leader_addr()
-        return g.names.get(lead, '') if lead else ''
-    if a['config'].get('num_replicas', 1) > 1 and self.core.server_name in a['peers']: return ''
-    return a['peers'][0]
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #2069c102
 @patch
@@ -100,7 +84,7 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
     if subj.startswith('$JS.API.DIRECT.GET.'):
         name = subj.split('.')[4]
         if hops and (s := self.account.streams.get(name)) is not None:   # a replica behind the read's min_last_seq sent it here
-            return direct_get.on_request(s, len(subj.split('.', 5)) > 5, subject, reply, hdr, data, _LEADER)
+            return direct_get.on_request(s, len(subj.split('.', 5)) > 5, subject, reply, hdr, data, LEADER_READ)
         if self.leader_of(name) in ('', self.core.server_name): return self._local_api(subject, reply, hdr, data, src)
         if not self.assignments[name]['config'].get('allow_direct'): self.account.host.no_responders(src, subject, reply)
         return                                       # otherwise the stream's replicas answer (their queue group)
@@ -167,20 +151,6 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
 def _answer_r1(self: ClusterApi, verb, name, subject, reply, hdr, data, src):
     "A request for a stream this server holds alone: answered as on one server (see `_answer_here`)."
     self._answer_here(verb, name, subject, reply, hdr, data, src, True)
-
-# %% ../../nbs/2_js/20a_cluster_api.ipynb #4a10933d
-_LEADER = 'leader'          # the source of a read handed to this server as the stream's leader: it answers or refuses
-
-@patch
-def read_elsewhere(self: ClusterApi, s, subject: bytes, reply: bytes, hdr: int, data: bytes, src) -> bool:
-    """A replica of a replicated stream that has not applied the read's `min_last_seq` yet hands it to the leader, which
-    answers (or refuses, delayed, if it is behind too): the read-after-write spec's followers redirect, mirrors refuse."""
-    g = self.groups.get(s.name)
-    if src is _LEADER or g is None or g.is_leader() or s.cfg.get('mirror'): return False     # (a mirror refuses)
-    lead = self.leader_of(s.name)
-    if not lead or lead == self.core.server_name: return False
-    self.forward(lead, subject, reply, hdr, data)
-    return True
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #bf7f2f38
 @patch

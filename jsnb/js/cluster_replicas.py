@@ -6,7 +6,7 @@
 from __future__ import annotations
 import asyncio, glob, logging, os, time
 from functools import partial
-import orjson
+
 from fastcore.basics import patch
 from ..nats.protocol import text, get_header
 from .host import json_bytes
@@ -19,7 +19,8 @@ from .store import StoreMsg
 from . import consumer_api as C
 from .cluster_stream import DECISIONS, alone
 import msgpack
-from .cluster import RaftGroup, group_name, _read, _write, CONSUMER_SYNC, SYNC_CHANNEL, ANSWER_CHANNEL, peer_id, seal, unseal
+from .cluster import group_name, _read, CONSUMER_SYNC, SYNC_CHANNEL, ANSWER_CHANNEL
+from .cluster_raft import RaftGroup, seal, unseal
 from .cluster_api import ClusterApi, _verb
 from .errors import JSApiError, JSRaftGeneralErrF
 

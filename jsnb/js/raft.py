@@ -16,8 +16,9 @@ socket.inet_ntop = _inet_ntop     # PySyncObj 0.3.17 replaces it with a Windows-
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'RECORDS', 'MAX_FRAME', 'FRAME', 'TICK', 'record', 'pack', 'unpack', 'wire_command', 'local_command',
-           'encode_message', 'decode_message', 'Bus', 'frames', 'BusTransport', 'RaftLoop', 'RaftNode', 'LoopbackBus']
+__all__ = ['log', 'RECORDS', 'MAX_FRAME', 'FRAME', 'TICK', 'record', 'pack', 'plain_value', 'unpack', 'wire_command',
+           'local_command', 'encode_message', 'decode_message', 'Bus', 'frames', 'BusTransport', 'RaftLoop', 'RaftNode',
+           'LoopbackBus']
 
 # %% ../../nbs/2_js/20_raft.ipynb #c947015d
 RECORDS: dict[str, type] = {}
@@ -30,9 +31,9 @@ def record(cls: type) -> type:
 
 def pack(rec) -> bytes:
     "A record as the bytes a log entry holds."
-    return msgpack.packb([type(rec).__name__, *rec], use_bin_type=True, default=_scalar)
+    return msgpack.packb([type(rec).__name__, *rec], use_bin_type=True, default=plain_value)
 
-def _scalar(o):
+def plain_value(o):
     "A numpy number (what a store's columns hand out) as the Python number it holds; anything else is refused."
     if type(o).__module__ == 'numpy' and hasattr(o, 'item'): return o.item()
     raise TypeError(f'{type(o).__name__} is not a plain value')
@@ -308,7 +309,7 @@ def _write_snapshot(self: RaftNode, path: str, data: tuple):
     "PySyncObj's serializer: the log position, the members and the owner's state, as msgpack (written on the loop)."
     last, before, nodes = data
     body = dict(last=_entry_out(last), before=_entry_out(before), members=sorted(n.id for n in nodes), state=self._snap[0]())
-    with open(path, 'wb') as f: f.write(msgpack.packb(body, use_bin_type=True, default=_scalar)); f.flush(); os.fsync(f.fileno())
+    with open(path, 'wb') as f: f.write(msgpack.packb(body, use_bin_type=True, default=plain_value)); f.flush(); os.fsync(f.fileno())
 
 @patch
 def _read_snapshot(self: RaftNode, path: str) -> tuple:
