@@ -5,9 +5,7 @@
 # %% ../../nbs/2_js/20_cluster.ipynb #ad028825
 from __future__ import annotations
 import asyncio, hashlib, logging, os, secrets, struct, time
-
 from functools import partial
-
 import msgpack, orjson
 from fastcore.basics import patch
 from .raft import RaftLoop
@@ -19,14 +17,15 @@ from .api import JetStream, RT, API_SUBJECTS, map_domain
 from .js_accounts import SYSTEM_DIRECTIVES
 from .stream import Stream
 from .cluster_stream import StreamReplica
+from .cluster_meta import MetaGroup, RAFT_INFO, js_member
 from . import consumer_api as C
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'RAFT_CHANNEL', 'RAFT_INFO', 'RAFT_META', 'SETTLE', 'API_CHANNEL', 'SYNC_CHANNEL', 'ANSWER_CHANNEL',
-           'CONSUMER_SYNC', 'LEADER_READ', 'REMOVED', 'short_hash', 'peer_id', 'group_name', 'member_id', 'server_of',
-           'RouteBus', 'ClusterMeta', 'ClusterHost', 'relay_jetstream']
+__all__ = ['log', 'RAFT_CHANNEL', 'RAFT_META', 'SETTLE', 'API_CHANNEL', 'SYNC_CHANNEL', 'ANSWER_CHANNEL', 'CONSUMER_SYNC',
+           'LEADER_READ', 'REMOVED', 'short_hash', 'peer_id', 'group_name', 'member_id', 'server_of', 'RouteBus',
+           'ClusterMeta', 'ClusterHost', 'relay_jetstream']
 
 # %% ../../nbs/2_js/20_cluster.ipynb #011b349e
 _DIGITS = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
@@ -114,7 +113,6 @@ def _link(self: RouteBus, server: str, up: bool):
             if server_of(peer) == server: node.link(peer, up)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #60ca9feb
-RAFT_INFO = 'jsnb_js'        # the route INFO field that carries the meta member of a jsnb server with JetStream
 RAFT_META = 'jsnb_meta'      # the route INFO field that carries the members of a server's meta group, once formed
 SETTLE = 1.0                 # the route mesh must stay unchanged this long before a new meta group forms
 API_CHANNEL = b'js'          # the peer channel's name for requests sent on to another server (`forward`)
@@ -122,10 +120,6 @@ SYNC_CHANNEL = b'jssync'     # and for catch-up requests (see 'Compaction and ca
 ANSWER_CHANNEL = b'js.r'     # and for the answers that come back to the asking server (`ask`)
 CONSUMER_SYNC = 0.1          # how often a stream leader puts the consumer states that changed into the stream's log
 
-def _js_member(rc) -> str:
-    "The meta member a jsnb server with JetStream announced on route `rc` ('' for none: no JetStream, or not jsnb)."
-    v = rc.extras.get(RAFT_INFO)
-    return v if type(v) is str else ''
 
 def _meta_of(rc) -> dict | None:
     "The members of the meta group the server of route `rc` announced, once it formed one."
@@ -137,17 +131,16 @@ class ClusterMeta(JetStream):
     def __init__(self, core, opts):
         super().__init__(core, core.store_dir, opts.max_memory_store, opts.max_file_store, opts.sync_interval,
                          domain=opts.js_domain, host=partial(ClusterHost, js=self))
-        self.opts, self.meta = opts, None
+        self.opts, self.meta = opts, MetaGroup(core, opts)   # the meta group: members, assignments, placement, its Raft member
         self.account.clustered = True
         self._state_dir = os.path.join(core.store_dir, '_meta_')
         self.raft_addr = _read(os.path.join(self._state_dir, 'raft')) or member_id(core.server_name, 'm' + secrets.token_hex(4))   # its meta member
         self.bus = self.raft_loop = None           # the Raft members' bus and ticks, once the meta group forms (`_raft`)
         core.route_info_extra = {RAFT_INFO: self.raft_addr, 'jsnb_tags': list(opts.server_tags)}   # (tags: for placement)
-        self.assignments: dict[str, dict] = {}     # stream -> {config, peers (server names), created, addrs {name: member id}}
-        self.members: dict[str, str] = {}          # meta member id -> server name
+
         self.replicas: dict[str, StreamReplica] = {}   # this server's replicas of replicated streams (their `group`)
         self.groups: dict[str, StreamReplica] = {}     # those whose group runs here now
-        self.applied, self.log_bytes, self.applied_before = 0, 0, 0
+
         self._replies: dict[str, tuple] = {}       # replicated streams created or grown: (reply, response type), sent once they have a leader
         self._carried: dict[str, dict] = {}        # consumer states a regrouped stream's seeding server puts in its new group
         self._outbox: dict[str, list] = {}         # messages for replicated streams led here, until the end of the read
@@ -193,7 +186,7 @@ def start(self: ClusterMeta):
         self._subs.append(sub(p.decode() + ('*.*' if p == b'$JS.API.CONSUMER.RESET.' else '>'), partial(self._wire_msg, local, i)))
     if a.domain: self._subs.append(map_domain(self.core, a.domain))
     self.core.interest_watchers.append(a.on_interest)
-    self.applied_before = int(_read(os.path.join(self._state_dir, 'applied')) or 0)
+    self.meta.applied_before = int(_read(os.path.join(self._state_dir, 'applied')) or 0)
     self._timer = asyncio.get_running_loop().call_later(0.25, self._watch)
     self._ctimer = asyncio.get_running_loop().call_later(CONSUMER_SYNC, self._watch_consumers)
 
@@ -204,7 +197,7 @@ def stop(self: ClusterMeta):
     if getattr(self, '_ctimer', None) is not None: self._ctimer.cancel(); self._ctimer = None
     for g in list(self.groups.values()): g.stop()
     self.groups.clear()
-    if self.meta is not None: self.meta.destroy(); self.meta = None
+    if self.meta.raft is not None: self.meta.stop()
     if self.bus is not None: self.bus.close(); self.bus = None
     cl = self.core.cluster
     if self._serving and cl is not None:
@@ -278,7 +271,7 @@ def _wire_msg(self: ClusterMeta, local, i: int, subject: bytes, reply: bytes, hd
     toks = subject.split(b'.')
     name = text(toks[i]) if len(toks) > i else ''
     to = self.leader_of(name)
-    if not to and name not in self.assignments and not hops: to = self.meta_leader()   # it may know the stream already
+    if not to and name not in self.meta.assignments and not hops: to = self.meta.leader()   # it may know the stream already
     if to and to != self.core.server_name and hops < 2: return self.forward(to, subject, reply, hdr, data, hops + 1)
     if i == 2 and subject.startswith(b'$JS.ACK.') and (g := self.groups.get(name)) is not None:
         return self._replicated_ack(g, name, subject, reply, hdr, data, src)
@@ -300,17 +293,13 @@ def _send_peer(self: ClusterMeta, server: str, channel: bytes, data: bytes) -> b
     asyncio.get_running_loop().call_soon(fn, server, data)
     return True
 
-@patch
-def meta_leader(self: ClusterMeta) -> str:
-    "The name of the meta group's leader ('' while there is none)."
-    return self.members.get(self.meta.leader_addr(), '') if self.meta is not None else ''
 
 @patch
 def leader_of(self: ClusterMeta, name: str) -> str:
     """The server that answers for stream `name`: its only server, its group's leader, or (not a peer) its first peer,
     which knows the leader. '' while there is none, and on a peer of a replicated stream whose group does not run here
     yet (a restarted server): its store may be behind, so it must not answer as the stream's only server."""
-    a = self.assignments.get(name)
+    a = self.meta.assignments.get(name)
     if a is None: return ''
     g = self.groups.get(name)
     if g is not None:
@@ -368,7 +357,7 @@ def _peers_now(self: ClusterMeta) -> dict:
     "This server and the jsnb servers it has routes to that announced a meta member: member id -> server name."
     out = {self.raft_addr: self.core.server_name}
     for rc in self.core.cluster.routes.values():
-        if m := _js_member(rc): out[m] = rc.remote_name
+        if m := js_member(rc): out[m] = rc.remote_name
     return out
 
 @patch
@@ -430,15 +419,15 @@ def _raft(self: ClusterMeta) -> tuple:
 @patch
 def form(self: ClusterMeta, peers: dict):
     "Start this server's member of the meta group over `peers` (member id -> server name), saved for restarts and announced on the routes."
-    self.members = dict(peers)
+    self.meta.members = dict(peers)
     _write(os.path.join(self._state_dir, 'raft'), self.raft_addr)
     others = sorted(a for a in peers if a != self.raft_addr)
     bus, ticks, loop = *self._raft(), asyncio.get_running_loop()
-    self.meta = RaftGroup(self.raft_addr, others, bus, self.apply, ticks,
-                          journal=os.path.join(self._state_dir, 'journal'), membership=True,   # (see `SERVER.REMOVE`)
-                          on_role=lambda leader: loop.call_soon(self._meta_role), snapshot_extra=self._meta_state,
-                          applied_before=self.applied_before,                                 # see 'Compacting the meta log'
-                          compact_bytes=int(os.environ.get('JSNB_META_COMPACT') or META_COMPACT_BYTES))
+    self.meta.start(RaftGroup(self.raft_addr, others, bus, self.apply, ticks,
+                              journal=os.path.join(self._state_dir, 'journal'), membership=True,   # (see `SERVER.REMOVE`)
+                              on_role=lambda leader: loop.call_soon(self._meta_role), snapshot_extra=self.meta.state,
+                              applied_before=self.meta.applied_before,                             # see 'Compacting the meta log'
+                              compact_bytes=int(os.environ.get('JSNB_META_COMPACT') or META_COMPACT_BYTES)))
     log.info('JetStream meta group of %d server(s): %s', len(peers), ', '.join(sorted(peers.values())))
     cl = self.core.cluster
     cl.peers.handle(API_CHANNEL, self._on_forwarded); cl.peers.handle(SYNC_CHANNEL, self._on_sync)
@@ -450,8 +439,8 @@ def form(self: ClusterMeta, peers: dict):
 @patch
 def _members_changed(self: ClusterMeta):
     "Save the meta group's members for restarts and announce them on the routes (servers that connect later join this group)."
-    _write(os.path.join(self._state_dir, 'members'), orjson.dumps(self.members).decode())
-    self.core.route_info_extra[RAFT_META] = self.members
+    _write(os.path.join(self._state_dir, 'members'), orjson.dumps(self.meta.members).decode())
+    self.core.route_info_extra[RAFT_META] = self.meta.members
     cl = self.core.cluster
     for rc in list(cl.routes.values()): rc.send(cl.route_info())
 
@@ -459,25 +448,25 @@ def _members_changed(self: ClusterMeta):
 @patch
 def apply(self: ClusterMeta, idx: int, op: tuple):
     "Apply committed meta entry `idx` (on the loop, in log order): record it, and act on it unless that was done before a restart."
-    if self.meta is None: return                  # stopped: an entry the group's thread handed over late
+    if self.meta.raft is None: return                  # stopped: an entry the group's thread handed over late
     kind, name, me = op[0], op[1], self.core.server_name
     size = 64 + sum(len(x) for x in op if isinstance(x, (bytes, str)))
-    self.applied, self.log_bytes = idx, self.log_bytes + size
-    fresh = idx > self.applied_before
+    self.meta.applied, self.meta.log_bytes = idx, self.meta.log_bytes + size
+    fresh = idx > self.meta.applied_before
     if kind == 'snapshot':                        # a compacted log's state (see 'Compacting the meta log')
         self._install_meta(op[1], fresh)
     elif kind == 'assign':
         _, name, cfg, peers, created, reply, hdr, data = op
-        known = name in self.assignments
-        if not known: self.assignments[name] = dict(config=cfg, peers=list(peers), created=created, addrs={})
-        a = self.assignments[name]
+        known = name in self.meta.assignments
+        if not known: self.meta.assignments[name] = dict(config=cfg, peers=list(peers), created=created, addrs={})
+        a = self.meta.assignments[name]
         if me in a['peers']:
             if fresh: self._create_here(name, a, known, reply, hdr, data)
             elif name not in self.account.streams:   # a memory stream's replica does not outlive a restart: made again
                 self._local_api(f'$JS.API.STREAM.CREATE.{name}'.encode(), b'', hdr, data, None)
     elif kind == 'addr':
         _, name, server, addr = op
-        a = self.assignments.get(name)
+        a = self.meta.assignments.get(name)
         if a is not None:
             a['addrs'].setdefault(server, addr)      # the first address recorded stays (one proposed again while rebuilding does not count)
             if len(a['addrs']) == len(a['peers']) and me in a['peers'] and name not in self.groups: self._start_group(name)
@@ -492,24 +481,24 @@ def apply(self: ClusterMeta, idx: int, op: tuple):
     elif kind == 'remove_server':
         self._apply_remove_server(op, fresh)
     elif kind == 'config':
-        if name in self.assignments: self.assignments[name]['config'] = op[2]
+        if name in self.meta.assignments: self.meta.assignments[name]['config'] = op[2]
     elif kind == 'unassign':                      # a replica whose group had not applied the delete yet removes it now
-        self.assignments.pop(name, None)
+        self.meta.assignments.pop(name, None)
         g, _ = self.groups.pop(name, None), self.replicas.pop(name, None)
         if g is not None: g.stop()
         if fresh and g is not None and (s := self.account.streams.get(name)) is not None: self.account.remove_stream(s)
     if fresh and kind in ('config', 'unassign') and len(op) > 3 and op[-1] == self.core.server_id and op[-3]:
         self.account.host.reply(op[-3], op[-2])          # the update or delete asked here is answered now that it is recorded
-    if self.meta is None: return                  # (this server was removed: see `_leave`)
-    if fresh: self.meta.mark_applied(os.path.join(self._state_dir, 'applied'), idx)
-    self.meta.applied = idx
-    if kind != 'snapshot': self.meta.compact(size)
+    if self.meta.raft is None: return                  # (this server was removed: see `_leave`)
+    if fresh: self.meta.raft.mark_applied(os.path.join(self._state_dir, 'applied'), idx)
+    self.meta.raft.applied = idx
+    if kind != 'snapshot': self.meta.raft.compact(size)
 
 @patch
 def _apply_scale(self: ClusterMeta, name: str, op: tuple, fresh: bool):
     "A stream scaled down to the servers `peers`: the others drop their replica, every server its group; the consumers run on the one left."
     _, name, peers, cfg, origin, reply = op
-    a, me = self.assignments.get(name), self.core.server_name
+    a, me = self.meta.assignments.get(name), self.core.server_name
     if a is None: return
     was, a['peers'], a['config'], a['addrs'] = a['peers'], list(peers), cfg, {}
     g = self.groups.pop(name, None)
@@ -531,7 +520,7 @@ def _apply_scale(self: ClusterMeta, name: str, op: tuple, fresh: bool):
 def stamp_created(self: ClusterMeta, name: str):
     """A replica's creation time is its assignment's, the same on every server (stream info's `created` does not change
     with the leader, as on the reference; a reader that keeps it to tell incarnations apart relies on it)."""
-    s, a = self.account.streams.get(name), self.assignments.get(name)
+    s, a = self.account.streams.get(name), self.meta.assignments.get(name)
     if s is None or a is None or s.created == a['created']: return
     s.created = a['created']
     self.account.write_meta(s)
@@ -560,14 +549,6 @@ def propose_addr(self: ClusterMeta, name: str):
     "Put this server's member of stream `name`'s group (a new one: a fresh tag) in the meta log."
     self.meta.propose(('addr', name, self.core.server_name, member_id(self.core.server_name, secrets.token_hex(6))))
 
-# %% ../../nbs/2_js/20_cluster.ipynb #806131a8
-@patch
-def _meta_state(self: ClusterMeta) -> dict:
-    "What a compaction of the meta log keeps (called on the group's thread, see `RaftGroup._save`): the assignments."
-    if any(len(a['peers']) > 1 and len(a['addrs']) < len(a['peers']) for a in list(self.assignments.values())):
-        raise RuntimeError('a stream is moving to other servers')     # (PySyncObj tries again later)
-    return {'assignments': self.assignments, 'members': dict(self.members)}
-
 # %% ../../nbs/2_js/20_cluster.ipynb #df58f85f
 REMOVED = 'removed'          # in a server's meta state directory: this server was taken out of the meta group
 
@@ -586,7 +567,7 @@ def _leave(self: ClusterMeta):
         self.core.publish('$JS.EVENT.ADVISORY.SERVER.REMOVED', json_bytes(adv), acc=self._sys)
     for g in list(self.groups.values()): g.stop()
     self.groups.clear()
-    if self.meta is not None: self.meta.destroy(); self.meta = None
+    if self.meta.raft is not None: self.meta.stop()
     ClusterMeta.stop(self)                           # (the streams stop; their files stay on disk, untouched)
     for f in os.listdir(self._state_dir):
         p = os.path.join(self._state_dir, f)
@@ -616,19 +597,19 @@ def _disabled_at_start(self: ClusterMeta):
 def _peer_members(self: ClusterMeta, rc):
     "A peer announced its meta group's members: if they no longer include this server, it was removed while it was away."
     m = _meta_of(rc)
-    if m is None or self.meta is None or self.disabled or rc.remote_name not in self.members.values() or rc.remote_name == self.core.server_name: return
+    if m is None or self.meta.raft is None or self.disabled or rc.remote_name not in self.meta.members.values() or rc.remote_name == self.core.server_name: return
     if self.raft_addr not in m and self.core.server_name not in m.values(): asyncio.get_running_loop().call_soon(self._leave)
 
 @patch
 def _meta_role(self: ClusterMeta, tries: int = 0):
     """The meta group's leadership changed here. A new leader finishes what an old one may have left undone: a server
     the meta log removed that is still in the Raft group is taken out (one at a time, as PySyncObj changes members)."""
-    m = self.meta
+    m = self.meta.raft
     if m is None or not m.is_leader():
         self.removing = None                         # (a removal asked of this leader is not answered: as the reference)
         return
     if tries > 30: return
-    extra = sorted(m.member_addrs() - set(self.members))
+    extra = sorted(m.member_addrs() - set(self.meta.members))
     if extra: m.remove_member(extra[0], lambda ok, why: asyncio.get_running_loop().call_later(0 if ok else 1, self._meta_role, tries + 1))
 
 # %% ../../nbs/2_js/20_cluster.ipynb #019283e5
@@ -639,7 +620,7 @@ def relay_jetstream(core):
     cl = core.cluster
     def relay(src, subject: bytes, reply: bytes, hdr: int, data: bytes) -> int:
         if not subject.startswith(_RELAYED): return 0
-        peers = [rc.remote_name for rc in cl.routes.values() if _js_member(rc)]
+        peers = [rc.remote_name for rc in cl.routes.values() if js_member(rc)]
         if not peers: return 0
         to = peers[cl._rand.randrange(len(peers))]
         return int(cl.peers.send(to, API_CHANNEL, msgpack.packb([0, subject, reply, hdr, data, 0])))

@@ -20,7 +20,8 @@ from . import direct_get
 from .stream_config import stream_config_for_create, subjects_overlap
 from . import stream_api as S
 import msgpack
-from .cluster import ClusterMeta, peer_id, _js_member, LEADER_READ
+from .cluster import ClusterMeta, peer_id, LEADER_READ
+from .cluster_meta import misfit
 from .cluster_raft import RaftGroup
 
 log = logging.getLogger('jsnb')
@@ -86,26 +87,26 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         if hops and (s := self.account.streams.get(name)) is not None:   # a replica behind the read's min_last_seq sent it here
             return direct_get.on_request(s, len(subj.split('.', 5)) > 5, subject, reply, hdr, data, LEADER_READ)
         if self.leader_of(name) in ('', self.core.server_name): return self._local_api(subject, reply, hdr, data, src)
-        if not self.assignments[name]['config'].get('allow_direct'): self.account.host.no_responders(src, subject, reply)
+        if not self.meta.assignments[name]['config'].get('allow_direct'): self.account.host.no_responders(src, subject, reply)
         return                                       # otherwise the stream's replicas answer (their queue group)
     if verb == 'INFO': return self._account_info(subject, reply, hdr, data, src, hops)
     if verb not in _SCOPED and verb not in ('STREAM.NAMES', 'STREAM.LIST'): return self._local_api(subject, reply, hdr, data, src)
     rtype = _STEPDOWNS.get(verb) or ROUTES[verb].rtype
     extra = {} if verb in _STEPDOWNS else ROUTES[verb].error_extra
-    if self.meta is None: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
+    if self.meta.raft is None: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
     def again():
         "Asked again 50 ms later, for up to 2 s; then refused (`10008`)."
         if tries >= 40: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
         asyncio.get_running_loop().call_later(0.05, self._serve, subject, reply, hdr, data, src, hops, tries + 1)
     if verb in ('STREAM.NAMES', 'STREAM.LIST'):      # the meta leader has applied every assignment a client has heard of
-        lead = self.meta_leader()
+        lead = self.meta.leader()
         if lead and lead != self.core.server_name and not hops: return self.forward(lead, subject, reply, hdr, data)
         return self._listing(verb, subject, reply, hdr, data, src)
     name = args[0] if args else ''
-    a = self.assignments.get(name)
+    a = self.meta.assignments.get(name)
     if a is None:
         if verb == 'STREAM.CREATE' and name: return self._propose_create(name, subject, reply, hdr, data, src)
-        lead = self.meta_leader()
+        lead = self.meta.leader()
         if lead and lead != self.core.server_name and not hops:   # this server may not have applied the stream's assignment yet
             return self.forward(lead, subject, reply, hdr, data)
         if verb in _STEPDOWNS or verb == 'STREAM.PEER.REMOVE': return self._refuse(reply, rtype, JSStreamNotFoundErr())
@@ -113,7 +114,7 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
                                                           # meta log not replayed): not its answer
         return self._local_api(subject, reply, hdr, data, src)         # the account's own answer (not found, bad request)
     if verb == 'STREAM.PEER.REMOVE' and len(a['peers']) == 1 and a['peers'][0] not in self._peers_now().values():
-        lead = self.meta_leader()                    # the only server of the stream is gone: the meta leader moves it
+        lead = self.meta.leader()                    # the only server of the stream is gone: the meta leader moves it
         if lead and lead != self.core.server_name and hops < 2: return self.forward(lead, subject, reply, hdr, data, hops + 1)
         return self._peer_remove(name, None, reply, hdr, data)
     to = self.leader_of(name)
@@ -129,7 +130,7 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         if s is None or len(args) < 2 or args[1] not in s.consumers: return self._refuse(reply, rtype, JSConsumerNotFoundErr())
         return self._stepdown(name, g and g.raft, g.names if g else {}, reply, rtype, data[hdr:] if hdr else data)
     if verb == 'STREAM.PEER.REMOVE': return self._peer_remove(name, g, reply, hdr, data)
-    want, have = (_wanted_replicas(hdr, data), self.assignments[name]['config'].get('num_replicas', 1)) if verb == 'STREAM.UPDATE' else (None, 0)
+    want, have = (_wanted_replicas(hdr, data), self.meta.assignments[name]['config'].get('num_replicas', 1)) if verb == 'STREAM.UPDATE' else (None, 0)
     if verb == 'STREAM.UPDATE':
         try: moves = self._placement_moves(name, hdr, data, want or have)
         except JSApiError as e: return self._refuse(reply, rtype, e, extra)
@@ -183,10 +184,10 @@ def _scale_up(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: in
     "`num_replicas` up from 1, on the stream's server: the update is applied here, then a `grow` entry in the meta log gives the stream more servers; the group's leader answers once the new replicas hold what this one held."
     r, n = ROUTES['STREAM.UPDATE'], _wanted_replicas(hdr, data)
     try:
-        if n > len(self.members): raise JSClusterNoPeersErrF(err='no suitable peers for placement')
-        cfg = self.assignments[name]['config']
+        if n > len(self.meta.members): raise JSClusterNoPeersErrF(err='no suitable peers for placement')
+        cfg = self.meta.assignments[name]['config']
         asked = orjson.loads(data[hdr:] if hdr else data)
-        peers = self._placed(asked.get('placement', cfg.get('placement')), n, [self.core.server_name])
+        peers = self.meta.placed(asked.get('placement', cfg.get('placement')), n, [self.core.server_name])
     except JSApiError as e: return self._refuse(reply, r.rtype, e, r.error_extra)
     resp = self._local_api(subject, b'', hdr, data, src, name)
     if resp is None: return
@@ -196,12 +197,12 @@ def _scale_up(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: in
 @patch
 def _regroup_update(self: ClusterApi, name: str, g, want: int, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "`num_replicas` from one count above 1 to another (R3 to R5, R5 to R3), on the leader: the servers are chosen (the current ones first, this one first of all), the update is applied here, and the stream's group moves to them (`regroup`)."
-    r, a, me = ROUTES['STREAM.UPDATE'], self.assignments[name], self.core.server_name
+    r, a, me = ROUTES['STREAM.UPDATE'], self.meta.assignments[name], self.core.server_name
     keep = [me] + [p for p in a['peers'] if p != me]
     try:
-        if want > len(self.members): raise JSClusterNoPeersErrF(err='no suitable peers for placement')
+        if want > len(self.meta.members): raise JSClusterNoPeersErrF(err='no suitable peers for placement')
         asked = orjson.loads(data[hdr:] if hdr else data)
-        peers = keep[:want] if want < len(keep) else self._placed(asked.get('placement', a['config'].get('placement')), want, keep)
+        peers = keep[:want] if want < len(keep) else self.meta.placed(asked.get('placement', a['config'].get('placement')), want, keep)
     except JSApiError as e: return self._refuse(reply, r.rtype, e, r.error_extra)
     resp = self._local_api(subject, b'', hdr, data, src, name)
     if resp is None: return
@@ -213,7 +214,7 @@ def _peer_remove(self: ClusterApi, name: str, g, reply: bytes, hdr: int, data: b
     """`STREAM.PEER.REMOVE` on the leader: the peer (a server name or peer id) leaves the stream and another server takes
     its place, as the reference does; no server to take it: `10075`. A stream of one replica starts again, empty, on
     another server (see `_apply_move`); its durable consumers go with it when the server it leaves is the one asked."""
-    rtype, a = 'stream_remove_peer_response', self.assignments[name]
+    rtype, a = 'stream_remove_peer_response', self.meta.assignments[name]
     try:
         body = data[hdr:] if hdr else data
         if not body.strip(): raise JSBadRequestErr()
@@ -223,7 +224,7 @@ def _peer_remove(self: ClusterApi, name: str, g, reply: bytes, hdr: int, data: b
         if not peer or type(peer) is not str: raise JSBadRequestErr()
         gone = next((p for p in a['peers'] if p == peer or peer_id(p) == peer), None)
         if gone is None: raise JSClusterPeerNotMemberErr()
-        try: peers = self._placed(a['config'].get('placement'), len(a['peers']), [p for p in a['peers'] if p != gone], (gone,))
+        try: peers = self.meta.placed(a['config'].get('placement'), len(a['peers']), [p for p in a['peers'] if p != gone], (gone,))
         except JSApiError: raise JSPeerRemapErr() from None
     except JSApiError as e: return self._refuse(reply, rtype, e)
     if g is not None: return g.propose(('regroup', peers, a['config'], reply, self.core.server_id, rtype))
@@ -263,7 +264,7 @@ def _stepdown_to(self: ClusterApi, names: dict, placement: dict | None) -> str |
         if addr is not None and pref == me: raise JSClusterNoPeersErrF(err=f'preferred server "{pref}" is already leader')
         if addr is None: raise JSClusterNoPeersErrF(err=f'preferred server "{pref}" not known')
         return addr
-    tags, want = self._tags_of(), [t.lower() for t in placement.get('tags') or ()]
+    tags, want = self.meta.tags_of(), [t.lower() for t in placement.get('tags') or ()]
     ok = [a for a, n in names.items() if n != me and n in tags and (not placement.get('cluster') or placement['cluster'] == self.core.cluster.name)
           and all(t in tags[n] for t in want)]
     if not ok: raise JSClusterNoPeersErrF(err='no replacement peer connected')
@@ -277,7 +278,7 @@ def _meta_stepdown_request(self: ClusterApi, src):
 @patch
 def meta_stepdown(self: ClusterApi, done=None) -> bool:
     "On the meta leader: hand the meta group to the most caught-up member; `done(ok)` is called on the loop once it is known. False when this server does not lead."
-    m = self.meta
+    m = self.meta.raft
     if m is None or not m.is_leader(): return False
     def fin(res, err):
         if err != 0: log.warning('JetStream meta leader stepdown: no member is caught up to take over')
@@ -382,7 +383,7 @@ def _consumer_with_cluster(self: ClusterApi, info: dict) -> dict:
 def alternates(self: ClusterApi, name: str) -> list[dict]:
     "The stream `name` and its mirrors as `alternates` (`name`, `domain`, `cluster`); empty when it has no mirror."
     dom, cl = ({'domain': self.opts.js_domain} if self.opts.js_domain else {}), self.core.cluster.name
-    alts = [dict(name=n, **dom, cluster=cl) for n, a in self.assignments.items()
+    alts = [dict(name=n, **dom, cluster=cl) for n, a in self.meta.assignments.items()
             if n == name or (a['config'].get('mirror') or {}).get('name') == name]
     return alts if len(alts) > 1 else []
 
@@ -394,12 +395,12 @@ def _propose_create(self: ClusterApi, name: str, subject: bytes, reply: bytes, h
     try:
         fm, ff = a.free()
         cfg = stream_config_for_create(data[hdr:] if hdr else data, name, max_memory=fm, max_file=ff, limits=a.limits,
-                                       streams=len(self.assignments), clustered=True)
-        for other in self.assignments.values():
+                                       streams=len(self.meta.assignments), clustered=True)
+        for other in self.meta.assignments.values():
             if subjects_overlap(cfg.get('subjects') or [], other['config'].get('subjects') or []): raise JSStreamSubjectOverlapErr()
         n = cfg.get('num_replicas', 1)
-        if n > len(self.members): raise JSClusterNoPeersErrF(err='no suitable peers for placement')
-        peers = self._placed(cfg.get('placement'), n)
+        if n > len(self.meta.members): raise JSClusterNoPeersErrF(err='no suitable peers for placement')
+        peers = self.meta.placed(cfg.get('placement'), n)
     except JSApiError as e: return self._refuse(reply, r.rtype, e, r.error_extra)
     sent = []
     def propose():
@@ -408,77 +409,31 @@ def _propose_create(self: ClusterApi, name: str, subject: bytes, reply: bytes, h
     asyncio.get_running_loop().call_later(1.0, propose)   # (a server that is gone does not answer the PING)
 
 
-def _misfit(want: list, have: set) -> str | None:
-    "The first of a placement's (lower-case) tags that a server with the tags `have` fails: one it lacks, or `!tag` for one it has."
-    return next((t for t in want if (t[1:] in have if t.startswith('!') else t not in have)), None)
-
 @patch
 def _placement_moves(self: ClusterApi, name: str, hdr: int, data: bytes, n: int) -> bool:
     """Whether an update's new `placement` would move the stream (some of its servers no longer fit); `10005` with the
     reasons, raised, when too few servers fit it at all (the stream then stays as it is, as on the reference)."""
     try: pl = orjson.loads(data[hdr:] if hdr else data).get('placement')
     except (orjson.JSONDecodeError, AttributeError): return False     # (the update itself reports the bad request)
-    a = self.assignments[name]
+    a = self.meta.assignments[name]
     if not isinstance(pl, dict) or pl == (a['config'].get('placement') or {}): return False
-    tags, want = self._tags_of(), [t.lower() for t in pl.get('tags') or ()]
-    keep = [p for p in a['peers'] if p in tags and '!jetstream' not in tags[p] and _misfit(want, tags[p]) is None]
-    self._placed(pl, n, keep)
+    tags, want = self.meta.tags_of(), [t.lower() for t in pl.get('tags') or ()]
+    keep = [p for p in a['peers'] if p in tags and '!jetstream' not in tags[p] and misfit(want, tags[p]) is None]
+    self.meta.placed(pl, n, keep)
     return len(keep) < len(a['peers'])
-
-@patch
-def _placed(self: ClusterApi, placement: dict | None, n: int, existing: list = (), ignore: tuple = ()) -> list[str]:
-    """The `n` servers of a stream: `existing` first, then the least loaded that `placement` allows (its cluster; each
-    of its `tags`, `!tag` for one a server must not have; never a server tagged `!jetstream`). Fewer than needed: `10005`
-    with the reasons worded as the reference words them. Servers in `ignore` are never chosen."""
-    pl = placement or {}
-    if pl.get('cluster') and pl['cluster'] != self.core.cluster.name: raise JSClusterNoPeersErrF(err='no suitable peers for placement')
-    want, load, tags = [t.lower() for t in pl.get('tags') or ()], self._load(), self._tags_of()
-    ok, missing, excluded, offline, exclude_set = [], {}, {}, False, False
-    for p in load:
-        if p in existing or p in ignore: continue
-        have = tags.get(p)
-        if have is None: offline = True; continue                       # no route to it now: offline, as the reference counts it
-        have = have or set()
-        if '!jetstream' in have: exclude_set = True; continue
-        bad = _misfit(want, have)
-        if bad is None: ok.append(p)
-        elif bad.startswith('!'): excluded[bad[1:]] = 1
-        else: missing[bad] = 1
-    if len(ok) < n - len(existing):
-        why = 'no suitable peers for placement' + (', peer offline' if offline else '') + (', exclude tag set' if exclude_set else '')
-        if missing: why += ", tags not matched [" + ', '.join(f"'{t}'" for t in missing) + ']'
-        if excluded: why += ", tags excluded [" + ', '.join(f"'{t}'" for t in excluded) + ']'
-        raise JSClusterNoPeersErrF(err=why)
-    return list(existing) + sorted(ok, key=lambda p: (load[p], random.random()))[:n - len(existing)]
-
-@patch
-def _tags_of(self: ClusterApi) -> dict:
-    "The server tags of this server and of the JetStream servers it has routes to (announced on the routes), lower case."
-    out = {self.core.server_name: {t.lower() for t in self.opts.server_tags}}
-    for rc in self.core.cluster.routes.values():
-        if _js_member(rc): out[rc.remote_name] = {t.lower() for t in rc.extras.get('jsnb_tags') or () if type(t) is str}
-    return out
-
-@patch
-def _load(self: ClusterApi) -> dict:
-    "How many streams each server of the meta group holds: new replicas go to the least loaded."
-    load = {nm: 0 for nm in self.members.values()}
-    for x in self.assignments.values():
-        for p in x['peers']: load[p] = load.get(p, 0) + 1
-    return load
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #d956e854
 @patch
 def _listing(self: ClusterApi, verb: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "`STREAM.NAMES` from the meta group's assignments; `STREAM.LIST` when every stream is answered for here."
     r, a = ROUTES[verb], self.account
-    if verb == 'STREAM.LIST' and all(n in a.streams and self.leader_of(n) == self.core.server_name for n in self.assignments):
+    if verb == 'STREAM.LIST' and all(n in a.streams and self.leader_of(n) == self.core.server_name for n in self.meta.assignments):
         return self._local_api(subject, reply, hdr, data, src)
     try: req = S.request(data[hdr:] if hdr else data, 'names' if verb == 'STREAM.NAMES' else 'list')
     except JSApiError as e: return self._refuse(reply, r.rtype, e, r.error_extra)
     if verb == 'STREAM.LIST': return self._gather(req, reply)
     f = req.get('subject') or ''
-    names = sorted(n for n, x in self.assignments.items() if not f or subjects_overlap(x['config'].get('subjects') or [], [f]))
+    names = sorted(n for n, x in self.meta.assignments.items() if not f or subjects_overlap(x['config'].get('subjects') or [], [f]))
     offset = min(max(req['offset'], 0), len(names))
     a.api_total += 1
     a.host.reply(reply, json_bytes(dict(type=RT + r.rtype, total=len(names), offset=offset, limit=1024,
@@ -489,7 +444,7 @@ def _listing(self: ClusterApi, verb: str, subject: bytes, reply: bytes, hdr: int
 def _gather(self: ClusterApi, req: dict, reply: bytes, timeout: float = 2.0):
     "`STREAM.LIST` when streams are led by other servers: ask each leader for the stream's info, answer once all have (or, after `timeout`, with the others as `missing`)."
     f = req.get('subject') or ''
-    names = sorted(n for n, x in self.assignments.items() if not f or subjects_overlap(x['config'].get('subjects') or [], [f]))
+    names = sorted(n for n, x in self.meta.assignments.items() if not f or subjects_overlap(x['config'].get('subjects') or [], [f]))
     offset = min(max(req['offset'], 0), len(names))
     page, got, core, open_ = names[offset:offset + 256], {}, self.core, [True]
     def finish():
@@ -525,11 +480,11 @@ def _account_info(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data
     if hops >= 2:
         if reply: self.account.host.reply(reply, json_bytes(S.account_info(self.account, [], b'', src)))
         return
-    lead = self.meta_leader()
-    if self.meta is None or not lead or (hops and lead != self.core.server_name):
+    lead = self.meta.leader()
+    if self.meta.raft is None or not lead or (hops and lead != self.core.server_name):
         return self._refuse(reply, 'account_info_response', JSClusterNotAvailErr())
     if lead != self.core.server_name: return self.forward(lead, subject, reply, hdr, data)
-    others = sorted({n for n in self.members.values() if n != self.core.server_name})
+    others = sorted({n for n in self.meta.members.values() if n != self.core.server_name})
     got, core, open_ = [], self.core, [True]
     def finish():
         if not open_[0]: return
@@ -541,9 +496,9 @@ def _account_info(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data
         if 'error' not in resp:
             for k in _SUMMED: resp[k] += sum(u.get(k, 0) for u in got)
             res = {'memory': 0, 'file': 0}
-            for a in self.assignments.values():
+            for a in self.meta.assignments.values():
                 if (mb := a['config'].get('max_bytes') or 0) > 0: res[a['config'].get('storage', 'file')] += mb
-            resp.update(streams=len(self.assignments), reserved_memory=res['memory'], reserved_storage=res['file'])
+            resp.update(streams=len(self.meta.assignments), reserved_memory=res['memory'], reserved_storage=res['file'])
         if reply: self.account.host.reply(reply, json_bytes(resp))
     def on_usage(data):
         got.append(orjson.loads(data))
@@ -564,10 +519,10 @@ def _sys_answer(self: ClusterApi, reply: bytes, body: bytes):
 @patch
 def _on_system(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "`META.LEADER.STEPDOWN` or `SERVER.REMOVE` from the system account: the meta leader answers."
-    m = self.meta
+    m = self.meta.raft
     if m is None or not m.is_leader(): return       # (without a reply subject it is done all the same, as by the reference)
     if hdr: return log.warning('Malformed JetStream API Request: ""')
-    if subject == b'$JS.API.META.LEADER.STEPDOWN': return self._stepdown('', m, self.members, reply, 'meta_leader_stepdown_response', data, self._sys_answer)
+    if subject == b'$JS.API.META.LEADER.STEPDOWN': return self._stepdown('', m, self.meta.members, reply, 'meta_leader_stepdown_response', data, self._sys_answer)
     self._server_remove(reply, data)
 
 @patch
@@ -578,33 +533,33 @@ def _server_remove(self: ClusterApi, reply: bytes, body: bytes, tries: int = 0):
         if body.strip() in (b'', b'{}'): raise JSBadRequestErr()
         req = go_decode(body, _SERVER_REMOVE)
         if self.removing is not None and time.monotonic() < self.removing[2]: raise JSClusterServerMemberChangeInflightErr()
-        addr = next((a for a, n in self.members.items() if (peer_id(n) == req['peer_id'] if req['peer_id'] else n == req['peer'])), None)
+        addr = next((a for a, n in self.meta.members.items() if (peer_id(n) == req['peer_id'] if req['peer_id'] else n == req['peer'])), None)
         if addr is None: raise JSClusterServerNotMemberErr()
-        if len(self.members) == 1: raise JSRaftGeneralErrF(err='raft: cannot remove the last peer')
+        if len(self.meta.members) == 1: raise JSRaftGeneralErrF(err='raft: cannot remove the last peer')
     except JSApiError as e: return self._refuse(reply, rtype, e, answer=self._sys_answer)
-    if self.members[addr] == me:                     # the leader itself: another member leads first, then takes the request
+    if self.meta.members[addr] == me:                     # the leader itself: another member leads first, then takes the request
         if tries == 0: self.meta_stepdown()
-        lead = self.meta_leader()
+        lead = self.meta.leader()
         if lead and lead != me: return self.core.route(None, b'$JS.API.SERVER.REMOVE', reply, 0, body, acc=self._sys)
         if tries < 60: return asyncio.get_running_loop().call_later(0.05, self._server_remove, reply, body, tries + 1)
         return self._refuse(reply, rtype, JSClusterNoPeersErrF(err='no member is caught up to take over'), answer=self._sys_answer)
-    self.removing = (self.members[addr], reply, time.monotonic() + 30)   # (in flight for 30 s at most: a lost proposal)
-    self.meta.propose(('remove_server', self.members[addr], addr, self.core.server_id, reply))
+    self.removing = (self.meta.members[addr], reply, time.monotonic() + 30)   # (in flight for 30 s at most: a lost proposal)
+    self.meta.propose(('remove_server', self.meta.members[addr], addr, self.core.server_id, reply))
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #0fe01d7a
 @patch
 def meta_cluster(self: ClusterApi) -> dict:
     "`meta_cluster` of `/jsz`: the meta group's leader and this server's view of the other members, as the reference reports them."
     empty = dict(pending_entries=0, pending_size=0, last_time=rfc3339(0))
-    if self.meta is None:
+    if self.meta.raft is None:
         return dict(name=self.core.cluster.name if self.core.cluster else '', cluster_size=0, quorum_needed=0,
                     pending=0, pending_requests=0, pending_infos=0, snapshot=empty)
-    st, now = self.meta.status(), time.monotonic()
+    st, now = self.meta.raft.status(), time.monotonic()
     lead = self.meta.leader_addr()
-    lname = self.members.get(lead, '')
-    last = getattr(self.meta, '_SyncObj__lastResponseTime', {})
+    lname = self.meta.members.get(lead, '')
+    last = getattr(self.meta.raft, '_SyncObj__lastResponseTime', {})
     commit, reps = st.get('commit_idx', 0), []
-    for addr, name in self.members.items():
+    for addr, name in self.meta.members.items():
         if addr == self.raft_addr: continue
         up = st.get('partner_node_status_server_' + addr) == 2
         seen = next((t for n, t in list(last.items()) if n.id == addr), None) if lname == self.core.server_name else None
@@ -615,17 +570,17 @@ def meta_cluster(self: ClusterApi) -> dict:
         reps.append(p)
     d = dict(name=self.core.cluster.name)
     if lname: d.update(leader=lname, peer=peer_id(lname))
-    n = len(self.members)
+    n = len(self.meta.members)
     d.update(replicas=sorted(reps, key=lambda p: p['name']), cluster_size=n, quorum_needed=n // 2 + 1,
-             pending=max(commit - self.applied, 0), pending_requests=0, pending_infos=0,
-             snapshot=dict(pending_entries=self.applied, pending_size=self.log_bytes, last_time=rfc3339(0)))
+             pending=max(commit - self.meta.applied, 0), pending_requests=0, pending_infos=0,
+             snapshot=dict(pending_entries=self.meta.applied, pending_size=self.meta.log_bytes, last_time=rfc3339(0)))
     return d
 
 @patch
 def stats(self: ClusterApi) -> dict:
     """Figures for `/jsz`: the account's, with the meta group and every replicated stream here counted as highly available
     assets, and each replicated consumer counted on every server of its group (as the reference counts it), not only where it runs."""
-    out = dict(JetStream.stats(self), ha_assets=(self.meta is not None) + len(self.groups))
+    out = dict(JetStream.stats(self), ha_assets=(self.meta.raft is not None) + len(self.groups))
     for name, g in self.groups.items():
         s = self.account.streams.get(name)
         out['consumers'] += len(g.consumers.cstates.keys() - (s.consumers.keys() if s is not None else set()))

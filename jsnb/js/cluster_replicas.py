@@ -38,7 +38,7 @@ class ClusteredJetStream(ClusterApi):
 @patch
 def _start_group(self: ClusteredJetStream, name: str):
     "Start this server's member of a replicated stream's group (its log has its own journal; the messages live in the stream's store)."
-    a = self.assignments[name]
+    a = self.meta.assignments[name]
     me = a['addrs'][self.core.server_name]
     d = os.path.join(self._state_dir, 'streams'); os.makedirs(d, exist_ok=True)
     cfg = a['config']
@@ -106,7 +106,7 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
         if g.closing: return                         # (one proposed again by `_regroup_until_done` that also came through)
         g.closing = True
         if origin == me:
-            was = self.assignments[name]['peers']
+            was = self.meta.assignments[name]['peers']
             seed = next(p for p in [self.core.server_name] + was if p in peers)    # this server if it stays, else a staying one
             self.meta.propose(('regroup', name, list(peers), cfg, origin, reply, rtype, seed))
             if rtype == 'stream_remove_peer_response' and reply:
@@ -195,7 +195,7 @@ def _drop_journal(base: str):
 def _apply_grow(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
     "A stream of one server given more servers: each new one makes an empty replica; every one proposes its group address (the group starts once all are known) and the first seeds it."
     _, name, peers, cfg, origin, reply = op
-    a, me = self.assignments.get(name), self.core.server_name
+    a, me = self.meta.assignments.get(name), self.core.server_name
     if a is None: return
     a['peers'], a['config'], a['addrs'], a['seed'] = list(peers), cfg, {}, peers[0]
     if me not in peers: return
@@ -260,7 +260,7 @@ def _apply_regroup(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
     has applied the `regroup` entry (at most `REGROUP_WAIT` seconds), it leaves the old group; a server no longer a peer
     drops its replica, a new one makes an empty one, and every peer joins the new group, which the seeding server fills."""
     _, name, peers, cfg, origin, reply, rtype, seed = op
-    a, me = self.assignments.get(name), self.core.server_name
+    a, me = self.meta.assignments.get(name), self.core.server_name
     if a is None: return
     was, a['peers'], a['config'], a['addrs'], a['seed'] = a['peers'], list(peers), cfg, {}, seed
     g = self.groups.get(name)
@@ -301,7 +301,7 @@ REGROUP_WAIT = 5.0           # seconds a replica waits to apply its group's `reg
 def _apply_move(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
     "A stream of one replica moved to server `to`: made there, empty, with the durable consumers listed; the server it left drops it."
     _, name, to, durables, origin, reply = op
-    a, me = self.assignments.get(name), self.core.server_name
+    a, me = self.meta.assignments.get(name), self.core.server_name
     if a is None: return
     was, a['peers'], a['addrs'] = a['peers'], [to], {}
     s = self.account.streams.get(name)
@@ -321,23 +321,23 @@ def _apply_remove_server(self: ClusteredJetStream, op: tuple, fresh: bool):
     "Server `name` left the meta group: every server forgets it, it stops its JetStream, its streams go on without it."
     _, name, addr, origin, reply = op
     me = self.core.server_name
-    self.members.pop(addr, None); self._members_changed()
+    self.meta.members.pop(addr, None); self._members_changed()
     if name == me:
         if fresh: asyncio.get_running_loop().call_soon(self._leave)
         return
     if not fresh: return                             # (what became of its streams is in the entries that follow)
     lead = self.meta.is_leader()
-    for sname, a in list(self.assignments.items()):
+    for sname, a in list(self.meta.assignments.items()):
         if name not in a['peers']: continue
         rest, placement = [p for p in a['peers'] if p != name], a['config'].get('placement')
         if not rest:
             if not lead: continue
-            try: to = self._placed(placement, 1, [], (name,))[0]
+            try: to = self.meta.placed(placement, 1, [], (name,))[0]
             except JSApiError: log.warning("JetStream cluster could not move stream '$G > %s' off the removed server", sname); continue
             self.meta.propose(('move', sname, to, [], self.core.server_id, b''))
             continue
         if rest[0] != me or sname not in self.groups: continue
-        try: peers = self._placed(placement, len(a['peers']), rest, (name,))
+        try: peers = self.meta.placed(placement, len(a['peers']), rest, (name,))
         except JSApiError:
             log.warning("JetStream cluster could not replace peer for stream '$G > %s'", sname); peers = rest
         self._regroup_until_done(sname, name, ('regroup', peers, a['config'], b'', self.core.server_id, 'stream_remove_peer_response'))
@@ -350,7 +350,7 @@ def _regroup_until_done(self: ClusteredJetStream, sname: str, gone: str, op: tup
     none (see 'Proposals while there is no leader'). A group that commits nothing for three seconds has no majority
     without the removed server (an R2 stream, or another replica down too): the move then goes through the meta log
     alone, seeded by this server, which holds what the group committed."""
-    g, a = self.groups.get(sname), self.assignments.get(sname)
+    g, a = self.groups.get(sname), self.meta.assignments.get(sname)
     if g is None or g.closing or a is None or gone not in a['peers']: return
     if tries == 3:
         _, peers, cfg, reply, origin, rtype = op
@@ -364,17 +364,17 @@ def _out_of_raft(self: ClusteredJetStream, addr: str, reply: bytes, tries: int =
     "On the meta leader: take the removed server out of the Raft group, then answer `SERVER.REMOVE` (PySyncObj refuses a change while another is being committed: tried again)."
     rtype = 'meta_server_remove_response'
     def done(ok, why):
-        if self.meta is None: return
-        if ok or addr not in self.meta.member_addrs():
+        if self.meta.raft is None: return
+        if ok or addr not in self.meta.raft.member_addrs():
             self.removing = None
             return self._sys_answer(reply, json_bytes(dict(type=RT + rtype, success=True))) if reply else None
-        if tries < 20 and self.meta is not None and self.meta.is_leader():
+        if tries < 20 and self.meta.raft is not None and self.meta.is_leader():
             return asyncio.get_running_loop().call_later(0.25, self._out_of_raft, addr, reply, tries + 1)
         self.removing = None
         self._refuse(reply, rtype, JSRaftGeneralErrF(err=f'raft: membership change failed ({why})'), answer=self._sys_answer)
-    if self.meta is None or not self.meta.is_leader(): self.removing = None; return
-    if addr not in self.meta.member_addrs(): return done(True, 0)
-    self.meta.remove_member(addr, done)
+    if self.meta.raft is None or not self.meta.is_leader(): self.removing = None; return
+    if addr not in self.meta.raft.member_addrs(): return done(True, 0)
+    self.meta.raft.remove_member(addr, done)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #8f40bc6a
 @patch
@@ -383,22 +383,22 @@ def _install_meta(self: ClusteredJetStream, extra: dict, fresh: bool):
     own, or (`fresh`) the leader's for entries this server missed. The streams it no longer has a part in go (`fresh`
     only: at a restart its store is as the entries left it), a group whose servers or creation changed starts again,
     and the streams it is a peer of are made where missing and their groups started."""
-    me, old = self.core.server_name, self.assignments
-    if 'members' in extra and extra['members'] != self.members:     # servers were removed meanwhile (`SERVER.REMOVE`)
-        self.members.clear(); self.members.update(extra['members']); self._members_changed()
-        if fresh and me not in self.members.values(): return asyncio.get_running_loop().call_soon(self._leave)
-    self.assignments = {n: dict(a, peers=list(a['peers']), addrs=dict(a['addrs'])) for n, a in extra['assignments'].items()}
+    me, old = self.core.server_name, self.meta.assignments
+    if 'members' in extra and extra['members'] != self.meta.members:     # servers were removed meanwhile (`SERVER.REMOVE`)
+        self.meta.members.clear(); self.meta.members.update(extra['members']); self._members_changed()
+        if fresh and me not in self.meta.members.values(): return asyncio.get_running_loop().call_soon(self._leave)
+    self.meta.assignments = {n: dict(a, peers=list(a['peers']), addrs=dict(a['addrs'])) for n, a in extra['assignments'].items()}
     for name, a in list(old.items()) + [(n, None) for n in list(self.account.streams) if n not in old]:
-        new = self.assignments.get(name)
+        new = self.meta.assignments.get(name)
         kept = new is not None and me in new['peers'] and (a is None or a['created'] == new['created'])
         g = self.groups.get(name)
         if g is not None and (not kept or set(g.names) != set(new['addrs'].values())): self.groups.pop(name).stop()
         if not kept and fresh and (s := self.account.streams.get(name)) is not None: self.account.remove_stream(s)
-    for name, a in self.assignments.items():
+    for name, a in self.meta.assignments.items():
         if me not in a['peers']: continue
         if name not in self.account.streams: self._make_replica(name, a['config'])
         if len(a['peers']) > 1 and len(a['addrs']) == len(a['peers']) and name not in self.groups: self._start_group(name)
-    self.meta.release()                              # (a member that installed a snapshot stands for elections again)
+    self.meta.raft.release()                              # (a member that installed a snapshot stands for elections again)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #cad9d8e2
 @patch
