@@ -188,6 +188,7 @@ def _swaps(mod: str) -> list[str]:
             if not isinstance(t, ast.Attribute) or t.attr.startswith('__'): continue     # (a special method works on a class only)
             if isinstance(t.value, ast.Name) and (t.value.id in ('self', 'cls') or t.value.id[:1].isupper()): continue
             behaviour = isinstance(v, ast.Lambda) or (isinstance(v, ast.Call) and ast.unparse(v.func) in _BEHAVIOUR)
+            behaviour = behaviour or (isinstance(v, ast.Attribute) and v.attr in METHODS and v.attr not in DATA)   # a bound method: `x.f = y.method`
             if behaviour or (t.attr in METHODS and t.attr not in DATA):
                 out.append(f'{n.lineno}: {ast.unparse(t)} = {ast.unparse(v)[:60]}')
     return out

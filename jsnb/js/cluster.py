@@ -34,19 +34,23 @@ def short_hash(s: str, n: int = 8) -> str:
     "`n` base-62 characters of the SHA-256 of `s`: how the reference names a peer after its server name."
     return ''.join(_DIGITS[b % 62] for b in hashlib.sha256(s.encode()).digest()[:n])
 
+# %% ../../nbs/2_js/20_cluster.ipynb #7e6ccd06
 def peer_id(name: str) -> str:
     "A server's peer id in `replicas` and `meta_cluster`, derived from its name as the reference derives it."
     return short_hash(name)
 
+# %% ../../nbs/2_js/20_cluster.ipynb #1123337a
 def group_name(name: str, replicas: int, storage: str, created: int) -> str:
     "The name of a replicated stream's group, shaped as the reference's (`S-R<n><F|M>-<8 characters>`, here from the stream's name and creation)."
     return f"S-R{replicas}{'M' if storage == 'memory' else 'F'}-{short_hash(f'{name}:{created}')}"
 
+# %% ../../nbs/2_js/20_cluster.ipynb #3df6128e
 def _read(path: str) -> str:
     try:
         with open(path) as f: return f.read().strip()
     except OSError: return ''
 
+# %% ../../nbs/2_js/20_cluster.ipynb #9143212c
 def _write(path: str, s: str):
     with open(path, 'w') as f: f.write(s)
 
@@ -54,13 +58,17 @@ def _write(path: str, s: str):
 RAFT_CHANNEL = b'raft'       # the peer channel's name for Raft frames
 
 def member_id(server: str, tag: str) -> str: return f'{server}/{tag}'
+
+# %% ../../nbs/2_js/20_cluster.ipynb #8206b7da
 def server_of(member: str) -> str: return member.rpartition('/')[0]
 
+# %% ../../nbs/2_js/20_cluster.ipynb #d9644081
 def _raft_frame(to: str, frm: str, data: bytes) -> bytes:
     "A Raft frame for member `to` from member `frm`: both ids, then the frame."
     t, f = to.encode(), frm.encode()
     return struct.pack('!HH', len(t), len(f)) + t + f + data
 
+# %% ../../nbs/2_js/20_cluster.ipynb #1785be11
 def _raft_unframe(b: bytes) -> tuple[str, str, bytes]:
     "`(to, frm, data)` from what `_raft_frame` made; ValueError for anything else."
     if len(b) < 4: raise ValueError('short frame')
@@ -88,6 +96,7 @@ class RouteBus:
         self.peers.handle(RAFT_CHANNEL, None)
         if self._link in self.peers.watchers: self.peers.watchers.remove(self._link)
 
+# %% ../../nbs/2_js/20_cluster.ipynb #cd3caae5
 class _MemberBus:
     "The bus as member `me` sees it."
     def __init__(self, bus: RouteBus, me: str): self.bus, self.me = bus, me
@@ -105,6 +114,7 @@ def _inbound(self: RouteBus, server: str, data: bytes):
     node = self.members.get(to)
     if node is not None: node.receive(frm, body)
 
+# %% ../../nbs/2_js/20_cluster.ipynb #af7d6e79
 @patch
 def _link(self: RouteBus, server: str, up: bool):
     "The route to `server` came or went: so did its members, for every member here."
@@ -126,6 +136,7 @@ def _meta_of(rc) -> dict | None:
     v = rc.extras.get(RAFT_META)
     return v if type(v) is dict else None
 
+# %% ../../nbs/2_js/20_cluster.ipynb #80912d67
 class ClusterMeta(JetStream):
     "JetStream of `$G` on a server with routes: the meta group, the streams' groups, requests sent to the stream's leader."
     def __init__(self, core, opts):
@@ -190,6 +201,7 @@ def start(self: ClusterMeta):
     self._timer = asyncio.get_running_loop().call_later(0.25, self._watch)
     self._ctimer = asyncio.get_running_loop().call_later(CONSUMER_SYNC, self._watch_consumers)
 
+# %% ../../nbs/2_js/20_cluster.ipynb #1f6df222
 @patch
 def stop(self: ClusterMeta):
     "Leave the groups (the peers see this server go), then stop as a single server does."
@@ -209,10 +221,12 @@ def stop(self: ClusterMeta):
     self._sys_subs = []
     JetStream.stop(self)
 
+# %% ../../nbs/2_js/20_cluster.ipynb #0086373f
 class _LeaderSub:
     "A replicated stream's subscription to its subjects: held only while this server leads the stream (`_follow_role`)."
     def __init__(self, name: str, args: tuple): self.name, self.args, self.sub = name, args, None
 
+# %% ../../nbs/2_js/20_cluster.ipynb #c73fc82d
 @patch
 def _share(self: ClusterMeta, subject, cb, queue='', defers=False, many=None):
     "Subscribe for the account; a replicated stream's messages go to its group first, and reach only its leader's server."
@@ -225,6 +239,7 @@ def _share(self: ClusterMeta, subject, cb, queue='', defers=False, many=None):
         return ls
     return self._share_here(subject, cb, queue, defers)
 
+# %% ../../nbs/2_js/20_cluster.ipynb #6c45fe4e
 @patch
 def replica(self: ClusterMeta, name: str) -> StreamReplica:
     "This server's replica of replicated stream `name`, made at the first ask: the stream's `group`."
@@ -233,6 +248,7 @@ def replica(self: ClusterMeta, name: str) -> StreamReplica:
         r = self.replicas[name] = StreamReplica(name, self.account, self.core.server_id, self.groups, partial(self._follow_role, name))
     return r
 
+# %% ../../nbs/2_js/20_cluster.ipynb #528c8551
 @patch
 def _share_here(self: ClusterMeta, subject, cb, queue='', defers=False):
     sub = self.core.subscribe(subject, cb, queue, defers)       # (no `many`: a server with routes routes each message itself)
@@ -241,6 +257,7 @@ def _share_here(self: ClusterMeta, subject, cb, queue='', defers=False):
     else: self._early.append(sub)
     return sub
 
+# %% ../../nbs/2_js/20_cluster.ipynb #38218f8a
 @patch
 def _follow_role(self: ClusterMeta, name: str):
     """Hold the subscriptions of replicated stream `name` to its subjects while this server leads it (or holds it alone
@@ -252,6 +269,7 @@ def _follow_role(self: ClusterMeta, name: str):
         if lead and ls.sub is None: ls.sub = self._share_here(*ls.args)
         elif not lead and ls.sub is not None: self._unshare(ls.sub); ls.sub = None
 
+# %% ../../nbs/2_js/20_cluster.ipynb #bd70a871
 @patch
 def _unshare(self: ClusterMeta, sub):
     if isinstance(sub, _LeaderSub):
@@ -277,12 +295,14 @@ def _wire_msg(self: ClusterMeta, local, i: int, subject: bytes, reply: bytes, hd
         return self._replicated_ack(g, name, subject, reply, hdr, data, src)
     local(subject, reply, hdr, data, src)
 
+# %% ../../nbs/2_js/20_cluster.ipynb #727e3bd1
 @patch
 def forward(self: ClusterMeta, server: str, subject: bytes, reply: bytes, hdr: int, data: bytes, hops: int = 1, ask: int = 0) -> bool:
     """Send a request on to the server named `server` over the peer channel; it answers `reply` itself (or, `ask`, sends
     the answer back here, see `ask`). False when it cannot go now."""
     return self._send_peer(server, API_CHANNEL, msgpack.packb([hops, subject, reply, hdr, data, ask]))
 
+# %% ../../nbs/2_js/20_cluster.ipynb #526034c6
 @patch
 def _send_peer(self: ClusterMeta, server: str, channel: bytes, data: bytes) -> bool:
     "`data` for `channel` of server `server` over the peer channel; for this server itself, handled at the next turn of the loop."
@@ -293,7 +313,7 @@ def _send_peer(self: ClusterMeta, server: str, channel: bytes, data: bytes) -> b
     asyncio.get_running_loop().call_soon(fn, server, data)
     return True
 
-
+# %% ../../nbs/2_js/20_cluster.ipynb #9eede9c5
 @patch
 def leader_of(self: ClusterMeta, name: str) -> str:
     """The server that answers for stream `name`: its only server, its group's leader, or (not a peer) its first peer,
@@ -329,9 +349,11 @@ def ask(self: ClusterMeta, fn) -> int:
     self._ask_ids += 1; self._asks[self._ask_ids] = fn
     return self._ask_ids
 
+# %% ../../nbs/2_js/20_cluster.ipynb #dd67f4c7
 @patch
 def done(self: ClusterMeta, aid: int): self._asks.pop(aid, None)
 
+# %% ../../nbs/2_js/20_cluster.ipynb #7dee6b90
 @patch
 def _on_answer(self: ClusterMeta, server: str, data: bytes):
     "An answer to one of this server's `ask`s."
@@ -339,6 +361,7 @@ def _on_answer(self: ClusterMeta, server: str, data: bytes):
     except Exception: return log.warning('JetStream: an answer from %s refused: not one', server)
     if (fn := self._asks.get(aid)) is not None: fn(body)
 
+# %% ../../nbs/2_js/20_cluster.ipynb #2388fed8
 @patch
 def _capture(self: ClusterMeta, server: str, aid: int) -> bytes:
     "A reply subject only this server subscribes to (for one answer, or none after a minute): what it gets goes back to `server` as the answer to `aid`."
@@ -360,6 +383,7 @@ def _peers_now(self: ClusterMeta) -> dict:
         if m := js_member(rc): out[m] = rc.remote_name
     return out
 
+# %% ../../nbs/2_js/20_cluster.ipynb #60ed9977
 @patch
 def _routes_resolved(self: ClusterMeta) -> bool:
     "Whether every configured route leads to a server this one has a route to, or back to this server."
@@ -395,6 +419,7 @@ def _watch(self: ClusterMeta):
     if now - self._since < SETTLE or not self._routes_resolved() or (len(peers) < 2 and not alone_ok): return again()
     self.form(peers)
 
+# %% ../../nbs/2_js/20_cluster.ipynb #83168f71
 @patch
 def _rejoin(self: ClusterMeta, addr: str, members: dict):
     "A member of the formed group by name, with no state on disk (a new disk, or a wiped store): take its old member back and rebuild from the peers."
@@ -403,12 +428,14 @@ def _rejoin(self: ClusterMeta, addr: str, members: dict):
     self.raft_addr = self.core.route_info_extra[RAFT_INFO] = addr
     self.form(members)
 
+# %% ../../nbs/2_js/20_cluster.ipynb #4742f158
 @patch
 def password(self: ClusterMeta) -> str:
     "The key of the catch-up requests and answers: the route credentials (none in an open cluster) and the cluster's name."
     o = self.opts
     return f'{o.cluster_user}:{o.cluster_password}:{self.core.cluster.name}'
 
+# %% ../../nbs/2_js/20_cluster.ipynb #81df078e
 @patch
 def _raft(self: ClusterMeta) -> tuple:
     "The bus and the ticks of this server's Raft members (made with the first)."
@@ -436,6 +463,7 @@ def form(self: ClusterMeta, peers: dict):
     for rc in list(cl.routes.values()):              # (a peer that announced its members before: was this server removed?)
         if _meta_of(rc): self._peer_members(rc)
 
+# %% ../../nbs/2_js/20_cluster.ipynb #b2f0ce68
 @patch
 def _members_changed(self: ClusterMeta):
     "Save the meta group's members for restarts and announce them on the routes (servers that connect later join this group)."
@@ -494,6 +522,7 @@ def apply(self: ClusterMeta, idx: int, op: tuple):
     self.meta.raft.applied = idx
     if kind != 'snapshot': self.meta.raft.compact(size)
 
+# %% ../../nbs/2_js/20_cluster.ipynb #1f99478c
 @patch
 def _apply_scale(self: ClusterMeta, name: str, op: tuple, fresh: bool):
     "A stream scaled down to the servers `peers`: the others drop their replica, every server its group; the consumers run on the one left."
@@ -525,6 +554,7 @@ def stamp_created(self: ClusterMeta, name: str):
     s.created = a['created']
     self.account.write_meta(s)
 
+# %% ../../nbs/2_js/20_cluster.ipynb #6e9bc517
 @patch
 def _create_here(self: ClusterMeta, name: str, a: dict, known: bool, reply: bytes, hdr: int, data: bytes):
     "This server is a peer of a stream just assigned: create its replica; the first peer answers (for a replicated one, the leader once elected)."
@@ -544,6 +574,7 @@ def _create_here(self: ClusterMeta, name: str, a: dict, known: bool, reply: byte
     if reply: self._replies[name] = (reply, 'stream_create_response')     # the peer that leads the new group answers
     self.propose_addr(name)
 
+# %% ../../nbs/2_js/20_cluster.ipynb #c3c0d1d4
 @patch
 def propose_addr(self: ClusterMeta, name: str):
     "Put this server's member of stream `name`'s group (a new one: a fresh tag) in the meta log."
@@ -575,6 +606,7 @@ def _leave(self: ClusterMeta):
     _write(os.path.join(self._state_dir, REMOVED), 'this server was removed from the JetStream meta group ($JS.API.SERVER.REMOVE)\n')
     self._go_relay()
 
+# %% ../../nbs/2_js/20_cluster.ipynb #732603c6
 @patch
 def _go_relay(self: ClusterMeta):
     "JetStream off on this server (`/jsz` says `disabled`); its clients' JetStream requests go to a peer."
@@ -585,6 +617,7 @@ def _go_relay(self: ClusterMeta):
     relay_jetstream(self.core)
     for rc in list(cl.routes.values()): rc.send(cl.route_info())      # the peers forget its meta member
 
+# %% ../../nbs/2_js/20_cluster.ipynb #2e604b5d
 @patch
 def _disabled_at_start(self: ClusterMeta):
     "A server removed from the meta group before this start: its JetStream stays off."
@@ -593,6 +626,7 @@ def _disabled_at_start(self: ClusterMeta):
     self.disabled = True
     self._go_relay()
 
+# %% ../../nbs/2_js/20_cluster.ipynb #770e098e
 @patch
 def _peer_members(self: ClusterMeta, rc):
     "A peer announced its meta group's members: if they no longer include this server, it was removed while it was away."
@@ -600,6 +634,7 @@ def _peer_members(self: ClusterMeta, rc):
     if m is None or self.meta.raft is None or self.disabled or rc.remote_name not in self.meta.members.values() or rc.remote_name == self.core.server_name: return
     if self.raft_addr not in m and self.core.server_name not in m.values(): asyncio.get_running_loop().call_soon(self._leave)
 
+# %% ../../nbs/2_js/20_cluster.ipynb #98ea3580
 @patch
 def _meta_role(self: ClusterMeta, tries: int = 0):
     """The meta group's leadership changed here. A new leader finishes what an old one may have left undone: a server

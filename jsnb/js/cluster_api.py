@@ -53,20 +53,21 @@ def _verb(subject: str) -> tuple[str, list[str]]:
         if v in ROUTES or v in _NOT_YET or v in _STEPDOWNS or v in _SYSTEM_ONLY: return v, toks[n:]
     return '', toks
 
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #1919bae6
 def _error(rtype: str, err: JSApiError, **extra) -> bytes:
     return json_bytes(dict(type=RT + rtype, error=err.to_dict(), **extra))
 
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #991e0be5
 def not_yet(what: str) -> JSApiError:
     "The refusal of what jsnb clusters do not do yet (the reference's code for an unavailable cluster feature)."
     return JSApiError(500, 10008, f'{what} is not supported by jsnb clusters yet')
 
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #3bbb4d85
 @patch
 def _refuse(self: ClusterApi, reply: bytes, rtype: str, err: JSApiError, extra: dict | None = None, answer=None):
     "Answer a request with an error, counted as the account counts its errors (`answer`: a system account request's, not counted)."
     if answer is None: self.account.api_total += 1; self.account.api_errors += 1
     if reply: (answer or self.account.host.reply)(reply, _error(rtype, err, **(extra or {})))
-
-
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #2069c102
 @patch
@@ -147,7 +148,7 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
     if verb in _CHANGES: return g.propose(('api', subject, reply, hdr, data, self.core.server_id))
     self._local_api(subject, reply, hdr, data, src, name)
 
-
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #bb14248f
 @patch
 def _answer_r1(self: ClusterApi, verb, name, subject, reply, hdr, data, src):
     "A request for a stream this server holds alone: answered as on one server (see `_answer_here`)."
@@ -165,12 +166,14 @@ def _answer_here(self: ClusterApi, verb, name, subject, reply, hdr, data, src, o
     change = ('unassign', name) if verb == 'STREAM.DELETE' else ('config', name, resp['config'])
     self.meta.propose(change + (reply, body, self.core.server_id))
 
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #e52de474
 def _wanted_replicas(hdr: int, data: bytes) -> int | None:
     "The `num_replicas` an update asks for (0 meaning 1), or None."
     try: want = orjson.loads(data[hdr:] if hdr else data).get('num_replicas')
     except (orjson.JSONDecodeError, AttributeError): return None        # the update itself reports the bad request
     return max(want, 1) if type(want) is int else None
 
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #6437ee13
 @patch
 def _scale_down(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "`num_replicas` down to 1, on the leader: the update is applied here as on one server; a `scale` entry in the stream's log then freezes every replica at the same message, and the meta group records that only this server holds the stream (the others drop their replicas, this one its group); this server answers."
@@ -179,6 +182,7 @@ def _scale_down(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: 
     if 'error' in resp: return self.account.host.reply(reply, json_bytes(resp)) if reply else None
     self.groups[name].propose(('scale', resp['config'], reply, self.core.server_id))   # first through the stream's own log
 
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #ba2da1d5
 @patch
 def _scale_up(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "`num_replicas` up from 1, on the stream's server: the update is applied here, then a `grow` entry in the meta log gives the stream more servers; the group's leader answers once the new replicas hold what this one held."
@@ -194,6 +198,7 @@ def _scale_up(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: in
     if 'error' in resp: return self.account.host.reply(reply, json_bytes(resp)) if reply else None
     self.meta.propose(('grow', name, peers, resp['config'], self.core.server_id, reply))
 
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #e1aa5112
 @patch
 def _regroup_update(self: ClusterApi, name: str, g, want: int, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "`num_replicas` from one count above 1 to another (R3 to R5, R5 to R3), on the leader: the servers are chosen (the current ones first, this one first of all), the update is applied here, and the stream's group moves to them (`regroup`)."
@@ -209,6 +214,7 @@ def _regroup_update(self: ClusterApi, name: str, g, want: int, subject: bytes, r
     if 'error' in resp: return self.account.host.reply(reply, json_bytes(resp)) if reply else None
     g.propose(('regroup', peers, resp['config'], reply, self.core.server_id, 'stream_update_response'))
 
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #d47ee161
 @patch
 def _peer_remove(self: ClusterApi, name: str, g, reply: bytes, hdr: int, data: bytes):
     """`STREAM.PEER.REMOVE` on the leader: the peer (a server name or peer id) leaves the stream and another server takes
@@ -232,6 +238,7 @@ def _peer_remove(self: ClusterApi, name: str, g, reply: bytes, hdr: int, data: b
     durables = [(c.name, c.cfg) for c in s.consumers.values() if c.cfg.get('durable_name')] if s is not None else []
     self.meta.propose(('move', name, peers[0], durables, self.core.server_id, reply))
 
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #8de81ebe
 @patch
 def _stepdown(self: ClusterApi, name: str, g: RaftGroup | None, names: dict, reply: bytes,
               rtype: str = 'stream_leader_stepdown_response', body: bytes = b'', answer=None):
@@ -253,6 +260,7 @@ def _stepdown(self: ClusterApi, name: str, g: RaftGroup | None, names: dict, rep
 _STEPDOWN_REQUEST = GoStruct('server.JSApiLeaderStepdownRequest', {'placement': GoStruct('server.Placement', {
     'cluster': GoStr(), 'tags': GoSlice(GoStr(), '[]string'), 'preferred': GoStr()}, ptr=True)})
 
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #53c09725
 @patch
 def _stepdown_to(self: ClusterApi, names: dict, placement: dict | None) -> str | None:
     """The member a stepdown hands the group to: the `preferred` server, or one of the followers
@@ -270,11 +278,13 @@ def _stepdown_to(self: ClusterApi, names: dict, placement: dict | None) -> str |
     if not ok: raise JSClusterNoPeersErrF(err='no replacement peer connected')
     return random.choice(ok)
 
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #bb1813e9
 @patch
 def _meta_stepdown_request(self: ClusterApi, src):
     "`META.LEADER.STEPDOWN` from an account other than the system account: not answered, with a warning, as by the reference (see `_on_system`)."
     log.warning('JetStream API stepdown request from non-system account: %r', self.account.name)
 
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #b2f401d3
 @patch
 def meta_stepdown(self: ClusterApi, done=None) -> bool:
     "On the meta leader: hand the meta group to the most caught-up member; `done(ok)` is called on the loop once it is known. False when this server does not lead."
@@ -286,6 +296,7 @@ def meta_stepdown(self: ClusterApi, done=None) -> bool:
     m.transferLeadership(callback=lambda res, err: m._loop.call_soon_threadsafe(fin, res, err))
     return True
 
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #b44f8e63
 @patch
 def _on_forwarded(self: ClusterApi, server: str, frame: bytes):
     "A request server `server` sent here because this server answers for its stream (over the peer channel: see `forward`)."
@@ -324,6 +335,7 @@ def _local_api(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: b
     if loud: audit(self.account, src, subj, body, out)
     return resp
 
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #0160ebbb
 @patch
 def _with_cluster(self: ClusterApi, info: dict, name: str, alternates: bool = False) -> dict:
     "A stream's info with its `cluster` and, for `STREAM.INFO`, its `alternates` (before `ts`, where the reference puts them)."
@@ -360,6 +372,7 @@ def cluster_info(self: ClusterApi, name: str) -> dict:
     d['replicas'] = sorted(reps, key=lambda p: p['name'])
     return d
 
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #dbaf8204
 @patch
 def _consumer_with_cluster(self: ClusterApi, info: dict) -> dict:
     """A consumer's info with its `cluster` after `num_pending`, where the reference puts it: the stream's, since the
@@ -408,7 +421,7 @@ def _propose_create(self: ClusterApi, name: str, subject: bytes, reply: bytes, h
     self.core.cluster.flush(propose)                  # see below: the client's inbox first, then the log
     asyncio.get_running_loop().call_later(1.0, propose)   # (a server that is gone does not answer the PING)
 
-
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #94840b49
 @patch
 def _placement_moves(self: ClusterApi, name: str, hdr: int, data: bytes, n: int) -> bool:
     """Whether an update's new `placement` would move the stream (some of its servers no longer fit); `10005` with the
@@ -516,6 +529,7 @@ def _sys_answer(self: ClusterApi, reply: bytes, body: bytes):
     "Answer a request of the system account."
     if reply: self.core.route(None, reply, b'', 0, body, acc=self._sys)
 
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #546f9be5
 @patch
 def _on_system(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "`META.LEADER.STEPDOWN` or `SERVER.REMOVE` from the system account: the meta leader answers."
@@ -525,6 +539,7 @@ def _on_system(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: b
     if subject == b'$JS.API.META.LEADER.STEPDOWN': return self._stepdown('', m, self.meta.members, reply, 'meta_leader_stepdown_response', data, self._sys_answer)
     self._server_remove(reply, data)
 
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #1d8dd7f8
 @patch
 def _server_remove(self: ClusterApi, reply: bytes, body: bytes, tries: int = 0):
     "`SERVER.REMOVE` on the meta leader: checked, then recorded in the meta log (answered once applied, see `_apply_remove_server`)."
@@ -576,6 +591,7 @@ def meta_cluster(self: ClusterApi) -> dict:
              snapshot=dict(pending_entries=self.meta.applied, pending_size=self.meta.log_bytes, last_time=rfc3339(0)))
     return d
 
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #03c00dfb
 @patch
 def stats(self: ClusterApi) -> dict:
     """Figures for `/jsz`: the account's, with the meta group and every replicated stream here counted as highly available

@@ -35,20 +35,25 @@ def start(self: MetaGroup, raft):
     "This server's member of the group runs now."
     self.raft = raft
 
+# %% ../../nbs/2_js/20e_meta_group.ipynb #1b8734ec
 @patch
 def stop(self: MetaGroup):
     "Leave the group: no more ticks, frames or applies."
     if self.raft is not None: self.raft.destroy(); self.raft = None
 
+# %% ../../nbs/2_js/20e_meta_group.ipynb #2bb1856f
 @patch
 def propose(self: MetaGroup, op): self.raft.propose(op)
 
+# %% ../../nbs/2_js/20e_meta_group.ipynb #c2fc0f8d
 @patch
 def is_leader(self: MetaGroup) -> bool: return self.raft is not None and self.raft.is_leader()
 
+# %% ../../nbs/2_js/20e_meta_group.ipynb #465f7622
 @patch
 def leader_addr(self: MetaGroup) -> str: return self.raft.leader_addr() if self.raft is not None else ''
 
+# %% ../../nbs/2_js/20e_meta_group.ipynb #2a681726
 @patch
 def leader(self: MetaGroup) -> str:
     "The name of the group's leader ('' while there is none)."
@@ -67,6 +72,7 @@ def misfit(want: list, have: set) -> str | None:
     "The first of a placement's (lower-case) tags that a server with the tags `have` fails: one it lacks, or `!tag` for one it has."
     return next((t for t in want if (t[1:] in have if t.startswith('!') else t not in have)), None)
 
+# %% ../../nbs/2_js/20e_meta_group.ipynb #17a8b730
 @patch
 def tags_of(self: MetaGroup) -> dict:
     "The server tags of this server and of the JetStream servers it has routes to (announced on the routes), lower case."
@@ -75,6 +81,7 @@ def tags_of(self: MetaGroup) -> dict:
         if js_member(rc): out[rc.remote_name] = {t.lower() for t in rc.extras.get('jsnb_tags') or () if type(t) is str}
     return out
 
+# %% ../../nbs/2_js/20e_meta_group.ipynb #bc142655
 @patch
 def load(self: MetaGroup) -> dict:
     "How many streams each server of the meta group holds: new replicas go to the least loaded."

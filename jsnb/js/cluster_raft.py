@@ -34,6 +34,7 @@ class Entry(NamedTuple):
     "An entry of a meta or stream group: an operation as plain values, its kind first (`['msgs', msgs, ts, origin]`)."
     op: list
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #d6f8ca00
 class RaftGroup(RaftNode):
     "A Raft group whose committed entries, operations of plain values, are handed in log order to `on_apply(index, op)` on the loop."
     def __init__(self, me: str, others: list[str], bus, on_apply, raft_loop: RaftLoop, journal: str | None = None,
@@ -61,6 +62,7 @@ def _committed(self: RaftGroup, idx: int, rec: Entry):
     "A committed entry: applied now (or `lag` seconds late)."
     (self._hold if self.lag else self._now)(idx, rec.op)
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #5e03b213
 @patch
 def _now(self: RaftGroup, idx: int, op: list):
     "Apply entry `idx` now, or keep it for after the catch-up under way (`hold`); a snapshot is never kept back."
@@ -71,12 +73,14 @@ def _now(self: RaftGroup, idx: int, op: list):
         if len(self._seen) > 10_000: del self._seen[next(iter(self._seen))]
         self._on_apply(idx, op[2])
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #cc43d7dc
 @patch
 def _hold(self: RaftGroup, idx: int, op: list):
     "With `lag`: apply `op` that many seconds late, still in log order."
     self._held.append((time.monotonic() + self.lag, idx, op))
     if len(self._held) == 1: self._loop.call_later(self.lag, self._release)
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #121c362f
 @patch
 def _release(self: RaftGroup):
     now = time.monotonic()
@@ -91,6 +95,7 @@ def propose(self: RaftGroup, op):
     self._uids += 1
     self._submit(['once', [self._uid, self._uids], list(op)], 0)
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #0d77d068
 @patch
 def _submit(self: RaftGroup, entry: list, tries: int):
     def done(ok, err):
@@ -99,6 +104,7 @@ def _submit(self: RaftGroup, entry: list, tries: int):
         self._loop.call_later(0.2, self._submit, entry, tries + 1)
     if not self._gone: RaftNode.propose(self, Entry(entry), done)
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #4d410ba9
 @patch
 def _SyncObj__onMessageReceived(self: RaftGroup, node, message: dict):
     "`RaftNode`'s handling of a peer's message, except that a member catching up takes no leadership handed over."
@@ -112,6 +118,7 @@ def mark_applied(self: RaftGroup, path: str, idx: int):
     if self._applied_fd is None: self._applied_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     os.pwrite(self._applied_fd, b'%-20d\n' % idx, 0)
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #2f0e6cf3
 @patch
 def destroy(self: RaftGroup):
     "Leave the group: no more ticks, frames or applies."
@@ -123,24 +130,29 @@ def destroy(self: RaftGroup):
 
 RaftGroup.destroy_synchronous = RaftGroup.close = RaftGroup.destroy
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #2453a43d
 @patch
 def status(self: RaftGroup) -> dict:
     "PySyncObj's status: commit and match indexes, which peers are connected."
     return self.getStatus()
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #29dc9c67
 @patch
 def leader_addr(self: RaftGroup) -> str:
     "The leader's member id, or '' while there is none."
     return self.leader or ''
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #8a83a8ed
 @patch
 def is_leader(self: RaftGroup) -> bool: return self._isLeader()
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #464abed3
 @patch
 def last_index(self: RaftGroup) -> int:
     "The index of the last entry in this member's log (committed or not)."
     return self._SyncObj__getCurrentLogIndex()
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #458e3a91
 @patch
 def _role(self: RaftGroup):
     "This member became or stopped being the leader: `on_role` is told at once, with which."
@@ -156,19 +168,23 @@ def compact(self: RaftGroup, size: int):
     if self.grown >= self.compact_bytes and self._dump and self._pending is None and time.monotonic() > self._forced:
         self._forced = time.monotonic() + 5; self.forceLogCompaction()
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #103d1d07
 @patch
 def _snap_state(self: RaftGroup) -> dict:
     "What a compaction keeps besides the log position: the owner's `snapshot_extra()`, once every entry up to there is applied."
     if self._pending is not None or self._held: raise RuntimeError('entries not applied yet')
     return self.snapshot_extra()
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #c54bda17
 @patch
 def _write_snapshot(self: RaftGroup, path: str, data: tuple):
     RaftNode._write_snapshot(self, path, data); self.grown, self._forced = 0, 0.0
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #d71ce18d
 @patch
 def _snap_load(self: RaftGroup, state): self._loaded = state
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #7e0e3a70
 @patch
 def _read_snapshot(self: RaftGroup, path: str) -> tuple:
     """PySyncObj installing a snapshot (this member's own at a restart, or one the leader sent): the log position for
@@ -185,6 +201,7 @@ def hold(self: RaftGroup):
     "Keep the entries that come from now on, in order, until `release` (a catch-up under way)."
     if self._pending is None: self._pending = deque()
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #23c9b200
 @patch
 def release(self: RaftGroup):
     "Apply the entries kept since `hold`, in order, and stand for elections again."
@@ -194,16 +211,19 @@ def release(self: RaftGroup):
         idx, op = p.popleft(); self._now(idx, op)
         if self._pending is not None: self._pending.extend(p); return
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #8ffb0df2
 @patch
 def _SyncObj__generateRaftTimeout(self: RaftGroup) -> float:
     "`RaftNode`'s election timeout; a member catching up stands for no election (it still votes)."
     return 3600.0 if self.catching else RaftNode._SyncObj__generateRaftTimeout(self)
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #f8a73706
 def seal(key: str, obj) -> bytes:
     "`obj` (plain values) packed with msgpack, behind an HMAC-SHA256 of it keyed with `key`."
     body = msgpack.packb(obj, use_bin_type=True, default=plain_value)
     return hmac.new(key.encode(), body, 'sha256').digest() + body
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #5e6d32a6
 def unseal(key: str, data: bytes):
     "What `seal` made with the same key; None for anything else."
     data = bytes(data)
@@ -224,6 +244,7 @@ def remove_member(self: RaftGroup, addr: str, done):
     self._applyCommand(pickle.dumps(['rem', addr], 2), fin, _COMMAND_TYPE.MEMBERSHIP)
     self.raft_loop.poke(self)
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #5dc4e97b
 @patch
 def member_addrs(self: RaftGroup) -> set[str]:
     "The ids of the group's members as this member knows them (itself included)."

@@ -146,6 +146,7 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
     g.raft.mark_applied(g.applied_file, idx)
     g.raft.compact(size)
 
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #1592bb07
 @patch
 def _replicated_msg(self: ClusteredJetStream, s: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "A message for a replicated stream: its leader puts it in the group's log; every replica stores it once committed."
@@ -160,13 +161,14 @@ def _replicated_msg(self: ClusteredJetStream, s: Stream, subject: bytes, reply: 
     if src is None: self._propose_msgs(s.name)       # published by the server itself: no read to wait for the end of
     elif len(q) == 1: self.core.defer(partial(self._propose_msgs, s.name))
 
-
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #4064a63f
 @patch
 def _propose_msgs(self: ClusteredJetStream, name: str):
     "The messages for a replicated stream that arrived in one read: one entry in its log (work per read, not per message)."
     msgs, g = self._outbox.pop(name, None), self.groups.get(name)
     if msgs and g is not None: g.propose(('msgs', msgs, time.time_ns(), self.core.server_id))
 
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #a61d5944
 @patch
 def _stage(self: ClusteredJetStream, s: Stream, subject: bytes, reply: bytes, h: bytes, payload: bytes):
     """A message of an atomic batch, on a replicated stream's leader: staged here. The committed batch goes into the
@@ -187,10 +189,12 @@ def _make_replica(self: ClusteredJetStream, name: str, cfg: dict):
     self._local_api(f'$JS.API.STREAM.CREATE.{name}'.encode(), b'', 0, json_bytes(cfg), None)
     self.stamp_created(name)
 
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #608c302a
 def _drop_journal(base: str):
     "Remove the journal and applied-index files of the group whose files start with `base`."
     for p in glob.glob(glob.escape(base) + '.*'): os.remove(p)
 
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #6880c1ee
 @patch
 def _apply_grow(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
     "A stream of one server given more servers: each new one makes an empty replica; every one proposes its group address (the group starts once all are known) and the first seeds it."
@@ -210,6 +214,7 @@ def _apply_grow(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
     if reply: self._replies[name] = (reply, 'stream_update_response')
     self.propose_addr(name)
 
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #44595b5d
 @patch
 def _seed(self: ClusteredJetStream, name: str):
     "On a grown stream's first server: once its group has a leader, put the store, then the consumers' states, then `seeded` in the log; again if `seeded` did not come back."
@@ -234,6 +239,7 @@ def _seed(self: ClusteredJetStream, name: str):
                 await asyncio.sleep(0.1)
     asyncio.get_running_loop().create_task(run())
 
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #9d5dca67
 @patch
 def _apply_seed(self: ClusteredJetStream, s: Stream, msgs: list, last: int = 0):
     "Store the copied messages this replica lacks at their own sequence, time, TTL and message id; then (`last`) use up sequences up to the first server's last one."
@@ -247,6 +253,7 @@ def _apply_seed(self: ClusteredJetStream, s: Stream, msgs: list, last: int = 0):
         s.remember_msg(StoreMsg(subject, seq, ts, hdr, data), seq)     # its id, for the duplicate window
     if last > store.state()['last_seq']: _advance(store, last); s.last_seq = last
 
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #bd67909d
 def _advance(store, to: int):
     "Use up sequences until `to` is the last one (a store with no messages starts after it)."
     st = store.state()
@@ -343,6 +350,7 @@ def _apply_remove_server(self: ClusteredJetStream, op: tuple, fresh: bool):
         self._regroup_until_done(sname, name, ('regroup', peers, a['config'], b'', self.core.server_id, 'stream_remove_peer_response'))
     if lead: self._out_of_raft(addr, reply if origin == self.core.server_id else b'')   # (a new leader finishes an old one's)
 
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #237c8c3b
 @patch
 def _regroup_until_done(self: ClusteredJetStream, sname: str, gone: str, op: tuple, tries: int = 0):
     """Propose `op` (a `regroup` without server `gone`) to stream `sname`'s group, again every second until the group
@@ -359,6 +367,7 @@ def _regroup_until_done(self: ClusteredJetStream, sname: str, gone: str, op: tup
     g.propose(op)
     asyncio.get_running_loop().call_later(1.0, self._regroup_until_done, sname, gone, op, tries + 1)
 
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #3f9703a7
 @patch
 def _out_of_raft(self: ClusteredJetStream, addr: str, reply: bytes, tries: int = 0):
     "On the meta leader: take the removed server out of the Raft group, then answer `SERVER.REMOVE` (PySyncObj refuses a change while another is being committed: tried again)."
@@ -413,6 +422,7 @@ def _install(self: ClusteredJetStream, g: RaftGroup, name: str, idx: int, extra:
         g.syncing = True
         asyncio.get_running_loop().create_task(self._catch_up(name, g))
 
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #6f8c0e2c
 @patch
 async def _catch_up(self: ClusteredJetStream, name: str, g: RaftGroup):
     "Copy from a peer (the leader first) what this replica lacks up to the snapshot, then apply the entries held meanwhile."
@@ -431,6 +441,7 @@ async def _catch_up(self: ClusteredJetStream, name: str, g: RaftGroup):
         if g.raft is raft: g.syncing = False
         if self.groups.get(name) is g and g.raft is raft: raft.release()
 
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #9c792491
 @patch
 async def _sync_from(self: ClusteredJetStream, peer: str, name: str, g: RaftGroup, s: Stream) -> bool:
     "One catch-up from `peer`: False when it has not applied as far as the snapshot (or did not answer)."
@@ -457,6 +468,7 @@ async def _sync_from(self: ClusteredJetStream, peer: str, name: str, g: RaftGrou
     g.raft.mark_applied(g.applied_file, ans['applied'])
     return True
 
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #c08b22ba
 @patch
 async def _sync_ask(self: ClusteredJetStream, peer: str, body: dict, timeout: float = 5.0):
     "Send a sealed catch-up request to server `peer`; its unsealed answer (None when it cannot answer)."
@@ -469,6 +481,7 @@ async def _sync_ask(self: ClusteredJetStream, peer: str, body: dict, timeout: fl
         return unseal(key, await asyncio.wait_for(fut, timeout))
     finally: self.done(aid)
 
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #c74c2d7d
 @patch
 def _on_sync(self: ClusteredJetStream, server: str, frame: bytes):
     "Server `server`'s catch-up request, answered from this server's store as it is now (nothing while this replica catches up itself)."
@@ -536,6 +549,7 @@ def _replicated_ack(self: ClusteredJetStream, g: RaftGroup, name: str, subject: 
     q.append((reply, b''))
     if q and q[0] is None: q.pop(0); self._flush_acks(key)
 
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #171f6916
 @patch
 def _flush_acks(self: ClusteredJetStream, key: tuple):
     "The acks of one consumer that arrived in one read: one state entry in the stream's log."
@@ -543,7 +557,6 @@ def _flush_acks(self: ClusteredJetStream, key: tuple):
     g, s = self.groups.get(key[0]), self.account.streams.get(key[0])
     c = s.consumers.get(key[1]) if s is not None else None
     if g is not None and c is not None and g.is_leader(): g.consumers.propose(c, replies)
-
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #567ed2e2
 @patch

@@ -33,6 +33,7 @@ def interested(self: ConsumerReplica, subject: str) -> bool:
     return any(not (fs := filters_of(snap.get('config') or {})) or any(subject_matches(subject, f) for f in fs)
                for snap in self.cstates.values())
 
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #e0c84daf
 @patch
 def ready(self: ConsumerReplica) -> bool:
     "Whether the consumers run here: this server leads and has applied all of the committed log (a barrier entry of its own came back)."
@@ -153,6 +154,7 @@ def start(self: StreamReplica, raft, name: str, names: dict, applied_file: str, 
     self.consumers = ConsumerReplica(self)
     self.running[self.stream] = self
 
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #0f6787f3
 @patch
 def stop(self: StreamReplica):
     "End the group's run here (its member leaves the group)."
@@ -166,17 +168,21 @@ def role(self: StreamReplica, leader: bool):
     if not leader: self.consumers.cready = False
     asyncio.get_running_loop().call_soon(self.on_role)
 
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #a9ca24fc
 @patch
 def snapshot_extra(self: StreamReplica) -> dict:
     "What a compaction of the group's log keeps besides the stores (called on the group's thread)."
     return {'cstates': dict(self.consumers.cstates), 'seeded': self.seeded}
 
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #19961d38
 @patch
 def is_leader(self: StreamReplica) -> bool: return self.raft is not None and self.raft.is_leader()
 
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #e0f7b257
 @patch
 def leader_addr(self: StreamReplica) -> str: return self.raft.leader_addr() if self.raft is not None else ''
 
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #9face6d1
 @patch
 def propose(self: StreamReplica, op): self.raft.propose(op)
 
@@ -184,6 +190,7 @@ def propose(self: StreamReplica, op): self.raft.propose(op)
 @patch(as_prop=True)
 def live(self: StreamReplica) -> bool: return self.running.get(self.stream) is self
 
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #830c1582
 @patch
 def decide(self: StreamReplica, op):
     """A change the stream decided on its own (retention's removal, expiry): its leader puts it in the log, every replica
@@ -191,6 +198,7 @@ def decide(self: StreamReplica, op):
     if self.live and self.is_leader() and self.seeded and type(op).__name__ in DECISIONS:
         self.propose(('decide', type(op).__name__, tuple(op)))
 
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #7753f00e
 @patch
 def leads(self: StreamReplica) -> bool:
     "Whether this server leads the group and has applied its whole log (it copies from the stream's upstreams)."
@@ -219,6 +227,7 @@ def pending(self: StreamReplica) -> int:
     try: return max(0, g.last_index() - max(g.applied, g.applied_before))
     except IndexError: return 0                  # (PySyncObj's log, read from another thread, in the middle of a compaction)
 
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #f6a2f57c
 @patch
 def interested(self: StreamReplica, subject: str) -> bool:
     "Whether a consumer the log recorded takes `subject` (before the group runs: the consumers here)."
