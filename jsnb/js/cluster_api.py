@@ -83,13 +83,7 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
     if verb in _NOT_YET: return self._refuse(reply, _NOT_YET[verb][0], not_yet(_NOT_YET[verb][1]))
     if verb in _SYSTEM_ONLY: return
     if verb == 'META.LEADER.STEPDOWN': return self._meta_stepdown_request(src)
-    if subj.startswith('$JS.API.DIRECT.GET.'):
-        name = subj.split('.')[4]
-        if hops and (s := self.account.streams.get(name)) is not None:   # a replica behind the read's min_last_seq sent it here
-            return direct_get.on_request(s, len(subj.split('.', 5)) > 5, subject, reply, hdr, data, LEADER_READ)
-        if self.leader_of(name) in ('', self.core.server_name): return self._local_api(subject, reply, hdr, data, src)
-        if not self.meta.assignments[name]['config'].get('allow_direct'): self.account.host.no_responders(src, subject, reply)
-        return                                       # otherwise the stream's replicas answer (their queue group)
+    if subj.startswith('$JS.API.DIRECT.GET.'): return self._direct_get(subj, subject, reply, hdr, data, src, hops)
     if verb == 'INFO': return self._account_info(subject, reply, hdr, data, src, hops)
     if verb not in _SCOPED and verb not in ('STREAM.NAMES', 'STREAM.LIST'): return self._local_api(subject, reply, hdr, data, src)
     rtype = _STEPDOWNS.get(verb) or ROUTES[verb].rtype
@@ -125,17 +119,11 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         if hops >= 2: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)   # leadership is moving: no ping-pong
         return self.forward(to, subject, reply, hdr, data, hops + 1)
     g = self.groups.get(name)
-    if verb == 'STREAM.LEADER.STEPDOWN': return self._stepdown(name, g and g.raft, g.names if g else {}, reply, body=data[hdr:] if hdr else data)
-    if verb == 'CONSUMER.LEADER.STEPDOWN':
-        s = self.account.streams.get(name)
-        if s is None or len(args) < 2 or args[1] not in s.consumers: return self._refuse(reply, rtype, JSConsumerNotFoundErr())
-        return self._stepdown(name, g and g.raft, g.names if g else {}, reply, rtype, data[hdr:] if hdr else data)
+    if verb in ('STREAM.LEADER.STEPDOWN', 'CONSUMER.LEADER.STEPDOWN'):
+        return self._stepdown_request(verb, name, args, g, reply, rtype, data[hdr:] if hdr else data)
     if verb == 'STREAM.PEER.REMOVE': return self._peer_remove(name, g, reply, hdr, data)
     want, have = (_wanted_replicas(hdr, data), self.meta.assignments[name]['config'].get('num_replicas', 1)) if verb == 'STREAM.UPDATE' else (None, 0)
-    if verb == 'STREAM.UPDATE':
-        try: moves = self._placement_moves(name, hdr, data, want or have)
-        except JSApiError as e: return self._refuse(reply, rtype, e, extra)
-        if moves: return self._refuse(reply, rtype, not_yet('moving a stream to other servers (a placement its servers do not fit)'), extra)
+    if verb == 'STREAM.UPDATE' and self._placement_refused(name, reply, hdr, data, rtype, extra, want or have): return
     if want and want != have and g is None: return self._scale_up(name, subject, reply, hdr, data, src)
     if g is None: return self._answer_r1(verb, name, subject, reply, hdr, data, src)
     if want == 1: return self._scale_down(name, subject, reply, hdr, data, src)
@@ -147,6 +135,33 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
     if verb == 'STREAM.SNAPSHOT': return self._refuse(reply, rtype, not_yet('a snapshot of a replicated stream'), extra)
     if verb in _CHANGES: return g.propose(('api', subject, reply, hdr, data, self.core.server_id))
     self._local_api(subject, reply, hdr, data, src, name)
+
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #08fdadf2
+@patch
+def _stepdown_request(self: ClusterApi, verb: str, name: str, args: list, g, reply: bytes, rtype: str, body: bytes):
+    "A stream's or one of its consumers' leader stepdown, on the stream's leader (a consumer's leader is its stream's)."
+    if verb == 'CONSUMER.LEADER.STEPDOWN':
+        s = self.account.streams.get(name)
+        if s is None or len(args) < 2 or args[1] not in s.consumers: return self._refuse(reply, rtype, JSConsumerNotFoundErr())
+    return self._stepdown(name, g and g.raft, g.names if g else {}, reply, rtype, body)
+
+@patch
+def _placement_refused(self: ClusterApi, name: str, reply: bytes, hdr: int, data: bytes, rtype: str, extra: dict, n: int) -> bool:
+    "Whether an update is refused (and answered) for its new `placement`: one that would move the stream, or that too few servers fit."
+    try: moves = self._placement_moves(name, hdr, data, n)
+    except JSApiError as e: self._refuse(reply, rtype, e, extra); return True
+    if moves: self._refuse(reply, rtype, not_yet('moving a stream to other servers (a placement its servers do not fit)'), extra)
+    return moves
+
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #ff2fd6fb
+@patch
+def _direct_get(self: ClusterApi, subj: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int):
+    "A Direct Get that reached the API subscription: the stream's replicas answer it (their queue group), or this server does."
+    name = subj.split('.')[4]
+    if hops and (s := self.account.streams.get(name)) is not None:   # a replica behind the read's min_last_seq sent it here
+        return direct_get.on_request(s, len(subj.split('.', 5)) > 5, subject, reply, hdr, data, LEADER_READ)
+    if self.leader_of(name) in ('', self.core.server_name): return self._local_api(subject, reply, hdr, data, src)
+    if not self.meta.assignments[name]['config'].get('allow_direct'): self.account.host.no_responders(src, subject, reply)
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #bb14248f
 @patch

@@ -118,22 +118,9 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
         if s is not None: self._apply_seed(s, [], op[1])
         if name in self._replies: self._answer_created(name, 0)
     elif op[0] == 'decide' and s is not None:        # retention's removal or expiry, decided by the leader
-        d = DECISIONS[op[1]](*op[2])
-        if type(d) is Expire:                        # the stream's timer: expiry, and the schedules due, at the leader's time
-            s.expire(d.now, decided=True)
-            batch.expire_fast(s, d.now)              # fast batches idle too long, by the leader's time
-            if s.schedules: schedules.fire(s, d.now, d.now)
-            s.rewake()
-        else: s.apply(d)
+        _apply_decision(s, DECISIONS[op[1]](*op[2]))
     elif op[0] == 'copies' and s is not None:        # what the leader copied from the stream's upstreams
-        _, entries, ts, origin = op
-        for i, e in enumerate(entries):
-            try:
-                if e[0] == 'm': s.apply(CopyMsg(*e[1:]))
-                else: s.ingest_one(e[1], e[2], e[3], Origin('source', False, ts + i))
-            except Exception: log.exception("stream '$G > %s' failed to apply a copy in entry %d", name, idx)
-            size += len(e[-1]) if e[0] == 's' else len(e[4])
-        s.stored()
+        size += _apply_copies(s, idx, op[1], op[2])
     elif op[0] == 'abatch' and s is not None:        # an atomic batch: every replica checks it and stores all of it, or none
         _, bid, msgs, eob, ts, origin, reply = op
         size += sum(len(m[-1]) for m in msgs)
@@ -145,6 +132,27 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
         self._answer_here(_verb(text(subject))[0], name, subject, reply if origin == me else b'', hdr, data, None, origin == me)
     g.raft.mark_applied(g.applied_file, idx)
     g.raft.compact(size)
+
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #15428091
+def _apply_decision(s: Stream, d):
+    "A change the stream's leader decided (retention's removal, expiry), applied here; an expiry runs the schedules due too, at the leader's time."
+    if type(d) is not Expire: return s.apply(d)
+    s.expire(d.now, decided=True)
+    batch.expire_fast(s, d.now)                      # fast batches idle too long, by the leader's time
+    if s.schedules: schedules.fire(s, d.now, d.now)
+    s.rewake()
+
+def _apply_copies(s: Stream, idx: int, entries: list, ts: int) -> int:
+    "What the leader copied from the stream's upstreams, applied here in order (entry `idx`); the bytes it adds to the log."
+    size = 0
+    for i, e in enumerate(entries):
+        try:
+            if e[0] == 'm': s.apply(CopyMsg(*e[1:]))
+            else: s.ingest_one(e[1], e[2], e[3], Origin('source', False, ts + i))
+        except Exception: log.exception("stream '$G > %s' failed to apply a copy in entry %d", s.name, idx)
+        size += len(e[-1]) if e[0] == 's' else len(e[4])
+    s.stored()
+    return size
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #1592bb07
 @patch
