@@ -16,6 +16,7 @@ from ..nats.times import rfc3339
 from .api import JetStream, RT, API_SUBJECTS, map_domain
 from .js_accounts import SYSTEM_DIRECTIVES
 from .stream import Stream
+from .health import cluster_problems
 from .cluster_stream import StreamReplica
 from .cluster_meta import MetaGroup, RAFT_INFO, js_member
 from . import consumer_api as C
@@ -139,7 +140,7 @@ def _meta_of(rc) -> dict | None:
 # %% ../../nbs/2_js/20_cluster.ipynb #80912d67
 class ClusterMeta(JetStream):
     "JetStream of `$G` on a server with routes: the meta group, the streams' groups, requests sent to the stream's leader."
-    def __init__(self, core, opts):
+    def __init__(self, core, opts, watcher=None):
         super().__init__(core, core.store_dir, opts.max_memory_store, opts.max_file_store, opts.sync_interval,
                          domain=opts.js_domain, host=partial(ClusterHost, js=self))
         self.opts, self.meta = opts, MetaGroup(core, opts)   # the meta group: members, assignments, placement, its Raft member
@@ -151,6 +152,7 @@ class ClusterMeta(JetStream):
 
         self.replicas: dict[str, StreamReplica] = {}   # this server's replicas of replicated streams (their `group`)
         self.groups: dict[str, StreamReplica] = {}     # those whose group runs here now
+        self.watcher = watcher                      # each replica's watcher: its leader changes and new consumers (the advisories)
 
         self._replies: dict[str, tuple] = {}       # replicated streams created or grown: (reply, response type), sent once they have a leader
         self._carried: dict[str, dict] = {}        # consumer states a regrouped stream's seeding server puts in its new group
@@ -245,7 +247,8 @@ def replica(self: ClusterMeta, name: str) -> StreamReplica:
     "This server's replica of replicated stream `name`, made at the first ask: the stream's `group`."
     r = self.replicas.get(name)
     if r is None:
-        r = self.replicas[name] = StreamReplica(name, self.account, self.core.server_id, self.groups, partial(self._follow_role, name))
+        r = self.replicas[name] = StreamReplica(name, self.account, self.core.server_id, self.groups, partial(self._follow_role, name),
+                                                self.watcher)
     return r
 
 # %% ../../nbs/2_js/20_cluster.ipynb #528c8551
@@ -646,6 +649,12 @@ def _meta_role(self: ClusterMeta, tries: int = 0):
     if tries > 30: return
     extra = sorted(m.member_addrs() - set(self.meta.members))
     if extra: m.remove_member(extra[0], lambda ok, why: asyncio.get_running_loop().call_later(0 if ok else 1, self._meta_role, tries + 1))
+
+# %% ../../nbs/2_js/20_cluster.ipynb #c5b2836c
+@patch
+def health(self: ClusterMeta, account: str = '', stream: str = '', consumer: str = '', meta_only: bool = False) -> list:
+    "What `/healthz` finds wrong with this server's part of the cluster (`jsnb.js.health.cluster_problems`)."
+    return cluster_problems(self, account, stream, consumer, meta_only)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #019283e5
 _RELAYED = (b'$JS.API.', b'$JS.ACK.', b'$JS.FC.')

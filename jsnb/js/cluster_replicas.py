@@ -17,6 +17,7 @@ from . import batch, schedules
 from .batch import AtomicBatch
 from .store import StoreMsg
 from . import consumer_api as C
+from .cluster_advisories import Advisor
 from .cluster_stream import DECISIONS, alone
 import msgpack
 from .cluster import group_name, _read, CONSUMER_SYNC, SYNC_CHANNEL, ANSWER_CHANNEL
@@ -32,7 +33,8 @@ __all__ = ['log', 'SEED_CHUNK', 'REGROUP_WAIT', 'ClusteredJetStream']
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #b2d0f3a1
 class ClusteredJetStream(ClusterApi):
     "JetStream of a server with routes: the meta group, its requests, and the streams and consumers it replicates."
-
+    def __init__(self, core, opts):
+        super().__init__(core, opts, watcher=Advisor(self))   # leader elections and lost quorums advised (`jsnb.js.cluster_advisories`)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #3aac4530
 @patch

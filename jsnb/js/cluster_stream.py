@@ -71,7 +71,7 @@ def propose(self: ConsumerReplica, c, replies: list):
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #5e7c7179
 @patch
 def apply(self: ConsumerReplica, idx: int, op: list):
-    "Apply a consumer's committed state (`cstate`), removal (`cdel`) or a leader's barrier (`cbarrier`): every replica keeps the latest; the server that asked answers."
+    "Apply a consumer's committed state (`cstate`), removal (`cdel`) or a leader's barrier (`cbarrier`): every replica keeps the latest; the server that asked answers (a new one led here is told to the watcher)."
     r = self.replica
     g, s = r.raft, r.account.streams.get(r.stream)
     fresh = idx > g.applied_before
@@ -81,6 +81,7 @@ def apply(self: ConsumerReplica, idx: int, op: list):
         return
     if op[0] == 'cstate':
         _, cname, snap, origin, replies = op
+        if fresh and cname not in self.cstates and g.is_leader() and r.watcher is not None: r.watcher.consumer_created(r, cname, snap)
         self.cstates[cname] = snap
     else:
         _, cname, origin, reply, body = op
@@ -137,8 +138,10 @@ DECISIONS = {'Remove': Remove, 'Purge': Purge, 'Expire': Expire}    # what a str
 
 class StreamReplica:
     "This server's replica of replicated stream `stream`: its Raft group (`raft`, while it runs) and the stream's `group` port."
-    def __init__(self, stream: str, account, server_id: str, running: dict, on_role):
+    def __init__(self, stream: str, account, server_id: str, running: dict, on_role, watcher=None):
         self.stream, self.account, self.server_id, self.running, self.on_role = stream, account, server_id, running, on_role
+        self.watcher = watcher      # told of leader changes and of consumers created while it leads (`role_changed`, `consumer_created`)
+        self.started, self.quorum_advised = 0.0, float('-inf')   # when the group's run began, a lost quorum was last advised (monotonic)
         self.raft, self.name, self.names, self.applied_file = None, '', {}, ''   # the group, its name, member id -> server, applied-index file
         self.seeded, self.closing, self.target, self.syncing = True, False, 0, False
         self.consumers = ConsumerReplica(self)
@@ -148,10 +151,11 @@ class StreamReplica:
 @patch
 def start(self: StreamReplica, raft, name: str, names: dict, applied_file: str, seeded: bool):
     """A run of the group: `raft` is this server's member (named `name`, members `names`); a grown stream is not
-    `seeded` until its first server's store is copied."""
+    `seeded` until its first server's store is copied. The run's start is noted (its watcher advises no lost quorum in its first seconds)."""
     self.raft, self.name, self.names, self.applied_file, self.seeded = raft, name, names, applied_file, seeded
     self.closing, self.target, self.syncing = False, 0, False   # closing: moving or scaled down, it takes no more
     self.consumers = ConsumerReplica(self)
+    self.started, self.quorum_advised = time.monotonic(), float('-inf')
     self.running[self.stream] = self
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #0f6787f3
@@ -164,9 +168,11 @@ def stop(self: StreamReplica):
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #54b301c6
 @patch
 def role(self: StreamReplica, leader: bool):
-    "Its member became or stopped being the leader: a leader no more runs no consumers; the service is told (on the loop)."
+    "Its member became or stopped being the leader: a leader no more runs no consumers; the service and the watcher are told (on the loop)."
     if not leader: self.consumers.cready = False
-    asyncio.get_running_loop().call_soon(self.on_role)
+    loop = asyncio.get_running_loop()
+    loop.call_soon(self.on_role)
+    if self.watcher is not None: loop.call_soon(self.watcher.role_changed, self)
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #a9ca24fc
 @patch

@@ -58,32 +58,32 @@ def stored_problems(store_dir: str, services: dict, known, account: str = '', st
 def meta_problem(js) -> str | None:
     "What keeps clustered JetStream `js` from being current with its meta group, worded as the reference's; None when it is."
     m = js.meta
-    if m is not None and m.applied < m.applied_before: return 'JetStream is still recovering meta layer'
-    if m is None or not m.leader_addr(): return 'JetStream has not established contact with a meta leader'
-    if not current(m): return 'JetStream is not current with the meta leader'
+    if m.applied < m.applied_before: return 'JetStream is still recovering meta layer'
+    if m.raft is None or not m.leader_addr(): return 'JetStream has not established contact with a meta leader'
+    if not current(m.raft): return 'JetStream is not current with the meta leader'
     return None
 
 # %% ../../nbs/2_js/16b_health.ipynb #7ca4e86d
 def stream_problem(js, name: str, a: dict) -> str | None:
     "Why this server's replica of stream `name` (assignment `a`) is not current, as the reference words it; None when it is."
-    s, g = js.account.streams.get(name), js.groups.get(name)
+    s, r = js.account.streams.get(name), js.groups.get(name)
     if s is None: return 'stream not found'
     if a['config'].get('num_replicas', 1) <= 1: return None
-    if g is None: return 'group node missing'
-    if g._pending is not None or g.catching or getattr(g, 'syncing', False) or not g.seeded: return 'stream catching up'
-    if not current(g): return 'group node unhealthy'
+    if r is None: return 'group node missing'
+    if r.raft._pending is not None or r.raft.catching or r.syncing or not r.seeded: return 'stream catching up'
+    if not current(r.raft): return 'group node unhealthy'
     return None
 
 def consumers_of(js, name: str) -> set[str]:
     "The consumers of stream `name` this server holds: running here, or (replicated) recorded in the stream's group."
-    s, g = js.account.streams.get(name), js.groups.get(name)
-    return set(s.consumers if s is not None else ()) | set(g.cstates if g is not None else ())
+    s, r = js.account.streams.get(name), js.groups.get(name)
+    return set(s.consumers if s is not None else ()) | set(r.consumers.cstates if r is not None else ())
 
 def consumer_problem(js, name: str, cname: str) -> str | None:
     "Why consumer `cname` of a current stream is not healthy here: its stream's leader must run it (once it took the consumers over)."
-    s, g = js.account.streams.get(name), js.groups.get(name)
-    if g is not None and not g.is_leader(): return None           # a follower keeps its state in the group: current with it
-    return None if s is not None and cname in s.consumers and (g is None or g.cready is True) else 'consumer not found'
+    s, r = js.account.streams.get(name), js.groups.get(name)
+    if r is not None and not r.is_leader(): return None           # a follower keeps its state in the group: current with it
+    return None if s is not None and cname in s.consumers and (r is None or r.consumers.cready is True) else 'consumer not found'
 
 # %% ../../nbs/2_js/16b_health.ipynb #11746337
 def cluster_problems(js, account: str = '', stream: str = '', consumer: str = '', meta_only: bool = False) -> list:
@@ -91,9 +91,9 @@ def cluster_problems(js, account: str = '', stream: str = '', consumer: str = ''
     if why := meta_problem(js): return [HealthProblem('JETSTREAM', why)]
     if meta_only: return []
     me, acc = js.core.server_name, js.account.name
-    mine = {n: a for n, a in js.assignments.items() if me in a['peers']}
+    mine = {n: a for n, a in js.meta.assignments.items() if me in a['peers']}
     if account:
-        if account != acc or not js.assignments: return [not_found(account)]
+        if account != acc or not js.meta.assignments: return [not_found(account)]
         if stream and stream not in mine: return [not_found(account, stream)]
         if stream and consumer and consumer not in consumers_of(js, stream): return [not_found(account, stream, consumer)]
         if stream: mine = {stream: mine[stream]}

@@ -33,7 +33,7 @@ def stream_cluster(js, s) -> dict:
     if lead: d['leader'] = lead
     peers = {p['name']: p['peer'] for p in js.meta_cluster().get('replicas', ())}     # (the meta group's members' peer ids)
     d['replicas'] = sorted((dict(name=n, current=n == lead, active=0, peer=peers.get(n, '')) for a, n in g.names.items()
-                            if a != g.selfNode.id), key=lambda p: p['name'])
+                            if a != g.raft.selfNode.id), key=lambda p: p['name'])
     return d
 
 # %% ../../nbs/2_js/16c_jsz_details.ipynb #175036f5
@@ -42,7 +42,7 @@ def _consumers(js, s) -> list:
     g = (getattr(js, 'groups', None) or {}).get(s.name)
     out = dict(s.consumers)
     if g is not None and not g.is_leader():
-        for cname, snap in g.cstates.items():
+        for cname, snap in g.consumers.cstates.items():
             if cname not in out: out[cname] = from_snapshot(s, cname, snap)
     return [out[n] for n in sorted(out)]
 
