@@ -20,8 +20,8 @@ __all__ = ['log', 'DECISIONS', 'ConsumerReplica', 'alone', 'detach', 'StreamRepl
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #319482ae
 class ConsumerReplica:
     "The consumers of a replicated stream as one run of its group knows them: their logged states, and whether they run here."
-    def __init__(self, replica: StreamReplica):
-        self.replica = replica
+    def __init__(self, replica):
+        self.replica = replica                  # the `StreamReplica` (below) whose group logs them
         self.cstates: dict[str, dict] = {}      # consumer -> its latest logged state (with its configuration)
         self.cmarks: dict[str, object] = {}     # consumer -> the state mark last logged from here (to log what changed)
         self.cready: bool | float = False       # True: they run here; a time: the barrier asked then (see `ready`)
