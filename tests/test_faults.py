@@ -33,9 +33,8 @@ RESULTS: list[Figures] = []
 SOAK_ROUNDS = int(os.environ.get('JSNB_FAULT_ROUNDS', '20'))      # rounds of every scenario in the soak
 
 FINDING_2 = 'issue 41 finding 2: an AckSync is confirmed, then the message is delivered again after a consumer-leader change'
-FINDING_3 = 'issue 41 finding 3: a stopped leader does not hand its groups over (no leadership transfer on SIGTERM)'
-KNOWN = {('jsnb', 'consumer'): FINDING_2, ('jsnb', 'sigterm'): FINDING_3}     # expected failures, and what they raise
-CLEAN = [s for s in SCENARIOS if s not in ('consumer', 'sigterm')]     # the scenarios jsnb passes today
+KNOWN = {('jsnb', 'consumer'): FINDING_2}                         # expected failures, and what they raise
+CLEAN = [s for s in SCENARIOS if s not in ('consumer', 'sigterm')]     # the scenarios of `test_fault` (sigterm has its own test)
 
 
 class Clusters:
@@ -124,7 +123,6 @@ async def _handover(kind: str, clusters, rounds: int, soak: bool = False):
 
 
 # the default run: one round of each scenario on jsnb -----------------------------------------------------------------
-@pytest.mark.xfail(strict=True, raises=SlowHandover, reason=FINDING_3)
 async def test_sigterm_hands_over(clusters):
     """SIGTERM of the stream leader while a client of the other two servers sends probes: a leader that transfers
     leadership on the way out leaves (almost) no probe unacknowledged; one that just leaves makes the others wait for
@@ -149,7 +147,7 @@ async def test_acksync_not_redelivered(clusters):
 def _known(request, kind: str, scenario: str):
     "In the soak, an open finding of issue 41 on this server is an expected failure (strict in the default run)."
     if why := KNOWN.get((kind, scenario)):
-        request.applymarker(pytest.mark.xfail(strict=False, raises=RedeliveredAfterAck if scenario == 'consumer' else SlowHandover, reason=why))
+        request.applymarker(pytest.mark.xfail(strict=False, raises=RedeliveredAfterAck, reason=why))
 
 
 @pytest.mark.soak

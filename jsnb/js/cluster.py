@@ -199,6 +199,7 @@ def start(self: ClusterMeta):
         self._subs.append(sub(p.decode() + ('*.*' if p == b'$JS.API.CONSUMER.RESET.' else '>'), partial(self._wire_msg, local, i)))
     if a.domain: self._subs.append(map_domain(self.core, a.domain))
     self.core.interest_watchers.append(a.on_interest)
+    self.core.leaving.append(self.hand_over)
     self.meta.applied_before = int(_read(os.path.join(self._state_dir, 'applied')) or 0)
     self._timer = asyncio.get_running_loop().call_later(0.25, self._watch)
     self._ctimer = asyncio.get_running_loop().call_later(CONSUMER_SYNC, self._watch_consumers)
@@ -209,6 +210,7 @@ def stop(self: ClusterMeta):
     "Leave the groups (the peers see this server go), then stop as a single server does."
     if self._timer is not None: self._timer.cancel()
     if getattr(self, '_ctimer', None) is not None: self._ctimer.cancel(); self._ctimer = None
+    if self.hand_over in self.core.leaving: self.core.leaving.remove(self.hand_over)
     for g in list(self.groups.values()): g.stop()
     self.groups.clear()
     if self.meta.raft is not None: self.meta.stop()
@@ -222,6 +224,18 @@ def stop(self: ClusterMeta):
         if cl is not None and self._sys_told: cl.local_interest(s, -1, self._sys)
     self._sys_subs = []
     JetStream.stop(self)
+
+# %% ../../nbs/2_js/20_cluster.ipynb #1eb833f0
+@patch
+async def hand_over(self: ClusterMeta, within: float = 2.0):
+    "Before this server goes: its groups stand for election no more, and each it leads passes to a caught-up follower."
+    rafts = [r.raft for r in self.groups.values() if r.raft is not None] + [self.meta.raft] * (self.meta.raft is not None)
+    for g in rafts: g.set_electable(False)
+    end = time.monotonic() + within
+    while (led := [g for g in rafts if g.is_leader() and g.otherNodes]) and time.monotonic() < end:
+        for g in led: g.transferLeadership()
+        await asyncio.sleep(0.05)
+    if led: log.warning('JetStream: %d group(s) still led here after %.1f s; the others will elect', len(led), within)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #0086373f
 class _LeaderSub:

@@ -431,6 +431,7 @@ class Core:
         self.api_level = 0            # the JetStream API level, set by the JetStream layer (`api_lvl` in INFO)
         self.shutting_down = False    # set by the server as it begins to shut down (JetStream then tells waiting pull requests)
         self.interest_watchers = self.gacc.interest_watchers   # called with the subject of every new client subscription in `$G`
+        self.leaving: list = []             # async callables a graceful stop (or lame duck mode) awaits first: what others must take over
         self.cluster = None           # the cluster layer, when this server has routes to others (it then routes every message)
         self.leafs = None             # the leaf node layer, when this server accepts leaf nodes (jsnb.nats.leafhub): told of every change of interest
         self.auth = (JwtAuth if self.opts.trusted_keys else Auth)(self.opts)   # how clients are checked (jsnb.nats.auth, .jwt)

@@ -394,6 +394,7 @@ async def stop(self: Server):
     "Graceful shutdown: stop accepting, flush and close every connection."
     if self._listener is None: return
     log.info('Initiating Shutdown...')
+    await self._leave()
     self.core.shutting_down = True
     self._listener.close()
     if self._ws_listener is not None: self._ws_listener.close()
@@ -435,6 +436,7 @@ async def lame_duck(self: Server):
     log.info('Entering lame duck mode, stop accepting new clients')
     self._listener.close()
     if self._ws_listener is not None: self._ws_listener.close()
+    await self._leave()
     clients = list(core.clients.values())
     if not clients: return await self.stop()
     if core.cluster is not None: core.cluster.lame_duck()
@@ -448,6 +450,15 @@ async def lame_duck(self: Server):
         if c.cid in core.clients: self._drop(c)
         if i < len(clients) - 1 and await self._stopped_within(random.uniform(pause / 2, pause)): return
     await self.stop()
+
+# %% ../../nbs/1_nats/05_server.ipynb #990150f1
+@patch
+async def _leave(self: Server):
+    "Await what must be handed to other servers before this one goes (`core.leaving`: a cluster's Raft groups), once."
+    hooks, self.core.leaving = self.core.leaving, []
+    for f in hooks:
+        try: await f()
+        except Exception: log.exception('Error while handing over before stopping')   # (the stop goes on)
 
 # %% ../../nbs/1_nats/05_server.ipynb #642e47ca
 @patch
