@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from jsnb.bench import client as bench
 from jsnb.bench.client import NCOLS, scan_frames, _scan_py, _row_ops, ack_frames, statuses
 from jsnb.nats.protocol import ClientParser
-from jsnb.bench.scenarios import COLUMNS, SCENARIOS
+from jsnb.bench.scenarios import COLUMNS, SCENARIOS, BenchOptions, LARGE, LIMITED, _TOTALS
 from jsnb.bench.compare import main, plan, GROUPS, MEMORY_COLUMNS, SCALING_COLUMNS, SCALING_OPS
 
 pytestmark = pytest.mark.reference
@@ -88,10 +88,13 @@ def test_compare_smoke(tmp_path, capsys):
     assert {(r['scenario'], r['storage'], r['server']) for r in rows} == expected
     for r in rows:
         one_at_a_time = r['scenario'] in ('js-pub-sync', 'direct-get', 'kv-get')
-        assert int(r['msgs']) == (sync if one_at_a_time else msgs), r
-        assert int(r['msg_size']) == 128
+        counted = _TOTALS.get(r['scenario'])                  # (scenarios that send another number, of another size)
+        size = {'js-pub-large': LARGE, 'js-ingest-limit': LIMITED}.get(r['scenario'], 128)
+        o = BenchOptions(msgs=msgs, sync_msgs=sync)
+        assert int(r['msgs']) == (counted(o) if counted else sync if one_at_a_time else msgs), r
+        assert int(r['msg_size']) == size
         assert float(r['seconds']) > 0 and float(r['msgs_per_sec']) > 0
-        assert math.isclose(float(r['bytes_per_sec']), float(r['msgs_per_sec']) * 128, rel_tol=1e-3)
+        assert math.isclose(float(r['bytes_per_sec']), float(r['msgs_per_sec']) * size, rel_tol=1e-3)
         assert (r['p50_us'] != '') == one_at_a_time and (r['p99_us'] != '') == one_at_a_time
         if one_at_a_time: assert 0 < float(r['p50_us']) <= float(r['p99_us'])
         assert int(r['peak_rss_bytes']) > 1 << 20
@@ -101,7 +104,7 @@ def test_compare_smoke(tmp_path, capsys):
     assert cols == MEMORY_COLUMNS and [m['server'] for m in mem] == ['nats-server', 'jsnb']
     for m in mem:
         assert int(m['msgs']) == 3000 and int(m['rss_after_bytes']) > 0 and math.isfinite(float(m['bytes_per_msg']))
-    for name in SCENARIOS: assert name in out                  # the table lists every scenario
+    for name in SCENARIOS: assert name in out, out            # the table lists every scenario
     assert 'bytes of RSS per stored 128-byte message' in out
 
 

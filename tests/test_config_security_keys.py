@@ -69,8 +69,8 @@ NOT_SECURITY = {
     'authorization': set(),
     'cluster': set('advertise cluster_advertise compression connect_backoff connect_retries host listen name net no_advertise '
                    'pool_size port routes'.split()),
-    'jetstream': set('domain enable enabled max_file max_file_store max_mem max_mem_store max_memory_store store store_dir '
-                     'storedir sync sync_interval'.split()),
+    'jetstream': set('domain enable enabled max_buffered_msgs max_buffered_size max_file max_file_store max_mem max_mem_store '
+                     'max_memory_store store store_dir storedir sync sync_interval'.split()),
 }
 
 

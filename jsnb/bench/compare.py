@@ -507,7 +507,7 @@ def kernel_table(rows: list[dict]) -> str:
 
 # %% ../../nbs/4_bench/02_compare.ipynb #6479d3f1
 GROUPS = {'core': ['pub', 'pubsub'], 'js': [n for n, (_, g) in SCENARIOS.items() if g == 'js'],
-          'direct': ['direct-get', 'direct-batch', 'direct-pipe'], 'kv': ['kv-put', 'kv-get'], 'backup': ['js-backup', 'js-restore']}
+          'direct': [n for n, (_, g) in SCENARIOS.items() if g == 'direct'], 'kv': ['kv-put', 'kv-get'], 'backup': ['js-backup', 'js-restore']}
 GROUPS['all'] = GROUPS['core'] + GROUPS['js'] + GROUPS['direct'] + GROUPS['kv'] + GROUPS['backup']
 EXTRA = ('memory', 'scaling', 'kernels', 'cluster', 'startup', 'imports')
 
