@@ -52,7 +52,7 @@ class FileStore(MsgStore):
         self._wbuf, self._pending, self._dels, self._erase = [], 0, [], []
         self._rcache, self._last_get = None, -1     # the read-ahead buffer (block, offset, bytes), the last sequence loaded
         self._dirty, self._synced, self._werr, self._stale, self._due = set(), time.monotonic(), None, False, False
-        self._lazy = False                        # state or directory entries written but not synced yet
+        self._lazy = self._meta_lazy = False      # state or block directory, configuration: written but not synced yet
         self._bm: dict[int, _Blk] = {}
         self._with_hdr: list[int] | None = []   # sequences of the messages with headers that opening replayed (see header_seqs)
         self.lost = self.truncated = 0            # damaged stretches skipped, torn bytes cut on open
@@ -111,7 +111,9 @@ def _save_state(self: FileStore, durable: bool = False):
         f.write(body + b'\n%08x\n' % zlib.crc32(body)); f.flush()
         if durable or self.sync_always: os.fsync(f.fileno())
     os.replace(tmp, self._bdir / 'state.json')
-    if durable: _fsync_dir(self._bdir); self._sync_meta(); self._lazy = False
+    if durable:
+        _fsync_dir(self._bdir); self._lazy = False
+        if self._meta_lazy: self._sync_meta(); self._meta_lazy = False
     else: self._flush_dir(self._bdir)
     self._stale = False
 
@@ -273,7 +275,7 @@ def sync(self: FileStore) -> None:
     for b in self._dirty:
         if b in self._fds: os.fdatasync(self._fds[b])
     self._dirty.clear(); self._synced = time.monotonic()
-    if self._stale or self._lazy:
+    if self._stale or self._lazy or self._meta_lazy:
         try: self._save_state(durable=True)
         except OSError as e: log.warning('Filestore [%s] writing the state file failed: %s', self.name, e)
 
@@ -282,7 +284,7 @@ def sync_if_due(self: FileStore, now: float | None = None) -> bool:
     "Sync if `sync_interval` passed since the last sync and something is unsynced (a stream gone quiet still gets synced)."
     now = now or time.monotonic()
     self._expire_cache(now)
-    if not (self._dirty or self._stale or self._lazy) or now - self._synced < self.sync_interval: return False
+    if not (self._dirty or self._stale or self._lazy or self._meta_lazy) or now - self._synced < self.sync_interval: return False
     self.sync(); return True
 
 @patch
@@ -613,7 +615,8 @@ def write_meta(self: FileStore, meta: dict) -> None:
         f.write(json.dumps(meta).encode()); f.flush()
         if self.sync_always: os.fsync(f.fileno())
     os.replace(tmp, self.directory / 'meta.json')
-    self._flush_dir(self.directory)
+    if self.sync_always: _fsync_dir(self.directory)
+    else: self._meta_lazy = True
 
 @patch
 def read_meta(self: FileStore) -> dict | None:
