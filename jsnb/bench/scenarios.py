@@ -270,25 +270,9 @@ async def bench_js_pub_sync(url: str, o: BenchOptions, p) -> Result:
         return Result('js-pub-sync', o.storage, n, dt, o.size, lat)
 
 # %% ../../nbs/4_bench/01_scenarios.ipynb #fd260524
-@scenario('js-pub-async', 'js')
-async def bench_js_pub_async(url: str, o: BenchOptions, p) -> Result:
-    "JetStream publish with a window of outstanding acks."
-    async with _stream(url, o, 'BENCH_ASYNC') as c:
-        acks = c.sub(f'{c.inbox}.ack', AckSub); await c.flush()
-        fr = Frames.cycle([pub_frame(s, o.payload(), acks.subject) for s in _subjects('bench.js', o.subjects)])
-        p.start()
-        await _pump(c, fr, o.msgs, p, acks, o.window)
-        dt = p.stop()
-        _check_acks(acks, 'js-pub-async'); await _check_stored(c, 'BENCH_ASYNC', o.msgs)
-        return Result('js-pub-async', o.storage, o.msgs, dt, o.size)
-
-# %% ../../nbs/4_bench/01_scenarios.ipynb #dc5e58f4
-LARGE, LIMITED = 64 << 10, 4 << 10
-def _large_n(o: BenchOptions) -> int: return max(10, o.msgs // 50)
-def _limit_n(o: BenchOptions) -> int: return max(100, o.msgs // 5)
-
-async def _publish_acked(url, o: BenchOptions, p, name: str, stream: str, n: int, size: int, window: int, **cfg) -> Result:
-    "Publish `n` messages of `size` bytes into a fresh `stream`, `window` acks outstanding."
+async def _publish_acked(url, o: BenchOptions, p, name: str, stream: str, n: int, size: int, window: int, stored=None,
+                         **cfg) -> Result:
+    "Publish `n` messages of `size` bytes into a fresh `stream`, `window` acks outstanding (and `stored` of them kept, if given)."
     async with _stream(url, o, stream, **cfg) as c:
         acks = c.sub(f'{c.inbox}.ack', AckSub); await c.flush()
         body = (o.payload() * (size // max(1, o.size) + 1))[:size]
@@ -297,7 +281,18 @@ async def _publish_acked(url, o: BenchOptions, p, name: str, stream: str, n: int
         await _pump(c, fr, n, p, acks, window)
         dt = p.stop()
         _check_acks(acks, name)
+        if stored is not None: await _check_stored(c, stream, stored)
         return Result(name, o.storage, n, dt, size)
+
+@scenario('js-pub-async', 'js')
+async def bench_js_pub_async(url: str, o: BenchOptions, p) -> Result:
+    "JetStream publish with a window of outstanding acks."
+    return await _publish_acked(url, o, p, 'js-pub-async', 'BENCH_ASYNC', o.msgs, o.size, o.window, stored=o.msgs)
+
+# %% ../../nbs/4_bench/01_scenarios.ipynb #dc5e58f4
+LARGE, LIMITED = 64 << 10, 4 << 10
+def _large_n(o: BenchOptions) -> int: return max(10, o.msgs // 50)
+def _limit_n(o: BenchOptions) -> int: return max(100, o.msgs // 5)
 
 # %% ../../nbs/4_bench/01_scenarios.ipynb #b2a836ae
 @scenario('js-pub-large', 'js')
