@@ -408,12 +408,23 @@ def _routes_resolved(self: ClusterMeta) -> bool:
     have = {rc.url.hostport for rc in cl.routes.values() if rc.url is not None}
     return all(u.hostport in have or u.hostport in cl.self_addrs for u in cl.configured)
 
+# %% ../../nbs/2_js/20_cluster.ipynb #c2aba323
+@patch
+def _mesh_named(self: ClusterMeta) -> bool:
+    """Whether the configured routes name the whole mesh: each leads to a server this one has a route to (or back to this
+    one), and every JetStream peer came over one of them. Then no server can still be heard of through gossip, and the
+    meta group forms at once rather than after `SETTLE`."""
+    cl = self.core.cluster
+    named = {u.hostport for u in cl.configured}
+    return bool(named) and self._routes_resolved() and \
+        all(rc.url is not None and rc.url.hostport in named for rc in cl.routes.values() if js_member(rc))
+
 # %% ../../nbs/2_js/20_cluster.ipynb #80d460e6
 @patch
 def _watch(self: ClusterMeta):
     "Rejoin the meta group saved on disk, join the one a peer formed, or form one once the mesh is complete and settled."
     cl, loop = self.core.cluster, asyncio.get_running_loop()
-    again = lambda: setattr(self, '_timer', loop.call_later(0.25, self._watch))
+    again = lambda: setattr(self, '_timer', loop.call_later(0.1, self._watch))
     if cl is None: return again()
     for sub in self._early:
         if sub in self._shared: cl.local_interest(sub, 1)
@@ -433,7 +444,8 @@ def _watch(self: ClusterMeta):
     peers, now = self._peers_now(), time.monotonic()
     if peers != self._seen: self._seen, self._since = peers, now
     alone_ok = not cl.configured and now - self._since >= 5 * SETTLE    # a cluster of one, after a longer wait
-    if now - self._since < SETTLE or not self._routes_resolved() or (len(peers) < 2 and not alone_ok): return again()
+    settle = 0 if self._mesh_named() else SETTLE
+    if now - self._since < settle or not self._routes_resolved() or (len(peers) < 2 and not alone_ok): return again()
     self.form(peers)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #83168f71

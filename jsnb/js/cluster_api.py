@@ -88,11 +88,11 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
     if verb not in _SCOPED and verb not in ('STREAM.NAMES', 'STREAM.LIST'): return self._local_api(subject, reply, hdr, data, src)
     rtype = _STEPDOWNS.get(verb) or ROUTES[verb].rtype
     extra = {} if verb in _STEPDOWNS else ROUTES[verb].error_extra
-    if self.meta.raft is None: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
     def again():
-        "Asked again 50 ms later, for up to 2 s; then refused (`10008`)."
-        if tries >= 40: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
+        "Asked again 50 ms later, for up to 2 s or as long as JetStream is starting; then refused (`10008`)."
+        if tries >= 40 and not self.meta.starting(): return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
         asyncio.get_running_loop().call_later(0.05, self._serve, subject, reply, hdr, data, src, hops, tries + 1)
+    if self.meta.raft is None: return again()        # the meta group not formed yet
     if verb in ('STREAM.NAMES', 'STREAM.LIST'):      # the meta leader has applied every assignment a client has heard of
         lead = self.meta.leader()
         if lead and lead != self.core.server_name and not hops: return self.forward(lead, subject, reply, hdr, data)

@@ -4,12 +4,12 @@
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #e5e3d515
 from __future__ import annotations
-import random
+import random, time
 from fastcore.basics import patch
 from .errors import JSClusterNoPeersErrF
 
 # %% auto #0
-__all__ = ['RAFT_INFO', 'js_member', 'MetaGroup', 'misfit']
+__all__ = ['RAFT_INFO', 'LOST_QUORUM', 'js_member', 'MetaGroup', 'misfit']
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #6aa65142
 RAFT_INFO = 'jsnb_js'        # the route INFO field that carries the meta member of a jsnb server with JetStream
@@ -28,6 +28,7 @@ class MetaGroup:
         self.assignments: dict[str, dict] = {}      # stream -> {config, peers (server names), created, addrs {name: member id}}
         self.members: dict[str, str] = {}           # meta member id -> server name
         self.applied, self.log_bytes, self.applied_before = 0, 0, 0   # applied before: by this server before a restart
+        self.created = time.monotonic()             # (see `starting`)
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #fcb6927a
 @patch
@@ -48,6 +49,14 @@ def propose(self: MetaGroup, op): self.raft.propose(op)
 # %% ../../nbs/2_js/20e_meta_group.ipynb #c2fc0f8d
 @patch
 def is_leader(self: MetaGroup) -> bool: return self.raft is not None and self.raft.is_leader()
+
+# %% ../../nbs/2_js/20e_meta_group.ipynb #0f9efbe3
+LOST_QUORUM = 10.0        # seconds
+
+@patch
+def starting(self: MetaGroup) -> bool:
+    "Whether the group is still being formed or electing its first leader, within `LOST_QUORUM` seconds of this server's start."
+    return (self.raft is None or self.raft.leader is None) and time.monotonic() - self.created < LOST_QUORUM
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #465f7622
 @patch

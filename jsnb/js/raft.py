@@ -4,7 +4,7 @@
 
 # %% ../../nbs/2_js/20_raft.ipynb #71e0019b
 from __future__ import annotations
-import asyncio, logging, os, pickle, socket, time
+import asyncio, logging, os, pickle, random, socket, time
 from typing import Callable, NamedTuple, Protocol
 import msgpack
 _inet_ntop = socket.inet_ntop
@@ -16,7 +16,7 @@ socket.inet_ntop = _inet_ntop     # PySyncObj 0.3.17 replaces it with a Windows-
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'RECORDS', 'MAX_FRAME', 'FRAME', 'TICK', 'record', 'pack', 'plain_value', 'unpack', 'wire_command',
+__all__ = ['log', 'RECORDS', 'MAX_FRAME', 'FRAME', 'TICK', 'CAMPAIGN', 'record', 'pack', 'plain_value', 'unpack', 'wire_command',
            'local_command', 'encode_message', 'decode_message', 'Bus', 'frames', 'BusTransport', 'RaftLoop', 'RaftNode',
            'LoopbackBus']
 
@@ -196,6 +196,7 @@ class RaftLoop:
 
 # %% ../../nbs/2_js/20_raft.ipynb #f6aee5ed
 TICK = 0.025                   # seconds between two ticks of every group
+CAMPAIGN = (0.1, 0.8)          # seconds: the range of a new group's first election timeout
 
 class RaftNode(SyncObj):
     "One member of a Raft group on PySyncObj: proposes and applies records, talks through a bus, ticked by the event loop."
@@ -213,6 +214,8 @@ class RaftNode(SyncObj):
                            deserializer=self._read_snapshot if dump else None,
                            dynamicMembershipChange=membership, onStateChanged=self._state)
         super().__init__(Node(me), [Node(o) for o in others if o != me], conf, transport=self.transport, nodeClass=Node)
+        if self._SyncObj__raftCurrentTerm == 0:      # a new group (no term on disk): its first election comes sooner
+            self._SyncObj__raftElectionDeadline = time.monotonic() + random.uniform(*CAMPAIGN)
         raft_loop.add(self)
 
     @replicated

@@ -14,7 +14,7 @@ from .core import log
 
 # %% auto #0
 __all__ = ['ROUTE_WRITE_HIGH', 'ROUTE_WRITE_LOW', 'ROUTE_CONNECT', 'ROUTE_CONNECT_MAX', 'ROUTE_DIAL', 'ROUTE_MAX_PING',
-           'CONNECT_ERROR_REPORTS', 'client_urls', 'self_addresses', 'start_routes', 'stop_routes']
+           'FIRST_ROUND', 'CONNECT_ERROR_REPORTS', 'client_urls', 'self_addresses', 'start_routes', 'stop_routes']
 
 # %% ../../nbs/1_nats/06c_cluster_io.ipynb #6ef5b9c2
 def _hostport(host: str, port: int) -> str: return f'[{host}]:{port}' if ':' in host else f'{host}:{port}'
@@ -91,7 +91,9 @@ class _RouteProtocol(_PeerProtocol):
 
     @property
     def conn(self): return self.rc
-    def _lost(self, rc): rc.cluster.route_closed(rc)
+    def _lost(self, rc):
+        if self.url is not None: self.server._first_round.discard(self.url.hostport)   # (closed before registering)
+        rc.cluster.route_closed(rc)
     def _write_wait(self) -> float: return self.server.opts.write_deadline
 
     def connection_made(self, t):
@@ -120,6 +122,7 @@ class _RouteProtocol(_PeerProtocol):
 # %% ../../nbs/1_nats/06c_cluster_io.ipynb #250ce5be
 ROUTE_CONNECT, ROUTE_CONNECT_MAX, ROUTE_DIAL = 1.0, 30.0, 1.0   # seconds: pause between attempts, its maximum, dial timeout
 ROUTE_MAX_PING = 30.0                                           # routes are pinged at least this often
+FIRST_ROUND = 1.0                                               # seconds start-up waits at most for the configured routes' first dials
 CONNECT_ERROR_REPORTS = 3600                                    # log every n-th failure of a first connection
 
 def _dial_error(url: RouteURL, e: BaseException) -> str:
@@ -148,7 +151,7 @@ async def _connect(server, url: RouteURL, rtype: int, gossip_mode: int, delay: f
                                                               url.host, url.port), ROUTE_DIAL)
                 return
             except (OSError, asyncio.TimeoutError) as e:
-                attempts += 1
+                attempts += 1; server._first_round.discard(url.hostport)
                 loud = attempts == 1 or not first or attempts % CONNECT_ERROR_REPORTS == 0
                 (log.error if loud else log.debug)('Error trying to connect to route (attempt %d): %s', attempts, _dial_error(url, e))
                 if rtype != EXPLICIT and (o.cluster_connect_retries <= 0 or attempts > o.cluster_connect_retries): return
@@ -173,7 +176,19 @@ async def start_routes(server, addresses: list[str]):
     cl.self_addrs = self_addresses(host, cl.port, addresses)
     log.info('Listening for route connections on %s', _hostport(host, cl.port))
     server._route_ping = loop.call_later(min(o.ping_interval, ROUTE_MAX_PING), _ping_tick, server)
+    server._first_round = {u.hostport for u in cl.configured if u.hostport not in cl.self_addrs}
     for u in cl.configured: cl.request_dial(u, EXPLICIT)
+    await _routes_tried(server, FIRST_ROUND)
+
+async def _routes_tried(server, within: float):
+    "Wait (`within` seconds at most) until each configured route has registered, or its first dial has failed or closed."
+    cl, loop, pending = server.core.cluster, asyncio.get_running_loop(), server._first_round
+    end = loop.time() + within
+    while loop.time() < end:
+        pending -= {rc.url.hostport for rc in cl.routes.values() if rc.url is not None}
+        if not pending: return
+        await asyncio.sleep(0.005)
+    pending.clear()
 
 # %% ../../nbs/1_nats/06c_cluster_io.ipynb #389f77e2
 def _ping_tick(server):

@@ -281,7 +281,9 @@ async def _bind_more(self: Server, leaf, ws):
 # %% ../../nbs/1_nats/05_server.ipynb #f7be28be
 @patch
 async def start(self: Server) -> Server:
-    "Bind the listeners and start serving; raises `StartupError` naming the part that failed."
+    """Bind the listeners and start serving; raises `StartupError` naming the part that failed. The client port is
+    bound first (the other parts announce its number) but takes connections last, as the reference's does: a client
+    that connects as soon as the port answers finds routes dialled, JetStream's cluster parts loaded and the loop free."""
     loop = asyncio.get_running_loop()
     o = self.opts
     self._stopped = asyncio.Event()
@@ -292,7 +294,7 @@ async def start(self: Server) -> Server:
         if o.jetstream:
             if why := _store_problem(self.core.store_dir): raise StartupError(f"Can't start JetStream: {why}")
             self._start_jetstream()
-        try: self._listener = await listen(lambda: _ClientProtocol(self), o.host, o.port)
+        try: self._listener = await listen(lambda: _ClientProtocol(self), o.host, o.port, start_serving=False)
         except OSError as e: raise StartupError(f'Error listening on port: {o.host}:{0 if o.port == -1 else o.port}, "{_reason(e)}"') from e
         self.core.port = self._listener.sockets[0].getsockname()[1]
         await self._bind_more(leaf, ws)
@@ -304,6 +306,7 @@ async def start(self: Server) -> Server:
     if leaf is not None and leaf.remotes:                        # dial the hubs once everything listens
         from jsnb.nats.leafremote import start_remotes
         start_remotes(self)
+    await self._listener.start_serving()                        # clients last: every other part is up by now
     if o.ports_file_dir: self._write_ports_file()
     log.info('Listening for client connections on %s:%d', o.host, self.core.port)
     if o.tls is not None: log.info('TLS required for client connections')

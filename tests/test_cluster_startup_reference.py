@@ -1,0 +1,75 @@
+"""A cluster as clients meet it while it starts, on jsnb and on the reference nats-server: a server takes clients
+only once its configured routes are up, so the first `INFO` a client gets names every server already routed (no
+"discovered" server that was there all along), and a new JetStream cluster asked at once for a replicated stream
+gives it, as a client that tries a few times (as libnats' own tests do) expects."""
+import asyncio, json
+import pytest
+import nats
+from nats.errors import TimeoutError as NatsTimeout
+from conftest import ServerProc
+from jsclusters import JSCluster, free_ports
+
+pytestmark = pytest.mark.reference
+KINDS = ['jsnb', 'nats-server']
+
+
+def _seed_and_two(kind):
+    "A seed without routes, then two servers that dial it, each started once the one before answers."
+    client, route = free_ports(3), free_ports(3)
+    procs = []
+    try:
+        for i in range(3):
+            args = ['-a', '127.0.0.1', '-cluster', f'nats://127.0.0.1:{route[i]}', '-cluster_name', 'abc']
+            if i: args += ['-routes', f'nats://127.0.0.1:{route[0]}']
+            procs.append(ServerProc(kind, args).start(client[i]))
+    except BaseException:
+        for p in procs: p.stop()
+        raise
+    return procs
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_first_info_names_the_whole_cluster(kind):
+    procs = _seed_and_two(kind)
+    try:
+        async def go():
+            discovered = []
+            async def found(): discovered.append(1)
+            nc = await nats.connect(procs[0].url, discovered_server_cb=found)
+            urls = sorted(nc._server_info.get('connect_urls') or ())
+            await nc.flush(); await asyncio.sleep(0.5)
+            await nc.close()
+            return urls, discovered
+        urls, discovered = asyncio.run(go())
+        assert urls == sorted(f'127.0.0.1:{p.port}' for p in procs)
+        assert discovered == []
+    finally:
+        for p in procs: p.stop()
+
+
+async def _create_like_libnats(url: str) -> dict:
+    "STREAM.CREATE of an R3 stream at once, tried up to 10 times 100 ms apart (each try waits 5 s for its answer)."
+    nc = await nats.connect(url)
+    try:
+        answer = None
+        for _ in range(10):
+            try:
+                m = await nc.request('$JS.API.STREAM.CREATE.TEST', json.dumps(
+                    {'name': 'TEST', 'subjects': ['foo'], 'num_replicas': 3}).encode(), timeout=5)
+                answer = json.loads(m.data)
+                if 'error' not in answer: return answer
+            except NatsTimeout: answer = 'timeout'
+            await asyncio.sleep(0.1)
+        return answer
+    finally: await nc.close()
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_new_cluster_creates_a_stream_when_asked_at_once(kind):
+    c = JSCluster(kind, open=True)
+    try:
+        c.start()
+        answer = asyncio.run(_create_like_libnats(c.url(0)))
+        assert isinstance(answer, dict) and 'error' not in answer, answer
+        assert answer['config']['num_replicas'] == 3
+    finally: c.stop()
