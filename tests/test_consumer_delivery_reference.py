@@ -644,6 +644,26 @@ async def test_redeliveries_are_not_held_back_by_max_ack_pending(start_server, k
 
 
 @pytest.mark.parametrize('kind', BOTH)
+async def test_no_wait_request_held_by_the_window_ends_at_its_heartbeat(start_server, kind):
+    """A `no_wait` request with an expiry and a heartbeat (nats.py's `fetch`) that got what `max_ack_pending` let out
+    ends with 404 at its first heartbeat: acknowledgements then do not send it more (the next request gets them)."""
+    s, nc = await boot(start_server, kind, {'name': 'H', 'subjects': ['h.>']})
+    await add_consumer(nc, 'H', {'durable_name': 'C', 'ack_policy': 'explicit', 'max_ack_pending': 5})
+    for i in range(9): await publish(nc, f'h.{i}', b'x')
+    col = await Collector.on(nc, nc.new_inbox())
+    await nc.publish('$JS.API.CONSUMER.MSG.NEXT.H.C', json.dumps(
+        {'batch': 20, 'expires': 3 * NS, 'idle_heartbeat': 100 * MS, 'no_wait': True}).encode(), reply=col.sub.subject)
+    await col.until(lambda: col.status('404'), 3, 'No Messages')
+    assert len(col.data) == 5 and not col.status('408')
+    for m in col.data: await nc.request(m.reply, b'+ACK', timeout=5)
+    nxt = await Collector.on(nc, nc.new_inbox())
+    await nc.publish('$JS.API.CONSUMER.MSG.NEXT.H.C', json.dumps({'batch': 4, 'expires': 2 * NS}).encode(), reply=nxt.sub.subject)
+    await nxt.count(4)
+    assert len(col.data) == 5 and [m.subject for m in nxt.data] == [f'h.{i}' for i in range(5, 9)]
+    await nc.close()
+
+
+@pytest.mark.parametrize('kind', BOTH)
 async def test_expired_request_gets_its_timeout_not_a_message(start_server, kind):
     "A message stored after a pull request expired goes to the next request, never to the expired one."
     s, nc = await boot(start_server, kind, {'name': 'X', 'subjects': ['x']})

@@ -400,8 +400,10 @@ def tick(self: Consumer, now: int | None = None):
         p = self.pending.get(sseq)
         if p is None or p[1] != at or sseq in self.rdq: continue      # acknowledged, or touched or redelivered since
         if not self._exhausted(sseq): self.rdq.append(sseq)
+    fired = bool(self.waiting) and pq.timer_fired(self, now)
     priority.expire_pin(self, now)
     pq.expire(self, now)
+    if fired: pq.end_one_shots(self)
     pq.heartbeats(self, now)
     self._heartbeat(now)
     self._deliver()

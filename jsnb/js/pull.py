@@ -13,7 +13,7 @@ from ..nats import headers as H
 
 # %% auto #0
 __all__ = ['status', 'PullRequest', 'parse_pull', 'admit', 'serve', 'end_no_wait', 'replicates_deliveries', 'live', 'expire',
-           'heartbeats', 'due', 'num_waiting']
+           'heartbeats', 'timer_fired', 'end_one_shots', 'due', 'num_waiting']
 
 # %% ../../nbs/2_js/12b_pull.ipynb #5810f034
 def status(code: int, desc: str, headers: dict | None = None) -> bytes:
@@ -217,6 +217,18 @@ def heartbeats(c, now: int):
         if wr.hb and now >= wr.next_hb:
             hb = hb or status(100, 'Idle Heartbeat', {H.LAST_CONSUMER: c.dseq - 1, H.LAST_STREAM: c.sseq - 1})
             c.emit(wr.reply, hb); wr.next_hb = now + wr.hb
+
+# %% ../../nbs/2_js/12b_pull.ipynb #a4c3207a
+def timer_fired(c, now: int) -> bool:
+    "Whether a waiting request's expiry or heartbeat is due now (the reference's consumer wakes then)."
+    return any((wr.expires and now >= wr.expires) or (wr.hb and now >= wr.next_hb) for wr in c.waiting)
+
+def end_one_shots(c):
+    "`no_wait` requests that were given messages end with `404 No Messages` (when `timer_fired`)."
+    if not any(wr.no_wait and wr.d for wr in c.waiting): return
+    for wr in c.waiting:
+        if wr.no_wait and wr.d: c.emit(wr.reply, status(404, 'No Messages'))
+    c.waiting = collections.deque(wr for wr in c.waiting if not (wr.no_wait and wr.d))
 
 # %% ../../nbs/2_js/12b_pull.ipynb #1f69d09c
 def due(c) -> list[int]:
