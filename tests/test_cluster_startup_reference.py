@@ -1,8 +1,9 @@
-"""A cluster as clients meet it while it starts, on jsnb and on the reference nats-server: a server takes clients
-only once its configured routes are up, so the first `INFO` a client gets names every server already routed (no
-"discovered" server that was there all along), and a new JetStream cluster asked at once for a replicated stream
-gives it, as a client that tries a few times (as libnats' own tests do) expects."""
-import asyncio, json
+"""A cluster as clients meet it while it starts and as a server leaves, on jsnb and on the reference nats-server: a
+server takes clients only once its configured routes are up, so the first `INFO` a client gets names every server
+already routed (no "discovered" server that was there all along); a new JetStream cluster asked at once for a
+replicated stream gives it, as a client that tries a few times (as libnats' own tests do) expects; and a server that
+shuts down sends its clients no `INFO` dropping the servers they are about to reconnect to."""
+import asyncio, json, signal
 import pytest
 import nats
 from nats.errors import TimeoutError as NatsTimeout
@@ -73,3 +74,24 @@ def test_new_cluster_creates_a_stream_when_asked_at_once(kind):
         assert isinstance(answer, dict) and 'error' not in answer, answer
         assert answer['config']['num_replicas'] == 3
     finally: c.stop()
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_a_stopping_server_does_not_take_the_others_off_its_clients_lists(kind):
+    """A client that takes INFO updates, on the seed of three servers, sees every INFO up to the seed's exit (SIGINT):
+    the last one still names the two others, so the client has somewhere to reconnect to."""
+    procs = _seed_and_two(kind)
+    try:
+        async def go():
+            r, w = await asyncio.open_connection('127.0.0.1', procs[0].port)
+            w.write(b'CONNECT {"verbose":false,"pedantic":false,"protocol":1}\r\nPING\r\n'); await w.drain()
+            buf = b''
+            while b'PONG\r\n' not in buf: buf += await asyncio.wait_for(r.read(65536), 10)
+            procs[0].proc.send_signal(signal.SIGINT)
+            while chunk := await asyncio.wait_for(r.read(65536), 10): buf += chunk
+            w.close()
+            return [json.loads(line[5:]) for line in buf.split(b'\r\n') if line.startswith(b'INFO ')]
+        infos = asyncio.run(go())
+        assert sorted(infos[-1].get('connect_urls') or ()) == sorted(f'127.0.0.1:{p.port}' for p in procs)
+    finally:
+        for p in procs: p.stop()

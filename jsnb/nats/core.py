@@ -531,7 +531,10 @@ def take_dirty(self: Core) -> list[ClientConn]:
 # %% ../../nbs/1_nats/03_core.ipynb #626a095f
 @patch
 def send_async_info(self: Core, only_ws: bool | None = None, **extra):
-    "Send a fresh `INFO` (with `extra` fields) to the clients that take updates: protocol 1, past their first `PONG` (`only_ws`: WebSocket ones or the others)."
+    """Send a fresh `INFO` (with `extra` fields) to the clients that take updates: protocol 1, past their first `PONG` (`only_ws`:
+    WebSocket ones or the others). None while the server shuts down, as the reference: the routes closing then would
+    take the other servers off the clients' lists just before the clients need them to reconnect."""
+    if self.shutting_down: return
     for c in self.clients.values():
         if c.protocol >= 1 and c.first_pong and not c.closing and (only_ws is None or c.ws == only_ws):
             c.send(encode_info(orjson.dumps(self.info(c, **extra))))
