@@ -9,7 +9,6 @@ from jsclusters import JSCluster, request as _req, publish_acked
 
 pytestmark = pytest.mark.reference
 
-ONLY_REFERENCE = {'system_account', 'traffic_account'}     # the reference's Raft traffic travels in its system account
 
 
 @pytest.fixture(scope='module', params=['jsnb', 'nats-server'])
@@ -83,7 +82,8 @@ async def test_streams_known_everywhere_and_cluster_info(cluster):
     assert r3['config']['num_replicas'] == 3 and r1['config']['num_replicas'] == 1
     assert set(r1['cluster']) == {'name', 'leader'} and r1['cluster']['name'] == 'c1'
     c = r3['cluster']
-    assert set(c) - ONLY_REFERENCE == {'name', 'raft_group', 'leader', 'leader_since', 'replicas'}
+    assert set(c) == {'name', 'raft_group', 'leader', 'leader_since', 'system_account', 'traffic_account', 'replicas'}
+    assert (c['system_account'], c['traffic_account']) == (True, '$SYS')     # (replication traffic out of client accounts)
     assert c['raft_group'].startswith('S-R3F-') and len(c['raft_group']) == len('S-R3F-') + 8
     assert sorted([c['leader']] + [p['name'] for p in c['replicas']]) == ['n0', 'n1', 'n2']
     for i in range(3):
@@ -144,7 +144,8 @@ async def test_consumer_on_a_replicated_stream(cluster):
     assert 'error' not in r, r
     assert r['config']['num_replicas'] == 0
     c = r['cluster']
-    assert set(c) - ONLY_REFERENCE >= {'name', 'raft_group', 'leader', 'replicas'} and set(c) - ONLY_REFERENCE <= {'name', 'raft_group', 'leader', 'leader_since', 'replicas'}
+    assert set(c) >= {'name', 'raft_group', 'leader', 'system_account', 'traffic_account', 'replicas'}
+    assert set(c) <= {'name', 'raft_group', 'leader', 'leader_since', 'system_account', 'traffic_account', 'replicas'}
     assert sorted([c['leader']] + [p['name'] for p in c['replicas']]) == ['n0', 'n1', 'n2']
     assert list(r).index('cluster') == list(r).index('num_pending') + 1
     sub = await ncs[1].jetstream().pull_subscribe_bind('work', 'R3')
@@ -339,7 +340,7 @@ async def test_key_value_reads_on_three_replicas(cluster):
     r = await _req(ncs[1], '$JS.API.CONSUMER.DURABLE.CREATE.KV_KV3.one',
                    {'stream_name': 'KV_KV3', 'config': {'durable_name': 'one', 'num_replicas': 1, 'mem_storage': True}})
     assert 'error' not in r, r
-    assert set(r['cluster']) - ONLY_REFERENCE == {'name', 'leader'} and r['config']['num_replicas'] == 1
+    assert set(r['cluster']) == {'name', 'leader'} and r['config']['num_replicas'] == 1
     await ncs[0].jetstream().delete_key_value('KV3')
     for nc in ncs: await nc.close()
 

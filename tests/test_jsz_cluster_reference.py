@@ -11,7 +11,6 @@ from test_healthz_reference import get
 
 pytestmark = pytest.mark.reference
 
-ONLY_REFERENCE = {'system_account', 'traffic_account'}     # the reference's Raft traffic travels in its system account
                                                            # (consumer Raft groups: jsnb's consumers ride their stream's)
 
 
@@ -77,8 +76,8 @@ def _view(kind: str) -> dict:
             assert [r['current'] for r in cl['replicas'] if r['name'] == lead] in ([True], [])
             con = j['consumer_detail'][0]
             out['shapes'].add((f'n{i}' == lead, tuple(k for k in j if k != 'consumer_raft_groups'),
-                               tuple(k for k in cl if k not in ONLY_REFERENCE), tuple(rep),
-                               tuple(k for k in con), tuple(k for k in con['cluster'] if k not in ONLY_REFERENCE and k != 'leader_since')))
+                               tuple(cl), tuple(rep),
+                               tuple(k for k in con), tuple(k for k in con['cluster'] if k != 'leader_since')))
             out['states'].add((j['state']['messages'], j['state']['consumer_count'], con['name'], con['config']['durable_name']))
         while time.time() < deadline and any(get(c.http[i], '/healthz')[0] != 200 for i in range(3)): time.sleep(0.2)
         out['healthz'] = sorted(tuple((q, get(c.http[i], '/healthz' + q)) for q in HEALTHZ) for i in range(3))

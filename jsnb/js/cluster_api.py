@@ -372,6 +372,7 @@ def cluster_info(self: ClusterApi, name: str) -> dict:
     last = getattr(g.raft, '_SyncObj__lastResponseTime', {})   # when each follower last answered the leader
     d = dict(name=d['name'], raft_group=g.name, leader=d['leader'])
     if g.raft.leader_since: d['leader_since'] = rfc3339(g.raft.leader_since)
+    d['system_account'], d['traffic_account'] = True, self.opts.system_account or '$SYS'   # (see above)
     commit, reps = st.get('commit_idx', 0), []
     for addr in sorted(g.names):
         if addr == g.raft.selfNode.id: continue

@@ -31,6 +31,7 @@ def stream_cluster(js, s) -> dict:
     lead = g.names.get(g.leader_addr(), '')
     d = dict(name=js.core.cluster.name, raft_group=g.name)
     if lead: d['leader'] = lead
+    d['system_account'], d['traffic_account'] = True, js.opts.system_account or '$SYS'   # (as `cluster_info` says)
     peers = {p['name']: p['peer'] for p in js.meta_cluster().get('replicas', ())}     # (the meta group's members' peer ids)
     d['replicas'] = sorted((dict(name=n, current=n == lead, active=0, peer=peers.get(n, '')) for a, n in g.names.items()
                             if a != g.raft.selfNode.id), key=lambda p: p['name'])
