@@ -19,15 +19,15 @@ def jetstream(core, opts: ServerOptions):
     """The JetStream service for a server's core, with the server's storage options (a `JetStream`, or `JetStreamAccounts`
     for JetStream in several accounts). Imported here, when a server has JetStream: a server without starts sooner."""
     from jsnb.js.api import JetStream
-    from jsnb.js.js_accounts import JetStreamAccounts, with_system
+    from jsnb.js.js_accounts import JetStreamAccounts, system_part
     serve_jsz(core, opts)                    # `$SYS.REQ.SERVER.PING.JSZ` for `server report jetstream` (below)
     if not global_account_only(opts): return JetStreamAccounts(core, opts)   # JetStream in the accounts that have it, not in `$G`
+    system = system_part(core, opts)         # the system account's `$JS.API` (its users get what the reference gives them)
     if opts.clustered:                       # the meta group and the streams' servers; only clustered servers load the Raft library
         from jsnb.js.cluster_replicas import ClusteredJetStream
-        svc = ClusteredJetStream(core, opts)
-    else: svc = JetStream(core, core.store_dir, opts.max_memory_store, opts.max_file_store, opts.sync_interval, domain=opts.js_domain)
-    sys_acc = core.accounts.get(opts.system_account)
-    return with_system(svc, core, sys_acc) if sys_acc is not None else svc   # (its users get what the reference gives them)
+        return ClusteredJetStream(core, opts, system=system)
+    return JetStream(core, core.store_dir, opts.max_memory_store, opts.max_file_store, opts.sync_interval, domain=opts.js_domain,
+                     system=system)
 
 def jetstream_relay(core):
     "A cluster's server without JetStream relays its clients' JetStream requests to a peer that has it (`jsnb.js.cluster`)."

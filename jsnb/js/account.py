@@ -30,7 +30,7 @@ __all__ = ['log', 'Account', 'state_file']
 class Account:
     "The JetStream account: streams, consumers, usage and limits, persistence; `host`: its streams' host on the server core."
     def __init__(self, core, store_dir: str, max_memory: int = -1, max_file: int = -1, sync_interval: float = 120.0,
-                 name: str = GLOBAL, limits: dict | None = None, domain: str = '', host=CoreHost):
+                 name: str = GLOBAL, limits: dict | None = None, domain: str = '', host=CoreHost, peers: list | None = None):
         self.store_dir, self.name, self.domain = store_dir, name, domain
         self.host = host(core, self)                # (`host`: what makes it; a clustered server's own kind, see `jsnb.js.cluster`)
         self.limits = dict(limits or NO_JS_LIMITS)   # the account's own JetStream limits (`accounts { X: { jetstream { ... } } }`)
@@ -43,7 +43,8 @@ class Account:
         self.api_total = self.api_errors = 0
         self._last_expire = 0                  # when expiry last ran (ns)
         self._saved: dict[tuple[str, str], tuple] = {}   # (stream, consumer) -> (state mark, the state last written)
-        self.peers = lambda: (self,)           # every JetStream account of the server: they share its limits
+        self.peers = [] if peers is None else peers   # every JetStream account of the server, this one included: they share its limits
+        self.peers.append(self)
         self.clustered = False                 # set by a clustered JetStream (jsnb.js.cluster): streams may have replicas
         self.held_pulls: dict = {}             # consumers with pull requests queued in this read, served at its end (jsnb.js.consumer_api)
 
@@ -73,7 +74,7 @@ def storage_limit(self: Account, storage: str) -> int:
 @patch
 def server_usage(self: Account) -> tuple[int, int]:
     "(memory, storage) bytes in use by every JetStream account of the server, which share its limits."
-    totals = [a.usage() for a in self.peers()]
+    totals = [a.usage() for a in self.peers]
     return sum(t[0] for t in totals), sum(t[1] for t in totals)
 
 # %% ../../nbs/2_js/13_account.ipynb #273ea2c5
@@ -108,7 +109,7 @@ def reserved(self: Account) -> tuple[int, int]:
 def room_reserved(self: Account) -> tuple[int, int]:
     "(memory, file) reservations counted against `storage_limit`: the account's own, or every account's under the server's limit."
     own = self.reserved()
-    res = [a.reserved() for a in self.peers()]
+    res = [a.reserved() for a in self.peers]
     shared = sum(r[0] for r in res), sum(r[1] for r in res)
     return tuple(own[i] if self.limits[k] >= 0 else shared[i] for i, k in enumerate(('max_memory', 'max_storage')))
 

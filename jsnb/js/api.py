@@ -123,9 +123,11 @@ def map_domain(core, domain: str):
 class JetStream:
     "JetStream of one account of a server: the API and wire subscriptions, the timers (`core`: the core, or a view of it for one account)."
     def __init__(self, core, store_dir: str, max_memory: int = -1, max_file: int = -1, sync_interval: float = 120.0,
-                 name: str = '$G', limits: dict | None = None, domain: str = '', host=CoreHost):
+                 name: str = '$G', limits: dict | None = None, domain: str = '', host=CoreHost, peers: list | None = None,
+                 system=None):
         self.core = core
-        self.account = Account(core, store_dir, max_memory, max_file, sync_interval, name, limits, domain, host)
+        self.account = Account(core, store_dir, max_memory, max_file, sync_interval, name, limits, domain, host, peers)
+        self.system = system          # started and stopped with this one: the system account's `$JS.API` (`jsnb.js.js_accounts`)
         self._subs: list = []
 
 # %% ../../nbs/2_js/16_api.ipynb #f6219c79
@@ -188,11 +190,13 @@ def start(self: JetStream):
         sub('$JS.FC.>', partial(C.on_flow_control, a)), sub('$JS.API.CONSUMER.RESET.*.*', partial(C.on_reset, a))]
     if a.domain: self._subs.append(map_domain(self.core, a.domain))
     self.core.interest_watchers.append(a.on_interest)
+    if self.system is not None: self.system.start()
 
 # %% ../../nbs/2_js/16_api.ipynb #626d8d7d
 @patch
 def stop(self: JetStream):
     "Unsubscribe, write consumer state, close every store."
+    if self.system is not None: self.system.stop()
     for s in self._subs: self.core.unsubscribe(s)
     self._subs = []
     if self.account.on_interest in self.core.interest_watchers: self.core.interest_watchers.remove(self.account.on_interest)

@@ -25,8 +25,8 @@ log = logging.getLogger('jsnb')
 
 # %% auto #0
 __all__ = ['log', 'RAFT_CHANNEL', 'RAFT_META', 'SETTLE', 'API_CHANNEL', 'SYNC_CHANNEL', 'ANSWER_CHANNEL', 'CONSUMER_SYNC',
-           'LEADER_READ', 'REMOVED', 'short_hash', 'peer_id', 'group_name', 'member_id', 'server_of', 'RouteBus',
-           'ClusterMeta', 'ClusterHost', 'relay_jetstream']
+           'LEADER_READ', 'REMOVED', 'short_hash', 'peer_id', 'group_name', 'read_saved', 'member_id', 'server_of',
+           'RouteBus', 'ClusterMeta', 'ClusterHost', 'relay_jetstream']
 
 # %% ../../nbs/2_js/20_cluster.ipynb #011b349e
 _DIGITS = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
@@ -46,7 +46,8 @@ def group_name(name: str, replicas: int, storage: str, created: int) -> str:
     return f"S-R{replicas}{'M' if storage == 'memory' else 'F'}-{short_hash(f'{name}:{created}')}"
 
 # %% ../../nbs/2_js/20_cluster.ipynb #3df6128e
-def _read(path: str) -> str:
+def read_saved(path: str) -> str:
+    "The text saved at `path`, stripped (empty when there is none)."
     try:
         with open(path) as f: return f.read().strip()
     except OSError: return ''
@@ -140,13 +141,13 @@ def _meta_of(rc) -> dict | None:
 # %% ../../nbs/2_js/20_cluster.ipynb #80912d67
 class ClusterMeta(JetStream):
     "JetStream of `$G` on a server with routes: the meta group, the streams' groups, requests sent to the stream's leader."
-    def __init__(self, core, opts, watcher=None):
+    def __init__(self, core, opts, watcher=None, system=None):
         super().__init__(core, core.store_dir, opts.max_memory_store, opts.max_file_store, opts.sync_interval,
-                         domain=opts.js_domain, host=partial(ClusterHost, js=self))
+                         domain=opts.js_domain, host=partial(ClusterHost, js=self), system=system)
         self.opts, self.meta = opts, MetaGroup(core, opts)   # the meta group: members, assignments, placement, its Raft member
         self.account.clustered = True
         self._state_dir = os.path.join(core.store_dir, '_meta_')
-        self.raft_addr = _read(os.path.join(self._state_dir, 'raft')) or member_id(core.server_name, 'm' + secrets.token_hex(4))   # its meta member
+        self.raft_addr = read_saved(os.path.join(self._state_dir, 'raft')) or member_id(core.server_name, 'm' + secrets.token_hex(4))   # its meta member
         self.bus = self.raft_loop = None           # the Raft members' bus and ticks, once the meta group forms (`_raft`)
         core.route_info_extra = {RAFT_INFO: self.raft_addr, 'jsnb_tags': list(opts.server_tags)}   # (tags: for placement)
 
@@ -188,6 +189,7 @@ def start(self: ClusterMeta):
     "Start as a single server does, with subscriptions the cluster sees, then form (or rejoin) the meta group."
     a, sub = self.account, self.core.subscribe
     os.makedirs(self._state_dir, exist_ok=True)
+    if self.system is not None: self.system.start()
     if os.path.exists(os.path.join(self._state_dir, REMOVED)): return self._disabled_at_start()   # (`SERVER.REMOVE`)
     self._sys = self.core.accounts.get(self.opts.system_account)     # its users' `SERVER.REMOVE` and `META.LEADER.STEPDOWN`
     self._sys_subs = [sub(s.decode(), self._on_system, acc=self._sys) for s in SYSTEM_DIRECTIVES] if self._sys is not None else []
@@ -200,7 +202,7 @@ def start(self: ClusterMeta):
     if a.domain: self._subs.append(map_domain(self.core, a.domain))
     self.core.interest_watchers.append(a.on_interest)
     self.core.leaving.append(self.hand_over)
-    self.meta.applied_before = int(_read(os.path.join(self._state_dir, 'applied')) or 0)
+    self.meta.applied_before = int(read_saved(os.path.join(self._state_dir, 'applied')) or 0)
     self._timer = asyncio.get_running_loop().call_later(0.25, self._watch)
     self._ctimer = asyncio.get_running_loop().call_later(CONSUMER_SYNC, self._watch_consumers)
 
@@ -433,7 +435,7 @@ def _watch(self: ClusterMeta):
         for sub in self._sys_subs: cl.local_interest(sub, 1, self._sys)    # (the meta leader answers them, wherever it is)
         self._sys_told = True; cl.peers.info_watchers.append(self._peer_members)
     self._timer = None
-    if saved := _read(os.path.join(self._state_dir, 'members')): return self.form(orjson.loads(saved))
+    if saved := read_saved(os.path.join(self._state_dir, 'members')): return self.form(orjson.loads(saved))
     formed = [m for rc in cl.routes.values() if (m := _meta_of(rc))]
     if formed:                                        # a peer has a meta group: this server is one of its members, or of none
         if self.raft_addr in formed[0]: return self.form(formed[0])
@@ -692,6 +694,6 @@ def relay_jetstream(core):
         if not subject.startswith(_RELAYED): return 0
         peers = [rc.remote_name for rc in cl.routes.values() if js_member(rc)]
         if not peers: return 0
-        to = peers[cl._rand.randrange(len(peers))]
+        to = peers[cl.rand.randrange(len(peers))]
         return int(cl.peers.send(to, API_CHANNEL, msgpack.packb([0, subject, reply, hdr, data, 0])))
     cl.unrouted = relay

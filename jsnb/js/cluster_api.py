@@ -27,7 +27,7 @@ from .cluster_raft import RaftGroup
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'ClusterApi', 'not_yet']
+__all__ = ['log', 'ClusterApi', 'api_verb', 'not_yet']
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #a1c9e2f0
 class ClusterApi(ClusterMeta):
@@ -45,7 +45,7 @@ _SYSTEM_ONLY = {'SERVER.REMOVE'}       # the system account's (see below): from 
 _STEPDOWNS = {'STREAM.LEADER.STEPDOWN': 'stream_leader_stepdown_response', 'META.LEADER.STEPDOWN': 'meta_leader_stepdown_response',
               'CONSUMER.LEADER.STEPDOWN': 'consumer_leader_stepdown_response'}
 
-def _verb(subject: str) -> tuple[str, list[str]]:
+def api_verb(subject: str) -> tuple[str, list[str]]:
     "The API verb of `$JS.API.<verb>.<args>` and its arguments."
     toks = subject.split('.')[2:]
     for n in (3, 2, 1):
@@ -79,7 +79,7 @@ def on_api(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
 @patch
 def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int, tries: int = 0):
     subj = text(subject)
-    verb, args = _verb(subj)
+    verb, args = api_verb(subj)
     if verb in _NOT_YET: return self._refuse(reply, _NOT_YET[verb][0], not_yet(_NOT_YET[verb][1]))
     if verb in _SYSTEM_ONLY: return
     if verb == 'META.LEADER.STEPDOWN': return self._meta_stepdown_request(src)
@@ -270,7 +270,7 @@ def _stepdown(self: ClusterApi, name: str, g: RaftGroup | None, names: dict, rep
     if body.strip()[:1] in (b'{', b'['):            # as the reference: a JSON object (or array) is a request
         try: to = self._stepdown_to(names, go_decode(body, _STEPDOWN_REQUEST).get('placement'))
         except JSApiError as e: return self._refuse(reply, rtype, e, answer=answer)
-    g.transferLeadership(to, callback=lambda res, err: g._loop.call_soon_threadsafe(done, res, err))
+    g.transferLeadership(to, callback=lambda res, err: g.raft_loop.loop.call_soon_threadsafe(done, res, err))
 
 _STEPDOWN_REQUEST = GoStruct('server.JSApiLeaderStepdownRequest', {'placement': GoStruct('server.Placement', {
     'cluster': GoStr(), 'tags': GoSlice(GoStr(), '[]string'), 'preferred': GoStr()}, ptr=True)})
@@ -308,7 +308,7 @@ def meta_stepdown(self: ClusterApi, done=None) -> bool:
     def fin(res, err):
         if err != 0: log.warning('JetStream meta leader stepdown: no member is caught up to take over')
         if done is not None: done(err == 0)
-    m.transferLeadership(callback=lambda res, err: m._loop.call_soon_threadsafe(fin, res, err))
+    m.transferLeadership(callback=lambda res, err: m.raft_loop.loop.call_soon_threadsafe(fin, res, err))
     return True
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #b44f8e63

@@ -211,6 +211,12 @@ def release(self: RaftGroup):
         idx, op = p.popleft(); self._now(idx, op)
         if self._pending is not None: self._pending.extend(p); return
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #485f776b
+@patch(as_prop=True)
+def holding(self: RaftGroup) -> bool:
+    "Whether entries are kept until `release` (a catch-up under way): a member answers no catch-up request meanwhile."
+    return self._pending is not None
+
 # %% ../../nbs/2_js/20d_raft_group.ipynb #8ffb0df2
 @patch
 def _SyncObj__generateRaftTimeout(self: RaftGroup) -> float:

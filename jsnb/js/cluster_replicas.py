@@ -20,9 +20,9 @@ from . import consumer_api as C
 from .cluster_advisories import Advisor
 from .cluster_stream import DECISIONS, alone
 import msgpack
-from .cluster import group_name, _read, CONSUMER_SYNC, SYNC_CHANNEL, ANSWER_CHANNEL
+from .cluster import group_name, read_saved, CONSUMER_SYNC, SYNC_CHANNEL, ANSWER_CHANNEL
 from .cluster_raft import RaftGroup, seal, unseal
-from .cluster_api import ClusterApi, _verb
+from .cluster_api import ClusterApi, api_verb
 from .errors import JSApiError, JSRaftGeneralErrF
 
 log = logging.getLogger('jsnb')
@@ -33,8 +33,8 @@ __all__ = ['log', 'SEED_CHUNK', 'REGROUP_WAIT', 'ClusteredJetStream']
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #b2d0f3a1
 class ClusteredJetStream(ClusterApi):
     "JetStream of a server with routes: the meta group, its requests, and the streams and consumers it replicates."
-    def __init__(self, core, opts):
-        super().__init__(core, opts, watcher=Advisor(self))   # leader elections and lost quorums advised (`jsnb.js.cluster_advisories`)
+    def __init__(self, core, opts, system=None):
+        super().__init__(core, opts, watcher=Advisor(self), system=system)   # leader elections and lost quorums advised (`jsnb.js.cluster_advisories`)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #3aac4530
 @patch
@@ -50,7 +50,7 @@ def _start_group(self: ClusteredJetStream, name: str):
     kept = cfg.get('storage', 'file') == 'file'      # a memory store starts empty: the whole log is applied again
     raft = RaftGroup(me, sorted(v for k, v in a['addrs'].items() if k != self.core.server_name), bus,
                      partial(self.apply_stream, name), ticks, journal=base + '.journal', hold=False, on_role=g.role,
-                     snapshot_extra=g.snapshot_extra, applied_before=int(_read(base + '.applied') or 0) if kept else 0)
+                     snapshot_extra=g.snapshot_extra, applied_before=int(read_saved(base + '.applied') or 0) if kept else 0)
     g.start(raft, g_name, {v: k for k, v in a['addrs'].items()}, base + '.applied',
             seeded=not a.get('seed'))                # a grown stream takes nothing before its first server's store is copied
     if (s := self.account.streams.get(name)) is not None and s.group is None: s.group = g   # (a mirror subscribes to nothing)
@@ -131,7 +131,7 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
         if origin == me: s.answer(reply, ack)
     elif op[0] == 'api':
         _, subject, reply, hdr, data, origin = op
-        self._answer_here(_verb(text(subject))[0], name, subject, reply if origin == me else b'', hdr, data, None, origin == me)
+        self._answer_here(api_verb(text(subject))[0], name, subject, reply if origin == me else b'', hdr, data, None, origin == me)
     g.raft.mark_applied(g.applied_file, idx)
     g.raft.compact(size)
 
@@ -502,7 +502,7 @@ def _on_sync(self: ClusteredJetStream, server: str, frame: bytes):
     if not isinstance(req, dict): return
     name = req.get('stream')
     g, s, ans = self.groups.get(name), self.account.streams.get(name), None
-    if g is not None and s is not None and g.raft._pending is None and g.seeded:
+    if g is not None and s is not None and not g.raft.holding and g.seeded:
         if req.get('op') == 'state':
             st, (lo, hi) = s.store.state(), req['have']
             ans = {'applied': max(g.raft.applied, g.raft.applied_before), 'first': st['first_seq'], 'last': st['last_seq'],
@@ -528,7 +528,7 @@ def _consumer_api(self: ClusteredJetStream, verb, name, g, subject, reply, hdr, 
     if resp is None: return
     body = json_bytes(resp)
     if 'error' in resp: return self.account.host.reply(reply, body) if reply else None
-    args = _verb(text(subject))[1]
+    args = api_verb(text(subject))[1]
     cname = resp.get('name') or (args[1] if len(args) > 1 else '')
     if verb == 'CONSUMER.DELETE':
         if cname not in g.consumers.cstates and cname not in g.consumers.cmarks: return self.account.host.reply(reply, body) if reply else None   # never logged

@@ -15,7 +15,7 @@ __all__ = ['current', 'not_found', 'stored_problems', 'meta_problem', 'stream_pr
 # %% ../../nbs/2_js/16b_health.ipynb #2cbfa588
 def current(g) -> bool:
     "Whether Raft member `g` is current: it leads, or it heard from its leader and applied all the leader had committed; nothing held back."
-    if getattr(g, '_gone', False) or getattr(g, '_pending', None) is not None or getattr(g, '_held', None): return False
+    if getattr(g, '_gone', False) or getattr(g, 'holding', False) or getattr(g, '_held', None): return False
     st = g.getStatus()
     if st['last_applied'] < st['commit_idx']: return False
     if g.is_leader(): return True
@@ -70,7 +70,7 @@ def stream_problem(js, name: str, a: dict) -> str | None:
     if s is None: return 'stream not found'
     if a['config'].get('num_replicas', 1) <= 1: return None
     if r is None: return 'group node missing'
-    if r.raft._pending is not None or r.raft.catching or r.syncing or not r.seeded: return 'stream catching up'
+    if r.raft.holding or r.raft.catching or r.syncing or not r.seeded: return 'stream catching up'
     if not current(r.raft): return 'group node unhealthy'
     return None
 

@@ -16,7 +16,7 @@ from .health import stored_problems
 from .jsz_details import details
 
 # %% auto #0
-__all__ = ['SYSTEM_DIRECTIVES', 'NoJetStream', 'SystemJetStream', 'with_system', 'JetStreamAccounts']
+__all__ = ['SYSTEM_DIRECTIVES', 'NoJetStream', 'SystemJetStream', 'system_part', 'JetStreamAccounts']
 
 # %% ../../nbs/2_js/16a_js_accounts.ipynb #8a510936
 class _NotEnabled:
@@ -68,28 +68,23 @@ class SystemJetStream:
         self.core.route(None, reply, b'', 0, json_bytes(dict(type=RT + rtype, error=JSNotEnabledForAccountErr().to_dict())))
 
 # %% ../../nbs/2_js/16a_js_accounts.ipynb #0e9f22b0
-def with_system(svc, core, acc):
-    "JetStream service `svc` of `$G`, started and stopped together with the system account `acc`'s `SystemJetStream`."
-    part, start, stop = SystemJetStream(CoreView(core, acc)), svc.start, svc.stop
-    def both_start(): start(); part.start()
-    def both_stop(): part.stop(); stop()
-    svc.start, svc.stop, svc.system = both_start, both_stop, part
-    return svc
+def system_part(core, opts) -> SystemJetStream | None:
+    "The system account's `SystemJetStream`, for the `system` of a server's JetStream of `$G` (None without a system account)."
+    acc = core.accounts.get(opts.system_account)
+    return SystemJetStream(CoreView(core, acc)) if acc is not None else None
 
 # %% ../../nbs/2_js/16a_js_accounts.ipynb #e26c228c
 class JetStreamAccounts:
     "JetStream of a server with accounts: a `JetStream` per account that has it, `NoJetStream` in the others."
     def __init__(self, core, opts):
-        self.core, self.parts, self.by_account = core, [], {}
+        self.core, self.parts, self.by_account, peers = core, [], {}, []   # (`peers`: the server-wide limits are shared by all of them)
         for acc in core.accounts.values():
             view, limits = CoreView(core, acc), acc.cfg.jetstream
             if limits is None: self.parts.append(NoJetStream(view, opts.js_domain)); continue
             js = acc.js = JetStream(view, core.store_dir, opts.max_memory_store, opts.max_file_store, opts.sync_interval,
-                                    acc.name, limits, opts.js_domain)
+                                    acc.name, limits, opts.js_domain, peers=peers)
             self.by_account[acc.name] = js
             self.parts.append(js)
-        peers = tuple(js.account for js in self.by_account.values())
-        for a in peers: a.peers = lambda: peers          # the server-wide limits are shared by all of them
 
 # %% ../../nbs/2_js/16a_js_accounts.ipynb #6f8d42a3
 @patch

@@ -285,7 +285,7 @@ class ClusterLinks:
         self.dialing: set[str] = set()             # routes being dialled, by `host:port`
         self.dial = dial                           # dial(url, rtype, gossip_mode, delay, first): the I/O layer's, in the background
         self.stopping = False
-        self._rand = random.Random()
+        self.rand = random.Random()
 
     def __repr__(self): return f'<Cluster {self.name} routes={len(self.routes)}>'
 
@@ -535,7 +535,7 @@ def _reconnect(self: ClusterLinks, rc: RouteConn):
         if rc.rtype == EXPLICIT: kept.rtype = EXPLICIT
         return
     if rc.rtype == IMPLICIT and not retry: return
-    delay = self._rand.randrange(100) / 1000 + (1.0 if rc.rtype == EXPLICIT else 0.0)
+    delay = self.rand.randrange(100) / 1000 + (1.0 if rc.rtype == EXPLICIT else 0.0)
     self.request_dial(rc.url, rc.rtype, GOSSIP_DEFAULT, delay, False)
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #cf686585
