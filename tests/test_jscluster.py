@@ -919,3 +919,17 @@ async def test_replicated_mirror_and_source(cluster):
     for name, n in (('MR', 40), ('SR', 20)):
         stores = c.stores(name)
         assert len(stores[0]) == n and stores[0] == stores[1] == stores[2], name
+
+
+async def test_a_clustered_server_warms_its_kernels_at_start(monkeypatch, tmp_path):
+    "With `JSNB_JIT_AT_START`, a clustered server compiles its kernels as it starts, as a single server does (it starts as one)."
+    from jsnb.app import serve
+    from jsnb.nats.config import ServerOptions
+    from jsnb.js import kernels
+    warmed = []
+    monkeypatch.setattr(kernels, 'AT_START', True)
+    monkeypatch.setattr(kernels, 'warm', lambda: warmed.append('warm') or 0.0)     # (compiling itself is tests/test_kernels.py's)
+    s = await serve(ServerOptions(server_name='n1', jetstream=True, store_dir=str(tmp_path), cluster_name='c1',
+                                  cluster_host='127.0.0.1', cluster_port=-1))
+    try: assert (type(s.js).__name__, warmed) == ('ClusteredJetStream', ['warm'])
+    finally: await s.stop()

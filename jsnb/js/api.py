@@ -180,17 +180,23 @@ def on_api(self: JetStream, subject: bytes, reply: bytes, hdr: int, data: bytes,
 # %% ../../nbs/2_js/16_api.ipynb #f5a78639
 @patch
 def start(self: JetStream):
-    "Bring the account back from disk and subscribe."
-    a, sub = self.account, self.core.subscribe
+    "Bring the account back from disk and subscribe (a clustered JetStream starts this way too, with its own `api_subscriptions`)."
+    a = self.account
     if kernels.AT_START: kernels.warm()
     a.restore()
-    T.restore(a)                                   # the stream templates, with the streams they made
-    self._subs = [sub(p, self.on_api, many=self.on_api_run, defers=True) for p in API_SUBJECTS] + [   # (they flush themselves)
-        sub('$JS.API.CONSUMER.MSG.NEXT.>', partial(C.on_next, a), defers=True), sub('$JS.ACK.>', partial(C.on_ack, a), many=partial(C.on_acks, a)),
-        sub('$JS.FC.>', partial(C.on_flow_control, a)), sub('$JS.API.CONSUMER.RESET.*.*', partial(C.on_reset, a))]
+    if not a.clustered: T.restore(a)              # the stream templates, with the streams they made (a cluster has none)
+    self._subs = self.api_subscriptions()
     if a.domain: self._subs.append(map_domain(self.core, a.domain))
     self.core.interest_watchers.append(a.on_interest)
     if self.system is not None: self.system.start()
+
+@patch
+def api_subscriptions(self: JetStream) -> list:
+    "`$JS.API`, pull requests, acks, flow control and consumer resets, answered here (the API ones flush themselves)."
+    a, sub = self.account, self.core.subscribe
+    return [sub(p, self.on_api, many=self.on_api_run, defers=True) for p in API_SUBJECTS] + [
+        sub('$JS.API.CONSUMER.MSG.NEXT.>', partial(C.on_next, a), defers=True), sub('$JS.ACK.>', partial(C.on_ack, a), many=partial(C.on_acks, a)),
+        sub('$JS.FC.>', partial(C.on_flow_control, a)), sub('$JS.API.CONSUMER.RESET.*.*', partial(C.on_reset, a))]
 
 # %% ../../nbs/2_js/16_api.ipynb #626d8d7d
 @patch

@@ -179,6 +179,7 @@ class ClusterHost(CoreHost):
         self.js = js
 
     def subscribe(self, subject, cb, queue='', defers=False, many=None): return self.js._share(subject, cb, queue, defers, many)
+    def subscribe_stream(self, stream, subject): return self.js._share_stream(stream, subject)
     def unsubscribe(self, sub): self.js._unshare(sub)
     def read_elsewhere(self, stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src) -> bool:
         return self.js.read_elsewhere(stream, subject, reply, hdr, data, src)
@@ -186,25 +187,26 @@ class ClusterHost(CoreHost):
 # %% ../../nbs/2_js/20_cluster.ipynb #9169b417
 @patch
 def start(self: ClusterMeta):
-    "Start as a single server does, with subscriptions the cluster sees, then form (or rejoin) the meta group."
-    a, sub = self.account, self.core.subscribe
+    "Start as a single server does (`JetStream.start`), with subscriptions the cluster sees, then form (or rejoin) the meta group."
     os.makedirs(self._state_dir, exist_ok=True)
-    if self.system is not None: self.system.start()
-    if os.path.exists(os.path.join(self._state_dir, REMOVED)): return self._disabled_at_start()   # (`SERVER.REMOVE`)
+    if os.path.exists(os.path.join(self._state_dir, REMOVED)):    # (`SERVER.REMOVE`)
+        if self.system is not None: self.system.start()
+        return self._disabled_at_start()
     self._sys = self.core.accounts.get(self.opts.system_account)     # its users' `SERVER.REMOVE` and `META.LEADER.STEPDOWN`
-    self._sys_subs = [sub(s.decode(), self._on_system, acc=self._sys) for s in SYSTEM_DIRECTIVES] if self._sys is not None else []
-
-    self._wire = [(p, partial(fn, a), i) for p, fn, i in _WIRE]
-    a.restore()
-    self._subs = [sub(p, self.on_api) for p in API_SUBJECTS]
-    for p, local, i in self._wire:
-        self._subs.append(sub(p.decode() + ('*.*' if p == b'$JS.API.CONSUMER.RESET.' else '>'), partial(self._wire_msg, local, i)))
-    if a.domain: self._subs.append(map_domain(self.core, a.domain))
-    self.core.interest_watchers.append(a.on_interest)
+    self._sys_subs = [self.core.subscribe(s.decode(), self._on_system, acc=self._sys) for s in SYSTEM_DIRECTIVES] if self._sys is not None else []
+    self._wire = [(p, partial(fn, self.account), i) for p, fn, i in _WIRE]
+    JetStream.start(self)
     self.core.leaving.append(self.hand_over)
     self.meta.applied_before = int(read_saved(os.path.join(self._state_dir, 'applied')) or 0)
     self._timer = asyncio.get_running_loop().call_later(0.25, self._watch)
     self._ctimer = asyncio.get_running_loop().call_later(CONSUMER_SYNC, self._watch_consumers)
+
+@patch
+def api_subscriptions(self: ClusterMeta) -> list:
+    "`$JS.API` and the wire subjects of `JetStream.api_subscriptions`, answered here or sent on to the server that holds the stream or consumer."
+    sub = self.core.subscribe
+    return [sub(p, self.on_api) for p in API_SUBJECTS] + [
+        sub(p.decode() + ('*.*' if p == b'$JS.API.CONSUMER.RESET.' else '>'), partial(self._wire_msg, local, i)) for p, local, i in self._wire]
 
 # %% ../../nbs/2_js/20_cluster.ipynb #1f6df222
 @patch
@@ -247,15 +249,18 @@ class _LeaderSub:
 # %% ../../nbs/2_js/20_cluster.ipynb #c73fc82d
 @patch
 def _share(self: ClusterMeta, subject, cb, queue='', defers=False, many=None):
-    "Subscribe for the account; a replicated stream's messages go to its group first, and reach only its leader's server."
-    if getattr(cb, '__func__', None) is Stream.on_msg and cb.__self__.cfg.get('num_replicas', 1) > 1:
-        s = cb.__self__
-        s.group = self.replica(s.name)               # what the stream decides goes through the group, from the start
-        ls = _LeaderSub(s.name, (subject, partial(self._replicated_msg, s), queue, defers))
-        self._lead_subs.setdefault(s.name, []).append(ls)
-        self._follow_role(s.name)
-        return ls
+    "Subscribe for the account (a stream's own subjects come through `_share_stream`)."
     return self._share_here(subject, cb, queue, defers)
+
+@patch
+def _share_stream(self: ClusterMeta, s: Stream, subject: str):
+    "A stream's subscription to one of its subjects: a replicated stream's messages go to its group first, and reach only its leader's server."
+    if s.cfg.get('num_replicas', 1) <= 1: return self._share_here(subject, s.on_msg, '', True)
+    s.group = self.replica(s.name)                   # what the stream decides goes through the group, from the start
+    ls = _LeaderSub(s.name, (subject, partial(self._replicated_msg, s), '', True))
+    self._lead_subs.setdefault(s.name, []).append(ls)
+    self._follow_role(s.name)
+    return ls
 
 # %% ../../nbs/2_js/20_cluster.ipynb #6c45fe4e
 @patch

@@ -9,6 +9,7 @@ from functools import partial
 
 from fastcore.basics import patch
 from ..nats.protocol import text, get_header
+from ..nats import headers as H
 from .host import json_bytes
 from .operations import Expire, Configure, CopyMsg, Origin, replica
 from .api import RT
@@ -164,7 +165,7 @@ def _replicated_msg(self: ClusteredJetStream, s: Stream, subject: bytes, reply: 
     if g is None and s.group is None:
         return s.on_msg(subject, reply, hdr, data, src)   # scaled down to this server alone: stored as on one server
     if g is None or not g.is_leader() or g.closing or not g.seeded: return   # (a leader no more, its subscription not dropped yet)
-    if hdr and b'Nats-Batch-Id' in data[:hdr] and get_header(data[:hdr], b'Nats-Batch-Id') is not None:
+    if hdr and H.BATCH_ID in data[:hdr] and get_header(data[:hdr], H.BATCH_ID) is not None:
         return self._stage(s, subject, reply, data[:hdr], data[hdr:])
     q = self._outbox.setdefault(s.name, [])
     q.append((text(subject), reply, hdr, data))

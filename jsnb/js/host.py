@@ -35,6 +35,9 @@ class StreamHost(Protocol):
     def subscribe(self, subject: str, cb: Callable, queue: str = '', defers: bool = False, many: Callable | None = None) -> object:
         """Call `cb(subject, reply, hdr_len, data, src)` for every message on `subject` (or `many(ops, src)` for a run
         of one client's messages that go nowhere else, as `(subject, reply, hdr_len, data)`); returns a handle."""
+    def subscribe_stream(self, stream, subject: str) -> object:
+        """`subscribe` a stream to one of its subjects (`stream.on_msg`, `stream.on_many`); a clustered host sends a
+        replicated stream's messages through its group first."""
     def unsubscribe(self, sub: object) -> None: "Stop a subscription made by `subscribe`."
     def publish(self, subject: str, data: bytes = b'', hdr: bytes = b'', reply: str = '') -> None:
         "Send one message from the server itself (a reply, an advisory, a republished message)."
@@ -134,6 +137,9 @@ def clustered(self: CoreHost) -> bool: return self.account.clustered
 # %% ../../nbs/2_js/05c_host.ipynb #6f7b2d90
 @patch
 def subscribe(self: CoreHost, subject, cb, queue='', defers=False, many=None): return self.core.subscribe(subject, cb, queue, defers, many=many)
+
+@patch
+def subscribe_stream(self: CoreHost, stream, subject): return self.subscribe(subject, stream.on_msg, defers=True, many=stream.on_many)
 
 @patch
 def unsubscribe(self: CoreHost, sub): self.core.unsubscribe(sub)

@@ -64,6 +64,8 @@ def take(self: NullHost) -> list[Frame]:
 def subscribe(self: NullHost, subject, cb, queue='', defers=False, many=None):
     sub = (subject, cb, queue); self.subs.append(sub); return sub
 @patch
+def subscribe_stream(self: NullHost, stream, subject): return self.subscribe(subject, stream.on_msg, defers=True, many=stream.on_many)
+@patch
 def unsubscribe(self: NullHost, sub): self.subs.remove(sub)
 @patch
 def has_interest(self: NullHost, subject): return self.interest(subject) if callable(self.interest) else self.interest

@@ -213,7 +213,7 @@ def start(self: Stream):
     "Start receiving messages on the stream's subjects, and answering Direct Get when it is allowed."
     self.bulk, self._ages = self._bulk_ok(), self._ages_ok()
     if not self.cfg.get('template_owner'):           # (a template's stream takes its messages from the template: jsnb.js.templates)
-        for s in self.cfg.get('subjects') or []: self.subs.append(self.host.subscribe(s, self.on_msg, defers=True, many=self.on_many))
+        for s in self.cfg.get('subjects') or []: self.subs.append(self.host.subscribe_stream(self, s))
     direct_get.sync(self)
     schedules.sync(self)
     mirrors.attach(self)
