@@ -163,6 +163,7 @@ class ClusterMeta(JetStream):
         self._acks: dict[tuple, list] = {}         # (stream, consumer) -> AckSync replies waiting for the end of the read
         self._seen, self._since, self._timer, self._serving = None, 0.0, None, False
         self._asks: dict[int, object] = {}         # requests sent to other servers whose answers come back here: id -> fn(data)
+        self._captured: dict[bytes, object] = {}   # reply subjects of requests from other servers: subject -> fn(body) (`_capture`)
         self._ask_ids = 0
         self._shared, self._early, self._wire, self._outside = set(), [], [], False
         self._sys, self._sys_subs, self._sys_told, self.removing, self.disabled = None, [], False, None, False
@@ -183,6 +184,10 @@ class ClusterHost(CoreHost):
     def unsubscribe(self, sub): self.js._unshare(sub)
     def read_elsewhere(self, stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src) -> bool:
         return self.js.read_elsewhere(stream, subject, reply, hdr, data, src)
+    def reply(self, to, body):                               # (an answer to another server's request: see `_capture`)
+        if not self.js.taken(to, body): CoreHost.reply(self, to, body)
+    def publish(self, subject, data=b'', hdr=b'', reply=''):
+        if not self.js.taken(subject, data): CoreHost.publish(self, subject, data, hdr, reply)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #9169b417
 @patch
@@ -388,15 +393,20 @@ def _on_answer(self: ClusterMeta, server: str, data: bytes):
 # %% ../../nbs/2_js/20_cluster.ipynb #2388fed8
 @patch
 def _capture(self: ClusterMeta, server: str, aid: int) -> bytes:
-    "A reply subject only this server subscribes to (for one answer, or none after a minute): what it gets goes back to `server` as the answer to `aid`."
-    subject = f'$JSC.R.{secrets.token_hex(12)}'
-    def got(subj, reply, hdr, data, src):
-        gone(); self._send_peer(server, ANSWER_CHANNEL, msgpack.packb([aid, data[hdr:] if hdr else data]))
-    def gone():
-        if open_: open_.clear(); timer.cancel(); self.core.unsubscribe(sub)
-    sub, open_ = self.core.subscribe(subject, got), [True]
-    timer = asyncio.get_running_loop().call_later(60, gone)
-    return subject.encode()
+    """A reply subject for one answer, which goes back to `server` as the answer to `aid` (forgotten after a minute
+    without one). The account's host hands what is sent to it over (`taken`) instead of routing it: an internal
+    answer never travels in a client account, where a client subscribed to `$JSC.>` would see it."""
+    subject = f'$JSC.R.{secrets.token_hex(12)}'.encode()
+    self._captured[subject] = lambda body: self._send_peer(server, ANSWER_CHANNEL, msgpack.packb([aid, body]))
+    asyncio.get_running_loop().call_later(60, self._captured.pop, subject, None)
+    return subject
+
+@patch
+def taken(self: ClusterMeta, to, body: bytes) -> bool:
+    "Whether `to` is a reply subject of `_capture` (then `body` went back to the asking server)."
+    fn = self._captured.pop(to if isinstance(to, bytes) else to.encode(), None) if self._captured else None
+    if fn is None: return False
+    fn(body); return True
 
 # %% ../../nbs/2_js/20_cluster.ipynb #cc28c5c8
 @patch
