@@ -601,6 +601,30 @@ async def test_ack_all(start_server, kind):
     await nc.close()
 
 
+@pytest.mark.parametrize('kind', BOTH)
+@pytest.mark.parametrize('policy', ['explicit', 'all'])
+async def test_ack_beyond_what_was_delivered_is_not_confirmed(start_server, kind, policy):
+    """An acknowledgement of a message the consumer has not delivered yet (a stream sequence at or past its next one)
+    changes nothing and gets no answer: an `AckSync` for it is never confirmed (a new consumer leader that did not
+    hear of its predecessor's last deliveries must not confirm acks it could not apply)."""
+    s, nc = await boot(start_server, kind, {'name': 'AB', 'subjects': ['ab.>']})
+    for i in range(1, 6): await publish(nc, 'ab.x', b'%d' % i)
+    await add_consumer(nc, 'AB', {'durable_name': 'P', 'ack_policy': policy})
+    inbox = nc.new_inbox(); col = await Collector.on(nc, inbox)
+    await nc.publish('$JS.API.CONSUMER.MSG.NEXT.AB.P', json.dumps({'batch': 2}).encode(), reply=inbox)
+    await col.count(2, 5)
+    before = counters(await info(nc, 'AB', 'P'))
+    answers = []
+    for sseq, dseq in ((3, 3), (5, 5), (1, 1)):                # not delivered, not delivered, delivered
+        try: answers.append((await nc.request(f'$JS.ACK.AB.P.1.{sseq}.{dseq}.0.0', b'+ACK', timeout=1)).data)
+        except nats.errors.TimeoutError: answers.append('no answer')
+    after = counters(await info(nc, 'AB', 'P'))
+    assert answers == ['no answer', 'no answer', b'']
+    assert (before['delivered'], before['num_ack_pending']) == ((2, 2), 2)
+    assert (after['delivered'], after['ack_floor'], after['num_ack_pending']) == ((2, 2), (1, 1), 1)
+    await nc.close()
+
+
 # ---------------------------------------------------------------------------------------------- 13
 
 @pytest.mark.parametrize('kind', BOTH)

@@ -522,10 +522,17 @@ def ack(self: Consumer, sseq: int, dseq: int, dc: int, body: bytes, reply: str =
     elif kind == b'-NAK': self._nak(sseq, body[4:])
     elif kind == b'+TER': self._term(sseq, dc, body[5:].strip().decode(errors='replace'))
     else:
+        if kind != b'+NXT' and not self.takes_ack(sseq): return     # nothing it can apply: no answer (see `takes_ack`)
         self._ack(sseq, dseq)
         if kind == b'+NXT' and reply: return self.pull(reply, body[4:].strip())
     if reply: self.emit(reply, b'')
     self._deliver()
+
+# %% ../../nbs/2_js/12_consumer.ipynb #9774b896
+@patch
+def takes_ack(self: Consumer, sseq: int) -> bool:
+    "Whether an acknowledgement of stream sequence `sseq` can apply: delivered already (or a flow-controlled push consumer)."
+    return sseq < self.sseq or bool(self.cfg.get('flow_control'))
 
 # %% ../../nbs/2_js/12_consumer.ipynb #3f286b67
 @patch
@@ -541,7 +548,7 @@ def ack_many(self: Consumer, acks: list):
 @patch
 def _ack(self: Consumer, sseq: int, dseq: int, acked: list | None = None):
     "Take one acknowledgement; what it removes from pending is told to retention, or added to `acked` for the caller to tell."
-    if self.ack_none: return
+    if self.ack_none or not self.takes_ack(sseq): return
     tell, acked = acked is None, [] if acked is None else acked
     if self.cfg.get('ack_policy') in ('all', 'flow_control'):      # both ack everything up to the sequence
         if dseq <= self.adflr or sseq <= self.asflr: return
