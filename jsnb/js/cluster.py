@@ -18,7 +18,7 @@ from .js_accounts import SYSTEM_DIRECTIVES
 from .stream import Stream
 from .health import cluster_problems
 from .cluster_stream import StreamReplica
-from .cluster_meta import MetaGroup, RAFT_INFO, js_member
+from .cluster_meta import MetaGroup, RAFT_INFO, js_member, meta_entry, Assign, Addr, Update, Unassign, Scale, MetaSnapshot
 from . import consumer_api as C
 
 log = logging.getLogger('jsnb')
@@ -520,75 +520,93 @@ def _members_changed(self: ClusterMeta):
 
 # %% ../../nbs/2_js/20_cluster.ipynb #6d3699b9
 @patch
-def apply(self: ClusterMeta, idx: int, op: tuple):
-    "Apply committed meta entry `idx` (on the loop, in log order): record it, and act on it unless that was done before a restart."
+def apply(self: ClusterMeta, idx: int, op: list):
+    "Apply committed meta entry `idx` (on the loop, in log order): record it, and act on it (`META_APPLY`) unless that was done before a restart."
     if self.meta.raft is None: return                  # stopped: an entry the group's thread handed over late
-    kind, name, me = op[0], op[1], self.core.server_name
+    e = meta_entry(op)
     size = 64 + sum(len(x) for x in op if isinstance(x, (bytes, str)))
     self.meta.applied, self.meta.log_bytes = idx, self.meta.log_bytes + size
     fresh = idx > self.meta.applied_before
-    if kind == 'snapshot':                        # a compacted log's state (see 'Compacting the meta log')
-        self._install_meta(op[1], fresh)
-    elif kind == 'assign':
-        _, name, cfg, peers, created, reply, hdr, data = op
-        known = name in self.meta.assignments
-        if not known: self.meta.assignments[name] = dict(config=cfg, peers=list(peers), created=created, addrs={})
-        a = self.meta.assignments[name]
-        if me in a['peers']:
-            if fresh: self._create_here(name, a, known, reply, hdr, data)
-            elif name not in self.account.streams:   # a memory stream's replica does not outlive a restart: made again
-                self._local_api(f'$JS.API.STREAM.CREATE.{name}'.encode(), b'', hdr, data, None)
-    elif kind == 'addr':
-        _, name, server, addr = op
-        a = self.meta.assignments.get(name)
-        if a is not None:
-            a['addrs'].setdefault(server, addr)      # the first address recorded stays (one proposed again while rebuilding does not count)
-            if len(a['addrs']) == len(a['peers']) and me in a['peers'] and name not in self.groups: self._start_group(name)
-    elif kind == 'scale':
-        self._apply_scale(name, op, fresh)
-    elif kind == 'grow':
-        self._apply_grow(name, op, fresh)
-    elif kind == 'regroup':
-        self._apply_regroup(name, op, fresh)
-    elif kind == 'move':
-        self._apply_move(name, op, fresh)
-    elif kind == 'remove_server':
-        self._apply_remove_server(op, fresh)
-    elif kind == 'config':
-        if name in self.meta.assignments: self.meta.assignments[name]['config'] = op[2]
-    elif kind == 'unassign':                      # a replica whose group had not applied the delete yet removes it now
-        self.meta.assignments.pop(name, None)
-        g, _ = self.groups.pop(name, None), self.replicas.pop(name, None)
-        if g is not None: g.stop()
-        if fresh and g is not None and (s := self.account.streams.get(name)) is not None: self.account.remove_stream(s)
-    if fresh and kind in ('config', 'unassign') and len(op) > 3 and op[-1] == self.core.server_id and op[-3]:
-        self.account.host.reply(op[-3], op[-2])          # the update or delete asked here is answered now that it is recorded
+    self.META_APPLY[type(e)](self, e, fresh)
     if self.meta.raft is None: return                  # (this server was removed: see `_leave`)
     if fresh: self.meta.raft.mark_applied(os.path.join(self._state_dir, 'applied'), idx)
     self.meta.raft.applied = idx
-    if kind != 'snapshot': self.meta.raft.compact(size)
+    if type(e) is not MetaSnapshot: self.meta.raft.compact(size)
+
+# %% ../../nbs/2_js/20_cluster.ipynb #ebf7ffa5
+@patch
+def _apply_assign(self: ClusterMeta, e: Assign, fresh: bool):
+    "A new stream: every server records it; its servers make their replica (the first answers, see `_create_here`)."
+    known = e.name in self.meta.assignments
+    if not known: self.meta.assignments[e.name] = dict(config=e.config, peers=list(e.peers), created=e.created, addrs={})
+    a = self.meta.assignments[e.name]
+    if self.core.server_name not in a['peers']: return
+    if fresh: self._create_here(e.name, a, known, e.reply, e.hdr, e.data)
+    elif e.name not in self.account.streams:           # a memory stream's replica does not outlive a restart: made again
+        self._local_api(f'$JS.API.STREAM.CREATE.{e.name}'.encode(), b'', e.hdr, e.data, None)
+
+# %% ../../nbs/2_js/20_cluster.ipynb #f781af98
+@patch
+def _apply_addr(self: ClusterMeta, e: Addr, fresh: bool):
+    "A peer's member of a replicated stream's group: the group starts here once every peer's is known."
+    a = self.meta.assignments.get(e.name)
+    if a is None: return
+    a['addrs'].setdefault(e.server, e.addr)            # the first address recorded stays (one proposed again while rebuilding does not count)
+    if len(a['addrs']) == len(a['peers']) and self.core.server_name in a['peers'] and e.name not in self.groups: self._start_group(e.name)
+
+# %% ../../nbs/2_js/20_cluster.ipynb #b769e80f
+@patch
+def _apply_update(self: ClusterMeta, e: Update, fresh: bool):
+    "A stream's configuration after an update (already applied by its replicas); the server that was asked answers now."
+    if e.name in self.meta.assignments: self.meta.assignments[e.name]['config'] = e.config
+    self._answer_recorded(e, fresh)
+
+@patch
+def _apply_unassign(self: ClusterMeta, e: Unassign, fresh: bool):
+    "A stream deleted: a replica whose group had not applied the delete yet removes it now; the server that was asked answers."
+    self.meta.assignments.pop(e.name, None)
+    g, _ = self.groups.pop(e.name, None), self.replicas.pop(e.name, None)
+    if g is not None: g.stop()
+    if fresh and g is not None and (s := self.account.streams.get(e.name)) is not None: self.account.remove_stream(s)
+    self._answer_recorded(e, fresh)
+
+@patch
+def _answer_recorded(self: ClusterMeta, e: Update | Unassign, fresh: bool):
+    "The update or delete asked at this server is answered now that it is recorded."
+    if fresh and e.origin == self.core.server_id and e.reply: self.account.host.reply(e.reply, e.body)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #1f99478c
 @patch
-def _apply_scale(self: ClusterMeta, name: str, op: tuple, fresh: bool):
+def _reassign(self: ClusterMeta, name: str, peers: list, **more) -> list | None:
+    "Stream `name` given the servers `peers` (their group addresses to come) and the fields `more`: the servers it had; None for a stream not assigned."
+    a = self.meta.assignments.get(name)
+    if a is None: return None
+    was = a['peers']
+    a.update(peers=list(peers), addrs={}, **more)
+    return was
+
+@patch
+def _apply_scale(self: ClusterMeta, e: Scale, fresh: bool):
     "A stream scaled down to the servers `peers`: the others drop their replica, every server its group; the consumers run on the one left."
-    _, name, peers, cfg, origin, reply = op
-    a, me = self.meta.assignments.get(name), self.core.server_name
-    if a is None: return
-    was, a['peers'], a['config'], a['addrs'] = a['peers'], list(peers), cfg, {}
+    name, me = e.name, self.core.server_name
+    if (was := self._reassign(name, e.peers, config=e.config)) is None: return
     g = self.groups.pop(name, None)
     if g is not None: g.stop()
     s = self.account.streams.get(name)
     if s is None or not fresh: return
-    if me not in peers:
+    if me not in e.peers:
         if me in was: self.account.remove_stream(s)
         return
     s.group = None                                   # alone now: the stream decides for itself, as on one server
     self._follow_role(name)
     if g is not None and g.consumers.cready is not True: g.consumers.take_over(s)     # the consumers as the log recorded them
-    if origin == self.core.server_id and reply:
+    if e.origin == self.core.server_id and e.reply:
         self.account.api_total += 1
-        self.account.host.reply(reply, json_bytes(dict(type=RT + 'stream_update_response', **self._with_cluster(s.info(cluster=False), name))))
+        self.account.host.reply(e.reply, json_bytes(dict(type=RT + 'stream_update_response', **self._with_cluster(s.info(cluster=False), name))))
+
+# %% ../../nbs/2_js/20_cluster.ipynb #c99194e7
+ClusterMeta.META_APPLY = {Assign: ClusterMeta._apply_assign, Addr: ClusterMeta._apply_addr, Update: ClusterMeta._apply_update,
+                          Unassign: ClusterMeta._apply_unassign, Scale: ClusterMeta._apply_scale}
 
 # %% ../../nbs/2_js/20_cluster.ipynb #182ca4e9
 @patch
@@ -608,13 +626,13 @@ def _create_here(self: ClusterMeta, name: str, a: dict, known: bool, reply: byte
     if known or len(a['peers']) == 1:                # one server, or a second create of the name: answered as on one server
         if not first: return
         resp = self._local_api(subject, reply, hdr, data, None)
-        if not known and (resp is None or 'error' in resp): self.meta.propose(('unassign', name))
+        if not known and (resp is None or 'error' in resp): self.meta.propose(Unassign(name))
         elif not known: self.stamp_created(name)
         return
     resp = self._local_api(subject, b'', hdr, data, None)
     if resp is None or 'error' in resp:             # every peer refuses it alike: the first one answers
         if first:
-            self.account.host.reply(reply, json_bytes(resp)); self.meta.propose(('unassign', name))
+            self.account.host.reply(reply, json_bytes(resp)); self.meta.propose(Unassign(name))
         return
     self.stamp_created(name)
     if reply: self._replies[name] = (reply, 'stream_create_response')     # the peer that leads the new group answers
@@ -624,7 +642,7 @@ def _create_here(self: ClusterMeta, name: str, a: dict, known: bool, reply: byte
 @patch
 def propose_addr(self: ClusterMeta, name: str):
     "Put this server's member of stream `name`'s group (a new one: a fresh tag) in the meta log."
-    self.meta.propose(('addr', name, self.core.server_name, member_id(self.core.server_name, secrets.token_hex(6))))
+    self.meta.propose(Addr(name, self.core.server_name, member_id(self.core.server_name, secrets.token_hex(6))))
 
 # %% ../../nbs/2_js/20_cluster.ipynb #df58f85f
 REMOVED = 'removed'          # in a server's meta state directory: this server was taken out of the meta group

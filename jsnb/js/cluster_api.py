@@ -21,7 +21,7 @@ from .stream_config import stream_config_for_create, subjects_overlap
 from . import stream_api as S
 import msgpack
 from .cluster import ClusterMeta, peer_id, LEADER_READ
-from .cluster_meta import misfit
+from .cluster_meta import misfit, Assign, Update, Unassign, Grow, Move, RemoveServer
 from .cluster_raft import RaftGroup
 
 log = logging.getLogger('jsnb')
@@ -178,8 +178,8 @@ def _answer_here(self: ClusterApi, verb, name, subject, reply, hdr, data, src, o
     if not later or resp is None: return
     body = json_bytes(resp)
     if 'error' in resp: return self.account.host.reply(reply, body) if reply else None
-    change = ('unassign', name) if verb == 'STREAM.DELETE' else ('config', name, resp['config'])
-    self.meta.propose(change + (reply, body, self.core.server_id))
+    me = self.core.server_id
+    self.meta.propose(Unassign(name, reply, body, me) if verb == 'STREAM.DELETE' else Update(name, resp['config'], reply, body, me))
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #e52de474
 def _wanted_replicas(hdr: int, data: bytes) -> int | None:
@@ -200,7 +200,7 @@ def _scale_down(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #ba2da1d5
 @patch
 def _scale_up(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    "`num_replicas` up from 1, on the stream's server: the update is applied here, then a `grow` entry in the meta log gives the stream more servers; the group's leader answers once the new replicas hold what this one held."
+    "`num_replicas` up from 1, on the stream's server: the update is applied here, then a `Grow` entry in the meta log gives the stream more servers; the group's leader answers once the new replicas hold what this one held."
     r, n = ROUTES['STREAM.UPDATE'], _wanted_replicas(hdr, data)
     try:
         if n > len(self.meta.members): raise JSClusterNoPeersErrF(err='no suitable peers for placement')
@@ -211,7 +211,7 @@ def _scale_up(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: in
     resp = self._local_api(subject, b'', hdr, data, src, name)
     if resp is None: return
     if 'error' in resp: return self.account.host.reply(reply, json_bytes(resp)) if reply else None
-    self.meta.propose(('grow', name, peers, resp['config'], self.core.server_id, reply))
+    self.meta.propose(Grow(name, peers, resp['config'], self.core.server_id, reply))
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #e1aa5112
 @patch
@@ -251,7 +251,7 @@ def _peer_remove(self: ClusterApi, name: str, g, reply: bytes, hdr: int, data: b
     if g is not None: return g.propose(('regroup', peers, a['config'], reply, self.core.server_id, rtype))
     s = self.account.streams.get(name) if gone == self.core.server_name else None
     durables = [(c.name, c.cfg) for c in s.consumers.values() if c.cfg.get('durable_name')] if s is not None else []
-    self.meta.propose(('move', name, peers[0], durables, self.core.server_id, reply))
+    self.meta.propose(Move(name, peers[0], durables, self.core.server_id, reply))
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #8de81ebe
 @patch
@@ -433,7 +433,7 @@ def _propose_create(self: ClusterApi, name: str, subject: bytes, reply: bytes, h
     except JSApiError as e: return self._refuse(reply, r.rtype, e, r.error_extra)
     sent = []
     def propose():
-        if not sent: sent.append(1); self.meta.propose(('assign', name, cfg, peers, time.time_ns(), reply, hdr, data))
+        if not sent: sent.append(1); self.meta.propose(Assign(name, cfg, peers, time.time_ns(), reply, hdr, data))
     self.core.cluster.flush(propose)                  # see below: the client's inbox first, then the log
     asyncio.get_running_loop().call_later(1.0, propose)   # (a server that is gone does not answer the PING)
 
@@ -575,7 +575,7 @@ def _server_remove(self: ClusterApi, reply: bytes, body: bytes, tries: int = 0):
         if tries < 60: return asyncio.get_running_loop().call_later(0.05, self._server_remove, reply, body, tries + 1)
         return self._refuse(reply, rtype, JSClusterNoPeersErrF(err='no member is caught up to take over'), answer=self._sys_answer)
     self.removing = (self.meta.members[addr], reply, time.monotonic() + 30)   # (in flight for 30 s at most: a lost proposal)
-    self.meta.propose(('remove_server', self.meta.members[addr], addr, self.core.server_id, reply))
+    self.meta.propose(RemoveServer(self.meta.members[addr], addr, self.core.server_id, reply))
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #0fe01d7a
 @patch

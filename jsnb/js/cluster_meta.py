@@ -5,11 +5,14 @@
 # %% ../../nbs/2_js/20e_meta_group.ipynb #e5e3d515
 from __future__ import annotations
 import random, time
+from typing import NamedTuple
 from fastcore.basics import patch
+from .raft import record, as_list, from_list
 from .errors import JSClusterNoPeersErrF
 
 # %% auto #0
-__all__ = ['RAFT_INFO', 'LOST_QUORUM', 'js_member', 'MetaGroup', 'misfit']
+__all__ = ['RAFT_INFO', 'LOST_QUORUM', 'TAGS', 'js_member', 'MetaGroup', 'Assign', 'Addr', 'Update', 'Unassign', 'Scale', 'Grow',
+           'Regroup', 'Move', 'RemoveServer', 'MetaSnapshot', 'meta_entry', 'misfit']
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #6aa65142
 RAFT_INFO = 'jsnb_js'        # the route INFO field that carries the meta member of a jsnb server with JetStream
@@ -44,7 +47,9 @@ def stop(self: MetaGroup):
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #2bb1856f
 @patch
-def propose(self: MetaGroup, op): self.raft.propose(op)
+def propose(self: MetaGroup, e):
+    "Put meta entry `e` (a record, see 'The meta log's entries') in the group's log."
+    self.raft.propose(as_list(e))
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #c2fc0f8d
 @patch
@@ -75,6 +80,69 @@ def state(self: MetaGroup) -> dict:
     if any(len(a['peers']) > 1 and len(a['addrs']) < len(a['peers']) for a in list(self.assignments.values())):
         raise RuntimeError('a stream is moving to other servers')     # (PySyncObj tries again later)
     return {'assignments': self.assignments, 'members': dict(self.members)}
+
+# %% ../../nbs/2_js/20e_meta_group.ipynb #51ae6a85
+@record
+class Assign(NamedTuple):
+    "A new stream `name` on the servers `peers`; the create request (`reply`, `hdr`, `data`) is answered by its first server."
+    name: str; config: dict; peers: list; created: int; reply: bytes; hdr: int; data: bytes
+
+@record
+class Addr(NamedTuple):
+    "Server `server`'s member id `addr` in stream `name`'s Raft group."
+    name: str; server: str; addr: str
+
+@record
+class Update(NamedTuple):
+    "Stream `name`'s configuration is now `config`; the update's answer `body` goes to `reply` from server `origin`."
+    name: str; config: dict; reply: bytes = b''; body: bytes = b''; origin: str = ''
+
+@record
+class Unassign(NamedTuple):
+    "Stream `name` is gone; the delete's answer `body` goes to `reply` from server `origin` (none for a refused create)."
+    name: str; reply: bytes = b''; body: bytes = b''; origin: str = ''
+
+# %% ../../nbs/2_js/20e_meta_group.ipynb #daeeaf60
+@record
+class Scale(NamedTuple):
+    "Stream `name` scaled down to the servers `peers` (one) with configuration `config`; `origin` answers `reply`."
+    name: str; peers: list; config: dict; origin: str; reply: bytes
+
+@record
+class Grow(NamedTuple):
+    "Stream `name` of one server given the servers `peers` (its server first) with configuration `config`; `origin` answers `reply`."
+    name: str; peers: list; config: dict; origin: str; reply: bytes
+
+@record
+class Regroup(NamedTuple):
+    "Stream `name`'s group moved to the servers `peers`, filled from server `seed`; `origin` answers `reply` with a `rtype` response."
+    name: str; peers: list; config: dict; origin: str; reply: bytes; rtype: str; seed: str
+
+@record
+class Move(NamedTuple):
+    "Stream `name` of one replica started again, empty, on server `to`, with the durable consumers `durables` ([name, config])."
+    name: str; to: str; durables: list; origin: str; reply: bytes
+
+@record
+class RemoveServer(NamedTuple):
+    "Server `server` (meta member `addr`) taken out of the meta group; `origin` answers `reply`."
+    server: str; addr: str; origin: str; reply: bytes
+
+@record
+class MetaSnapshot(NamedTuple):
+    "The meta state a compacted log starts from (`MetaGroup.state`)."
+    state: dict
+
+# %% ../../nbs/2_js/20e_meta_group.ipynb #16dc7c23
+TAGS = {'snapshot': MetaSnapshot, 'assign': Assign, 'addr': Addr, 'config': Update, 'unassign': Unassign, 'scale': Scale,
+        'grow': Grow, 'regroup': Regroup, 'move': Move, 'remove_server': RemoveServer}   # the tags of the lists before records
+
+def meta_entry(op: list):
+    "The record a committed meta entry holds: `as_list`'s form, or a tagged list (see `TAGS`); ValueError for anything else."
+    cls = TAGS.get(op[0]) if op and type(op[0]) is str else None
+    if cls is None: return from_list(op)
+    try: return cls(*op[1:])
+    except TypeError: raise ValueError(f'not a meta entry: {op[:1]!r}') from None
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #be811462
 def misfit(want: list, have: set) -> str | None:

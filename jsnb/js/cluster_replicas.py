@@ -21,7 +21,8 @@ from . import consumer_api as C
 from .cluster_advisories import Advisor
 from .cluster_stream import DECISIONS, alone
 import msgpack
-from .cluster import group_name, read_saved, CONSUMER_SYNC, SYNC_CHANNEL, ANSWER_CHANNEL
+from .cluster import ClusterMeta, group_name, read_saved, CONSUMER_SYNC, SYNC_CHANNEL, ANSWER_CHANNEL
+from .cluster_meta import Scale, Grow, Regroup, Move, RemoveServer, MetaSnapshot
 from .cluster_raft import RaftGroup, seal, unseal
 from .cluster_api import ClusterApi, api_verb
 from .errors import JSApiError, JSRaftGeneralErrF
@@ -103,7 +104,7 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
     elif op[0] == 'scale':                           # every replica holds the same messages from here on: none takes more
         _, cfg, reply, origin = op
         g.closing = True
-        if origin == me: self.meta.propose(('scale', name, [self.core.server_name], cfg, me, reply))
+        if origin == me: self.meta.propose(Scale(name, [self.core.server_name], cfg, me, reply))
     elif op[0] == 'regroup':                         # the group moves to other servers: none takes more from here
         _, peers, cfg, reply, origin, rtype = op
         if g.closing: return                         # (one proposed again by `_regroup_until_done` that also came through)
@@ -111,7 +112,7 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
         if origin == me:
             was = self.meta.assignments[name]['peers']
             seed = next(p for p in [self.core.server_name] + was if p in peers)    # this server if it stays, else a staying one
-            self.meta.propose(('regroup', name, list(peers), cfg, origin, reply, rtype, seed))
+            self.meta.propose(Regroup(name, list(peers), cfg, origin, reply, rtype, seed))
             if rtype == 'stream_remove_peer_response' and reply:
                 self.account.api_total += 1
                 self.account.host.reply(reply, json_bytes(dict(type=RT + rtype, success=True)))
@@ -207,22 +208,20 @@ def _drop_journal(base: str):
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #6880c1ee
 @patch
-def _apply_grow(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
+def _apply_grow(self: ClusteredJetStream, e: Grow, fresh: bool):
     "A stream of one server given more servers: each new one makes an empty replica; every one proposes its group address (the group starts once all are known) and the first seeds it."
-    _, name, peers, cfg, origin, reply = op
-    a, me = self.meta.assignments.get(name), self.core.server_name
-    if a is None: return
-    a['peers'], a['config'], a['addrs'], a['seed'] = list(peers), cfg, {}, peers[0]
-    if me not in peers: return
+    name, peers, cfg, me = e.name, e.peers, e.config, self.core.server_name
+    if self._reassign(name, peers, config=cfg, seed=peers[0]) is None or me not in peers: return
     s = self.account.streams.get(name)
     if not fresh:                                    # a replay: a memory replica is made again, the log refills it
         if s is None: self._make_replica(name, cfg)
         return
-    base = os.path.join(self._state_dir, 'streams', group_name(name, len(peers), cfg.get('storage', 'file'), a['created']))
+    created = self.meta.assignments[name]['created']
+    base = os.path.join(self._state_dir, 'streams', group_name(name, len(peers), cfg.get('storage', 'file'), created))
     _drop_journal(base)                              # of a group of that name before (scaled down, then up)
     if s is None: self._make_replica(name, cfg)
     else: s.stop(); s.start()                        # its messages now go through the group (see `_share`)
-    if reply: self._replies[name] = (reply, 'stream_update_response')
+    if e.reply: self._replies[name] = (e.reply, 'stream_update_response')
     self.propose_addr(name)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #44595b5d
@@ -273,14 +272,12 @@ def _advance(store, to: int):
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #c000d7ea
 @patch
-def _apply_regroup(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
+def _apply_regroup(self: ClusteredJetStream, e: Regroup, fresh: bool):
     """A replicated stream moved to other servers (`num_replicas` changed, a peer removed): once this server's group
     has applied the `regroup` entry (at most `REGROUP_WAIT` seconds), it leaves the old group; a server no longer a peer
     drops its replica, a new one makes an empty one, and every peer joins the new group, which the seeding server fills."""
-    _, name, peers, cfg, origin, reply, rtype, seed = op
-    a, me = self.meta.assignments.get(name), self.core.server_name
-    if a is None: return
-    was, a['peers'], a['config'], a['addrs'], a['seed'] = a['peers'], list(peers), cfg, {}, seed
+    name, peers, cfg, me = e.name, e.peers, e.config, self.core.server_name
+    if (was := self._reassign(name, peers, config=cfg, seed=e.seed)) is None: return
     g = self.groups.get(name)
     raft = g.raft if g is not None else None         # the run of the group that leaves
     if not fresh:                                    # a replay: the old group (started by its replayed addresses) goes
@@ -288,7 +285,7 @@ def _apply_regroup(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
         if me in peers and name not in self.account.streams:
             self._make_replica(name, cfg)
         return
-    storage, created = cfg.get('storage', 'file'), a['created']
+    storage, created = cfg.get('storage', 'file'), self.meta.assignments[name]['created']
     bases = {os.path.join(self._state_dir, 'streams', group_name(name, n, storage, created)) for n in (len(was), len(peers))}
     def switch(waited: float = 0.0):
         if g is not None and g.raft is raft and not g.closing and waited < REGROUP_WAIT:
@@ -308,7 +305,7 @@ def _apply_regroup(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
             if moved: s.stop()
             s.apply(Configure(cfg))
             if moved: s.start()
-        if reply and rtype == 'stream_update_response': self._replies[name] = (reply, rtype)
+        if e.reply and e.rtype == 'stream_update_response': self._replies[name] = (e.reply, e.rtype)
         self.propose_addr(name)
     switch()
 
@@ -316,29 +313,26 @@ REGROUP_WAIT = 5.0           # seconds a replica waits to apply its group's `reg
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #6ff47cfc
 @patch
-def _apply_move(self: ClusteredJetStream, name: str, op: tuple, fresh: bool):
+def _apply_move(self: ClusteredJetStream, e: Move, fresh: bool):
     "A stream of one replica moved to server `to`: made there, empty, with the durable consumers listed; the server it left drops it."
-    _, name, to, durables, origin, reply = op
-    a, me = self.meta.assignments.get(name), self.core.server_name
-    if a is None: return
-    was, a['peers'], a['addrs'] = a['peers'], [to], {}
+    name, to, me = e.name, e.to, self.core.server_name
+    if (was := self._reassign(name, [to])) is None: return
     s = self.account.streams.get(name)
     if me == to and s is None:                       # (on a replay too: a memory stream is made again)
-        self._make_replica(name, a['config'])
-        for cname, cfg in durables if fresh else ():
+        self._make_replica(name, self.meta.assignments[name]['config'])
+        for cname, cfg in e.durables if fresh else ():
             self._local_api(f'$JS.API.CONSUMER.DURABLE.CREATE.{name}.{cname}'.encode(), b'', 0,
                             json_bytes(dict(stream_name=name, config=cfg)), None)
     elif me != to and me in was and s is not None: self.account.remove_stream(s)
-    if fresh and origin == self.core.server_id and reply:
+    if fresh and e.origin == self.core.server_id and e.reply:
         self.account.api_total += 1
-        self.account.host.reply(reply, json_bytes(dict(type=RT + 'stream_remove_peer_response', success=True)))
+        self.account.host.reply(e.reply, json_bytes(dict(type=RT + 'stream_remove_peer_response', success=True)))
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #031ad428
 @patch
-def _apply_remove_server(self: ClusteredJetStream, op: tuple, fresh: bool):
+def _apply_remove_server(self: ClusteredJetStream, e: RemoveServer, fresh: bool):
     "Server `name` left the meta group: every server forgets it, it stops its JetStream, its streams go on without it."
-    _, name, addr, origin, reply = op
-    me = self.core.server_name
+    name, addr, me = e.server, e.addr, self.core.server_name
     self.meta.members.pop(addr, None); self._members_changed()
     if name == me:
         if fresh: asyncio.get_running_loop().call_soon(self._leave)
@@ -352,14 +346,14 @@ def _apply_remove_server(self: ClusteredJetStream, op: tuple, fresh: bool):
             if not lead: continue
             try: to = self.meta.placed(placement, 1, [], (name,))[0]
             except JSApiError: log.warning("JetStream cluster could not move stream '$G > %s' off the removed server", sname); continue
-            self.meta.propose(('move', sname, to, [], self.core.server_id, b''))
+            self.meta.propose(Move(sname, to, [], self.core.server_id, b''))
             continue
         if rest[0] != me or sname not in self.groups: continue
         try: peers = self.meta.placed(placement, len(a['peers']), rest, (name,))
         except JSApiError:
             log.warning("JetStream cluster could not replace peer for stream '$G > %s'", sname); peers = rest
         self._regroup_until_done(sname, name, ('regroup', peers, a['config'], b'', self.core.server_id, 'stream_remove_peer_response'))
-    if lead: self._out_of_raft(addr, reply if origin == self.core.server_id else b'')   # (a new leader finishes an old one's)
+    if lead: self._out_of_raft(addr, e.reply if e.origin == self.core.server_id else b'')   # (a new leader finishes an old one's)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #237c8c3b
 @patch
@@ -374,7 +368,7 @@ def _regroup_until_done(self: ClusteredJetStream, sname: str, gone: str, op: tup
     if tries == 3:
         _, peers, cfg, reply, origin, rtype = op
         log.warning("JetStream cluster stream '$G > %s' has no majority without removed server %s: moved through the meta log", sname, gone)
-        return self.meta.propose(('regroup', sname, list(peers), cfg, origin, reply, rtype, self.core.server_name))
+        return self.meta.propose(Regroup(sname, list(peers), cfg, origin, reply, rtype, self.core.server_name))
     g.propose(op)
     asyncio.get_running_loop().call_later(1.0, self._regroup_until_done, sname, gone, op, tries + 1)
 
@@ -398,12 +392,12 @@ def _out_of_raft(self: ClusteredJetStream, addr: str, reply: bytes, tries: int =
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #8f40bc6a
 @patch
-def _install_meta(self: ClusteredJetStream, extra: dict, fresh: bool):
+def _install_meta(self: ClusteredJetStream, e: MetaSnapshot, fresh: bool):
     """The meta state of a compacted log (see 'Compacting the meta log' in the meta group's page): a restarted server's
     own, or (`fresh`) the leader's for entries this server missed. The streams it no longer has a part in go (`fresh`
     only: at a restart its store is as the entries left it), a group whose servers or creation changed starts again,
     and the streams it is a peer of are made where missing and their groups started."""
-    me, old = self.core.server_name, self.meta.assignments
+    me, old, extra = self.core.server_name, self.meta.assignments, e.state
     if 'members' in extra and extra['members'] != self.meta.members:     # servers were removed meanwhile (`SERVER.REMOVE`)
         self.meta.members.clear(); self.meta.members.update(extra['members']); self._members_changed()
         if fresh and me not in self.meta.members.values(): return asyncio.get_running_loop().call_soon(self._leave)
@@ -419,6 +413,11 @@ def _install_meta(self: ClusteredJetStream, extra: dict, fresh: bool):
         if name not in self.account.streams: self._make_replica(name, a['config'])
         if len(a['peers']) > 1 and len(a['addrs']) == len(a['peers']) and name not in self.groups: self._start_group(name)
     self.meta.raft.release()                              # (a member that installed a snapshot stands for elections again)
+
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #dd67e4ae
+ClusteredJetStream.META_APPLY = ClusterMeta.META_APPLY | {
+    Grow: ClusteredJetStream._apply_grow, Regroup: ClusteredJetStream._apply_regroup, Move: ClusteredJetStream._apply_move,
+    RemoveServer: ClusteredJetStream._apply_remove_server, MetaSnapshot: ClusteredJetStream._install_meta}
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #cad9d8e2
 @patch

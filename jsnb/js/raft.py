@@ -16,9 +16,9 @@ socket.inet_ntop = _inet_ntop     # PySyncObj 0.3.17 replaces it with a Windows-
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'RECORDS', 'MAX_FRAME', 'FRAME', 'TICK', 'CAMPAIGN', 'record', 'pack', 'plain_value', 'unpack', 'wire_command',
-           'local_command', 'encode_message', 'decode_message', 'Bus', 'frames', 'BusTransport', 'RaftLoop', 'RaftNode',
-           'LoopbackBus']
+__all__ = ['log', 'RECORDS', 'MAX_FRAME', 'FRAME', 'TICK', 'CAMPAIGN', 'record', 'pack', 'as_list', 'plain_value', 'unpack',
+           'from_list', 'wire_command', 'local_command', 'encode_message', 'decode_message', 'Bus', 'frames',
+           'BusTransport', 'RaftLoop', 'RaftNode', 'LoopbackBus']
 
 # %% ../../nbs/2_js/20_raft.ipynb #c947015d
 RECORDS: dict[str, type] = {}
@@ -31,7 +31,11 @@ def record(cls: type) -> type:
 
 def pack(rec) -> bytes:
     "A record as the bytes a log entry holds."
-    return msgpack.packb([type(rec).__name__, *rec], use_bin_type=True, default=plain_value)
+    return msgpack.packb(as_list(rec), use_bin_type=True, default=plain_value)
+
+def as_list(rec) -> list:
+    "A record as plain values, its name then its fields: what `pack` writes, and how a record travels inside another."
+    return [type(rec).__name__, *rec]
 
 def plain_value(o):
     "A numpy number (what a store's columns hand out) as the Python number it holds; anything else is refused."
@@ -40,11 +44,16 @@ def plain_value(o):
 
 def unpack(data: bytes):
     "The record `pack` made; ValueError for anything else."
-    try: kind, *fields = msgpack.unpackb(data, raw=False, strict_map_key=True)
+    try: v = msgpack.unpackb(data, raw=False, strict_map_key=True)
     except Exception as e: raise ValueError(f'not a record: {e}') from None
-    cls = RECORDS.get(kind)
-    if cls is None or len(fields) != len(cls._fields): raise ValueError(f'not a record: {kind!r}')
-    return cls(*fields)
+    return from_list(v)
+
+def from_list(v: list):
+    "The record `as_list` made; ValueError for anything else."
+    kind = v[0] if isinstance(v, (list, tuple)) and v else None
+    cls = RECORDS.get(kind) if type(kind) is str else None
+    if cls is None or len(v) - 1 != len(cls._fields): raise ValueError(f'not a record: {kind!r}')
+    return cls(*v[1:])
 
 # %% ../../nbs/2_js/20_raft.ipynb #f7cce553
 _REGULAR, _NO_OP, _MEMBERSHIP, _VERSION = 0, 1, 2, 3
