@@ -4,12 +4,13 @@
 
 # %% ../../nbs/2_js/20_cluster.ipynb #ad028825
 from __future__ import annotations
-import asyncio, hashlib, logging, os, secrets, struct, time
+import asyncio, hashlib, logging, os, secrets, time
 from functools import partial
 import msgpack, orjson
 from fastcore.basics import patch
 from .raft import RaftLoop
 from .cluster_raft import RaftGroup, META_COMPACT_BYTES
+from .route_bus import RouteBus, member_id
 from ..nats.protocol import text
 from .host import json_bytes, event_id, CoreHost
 from ..nats.times import rfc3339
@@ -24,9 +25,9 @@ from . import consumer_api as C
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'RAFT_CHANNEL', 'RAFT_META', 'SETTLE', 'API_CHANNEL', 'SYNC_CHANNEL', 'ANSWER_CHANNEL', 'CONSUMER_SYNC',
-           'LEADER_READ', 'REMOVED', 'short_hash', 'peer_id', 'group_name', 'read_saved', 'member_id', 'server_of',
-           'RouteBus', 'ClusterMeta', 'ClusterHost', 'relay_jetstream']
+__all__ = ['log', 'RAFT_META', 'SETTLE', 'API_CHANNEL', 'SYNC_CHANNEL', 'ANSWER_CHANNEL', 'CONSUMER_SYNC', 'LEADER_READ',
+           'REMOVED', 'short_hash', 'peer_id', 'group_name', 'read_saved', 'ClusterMeta', 'ClusterHost',
+           'relay_jetstream']
 
 # %% ../../nbs/2_js/20_cluster.ipynb #011b349e
 _DIGITS = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
@@ -55,74 +56,6 @@ def read_saved(path: str) -> str:
 # %% ../../nbs/2_js/20_cluster.ipynb #9143212c
 def _write(path: str, s: str):
     with open(path, 'w') as f: f.write(s)
-
-# %% ../../nbs/2_js/20_cluster.ipynb #bad7dd4e
-RAFT_CHANNEL = b'raft'       # the peer channel's name for Raft frames
-
-def member_id(server: str, tag: str) -> str: return f'{server}/{tag}'
-
-# %% ../../nbs/2_js/20_cluster.ipynb #8206b7da
-def server_of(member: str) -> str: return member.rpartition('/')[0]
-
-# %% ../../nbs/2_js/20_cluster.ipynb #d9644081
-def _raft_frame(to: str, frm: str, data: bytes) -> bytes:
-    "A Raft frame for member `to` from member `frm`: both ids, then the frame."
-    t, f = to.encode(), frm.encode()
-    return struct.pack('!HH', len(t), len(f)) + t + f + data
-
-# %% ../../nbs/2_js/20_cluster.ipynb #1785be11
-def _raft_unframe(b: bytes) -> tuple[str, str, bytes]:
-    "`(to, frm, data)` from what `_raft_frame` made; ValueError for anything else."
-    if len(b) < 4: raise ValueError('short frame')
-    lt, lf = struct.unpack_from('!HH', b)
-    if len(b) < 4 + lt + lf: raise ValueError('short frame')
-    return b[4:4 + lt].decode(), b[4 + lt:4 + lt + lf].decode(), b[4 + lt + lf:]
-
-# %% ../../nbs/2_js/20_cluster.ipynb #760cb935
-class RouteBus:
-    "The `Bus` of this server's Raft members: frames to another server's members go over the routes' peer channel."
-    def __init__(self, peers):
-        self.peers, self.members = peers, {}
-        peers.handle(RAFT_CHANNEL, self._inbound); peers.watchers.append(self._link)
-
-    def view(self, me: str) -> _MemberBus: return _MemberBus(self, me)
-
-    def join(self, node):
-        "Member `node` of some group runs here now: it hears from its peers, and of the ones reachable."
-        self.members[node.selfNode.id] = node
-        for peer in list(node.transport.nodes): node.link(peer, self.peers.up(server_of(peer)))
-
-    def leave(self, me: str): self.members.pop(me, None)
-
-    def close(self):
-        self.peers.handle(RAFT_CHANNEL, None)
-        if self._link in self.peers.watchers: self.peers.watchers.remove(self._link)
-
-# %% ../../nbs/2_js/20_cluster.ipynb #cd3caae5
-class _MemberBus:
-    "The bus as member `me` sees it."
-    def __init__(self, bus: RouteBus, me: str): self.bus, self.me = bus, me
-    def up(self, peer: str) -> bool: return self.bus.peers.up(server_of(peer))
-    def send(self, peer: str, data: bytes) -> bool:
-        return self.bus.peers.send(server_of(peer), RAFT_CHANNEL, _raft_frame(peer, self.me, data))
-
-# %% ../../nbs/2_js/20_cluster.ipynb #5a0f441d
-@patch
-def _inbound(self: RouteBus, server: str, data: bytes):
-    "A Raft frame from `server`: to the member it is for, when it runs here and the sender is one of that server's."
-    try: to, frm, body = _raft_unframe(data)
-    except (ValueError, UnicodeDecodeError) as e: return log.warning('Raft: a frame from %s refused: %s', server, e)
-    if server_of(frm) != server: return log.warning('Raft: a frame from %s names member %s of another server: dropped', server, frm)
-    node = self.members.get(to)
-    if node is not None: node.receive(frm, body)
-
-# %% ../../nbs/2_js/20_cluster.ipynb #af7d6e79
-@patch
-def _link(self: RouteBus, server: str, up: bool):
-    "The route to `server` came or went: so did its members, for every member here."
-    for node in list(self.members.values()):
-        for peer in list(node.transport.nodes):
-            if server_of(peer) == server: node.link(peer, up)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #60ca9feb
 RAFT_META = 'jsnb_meta'      # the route INFO field that carries the members of a server's meta group, once formed
