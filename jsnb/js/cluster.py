@@ -14,7 +14,7 @@ from .route_bus import RouteBus, member_id
 from ..nats.protocol import text
 from .host import json_bytes, event_id, CoreHost
 from ..nats.times import rfc3339
-from .api import JetStream, RT, API_SUBJECTS, map_domain
+from .api import JetStream, RT, API_SUBJECTS
 from .js_accounts import SYSTEM_DIRECTIVES
 from .stream import Stream
 from .health import cluster_problems

@@ -475,7 +475,7 @@ def _gather(self: ClusterApi, req: dict, reply: bytes, timeout: float = 2.0):
     f = req.get('subject') or ''
     names = sorted(n for n, x in self.meta.assignments.items() if not f or subjects_overlap(x['config'].get('subjects') or [], [f]))
     offset = min(max(req['offset'], 0), len(names))
-    page, got, core, open_ = names[offset:offset + 256], {}, self.core, [True]
+    page, got, open_ = names[offset:offset + 256], {}, [True]
     def finish():
         if not open_[0]: return
         open_[0] = False

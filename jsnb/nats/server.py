@@ -13,7 +13,6 @@ from .auth import startup_checks, check_in_background
 from .jwt import serve_user_info
 from .accounts import global_account_only
 from .tls import tls_accept, tls_context
-from .protocol import encode_err
 from .websocket import start_websocket, check_websocket
 from fastcore.basics import patch
 
