@@ -23,6 +23,7 @@ import msgpack
 from .cluster import ClusterMeta, peer_id, LEADER_READ
 from .cluster_meta import misfit, Assign, Update, Unassign, Grow, Move, RemoveServer
 from .cluster_raft import RaftGroup
+from .cluster_stream import ScaleDown, GroupMove, ApiRequest
 
 log = logging.getLogger('jsnb')
 
@@ -133,7 +134,7 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         return again() if g.is_leader() else self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
     if verb.startswith('CONSUMER.'): return self._consumer_api(verb, name, g, subject, reply, hdr, data, src, rtype, extra)
     if verb == 'STREAM.SNAPSHOT': return self._refuse(reply, rtype, not_yet('a snapshot of a replicated stream'), extra)
-    if verb in _CHANGES: return g.propose(('api', subject, reply, hdr, data, self.core.server_id))
+    if verb in _CHANGES: return g.propose(ApiRequest(subject, reply, hdr, data, self.core.server_id))
     self._local_api(subject, reply, hdr, data, src, name)
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #08fdadf2
@@ -195,7 +196,7 @@ def _scale_down(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: 
     resp = self._local_api(subject, b'', hdr, data, src, name)
     if resp is None: return
     if 'error' in resp: return self.account.host.reply(reply, json_bytes(resp)) if reply else None
-    self.groups[name].propose(('scale', resp['config'], reply, self.core.server_id))   # first through the stream's own log
+    self.groups[name].propose(ScaleDown(resp['config'], reply, self.core.server_id))   # first through the stream's own log
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #ba2da1d5
 @patch
@@ -227,7 +228,7 @@ def _regroup_update(self: ClusterApi, name: str, g, want: int, subject: bytes, r
     resp = self._local_api(subject, b'', hdr, data, src, name)
     if resp is None: return
     if 'error' in resp: return self.account.host.reply(reply, json_bytes(resp)) if reply else None
-    g.propose(('regroup', peers, resp['config'], reply, self.core.server_id, 'stream_update_response'))
+    g.propose(GroupMove(peers, resp['config'], reply, self.core.server_id, 'stream_update_response'))
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #d47ee161
 @patch
@@ -248,7 +249,7 @@ def _peer_remove(self: ClusterApi, name: str, g, reply: bytes, hdr: int, data: b
         try: peers = self.meta.placed(a['config'].get('placement'), len(a['peers']), [p for p in a['peers'] if p != gone], (gone,))
         except JSApiError: raise JSPeerRemapErr() from None
     except JSApiError as e: return self._refuse(reply, rtype, e)
-    if g is not None: return g.propose(('regroup', peers, a['config'], reply, self.core.server_id, rtype))
+    if g is not None: return g.propose(GroupMove(peers, a['config'], reply, self.core.server_id, rtype))
     s = self.account.streams.get(name) if gone == self.core.server_name else None
     durables = [(c.name, c.cfg) for c in s.consumers.values() if c.cfg.get('durable_name')] if s is not None else []
     self.meta.propose(Move(name, peers[0], durables, self.core.server_id, reply))

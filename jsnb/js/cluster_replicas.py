@@ -19,7 +19,8 @@ from .batch import AtomicBatch
 from .store import StoreMsg
 from . import consumer_api as C
 from .cluster_advisories import Advisor
-from .cluster_stream import DECISIONS, alone
+from .cluster_stream import (DECISIONS, alone, stream_entry, Msgs, BatchCommit, Decide, Copies, Seed, Seeded,
+                                     ScaleDown, GroupMove, ApiRequest, ConsumerState, ConsumerDelete, Barrier, StreamSnapshot)
 import msgpack
 from .cluster import ClusterMeta, group_name, read_saved, CONSUMER_SYNC, SYNC_CHANNEL, ANSWER_CHANNEL
 from .cluster_meta import Scale, Grow, Regroup, Move, RemoveServer, MetaSnapshot
@@ -30,7 +31,7 @@ from .errors import JSApiError, JSRaftGeneralErrF
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'SEED_CHUNK', 'REGROUP_WAIT', 'ClusteredJetStream']
+__all__ = ['log', 'EVERY_RUN', 'COPY_APPLY', 'SEED_CHUNK', 'REGROUP_WAIT', 'ClusteredJetStream']
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #b2d0f3a1
 class ClusteredJetStream(ClusterApi):
@@ -83,59 +84,95 @@ def _answer_created(self: ClusteredJetStream, name: str, tries: int):
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #cad214cc
 @patch
-def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: tuple):
-    "Apply committed entry `idx` of stream `name`'s group on this replica: a message, or a request that changes the stream."
+def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: list):
+    "Apply committed entry `idx` of stream `name`'s group on this replica, by its record's type: `EVERY_RUN`, then (not on a replay) `STREAM_APPLY`."
     g = self.groups.get(name)
     if g is None: return
-    s = self.account.streams.get(name)
-    if op[0] == 'snapshot': return self._install(g, name, idx, op[1])                           # see 'Compaction and catch-up'
-    if op[0] in ('cstate', 'cdel', 'cbarrier'):      # a consumer's latest state: applied again on a replay
-        g.consumers.apply(idx, op); return g.raft.compact(256)
-    if op[0] == 'seeded': g.seeded = True             # (on a replay too) the grown stream takes messages from here on
+    e = stream_entry(op)
+    if (again := EVERY_RUN.get(type(e))) is not None and again(self, g, idx, e): return
     if idx <= g.raft.applied_before: return
     g.raft.applied = idx
-    me = self.core.server_id
-    size = 64                                        # roughly, what the entry adds to the log (for compaction)
-    if op[0] == 'msgs':
-        _, msgs, ts, origin = op
-        size += sum(len(m[3]) + len(m[0]) for m in msgs)
-        s = self.account.streams.get(name)
-        if s is not None: s.ingest([tuple(m) for m in msgs], replica(ts, origin == me))   # (msgpack gives lists) checked again on every replica at the leader's time; answered by its proposer
-    elif op[0] == 'scale':                           # every replica holds the same messages from here on: none takes more
-        _, cfg, reply, origin = op
-        g.closing = True
-        if origin == me: self.meta.propose(Scale(name, [self.core.server_name], cfg, me, reply))
-    elif op[0] == 'regroup':                         # the group moves to other servers: none takes more from here
-        _, peers, cfg, reply, origin, rtype = op
-        if g.closing: return                         # (one proposed again by `_regroup_until_done` that also came through)
-        g.closing = True
-        if origin == me:
-            was = self.meta.assignments[name]['peers']
-            seed = next(p for p in [self.core.server_name] + was if p in peers)    # this server if it stays, else a staying one
-            self.meta.propose(Regroup(name, list(peers), cfg, origin, reply, rtype, seed))
-            if rtype == 'stream_remove_peer_response' and reply:
-                self.account.api_total += 1
-                self.account.host.reply(reply, json_bytes(dict(type=RT + rtype, success=True)))
-    elif op[0] == 'seed' and s is not None:          # the first server's messages, copied where they are missing
-        self._apply_seed(s, op[1])
-    elif op[0] == 'seeded':
-        if s is not None: self._apply_seed(s, [], op[1])
-        if name in self._replies: self._answer_created(name, 0)
-    elif op[0] == 'decide' and s is not None:        # retention's removal or expiry, decided by the leader
-        _apply_decision(s, DECISIONS[op[1]](*op[2]))
-    elif op[0] == 'copies' and s is not None:        # what the leader copied from the stream's upstreams
-        size += _apply_copies(s, idx, op[1], op[2])
-    elif op[0] == 'abatch' and s is not None:        # an atomic batch: every replica checks it and stores all of it, or none
-        _, bid, msgs, eob, ts, origin, reply = op
-        size += sum(len(m[-1]) for m in msgs)
-        b = AtomicBatch(bid); b.msgs = [tuple(m) for m in msgs]
-        ack = batch.commit_batch(s, b, eob, ts)
-        if origin == me: s.answer(reply, ack)
-    elif op[0] == 'api':
-        _, subject, reply, hdr, data, origin = op
-        self._answer_here(api_verb(text(subject))[0], name, subject, reply if origin == me else b'', hdr, data, None, origin == me)
+    added = self.STREAM_APPLY[type(e)](self, g, self.account.streams.get(name), idx, e)
     g.raft.mark_applied(g.applied_file, idx)
-    g.raft.compact(size)
+    g.raft.compact(64 + (added or 0))                # roughly, the bytes the entry adds to the log (for compaction)
+
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #53c30fa4
+def _again_snapshot(js, g, idx: int, e: StreamSnapshot) -> bool: js._install(g, g.stream, idx, e.state); return True
+def _again_consumer(js, g, idx: int, e) -> bool: g.consumers.apply(idx, e); g.raft.compact(256); return True
+def _again_seeded(js, g, idx: int, e: Seeded) -> bool: g.seeded = True; return False
+
+EVERY_RUN = {StreamSnapshot: _again_snapshot, ConsumerState: _again_consumer, ConsumerDelete: _again_consumer,
+             Barrier: _again_consumer, Seeded: _again_seeded}
+
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #7e506428
+@patch
+def _on_msgs(self: ClusteredJetStream, g, s: Stream | None, idx: int, e: Msgs) -> int:
+    "Published messages: checked again on every replica at the leader's time; answered by the server that proposed them."
+    if s is not None: s.ingest([tuple(m) for m in e.msgs], replica(e.ts, e.origin == self.core.server_id))   # (msgpack gives lists)
+    return sum(len(m[3]) + len(m[0]) for m in e.msgs)
+
+@patch
+def _on_batch(self: ClusteredJetStream, g, s: Stream | None, idx: int, e: BatchCommit) -> int:
+    "An atomic batch: every replica checks it and stores all of it, or none; its proposer answers."
+    if s is None: return 0
+    b = AtomicBatch(e.id); b.msgs = [tuple(m) for m in e.msgs]
+    ack = batch.commit_batch(s, b, e.eob, e.ts)
+    if e.origin == self.core.server_id: s.answer(e.reply, ack)
+    return sum(len(m[-1]) for m in e.msgs)
+
+@patch
+def _on_decide(self: ClusteredJetStream, g, s: Stream | None, idx: int, e: Decide):
+    "Retention's removal or expiry, decided by the leader."
+    if s is not None: _apply_decision(s, DECISIONS[e.kind](*e.args))
+
+@patch
+def _on_copies(self: ClusteredJetStream, g, s: Stream | None, idx: int, e: Copies) -> int:
+    "What the leader copied from the stream's upstreams."
+    return _apply_copies(s, idx, e.entries, e.ts) if s is not None else 0
+
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #f8964e0c
+@patch
+def _on_scale_down(self: ClusteredJetStream, g, s: Stream | None, idx: int, e: ScaleDown):
+    "Every replica holds the same messages from here on: none takes more; the server asked tells the meta log."
+    g.closing = True
+    me = self.core.server_id
+    if e.origin == me: self.meta.propose(Scale(g.stream, [self.core.server_name], e.config, me, e.reply))
+
+@patch
+def _on_group_move(self: ClusteredJetStream, g, s: Stream | None, idx: int, e: GroupMove):
+    "The group moves to other servers: none takes more from here; the server asked tells the meta log, seeded by a staying server."
+    if g.closing: return                             # (one proposed again by `_regroup_until_done` that also came through)
+    g.closing = True
+    if e.origin != self.core.server_id: return
+    was = self.meta.assignments[g.stream]['peers']
+    seed = next(p for p in [self.core.server_name] + was if p in e.peers)    # this server if it stays, else a staying one
+    self.meta.propose(Regroup(g.stream, list(e.peers), e.config, e.origin, e.reply, e.rtype, seed))
+    if e.rtype == 'stream_remove_peer_response' and e.reply:
+        self.account.api_total += 1
+        self.account.host.reply(e.reply, json_bytes(dict(type=RT + e.rtype, success=True)))
+
+@patch
+def _on_seed(self: ClusteredJetStream, g, s: Stream | None, idx: int, e: Seed):
+    "The first server's messages, copied where they are missing."
+    if s is not None: self._apply_seed(s, e.msgs)
+
+@patch
+def _on_seeded(self: ClusteredJetStream, g, s: Stream | None, idx: int, e: Seeded):
+    "Seeding is over: the sequences up to the first server's last are used up; a create waiting for it is answered."
+    if s is not None: self._apply_seed(s, [], e.last)
+    if g.stream in self._replies: self._answer_created(g.stream, 0)
+
+@patch
+def _on_api(self: ClusteredJetStream, g, s: Stream | None, idx: int, e: ApiRequest):
+    "An API request that changes the stream, done on every replica; answered by the server that took it."
+    here = e.origin == self.core.server_id
+    self._answer_here(api_verb(text(e.subject))[0], g.stream, e.subject, e.reply if here else b'', e.hdr, e.data, None, here)
+
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #e1571ba5
+ClusteredJetStream.STREAM_APPLY = {
+    Msgs: ClusteredJetStream._on_msgs, BatchCommit: ClusteredJetStream._on_batch, Decide: ClusteredJetStream._on_decide,
+    Copies: ClusteredJetStream._on_copies, ScaleDown: ClusteredJetStream._on_scale_down, GroupMove: ClusteredJetStream._on_group_move,
+    Seed: ClusteredJetStream._on_seed, Seeded: ClusteredJetStream._on_seeded, ApiRequest: ClusteredJetStream._on_api}
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #15428091
 def _apply_decision(s: Stream, d):
@@ -149,14 +186,19 @@ def _apply_decision(s: Stream, d):
 def _apply_copies(s: Stream, idx: int, entries: list, ts: int) -> int:
     "What the leader copied from the stream's upstreams, applied here in order (entry `idx`); the bytes it adds to the log."
     size = 0
-    for i, e in enumerate(entries):
-        try:
-            if e[0] == 'm': s.apply(CopyMsg(*e[1:]))
-            else: s.ingest_one(e[1], e[2], e[3], Origin('source', False, ts + i))
+    for i, (tag, *fields) in enumerate(entries):
+        try: size += COPY_APPLY[tag](s, ts + i, *fields)
         except Exception: log.exception("stream '$G > %s' failed to apply a copy in entry %d", s.name, idx)
-        size += len(e[-1]) if e[0] == 's' else len(e[4])
     s.stored()
     return size
+
+def _mirrored(s: Stream, ts: int, seq: int, subject: str, hdr: bytes, data: bytes, at: int) -> int:
+    s.apply(CopyMsg(seq, subject, hdr, data, at)); return len(data)
+
+def _sourced(s: Stream, ts: int, subject: str, hdr: bytes, data: bytes) -> int:
+    s.ingest_one(subject, hdr, data, Origin('source', False, ts)); return len(data)
+
+COPY_APPLY = {'m': _mirrored, 's': _sourced}     # a copy's tag (`mirrors.copy_one`): a mirror's, at the upstream's sequence; a source's
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #1592bb07
 @patch
@@ -178,7 +220,7 @@ def _replicated_msg(self: ClusteredJetStream, s: Stream, subject: bytes, reply: 
 def _propose_msgs(self: ClusteredJetStream, name: str):
     "The messages for a replicated stream that arrived in one read: one entry in its log (work per read, not per message)."
     msgs, g = self._outbox.pop(name, None), self.groups.get(name)
-    if msgs and g is not None: g.propose(('msgs', msgs, time.time_ns(), self.core.server_id))
+    if msgs and g is not None: g.propose(Msgs(msgs, time.time_ns(), self.core.server_id))
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #a61d5944
 @patch
@@ -188,7 +230,7 @@ def _stage(self: ClusteredJetStream, s: Stream, subject: bytes, reply: bytes, h:
     leader answers once it has applied it."""
     def hand_off(b, eob: bool):
         self._propose_msgs(s.name)                   # what arrived before the commit goes first
-        self.groups[s.name].propose(('abatch', b.id, b.msgs, eob, time.time_ns(), self.core.server_id, reply))
+        self.groups[s.name].propose(BatchCommit(b.id, b.msgs, eob, time.time_ns(), self.core.server_id, reply))
     ack = batch.stage(s, text(subject), h, payload, hand_off)
     s.answer(reply, ack)
 
@@ -237,13 +279,13 @@ def _seed(self: ClusteredJetStream, name: str):
                 seq = m.seq
                 chunk.append((m.seq, m.subject, m.hdr, m.data, m.ts, s.store.ttl_of(m.seq)))
                 size += len(m.subject) + len(m.hdr) + len(m.data)
-                if size >= SEED_CHUNK: g.propose(('seed', chunk)); chunk, size = [], 0; await asyncio.sleep(0)
-            if chunk: g.propose(('seed', chunk))
+                if size >= SEED_CHUNK: g.propose(Seed(chunk)); chunk, size = [], 0; await asyncio.sleep(0)
+            if chunk: g.propose(Seed(chunk))
             for c in list(s.consumers.values()):
-                if not alone(c): g.propose(('cstate', c.name, c.snapshot(), self.core.server_id, []))
+                if not alone(c): g.propose(ConsumerState(c.name, c.snapshot(), self.core.server_id, []))
             for cname, snap in self._carried.get(name, {}).items():       # a follower's: as the group it left recorded them
-                if cname not in s.consumers: g.propose(('cstate', cname, snap, self.core.server_id, []))
-            g.propose(('seeded', st['last_seq']))
+                if cname not in s.consumers: g.propose(ConsumerState(cname, snap, self.core.server_id, []))
+            g.propose(Seeded(st['last_seq']))
             for _ in range(100):
                 if g.seeded or self.groups.get(name) is not g or g.raft is not raft: self._carried.pop(name, None); return
                 await asyncio.sleep(0.1)
@@ -352,12 +394,12 @@ def _apply_remove_server(self: ClusteredJetStream, e: RemoveServer, fresh: bool)
         try: peers = self.meta.placed(placement, len(a['peers']), rest, (name,))
         except JSApiError:
             log.warning("JetStream cluster could not replace peer for stream '$G > %s'", sname); peers = rest
-        self._regroup_until_done(sname, name, ('regroup', peers, a['config'], b'', self.core.server_id, 'stream_remove_peer_response'))
+        self._regroup_until_done(sname, name, GroupMove(peers, a['config'], b'', self.core.server_id, 'stream_remove_peer_response'))
     if lead: self._out_of_raft(addr, e.reply if e.origin == self.core.server_id else b'')   # (a new leader finishes an old one's)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #237c8c3b
 @patch
-def _regroup_until_done(self: ClusteredJetStream, sname: str, gone: str, op: tuple, tries: int = 0):
+def _regroup_until_done(self: ClusteredJetStream, sname: str, gone: str, e: GroupMove, tries: int = 0):
     """Propose `op` (a `regroup` without server `gone`) to stream `sname`'s group, again every second until the group
     applied one: the removed server may have been its leader, and a stream's group drops what is proposed while it has
     none (see 'Proposals while there is no leader'). A group that commits nothing for three seconds has no majority
@@ -366,11 +408,10 @@ def _regroup_until_done(self: ClusteredJetStream, sname: str, gone: str, op: tup
     g, a = self.groups.get(sname), self.meta.assignments.get(sname)
     if g is None or g.closing or a is None or gone not in a['peers']: return
     if tries == 3:
-        _, peers, cfg, reply, origin, rtype = op
         log.warning("JetStream cluster stream '$G > %s' has no majority without removed server %s: moved through the meta log", sname, gone)
-        return self.meta.propose(Regroup(sname, list(peers), cfg, origin, reply, rtype, self.core.server_name))
-    g.propose(op)
-    asyncio.get_running_loop().call_later(1.0, self._regroup_until_done, sname, gone, op, tries + 1)
+        return self.meta.propose(Regroup(sname, list(e.peers), e.config, e.origin, e.reply, e.rtype, self.core.server_name))
+    g.propose(e)
+    asyncio.get_running_loop().call_later(1.0, self._regroup_until_done, sname, gone, e, tries + 1)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #3f9703a7
 @patch
@@ -533,7 +574,7 @@ def _consumer_api(self: ClusteredJetStream, verb, name, g, subject, reply, hdr, 
     if verb == 'CONSUMER.DELETE':
         if cname not in g.consumers.cstates and cname not in g.consumers.cmarks: return self.account.host.reply(reply, body) if reply else None   # never logged
         g.consumers.cmarks.pop(cname, None)
-        return g.propose(('cdel', cname, self.core.server_id, reply, body))
+        return g.propose(ConsumerDelete(cname, self.core.server_id, reply, body))
     c = s.consumers.get(cname) if s is not None else None
     if c is None: return self.account.host.reply(reply, body) if reply else None
     g.consumers.propose(c, [(reply, body)] if reply else [])

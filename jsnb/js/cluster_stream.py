@@ -5,17 +5,100 @@
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #ea7ed6a9
 from __future__ import annotations
 import asyncio, logging, os, time
+from typing import NamedTuple
 from fastcore.basics import patch
 from .operations import Remove, Purge, Expire
 from .consumer_config import filters_of
 from .consumer import from_snapshot
 from ..nats.subjects import subject_matches
 from . import mirrors
+from .raft import record, as_list
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'DECISIONS', 'ConsumerReplica', 'alone', 'detach', 'StreamReplica']
+__all__ = ['log', 'TAGS', 'KINDS', 'CONSUMER_APPLY', 'DECISIONS', 'Msgs', 'BatchCommit', 'Decide', 'Copies', 'Seed', 'Seeded',
+           'ScaleDown', 'GroupMove', 'ApiRequest', 'ConsumerState', 'ConsumerDelete', 'Barrier', 'StreamSnapshot',
+           'stream_entry', 'ConsumerReplica', 'alone', 'detach', 'StreamReplica']
+
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #929574c0
+@record
+class Msgs(NamedTuple):
+    "Messages published to the leader in one read, `msgs` (subject, reply, header length, header and payload), stored at the leader's time `ts`; `origin` answers them."
+    msgs: list; ts: int; origin: str
+
+@record
+class BatchCommit(NamedTuple):
+    "Atomic batch `id`'s staged messages `msgs`, committed (`eob`: by an end-of-batch message) at `ts`; `origin` answers `reply`."
+    id: str; msgs: list; eob: bool; ts: int; origin: str; reply: bytes
+
+@record
+class Decide(NamedTuple):
+    "A change the stream's leader decided: the operation `kind` (a `DECISIONS` name) with fields `args`."
+    kind: str; args: list
+
+@record
+class Copies(NamedTuple):
+    "What the leader copied from the stream's upstreams in one turn: `entries` (`mirrors.copy_one`'s, tagged 'm' or 's'), from the time `ts`."
+    entries: list; ts: int; origin: str
+
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #44b3de7a
+@record
+class Seed(NamedTuple):
+    "A grown stream's first server's messages, (seq, subject, header, payload, time, TTL) each, for the replicas that lack them."
+    msgs: list
+
+@record
+class Seeded(NamedTuple):
+    "The grown stream is seeded up to its first server's `last` sequence: it takes messages from here on."
+    last: int
+
+@record
+class ScaleDown(NamedTuple):
+    "The stream scales down to one server with configuration `config`: the group takes no more; `origin` answers `reply`."
+    config: dict; reply: bytes; origin: str
+
+@record
+class GroupMove(NamedTuple):
+    "The stream's group moves to the servers `peers`: it takes no more; `origin` tells the meta log and answers `reply` with a `rtype` response."
+    peers: list; config: dict; reply: bytes; origin: str; rtype: str
+
+@record
+class ApiRequest(NamedTuple):
+    "An API request that changes the stream (`subject`, `hdr`, `data`), done on every replica; `origin` answers `reply`."
+    subject: bytes; reply: bytes; hdr: int; data: bytes; origin: str
+
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #e4df726f
+@record
+class ConsumerState(NamedTuple):
+    "Consumer `name`'s state `state` (with its configuration); `origin` sends `replies` ((subject, body) each) once committed."
+    name: str; state: dict; origin: str; replies: list
+
+@record
+class ConsumerDelete(NamedTuple):
+    "Consumer `name` is deleted; `origin` sends `body` to `reply` (when there is one) once committed."
+    name: str; origin: str; reply: bytes; body: bytes
+
+@record
+class Barrier(NamedTuple):
+    "Asked by `server` when it became leader: once it applies this, it has applied all of the log."
+    server: str
+
+@record
+class StreamSnapshot(NamedTuple):
+    "What a compacted log starts from besides the stores (`StreamReplica.snapshot_extra`); `RaftGroup` hands it as `['snapshot', state]`."
+    state: dict
+
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #ea6af3ba
+TAGS = {'snapshot': StreamSnapshot, 'msgs': Msgs, 'abatch': BatchCommit, 'decide': Decide, 'copies': Copies, 'seed': Seed,
+        'seeded': Seeded, 'scale': ScaleDown, 'regroup': GroupMove, 'api': ApiRequest, 'cstate': ConsumerState,
+        'cdel': ConsumerDelete, 'cbarrier': Barrier}      # the tags of the lists before records
+KINDS = TAGS | {cls.__name__: cls for cls in TAGS.values()}     # and the names `as_list` writes
+
+def stream_entry(op: list):
+    "The record a committed stream entry holds: `as_list`'s form, or a tagged list (see `TAGS`); ValueError for anything else."
+    try: return KINDS[op[0]](*op[1:])              # (one look-up: `Msgs` entries come at the rate messages are published)
+    except (KeyError, TypeError, IndexError): raise ValueError(f'not a stream entry: {op[:1]!r}') from None
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #319482ae
 class ConsumerReplica:
@@ -41,7 +124,7 @@ def ready(self: ConsumerReplica) -> bool:
     r, now = self.replica, time.monotonic()
     if r.is_leader() and (not self.cready or now - self.cready > 2.0):     # (asked again if the barrier got lost with a leader change)
         self.cready = now
-        r.propose(('cbarrier', r.server_id))
+        r.propose(Barrier(r.server_id))
     return False
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #ef12d3c3
@@ -66,32 +149,45 @@ def propose(self: ConsumerReplica, c, replies: list):
         for to, body in replies: r.account.host.reply(to, body)
         return
     self.cmarks[c.name] = c.state_mark()
-    r.propose(('cstate', c.name, dict(c.snapshot(), config=c.cfg), r.server_id, replies))   # the configuration as it runs
+    r.propose(ConsumerState(c.name, dict(c.snapshot(), config=c.cfg), r.server_id, replies))   # the configuration as it runs
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #5e7c7179
 @patch
-def apply(self: ConsumerReplica, idx: int, op: list):
-    "Apply a consumer's committed state (`cstate`), removal (`cdel`) or a leader's barrier (`cbarrier`): every replica keeps the latest; the server that asked answers (a new one led here is told to the watcher)."
+def apply(self: ConsumerReplica, idx: int, e):
+    "Apply a consumer's committed entry (`CONSUMER_APPLY`): every replica keeps the latest state; the server that asked answers."
     r = self.replica
     g, s = r.raft, r.account.streams.get(r.stream)
     fresh = idx > g.applied_before
-    if op[0] == 'cbarrier':                         # everything before it is applied: a leader that asked takes the consumers
-        if idx > g.applied: g.applied = idx
-        if op[1] == r.server_id and g.is_leader() and self.cready is not True and s is not None: self.take_over(s)
-        return
-    if op[0] == 'cstate':
-        _, cname, snap, origin, replies = op
-        if fresh and cname not in self.cstates and g.is_leader() and r.watcher is not None: r.watcher.consumer_created(r, cname, snap)
-        self.cstates[cname] = snap
-    else:
-        _, cname, origin, reply, body = op
-        self.cstates.pop(cname, None); replies = [(reply, body)] if reply else []
-        if s is not None and (c := s.consumers.get(cname)) is not None and not g.is_leader(): detach(r.account, s, c, True)
     if idx > g.applied: g.applied = idx
-    if fresh:
-        if origin == r.server_id:
-            for to, body in replies: r.account.host.reply(to, body)
-        g.mark_applied(r.applied_file, idx)
+    replies = CONSUMER_APPLY[type(e)](self, e, s, fresh)
+    if replies is None or not fresh: return
+    if e.origin == r.server_id:
+        for to, body in replies: r.account.host.reply(to, body)
+    g.mark_applied(r.applied_file, idx)
+
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #97572cf9
+@patch
+def _on_state(self: ConsumerReplica, e: ConsumerState, s, fresh: bool) -> list:
+    "A consumer's state, kept (a new one led here is told to the watcher); the replies to send."
+    r = self.replica
+    if fresh and e.name not in self.cstates and r.is_leader() and r.watcher is not None: r.watcher.consumer_created(r, e.name, e.state)
+    self.cstates[e.name] = e.state
+    return e.replies
+
+@patch
+def _on_delete(self: ConsumerReplica, e: ConsumerDelete, s, fresh: bool) -> list:
+    "A consumer deleted: forgotten, stopped on a follower that still runs it; the replies to send."
+    self.cstates.pop(e.name, None)
+    if s is not None and (c := s.consumers.get(e.name)) is not None and not self.replica.is_leader(): detach(self.replica.account, s, c, True)
+    return [(e.reply, e.body)] if e.reply else []
+
+@patch
+def _on_barrier(self: ConsumerReplica, e: Barrier, s, fresh: bool):
+    "Everything before it is applied: the leader that asked takes the consumers."
+    r = self.replica
+    if e.server == r.server_id and r.is_leader() and self.cready is not True and s is not None: self.take_over(s)
+
+CONSUMER_APPLY = {ConsumerState: ConsumerReplica._on_state, ConsumerDelete: ConsumerReplica._on_delete, Barrier: ConsumerReplica._on_barrier}
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #014f021c
 @patch
@@ -131,7 +227,7 @@ def watch(self: ConsumerReplica, s):
     for c in list(s.consumers.values()):
         if not alone(c) and c.state_mark() != self.cmarks.get(c.name): self.propose(c, [])
     for cname in [n for n in self.cstates if n not in s.consumers and n in self.cmarks]:   # deleted here (inactive)
-        del self.cmarks[cname]; r.propose(('cdel', cname, r.server_id, b'', b''))
+        del self.cmarks[cname]; r.propose(ConsumerDelete(cname, r.server_id, b'', b''))
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #b02c4659
 DECISIONS = {'Remove': Remove, 'Purge': Purge, 'Expire': Expire}    # what a stream decides on its own (`Stream.decide`)
@@ -190,7 +286,9 @@ def leader_addr(self: StreamReplica) -> str: return self.raft.leader_addr() if s
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #9face6d1
 @patch
-def propose(self: StreamReplica, op): self.raft.propose(op)
+def propose(self: StreamReplica, e):
+    "Put entry `e` (a record, see 'The group's entries') in the group's log."
+    self.raft.propose(as_list(e))
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #ea838885
 @patch(as_prop=True)
@@ -202,7 +300,7 @@ def decide(self: StreamReplica, op):
     """A change the stream decided on its own (retention's removal, expiry): its leader puts it in the log, every replica
     applies it; nothing is decided before the group runs (a restarted server's streams wait for it)."""
     if self.live and self.is_leader() and self.seeded and type(op).__name__ in DECISIONS:
-        self.propose(('decide', type(op).__name__, tuple(op)))
+        self.propose(Decide(type(op).__name__, list(op)))
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #7753f00e
 @patch
@@ -222,7 +320,7 @@ def copy(self: StreamReplica, entry: tuple):
 def propose_copies(self: StreamReplica):
     "What the leader copied in one turn of the loop (at most 1000 messages): one entry."
     entries, self.copies = self.copies, []
-    if entries and self.live: self.propose(('copies', entries, time.time_ns(), self.server_id))
+    if entries and self.live: self.propose(Copies(entries, time.time_ns(), self.server_id))
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #00d09a46
 @patch
