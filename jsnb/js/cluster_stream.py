@@ -119,9 +119,11 @@ def interested(self: ConsumerReplica, subject: str) -> bool:
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #e0c84daf
 @patch
 def ready(self: ConsumerReplica) -> bool:
-    "Whether the consumers run here: this server leads and has applied all of the committed log (a barrier entry of its own came back)."
+    """Whether the consumers run here: this server leads, the stream is seeded (a grown or moved stream's consumers come with
+    its seed: a barrier before them would start it without them) and it has applied all of the committed log (a barrier entry of its own came back)."""
     if self.cready is True: return True
     r, now = self.replica, time.monotonic()
+    if not r.seeded: return False                    # a grown or moved stream: its consumers' states come with its seed
     if r.is_leader() and (not self.cready or now - self.cready > 2.0):     # (asked again if the barrier got lost with a leader change)
         self.cready = now
         r.propose(Barrier(r.server_id))
