@@ -7,12 +7,12 @@ from __future__ import annotations
 import random, time
 from typing import NamedTuple
 from fastcore.basics import patch
-from .raft import record, as_list, from_list
+from .raft import record, as_list, entry_reader
 from .errors import JSClusterNoPeersErrF
 
 # %% auto #0
-__all__ = ['RAFT_INFO', 'LOST_QUORUM', 'TAGS', 'js_member', 'MetaGroup', 'Assign', 'Addr', 'Update', 'Unassign', 'Scale', 'Grow',
-           'Regroup', 'Move', 'RemoveServer', 'MetaSnapshot', 'meta_entry', 'misfit']
+__all__ = ['RAFT_INFO', 'LOST_QUORUM', 'TAGS', 'meta_entry', 'js_member', 'MetaGroup', 'Assign', 'Addr', 'Update', 'Unassign',
+           'Scale', 'Grow', 'Regroup', 'Move', 'RemoveServer', 'MetaSnapshot', 'misfit']
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #6aa65142
 RAFT_INFO = 'jsnb_js'        # the route INFO field that carries the meta member of a jsnb server with JetStream
@@ -137,12 +137,7 @@ class MetaSnapshot(NamedTuple):
 TAGS = {'snapshot': MetaSnapshot, 'assign': Assign, 'addr': Addr, 'config': Update, 'unassign': Unassign, 'scale': Scale,
         'grow': Grow, 'regroup': Regroup, 'move': Move, 'remove_server': RemoveServer}   # the tags of the lists before records
 
-def meta_entry(op: list):
-    "The record a committed meta entry holds: `as_list`'s form, or a tagged list (see `TAGS`); ValueError for anything else."
-    cls = TAGS.get(op[0]) if op and type(op[0]) is str else None
-    if cls is None: return from_list(op)
-    try: return cls(*op[1:])
-    except TypeError: raise ValueError(f'not a meta entry: {op[:1]!r}') from None
+meta_entry = entry_reader(TAGS, 'meta entry')   # the record a committed meta entry holds (either form)
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #be811462
 def misfit(want: list, have: set) -> str | None:

@@ -12,14 +12,14 @@ from .consumer_config import filters_of
 from .consumer import from_snapshot
 from ..nats.subjects import subject_matches
 from . import mirrors
-from .raft import record, as_list
+from .raft import record, as_list, entry_reader
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'TAGS', 'KINDS', 'CONSUMER_APPLY', 'DECISIONS', 'Msgs', 'BatchCommit', 'Decide', 'Copies', 'Seed', 'Seeded',
-           'ScaleDown', 'GroupMove', 'ApiRequest', 'ConsumerState', 'ConsumerDelete', 'Barrier', 'StreamSnapshot',
-           'stream_entry', 'ConsumerReplica', 'alone', 'detach', 'StreamReplica']
+__all__ = ['log', 'TAGS', 'stream_entry', 'CONSUMER_APPLY', 'DECISIONS', 'Msgs', 'BatchCommit', 'Decide', 'Copies', 'Seed',
+           'Seeded', 'ScaleDown', 'GroupMove', 'ApiRequest', 'ConsumerState', 'ConsumerDelete', 'Barrier',
+           'StreamSnapshot', 'ConsumerReplica', 'alone', 'detach', 'StreamReplica']
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #929574c0
 @record
@@ -93,12 +93,7 @@ class StreamSnapshot(NamedTuple):
 TAGS = {'snapshot': StreamSnapshot, 'msgs': Msgs, 'abatch': BatchCommit, 'decide': Decide, 'copies': Copies, 'seed': Seed,
         'seeded': Seeded, 'scale': ScaleDown, 'regroup': GroupMove, 'api': ApiRequest, 'cstate': ConsumerState,
         'cdel': ConsumerDelete, 'cbarrier': Barrier}      # the tags of the lists before records
-KINDS = TAGS | {cls.__name__: cls for cls in TAGS.values()}     # and the names `as_list` writes
-
-def stream_entry(op: list):
-    "The record a committed stream entry holds: `as_list`'s form, or a tagged list (see `TAGS`); ValueError for anything else."
-    try: return KINDS[op[0]](*op[1:])              # (one look-up: `Msgs` entries come at the rate messages are published)
-    except (KeyError, TypeError, IndexError): raise ValueError(f'not a stream entry: {op[:1]!r}') from None
+stream_entry = entry_reader(TAGS, 'stream entry')   # the record a committed stream entry holds (either form)
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #319482ae
 class ConsumerReplica:

@@ -17,8 +17,8 @@ log = logging.getLogger('jsnb')
 
 # %% auto #0
 __all__ = ['log', 'RECORDS', 'MAX_FRAME', 'FRAME', 'TICK', 'CAMPAIGN', 'record', 'pack', 'as_list', 'plain_value', 'unpack',
-           'from_list', 'wire_command', 'local_command', 'encode_message', 'decode_message', 'Bus', 'frames',
-           'BusTransport', 'RaftLoop', 'RaftNode', 'LoopbackBus']
+           'from_list', 'entry_reader', 'wire_command', 'local_command', 'encode_message', 'decode_message', 'Bus',
+           'frames', 'BusTransport', 'RaftLoop', 'RaftNode', 'LoopbackBus']
 
 # %% ../../nbs/2_js/20_raft.ipynb #c947015d
 RECORDS: dict[str, type] = {}
@@ -54,6 +54,15 @@ def from_list(v: list):
     cls = RECORDS.get(kind) if type(kind) is str else None
     if cls is None or len(v) - 1 != len(cls._fields): raise ValueError(f'not a record: {kind!r}')
     return cls(*v[1:])
+
+# %% ../../nbs/2_js/20_raft.ipynb #ee2a6e9d
+def entry_reader(tags: dict[str, type], what: str) -> Callable[[list], object]:
+    "A reader of one group's committed entries: `as_list`'s form of a record in `tags`, or a list tagged as before records (a key of `tags`); ValueError (`not a <what>`) for anything else."
+    kinds = tags | {cls.__name__: cls for cls in tags.values()}
+    def read(op: list):
+        try: return kinds[op[0]](*op[1:])          # (one look-up: some groups' entries come at the rate messages are published)
+        except (KeyError, TypeError, IndexError): raise ValueError(f'not a {what}: {op[:1]!r}') from None
+    return read
 
 # %% ../../nbs/2_js/20_raft.ipynb #f7cce553
 _REGULAR, _NO_OP, _MEMBERSHIP, _VERSION = 0, 1, 2, 3
