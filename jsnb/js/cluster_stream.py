@@ -17,9 +17,9 @@ from .raft import record, as_list, entry_reader
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'TAGS', 'stream_entry', 'CONSUMER_APPLY', 'DECISIONS', 'Msgs', 'BatchCommit', 'Decide', 'Copies', 'Seed',
-           'Seeded', 'ScaleDown', 'GroupMove', 'ApiRequest', 'ConsumerState', 'ConsumerDelete', 'Barrier',
-           'StreamSnapshot', 'ConsumerReplica', 'alone', 'detach', 'StreamReplica']
+__all__ = ['log', 'TAGS', 'CONSUMER_APPLY', 'DECISIONS', 'Msgs', 'BatchCommit', 'Decide', 'Copies', 'Seed', 'Seeded', 'ScaleDown',
+           'GroupMove', 'ApiRequest', 'ConsumerState', 'ConsumerDelete', 'Barrier', 'StreamSnapshot', 'stream_entry',
+           'ConsumerReplica', 'alone', 'detach', 'StreamReplica']
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #929574c0
 @record
@@ -93,7 +93,11 @@ class StreamSnapshot(NamedTuple):
 TAGS = {'snapshot': StreamSnapshot, 'msgs': Msgs, 'abatch': BatchCommit, 'decide': Decide, 'copies': Copies, 'seed': Seed,
         'seeded': Seeded, 'scale': ScaleDown, 'regroup': GroupMove, 'api': ApiRequest, 'cstate': ConsumerState,
         'cdel': ConsumerDelete, 'cbarrier': Barrier}      # the tags of the lists before records
-stream_entry = entry_reader(TAGS, 'stream entry')   # the record a committed stream entry holds (either form)
+_read_stream = entry_reader(TAGS, 'stream entry')
+
+def stream_entry(op: list):
+    "The record a committed stream entry holds, whichever form it was written in; ValueError for anything else."
+    return _read_stream(op)
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #319482ae
 class ConsumerReplica:
