@@ -32,8 +32,7 @@ KINDS = ['nats-server', 'jsnb']
 RESULTS: list[Figures] = []
 SOAK_ROUNDS = int(os.environ.get('JSNB_FAULT_ROUNDS', '20'))      # rounds of every scenario in the soak
 
-FINDING_2 = 'issue 41 finding 2: an AckSync is confirmed, then the message is delivered again after a consumer-leader change'
-KNOWN = {('jsnb', 'consumer'): FINDING_2}                         # expected failures, and what they raise
+KNOWN: dict = {}             # open findings of issue 41, (server, scenario) -> why: expected failures in the soak (none now)
 CLEAN = [s for s in SCENARIOS if s not in ('consumer', 'sigterm')]     # the scenarios of `test_fault` (sigterm has its own test)
 
 
@@ -136,7 +135,6 @@ async def test_fault(scenario, clusters):
     _clean(await _scenario(clusters.get('jsnb'), scenario, 1))
 
 
-@pytest.mark.xfail(strict=True, raises=RedeliveredAfterAck, reason=FINDING_2)
 async def test_acksync_not_redelivered(clusters):
     """One round of the consumer scenario on jsnb: a message whose AckSync was confirmed is never delivered again,
     across a consumer-leader stepdown (the client holding a fetched batch) and a kill -9 of the consumer's leader."""

@@ -173,10 +173,10 @@ async def hand_over(self: ClusterMeta, within: float = 2.0):
     "Before this server goes: its groups stand for election no more, and each it leads passes to a caught-up follower."
     rafts = [r.raft for r in self.groups.values() if r.raft is not None] + [self.meta.raft] * (self.meta.raft is not None)
     for g in rafts: g.set_electable(False)
+    for g in rafts:
+        if g.is_leader() and g.otherNodes: g.hand_over(None, within=within)      # (see `RaftGroup.hand_over`)
     end = time.monotonic() + within
-    while (led := [g for g in rafts if g.is_leader() and g.otherNodes]) and time.monotonic() < end:
-        for g in led: g.transferLeadership()
-        await asyncio.sleep(0.05)
+    while (led := [g for g in rafts if g.is_leader() and g.otherNodes]) and time.monotonic() < end: await asyncio.sleep(0.02)
     if led: log.warning('JetStream: %d group(s) still led here after %.1f s; the others will elect', len(led), within)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #0086373f

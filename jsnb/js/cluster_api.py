@@ -261,17 +261,17 @@ def _stepdown(self: ClusterApi, name: str, g: RaftGroup | None, names: dict, rep
     """`STREAM.LEADER.STEPDOWN` (or the consumer's, whose leader is the stream's; or the meta group's, `answer` then
     being the system account's) on the leader: hand the group to the server the request's `placement` names or
     allows, else to the most caught-up follower (a stream on one server has nothing to hand over)."""
-    def done(res, err):
-        body = (json_bytes(dict(type=RT + rtype, success=True)) if err == 0 else
+    def done(ok: bool):
+        body = (json_bytes(dict(type=RT + rtype, success=True)) if ok else
                 _error(rtype, JSClusterNoPeersErrF(err='no replica is caught up to take over')))
         if answer is None: self.account.api_total += 1
         if reply: (answer or self.account.host.reply)(reply, body)
-    if g is None: return done(None, 0)
+    if g is None: return done(True)
     to = None
     if body.strip()[:1] in (b'{', b'['):            # as the reference: a JSON object (or array) is a request
         try: to = self._stepdown_to(names, go_decode(body, _STEPDOWN_REQUEST).get('placement'))
         except JSApiError as e: return self._refuse(reply, rtype, e, answer=answer)
-    g.transferLeadership(to, callback=lambda res, err: g.raft_loop.loop.call_soon_threadsafe(done, res, err))
+    g.hand_over(to, done)                          # proposals wait while the follower catches up (see `RaftGroup.hand_over`)
 
 _STEPDOWN_REQUEST = GoStruct('server.JSApiLeaderStepdownRequest', {'placement': GoStruct('server.Placement', {
     'cluster': GoStr(), 'tags': GoSlice(GoStr(), '[]string'), 'preferred': GoStr()}, ptr=True)})
@@ -306,10 +306,10 @@ def meta_stepdown(self: ClusterApi, done=None) -> bool:
     "On the meta leader: hand the meta group to the most caught-up member; `done(ok)` is called on the loop once it is known. False when this server does not lead."
     m = self.meta.raft
     if m is None or not m.is_leader(): return False
-    def fin(res, err):
-        if err != 0: log.warning('JetStream meta leader stepdown: no member is caught up to take over')
-        if done is not None: done(err == 0)
-    m.transferLeadership(callback=lambda res, err: m.raft_loop.loop.call_soon_threadsafe(fin, res, err))
+    def fin(ok: bool):
+        if not ok: log.warning('JetStream meta leader stepdown: no member is caught up to take over')
+        if done is not None: done(ok)
+    m.hand_over(None, fin)
     return True
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #b44f8e63

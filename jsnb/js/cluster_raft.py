@@ -9,12 +9,14 @@ from collections import deque
 from typing import NamedTuple
 import msgpack
 from fastcore.basics import patch
+from pysyncobj import FAIL_REASON
 from .raft import RaftNode, RaftLoop, record, plain_value
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'LEADER_FALLBACK', 'COMPACT_BYTES', 'META_COMPACT_BYTES', 'Entry', 'RaftGroup', 'seal', 'unseal']
+__all__ = ['log', 'LEADER_FALLBACK', 'COMPACT_BYTES', 'META_COMPACT_BYTES', 'HAND_OVER_TRIES', 'Entry', 'RaftGroup', 'seal',
+           'unseal']
 
 # %% ../../nbs/2_js/20d_raft_group.ipynb #10bd7a57
 class _IntoOurLog(logging.Handler):
@@ -50,6 +52,7 @@ class RaftGroup(RaftNode):
         self.compact_bytes = compact_bytes or int(os.environ.get('JSNB_RAFT_COMPACT') or COMPACT_BYTES)
         self.wait_leader, self._gone = hold, False      # see 'Proposals while there is no leader'
         self._seen, self._uid, self._uids = {}, f'{me}:{time.time_ns()}', 0
+        self._parked: list | None = None                # proposals waiting while the leadership is handed over (`hand_over`)
         super().__init__(me, others, bus.view(me), self._committed, raft_loop, journal=journal,
                          snapshot=(self._snap_state, self._snap_load) if journal else None, membership=membership, on_role=self._role)
         self.conf.commandsWaitLeader = hold             # see 'Proposals while there is no leader'
@@ -91,6 +94,7 @@ def _release(self: RaftGroup):
 @patch
 def propose(self: RaftGroup, op):
     "Submit `op` (plain values); a follower hands it to the leader. In a group that waits for a leader, sent again until committed."
+    if self._parked is not None: return self._parked.append(op)     # the leadership is being handed over
     if not self.wait_leader: return RaftNode.propose(self, Entry(list(op)))
     self._uids += 1
     self._submit(['once', [self._uid, self._uids], list(op)], 0)
@@ -157,6 +161,33 @@ def last_index(self: RaftGroup) -> int:
 def _role(self: RaftGroup):
     "This member became or stopped being the leader: `on_role` is told at once, with which."
     if self.on_role is not None: self.on_role(self._isLeader())
+
+# %% ../../nbs/2_js/20d_raft_group.ipynb #211d0ffc
+HAND_OVER_TRIES = 0.005     # seconds between two asks while the target catches up
+
+@patch
+def hand_over(self: RaftGroup, to: str | None = None, done=None, within: float = 1.0):
+    """Hand the leadership to member `to` (None: the most caught-up follower): proposals wait until the target is
+    caught up and told, then go to the new leader. `done(ok)` on the loop: ok once the target was told in time."""
+    if self._parked is not None or not self.is_leader(): return done(False) if done else None   # one at a time, from a leader
+    self._parked, end = [], time.monotonic() + within
+    def attempt():
+        told = []
+        if not self._gone and self.is_leader(): self.transferLeadership(to, callback=lambda res, err: told.append(err == FAIL_REASON.SUCCESS))
+        if told == [True] or self._gone or not self.is_leader() or time.monotonic() >= end:
+            if done: done(told == [True])
+            return self._unpark(told == [True], end + within)
+        self._loop.call_later(HAND_OVER_TRIES, attempt)
+    attempt()
+
+@patch
+def _unpark(self: RaftGroup, told: bool, until: float):
+    "Propose what waited during a hand-over: once another member leads (or this one still does: not told), or at `until`."
+    if not self._gone and told and time.monotonic() < until and (self.is_leader() or not self.leader_addr()):
+        return self._loop.call_later(HAND_OVER_TRIES, self._unpark, told, until)
+    parked, self._parked = self._parked or [], None
+    if not self._gone:
+        for op in parked: self.propose(op)
 
 # %% ../../nbs/2_js/20d_raft_group.ipynb #c3059b20
 import hmac

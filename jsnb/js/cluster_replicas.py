@@ -20,7 +20,7 @@ from .store import StoreMsg
 from . import consumer_api as C
 from .cluster_advisories import Advisor
 from .cluster_stream import (DECISIONS, alone, stream_entry, Msgs, BatchCommit, Decide, Copies, Seed, Seeded,
-                                     ScaleDown, GroupMove, ApiRequest, ConsumerState, ConsumerDelete, Barrier, StreamSnapshot)
+                                     ScaleDown, GroupMove, ApiRequest, ConsumerState, ConsumerDelete, Barrier, StreamSnapshot, Delivered)
 import msgpack
 from .cluster import ClusterMeta, group_name, read_saved, CONSUMER_SYNC, SYNC_CHANNEL, ANSWER_CHANNEL
 from .cluster_meta import Scale, Grow, Regroup, Move, RemoveServer, MetaSnapshot
@@ -99,9 +99,13 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: list):
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #53c30fa4
 def _again_snapshot(js, g, idx: int, e: StreamSnapshot) -> bool: js._install(g, g.stream, idx, e.state); return True
 def _again_consumer(js, g, idx: int, e) -> bool: g.consumers.apply(idx, e); g.raft.compact(256); return True
-def _again_seeded(js, g, idx: int, e: Seeded) -> bool: g.seeded = True; return False
+def _again_seeded(js, g, idx: int, e: Seeded) -> bool:
+    "Seeded: the group takes messages, and knows the consumers the seed carried (a state logged before is as recent)."
+    for name, state in e.consumers.items(): g.consumers.cstates.setdefault(name, state)
+    g.seeded = True
+    return False
 
-EVERY_RUN = {StreamSnapshot: _again_snapshot, ConsumerState: _again_consumer, ConsumerDelete: _again_consumer,
+EVERY_RUN = {StreamSnapshot: _again_snapshot, ConsumerState: _again_consumer, ConsumerDelete: _again_consumer, Delivered: _again_consumer,
              Barrier: _again_consumer, Seeded: _again_seeded}
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #7e506428
@@ -281,11 +285,11 @@ def _seed(self: ClusteredJetStream, name: str):
                 size += len(m.subject) + len(m.hdr) + len(m.data)
                 if size >= SEED_CHUNK: g.propose(Seed(chunk)); chunk, size = [], 0; await asyncio.sleep(0)
             if chunk: g.propose(Seed(chunk))
-            for c in list(s.consumers.values()):
-                if not alone(c): g.propose(ConsumerState(c.name, c.snapshot(), self.core.server_id, []))
+            states = {c.name: c.snapshot() for c in s.consumers.values() if not alone(c)}
             for cname, snap in self._carried.get(name, {}).items():       # a follower's: as the group it left recorded them
-                if cname not in s.consumers: g.propose(ConsumerState(cname, snap, self.core.server_id, []))
-            g.propose(Seeded(st['last_seq']))
+                states.setdefault(cname, snap)
+            for cname, snap in states.items(): g.propose(ConsumerState(cname, snap, self.core.server_id, []))
+            g.propose(Seeded(st['last_seq'], states))                     # (with them: see `Seeded`)
             for _ in range(100):
                 if g.seeded or self.groups.get(name) is not g or g.raft is not raft: self._carried.pop(name, None); return
                 await asyncio.sleep(0.1)
@@ -589,6 +593,8 @@ def _replicated_ack(self: ClusteredJetStream, g: RaftGroup, name: str, subject: 
     c = s.consumers.get(toks[3]) if s is not None and len(toks) >= 7 else None
     body = data[hdr:] if hdr else data
     if c is None or c.ack_none or body[:4] == b'+NXT' or alone(c): return C.on_ack(self.account, subject, reply, hdr, data, src)
+    plain = body[:4] not in (b'+WPI', b'-NAK', b'+TER')
+    if plain and toks[5].isdigit() and not c.takes_ack(int(toks[5])): reply = b''    # nothing it can apply: no answer (as `Consumer.ack`)
     C.on_ack(self.account, subject, b'', hdr, data, src)
     if not reply: return                             # nobody waits: logged with the next round of `_watch_consumers`
     key = (name, c.name)

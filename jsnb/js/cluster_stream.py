@@ -17,9 +17,9 @@ from .raft import record, as_list, entry_reader
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'TAGS', 'CONSUMER_APPLY', 'DECISIONS', 'Msgs', 'BatchCommit', 'Decide', 'Copies', 'Seed', 'Seeded', 'ScaleDown',
-           'GroupMove', 'ApiRequest', 'ConsumerState', 'ConsumerDelete', 'Barrier', 'StreamSnapshot', 'stream_entry',
-           'ConsumerReplica', 'alone', 'detach', 'StreamReplica']
+__all__ = ['log', 'TAGS', 'KINDS', 'CONSUMER_APPLY', 'DECISIONS', 'Msgs', 'BatchCommit', 'Decide', 'Copies', 'Seed', 'Seeded',
+           'ScaleDown', 'GroupMove', 'ApiRequest', 'ConsumerState', 'Delivered', 'ConsumerDelete', 'Barrier',
+           'StreamSnapshot', 'stream_entry', 'ConsumerReplica', 'alone', 'detach', 'StreamReplica']
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #929574c0
 @record
@@ -50,8 +50,10 @@ class Seed(NamedTuple):
 
 @record
 class Seeded(NamedTuple):
-    "The grown stream is seeded up to its first server's `last` sequence: it takes messages from here on."
-    last: int
+    """The grown stream is seeded up to its first server's `last` sequence: it takes messages from here on. `consumers`
+    (name -> state) are its consumers, in the same entry as the end of seeding: a `ConsumerState` proposed before it
+    can be lost with a leader change while this entry commits, and the group would start without that consumer."""
+    last: int; consumers: dict = {}
 
 @record
 class ScaleDown(NamedTuple):
@@ -75,6 +77,13 @@ class ConsumerState(NamedTuple):
     name: str; state: dict; origin: str; replies: list
 
 @record
+class Delivered(NamedTuple):
+    """What consumer `name`'s leader handed out in one call, logged before it went: `sent` holds (stream seq, consumer seq,
+    when, delivery count) of each message to acknowledge; then its next sequences, its last delivery, and (a consumer that
+    takes no acknowledgements: `sent` empty) its ack floors."""
+    name: str; sent: list; sseq: int; dseq: int; last: int; floors: list
+
+@record
 class ConsumerDelete(NamedTuple):
     "Consumer `name` is deleted; `origin` sends `body` to `reply` (when there is one) once committed."
     name: str; origin: str; reply: bytes; body: bytes
@@ -93,7 +102,8 @@ class StreamSnapshot(NamedTuple):
 TAGS = {'snapshot': StreamSnapshot, 'msgs': Msgs, 'abatch': BatchCommit, 'decide': Decide, 'copies': Copies, 'seed': Seed,
         'seeded': Seeded, 'scale': ScaleDown, 'regroup': GroupMove, 'api': ApiRequest, 'cstate': ConsumerState,
         'cdel': ConsumerDelete, 'cbarrier': Barrier}      # the tags of the lists before records
-_read_stream = entry_reader(TAGS, 'stream entry')
+KINDS = frozenset(TAGS.values()) | {Delivered}     # every kind of entry (`Delivered` came after the tagged lists)
+_read_stream = entry_reader(TAGS, 'stream entry', (Delivered,))
 
 def stream_entry(op: list):
     "The record a committed stream entry holds, whichever form it was written in; ValueError for anything else."
@@ -152,6 +162,12 @@ def propose(self: ConsumerReplica, c, replies: list):
     self.cmarks[c.name] = c.state_mark()
     r.propose(ConsumerState(c.name, dict(c.snapshot(), config=c.cfg), r.server_id, replies))   # the configuration as it runs
 
+@patch
+def delivered(self: ConsumerReplica, c, sent: list):
+    "Log what consumer `c` handed out (`sent`, from its journal) before the messages go."
+    floors = [c.adflr, c.asflr] if c.ack_none else []
+    self.replica.propose(Delivered(c.name, [] if c.ack_none else sent, c.sseq, c.dseq, c.last_delivered, floors))
+
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #5e7c7179
 @patch
 def apply(self: ConsumerReplica, idx: int, e):
@@ -176,6 +192,19 @@ def _on_state(self: ConsumerReplica, e: ConsumerState, s, fresh: bool) -> list:
     return e.replies
 
 @patch
+def _on_delivered(self: ConsumerReplica, e: Delivered, s, fresh: bool):
+    "Messages handed out, added to the consumer's recorded state (not logged yet: its first state has them); nothing to answer."
+    st = self.cstates.get(e.name)
+    if st is None: return None
+    pending, rdc = st['pending'], st['rdc']
+    for sseq, dseq, ts, dc in e.sent:
+        pending[str(sseq)] = [dseq, ts]
+        if dc > 1: rdc[str(sseq)] = dc
+    st['sseq'], st['dseq'], st['last_delivered'] = max(st['sseq'], e.sseq), max(st['dseq'], e.dseq), e.last
+    if e.floors: st['adflr'], st['asflr'] = e.floors
+    return None
+
+@patch
 def _on_delete(self: ConsumerReplica, e: ConsumerDelete, s, fresh: bool) -> list:
     "A consumer deleted: forgotten, stopped on a follower that still runs it; the replies to send."
     self.cstates.pop(e.name, None)
@@ -188,7 +217,8 @@ def _on_barrier(self: ConsumerReplica, e: Barrier, s, fresh: bool):
     r = self.replica
     if e.server == r.server_id and r.is_leader() and self.cready is not True and s is not None: self.take_over(s)
 
-CONSUMER_APPLY = {ConsumerState: ConsumerReplica._on_state, ConsumerDelete: ConsumerReplica._on_delete, Barrier: ConsumerReplica._on_barrier}
+CONSUMER_APPLY = {ConsumerState: ConsumerReplica._on_state, ConsumerDelete: ConsumerReplica._on_delete, Barrier: ConsumerReplica._on_barrier,
+                  Delivered: ConsumerReplica._on_delivered}
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #014f021c
 @patch
@@ -339,3 +369,15 @@ def interested(self: StreamReplica, subject: str) -> bool:
     if self.live: return self.consumers.interested(subject)
     s = self.account.streams.get(self.stream)
     return s is not None and any(c.matches(subject) for c in s.consumers.values())
+
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #55df98f7
+@patch
+def logs(self: StreamReplica, c) -> bool:
+    "Whether consumer `c` keeps a journal of its deliveries for the log: every consumer but one that runs `alone`."
+    return not alone(c)
+
+@patch
+def delivered(self: StreamReplica, c):
+    "Consumer `c` is about to send what its journal holds: the leader logs it first (a follower runs no consumers)."
+    sent, c.journal = c.journal, []
+    if self.live and self.is_leader(): self.consumers.delivered(c, sent)

@@ -58,6 +58,8 @@ class Consumer:
         self.pin: priority.Pin | None = None             # the pinned client (priority policy `pinned_client`)
         self._gone = 0                                     # acks since `pending` was last compacted
         self.rounds = 0                                    # delivery rounds, to check each waiting request once per round
+        g = stream.group                                   # a replicated stream's group logs deliveries before they go:
+        self.journal: list | None = [] if g is not None and g.logs(self) else None   # (sseq, dseq, when, count) since its last entry
 
     def set_config(self, cfg: dict):
         "Use `cfg` (validated) from now on."
@@ -83,11 +85,18 @@ def _produces(f):
         try: f(self, *args, **kw)
         finally: self._depth -= 1
         if self._depth: return []
+        if self.journal: self._log_deliveries()                    # before the frames go (a replicated stream's consumer)
         out, self.out = self.out, []
         due = self.next_due()
         if due is not None: self.stream.host.wake(self, due)      # the host calls `tick` then
         return out
     return entry
+
+@patch
+def _log_deliveries(self: Consumer):
+    "Hand what went out since the last call (`journal`) to the stream's group, which logs it (no longer replicated: no more journal)."
+    if (g := self.stream.group) is None: self.journal = None
+    else: g.delivered(self)
 
 @patch
 def emit(self: Consumer, to: str, hdr: bytes, reply: str = ''):
@@ -277,6 +286,7 @@ def send_msg(self: Consumer, m, redelivery: bool, to: str, prep: tuple | None = 
         if not self.ack_none: self.pending[m.seq] = [dseq, now]; self._ack_due_at(m.seq, now)
         else: self.adflr, self.asflr = dseq, m.seq
     self.out.append((to, m.subject, reply, hdr, data))
+    if self.journal is not None: self.journal.append((m.seq, dseq, now, dc))
     self.last_delivered = self.active = now
     self._paced(m, len(m.subject) + len(hdr) + len(data))
     return size
@@ -324,6 +334,7 @@ def send_new(self: Consumer, to: str, msgs: list, now: int, take) -> int:
             if go == 2: break
     if sent:
         last = msgs[sent - 1]
+        if self.journal is not None: self.journal += [(m.seq, self.dseq + i, now, 1) for i, m in enumerate(msgs[:sent])]
         self.sseq, self._pend = last.seq + 1, p
         if not track: self.adflr, self.asflr = dseq - 1, last.seq
         self.dseq, self.last_delivered, self.active = dseq, now, now
