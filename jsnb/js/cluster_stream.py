@@ -81,7 +81,7 @@ class Delivered(NamedTuple):
     """What consumer `name`'s leader handed out in one call, logged before it went: `sent` holds (stream seq, consumer seq,
     when, delivery count) of each message to acknowledge; then its next sequences, its last delivery, and (a consumer that
     takes no acknowledgements: `sent` empty) its ack floors."""
-    name: str; sent: list; sseq: int; dseq: int; last: int; floors: list
+    name: str; sent: list; sseq: int; dseq: int; last: int; floors: list; origin: str = ''
 
 @record
 class ConsumerDelete(NamedTuple):
@@ -90,8 +90,9 @@ class ConsumerDelete(NamedTuple):
 
 @record
 class Barrier(NamedTuple):
-    "Asked by `server` when it became leader: once it applies this, it has applied all of the log."
-    server: str
+    """Asked by `server` when it became leader (in Raft `term`): once it applies this, it has applied all of the log,
+    and from there on the consumers' entries of another server are stale (see `ConsumerReplica.stale`)."""
+    server: str; term: int = 0
 
 @record
 class StreamSnapshot(NamedTuple):
@@ -117,6 +118,7 @@ class ConsumerReplica:
         self.cstates: dict[str, dict] = {}      # consumer -> its latest logged state (with its configuration)
         self.cmarks: dict[str, object] = {}     # consumer -> the state mark last logged from here (to log what changed)
         self.cready: bool | float = False       # True: they run here; a time: the barrier asked then (see `ready`)
+        self.run_by, self.run_term = None, 0    # the server (and its term) whose barrier came last: it runs the consumers
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #dd42a894
 @patch
@@ -135,7 +137,7 @@ def ready(self: ConsumerReplica) -> bool:
     if not r.seeded: return False                    # a grown or moved stream: its consumers' states come with its seed
     if r.is_leader() and (not self.cready or now - self.cready > 2.0):     # (asked again if the barrier got lost with a leader change)
         self.cready = now
-        r.propose(Barrier(r.server_id))
+        r.propose(Barrier(r.server_id, r.term()))
     return False
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #ef12d3c3
@@ -166,7 +168,7 @@ def propose(self: ConsumerReplica, c, replies: list):
 def delivered(self: ConsumerReplica, c, sent: list):
     "Log what consumer `c` handed out (`sent`, from its journal) before the messages go."
     floors = [c.adflr, c.asflr] if c.ack_none else []
-    self.replica.propose(Delivered(c.name, [] if c.ack_none else sent, c.sseq, c.dseq, c.last_delivered, floors))
+    self.replica.propose(Delivered(c.name, [] if c.ack_none else sent, c.sseq, c.dseq, c.last_delivered, floors, self.replica.server_id))
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #5e7c7179
 @patch
@@ -184,8 +186,16 @@ def apply(self: ConsumerReplica, idx: int, e):
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #97572cf9
 @patch
+def stale(self: ConsumerReplica, e) -> bool:
+    """Whether consumer entry `e` comes from a server other than the one whose barrier came last: a leader that lost
+    the group, whose entry reached the log after its successor took the consumers over. It is ignored, and not
+    answered: its `AckSync` was not applied by the consumer that runs (the client asks again, and that one answers)."""
+    return self.run_by is not None and e.origin != self.run_by
+
+@patch
 def _on_state(self: ConsumerReplica, e: ConsumerState, s, fresh: bool) -> list:
     "A consumer's state, kept (a new one led here is told to the watcher); the replies to send."
+    if self.stale(e): return []
     r = self.replica
     if fresh and e.name not in self.cstates and r.is_leader() and r.watcher is not None: r.watcher.consumer_created(r, e.name, e.state)
     self.cstates[e.name] = e.state
@@ -195,7 +205,7 @@ def _on_state(self: ConsumerReplica, e: ConsumerState, s, fresh: bool) -> list:
 def _on_delivered(self: ConsumerReplica, e: Delivered, s, fresh: bool):
     "Messages handed out, added to the consumer's recorded state (not logged yet: its first state has them); nothing to answer."
     st = self.cstates.get(e.name)
-    if st is None: return None
+    if st is None or self.stale(e): return None
     pending, rdc = st['pending'], st['rdc']
     for sseq, dseq, ts, dc in e.sent:
         pending[str(sseq)] = [dseq, ts]
@@ -207,14 +217,17 @@ def _on_delivered(self: ConsumerReplica, e: Delivered, s, fresh: bool):
 @patch
 def _on_delete(self: ConsumerReplica, e: ConsumerDelete, s, fresh: bool) -> list:
     "A consumer deleted: forgotten, stopped on a follower that still runs it; the replies to send."
+    if self.stale(e): return []
     self.cstates.pop(e.name, None)
     if s is not None and (c := s.consumers.get(e.name)) is not None and not self.replica.is_leader(): detach(self.replica.account, s, c, True)
     return [(e.reply, e.body)] if e.reply else []
 
 @patch
 def _on_barrier(self: ConsumerReplica, e: Barrier, s, fresh: bool):
-    "Everything before it is applied: the leader that asked takes the consumers."
+    "Everything before it is applied: the leader that asked takes the consumers (a barrier of an older term changes nothing)."
     r = self.replica
+    if e.term < self.run_term: return
+    self.run_by, self.run_term = e.server, e.term
     if e.server == r.server_id and r.is_leader() and self.cready is not True and s is not None: self.take_over(s)
 
 CONSUMER_APPLY = {ConsumerState: ConsumerReplica._on_state, ConsumerDelete: ConsumerReplica._on_delete, Barrier: ConsumerReplica._on_barrier,
@@ -369,6 +382,12 @@ def interested(self: StreamReplica, subject: str) -> bool:
     if self.live: return self.consumers.interested(subject)
     s = self.account.streams.get(self.stream)
     return s is not None and any(c.matches(subject) for c in s.consumers.values())
+
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #00344cc6
+@patch
+def term(self: StreamReplica) -> int:
+    "The Raft term this server's member is in (0 while the group does not run here)."
+    return self.raft.raftCurrentTerm if self.raft is not None else 0
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #55df98f7
 @patch
