@@ -131,8 +131,9 @@ def _on_decide(self: ClusteredJetStream, g, s: Stream | None, idx: int, e: Decid
 
 @patch
 def _on_copies(self: ClusteredJetStream, g, s: Stream | None, idx: int, e: Copies) -> int:
-    "What the leader copied from the stream's upstreams."
-    return _apply_copies(s, idx, e.entries, e.ts) if s is not None else 0
+    """What the leader copied from the stream's upstreams; not what a former leader copied that reached the log after its
+    successor's barrier (`ConsumerReplica.stale`): the successor copies on from its own store, and would copy it again."""
+    return _apply_copies(s, idx, e.entries, e.ts) if s is not None and not g.consumers.stale(e) else 0
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #f8964e0c
 @patch
