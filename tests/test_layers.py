@@ -317,3 +317,18 @@ BASE_CALLS_SUBCLASS = {
 def test_no_base_class_calls_into_its_subclasses():
     "A base class is complete without its subclasses: it calls only what it and its bases define (see `BASE_CALLS_SUBCLASS`)."
     assert sorted(_reaching_down()) == sorted(BASE_CALLS_SUBCLASS)
+
+
+# PySyncObj's private names: read and overridden in the two Raft modules only, each listed with its reason on the Raft
+# page ("Raft on the routes"); every other module uses the Raft group's own calls.
+RAFT_MODULES = {'jsnb.js.raft', 'jsnb.js.cluster_raft'}
+
+
+def test_pysyncobj_private_names_stay_in_the_raft_modules():
+    import re
+    used = {m: sorted(set(re.findall(r'_SyncObj__\w+', p.read_text()))) for m, p in MODULES.items()}
+    outside = {m: names for m, names in used.items() if names and m not in RAFT_MODULES}
+    assert not outside, outside
+    page = (ROOT.parent / 'nbs' / '2_js' / '20_raft.ipynb').read_text()
+    listed = set(re.findall(r'`(__\w+)`', page))
+    assert {n.removeprefix('_SyncObj') for names in used.values() for n in names} <= listed, listed

@@ -18,7 +18,7 @@ def replicas(js, r, n: int = 0) -> list[dict]:
     "The members of stream replica `r`'s group as advisories list them: this server first, then the others as it sees them; `n`: only that many (the most current)."
     g = r.raft
     me, st, now, lead = js.core.server_name, g.getStatus(), time.monotonic(), r.is_leader()
-    heard = {node.id: t for node, t in list(getattr(g, '_SyncObj__lastResponseTime', {}).items())}
+    heard = g.heard()
     commit, others = st.get('commit_idx', 0), []
     for addr, name in r.names.items():
         if addr == g.selfNode.id: continue
@@ -50,7 +50,7 @@ LOST_QUORUM_EVERY = 10.0     # seconds between two quorum-lost advisories of one
 def lost_quorum(r) -> bool:
     "Whether replica `r`'s group has no majority: fewer than half of its other members answered within the leader's fallback time."
     now = time.monotonic()
-    heard = sum(1 for t in list(getattr(r.raft, '_SyncObj__lastResponseTime', {}).values()) if now - t < LEADER_FALLBACK)
+    heard = sum(1 for t in r.raft.heard().values() if now - t < LEADER_FALLBACK)
     return 1 + heard <= len(r.names) / 2
 
 def _replicated(snap: dict) -> bool: return (snap.get('config') or {}).get('num_replicas') != 1

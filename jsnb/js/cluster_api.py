@@ -370,7 +370,7 @@ def cluster_info(self: ClusterApi, name: str) -> dict:
     g = self.groups.get(name)
     if g is None: return d
     st, now = g.raft.status(), time.monotonic()
-    last = getattr(g.raft, '_SyncObj__lastResponseTime', {})   # when each follower last answered the leader
+    last = g.raft.heard()                            # when each follower last answered the leader
     d = dict(name=d['name'], raft_group=g.name, leader=d['leader'])
     if g.raft.leader_since: d['leader_since'] = rfc3339(g.raft.leader_since)
     d['system_account'], d['traffic_account'] = True, self.opts.system_account or '$SYS'   # (see above)
@@ -379,7 +379,7 @@ def cluster_info(self: ClusterApi, name: str) -> dict:
         if addr == g.raft.selfNode.id: continue
         match = st.get('match_idx_server_' + addr, 0)
         up = st.get('partner_node_status_server_' + addr) == 2
-        seen = next((t for n, t in list(last.items()) if n.id == addr), None)
+        seen = last.get(addr)
         p = dict(name=g.names[addr], current=bool(up and match >= commit),
                  active=int((now - seen) * 1e9) if up and seen is not None else 0)
         if not up: p['offline'] = True
@@ -589,12 +589,12 @@ def meta_cluster(self: ClusterApi) -> dict:
     st, now = self.meta.raft.status(), time.monotonic()
     lead = self.meta.leader_addr()
     lname = self.meta.members.get(lead, '')
-    last = getattr(self.meta.raft, '_SyncObj__lastResponseTime', {})
+    last = self.meta.raft.heard()
     commit, reps = st.get('commit_idx', 0), []
     for addr, name in self.meta.members.items():
         if addr == self.raft_addr: continue
         up = st.get('partner_node_status_server_' + addr) == 2
-        seen = next((t for n, t in list(last.items()) if n.id == addr), None) if lname == self.core.server_name else None
+        seen = last.get(addr) if lname == self.core.server_name else None
         cur = up and (st.get('match_idx_server_' + addr, 0) >= commit if lname == self.core.server_name else addr == lead)
         p = dict(name=name, current=bool(cur), active=int((now - seen) * 1e9) if seen is not None else 0)   # (offline: since last heard)
         if not up: p['offline'] = True

@@ -233,7 +233,7 @@ class RaftNode(SyncObj):
                            deserializer=self._read_snapshot if dump else None,
                            dynamicMembershipChange=membership, onStateChanged=self._state)
         super().__init__(Node(me), [Node(o) for o in others if o != me], conf, transport=self.transport, nodeClass=Node)
-        if self._SyncObj__raftCurrentTerm == 0:      # a new group (no term on disk): its first election comes sooner
+        if self.raftCurrentTerm == 0:                # a new group (no term on disk): its first election comes sooner
             self._SyncObj__raftElectionDeadline = time.monotonic() + random.uniform(*CAMPAIGN)
         raft_loop.add(self)
 
@@ -278,6 +278,13 @@ def is_leader(self: RaftNode) -> bool: return self._isLeader()
 
 @patch(as_prop=True)
 def members(self: RaftNode) -> set[str]: return {self.selfNode.id, *(n.id for n in self.otherNodes)}
+
+@patch
+def heard(self: RaftNode) -> dict[str, float]:
+    """When (monotonic) each other member last answered this member as leader, by member id. PySyncObj keeps it
+    (`__lastResponseTime`) for its own leader fallback and has no public call for it: this is the one place that reads it
+    (for the `active` of `/jsz` and stream info, and for a group's lost quorum)."""
+    return {node.id: t for node, t in list(getattr(self, '_SyncObj__lastResponseTime', {}).items())}
 
 @patch
 def close(self: RaftNode):
