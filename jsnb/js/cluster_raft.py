@@ -173,17 +173,19 @@ def hand_over(self: RaftGroup, to: str | None = None, done=None, within: float =
     self._parked, end = [], time.monotonic() + within
     def attempt():
         told = []
-        if not self._gone and self.is_leader(): self.transferLeadership(to, callback=lambda res, err: told.append(err == FAIL_REASON.SUCCESS))
+        if not self._gone and self.is_leader():
+            self.tick()                                 # what was proposed before is in the log, so the target must have it too
+            self.transferLeadership(to, callback=lambda res, err: told.append(err == FAIL_REASON.SUCCESS))
         if told == [True] or self._gone or not self.is_leader() or time.monotonic() >= end:
             if done: done(told == [True])
             return self._unpark(told == [True], end + within)
         self._loop.call_later(HAND_OVER_TRIES, attempt)
-    attempt()
+    self._loop.call_soon(attempt)                   # (in a turn of its own: a tick applies entries)
 
 @patch
 def _unpark(self: RaftGroup, told: bool, until: float):
     "Propose what waited during a hand-over: once another member leads (or this one still does: not told), or at `until`."
-    if not self._gone and told and time.monotonic() < until and (self.is_leader() or not self.leader_addr()):
+    if not self._gone and time.monotonic() < until and ((told and self.is_leader()) or not self.leader_addr()):   # (no leader: it would be dropped)
         return self._loop.call_later(HAND_OVER_TRIES, self._unpark, told, until)
     parked, self._parked = self._parked or [], None
     if not self._gone:

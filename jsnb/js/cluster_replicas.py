@@ -100,8 +100,10 @@ def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: list):
 def _again_snapshot(js, g, idx: int, e: StreamSnapshot) -> bool: js._install(g, g.stream, idx, e.state); return True
 def _again_consumer(js, g, idx: int, e) -> bool: g.consumers.apply(idx, e); g.raft.compact(256); return True
 def _again_seeded(js, g, idx: int, e: Seeded) -> bool:
-    "Seeded: the group takes messages, and knows the consumers the seed carried (a state logged before is as recent)."
-    for name, state in e.consumers.items(): g.consumers.cstates.setdefault(name, state)
+    """Seeded: the group takes messages, and knows the consumers the seed carried (a state logged before is as recent);
+    a `Seeded` asked again (the first took long to come back) brings back no consumer deleted since the first."""
+    if not g.seeded:
+        for name, state in e.consumers.items(): g.consumers.cstates.setdefault(name, state)
     g.seeded = True
     return False
 
@@ -469,7 +471,7 @@ ClusteredJetStream.META_APPLY = ClusterMeta.META_APPLY | {
 @patch
 def _install(self: ClusteredJetStream, g: RaftGroup, name: str, idx: int, extra: dict):
     "A snapshot of stream `name`'s log at `idx`: its consumer states; the messages are here already (this replica's own snapshot, at a restart), or come from a peer's store (`_catch_up`)."
-    g.consumers.cstates = dict(extra.get('cstates') or {})
+    g.consumers.restore(extra)
     if extra.get('seeded'): g.seeded = True
     if max(g.raft.applied, g.raft.applied_before) >= idx: return g.raft.release()
     g.raft.hold()
@@ -519,7 +521,7 @@ async def _sync_from(self: ClusteredJetStream, peer: str, name: str, g: RaftGrou
         self._apply_seed(s, part['msgs'])
         seq = part['next']
     self._apply_seed(s, [], ans['last'])
-    g.consumers.cstates, g.seeded = dict(ans['cstates']), g.seeded or ans['seeded']
+    g.consumers.restore(ans); g.seeded = g.seeded or ans['seeded']
     g.raft.applied = g.raft.applied_before = ans['applied']
     g.raft.mark_applied(g.applied_file, ans['applied'])
     return True
@@ -553,7 +555,7 @@ def _on_sync(self: ClusteredJetStream, server: str, frame: bytes):
             st, (lo, hi) = s.store.state(), req['have']
             ans = {'applied': max(g.raft.applied, g.raft.applied_before), 'first': st['first_seq'], 'last': st['last_seq'],
                    'gone': s.store.gaps(max(lo, st['first_seq']), min(hi, st['last_seq'])),
-                   'config': s.cfg, 'cstates': dict(g.consumers.cstates), 'seeded': g.seeded}
+                   'config': s.cfg, **g.consumers.saved(), 'seeded': g.seeded}
         elif req.get('op') == 'msgs':
             msgs, size, seq, to = [], 0, req['from'], req['to']
             while size < SEED_CHUNK and (m := s.store.load_next_msg('>', seq)) is not None and m.seq <= to:

@@ -186,6 +186,17 @@ def apply(self: ConsumerReplica, idx: int, e):
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #97572cf9
 @patch
+def saved(self: ConsumerReplica) -> dict:
+    "What a snapshot of the log, or a catch-up from a peer, carries of the consumers: their states, and whose barrier came last."
+    return {'cstates': dict(self.cstates), 'run_by': self.run_by, 'run_term': self.run_term}
+
+@patch
+def restore(self: ConsumerReplica, saved: dict):
+    "Take the consumers' part of a snapshot or of a peer's state (`saved`): what the log recorded up to there."
+    self.cstates = dict(saved.get('cstates') or {})
+    self.run_by, self.run_term = saved.get('run_by'), saved.get('run_term') or 0
+
+@patch
 def stale(self: ConsumerReplica, e) -> bool:
     """Whether consumer entry `e` comes from a server other than the one whose barrier came last: a leader that lost
     the group, whose entry reached the log after its successor took the consumers over. It is ignored, and not
@@ -318,7 +329,7 @@ def role(self: StreamReplica, leader: bool):
 @patch
 def snapshot_extra(self: StreamReplica) -> dict:
     "What a compaction of the group's log keeps besides the stores (called on the group's thread)."
-    return {'cstates': dict(self.consumers.cstates), 'seeded': self.seeded}
+    return {**self.consumers.saved(), 'seeded': self.seeded}
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #19961d38
 @patch
