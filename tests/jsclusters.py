@@ -106,13 +106,21 @@ class JSCluster:
 
     def up(self) -> list[int]: return [i for i, p in enumerate(self.procs) if p is not None and p.proc.poll() is None]
 
+    def routes(self, i: int) -> int:
+        "How many routes server `i` has (`/routez`)."
+        with urllib.request.urlopen(f'http://127.0.0.1:{self.http[i]}/routez', timeout=5) as r: return json.load(r)['num_routes']
+
     def wait_meta(self, timeout: float = 60):
-        "Wait until every running server reports the same meta leader."
+        """Wait until every running server reports the same meta leader, and has a route to every other running server
+        (a server without a route to another counts it offline when it places a new stream)."""
         deadline = time.time() + timeout
         while time.time() < deadline:
-            try: leaders = {self.jsz(i).get('meta_cluster', {}).get('leader') for i in self.up() if i not in self.no_js}
-            except OSError: leaders = {None}
-            if len(leaders) == 1 and None not in leaders and '' not in leaders: return leaders.pop()
+            up = self.up()
+            try:
+                leaders = {self.jsz(i).get('meta_cluster', {}).get('leader') for i in up if i not in self.no_js}
+                meshed = self.proxies or all(self.routes(i) >= len(up) - 1 for i in up)
+            except OSError: leaders, meshed = {None}, False
+            if meshed and len(leaders) == 1 and None not in leaders and '' not in leaders: return leaders.pop()
             time.sleep(0.2)
         raise TimeoutError('no meta leader')
 

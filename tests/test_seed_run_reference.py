@@ -258,7 +258,9 @@ def walk(steps, kind: str, ctx: dict) -> list[tuple[str, str]]:
             assert jobs[line].ready(st[2]), line
             continue
         if what == 'done':
-            rc, o, e = jobs.pop(line).result()
+            job = jobs.pop(line)
+            try: rc, o, e = job.result()
+            except TimeoutError as x: raise TimeoutError(f'{kind}: `{line}` {x}; its output so far: {job.out.getvalue()!r} {job.err.getvalue()!r}') from None
             assert rc == 0, (line, e)
             out.append((line + ' (its output)', o + e)); continue
         t0 = time.monotonic()

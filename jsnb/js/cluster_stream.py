@@ -247,8 +247,11 @@ CONSUMER_APPLY = {ConsumerState: ConsumerReplica._on_state, ConsumerDelete: Cons
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #014f021c
 @patch
 def take_over(self: ConsumerReplica, s):
-    "This server now leads stream `s`: its consumers become the ones the log recorded, with their timers running."
+    """This server now leads stream `s`: its consumers become the ones the log recorded, with their timers running. Logged
+    as the reference logs a new stream or consumer leader."""
     account, now = self.replica.account, time.time_ns()
+    log.info("JetStream cluster new stream leader for '%s > %s'", account.name, s.name)
+    for cname in self.cstates: log.info("JetStream cluster new consumer leader for '%s > %s > %s'", account.name, s.name, cname)
     for c in list(s.consumers.values()):
         if c.name not in self.cstates: detach(account, s, c, True)
     for cname, snap in self.cstates.items():
