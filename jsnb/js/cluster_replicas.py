@@ -288,13 +288,15 @@ def _seed(self: ClusteredJetStream, name: str):
                 size += len(m.subject) + len(m.hdr) + len(m.data)
                 if size >= SEED_CHUNK: g.propose(Seed(chunk)); chunk, size = [], 0; await asyncio.sleep(0)
             if chunk: g.propose(Seed(chunk))
-            states = {c.name: c.snapshot() for c in s.consumers.values() if not alone(c)}
-            for cname, snap in self._carried.get(name, {}).items():       # a follower's: as the group it left recorded them
+            states, carried = {c.name: c.snapshot() for c in s.consumers.values() if not alone(c)}, self._carried.get(name)
+            for cname, snap in (carried or {}).items():                    # a follower's: as the group it left recorded them
                 states.setdefault(cname, snap)
             for cname, snap in states.items(): g.propose(ConsumerState(cname, snap, self.core.server_id, []))
             g.propose(Seeded(st['last_seq'], states))                     # (with them: see `Seeded`)
             for _ in range(100):
-                if g.seeded or self.groups.get(name) is not g or g.raft is not raft: self._carried.pop(name, None); return
+                if g.seeded or self.groups.get(name) is not g or g.raft is not raft:
+                    if self._carried.get(name) is carried: self._carried.pop(name, None)   # (not what the next move carries)
+                    return
                 await asyncio.sleep(0.1)
     asyncio.get_running_loop().create_task(run())
 
