@@ -72,14 +72,12 @@ def tidy(text: str, blank=(), servers=False) -> str:
 
 
 def _events_in_order(text: str) -> str:
-    """An advisory listener's output with each run of consumer advisories sorted: nats-server deletes a stream's consumers
-    in no particular order (it walks a Go map), jsnb in the order they were made."""
+    """An advisory listener's output with its advisories sorted: nats-server deletes and restores a stream's consumers
+    in no particular order (it walks a Go map), and their advisories interleave with the stream's own differently from
+    one run to the next; jsnb sends them in the order the consumers were made. What is compared is which advisories
+    came, each with its fields."""
     parts = re.split(r'(?m)^(?=\[hh:mm:ss\] \[<id>\] )', text)
-    out, run = [], []
-    for p in parts + ['']:
-        if p.startswith('[hh:mm:ss] [<id>] Consumer Action'): run.append(p); continue
-        out += sorted(run) + [p]; run = []
-    return ''.join(out)
+    return parts[0] + ''.join(sorted(p if p.endswith('\n') else p + '\n' for p in parts[1:]))
 
 
 # ---- the walkthrough, as steps: a command line (its output compared), or one of these ----
