@@ -11,8 +11,8 @@ from .raft import record, as_list, entry_reader
 from .errors import JSClusterNoPeersErrF
 
 # %% auto #0
-__all__ = ['RAFT_INFO', 'LOST_QUORUM', 'TAGS', 'js_member', 'MetaGroup', 'Assign', 'Addr', 'Update', 'Unassign', 'Scale', 'Grow',
-           'Regroup', 'Move', 'RemoveServer', 'MetaSnapshot', 'meta_entry', 'misfit']
+__all__ = ['RAFT_INFO', 'LOST_QUORUM', 'TAGS', 'KINDS', 'js_member', 'MetaGroup', 'Assign', 'Addr', 'Update', 'Unassign', 'Scale',
+           'Grow', 'Regroup', 'Move', 'RemoveServer', 'MetaSnapshot', 'meta_entry', 'misfit']
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #6aa65142
 RAFT_INFO = 'jsnb_js'        # the route INFO field that carries the meta member of a jsnb server with JetStream
@@ -137,7 +137,8 @@ class MetaSnapshot(NamedTuple):
 TAGS = {'snapshot': MetaSnapshot, 'assign': Assign, 'addr': Addr, 'config': Update, 'unassign': Unassign, 'scale': Scale,
         'grow': Grow, 'regroup': Regroup, 'move': Move, 'remove_server': RemoveServer}   # the tags of the lists before records
 
-_read_meta = entry_reader(TAGS, 'meta entry')
+KINDS = frozenset(TAGS.values())                  # every kind of meta entry (each had a tag before records)
+_read_meta = entry_reader(TAGS, KINDS, 'meta entry')
 
 def meta_entry(op: list):
     "The record a committed meta entry holds, whichever form it was written in; ValueError for anything else."

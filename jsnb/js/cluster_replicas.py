@@ -598,7 +598,7 @@ def _replicated_ack(self: ClusteredJetStream, g: RaftGroup, name: str, subject: 
     c = s.consumers.get(toks[3]) if s is not None and len(toks) >= 7 else None
     body = data[hdr:] if hdr else data
     if c is None or c.ack_none or body[:4] == b'+NXT' or alone(c): return C.on_ack(self.account, subject, reply, hdr, data, src)
-    plain = body[:4] not in (b'+WPI', b'-NAK', b'+TER')
+    plain = body[:4] not in C.NOT_ACKS
     if plain and toks[5].isdigit() and not c.takes_ack(int(toks[5])): reply = b''    # nothing it can apply: no answer (as `Consumer.ack`)
     C.on_ack(self.account, subject, b'', hdr, data, src)
     if not reply: return                             # nobody waits: logged with the next round of `_watch_consumers`

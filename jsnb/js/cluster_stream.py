@@ -104,7 +104,7 @@ TAGS = {'snapshot': StreamSnapshot, 'msgs': Msgs, 'abatch': BatchCommit, 'decide
         'seeded': Seeded, 'scale': ScaleDown, 'regroup': GroupMove, 'api': ApiRequest, 'cstate': ConsumerState,
         'cdel': ConsumerDelete, 'cbarrier': Barrier}      # the tags of the lists before records
 KINDS = frozenset(TAGS.values()) | {Delivered}     # every kind of entry (`Delivered` came after the tagged lists)
-_read_stream = entry_reader(TAGS, 'stream entry', (Delivered,))
+_read_stream = entry_reader(TAGS, KINDS, 'stream entry')
 
 def stream_entry(op: list):
     "The record a committed stream entry holds, whichever form it was written in; ValueError for anything else."

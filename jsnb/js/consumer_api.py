@@ -25,9 +25,9 @@ from .stream_api import request, stream_of, require_empty, deleted
 from ..nats import headers as H
 
 # %% auto #0
-__all__ = ['on_next', 'on_ack', 'on_acks', 'on_flow_control', 'identity_header', 'consumer_create', 'consumer_durable_create',
-           'consumer_info_of', 'consumer_of', 'consumer_info', 'consumer_delete', 'consumer_names', 'consumer_list',
-           'consumer_pause', 'consumer_unpin', 'reset_seq', 'on_reset']
+__all__ = ['NOT_ACKS', 'on_next', 'on_ack', 'on_acks', 'on_flow_control', 'identity_header', 'consumer_create',
+           'consumer_durable_create', 'consumer_info_of', 'consumer_of', 'consumer_info', 'consumer_delete',
+           'consumer_names', 'consumer_list', 'consumer_pause', 'consumer_unpin', 'reset_seq', 'on_reset']
 
 # %% ../../nbs/2_js/15_consumer_api.ipynb #a8e23d67
 def _consumer(acct: Account, stream: str, name: str) -> Consumer | None:
@@ -74,7 +74,7 @@ def on_ack(acct: Account, subject: bytes, reply: bytes, hdr: int, data: bytes, s
     acct.host.send(c.ack(sseq, dseq, dc, data[hdr:] if hdr else data, text(reply)))
 
 # %% ../../nbs/2_js/15_consumer_api.ipynb #1b093b5b
-_NOT_ACKS = (b'+WPI', b'-NAK', b'+TER')
+NOT_ACKS = (b'+WPI', b'-NAK', b'+TER')     # answers on an ack subject that acknowledge nothing (progress, nak, term)
 
 # %% ../../nbs/2_js/15_consumer_api.ipynb #7c57179a
 def on_acks(acct: Account, ops: list, src):
@@ -85,7 +85,7 @@ def on_acks(acct: Account, ops: list, src):
         if getattr(src, 'closing', False): break      # closed on the way: what came before still counts
         toks = subject.split(b'.')
         c = None
-        if not reply and len(toks) >= 7 and (data[hdr:hdr + 4] if hdr else data[:4]) not in _NOT_ACKS:
+        if not reply and len(toks) >= 7 and (data[hdr:hdr + 4] if hdr else data[:4]) not in NOT_ACKS:
             if (toks[2], toks[3]) != key: key, found = (toks[2], toks[3]), _consumer(acct, text(toks[2]), text(toks[3]))
             c = found                                   # (looked up once for a row of acks to one consumer)
             if c is not None and (c.ack_none or not (toks[4].isdigit() and toks[5].isdigit() and toks[6].isdigit())): c = None

@@ -56,10 +56,10 @@ def from_list(v: list):
     return cls(*v[1:])
 
 # %% ../../nbs/2_js/20_raft.ipynb #ee2a6e9d
-def entry_reader(tags: dict[str, type], what: str, newer: tuple = ()) -> Callable[[list], object]:
-    """A reader of one group's committed entries: `as_list`'s form of a record in `tags` or `newer` (kinds that came after
-    the tagged lists), or a list tagged as before records (a key of `tags`); ValueError (`not a <what>`) for anything else."""
-    kinds = tags | {cls.__name__: cls for cls in (*tags.values(), *newer)}
+def entry_reader(tags: dict[str, type], kinds, what: str) -> Callable[[list], object]:
+    """A reader of one group's committed entries: `as_list`'s form of a record of the group's `kinds`, or a list tagged as
+    before records (a key of `tags`); ValueError (`not a <what>`) for anything else."""
+    kinds = tags | {cls.__name__: cls for cls in kinds}
     def read(op: list):
         try: return kinds[op[0]](*op[1:])          # (one look-up: some groups' entries come at the rate messages are published)
         except (KeyError, TypeError, IndexError): raise ValueError(f'not a {what}: {op[:1]!r}') from None
