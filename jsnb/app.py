@@ -24,7 +24,7 @@ def jetstream(core, opts: ServerOptions):
     if not global_account_only(opts): return JetStreamAccounts(core, opts)   # JetStream in the accounts that have it, not in `$G`
     system = system_part(core, opts)         # the system account's `$JS.API` (its users get what the reference gives them)
     if opts.clustered:                       # the meta group and the streams' servers; only clustered servers load the Raft library
-        from jsnb.js.cluster_replicas import ClusteredJetStream
+        from jsnb.js.cluster import ClusteredJetStream
         return ClusteredJetStream(core, opts, system=system)
     return JetStream(core, core.store_dir, opts.max_memory_store, opts.max_file_store, opts.sync_interval, domain=opts.js_domain,
                      system=system)

@@ -8,7 +8,7 @@ import pytest
 import nats
 from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
 from jsclusters import JSCluster, request, publish_acked
-from jsnb.js.cluster import peer_id
+from jsnb.js.cluster_meta import peer_id
 
 pytestmark = pytest.mark.reference
 KINDS = ['nats-server', 'jsnb']

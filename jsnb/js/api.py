@@ -152,19 +152,26 @@ def on_api_run(self: JetStream, ops: list, src):
 # %% ../../nbs/2_js/16_api.ipynb #d18adbf6
 @patch
 def on_api(self: JetStream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    "One `$JS.API` request: route it, answer it (once), count and audit it."
+    "One `$JS.API` request: answered by `respond` once what came before it in the read is done."
     if subject.startswith(b'$JS.API.CONSUMER.MSG.NEXT.'): return     # a pull request (`on_next`): it may wait for the end of the read
     self.account.host.flush_deferred()            # what came before in the read is done first
+    self.respond(subject, reply, hdr, data, src)
+
+@patch
+def respond(self: JetStream, subject: bytes, reply: bytes, hdr: int, data: bytes, src, dress=None) -> dict | None:
+    """Route one `$JS.API` request, answer it with this account (once), count and audit it; `dress(answer)` adds to the
+    answer before it goes (a cluster adds the stream's `cluster`). The answer, or None when nobody handles the subject."""
     if direct_get.is_request(subject):               # the streams answer these; a Direct Get nobody serves is a no-responders
         if reply and direct_get.unserved(self.core.sublist, subject): self.account.host.no_responders(src, subject, reply)
-        return
+        return None
     subj = text(subject)
     found = route(subj)
-    if found is None: return                    # nobody handles this subject: no answer, as with the reference
+    if found is None: return None               # nobody handles this subject: no answer, as with the reference
     r, args = found
     body = data[hdr:] if hdr else data
     if hdr and not level_ok(data[:hdr]): r = r._replace(handler=above_level)   # asks for a newer API than ours
     resp, delay = answer(self.account, r, args, body, src, subj)
+    if dress is not None: resp = dress(resp)
     loud = 'error' in resp or not r.quiet
     if loud: self.account.api_total += 1
     try: out = json_bytes(resp)
@@ -176,6 +183,7 @@ def on_api(self: JetStream, subject: bytes, reply: bytes, hdr: int, data: bytes,
     elif reply and h: self.account.host.publish(text(reply), out, hdr=h)
     elif reply: self.account.host.reply(reply, out)
     if loud: audit(self.account, src, subj, body, out)
+    return resp
 
 # %% ../../nbs/2_js/16_api.ipynb #f5a78639
 @patch

@@ -4,12 +4,12 @@
 
 # %% ../../nbs/2_js/20_cluster.ipynb #ad028825
 from __future__ import annotations
-import asyncio, hashlib, logging, os, secrets, time
+import asyncio, logging, os, secrets, time
 from functools import partial
 import msgpack, orjson
 from fastcore.basics import patch
 from .raft import RaftLoop
-from .cluster_raft import RaftGroup, META_COMPACT_BYTES
+from .cluster_raft import RaftGroup, META_COMPACT_BYTES, read_saved, write_saved
 from .route_bus import RouteBus, member_id
 from ..nats.protocol import text
 from .host import json_bytes, event_id, CoreHost
@@ -19,51 +19,23 @@ from .js_accounts import SYSTEM_DIRECTIVES
 from .stream import Stream
 from .health import cluster_problems
 from .cluster_stream import StreamReplica
-from .cluster_meta import MetaGroup, RAFT_INFO, js_member, meta_entry, Assign, Addr, Update, Unassign, Scale, MetaSnapshot
+from .cluster_meta import MetaGroup, RAFT_INFO, js_member, meta_entry, peer_id, Assign, Addr, Update, Unassign, Scale, MetaSnapshot
 from . import consumer_api as C
+from .cluster_api import ClusterApi, LEADER_READ
+from .cluster_replicas import Replication, REPLICA_META_APPLY, SYNC_CHANNEL
+from .cluster_advisories import Advisor
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'RAFT_META', 'SETTLE', 'API_CHANNEL', 'SYNC_CHANNEL', 'ANSWER_CHANNEL', 'CONSUMER_SYNC', 'LEADER_READ',
-           'REMOVED', 'short_hash', 'peer_id', 'group_name', 'read_saved', 'ClusterMeta', 'ClusterHost',
-           'relay_jetstream']
-
-# %% ../../nbs/2_js/20_cluster.ipynb #011b349e
-_DIGITS = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
-
-def short_hash(s: str, n: int = 8) -> str:
-    "`n` base-62 characters of the SHA-256 of `s`: how the reference names a peer after its server name."
-    return ''.join(_DIGITS[b % 62] for b in hashlib.sha256(s.encode()).digest()[:n])
-
-# %% ../../nbs/2_js/20_cluster.ipynb #7e6ccd06
-def peer_id(name: str) -> str:
-    "A server's peer id in `replicas` and `meta_cluster`, derived from its name as the reference derives it."
-    return short_hash(name)
-
-# %% ../../nbs/2_js/20_cluster.ipynb #1123337a
-def group_name(name: str, replicas: int, storage: str, created: int) -> str:
-    "The name of a replicated stream's group, shaped as the reference's (`S-R<n><F|M>-<8 characters>`, here from the stream's name and creation)."
-    return f"S-R{replicas}{'M' if storage == 'memory' else 'F'}-{short_hash(f'{name}:{created}')}"
-
-# %% ../../nbs/2_js/20_cluster.ipynb #3df6128e
-def read_saved(path: str) -> str:
-    "The text saved at `path`, stripped (empty when there is none)."
-    try:
-        with open(path) as f: return f.read().strip()
-    except OSError: return ''
-
-# %% ../../nbs/2_js/20_cluster.ipynb #9143212c
-def _write(path: str, s: str):
-    with open(path, 'w') as f: f.write(s)
+__all__ = ['log', 'RAFT_META', 'SETTLE', 'API_CHANNEL', 'ANSWER_CHANNEL', 'META_APPLY', 'REMOVED', 'ClusteredJetStream',
+           'ClusterHost', 'relay_jetstream']
 
 # %% ../../nbs/2_js/20_cluster.ipynb #60ca9feb
 RAFT_META = 'jsnb_meta'      # the route INFO field that carries the members of a server's meta group, once formed
 SETTLE = 1.0                 # the route mesh must stay unchanged this long before a new meta group forms
 API_CHANNEL = b'js'          # the peer channel's name for requests sent on to another server (`forward`)
-SYNC_CHANNEL = b'jssync'     # and for catch-up requests (see 'Compaction and catch-up')
-ANSWER_CHANNEL = b'js.r'     # and for the answers that come back to the asking server (`ask`)
-CONSUMER_SYNC = 0.1          # how often a stream leader puts the consumer states that changed into the stream's log
+ANSWER_CHANNEL = b'js.r'     # the peer channel's name for the answers that come back to the asking server (`ask`)
 
 
 def _meta_of(rc) -> dict | None:
@@ -72,34 +44,32 @@ def _meta_of(rc) -> dict | None:
     return v if type(v) is dict else None
 
 # %% ../../nbs/2_js/20_cluster.ipynb #80912d67
-class ClusterMeta(JetStream):
-    "JetStream of `$G` on a server with routes: the meta group, the streams' groups, requests sent to the stream's leader."
-    def __init__(self, core, opts, watcher=None, system=None):
+class ClusteredJetStream(JetStream):
+    """JetStream of `$G` on a server with routes. It holds the meta group (`MetaGroup`), its API front (`ClusterApi`: who
+    answers each request) and its replication (`Replication`: the streams' and consumers' groups), and carries what
+    goes between servers: requests sent on to another server, their answers, the streams' subscriptions."""
+    def __init__(self, core, opts, system=None):
         super().__init__(core, core.store_dir, opts.max_memory_store, opts.max_file_store, opts.sync_interval,
                          domain=opts.js_domain, host=partial(ClusterHost, js=self), system=system)
         self.opts, self.meta = opts, MetaGroup(core, opts)   # the meta group: members, assignments, placement, its Raft member
         self.account.clustered = True
-        self._state_dir = os.path.join(core.store_dir, '_meta_')
-        self.raft_addr = read_saved(os.path.join(self._state_dir, 'raft')) or member_id(core.server_name, 'm' + secrets.token_hex(4))   # its meta member
-        self.bus = self.raft_loop = None           # the Raft members' bus and ticks, once the meta group forms (`_raft`)
+        self.state_dir = os.path.join(core.store_dir, '_meta_')
+        self.raft_addr = read_saved(os.path.join(self.state_dir, 'raft')) or member_id(core.server_name, 'm' + secrets.token_hex(4))   # its meta member
+        self.bus = self.raft_loop = None           # the Raft members' bus and ticks, once the meta group forms (`raft_parts`)
         core.route_info_extra = {RAFT_INFO: self.raft_addr, 'jsnb_tags': list(opts.server_tags)}   # (tags: for placement)
 
         self.replicas: dict[str, StreamReplica] = {}   # this server's replicas of replicated streams (their `group`)
         self.groups: dict[str, StreamReplica] = {}     # those whose group runs here now
-        self.watcher = watcher                      # each replica's watcher: its leader changes and new consumers (the advisories)
-
-        self._replies: dict[str, tuple] = {}       # replicated streams created or grown: (reply, response type), sent once they have a leader
-        self._carried: dict[str, dict] = {}        # consumer states a regrouped stream's seeding server puts in its new group
-        self._outbox: dict[str, list] = {}         # messages for replicated streams led here, until the end of the read
+        self.watcher = Advisor(self)                # each replica's watcher: its leader changes and new consumers (the advisories)
+        self.api, self.replication = ClusterApi(self), Replication(self)
 
         self._lead_subs: dict[str, list] = {}      # replicated stream -> its subscriptions to its subjects (held by its leader)
-        self._acks: dict[tuple, list] = {}         # (stream, consumer) -> AckSync replies waiting for the end of the read
         self._seen, self._since, self._timer, self._serving = None, 0.0, None, False
         self._asks: dict[int, object] = {}         # requests sent to other servers whose answers come back here: id -> fn(data)
-        self._captured: dict[bytes, object] = {}   # reply subjects of requests from other servers: subject -> fn(body) (`_capture`)
+        self._captured: dict[bytes, object] = {}   # reply subjects of requests from other servers: subject -> fn(body) (`capture`)
         self._ask_ids = 0
-        self._shared, self._early, self._wire, self._outside = set(), [], [], False
-        self._sys, self._sys_subs, self._sys_told, self.removing, self.disabled = None, [], False, None, False
+        self._shared, self._early, self.wire, self._outside = set(), [], [], False
+        self.sys_account, self._sys_subs, self._sys_told, self.removing, self.disabled = None, [], False, None, False
 
 # %% ../../nbs/2_js/20_cluster.ipynb #0dff8ed0
 _WIRE = ((b'$JS.API.CONSUMER.MSG.NEXT.', C.on_next, 5), (b'$JS.ACK.', C.on_ack, 2), (b'$JS.FC.', C.on_flow_control, 2),
@@ -108,7 +78,7 @@ _WIRE = ((b'$JS.API.CONSUMER.MSG.NEXT.', C.on_next, 5), (b'$JS.ACK.', C.on_ack, 
 # %% ../../nbs/2_js/20_cluster.ipynb #6cb34040
 class ClusterHost(CoreHost):
     "The host of a clustered account's streams: subscriptions every server sees, reads a lagging replica hands to the leader."
-    def __init__(self, core, account, js: ClusterMeta):
+    def __init__(self, core, account, js: ClusteredJetStream):
         super().__init__(core, account)
         self.js = js
 
@@ -117,41 +87,41 @@ class ClusterHost(CoreHost):
     def unsubscribe(self, sub): self.js._unshare(sub)
     def read_elsewhere(self, stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src) -> bool:
         return self.js.read_elsewhere(stream, subject, reply, hdr, data, src)
-    def reply(self, to, body):                               # (an answer to another server's request: see `_capture`;
+    def reply(self, to, body):                               # (an answer to another server's request: see `capture`;
         if not (self.js._captured and self.js.taken(to, body)): CoreHost.reply(self, to, body)   # none pending: one test)
     def publish(self, subject, data=b'', hdr=b'', reply=''):
         if not (self.js._captured and self.js.taken(subject, data)): CoreHost.publish(self, subject, data, hdr, reply)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #9169b417
 @patch
-def start(self: ClusterMeta):
+def start(self: ClusteredJetStream):
     "Start as a single server does (`JetStream.start`), with subscriptions the cluster sees, then form (or rejoin) the meta group."
-    os.makedirs(self._state_dir, exist_ok=True)
-    if os.path.exists(os.path.join(self._state_dir, REMOVED)):    # (`SERVER.REMOVE`)
+    os.makedirs(self.state_dir, exist_ok=True)
+    if os.path.exists(os.path.join(self.state_dir, REMOVED)):    # (`SERVER.REMOVE`)
         if self.system is not None: self.system.start()
         return self._disabled_at_start()
-    self._sys = self.core.accounts.get(self.opts.system_account)     # its users' `SERVER.REMOVE` and `META.LEADER.STEPDOWN`
-    self._sys_subs = [self.core.subscribe(s.decode(), self._on_system, acc=self._sys) for s in SYSTEM_DIRECTIVES] if self._sys is not None else []
-    self._wire = [(p, partial(fn, self.account), i) for p, fn, i in _WIRE]
+    self.sys_account = self.core.accounts.get(self.opts.system_account)     # its users' `SERVER.REMOVE` and `META.LEADER.STEPDOWN`
+    self._sys_subs = [self.core.subscribe(s.decode(), self.api.on_system, acc=self.sys_account) for s in SYSTEM_DIRECTIVES] if self.sys_account is not None else []
+    self.wire = [(p, partial(fn, self.account), i) for p, fn, i in _WIRE]
     JetStream.start(self)
     self.core.leaving.append(self.hand_over)
-    self.meta.applied_before = int(read_saved(os.path.join(self._state_dir, 'applied')) or 0)
+    self.meta.applied_before = int(read_saved(os.path.join(self.state_dir, 'applied')) or 0)
     self._timer = asyncio.get_running_loop().call_later(0.25, self._watch)
-    self._ctimer = asyncio.get_running_loop().call_later(CONSUMER_SYNC, self._watch_consumers)
+    self.replication.start()
 
 @patch
-def api_subscriptions(self: ClusterMeta) -> list:
+def api_subscriptions(self: ClusteredJetStream) -> list:
     "`$JS.API` and the wire subjects of `JetStream.api_subscriptions`, answered here or sent on to the server that holds the stream or consumer."
     sub = self.core.subscribe
-    return [sub(p, self.on_api) for p in API_SUBJECTS] + [
-        sub(p.decode() + ('*.*' if p == b'$JS.API.CONSUMER.RESET.' else '>'), partial(self._wire_msg, local, i)) for p, local, i in self._wire]
+    return [sub(p, self.api.on_api) for p in API_SUBJECTS] + [
+        sub(p.decode() + ('*.*' if p == b'$JS.API.CONSUMER.RESET.' else '>'), partial(self.wire_msg, local, i)) for p, local, i in self.wire]
 
 # %% ../../nbs/2_js/20_cluster.ipynb #1f6df222
 @patch
-def stop(self: ClusterMeta):
+def stop(self: ClusteredJetStream):
     "Leave the groups (the peers see this server go), then stop as a single server does."
     if self._timer is not None: self._timer.cancel()
-    if getattr(self, '_ctimer', None) is not None: self._ctimer.cancel(); self._ctimer = None
+    self.replication.stop()
     if self.hand_over in self.core.leaving: self.core.leaving.remove(self.hand_over)
     for g in list(self.groups.values()): g.stop()
     self.groups.clear()
@@ -162,14 +132,14 @@ def stop(self: ClusterMeta):
         for ch in (API_CHANNEL, SYNC_CHANNEL, ANSWER_CHANNEL): cl.peers.handle(ch, None)
     self._serving = False
     for s in self._sys_subs:
-        self.core.unsubscribe(s, acc=self._sys)
-        if cl is not None and self._sys_told: cl.local_interest(s, -1, self._sys)
+        self.core.unsubscribe(s, acc=self.sys_account)
+        if cl is not None and self._sys_told: cl.local_interest(s, -1, self.sys_account)
     self._sys_subs = []
     JetStream.stop(self)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #1eb833f0
 @patch
-async def hand_over(self: ClusterMeta, within: float = 2.0):
+async def hand_over(self: ClusteredJetStream, within: float = 2.0):
     "Before this server goes: its groups stand for election no more, and each it leads passes to a caught-up follower."
     rafts = [r.raft for r in self.groups.values() if r.raft is not None] + [self.meta.raft] * (self.meta.raft is not None)
     for g in rafts: g.set_electable(False)
@@ -181,38 +151,38 @@ async def hand_over(self: ClusterMeta, within: float = 2.0):
 
 # %% ../../nbs/2_js/20_cluster.ipynb #0086373f
 class _LeaderSub:
-    "A replicated stream's subscription to its subjects: held only while this server leads the stream (`_follow_role`)."
+    "A replicated stream's subscription to its subjects: held only while this server leads the stream (`follow_role`)."
     def __init__(self, name: str, args: tuple): self.name, self.args, self.sub = name, args, None
 
 # %% ../../nbs/2_js/20_cluster.ipynb #c73fc82d
 @patch
-def _share(self: ClusterMeta, subject, cb, queue='', defers=False, many=None):
+def _share(self: ClusteredJetStream, subject, cb, queue='', defers=False, many=None):
     "Subscribe for the account (a stream's own subjects come through `_share_stream`)."
     return self._share_here(subject, cb, queue, defers)
 
 @patch
-def _share_stream(self: ClusterMeta, s: Stream, subject: str):
+def _share_stream(self: ClusteredJetStream, s: Stream, subject: str):
     "A stream's subscription to one of its subjects: a replicated stream's messages go to its group first, and reach only its leader's server."
     if s.cfg.get('num_replicas', 1) <= 1: return self._share_here(subject, s.on_msg, '', True)
     s.group = self.replica(s.name)                   # what the stream decides goes through the group, from the start
-    ls = _LeaderSub(s.name, (subject, partial(self._replicated_msg, s), '', True))
+    ls = _LeaderSub(s.name, (subject, partial(self.replication.replicated_msg, s), '', True))
     self._lead_subs.setdefault(s.name, []).append(ls)
-    self._follow_role(s.name)
+    self.follow_role(s.name)
     return ls
 
 # %% ../../nbs/2_js/20_cluster.ipynb #6c45fe4e
 @patch
-def replica(self: ClusterMeta, name: str) -> StreamReplica:
+def replica(self: ClusteredJetStream, name: str) -> StreamReplica:
     "This server's replica of replicated stream `name`, made at the first ask: the stream's `group`."
     r = self.replicas.get(name)
     if r is None:
-        r = self.replicas[name] = StreamReplica(name, self.account, self.core.server_id, self.groups, partial(self._follow_role, name),
+        r = self.replicas[name] = StreamReplica(name, self.account, self.core.server_id, self.groups, partial(self.follow_role, name),
                                                 self.watcher)
     return r
 
 # %% ../../nbs/2_js/20_cluster.ipynb #528c8551
 @patch
-def _share_here(self: ClusterMeta, subject, cb, queue='', defers=False):
+def _share_here(self: ClusteredJetStream, subject, cb, queue='', defers=False):
     sub = self.core.subscribe(subject, cb, queue, defers)       # (no `many`: a server with routes routes each message itself)
     self._shared.add(sub)
     if self.core.cluster is not None: self.core.cluster.local_interest(sub, 1)
@@ -221,7 +191,7 @@ def _share_here(self: ClusterMeta, subject, cb, queue='', defers=False):
 
 # %% ../../nbs/2_js/20_cluster.ipynb #38218f8a
 @patch
-def _follow_role(self: ClusterMeta, name: str):
+def follow_role(self: ClusteredJetStream, name: str):
     """Hold the subscriptions of replicated stream `name` to its subjects while this server leads it (or holds it alone
     after a scale down), and only then: a publish then goes to the leader alone, as in the reference, and not to every
     replica (which would read, then drop it)."""
@@ -233,7 +203,7 @@ def _follow_role(self: ClusterMeta, name: str):
 
 # %% ../../nbs/2_js/20_cluster.ipynb #bd70a871
 @patch
-def _unshare(self: ClusterMeta, sub):
+def _unshare(self: ClusteredJetStream, sub):
     if isinstance(sub, _LeaderSub):
         subs = self._lead_subs.get(sub.name, [])
         if sub in subs: subs.remove(sub)
@@ -246,7 +216,7 @@ def _unshare(self: ClusterMeta, sub):
 
 # %% ../../nbs/2_js/20_cluster.ipynb #fab6e402
 @patch
-def _wire_msg(self: ClusterMeta, local, i: int, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int = 0):
+def wire_msg(self: ClusteredJetStream, local, i: int, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int = 0):
     "A consumer's wire subject (next, ack, flow control, reset): handled here, or sent to the server holding the stream."
     toks = subject.split(b'.')
     name = text(toks[i]) if len(toks) > i else ''
@@ -254,19 +224,19 @@ def _wire_msg(self: ClusterMeta, local, i: int, subject: bytes, reply: bytes, hd
     if not to and name not in self.meta.assignments and not hops: to = self.meta.leader()   # it may know the stream already
     if to and to != self.core.server_name and hops < 2: return self.forward(to, subject, reply, hdr, data, hops + 1)
     if i == 2 and subject.startswith(b'$JS.ACK.') and (g := self.groups.get(name)) is not None:
-        return self._replicated_ack(g, name, subject, reply, hdr, data, src)
+        return self.replication.replicated_ack(g, name, subject, reply, hdr, data, src)
     local(subject, reply, hdr, data, src)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #727e3bd1
 @patch
-def forward(self: ClusterMeta, server: str, subject: bytes, reply: bytes, hdr: int, data: bytes, hops: int = 1, ask: int = 0) -> bool:
+def forward(self: ClusteredJetStream, server: str, subject: bytes, reply: bytes, hdr: int, data: bytes, hops: int = 1, ask: int = 0) -> bool:
     """Send a request on to the server named `server` over the peer channel; it answers `reply` itself (or, `ask`, sends
     the answer back here, see `ask`). False when it cannot go now."""
-    return self._send_peer(server, API_CHANNEL, msgpack.packb([hops, subject, reply, hdr, data, ask]))
+    return self.send_peer(server, API_CHANNEL, msgpack.packb([hops, subject, reply, hdr, data, ask]))
 
 # %% ../../nbs/2_js/20_cluster.ipynb #526034c6
 @patch
-def _send_peer(self: ClusterMeta, server: str, channel: bytes, data: bytes) -> bool:
+def send_peer(self: ClusteredJetStream, server: str, channel: bytes, data: bytes) -> bool:
     "`data` for `channel` of server `server` over the peer channel; for this server itself, handled at the next turn of the loop."
     cl = self.core.cluster
     if cl is None: return False
@@ -277,7 +247,7 @@ def _send_peer(self: ClusterMeta, server: str, channel: bytes, data: bytes) -> b
 
 # %% ../../nbs/2_js/20_cluster.ipynb #9eede9c5
 @patch
-def leader_of(self: ClusterMeta, name: str) -> str:
+def leader_of(self: ClusteredJetStream, name: str) -> str:
     """The server that answers for stream `name`: its only server, its group's leader, or (not a peer) its first peer,
     which knows the leader. '' while there is none, and on a peer of a replicated stream whose group does not run here
     yet (a restarted server): its store may be behind, so it must not answer as the stream's only server."""
@@ -291,10 +261,8 @@ def leader_of(self: ClusterMeta, name: str) -> str:
     return a['peers'][0]
 
 # %% ../../nbs/2_js/20_cluster.ipynb #4a10933d
-LEADER_READ = 'leader'      # the source of a read handed to this server as the stream's leader: it answers or refuses
-
 @patch
-def read_elsewhere(self: ClusterMeta, s, subject: bytes, reply: bytes, hdr: int, data: bytes, src) -> bool:
+def read_elsewhere(self: ClusteredJetStream, s, subject: bytes, reply: bytes, hdr: int, data: bytes, src) -> bool:
     """A replica of a replicated stream that has not applied the read's `min_last_seq` yet hands it to the leader, which
     answers (or refuses, delayed, if it is behind too): the read-after-write spec's followers redirect, mirrors refuse."""
     g = self.groups.get(s.name)
@@ -306,18 +274,18 @@ def read_elsewhere(self: ClusterMeta, s, subject: bytes, reply: bytes, hdr: int,
 
 # %% ../../nbs/2_js/20_cluster.ipynb #a5f14c74
 @patch
-def ask(self: ClusterMeta, fn) -> int:
+def ask(self: ClusteredJetStream, fn) -> int:
     "Register `fn(data)` for answers to come back over the peer channel; the id to send (`done` drops it)."
     self._ask_ids += 1; self._asks[self._ask_ids] = fn
     return self._ask_ids
 
 # %% ../../nbs/2_js/20_cluster.ipynb #dd67f4c7
 @patch
-def done(self: ClusterMeta, aid: int): self._asks.pop(aid, None)
+def done(self: ClusteredJetStream, aid: int): self._asks.pop(aid, None)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #7dee6b90
 @patch
-def _on_answer(self: ClusterMeta, server: str, data: bytes):
+def _on_answer(self: ClusteredJetStream, server: str, data: bytes):
     "An answer to one of this server's `ask`s."
     try: aid, body = msgpack.unpackb(data)
     except Exception: return log.warning('JetStream: an answer from %s refused: not one', server)
@@ -325,25 +293,30 @@ def _on_answer(self: ClusterMeta, server: str, data: bytes):
 
 # %% ../../nbs/2_js/20_cluster.ipynb #2388fed8
 @patch
-def _capture(self: ClusterMeta, server: str, aid: int) -> bytes:
+def capture(self: ClusteredJetStream, server: str, aid: int) -> bytes:
     """A reply subject for one answer, which goes back to `server` as the answer to `aid` (forgotten after a minute
     without one). The account's host hands what is sent to it over (`taken`) instead of routing it: an internal
     answer never travels in a client account, where a client subscribed to `$JSC.>` would see it."""
     subject = f'$JSC.R.{secrets.token_hex(12)}'.encode()
-    self._captured[subject] = lambda body: self._send_peer(server, ANSWER_CHANNEL, msgpack.packb([aid, body]))
+    self._captured[subject] = lambda body: self.answer_ask(server, aid, body)
     asyncio.get_running_loop().call_later(60, self._captured.pop, subject, None)
     return subject
 
 @patch
-def taken(self: ClusterMeta, to, body: bytes) -> bool:
-    "Whether `to` is a reply subject of `_capture` (then `body` went back to the asking server)."
+def answer_ask(self: ClusteredJetStream, server: str, aid: int, body) -> bool:
+    "Send `body` back to server `server` as the answer to its `ask` `aid`."
+    return self.send_peer(server, ANSWER_CHANNEL, msgpack.packb([aid, body]))
+
+@patch
+def taken(self: ClusteredJetStream, to, body: bytes) -> bool:
+    "Whether `to` is a reply subject of `capture` (then `body` went back to the asking server)."
     fn = self._captured.pop(to if isinstance(to, bytes) else to.encode(), None)
     if fn is None: return False
     fn(body); return True
 
 # %% ../../nbs/2_js/20_cluster.ipynb #cc28c5c8
 @patch
-def _peers_now(self: ClusterMeta) -> dict:
+def peers_now(self: ClusteredJetStream) -> dict:
     "This server and the jsnb servers it has routes to that announced a meta member: member id -> server name."
     out = {self.raft_addr: self.core.server_name}
     for rc in self.core.cluster.routes.values():
@@ -352,7 +325,7 @@ def _peers_now(self: ClusterMeta) -> dict:
 
 # %% ../../nbs/2_js/20_cluster.ipynb #60ed9977
 @patch
-def _routes_resolved(self: ClusterMeta) -> bool:
+def _routes_resolved(self: ClusteredJetStream) -> bool:
     "Whether every configured route leads to a server this one has a route to, or back to this server."
     cl = self.core.cluster
     have = {rc.url.hostport for rc in cl.routes.values() if rc.url is not None}
@@ -360,7 +333,7 @@ def _routes_resolved(self: ClusterMeta) -> bool:
 
 # %% ../../nbs/2_js/20_cluster.ipynb #c2aba323
 @patch
-def _mesh_named(self: ClusterMeta) -> bool:
+def _mesh_named(self: ClusteredJetStream) -> bool:
     """Whether the configured routes name the whole mesh: each leads to a server this one has a route to (or back to this
     one), and every JetStream peer came over one of them. Then no server can still be heard of through gossip, and the
     meta group forms at once rather than after `SETTLE`."""
@@ -371,7 +344,7 @@ def _mesh_named(self: ClusterMeta) -> bool:
 
 # %% ../../nbs/2_js/20_cluster.ipynb #80d460e6
 @patch
-def _watch(self: ClusterMeta):
+def _watch(self: ClusteredJetStream):
     "Rejoin the meta group saved on disk, join the one a peer formed, or form one once the mesh is complete and settled."
     cl, loop = self.core.cluster, asyncio.get_running_loop()
     again = lambda: setattr(self, '_timer', loop.call_later(0.1, self._watch))
@@ -380,10 +353,10 @@ def _watch(self: ClusterMeta):
         if sub in self._shared: cl.local_interest(sub, 1)
     self._early = []
     if not self._sys_told:
-        for sub in self._sys_subs: cl.local_interest(sub, 1, self._sys)    # (the meta leader answers them, wherever it is)
+        for sub in self._sys_subs: cl.local_interest(sub, 1, self.sys_account)    # (the meta leader answers them, wherever it is)
         self._sys_told = True; cl.peers.info_watchers.append(self._peer_members)
     self._timer = None
-    if saved := read_saved(os.path.join(self._state_dir, 'members')): return self.form(orjson.loads(saved))
+    if saved := read_saved(os.path.join(self.state_dir, 'members')): return self.form(orjson.loads(saved))
     formed = [m for rc in cl.routes.values() if (m := _meta_of(rc))]
     if formed:                                        # a peer has a meta group: this server is one of its members, or of none
         if self.raft_addr in formed[0]: return self.form(formed[0])
@@ -391,7 +364,7 @@ def _watch(self: ClusterMeta):
         if not self._outside: log.error('JetStream: this server is not a member of the meta group formed by its peers')
         self._outside = True
         return again()
-    peers, now = self._peers_now(), time.monotonic()
+    peers, now = self.peers_now(), time.monotonic()
     if peers != self._seen: self._seen, self._since = peers, now
     alone_ok = not cl.configured and now - self._since >= 5 * SETTLE    # a cluster of one, after a longer wait
     settle = 0 if self._mesh_named() else SETTLE
@@ -400,7 +373,7 @@ def _watch(self: ClusterMeta):
 
 # %% ../../nbs/2_js/20_cluster.ipynb #83168f71
 @patch
-def _rejoin(self: ClusterMeta, addr: str, members: dict):
+def _rejoin(self: ClusteredJetStream, addr: str, members: dict):
     "A member of the formed group by name, with no state on disk (a new disk, or a wiped store): take its old member back and rebuild from the peers."
     log.warning('JetStream: this server is a member of the meta group (as %s) but has no state on disk: '
                 'rejoining, its streams are rebuilt from their peers', addr)
@@ -409,66 +382,67 @@ def _rejoin(self: ClusterMeta, addr: str, members: dict):
 
 # %% ../../nbs/2_js/20_cluster.ipynb #4742f158
 @patch
-def password(self: ClusterMeta) -> str:
+def password(self: ClusteredJetStream) -> str:
     "The key of the catch-up requests and answers: the route credentials (none in an open cluster) and the cluster's name."
     o = self.opts
     return f'{o.cluster_user}:{o.cluster_password}:{self.core.cluster.name}'
 
 # %% ../../nbs/2_js/20_cluster.ipynb #81df078e
 @patch
-def _raft(self: ClusterMeta) -> tuple:
+def raft_parts(self: ClusteredJetStream) -> tuple:
     "The bus and the ticks of this server's Raft members (made with the first)."
     if self.bus is None: self.bus, self.raft_loop = RouteBus(self.core.cluster.peers), RaftLoop()
     return self.bus, self.raft_loop
 
 # %% ../../nbs/2_js/20_cluster.ipynb #a2aabc82
 @patch
-def form(self: ClusterMeta, peers: dict):
+def form(self: ClusteredJetStream, peers: dict):
     "Start this server's member of the meta group over `peers` (member id -> server name), saved for restarts and announced on the routes."
     self.meta.members = dict(peers)
-    _write(os.path.join(self._state_dir, 'raft'), self.raft_addr)
+    write_saved(os.path.join(self.state_dir, 'raft'), self.raft_addr)
     others = sorted(a for a in peers if a != self.raft_addr)
-    bus, ticks, loop = *self._raft(), asyncio.get_running_loop()
+    bus, ticks, loop = *self.raft_parts(), asyncio.get_running_loop()
     self.meta.start(RaftGroup(self.raft_addr, others, bus, self.apply, ticks,
-                              journal=os.path.join(self._state_dir, 'journal'), membership=True,   # (see `SERVER.REMOVE`)
+                              journal=os.path.join(self.state_dir, 'journal'), membership=True,   # (see `SERVER.REMOVE`)
                               on_role=lambda leader: loop.call_soon(self._meta_role), snapshot_extra=self.meta.state,
                               applied_before=self.meta.applied_before,                             # see 'Compacting the meta log'
                               compact_bytes=int(os.environ.get('JSNB_META_COMPACT') or META_COMPACT_BYTES)))
     log.info('JetStream meta group of %d server(s): %s', len(peers), ', '.join(sorted(peers.values())))
     cl = self.core.cluster
-    cl.peers.handle(API_CHANNEL, self._on_forwarded); cl.peers.handle(SYNC_CHANNEL, self._on_sync)
+    cl.peers.handle(API_CHANNEL, self.api.on_forwarded); cl.peers.handle(SYNC_CHANNEL, self.replication.on_sync)
     cl.peers.handle(ANSWER_CHANNEL, self._on_answer); self._serving = True
-    self._members_changed()
+    self.members_changed()
     for rc in list(cl.routes.values()):              # (a peer that announced its members before: was this server removed?)
         if _meta_of(rc): self._peer_members(rc)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #b2f0ce68
 @patch
-def _members_changed(self: ClusterMeta):
+def members_changed(self: ClusteredJetStream):
     "Save the meta group's members for restarts and announce them on the routes (servers that connect later join this group)."
-    _write(os.path.join(self._state_dir, 'members'), orjson.dumps(self.meta.members).decode())
+    write_saved(os.path.join(self.state_dir, 'members'), orjson.dumps(self.meta.members).decode())
     self.core.route_info_extra[RAFT_META] = self.meta.members
     cl = self.core.cluster
     for rc in list(cl.routes.values()): rc.send(cl.route_info())
 
 # %% ../../nbs/2_js/20_cluster.ipynb #6d3699b9
 @patch
-def apply(self: ClusterMeta, idx: int, op: list):
+def apply(self: ClusteredJetStream, idx: int, op: list):
     "Apply committed meta entry `idx` (on the loop, in log order): record it, and act on it (`META_APPLY`) unless that was done before a restart."
     if self.meta.raft is None: return                  # stopped: an entry the group's thread handed over late
     e = meta_entry(op)
     size = 64 + sum(len(x) for x in op if isinstance(x, (bytes, str)))
     self.meta.applied, self.meta.log_bytes = idx, self.meta.log_bytes + size
     fresh = idx > self.meta.applied_before
-    self.META_APPLY[type(e)](self, e, fresh)
-    if self.meta.raft is None: return                  # (this server was removed: see `_leave`)
-    if fresh: self.meta.raft.mark_applied(os.path.join(self._state_dir, 'applied'), idx)
+    if (own := META_APPLY.get(type(e))) is not None: own(self, e, fresh)
+    else: REPLICA_META_APPLY[type(e)](self.replication, e, fresh)
+    if self.meta.raft is None: return                  # (this server was removed: see `leave`)
+    if fresh: self.meta.raft.mark_applied(os.path.join(self.state_dir, 'applied'), idx)
     self.meta.raft.applied = idx
     if type(e) is not MetaSnapshot: self.meta.raft.compact(size)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #ebf7ffa5
 @patch
-def _apply_assign(self: ClusterMeta, e: Assign, fresh: bool):
+def _apply_assign(self: ClusteredJetStream, e: Assign, fresh: bool):
     "A new stream: every server records it; its servers make their replica (the first answers, see `_create_here`)."
     known = e.name in self.meta.assignments
     if not known: self.meta.assignments[e.name] = dict(config=e.config, peers=list(e.peers), created=e.created, addrs={})
@@ -476,26 +450,26 @@ def _apply_assign(self: ClusterMeta, e: Assign, fresh: bool):
     if self.core.server_name not in a['peers']: return
     if fresh: self._create_here(e.name, a, known, e.reply, e.hdr, e.data)
     elif e.name not in self.account.streams:           # a memory stream's replica does not outlive a restart: made again
-        self._local_api(f'$JS.API.STREAM.CREATE.{e.name}'.encode(), b'', e.hdr, e.data, None)
+        self.api.local_api(f'$JS.API.STREAM.CREATE.{e.name}'.encode(), b'', e.hdr, e.data, None)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #f781af98
 @patch
-def _apply_addr(self: ClusterMeta, e: Addr, fresh: bool):
+def _apply_addr(self: ClusteredJetStream, e: Addr, fresh: bool):
     "A peer's member of a replicated stream's group: the group starts here once every peer's is known."
     a = self.meta.assignments.get(e.name)
     if a is None: return
     a['addrs'].setdefault(e.server, e.addr)            # the first address recorded stays (one proposed again while rebuilding does not count)
-    if len(a['addrs']) == len(a['peers']) and self.core.server_name in a['peers'] and e.name not in self.groups: self._start_group(e.name)
+    if len(a['addrs']) == len(a['peers']) and self.core.server_name in a['peers'] and e.name not in self.groups: self.replication.start_group(e.name)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #b769e80f
 @patch
-def _apply_update(self: ClusterMeta, e: Update, fresh: bool):
+def _apply_update(self: ClusteredJetStream, e: Update, fresh: bool):
     "A stream's configuration after an update (already applied by its replicas); the server that was asked answers now."
     if e.name in self.meta.assignments: self.meta.assignments[e.name]['config'] = e.config
     self._answer_recorded(e, fresh)
 
 @patch
-def _apply_unassign(self: ClusterMeta, e: Unassign, fresh: bool):
+def _apply_unassign(self: ClusteredJetStream, e: Unassign, fresh: bool):
     "A stream deleted: a replica whose group had not applied the delete yet removes it now; the server that was asked answers."
     self.meta.assignments.pop(e.name, None)
     g, _ = self.groups.pop(e.name, None), self.replicas.pop(e.name, None)
@@ -504,25 +478,16 @@ def _apply_unassign(self: ClusterMeta, e: Unassign, fresh: bool):
     self._answer_recorded(e, fresh)
 
 @patch
-def _answer_recorded(self: ClusterMeta, e: Update | Unassign, fresh: bool):
+def _answer_recorded(self: ClusteredJetStream, e: Update | Unassign, fresh: bool):
     "The update or delete asked at this server is answered now that it is recorded."
     if fresh and e.origin == self.core.server_id and e.reply: self.account.host.reply(e.reply, e.body)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #1f99478c
 @patch
-def _reassign(self: ClusterMeta, name: str, peers: list, **more) -> list | None:
-    "Stream `name` given the servers `peers` (their group addresses to come) and the fields `more`: the servers it had; None for a stream not assigned."
-    a = self.meta.assignments.get(name)
-    if a is None: return None
-    was = a['peers']
-    a.update(peers=list(peers), addrs={}, **more)
-    return was
-
-@patch
-def _apply_scale(self: ClusterMeta, e: Scale, fresh: bool):
+def _apply_scale(self: ClusteredJetStream, e: Scale, fresh: bool):
     "A stream scaled down to the servers `peers`: the others drop their replica, every server its group; the consumers run on the one left."
     name, me = e.name, self.core.server_name
-    if (was := self._reassign(name, e.peers, config=e.config)) is None: return
+    if (was := self.meta.reassign(name, e.peers, config=e.config)) is None: return
     g = self.groups.pop(name, None)
     if g is not None: g.stop()
     s = self.account.streams.get(name)
@@ -531,19 +496,19 @@ def _apply_scale(self: ClusterMeta, e: Scale, fresh: bool):
         if me in was: self.account.remove_stream(s)
         return
     s.group = None                                   # alone now: the stream decides for itself, as on one server
-    self._follow_role(name)
+    self.follow_role(name)
     if g is not None and g.consumers.cready is not True: g.consumers.take_over(s)     # the consumers as the log recorded them
     if e.origin == self.core.server_id and e.reply:
         self.account.api_total += 1
-        self.account.host.reply(e.reply, json_bytes(dict(type=RT + 'stream_update_response', **self._with_cluster(s.info(cluster=False), name))))
+        self.account.host.reply(e.reply, json_bytes(dict(type=RT + 'stream_update_response', **self.api.with_cluster(s.info(cluster=False), name))))
 
 # %% ../../nbs/2_js/20_cluster.ipynb #c99194e7
-ClusterMeta.META_APPLY = {Assign: ClusterMeta._apply_assign, Addr: ClusterMeta._apply_addr, Update: ClusterMeta._apply_update,
-                          Unassign: ClusterMeta._apply_unassign, Scale: ClusterMeta._apply_scale}
+META_APPLY = {Assign: ClusteredJetStream._apply_assign, Addr: ClusteredJetStream._apply_addr, Update: ClusteredJetStream._apply_update,
+              Unassign: ClusteredJetStream._apply_unassign, Scale: ClusteredJetStream._apply_scale}
 
 # %% ../../nbs/2_js/20_cluster.ipynb #182ca4e9
 @patch
-def stamp_created(self: ClusterMeta, name: str):
+def stamp_created(self: ClusteredJetStream, name: str):
     """A replica's creation time is its assignment's, the same on every server (stream info's `created` does not change
     with the leader, as on the reference; a reader that keeps it to tell incarnations apart relies on it)."""
     s, a = self.account.streams.get(name), self.meta.assignments.get(name)
@@ -553,27 +518,27 @@ def stamp_created(self: ClusterMeta, name: str):
 
 # %% ../../nbs/2_js/20_cluster.ipynb #6e9bc517
 @patch
-def _create_here(self: ClusterMeta, name: str, a: dict, known: bool, reply: bytes, hdr: int, data: bytes):
+def _create_here(self: ClusteredJetStream, name: str, a: dict, known: bool, reply: bytes, hdr: int, data: bytes):
     "This server is a peer of a stream just assigned: create its replica; the first peer answers (for a replicated one, the leader once elected)."
     first, subject = a['peers'][0] == self.core.server_name, f'$JS.API.STREAM.CREATE.{name}'.encode()
     if known or len(a['peers']) == 1:                # one server, or a second create of the name: answered as on one server
         if not first: return
-        resp = self._local_api(subject, reply, hdr, data, None)
+        resp = self.api.local_api(subject, reply, hdr, data, None)
         if not known and (resp is None or 'error' in resp): self.meta.propose(Unassign(name))
         elif not known: self.stamp_created(name)
         return
-    resp = self._local_api(subject, b'', hdr, data, None)
+    resp = self.api.local_api(subject, b'', hdr, data, None)
     if resp is None or 'error' in resp:             # every peer refuses it alike: the first one answers
         if first:
             self.account.host.reply(reply, json_bytes(resp)); self.meta.propose(Unassign(name))
         return
     self.stamp_created(name)
-    if reply: self._replies[name] = (reply, 'stream_create_response')     # the peer that leads the new group answers
+    if reply: self.replication.replies[name] = (reply, 'stream_create_response')     # the peer that leads the new group answers
     self.propose_addr(name)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #c3c0d1d4
 @patch
-def propose_addr(self: ClusterMeta, name: str):
+def propose_addr(self: ClusteredJetStream, name: str):
     "Put this server's member of stream `name`'s group (a new one: a fresh tag) in the meta log."
     self.meta.propose(Addr(name, self.core.server_name, member_id(self.core.server_name, secrets.token_hex(6))))
 
@@ -581,31 +546,31 @@ def propose_addr(self: ClusterMeta, name: str):
 REMOVED = 'removed'          # in a server's meta state directory: this server was taken out of the meta group
 
 @patch
-def _leave(self: ClusterMeta):
+def leave(self: ClusteredJetStream):
     """This server was taken out of the meta group: its JetStream stops for good (its groups first, so that nothing it
     does while stopping reaches the others); its clients' requests go to the other servers."""
     if self.disabled: return
     self.disabled = True
     log.error('JetStream being DISABLED, our server was removed from the cluster')
     cl = self.core.cluster
-    if self._sys is not None:                        # the advisory, in the system account (as the reference's)
+    if self.sys_account is not None:                        # the advisory, in the system account (as the reference's)
         adv = dict(type='io.nats.jetstream.advisory.v1.server_removed', id=event_id(), timestamp=rfc3339(time.time_ns()),
                    server=self.core.server_name, server_id=self.core.server_id, cluster=cl.name if cl else '')
         if self.account.domain: adv['domain'] = self.account.domain
-        self.core.publish('$JS.EVENT.ADVISORY.SERVER.REMOVED', json_bytes(adv), acc=self._sys)
+        self.core.publish('$JS.EVENT.ADVISORY.SERVER.REMOVED', json_bytes(adv), acc=self.sys_account)
     for g in list(self.groups.values()): g.stop()
     self.groups.clear()
     if self.meta.raft is not None: self.meta.stop()
-    ClusterMeta.stop(self)                           # (the streams stop; their files stay on disk, untouched)
-    for f in os.listdir(self._state_dir):
-        p = os.path.join(self._state_dir, f)
+    self.stop()                                      # (the streams stop; their files stay on disk, untouched)
+    for f in os.listdir(self.state_dir):
+        p = os.path.join(self.state_dir, f)
         if os.path.isfile(p): os.remove(p)
-    _write(os.path.join(self._state_dir, REMOVED), 'this server was removed from the JetStream meta group ($JS.API.SERVER.REMOVE)\n')
+    write_saved(os.path.join(self.state_dir, REMOVED), 'this server was removed from the JetStream meta group ($JS.API.SERVER.REMOVE)\n')
     self._go_relay()
 
 # %% ../../nbs/2_js/20_cluster.ipynb #732603c6
 @patch
-def _go_relay(self: ClusterMeta):
+def _go_relay(self: ClusteredJetStream):
     "JetStream off on this server (`/jsz` says `disabled`); its clients' JetStream requests go to a peer."
     self.core.jetstream = False
     self.core.route_info_extra.pop(RAFT_INFO, None); self.core.route_info_extra.pop(RAFT_META, None)
@@ -616,24 +581,24 @@ def _go_relay(self: ClusterMeta):
 
 # %% ../../nbs/2_js/20_cluster.ipynb #2e604b5d
 @patch
-def _disabled_at_start(self: ClusterMeta):
+def _disabled_at_start(self: ClusteredJetStream):
     "A server removed from the meta group before this start: its JetStream stays off."
     log.error('JetStream is DISABLED: this server was removed from the cluster (%s); its store is kept, and it can join '
-              'a new cluster once the store is cleared', os.path.join(self._state_dir, REMOVED))
+              'a new cluster once the store is cleared', os.path.join(self.state_dir, REMOVED))
     self.disabled = True
     self._go_relay()
 
 # %% ../../nbs/2_js/20_cluster.ipynb #770e098e
 @patch
-def _peer_members(self: ClusterMeta, rc):
+def _peer_members(self: ClusteredJetStream, rc):
     "A peer announced its meta group's members: if they no longer include this server, it was removed while it was away."
     m = _meta_of(rc)
     if m is None or self.meta.raft is None or self.disabled or rc.remote_name not in self.meta.members.values() or rc.remote_name == self.core.server_name: return
-    if self.raft_addr not in m and self.core.server_name not in m.values(): asyncio.get_running_loop().call_soon(self._leave)
+    if self.raft_addr not in m and self.core.server_name not in m.values(): asyncio.get_running_loop().call_soon(self.leave)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #98ea3580
 @patch
-def _meta_role(self: ClusterMeta, tries: int = 0):
+def _meta_role(self: ClusteredJetStream, tries: int = 0):
     """The meta group's leadership changed here. A new leader finishes what an old one may have left undone: a server
     the meta log removed that is still in the Raft group is taken out (one at a time, as PySyncObj changes members)."""
     m = self.meta.raft
@@ -646,9 +611,50 @@ def _meta_role(self: ClusterMeta, tries: int = 0):
 
 # %% ../../nbs/2_js/20_cluster.ipynb #c5b2836c
 @patch
-def health(self: ClusterMeta, account: str = '', stream: str = '', consumer: str = '', meta_only: bool = False) -> list:
+def health(self: ClusteredJetStream, account: str = '', stream: str = '', consumer: str = '', meta_only: bool = False) -> list:
     "What `/healthz` finds wrong with this server's part of the cluster (`jsnb.js.health.cluster_problems`)."
     return cluster_problems(self, account, stream, consumer, meta_only)
+
+# %% ../../nbs/2_js/20_cluster.ipynb #0fe01d7a
+@patch
+def meta_cluster(self: ClusteredJetStream) -> dict:
+    "`meta_cluster` of `/jsz`: the meta group's leader and this server's view of the other members, as the reference reports them."
+    empty = dict(pending_entries=0, pending_size=0, last_time=rfc3339(0))
+    if self.meta.raft is None:
+        return dict(name=self.core.cluster.name if self.core.cluster else '', cluster_size=0, quorum_needed=0,
+                    pending=0, pending_requests=0, pending_infos=0, snapshot=empty)
+    st, now = self.meta.raft.status(), time.monotonic()
+    lead = self.meta.leader_addr()
+    lname = self.meta.members.get(lead, '')
+    last = self.meta.raft.heard()
+    commit, reps = st.get('commit_idx', 0), []
+    for addr, name in self.meta.members.items():
+        if addr == self.raft_addr: continue
+        up = st.get('partner_node_status_server_' + addr) == 2
+        seen = last.get(addr) if lname == self.core.server_name else None
+        cur = up and (st.get('match_idx_server_' + addr, 0) >= commit if lname == self.core.server_name else addr == lead)
+        p = dict(name=name, current=bool(cur), active=int((now - seen) * 1e9) if seen is not None else 0)   # (offline: since last heard)
+        if not up: p['offline'] = True
+        p['peer'] = peer_id(name)
+        reps.append(p)
+    d = dict(name=self.core.cluster.name)
+    if lname: d.update(leader=lname, peer=peer_id(lname))
+    n = len(self.meta.members)
+    d.update(replicas=sorted(reps, key=lambda p: p['name']), cluster_size=n, quorum_needed=n // 2 + 1,
+             pending=max(commit - self.meta.applied, 0), pending_requests=0, pending_infos=0,
+             snapshot=dict(pending_entries=self.meta.applied, pending_size=self.meta.log_bytes, last_time=rfc3339(0)))
+    return d
+
+# %% ../../nbs/2_js/20_cluster.ipynb #03c00dfb
+@patch
+def stats(self: ClusteredJetStream) -> dict:
+    """Figures for `/jsz`: the account's, with the meta group and every replicated stream here counted as highly available
+    assets, and each replicated consumer counted on every server of its group (as the reference counts it), not only where it runs."""
+    out = dict(JetStream.stats(self), ha_assets=(self.meta.raft is not None) + len(self.groups))
+    for name, g in self.groups.items():
+        s = self.account.streams.get(name)
+        out['consumers'] += len(g.consumers.cstates.keys() - (s.consumers.keys() if s is not None else set()))
+    return out
 
 # %% ../../nbs/2_js/20_cluster.ipynb #019283e5
 _RELAYED = (b'$JS.API.', b'$JS.ACK.', b'$JS.FC.')

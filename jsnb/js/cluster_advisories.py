@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from ..nats.times import rfc3339
 from .host import advise, event_id, json_bytes
-from .cluster import peer_id
+from .cluster_meta import peer_id
 from .cluster_raft import LEADER_FALLBACK
 
 # %% auto #0
@@ -39,8 +39,7 @@ def publish(js, subject: str, kind: str, **fields):
     "Advisory `kind` with `fields` on `subject`: in the stream's account, and with `account` in the system account."
     if js.account.domain: fields['domain'] = js.account.domain
     advise(js.account.host, subject, _TYPE + kind, **fields)
-    sys = getattr(js, '_sys', None)
-    if sys is not None:
+    if (sys := js.sys_account) is not None:
         adv = dict(type=_TYPE + kind, id=event_id(), timestamp=rfc3339(time.time_ns()), account=js.account.name, **fields)
         js.core.publish(subject, json_bytes(adv), acc=sys)
 

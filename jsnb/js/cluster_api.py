@@ -14,26 +14,25 @@ from .errors import (JSApiError, JSClusterNotAvailErr, JSClusterNoPeersErrF, JSS
                             JSClusterServerNotMemberErr, JSClusterServerMemberChangeInflightErr, JSRaftGeneralErrF)
 from .host import json_bytes
 from .gojson import go_decode, GoStruct, GoStr, GoSlice
-from .api import JetStream, route, answer, audit, RT, ROUTES, above_level
-from .direct_get import level_ok
+from .api import RT, ROUTES
 from . import direct_get
 from .stream_config import stream_config_for_create, subjects_overlap
 from . import stream_api as S
 import msgpack
-from .cluster import ClusterMeta, peer_id, LEADER_READ
-from .cluster_meta import misfit, Assign, Update, Unassign, Grow, Move, RemoveServer
+from .cluster_meta import misfit, peer_id, Assign, Update, Unassign, Grow, Move, RemoveServer
 from .cluster_raft import RaftGroup
 from .cluster_stream import ScaleDown, GroupMove, ApiRequest
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'ClusterApi', 'api_verb', 'not_yet']
+__all__ = ['log', 'LEADER_READ', 'ClusterApi', 'api_verb', 'not_yet']
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #a1c9e2f0
-class ClusterApi(ClusterMeta):
-    "The meta group's JetStream with its `$JS.API` requests answered cluster-wide; `ClusteredJetStream` adds replication."
-
+class ClusterApi:
+    """The API front of a clustered JetStream `js`: who answers each `$JS.API` request (this server, the stream's leader,
+    the meta group), and the answers as the reference gives them in a cluster."""
+    def __init__(self, js): self.js = js
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #8f172265
 _SCOPED = {'STREAM.CREATE', 'STREAM.INFO', 'STREAM.UPDATE', 'STREAM.DELETE', 'STREAM.PURGE', 'STREAM.MSG.GET',
@@ -65,10 +64,10 @@ def not_yet(what: str) -> JSApiError:
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #3bbb4d85
 @patch
-def _refuse(self: ClusterApi, reply: bytes, rtype: str, err: JSApiError, extra: dict | None = None, answer=None):
+def refuse(self: ClusterApi, reply: bytes, rtype: str, err: JSApiError, extra: dict | None = None, answer=None):
     "Answer a request with an error, counted as the account counts its errors (`answer`: a system account request's, not counted)."
-    if answer is None: self.account.api_total += 1; self.account.api_errors += 1
-    if reply: (answer or self.account.host.reply)(reply, _error(rtype, err, **(extra or {})))
+    if answer is None: self.js.account.api_total += 1; self.js.account.api_errors += 1
+    if reply: (answer or self.js.account.host.reply)(reply, _error(rtype, err, **(extra or {})))
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #2069c102
 @patch
@@ -81,106 +80,108 @@ def on_api(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
 def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int, tries: int = 0):
     subj = text(subject)
     verb, args = api_verb(subj)
-    if verb in _NOT_YET: return self._refuse(reply, _NOT_YET[verb][0], not_yet(_NOT_YET[verb][1]))
+    if verb in _NOT_YET: return self.refuse(reply, _NOT_YET[verb][0], not_yet(_NOT_YET[verb][1]))
     if verb in _SYSTEM_ONLY: return
     if verb == 'META.LEADER.STEPDOWN': return self._meta_stepdown_request(src)
     if subj.startswith('$JS.API.DIRECT.GET.'): return self._direct_get(subj, subject, reply, hdr, data, src, hops)
     if verb == 'INFO': return self._account_info(subject, reply, hdr, data, src, hops)
-    if verb not in _SCOPED and verb not in ('STREAM.NAMES', 'STREAM.LIST'): return self._local_api(subject, reply, hdr, data, src)
+    if verb not in _SCOPED and verb not in ('STREAM.NAMES', 'STREAM.LIST'): return self.local_api(subject, reply, hdr, data, src)
     rtype = _STEPDOWNS.get(verb) or ROUTES[verb].rtype
     extra = {} if verb in _STEPDOWNS else ROUTES[verb].error_extra
     def again():
         "Asked again 50 ms later, for up to 2 s or as long as JetStream is starting; then refused (`10008`)."
-        if tries >= 40 and not self.meta.starting(): return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
+        if tries >= 40 and not self.js.meta.starting(): return self.refuse(reply, rtype, JSClusterNotAvailErr(), extra)
         asyncio.get_running_loop().call_later(0.05, self._serve, subject, reply, hdr, data, src, hops, tries + 1)
-    if self.meta.raft is None: return again()        # the meta group not formed yet
+    if self.js.meta.raft is None: return again()        # the meta group not formed yet
     if verb in ('STREAM.NAMES', 'STREAM.LIST'):      # the meta leader has applied every assignment a client has heard of
-        lead = self.meta.leader()
-        if lead and lead != self.core.server_name and not hops: return self.forward(lead, subject, reply, hdr, data)
+        lead = self.js.meta.leader()
+        if lead and lead != self.js.core.server_name and not hops: return self.js.forward(lead, subject, reply, hdr, data)
         return self._listing(verb, subject, reply, hdr, data, src)
     name = args[0] if args else ''
-    a = self.meta.assignments.get(name)
+    a = self.js.meta.assignments.get(name)
     if a is None:
         if verb == 'STREAM.CREATE' and name: return self._propose_create(name, subject, reply, hdr, data, src)
-        lead = self.meta.leader()
-        if lead and lead != self.core.server_name and not hops:   # this server may not have applied the stream's assignment yet
-            return self.forward(lead, subject, reply, hdr, data)
-        if verb in _STEPDOWNS or verb == 'STREAM.PEER.REMOVE': return self._refuse(reply, rtype, JSStreamNotFoundErr())
-        if name in self.account.streams: return again()   # its store is here but its assignment is not yet (a restart, the
+        lead = self.js.meta.leader()
+        if lead and lead != self.js.core.server_name and not hops:   # this server may not have applied the stream's assignment yet
+            return self.js.forward(lead, subject, reply, hdr, data)
+        if verb in _STEPDOWNS or verb == 'STREAM.PEER.REMOVE': return self.refuse(reply, rtype, JSStreamNotFoundErr())
+        if name in self.js.account.streams: return again()   # its store is here but its assignment is not yet (a restart, the
                                                           # meta log not replayed): not its answer
-        return self._local_api(subject, reply, hdr, data, src)         # the account's own answer (not found, bad request)
-    if verb == 'STREAM.PEER.REMOVE' and len(a['peers']) == 1 and a['peers'][0] not in self._peers_now().values():
-        lead = self.meta.leader()                    # the only server of the stream is gone: the meta leader moves it
-        if lead and lead != self.core.server_name and hops < 2: return self.forward(lead, subject, reply, hdr, data, hops + 1)
+        return self.local_api(subject, reply, hdr, data, src)         # the account's own answer (not found, bad request)
+    if verb == 'STREAM.PEER.REMOVE' and len(a['peers']) == 1 and a['peers'][0] not in self.js.peers_now().values():
+        lead = self.js.meta.leader()                    # the only server of the stream is gone: the meta leader moves it
+        if lead and lead != self.js.core.server_name and hops < 2: return self.js.forward(lead, subject, reply, hdr, data, hops + 1)
         return self._peer_remove(name, None, reply, hdr, data)
-    to = self.leader_of(name)
-    if to and to != self.core.server_name and to not in self._peers_now().values(): to = ''   # its server is gone (no route):
+    to = self.js.leader_of(name)
+    if to and to != self.js.core.server_name and to not in self.js.peers_now().values(): to = ''   # its server is gone (no route):
     if not to: return again()                        # a group between leaders
-    if to != self.core.server_name:
-        if hops >= 2: return self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)   # leadership is moving: no ping-pong
-        return self.forward(to, subject, reply, hdr, data, hops + 1)
-    g = self.groups.get(name)
+    if to != self.js.core.server_name:
+        if hops >= 2: return self.refuse(reply, rtype, JSClusterNotAvailErr(), extra)   # leadership is moving: no ping-pong
+        return self.js.forward(to, subject, reply, hdr, data, hops + 1)
+    g = self.js.groups.get(name)
     if verb in ('STREAM.LEADER.STEPDOWN', 'CONSUMER.LEADER.STEPDOWN'):
         return self._stepdown_request(verb, name, args, g, reply, rtype, data[hdr:] if hdr else data)
     if verb == 'STREAM.PEER.REMOVE': return self._peer_remove(name, g, reply, hdr, data)
-    want, have = (_wanted_replicas(hdr, data), self.meta.assignments[name]['config'].get('num_replicas', 1)) if verb == 'STREAM.UPDATE' else (None, 0)
+    want, have = (_wanted_replicas(hdr, data), self.js.meta.assignments[name]['config'].get('num_replicas', 1)) if verb == 'STREAM.UPDATE' else (None, 0)
     if verb == 'STREAM.UPDATE' and self._placement_refused(name, reply, hdr, data, rtype, extra, want or have): return
     if want and want != have and g is None: return self._scale_up(name, subject, reply, hdr, data, src)
     if g is None: return self._answer_r1(verb, name, subject, reply, hdr, data, src)
     if want == 1: return self._scale_down(name, subject, reply, hdr, data, src)
     if want and want != have: return self._regroup_update(name, g, want, subject, reply, hdr, data, src)
-    s = self.account.streams.get(name)
+    s = self.js.account.streams.get(name)
     if s is not None and not g.consumers.ready():    # a new leader answers once its own barrier came back: the whole log applied
-        return again() if g.is_leader() else self._refuse(reply, rtype, JSClusterNotAvailErr(), extra)
-    if verb.startswith('CONSUMER.'): return self._consumer_api(verb, name, g, subject, reply, hdr, data, src, rtype, extra)
-    if verb == 'STREAM.SNAPSHOT': return self._refuse(reply, rtype, not_yet('a snapshot of a replicated stream'), extra)
-    if verb in _CHANGES: return g.propose(ApiRequest(subject, reply, hdr, data, self.core.server_id))
-    self._local_api(subject, reply, hdr, data, src, name)
+        return again() if g.is_leader() else self.refuse(reply, rtype, JSClusterNotAvailErr(), extra)
+    if verb.startswith('CONSUMER.'): return self.js.replication.consumer_api(verb, name, g, subject, reply, hdr, data, src, rtype, extra)
+    if verb == 'STREAM.SNAPSHOT': return self.refuse(reply, rtype, not_yet('a snapshot of a replicated stream'), extra)
+    if verb in _CHANGES: return g.propose(ApiRequest(subject, reply, hdr, data, self.js.core.server_id))
+    self.local_api(subject, reply, hdr, data, src, name)
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #08fdadf2
 @patch
 def _stepdown_request(self: ClusterApi, verb: str, name: str, args: list, g, reply: bytes, rtype: str, body: bytes):
     "A stream's or one of its consumers' leader stepdown, on the stream's leader (a consumer's leader is its stream's)."
     if verb == 'CONSUMER.LEADER.STEPDOWN':
-        s = self.account.streams.get(name)
-        if s is None or len(args) < 2 or args[1] not in s.consumers: return self._refuse(reply, rtype, JSConsumerNotFoundErr())
+        s = self.js.account.streams.get(name)
+        if s is None or len(args) < 2 or args[1] not in s.consumers: return self.refuse(reply, rtype, JSConsumerNotFoundErr())
     return self._stepdown(name, g and g.raft, g.names if g else {}, reply, rtype, body)
 
 @patch
 def _placement_refused(self: ClusterApi, name: str, reply: bytes, hdr: int, data: bytes, rtype: str, extra: dict, n: int) -> bool:
     "Whether an update is refused (and answered) for its new `placement`: one that would move the stream, or that too few servers fit."
     try: moves = self._placement_moves(name, hdr, data, n)
-    except JSApiError as e: self._refuse(reply, rtype, e, extra); return True
-    if moves: self._refuse(reply, rtype, not_yet('moving a stream to other servers (a placement its servers do not fit)'), extra)
+    except JSApiError as e: self.refuse(reply, rtype, e, extra); return True
+    if moves: self.refuse(reply, rtype, not_yet('moving a stream to other servers (a placement its servers do not fit)'), extra)
     return moves
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #ff2fd6fb
+LEADER_READ = 'leader'      # the source of a read handed to a server as the stream's leader: it answers or refuses (`read_elsewhere`)
+
 @patch
 def _direct_get(self: ClusterApi, subj: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int):
     "A Direct Get that reached the API subscription: the stream's replicas answer it (their queue group), or this server does."
     name = subj.split('.')[4]
-    if hops and (s := self.account.streams.get(name)) is not None:   # a replica behind the read's min_last_seq sent it here
+    if hops and (s := self.js.account.streams.get(name)) is not None:   # a replica behind the read's min_last_seq sent it here
         return direct_get.on_request(s, len(subj.split('.', 5)) > 5, subject, reply, hdr, data, LEADER_READ)
-    if self.leader_of(name) in ('', self.core.server_name): return self._local_api(subject, reply, hdr, data, src)
-    if not self.meta.assignments[name]['config'].get('allow_direct'): self.account.host.no_responders(src, subject, reply)
+    if self.js.leader_of(name) in ('', self.js.core.server_name): return self.local_api(subject, reply, hdr, data, src)
+    if not self.js.meta.assignments[name]['config'].get('allow_direct'): self.js.account.host.no_responders(src, subject, reply)
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #bb14248f
 @patch
 def _answer_r1(self: ClusterApi, verb, name, subject, reply, hdr, data, src):
-    "A request for a stream this server holds alone: answered as on one server (see `_answer_here`)."
-    self._answer_here(verb, name, subject, reply, hdr, data, src, True)
+    "A request for a stream this server holds alone: answered as on one server (see `answer_here`)."
+    self.answer_here(verb, name, subject, reply, hdr, data, src, True)
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #bf7f2f38
 @patch
-def _answer_here(self: ClusterApi, verb, name, subject, reply, hdr, data, src, origin: bool):
+def answer_here(self: ClusterApi, verb, name, subject, reply, hdr, data, src, origin: bool):
     "Answer with this server's stream; an update or delete is answered once the meta group has recorded it (its new configuration, or that it is gone)."
     later = origin and verb in ('STREAM.UPDATE', 'STREAM.DELETE')
-    resp = self._local_api(subject, b'' if later else reply, hdr, data, src, name)
+    resp = self.local_api(subject, b'' if later else reply, hdr, data, src, name)
     if not later or resp is None: return
     body = json_bytes(resp)
-    if 'error' in resp: return self.account.host.reply(reply, body) if reply else None
-    me = self.core.server_id
-    self.meta.propose(Unassign(name, reply, body, me) if verb == 'STREAM.DELETE' else Update(name, resp['config'], reply, body, me))
+    if 'error' in resp: return self.js.account.host.reply(reply, body) if reply else None
+    me = self.js.core.server_id
+    self.js.meta.propose(Unassign(name, reply, body, me) if verb == 'STREAM.DELETE' else Update(name, resp['config'], reply, body, me))
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #e52de474
 def _wanted_replicas(hdr: int, data: bytes) -> int | None:
@@ -193,10 +194,10 @@ def _wanted_replicas(hdr: int, data: bytes) -> int | None:
 @patch
 def _scale_down(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "`num_replicas` down to 1, on the leader: the update is applied here as on one server; a `scale` entry in the stream's log then freezes every replica at the same message, and the meta group records that only this server holds the stream (the others drop their replicas, this one its group); this server answers."
-    resp = self._local_api(subject, b'', hdr, data, src, name)
+    resp = self.local_api(subject, b'', hdr, data, src, name)
     if resp is None: return
-    if 'error' in resp: return self.account.host.reply(reply, json_bytes(resp)) if reply else None
-    self.groups[name].propose(ScaleDown(resp['config'], reply, self.core.server_id))   # first through the stream's own log
+    if 'error' in resp: return self.js.account.host.reply(reply, json_bytes(resp)) if reply else None
+    self.js.groups[name].propose(ScaleDown(resp['config'], reply, self.js.core.server_id))   # first through the stream's own log
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #ba2da1d5
 @patch
@@ -204,31 +205,31 @@ def _scale_up(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: in
     "`num_replicas` up from 1, on the stream's server: the update is applied here, then a `Grow` entry in the meta log gives the stream more servers; the group's leader answers once the new replicas hold what this one held."
     r, n = ROUTES['STREAM.UPDATE'], _wanted_replicas(hdr, data)
     try:
-        if n > len(self.meta.members): raise JSClusterNoPeersErrF(err='no suitable peers for placement')
-        cfg = self.meta.assignments[name]['config']
+        if n > len(self.js.meta.members): raise JSClusterNoPeersErrF(err='no suitable peers for placement')
+        cfg = self.js.meta.assignments[name]['config']
         asked = orjson.loads(data[hdr:] if hdr else data)
-        peers = self.meta.placed(asked.get('placement', cfg.get('placement')), n, [self.core.server_name])
-    except JSApiError as e: return self._refuse(reply, r.rtype, e, r.error_extra)
-    resp = self._local_api(subject, b'', hdr, data, src, name)
+        peers = self.js.meta.placed(asked.get('placement', cfg.get('placement')), n, [self.js.core.server_name])
+    except JSApiError as e: return self.refuse(reply, r.rtype, e, r.error_extra)
+    resp = self.local_api(subject, b'', hdr, data, src, name)
     if resp is None: return
-    if 'error' in resp: return self.account.host.reply(reply, json_bytes(resp)) if reply else None
-    self.meta.propose(Grow(name, peers, resp['config'], self.core.server_id, reply))
+    if 'error' in resp: return self.js.account.host.reply(reply, json_bytes(resp)) if reply else None
+    self.js.meta.propose(Grow(name, peers, resp['config'], self.js.core.server_id, reply))
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #e1aa5112
 @patch
 def _regroup_update(self: ClusterApi, name: str, g, want: int, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "`num_replicas` from one count above 1 to another (R3 to R5, R5 to R3), on the leader: the servers are chosen (the current ones first, this one first of all), the update is applied here, and the stream's group moves to them (`regroup`)."
-    r, a, me = ROUTES['STREAM.UPDATE'], self.meta.assignments[name], self.core.server_name
+    r, a, me = ROUTES['STREAM.UPDATE'], self.js.meta.assignments[name], self.js.core.server_name
     keep = [me] + [p for p in a['peers'] if p != me]
     try:
-        if want > len(self.meta.members): raise JSClusterNoPeersErrF(err='no suitable peers for placement')
+        if want > len(self.js.meta.members): raise JSClusterNoPeersErrF(err='no suitable peers for placement')
         asked = orjson.loads(data[hdr:] if hdr else data)
-        peers = keep[:want] if want < len(keep) else self.meta.placed(asked.get('placement', a['config'].get('placement')), want, keep)
-    except JSApiError as e: return self._refuse(reply, r.rtype, e, r.error_extra)
-    resp = self._local_api(subject, b'', hdr, data, src, name)
+        peers = keep[:want] if want < len(keep) else self.js.meta.placed(asked.get('placement', a['config'].get('placement')), want, keep)
+    except JSApiError as e: return self.refuse(reply, r.rtype, e, r.error_extra)
+    resp = self.local_api(subject, b'', hdr, data, src, name)
     if resp is None: return
-    if 'error' in resp: return self.account.host.reply(reply, json_bytes(resp)) if reply else None
-    g.propose(GroupMove(peers, resp['config'], reply, self.core.server_id, 'stream_update_response'))
+    if 'error' in resp: return self.js.account.host.reply(reply, json_bytes(resp)) if reply else None
+    g.propose(GroupMove(peers, resp['config'], reply, self.js.core.server_id, 'stream_update_response'))
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #d47ee161
 @patch
@@ -236,7 +237,7 @@ def _peer_remove(self: ClusterApi, name: str, g, reply: bytes, hdr: int, data: b
     """`STREAM.PEER.REMOVE` on the leader: the peer (a server name or peer id) leaves the stream and another server takes
     its place, as the reference does; no server to take it: `10075`. A stream of one replica starts again, empty, on
     another server (see `_apply_move`); its durable consumers go with it when the server it leaves is the one asked."""
-    rtype, a = 'stream_remove_peer_response', self.meta.assignments[name]
+    rtype, a = 'stream_remove_peer_response', self.js.meta.assignments[name]
     try:
         body = data[hdr:] if hdr else data
         if not body.strip(): raise JSBadRequestErr()
@@ -246,13 +247,13 @@ def _peer_remove(self: ClusterApi, name: str, g, reply: bytes, hdr: int, data: b
         if not peer or type(peer) is not str: raise JSBadRequestErr()
         gone = next((p for p in a['peers'] if p == peer or peer_id(p) == peer), None)
         if gone is None: raise JSClusterPeerNotMemberErr()
-        try: peers = self.meta.placed(a['config'].get('placement'), len(a['peers']), [p for p in a['peers'] if p != gone], (gone,))
+        try: peers = self.js.meta.placed(a['config'].get('placement'), len(a['peers']), [p for p in a['peers'] if p != gone], (gone,))
         except JSApiError: raise JSPeerRemapErr() from None
-    except JSApiError as e: return self._refuse(reply, rtype, e)
-    if g is not None: return g.propose(GroupMove(peers, a['config'], reply, self.core.server_id, rtype))
-    s = self.account.streams.get(name) if gone == self.core.server_name else None
+    except JSApiError as e: return self.refuse(reply, rtype, e)
+    if g is not None: return g.propose(GroupMove(peers, a['config'], reply, self.js.core.server_id, rtype))
+    s = self.js.account.streams.get(name) if gone == self.js.core.server_name else None
     durables = [(c.name, c.cfg) for c in s.consumers.values() if c.cfg.get('durable_name')] if s is not None else []
-    self.meta.propose(Move(name, peers[0], durables, self.core.server_id, reply))
+    self.js.meta.propose(Move(name, peers[0], durables, self.js.core.server_id, reply))
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #8de81ebe
 @patch
@@ -264,13 +265,13 @@ def _stepdown(self: ClusterApi, name: str, g: RaftGroup | None, names: dict, rep
     def done(ok: bool):
         body = (json_bytes(dict(type=RT + rtype, success=True)) if ok else
                 _error(rtype, JSClusterNoPeersErrF(err='no replica is caught up to take over')))
-        if answer is None: self.account.api_total += 1
-        if reply: (answer or self.account.host.reply)(reply, body)
+        if answer is None: self.js.account.api_total += 1
+        if reply: (answer or self.js.account.host.reply)(reply, body)
     if g is None: return done(True)
     to = None
     if body.strip()[:1] in (b'{', b'['):            # as the reference: a JSON object (or array) is a request
         try: to = self._stepdown_to(names, go_decode(body, _STEPDOWN_REQUEST).get('placement'))
-        except JSApiError as e: return self._refuse(reply, rtype, e, answer=answer)
+        except JSApiError as e: return self.refuse(reply, rtype, e, answer=answer)
     g.hand_over(to, done)                          # proposals wait while the follower catches up (see `RaftGroup.hand_over`)
 
 _STEPDOWN_REQUEST = GoStruct('server.JSApiLeaderStepdownRequest', {'placement': GoStruct('server.Placement', {
@@ -282,14 +283,14 @@ def _stepdown_to(self: ClusterApi, names: dict, placement: dict | None) -> str |
     """The member a stepdown hands the group to: the `preferred` server, or one of the followers
     in the placement's `cluster` with all of its `tags`; None (the most caught-up follower) without a placement."""
     if not placement or type(placement) is not dict: return None
-    me = self.core.server_name
+    me = self.js.core.server_name
     if pref := placement.get('preferred'):
         addr = next((a for a, n in names.items() if n == pref), None)
         if addr is not None and pref == me: raise JSClusterNoPeersErrF(err=f'preferred server "{pref}" is already leader')
         if addr is None: raise JSClusterNoPeersErrF(err=f'preferred server "{pref}" not known')
         return addr
-    tags, want = self.meta.tags_of(), [t.lower() for t in placement.get('tags') or ()]
-    ok = [a for a, n in names.items() if n != me and n in tags and (not placement.get('cluster') or placement['cluster'] == self.core.cluster.name)
+    tags, want = self.js.meta.tags_of(), [t.lower() for t in placement.get('tags') or ()]
+    ok = [a for a, n in names.items() if n != me and n in tags and (not placement.get('cluster') or placement['cluster'] == self.js.core.cluster.name)
           and all(t in tags[n] for t in want)]
     if not ok: raise JSClusterNoPeersErrF(err='no replacement peer connected')
     return random.choice(ok)
@@ -297,14 +298,14 @@ def _stepdown_to(self: ClusterApi, names: dict, placement: dict | None) -> str |
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #bb1813e9
 @patch
 def _meta_stepdown_request(self: ClusterApi, src):
-    "`META.LEADER.STEPDOWN` from an account other than the system account: not answered, with a warning, as by the reference (see `_on_system`)."
-    log.warning('JetStream API stepdown request from non-system account: %r', self.account.name)
+    "`META.LEADER.STEPDOWN` from an account other than the system account: not answered, with a warning, as by the reference (see `on_system`)."
+    log.warning('JetStream API stepdown request from non-system account: %r', self.js.account.name)
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #b2f401d3
 @patch
 def meta_stepdown(self: ClusterApi, done=None) -> bool:
     "On the meta leader: hand the meta group to the most caught-up member; `done(ok)` is called on the loop once it is known. False when this server does not lead."
-    m = self.meta.raft
+    m = self.js.meta.raft
     if m is None or not m.is_leader(): return False
     def fin(ok: bool):
         if not ok: log.warning('JetStream meta leader stepdown: no member is caught up to take over')
@@ -314,46 +315,36 @@ def meta_stepdown(self: ClusterApi, done=None) -> bool:
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #b44f8e63
 @patch
-def _on_forwarded(self: ClusterApi, server: str, frame: bytes):
+def on_forwarded(self: ClusterApi, server: str, frame: bytes):
     "A request server `server` sent here because this server answers for its stream (over the peer channel: see `forward`)."
     try: hops, inner, reply, hdr, data, aid = msgpack.unpackb(frame)
     except Exception: return log.warning('JetStream: a request from %s refused: not one', server)
-    if aid: reply = self._capture(server, aid)      # its answer goes back to the asking server
-    for prefix, local, i in self._wire:
-        if inner.startswith(prefix): return self._wire_msg(local, i, inner, reply, hdr, data, None, hops)
+    if aid: reply = self.js.capture(server, aid)      # its answer goes back to the asking server
+    for prefix, local, i in self.js.wire:
+        if inner.startswith(prefix): return self.js.wire_msg(local, i, inner, reply, hdr, data, None, hops)
     self._serve(inner, reply, hdr, data, None, hops)
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #8e0f0c29
 @patch
-def _local_api(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src, name: str = '') -> dict | None:
-    "Answer with this server's account, as one server does, adding the stream's `cluster`; returns the reply sent."
-    subj = text(subject)
-    found = route(subj)
-    if found is None: return JetStream.on_api(self, subject, reply, hdr, data, src)
-    r, args = found
-    body = data[hdr:] if hdr else data
-    if hdr and not level_ok(data[:hdr]): r = r._replace(handler=above_level)
-    resp, delay = answer(self.account, r, args, body, src, subj)
+def local_api(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src, name: str = '') -> dict | None:
+    "Answer with this server's account, as one server does (`JetStream.respond`), adding the stream's `cluster`; returns the reply sent."
+    return self.js.respond(subject, reply, hdr, data, src, self.dress)
+
+@patch
+def dress(self: ClusterApi, resp: dict) -> dict:
+    "An answer of this server's account with the `cluster` of each stream and consumer in it, where the reference has them."
     if 'config' in resp and 'state' in resp:
-        resp = self._with_cluster(resp, resp['config'].get('name', ''), alternates=resp.get('type') == RT + 'stream_info_response')
-    elif 'delivered' in resp and 'stream_name' in resp: resp = self._consumer_with_cluster(resp)
-    elif isinstance(resp.get('streams'), list) and resp['streams'] and isinstance(resp['streams'][0], dict):   # a list answered here
-        resp = dict(resp, streams=[self._with_cluster(x, x['config'].get('name', '')) for x in resp['streams']])
-    elif isinstance(resp.get('consumers'), list) and resp['consumers'] and isinstance(resp['consumers'][0], dict):
-        resp = dict(resp, consumers=[self._consumer_with_cluster(x) for x in resp['consumers']])
-    loud = 'error' in resp or not r.quiet
-    if loud: self.account.api_total += 1
-    out = json_bytes(resp)
-    h = r.header(self.account, resp) if r.header else b''
-    if reply and delay: self.account.host.later(delay, lambda: self.account.host.reply(reply, out))
-    elif reply and h: self.account.host.publish(text(reply), out, hdr=h)
-    elif reply: self.account.host.reply(reply, out)
-    if loud: audit(self.account, src, subj, body, out)
+        return self.with_cluster(resp, resp['config'].get('name', ''), alternates=resp.get('type') == RT + 'stream_info_response')
+    if 'delivered' in resp and 'stream_name' in resp: return self.consumer_with_cluster(resp)
+    if isinstance(resp.get('streams'), list) and resp['streams'] and isinstance(resp['streams'][0], dict):   # a list answered here
+        return dict(resp, streams=[self.with_cluster(x, x['config'].get('name', '')) for x in resp['streams']])
+    if isinstance(resp.get('consumers'), list) and resp['consumers'] and isinstance(resp['consumers'][0], dict):
+        return dict(resp, consumers=[self.consumer_with_cluster(x) for x in resp['consumers']])
     return resp
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #0160ebbb
 @patch
-def _with_cluster(self: ClusterApi, info: dict, name: str, alternates: bool = False) -> dict:
+def with_cluster(self: ClusterApi, info: dict, name: str, alternates: bool = False) -> dict:
     "A stream's info with its `cluster` and, for `STREAM.INFO`, its `alternates` (before `ts`, where the reference puts them)."
     out = {k: v for k, v in info.items() if k not in ('ts', 'cluster', 'did_create')}
     out['cluster'] = self.cluster_info(name)
@@ -366,14 +357,14 @@ def _with_cluster(self: ClusterApi, info: dict, name: str, alternates: bool = Fa
 @patch
 def cluster_info(self: ClusterApi, name: str) -> dict:
     "`cluster` of a stream's info: the cluster, the leader, and (replicated) the other replicas as the leader sees them."
-    d = dict(name=self.core.cluster.name, leader=self.core.server_name)
-    g = self.groups.get(name)
+    d = dict(name=self.js.core.cluster.name, leader=self.js.core.server_name)
+    g = self.js.groups.get(name)
     if g is None: return d
     st, now = g.raft.status(), time.monotonic()
     last = g.raft.heard()                            # when each follower last answered the leader
     d = dict(name=d['name'], raft_group=g.name, leader=d['leader'])
     if g.raft.leader_since: d['leader_since'] = rfc3339(g.raft.leader_since)
-    d['system_account'], d['traffic_account'] = True, self.opts.system_account or '$SYS'   # (see above)
+    d['system_account'], d['traffic_account'] = True, self.js.opts.system_account or '$SYS'   # (see above)
     commit, reps = st.get('commit_idx', 0), []
     for addr in sorted(g.names):
         if addr == g.raft.selfNode.id: continue
@@ -391,7 +382,7 @@ def cluster_info(self: ClusterApi, name: str) -> dict:
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #dbaf8204
 @patch
-def _consumer_with_cluster(self: ClusterApi, info: dict) -> dict:
+def consumer_with_cluster(self: ClusterApi, info: dict) -> dict:
     """A consumer's info with its `cluster` after `num_pending`, where the reference puts it: the stream's, since the
     consumer runs on the stream's leader and its state goes through the stream's group. A consumer of fewer replicas
     than its stream lists as many: the leader and the most current of the others (every replica of the stream holds
@@ -412,8 +403,8 @@ def _consumer_with_cluster(self: ClusterApi, info: dict) -> dict:
 @patch
 def alternates(self: ClusterApi, name: str) -> list[dict]:
     "The stream `name` and its mirrors as `alternates` (`name`, `domain`, `cluster`); empty when it has no mirror."
-    dom, cl = ({'domain': self.opts.js_domain} if self.opts.js_domain else {}), self.core.cluster.name
-    alts = [dict(name=n, **dom, cluster=cl) for n, a in self.meta.assignments.items()
+    dom, cl = ({'domain': self.js.opts.js_domain} if self.js.opts.js_domain else {}), self.js.core.cluster.name
+    alts = [dict(name=n, **dom, cluster=cl) for n, a in self.js.meta.assignments.items()
             if n == name or (a['config'].get('mirror') or {}).get('name') == name]
     return alts if len(alts) > 1 else []
 
@@ -421,21 +412,21 @@ def alternates(self: ClusterApi, name: str) -> list[dict]:
 @patch
 def _propose_create(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "A new stream: check its configuration here, choose its servers, and put the assignment in the meta group's log."
-    r, a = ROUTES['STREAM.CREATE'], self.account
+    r, a = ROUTES['STREAM.CREATE'], self.js.account
     try:
         fm, ff = a.free()
         cfg = stream_config_for_create(data[hdr:] if hdr else data, name, max_memory=fm, max_file=ff, limits=a.limits,
-                                       streams=len(self.meta.assignments), clustered=True)
-        for other in self.meta.assignments.values():
+                                       streams=len(self.js.meta.assignments), clustered=True)
+        for other in self.js.meta.assignments.values():
             if subjects_overlap(cfg.get('subjects') or [], other['config'].get('subjects') or []): raise JSStreamSubjectOverlapErr()
         n = cfg.get('num_replicas', 1)
-        if n > len(self.meta.members): raise JSClusterNoPeersErrF(err='no suitable peers for placement')
-        peers = self.meta.placed(cfg.get('placement'), n)
-    except JSApiError as e: return self._refuse(reply, r.rtype, e, r.error_extra)
+        if n > len(self.js.meta.members): raise JSClusterNoPeersErrF(err='no suitable peers for placement')
+        peers = self.js.meta.placed(cfg.get('placement'), n)
+    except JSApiError as e: return self.refuse(reply, r.rtype, e, r.error_extra)
     sent = []
     def propose():
-        if not sent: sent.append(1); self.meta.propose(Assign(name, cfg, peers, time.time_ns(), reply, hdr, data))
-    self.core.cluster.flush(propose)                  # see below: the client's inbox first, then the log
+        if not sent: sent.append(1); self.js.meta.propose(Assign(name, cfg, peers, time.time_ns(), reply, hdr, data))
+    self.js.core.cluster.flush(propose)                  # see below: the client's inbox first, then the log
     asyncio.get_running_loop().call_later(1.0, propose)   # (a server that is gone does not answer the PING)
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #94840b49
@@ -445,25 +436,25 @@ def _placement_moves(self: ClusterApi, name: str, hdr: int, data: bytes, n: int)
     reasons, raised, when too few servers fit it at all (the stream then stays as it is, as on the reference)."""
     try: pl = orjson.loads(data[hdr:] if hdr else data).get('placement')
     except (orjson.JSONDecodeError, AttributeError): return False     # (the update itself reports the bad request)
-    a = self.meta.assignments[name]
+    a = self.js.meta.assignments[name]
     if not isinstance(pl, dict) or pl == (a['config'].get('placement') or {}): return False
-    tags, want = self.meta.tags_of(), [t.lower() for t in pl.get('tags') or ()]
+    tags, want = self.js.meta.tags_of(), [t.lower() for t in pl.get('tags') or ()]
     keep = [p for p in a['peers'] if p in tags and '!jetstream' not in tags[p] and misfit(want, tags[p]) is None]
-    self.meta.placed(pl, n, keep)
+    self.js.meta.placed(pl, n, keep)
     return len(keep) < len(a['peers'])
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #d956e854
 @patch
 def _listing(self: ClusterApi, verb: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "`STREAM.NAMES` from the meta group's assignments; `STREAM.LIST` when every stream is answered for here."
-    r, a = ROUTES[verb], self.account
-    if verb == 'STREAM.LIST' and all(n in a.streams and self.leader_of(n) == self.core.server_name for n in self.meta.assignments):
-        return self._local_api(subject, reply, hdr, data, src)
+    r, a = ROUTES[verb], self.js.account
+    if verb == 'STREAM.LIST' and all(n in a.streams and self.js.leader_of(n) == self.js.core.server_name for n in self.js.meta.assignments):
+        return self.local_api(subject, reply, hdr, data, src)
     try: req = S.request(data[hdr:] if hdr else data, 'names' if verb == 'STREAM.NAMES' else 'list')
-    except JSApiError as e: return self._refuse(reply, r.rtype, e, r.error_extra)
+    except JSApiError as e: return self.refuse(reply, r.rtype, e, r.error_extra)
     if verb == 'STREAM.LIST': return self._gather(req, reply)
     f = req.get('subject') or ''
-    names = sorted(n for n, x in self.meta.assignments.items() if not f or subjects_overlap(x['config'].get('subjects') or [], [f]))
+    names = sorted(n for n, x in self.js.meta.assignments.items() if not f or subjects_overlap(x['config'].get('subjects') or [], [f]))
     offset = min(max(req['offset'], 0), len(names))
     a.api_total += 1
     a.host.reply(reply, json_bytes(dict(type=RT + r.rtype, total=len(names), offset=offset, limit=1024,
@@ -474,18 +465,18 @@ def _listing(self: ClusterApi, verb: str, subject: bytes, reply: bytes, hdr: int
 def _gather(self: ClusterApi, req: dict, reply: bytes, timeout: float = 2.0):
     "`STREAM.LIST` when streams are led by other servers: ask each leader for the stream's info, answer once all have (or, after `timeout`, with the others as `missing`)."
     f = req.get('subject') or ''
-    names = sorted(n for n, x in self.meta.assignments.items() if not f or subjects_overlap(x['config'].get('subjects') or [], [f]))
+    names = sorted(n for n, x in self.js.meta.assignments.items() if not f or subjects_overlap(x['config'].get('subjects') or [], [f]))
     offset = min(max(req['offset'], 0), len(names))
     page, got, open_ = names[offset:offset + 256], {}, [True]
     def finish():
         if not open_[0]: return
         open_[0] = False
-        timer.cancel(); self.done(aid)
+        timer.cancel(); self.js.done(aid)
         out = dict(type=RT + 'stream_list_response', total=len(names), offset=offset, limit=256,
                    streams=[got[n] for n in page if n in got])
         if missing := [n for n in page if n not in got]: out['missing'] = missing
-        self.account.api_total += 1
-        if reply: self.account.host.reply(reply, json_bytes(out))
+        self.js.account.api_total += 1
+        if reply: self.js.account.host.reply(reply, json_bytes(out))
     def on_info(data):
         info = orjson.loads(data)
         name = (info.get('config') or {}).get('name')
@@ -493,10 +484,10 @@ def _gather(self: ClusterApi, req: dict, reply: bytes, timeout: float = 2.0):
         got[name] = {k: v for k, v in info.items() if k not in ('type', 'total', 'offset', 'limit', 'alternates')}   # a list has none
         got[name]['config'] = S.stored_cfg(got[name]['config'])
         if len(got) == len(page): finish()
-    aid = self.ask(on_info)                          # (the peer channel brings the answers)
+    aid = self.js.ask(on_info)                          # (the peer channel brings the answers)
     timer = asyncio.get_running_loop().call_later(timeout, finish)
     for n in page:
-        if to := self.leader_of(n): self.forward(to, f'$JS.API.STREAM.INFO.{n}'.encode(), b'', 0, b'', 2, aid)   # answered there, not sent on
+        if to := self.js.leader_of(n): self.js.forward(to, f'$JS.API.STREAM.INFO.{n}'.encode(), b'', 0, b'', 2, aid)   # answered there, not sent on
     if not page: finish()
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #c3378b6e
@@ -508,113 +499,72 @@ def _account_info(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data
     whole cluster (every server's memory and storage, each replica counting; the streams assigned; the consumers
     running). Asked by the meta leader (`hops` 2), a server reports its own usage, not counted as a request."""
     if hops >= 2:
-        if reply: self.account.host.reply(reply, json_bytes(S.account_info(self.account, [], b'', src)))
+        if reply: self.js.account.host.reply(reply, json_bytes(S.account_info(self.js.account, [], b'', src)))
         return
-    lead = self.meta.leader()
-    if self.meta.raft is None or not lead or (hops and lead != self.core.server_name):
-        return self._refuse(reply, 'account_info_response', JSClusterNotAvailErr())
-    if lead != self.core.server_name: return self.forward(lead, subject, reply, hdr, data)
-    others = sorted({n for n in self.meta.members.values() if n != self.core.server_name})
-    got, core, open_ = [], self.core, [True]
+    lead = self.js.meta.leader()
+    if self.js.meta.raft is None or not lead or (hops and lead != self.js.core.server_name):
+        return self.refuse(reply, 'account_info_response', JSClusterNotAvailErr())
+    if lead != self.js.core.server_name: return self.js.forward(lead, subject, reply, hdr, data)
+    others = sorted({n for n in self.js.meta.members.values() if n != self.js.core.server_name})
+    got, core, open_ = [], self.js.core, [True]
     def finish():
         if not open_[0]: return
         open_[0] = False
-        timer.cancel(); self.done(aid)
+        timer.cancel(); self.js.done(aid)
         if core.cluster is None: return                              # stopped meanwhile
-        resp = self._local_api(subject, b'', hdr, data, src)       # this server's answer: the checks, limits, API counters
+        resp = self.local_api(subject, b'', hdr, data, src)       # this server's answer: the checks, limits, API counters
         if resp is None: return
         if 'error' not in resp:
             for k in _SUMMED: resp[k] += sum(u.get(k, 0) for u in got)
             res = {'memory': 0, 'file': 0}
-            for a in self.meta.assignments.values():
+            for a in self.js.meta.assignments.values():
                 if (mb := a['config'].get('max_bytes') or 0) > 0: res[a['config'].get('storage', 'file')] += mb
-            resp.update(streams=len(self.meta.assignments), reserved_memory=res['memory'], reserved_storage=res['file'])
-        if reply: self.account.host.reply(reply, json_bytes(resp))
+            resp.update(streams=len(self.js.meta.assignments), reserved_memory=res['memory'], reserved_storage=res['file'])
+        if reply: self.js.account.host.reply(reply, json_bytes(resp))
     def on_usage(data):
         got.append(orjson.loads(data))
         if len(got) == len(others): finish()
-    aid = self.ask(on_usage)                                         # (the peer channel brings the answers)
+    aid = self.js.ask(on_usage)                                         # (the peer channel brings the answers)
     timer = asyncio.get_running_loop().call_later(timeout, finish)   # a server that does not answer in time is left out
-    for n in others: self.forward(n, subject, b'', 0, b'', 2, aid)
+    for n in others: self.js.forward(n, subject, b'', 0, b'', 2, aid)
     if not others: finish()
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #c9772514
 _SERVER_REMOVE = GoStruct('server.JSApiMetaServerRemoveRequest', {'peer': GoStr(), 'peer_id': GoStr()})
 
 @patch
-def _sys_answer(self: ClusterApi, reply: bytes, body: bytes):
+def sys_answer(self: ClusterApi, reply: bytes, body: bytes):
     "Answer a request of the system account."
-    if reply: self.core.route(None, reply, b'', 0, body, acc=self._sys)
+    if reply: self.js.core.route(None, reply, b'', 0, body, acc=self.js.sys_account)
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #546f9be5
 @patch
-def _on_system(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+def on_system(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "`META.LEADER.STEPDOWN` or `SERVER.REMOVE` from the system account: the meta leader answers."
-    m = self.meta.raft
+    m = self.js.meta.raft
     if m is None or not m.is_leader(): return       # (without a reply subject it is done all the same, as by the reference)
     if hdr: return log.warning('Malformed JetStream API Request: ""')
-    if subject == b'$JS.API.META.LEADER.STEPDOWN': return self._stepdown('', m, self.meta.members, reply, 'meta_leader_stepdown_response', data, self._sys_answer)
+    if subject == b'$JS.API.META.LEADER.STEPDOWN': return self._stepdown('', m, self.js.meta.members, reply, 'meta_leader_stepdown_response', data, self.sys_answer)
     self._server_remove(reply, data)
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #1d8dd7f8
 @patch
 def _server_remove(self: ClusterApi, reply: bytes, body: bytes, tries: int = 0):
     "`SERVER.REMOVE` on the meta leader: checked, then recorded in the meta log (answered once applied, see `_apply_remove_server`)."
-    rtype, me = 'meta_server_remove_response', self.core.server_name
+    rtype, me = 'meta_server_remove_response', self.js.core.server_name
     try:
         if body.strip() in (b'', b'{}'): raise JSBadRequestErr()
         req = go_decode(body, _SERVER_REMOVE)
-        if self.removing is not None and time.monotonic() < self.removing[2]: raise JSClusterServerMemberChangeInflightErr()
-        addr = next((a for a, n in self.meta.members.items() if (peer_id(n) == req['peer_id'] if req['peer_id'] else n == req['peer'])), None)
+        if self.js.removing is not None and time.monotonic() < self.js.removing[2]: raise JSClusterServerMemberChangeInflightErr()
+        addr = next((a for a, n in self.js.meta.members.items() if (peer_id(n) == req['peer_id'] if req['peer_id'] else n == req['peer'])), None)
         if addr is None: raise JSClusterServerNotMemberErr()
-        if len(self.meta.members) == 1: raise JSRaftGeneralErrF(err='raft: cannot remove the last peer')
-    except JSApiError as e: return self._refuse(reply, rtype, e, answer=self._sys_answer)
-    if self.meta.members[addr] == me:                     # the leader itself: another member leads first, then takes the request
+        if len(self.js.meta.members) == 1: raise JSRaftGeneralErrF(err='raft: cannot remove the last peer')
+    except JSApiError as e: return self.refuse(reply, rtype, e, answer=self.sys_answer)
+    if self.js.meta.members[addr] == me:                     # the leader itself: another member leads first, then takes the request
         if tries == 0: self.meta_stepdown()
-        lead = self.meta.leader()
-        if lead and lead != me: return self.core.route(None, b'$JS.API.SERVER.REMOVE', reply, 0, body, acc=self._sys)
+        lead = self.js.meta.leader()
+        if lead and lead != me: return self.js.core.route(None, b'$JS.API.SERVER.REMOVE', reply, 0, body, acc=self.js.sys_account)
         if tries < 60: return asyncio.get_running_loop().call_later(0.05, self._server_remove, reply, body, tries + 1)
-        return self._refuse(reply, rtype, JSClusterNoPeersErrF(err='no member is caught up to take over'), answer=self._sys_answer)
-    self.removing = (self.meta.members[addr], reply, time.monotonic() + 30)   # (in flight for 30 s at most: a lost proposal)
-    self.meta.propose(RemoveServer(self.meta.members[addr], addr, self.core.server_id, reply))
-
-# %% ../../nbs/2_js/20a_cluster_api.ipynb #0fe01d7a
-@patch
-def meta_cluster(self: ClusterApi) -> dict:
-    "`meta_cluster` of `/jsz`: the meta group's leader and this server's view of the other members, as the reference reports them."
-    empty = dict(pending_entries=0, pending_size=0, last_time=rfc3339(0))
-    if self.meta.raft is None:
-        return dict(name=self.core.cluster.name if self.core.cluster else '', cluster_size=0, quorum_needed=0,
-                    pending=0, pending_requests=0, pending_infos=0, snapshot=empty)
-    st, now = self.meta.raft.status(), time.monotonic()
-    lead = self.meta.leader_addr()
-    lname = self.meta.members.get(lead, '')
-    last = self.meta.raft.heard()
-    commit, reps = st.get('commit_idx', 0), []
-    for addr, name in self.meta.members.items():
-        if addr == self.raft_addr: continue
-        up = st.get('partner_node_status_server_' + addr) == 2
-        seen = last.get(addr) if lname == self.core.server_name else None
-        cur = up and (st.get('match_idx_server_' + addr, 0) >= commit if lname == self.core.server_name else addr == lead)
-        p = dict(name=name, current=bool(cur), active=int((now - seen) * 1e9) if seen is not None else 0)   # (offline: since last heard)
-        if not up: p['offline'] = True
-        p['peer'] = peer_id(name)
-        reps.append(p)
-    d = dict(name=self.core.cluster.name)
-    if lname: d.update(leader=lname, peer=peer_id(lname))
-    n = len(self.meta.members)
-    d.update(replicas=sorted(reps, key=lambda p: p['name']), cluster_size=n, quorum_needed=n // 2 + 1,
-             pending=max(commit - self.meta.applied, 0), pending_requests=0, pending_infos=0,
-             snapshot=dict(pending_entries=self.meta.applied, pending_size=self.meta.log_bytes, last_time=rfc3339(0)))
-    return d
-
-# %% ../../nbs/2_js/20a_cluster_api.ipynb #03c00dfb
-@patch
-def stats(self: ClusterApi) -> dict:
-    """Figures for `/jsz`: the account's, with the meta group and every replicated stream here counted as highly available
-    assets, and each replicated consumer counted on every server of its group (as the reference counts it), not only where it runs."""
-    out = dict(JetStream.stats(self), ha_assets=(self.meta.raft is not None) + len(self.groups))
-    for name, g in self.groups.items():
-        s = self.account.streams.get(name)
-        out['consumers'] += len(g.consumers.cstates.keys() - (s.consumers.keys() if s is not None else set()))
-    return out
+        return self.refuse(reply, rtype, JSClusterNoPeersErrF(err='no member is caught up to take over'), answer=self.sys_answer)
+    self.js.removing = (self.js.meta.members[addr], reply, time.monotonic() + 30)   # (in flight for 30 s at most: a lost proposal)
+    self.js.meta.propose(RemoveServer(self.js.meta.members[addr], addr, self.js.core.server_id, reply))

@@ -4,15 +4,16 @@
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #e5e3d515
 from __future__ import annotations
-import random, time
+import hashlib, random, time
 from typing import NamedTuple
 from fastcore.basics import patch
 from .raft import record, as_list, entry_reader
 from .errors import JSClusterNoPeersErrF
 
 # %% auto #0
-__all__ = ['RAFT_INFO', 'LOST_QUORUM', 'TAGS', 'KINDS', 'js_member', 'MetaGroup', 'Assign', 'Addr', 'Update', 'Unassign', 'Scale',
-           'Grow', 'Regroup', 'Move', 'RemoveServer', 'MetaSnapshot', 'meta_entry', 'misfit']
+__all__ = ['RAFT_INFO', 'LOST_QUORUM', 'TAGS', 'KINDS', 'js_member', 'short_hash', 'peer_id', 'group_name', 'MetaGroup', 'Assign',
+           'Addr', 'Update', 'Unassign', 'Scale', 'Grow', 'Regroup', 'Move', 'RemoveServer', 'MetaSnapshot',
+           'meta_entry', 'misfit']
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #6aa65142
 RAFT_INFO = 'jsnb_js'        # the route INFO field that carries the meta member of a jsnb server with JetStream
@@ -21,6 +22,23 @@ def js_member(rc) -> str:
     "The meta member a jsnb server with JetStream announced on route `rc` ('' for none: no JetStream, or not jsnb)."
     v = rc.extras.get(RAFT_INFO)
     return v if type(v) is str else ''
+
+# %% ../../nbs/2_js/20e_meta_group.ipynb #011b349e
+_DIGITS = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
+
+def short_hash(s: str, n: int = 8) -> str:
+    "`n` base-62 characters of the SHA-256 of `s`: how the reference names a peer after its server name."
+    return ''.join(_DIGITS[b % 62] for b in hashlib.sha256(s.encode()).digest()[:n])
+
+# %% ../../nbs/2_js/20e_meta_group.ipynb #7e6ccd06
+def peer_id(name: str) -> str:
+    "A server's peer id in `replicas` and `meta_cluster`, derived from its name as the reference derives it."
+    return short_hash(name)
+
+# %% ../../nbs/2_js/20e_meta_group.ipynb #1123337a
+def group_name(name: str, replicas: int, storage: str, created: int) -> str:
+    "The name of a replicated stream's group, shaped as the reference's (`S-R<n><F|M>-<8 characters>`, here from the stream's name and creation)."
+    return f"S-R{replicas}{'M' if storage == 'memory' else 'F'}-{short_hash(f'{name}:{created}')}"
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #ec6fdd7f
 class MetaGroup:
@@ -72,6 +90,16 @@ def leader_addr(self: MetaGroup) -> str: return self.raft.leader_addr() if self.
 def leader(self: MetaGroup) -> str:
     "The name of the group's leader ('' while there is none)."
     return self.members.get(self.leader_addr(), '')
+
+# %% ../../nbs/2_js/20e_meta_group.ipynb #ba9f994e
+@patch
+def reassign(self: MetaGroup, name: str, peers: list, **more) -> list | None:
+    "Stream `name` given the servers `peers` (their group addresses to come) and the fields `more`: the servers it had; None for a stream not assigned."
+    a = self.assignments.get(name)
+    if a is None: return None
+    was = a['peers']
+    a.update(peers=list(peers), addrs={}, **more)
+    return was
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #edf76de6
 @patch

@@ -15,8 +15,8 @@ from .raft import RaftNode, RaftLoop, record, plain_value
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'LEADER_FALLBACK', 'COMPACT_BYTES', 'META_COMPACT_BYTES', 'HAND_OVER_TRIES', 'Entry', 'RaftGroup', 'seal',
-           'unseal']
+__all__ = ['log', 'LEADER_FALLBACK', 'COMPACT_BYTES', 'META_COMPACT_BYTES', 'HAND_OVER_TRIES', 'Entry', 'RaftGroup', 'read_saved',
+           'write_saved', 'seal', 'unseal']
 
 # %% ../../nbs/2_js/20d_raft_group.ipynb #10bd7a57
 class _IntoOurLog(logging.Handler):
@@ -121,6 +121,18 @@ def mark_applied(self: RaftGroup, path: str, idx: int):
     "Record in the file `path` that entry `idx` is applied: one write at the start of a file kept open (per entry, so it is cheap)."
     if self._applied_fd is None: self._applied_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     os.pwrite(self._applied_fd, b'%-20d\n' % idx, 0)
+
+# %% ../../nbs/2_js/20d_raft_group.ipynb #3df6128e
+def read_saved(path: str) -> str:
+    "The text saved at `path`, stripped (empty when there is none)."
+    try:
+        with open(path) as f: return f.read().strip()
+    except OSError: return ''
+
+# %% ../../nbs/2_js/20d_raft_group.ipynb #9143212c
+def write_saved(path: str, s: str):
+    "Save the text `s` at `path` (read back with `read_saved`)."
+    with open(path, 'w') as f: f.write(s)
 
 # %% ../../nbs/2_js/20d_raft_group.ipynb #2f0e6cf3
 @patch
@@ -249,6 +261,12 @@ def release(self: RaftGroup):
 def holding(self: RaftGroup) -> bool:
     "Whether entries are kept until `release` (a catch-up under way): a member answers no catch-up request meanwhile."
     return self._pending is not None
+
+# %% ../../nbs/2_js/20d_raft_group.ipynb #4405b6e3
+@patch(as_prop=True)
+def steady(self: RaftGroup) -> bool:
+    "Whether this member applies its entries as they commit: not stopped, and holding nothing back (a catch-up, a lag)."
+    return not (self._gone or self.holding or self._held)
 
 # %% ../../nbs/2_js/20d_raft_group.ipynb #8ffb0df2
 @patch

@@ -18,81 +18,92 @@ from . import batch, schedules
 from .batch import AtomicBatch
 from .store import StoreMsg
 from . import consumer_api as C
-from .cluster_advisories import Advisor
 from .cluster_stream import (DECISIONS, alone, stream_entry, Msgs, BatchCommit, Decide, Copies, Seed, Seeded,
                                      ScaleDown, GroupMove, ApiRequest, ConsumerState, ConsumerDelete, Barrier, StreamSnapshot, Delivered)
 import msgpack
-from .cluster import ClusterMeta, group_name, read_saved, CONSUMER_SYNC, SYNC_CHANNEL, ANSWER_CHANNEL
-from .cluster_meta import Scale, Grow, Regroup, Move, RemoveServer, MetaSnapshot
-from .cluster_raft import RaftGroup, seal, unseal
-from .cluster_api import ClusterApi, api_verb
+from .cluster_meta import group_name, Scale, Grow, Regroup, Move, RemoveServer, MetaSnapshot
+from .cluster_raft import RaftGroup, seal, unseal, read_saved
+from .cluster_api import api_verb
 from .errors import JSApiError, JSRaftGeneralErrF
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'EVERY_RUN', 'COPY_APPLY', 'SEED_CHUNK', 'REGROUP_WAIT', 'ClusteredJetStream']
+__all__ = ['log', 'SYNC_CHANNEL', 'CONSUMER_SYNC', 'EVERY_RUN', 'COPY_APPLY', 'SEED_CHUNK', 'REGROUP_WAIT', 'REPLICA_META_APPLY',
+           'Replication']
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #b2d0f3a1
-class ClusteredJetStream(ClusterApi):
-    "JetStream of a server with routes: the meta group, its requests, and the streams and consumers it replicates."
-    def __init__(self, core, opts, system=None):
-        super().__init__(core, opts, watcher=Advisor(self), system=system)   # leader elections and lost quorums advised (`jsnb.js.cluster_advisories`)
+SYNC_CHANNEL = b'jssync'     # the peer channel's name for catch-up requests (see 'Compaction and catch-up')
+CONSUMER_SYNC = 0.1          # how often a stream leader puts the consumer states that changed into the stream's log
+
+class Replication:
+    "The replicated streams and consumers of a clustered JetStream `js`: their groups, what their logs carry, how a replica catches up."
+    def __init__(self, js):
+        self.js = js
+        self.replies: dict[str, tuple] = {}        # replicated streams created or grown: (reply, response type), sent once they have a leader
+        self._carried: dict[str, dict] = {}        # consumer states a regrouped stream's seeding server puts in its new group
+        self._outbox: dict[str, list] = {}         # messages for replicated streams led here, until the end of the read
+        self._acks: dict[tuple, list] = {}         # (stream, consumer) -> AckSync replies waiting for the end of the read
+        self._ctimer = None                        # the next round of `_watch_consumers`
+
+    def start(self): self._ctimer = asyncio.get_running_loop().call_later(CONSUMER_SYNC, self._watch_consumers)
+    def stop(self):
+        if self._ctimer is not None: self._ctimer.cancel(); self._ctimer = None
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #3aac4530
 @patch
-def _start_group(self: ClusteredJetStream, name: str):
+def start_group(self: Replication, name: str):
     "Start this server's member of a replicated stream's group (its log has its own journal; the messages live in the stream's store)."
-    a = self.meta.assignments[name]
-    me = a['addrs'][self.core.server_name]
-    d = os.path.join(self._state_dir, 'streams'); os.makedirs(d, exist_ok=True)
+    a = self.js.meta.assignments[name]
+    me = a['addrs'][self.js.core.server_name]
+    d = os.path.join(self.js.state_dir, 'streams'); os.makedirs(d, exist_ok=True)
     cfg = a['config']
     g_name = group_name(name, len(a['peers']), cfg.get('storage', 'file'), a['created'])
     base = os.path.join(d, g_name)
-    bus, ticks, g = *self._raft(), self.replica(name)
+    bus, ticks, g = *self.js.raft_parts(), self.js.replica(name)
     kept = cfg.get('storage', 'file') == 'file'      # a memory store starts empty: the whole log is applied again
-    raft = RaftGroup(me, sorted(v for k, v in a['addrs'].items() if k != self.core.server_name), bus,
+    raft = RaftGroup(me, sorted(v for k, v in a['addrs'].items() if k != self.js.core.server_name), bus,
                      partial(self.apply_stream, name), ticks, journal=base + '.journal', hold=False, on_role=g.role,
                      snapshot_extra=g.snapshot_extra, applied_before=int(read_saved(base + '.applied') or 0) if kept else 0)
     g.start(raft, g_name, {v: k for k, v in a['addrs'].items()}, base + '.applied',
             seeded=not a.get('seed'))                # a grown stream takes nothing before its first server's store is copied
-    if (s := self.account.streams.get(name)) is not None and s.group is None: s.group = g   # (a mirror subscribes to nothing)
-    self._follow_role(name)
-    if a.get('seed') == self.core.server_name: self._seed(name)
-    if name in self._replies and g.seeded: self._answer_created(name, 0)
+    if (s := self.js.account.streams.get(name)) is not None and s.group is None: s.group = g   # (a mirror subscribes to nothing)
+    self.js.follow_role(name)
+    if a.get('seed') == self.js.core.server_name: self._seed(name)
+    if name in self.replies and g.seeded: self._answer_created(name, 0)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #3759c9a0
 @patch
-def _answer_created(self: ClusteredJetStream, name: str, tries: int):
+def _answer_created(self: Replication, name: str, tries: int):
     "Answer the create of a replicated stream once its group has a leader, from the leader (as the reference does)."
-    g, (reply, rtype) = self.groups.get(name), self._replies.get(name, (None, ''))
+    g, (reply, rtype) = self.js.groups.get(name), self.replies.get(name, (None, ''))
     if g is None or reply is None: return
     if not g.leader_addr() and tries < 100:
         asyncio.get_running_loop().call_later(0.05, self._answer_created, name, tries + 1); return
-    del self._replies[name]
+    del self.replies[name]
     if not g.is_leader(): return
-    s = self.account.streams.get(name)
+    s = self.js.account.streams.get(name)
     if s is None: return
-    resp = dict(type=RT + rtype, **self._with_cluster(s.info(cluster=False), name))
+    resp = dict(type=RT + rtype, **self.js.api.with_cluster(s.info(cluster=False), name))
     if rtype == 'stream_create_response': resp['did_create'] = True
-    self._follow_role(name)                          # this server takes the stream's subjects now
+    self.js.follow_role(name)                          # this server takes the stream's subjects now
     def answer():                                    # once every server knows it (or after a second)
-        if not sent: sent.append(1); self.account.api_total += 1; self.account.host.reply(reply, json_bytes(resp))
+        if not sent: sent.append(1); self.js.account.api_total += 1; self.js.account.host.reply(reply, json_bytes(resp))
     sent = []
-    self.core.cluster.flush(answer)
+    self.js.core.cluster.flush(answer)
     asyncio.get_running_loop().call_later(1.0, answer)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #cad214cc
 @patch
-def apply_stream(self: ClusteredJetStream, name: str, idx: int, op: list):
+def apply_stream(self: Replication, name: str, idx: int, op: list):
     "Apply committed entry `idx` of stream `name`'s group on this replica, by its record's type: `EVERY_RUN`, then (not on a replay) `STREAM_APPLY`."
-    g = self.groups.get(name)
+    g = self.js.groups.get(name)
     if g is None: return
     e = stream_entry(op)
     if (again := EVERY_RUN.get(type(e))) is not None and again(self, g, idx, e): return
     if idx <= g.raft.applied_before: return
     g.raft.applied = idx
-    added = self.STREAM_APPLY[type(e)](self, g, self.account.streams.get(name), idx, e)
+    added = self.STREAM_APPLY[type(e)](self, g, self.js.account.streams.get(name), idx, e)
     g.raft.mark_applied(g.applied_file, idx)
     g.raft.compact(64 + (added or 0))                # roughly, the bytes the entry adds to the log (for compaction)
 
@@ -112,74 +123,74 @@ EVERY_RUN = {StreamSnapshot: _again_snapshot, ConsumerState: _again_consumer, Co
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #7e506428
 @patch
-def _on_msgs(self: ClusteredJetStream, g, s: Stream | None, idx: int, e: Msgs) -> int:
+def _on_msgs(self: Replication, g, s: Stream | None, idx: int, e: Msgs) -> int:
     "Published messages: checked again on every replica at the leader's time; answered by the server that proposed them."
-    if s is not None: s.ingest([tuple(m) for m in e.msgs], replica(e.ts, e.origin == self.core.server_id))   # (msgpack gives lists)
+    if s is not None: s.ingest([tuple(m) for m in e.msgs], replica(e.ts, e.origin == self.js.core.server_id))   # (msgpack gives lists)
     return sum(len(m[3]) + len(m[0]) for m in e.msgs)
 
 @patch
-def _on_batch(self: ClusteredJetStream, g, s: Stream | None, idx: int, e: BatchCommit) -> int:
+def _on_batch(self: Replication, g, s: Stream | None, idx: int, e: BatchCommit) -> int:
     "An atomic batch: every replica checks it and stores all of it, or none; its proposer answers."
     if s is None: return 0
     b = AtomicBatch(e.id); b.msgs = [tuple(m) for m in e.msgs]
     ack = batch.commit_batch(s, b, e.eob, e.ts)
-    if e.origin == self.core.server_id: s.answer(e.reply, ack)
+    if e.origin == self.js.core.server_id: s.answer(e.reply, ack)
     return sum(len(m[-1]) for m in e.msgs)
 
 @patch
-def _on_decide(self: ClusteredJetStream, g, s: Stream | None, idx: int, e: Decide):
+def _on_decide(self: Replication, g, s: Stream | None, idx: int, e: Decide):
     "Retention's removal or expiry, decided by the leader."
     if s is not None: _apply_decision(s, DECISIONS[e.kind](*e.args))
 
 @patch
-def _on_copies(self: ClusteredJetStream, g, s: Stream | None, idx: int, e: Copies) -> int:
+def _on_copies(self: Replication, g, s: Stream | None, idx: int, e: Copies) -> int:
     """What the leader copied from the stream's upstreams; not what a former leader copied that reached the log after its
     successor's barrier (`ConsumerReplica.stale`): the successor copies on from its own store, and would copy it again."""
     return _apply_copies(s, idx, e.entries, e.ts) if s is not None and not g.consumers.stale(e) else 0
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #f8964e0c
 @patch
-def _on_scale_down(self: ClusteredJetStream, g, s: Stream | None, idx: int, e: ScaleDown):
+def _on_scale_down(self: Replication, g, s: Stream | None, idx: int, e: ScaleDown):
     "Every replica holds the same messages from here on: none takes more; the server asked tells the meta log."
     g.closing = True
-    me = self.core.server_id
-    if e.origin == me: self.meta.propose(Scale(g.stream, [self.core.server_name], e.config, me, e.reply))
+    me = self.js.core.server_id
+    if e.origin == me: self.js.meta.propose(Scale(g.stream, [self.js.core.server_name], e.config, me, e.reply))
 
 @patch
-def _on_group_move(self: ClusteredJetStream, g, s: Stream | None, idx: int, e: GroupMove):
+def _on_group_move(self: Replication, g, s: Stream | None, idx: int, e: GroupMove):
     "The group moves to other servers: none takes more from here; the server asked tells the meta log, seeded by a staying server."
     if g.closing: return                             # (one proposed again by `_regroup_until_done` that also came through)
     g.closing = True
-    if e.origin != self.core.server_id: return
-    was = self.meta.assignments[g.stream]['peers']
-    seed = next(p for p in [self.core.server_name] + was if p in e.peers)    # this server if it stays, else a staying one
-    self.meta.propose(Regroup(g.stream, list(e.peers), e.config, e.origin, e.reply, e.rtype, seed))
+    if e.origin != self.js.core.server_id: return
+    was = self.js.meta.assignments[g.stream]['peers']
+    seed = next(p for p in [self.js.core.server_name] + was if p in e.peers)    # this server if it stays, else a staying one
+    self.js.meta.propose(Regroup(g.stream, list(e.peers), e.config, e.origin, e.reply, e.rtype, seed))
     if e.rtype == 'stream_remove_peer_response' and e.reply:
-        self.account.api_total += 1
-        self.account.host.reply(e.reply, json_bytes(dict(type=RT + e.rtype, success=True)))
+        self.js.account.api_total += 1
+        self.js.account.host.reply(e.reply, json_bytes(dict(type=RT + e.rtype, success=True)))
 
 @patch
-def _on_seed(self: ClusteredJetStream, g, s: Stream | None, idx: int, e: Seed):
+def _on_seed(self: Replication, g, s: Stream | None, idx: int, e: Seed):
     "The first server's messages, copied where they are missing."
     if s is not None: self._apply_seed(s, e.msgs)
 
 @patch
-def _on_seeded(self: ClusteredJetStream, g, s: Stream | None, idx: int, e: Seeded):
+def _on_seeded(self: Replication, g, s: Stream | None, idx: int, e: Seeded):
     "Seeding is over: the sequences up to the first server's last are used up; a create waiting for it is answered."
     if s is not None: self._apply_seed(s, [], e.last)
-    if g.stream in self._replies: self._answer_created(g.stream, 0)
+    if g.stream in self.replies: self._answer_created(g.stream, 0)
 
 @patch
-def _on_api(self: ClusteredJetStream, g, s: Stream | None, idx: int, e: ApiRequest):
+def _on_api(self: Replication, g, s: Stream | None, idx: int, e: ApiRequest):
     "An API request that changes the stream, done on every replica; answered by the server that took it."
-    here = e.origin == self.core.server_id
-    self._answer_here(api_verb(text(e.subject))[0], g.stream, e.subject, e.reply if here else b'', e.hdr, e.data, None, here)
+    here = e.origin == self.js.core.server_id
+    self.js.api.answer_here(api_verb(text(e.subject))[0], g.stream, e.subject, e.reply if here else b'', e.hdr, e.data, None, here)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #e1571ba5
-ClusteredJetStream.STREAM_APPLY = {
-    Msgs: ClusteredJetStream._on_msgs, BatchCommit: ClusteredJetStream._on_batch, Decide: ClusteredJetStream._on_decide,
-    Copies: ClusteredJetStream._on_copies, ScaleDown: ClusteredJetStream._on_scale_down, GroupMove: ClusteredJetStream._on_group_move,
-    Seed: ClusteredJetStream._on_seed, Seeded: ClusteredJetStream._on_seeded, ApiRequest: ClusteredJetStream._on_api}
+Replication.STREAM_APPLY = {
+    Msgs: Replication._on_msgs, BatchCommit: Replication._on_batch, Decide: Replication._on_decide,
+    Copies: Replication._on_copies, ScaleDown: Replication._on_scale_down, GroupMove: Replication._on_group_move,
+    Seed: Replication._on_seed, Seeded: Replication._on_seeded, ApiRequest: Replication._on_api}
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #15428091
 def _apply_decision(s: Stream, d):
@@ -209,9 +220,9 @@ COPY_APPLY = {'m': _mirrored, 's': _sourced}     # a copy's tag (`mirrors.copy_o
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #1592bb07
 @patch
-def _replicated_msg(self: ClusteredJetStream, s: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+def replicated_msg(self: Replication, s: Stream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "A message for a replicated stream: its leader puts it in the group's log; every replica stores it once committed."
-    g = self.groups.get(s.name)
+    g = self.js.groups.get(s.name)
     if g is None and s.group is None:
         return s.on_msg(subject, reply, hdr, data, src)   # scaled down to this server alone: stored as on one server
     if g is None or not g.is_leader() or g.closing or not g.seeded: return   # (a leader no more, its subscription not dropped yet)
@@ -220,24 +231,24 @@ def _replicated_msg(self: ClusteredJetStream, s: Stream, subject: bytes, reply: 
     q = self._outbox.setdefault(s.name, [])
     q.append((text(subject), reply, hdr, data))
     if src is None: self._propose_msgs(s.name)       # published by the server itself: no read to wait for the end of
-    elif len(q) == 1: self.core.defer(partial(self._propose_msgs, s.name))
+    elif len(q) == 1: self.js.core.defer(partial(self._propose_msgs, s.name))
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #4064a63f
 @patch
-def _propose_msgs(self: ClusteredJetStream, name: str):
+def _propose_msgs(self: Replication, name: str):
     "The messages for a replicated stream that arrived in one read: one entry in its log (work per read, not per message)."
-    msgs, g = self._outbox.pop(name, None), self.groups.get(name)
-    if msgs and g is not None: g.propose(Msgs(msgs, time.time_ns(), self.core.server_id))
+    msgs, g = self._outbox.pop(name, None), self.js.groups.get(name)
+    if msgs and g is not None: g.propose(Msgs(msgs, time.time_ns(), self.js.core.server_id))
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #a61d5944
 @patch
-def _stage(self: ClusteredJetStream, s: Stream, subject: bytes, reply: bytes, h: bytes, payload: bytes):
+def _stage(self: Replication, s: Stream, subject: bytes, reply: bytes, h: bytes, payload: bytes):
     """A message of an atomic batch, on a replicated stream's leader: staged here. The committed batch goes into the
     group's log as one entry, which every replica checks and then stores whole, or not at all (`batch.commit_batch`); the
     leader answers once it has applied it."""
     def hand_off(b, eob: bool):
         self._propose_msgs(s.name)                   # what arrived before the commit goes first
-        self.groups[s.name].propose(BatchCommit(b.id, b.msgs, eob, time.time_ns(), self.core.server_id, reply))
+        self.js.groups[s.name].propose(BatchCommit(b.id, b.msgs, eob, time.time_ns(), self.js.core.server_id, reply))
     ack = batch.stage(s, text(subject), h, payload, hand_off)
     s.answer(reply, ack)
 
@@ -245,10 +256,10 @@ def _stage(self: ClusteredJetStream, s: Stream, subject: bytes, reply: bytes, h:
 SEED_CHUNK = 1 << 20          # bytes of messages per `seed` entry
 
 @patch
-def _make_replica(self: ClusteredJetStream, name: str, cfg: dict):
+def _make_replica(self: Replication, name: str, cfg: dict):
     "Create this server's (empty) replica of stream `name` with configuration `cfg`, unanswered."
-    self._local_api(f'$JS.API.STREAM.CREATE.{name}'.encode(), b'', 0, json_bytes(cfg), None)
-    self.stamp_created(name)
+    self.js.api.local_api(f'$JS.API.STREAM.CREATE.{name}'.encode(), b'', 0, json_bytes(cfg), None)
+    self.js.stamp_created(name)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #608c302a
 def _drop_journal(base: str):
@@ -257,28 +268,28 @@ def _drop_journal(base: str):
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #6880c1ee
 @patch
-def _apply_grow(self: ClusteredJetStream, e: Grow, fresh: bool):
+def _apply_grow(self: Replication, e: Grow, fresh: bool):
     "A stream of one server given more servers: each new one makes an empty replica; every one proposes its group address (the group starts once all are known) and the first seeds it."
-    name, peers, cfg, me = e.name, e.peers, e.config, self.core.server_name
-    if self._reassign(name, peers, config=cfg, seed=peers[0]) is None or me not in peers: return
-    s = self.account.streams.get(name)
+    name, peers, cfg, me = e.name, e.peers, e.config, self.js.core.server_name
+    if self.js.meta.reassign(name, peers, config=cfg, seed=peers[0]) is None or me not in peers: return
+    s = self.js.account.streams.get(name)
     if not fresh:                                    # a replay: a memory replica is made again, the log refills it
         if s is None: self._make_replica(name, cfg)
         return
-    created = self.meta.assignments[name]['created']
-    base = os.path.join(self._state_dir, 'streams', group_name(name, len(peers), cfg.get('storage', 'file'), created))
+    created = self.js.meta.assignments[name]['created']
+    base = os.path.join(self.js.state_dir, 'streams', group_name(name, len(peers), cfg.get('storage', 'file'), created))
     _drop_journal(base)                              # of a group of that name before (scaled down, then up)
     if s is None: self._make_replica(name, cfg)
     else: s.stop(); s.start()                        # its messages now go through the group (see `_share`)
-    if e.reply: self._replies[name] = (e.reply, 'stream_update_response')
-    self.propose_addr(name)
+    if e.reply: self.replies[name] = (e.reply, 'stream_update_response')
+    self.js.propose_addr(name)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #44595b5d
 @patch
-def _seed(self: ClusteredJetStream, name: str):
+def _seed(self: Replication, name: str):
     "On a grown stream's first server: once its group has a leader, put the store, then the consumers' states, then `seeded` in the log; again if `seeded` did not come back."
     async def run():
-        while (g := self.groups.get(name)) is not None and not g.seeded and (s := self.account.streams.get(name)) is not None:
+        while (g := self.js.groups.get(name)) is not None and not g.seeded and (s := self.js.account.streams.get(name)) is not None:
             raft = g.raft                            # this run of the group (another one, after a move, is seeded anew)
             if not g.leader_addr(): await asyncio.sleep(0.1); continue
             st, chunk, size, seq = s.store.state(), [], 0, 0
@@ -291,10 +302,10 @@ def _seed(self: ClusteredJetStream, name: str):
             states, carried = {c.name: c.snapshot() for c in s.consumers.values() if not alone(c)}, self._carried.get(name)
             for cname, snap in (carried or {}).items():                    # a follower's: as the group it left recorded them
                 states.setdefault(cname, snap)
-            for cname, snap in states.items(): g.propose(ConsumerState(cname, snap, self.core.server_id, []))
+            for cname, snap in states.items(): g.propose(ConsumerState(cname, snap, self.js.core.server_id, []))
             g.propose(Seeded(st['last_seq'], states))                     # (with them: see `Seeded`)
             for _ in range(100):
-                if g.seeded or self.groups.get(name) is not g or g.raft is not raft:
+                if g.seeded or self.js.groups.get(name) is not g or g.raft is not raft:
                     if self._carried.get(name) is carried: self._carried.pop(name, None)   # (not what the next move carries)
                     return
                 await asyncio.sleep(0.1)
@@ -302,7 +313,7 @@ def _seed(self: ClusteredJetStream, name: str):
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #9d5dca67
 @patch
-def _apply_seed(self: ClusteredJetStream, s: Stream, msgs: list, last: int = 0):
+def _apply_seed(self: Replication, s: Stream, msgs: list, last: int = 0):
     "Store the copied messages this replica lacks at their own sequence, time, TTL and message id; then (`last`) use up sequences up to the first server's last one."
     store = s.store
     top = store.state()['last_seq']
@@ -323,32 +334,32 @@ def _advance(store, to: int):
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #c000d7ea
 @patch
-def _apply_regroup(self: ClusteredJetStream, e: Regroup, fresh: bool):
+def _apply_regroup(self: Replication, e: Regroup, fresh: bool):
     """A replicated stream moved to other servers (`num_replicas` changed, a peer removed): once this server's group
     has applied the `regroup` entry (at most `REGROUP_WAIT` seconds), it leaves the old group; a server no longer a peer
     drops its replica, a new one makes an empty one, and every peer joins the new group, which the seeding server fills."""
-    name, peers, cfg, me = e.name, e.peers, e.config, self.core.server_name
-    if (was := self._reassign(name, peers, config=cfg, seed=e.seed)) is None: return
-    g = self.groups.get(name)
+    name, peers, cfg, me = e.name, e.peers, e.config, self.js.core.server_name
+    if (was := self.js.meta.reassign(name, peers, config=cfg, seed=e.seed)) is None: return
+    g = self.js.groups.get(name)
     raft = g.raft if g is not None else None         # the run of the group that leaves
     if not fresh:                                    # a replay: the old group (started by its replayed addresses) goes
-        if g is not None: self.groups.pop(name); g.stop()
-        if me in peers and name not in self.account.streams:
+        if g is not None: self.js.groups.pop(name); g.stop()
+        if me in peers and name not in self.js.account.streams:
             self._make_replica(name, cfg)
         return
-    storage, created = cfg.get('storage', 'file'), self.meta.assignments[name]['created']
-    bases = {os.path.join(self._state_dir, 'streams', group_name(name, n, storage, created)) for n in (len(was), len(peers))}
+    storage, created = cfg.get('storage', 'file'), self.js.meta.assignments[name]['created']
+    bases = {os.path.join(self.js.state_dir, 'streams', group_name(name, n, storage, created)) for n in (len(was), len(peers))}
     def switch(waited: float = 0.0):
         if g is not None and g.raft is raft and not g.closing and waited < REGROUP_WAIT:
             return asyncio.get_running_loop().call_later(0.05, switch, waited + 0.05)
-        s = self.account.streams.get(name)
+        s = self.js.account.streams.get(name)
         if g is not None and g.raft is raft:
             self._carried[name] = dict(g.consumers.cstates)
             g.stop()
         for base in bases:
             _drop_journal(base)
         if me not in peers:
-            if s is not None: self.account.remove_stream(s)
+            if s is not None: self.js.account.remove_stream(s)
             return
         if s is None: self._make_replica(name, cfg)
         else:                                        # the update (applied on the leader) may have changed the subjects too
@@ -356,122 +367,121 @@ def _apply_regroup(self: ClusteredJetStream, e: Regroup, fresh: bool):
             if moved: s.stop()
             s.apply(Configure(cfg))
             if moved: s.start()
-        if e.reply and e.rtype == 'stream_update_response': self._replies[name] = (e.reply, e.rtype)
-        self.propose_addr(name)
+        if e.reply and e.rtype == 'stream_update_response': self.replies[name] = (e.reply, e.rtype)
+        self.js.propose_addr(name)
     switch()
 
 REGROUP_WAIT = 5.0           # seconds a replica waits to apply its group's `regroup` entry before it leaves the group anyway
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #6ff47cfc
 @patch
-def _apply_move(self: ClusteredJetStream, e: Move, fresh: bool):
+def _apply_move(self: Replication, e: Move, fresh: bool):
     "A stream of one replica moved to server `to`: made there, empty, with the durable consumers listed; the server it left drops it."
-    name, to, me = e.name, e.to, self.core.server_name
-    if (was := self._reassign(name, [to])) is None: return
-    s = self.account.streams.get(name)
+    name, to, me = e.name, e.to, self.js.core.server_name
+    if (was := self.js.meta.reassign(name, [to])) is None: return
+    s = self.js.account.streams.get(name)
     if me == to and s is None:                       # (on a replay too: a memory stream is made again)
-        self._make_replica(name, self.meta.assignments[name]['config'])
+        self._make_replica(name, self.js.meta.assignments[name]['config'])
         for cname, cfg in e.durables if fresh else ():
-            self._local_api(f'$JS.API.CONSUMER.DURABLE.CREATE.{name}.{cname}'.encode(), b'', 0,
+            self.js.api.local_api(f'$JS.API.CONSUMER.DURABLE.CREATE.{name}.{cname}'.encode(), b'', 0,
                             json_bytes(dict(stream_name=name, config=cfg)), None)
-    elif me != to and me in was and s is not None: self.account.remove_stream(s)
-    if fresh and e.origin == self.core.server_id and e.reply:
-        self.account.api_total += 1
-        self.account.host.reply(e.reply, json_bytes(dict(type=RT + 'stream_remove_peer_response', success=True)))
+    elif me != to and me in was and s is not None: self.js.account.remove_stream(s)
+    if fresh and e.origin == self.js.core.server_id and e.reply:
+        self.js.account.api_total += 1
+        self.js.account.host.reply(e.reply, json_bytes(dict(type=RT + 'stream_remove_peer_response', success=True)))
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #031ad428
 @patch
-def _apply_remove_server(self: ClusteredJetStream, e: RemoveServer, fresh: bool):
+def _apply_remove_server(self: Replication, e: RemoveServer, fresh: bool):
     "Server `name` left the meta group: every server forgets it, it stops its JetStream, its streams go on without it."
-    name, addr, me = e.server, e.addr, self.core.server_name
-    self.meta.members.pop(addr, None); self._members_changed()
+    name, addr, me = e.server, e.addr, self.js.core.server_name
+    self.js.meta.members.pop(addr, None); self.js.members_changed()
     if name == me:
-        if fresh: asyncio.get_running_loop().call_soon(self._leave)
+        if fresh: asyncio.get_running_loop().call_soon(self.js.leave)
         return
     if not fresh: return                             # (what became of its streams is in the entries that follow)
-    lead = self.meta.is_leader()
-    for sname, a in list(self.meta.assignments.items()):
+    lead = self.js.meta.is_leader()
+    for sname, a in list(self.js.meta.assignments.items()):
         if name not in a['peers']: continue
         rest, placement = [p for p in a['peers'] if p != name], a['config'].get('placement')
         if not rest:
             if not lead: continue
-            try: to = self.meta.placed(placement, 1, [], (name,))[0]
+            try: to = self.js.meta.placed(placement, 1, [], (name,))[0]
             except JSApiError: log.warning("JetStream cluster could not move stream '$G > %s' off the removed server", sname); continue
-            self.meta.propose(Move(sname, to, [], self.core.server_id, b''))
+            self.js.meta.propose(Move(sname, to, [], self.js.core.server_id, b''))
             continue
-        if rest[0] != me or sname not in self.groups: continue
-        try: peers = self.meta.placed(placement, len(a['peers']), rest, (name,))
+        if rest[0] != me or sname not in self.js.groups: continue
+        try: peers = self.js.meta.placed(placement, len(a['peers']), rest, (name,))
         except JSApiError:
             log.warning("JetStream cluster could not replace peer for stream '$G > %s'", sname); peers = rest
-        self._regroup_until_done(sname, name, GroupMove(peers, a['config'], b'', self.core.server_id, 'stream_remove_peer_response'))
-    if lead: self._out_of_raft(addr, e.reply if e.origin == self.core.server_id else b'')   # (a new leader finishes an old one's)
+        self._regroup_until_done(sname, name, GroupMove(peers, a['config'], b'', self.js.core.server_id, 'stream_remove_peer_response'))
+    if lead: self._out_of_raft(addr, e.reply if e.origin == self.js.core.server_id else b'')   # (a new leader finishes an old one's)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #237c8c3b
 @patch
-def _regroup_until_done(self: ClusteredJetStream, sname: str, gone: str, e: GroupMove, tries: int = 0):
+def _regroup_until_done(self: Replication, sname: str, gone: str, e: GroupMove, tries: int = 0):
     """Propose `op` (a `regroup` without server `gone`) to stream `sname`'s group, again every second until the group
     applied one: the removed server may have been its leader, and a stream's group drops what is proposed while it has
     none (see 'Proposals while there is no leader'). A group that commits nothing for three seconds has no majority
     without the removed server (an R2 stream, or another replica down too): the move then goes through the meta log
     alone, seeded by this server, which holds what the group committed."""
-    g, a = self.groups.get(sname), self.meta.assignments.get(sname)
+    g, a = self.js.groups.get(sname), self.js.meta.assignments.get(sname)
     if g is None or g.closing or a is None or gone not in a['peers']: return
     if tries == 3:
         log.warning("JetStream cluster stream '$G > %s' has no majority without removed server %s: moved through the meta log", sname, gone)
-        return self.meta.propose(Regroup(sname, list(e.peers), e.config, e.origin, e.reply, e.rtype, self.core.server_name))
+        return self.js.meta.propose(Regroup(sname, list(e.peers), e.config, e.origin, e.reply, e.rtype, self.js.core.server_name))
     g.propose(e)
     asyncio.get_running_loop().call_later(1.0, self._regroup_until_done, sname, gone, e, tries + 1)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #3f9703a7
 @patch
-def _out_of_raft(self: ClusteredJetStream, addr: str, reply: bytes, tries: int = 0):
+def _out_of_raft(self: Replication, addr: str, reply: bytes, tries: int = 0):
     "On the meta leader: take the removed server out of the Raft group, then answer `SERVER.REMOVE` (PySyncObj refuses a change while another is being committed: tried again)."
     rtype = 'meta_server_remove_response'
     def done(ok, why):
-        if self.meta.raft is None: return
-        if ok or addr not in self.meta.raft.member_addrs():
-            self.removing = None
-            return self._sys_answer(reply, json_bytes(dict(type=RT + rtype, success=True))) if reply else None
-        if tries < 20 and self.meta.raft is not None and self.meta.is_leader():
+        if self.js.meta.raft is None: return
+        if ok or addr not in self.js.meta.raft.member_addrs():
+            self.js.removing = None
+            return self.js.api.sys_answer(reply, json_bytes(dict(type=RT + rtype, success=True))) if reply else None
+        if tries < 20 and self.js.meta.raft is not None and self.js.meta.is_leader():
             return asyncio.get_running_loop().call_later(0.25, self._out_of_raft, addr, reply, tries + 1)
-        self.removing = None
-        self._refuse(reply, rtype, JSRaftGeneralErrF(err=f'raft: membership change failed ({why})'), answer=self._sys_answer)
-    if self.meta.raft is None or not self.meta.is_leader(): self.removing = None; return
-    if addr not in self.meta.raft.member_addrs(): return done(True, 0)
-    self.meta.raft.remove_member(addr, done)
+        self.js.removing = None
+        self.js.api.refuse(reply, rtype, JSRaftGeneralErrF(err=f'raft: membership change failed ({why})'), answer=self.js.api.sys_answer)
+    if self.js.meta.raft is None or not self.js.meta.is_leader(): self.js.removing = None; return
+    if addr not in self.js.meta.raft.member_addrs(): return done(True, 0)
+    self.js.meta.raft.remove_member(addr, done)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #8f40bc6a
 @patch
-def _install_meta(self: ClusteredJetStream, e: MetaSnapshot, fresh: bool):
+def _install_meta(self: Replication, e: MetaSnapshot, fresh: bool):
     """The meta state of a compacted log (see 'Compacting the meta log' in the meta group's page): a restarted server's
     own, or (`fresh`) the leader's for entries this server missed. The streams it no longer has a part in go (`fresh`
     only: at a restart its store is as the entries left it), a group whose servers or creation changed starts again,
     and the streams it is a peer of are made where missing and their groups started."""
-    me, old, extra = self.core.server_name, self.meta.assignments, e.state
-    if 'members' in extra and extra['members'] != self.meta.members:     # servers were removed meanwhile (`SERVER.REMOVE`)
-        self.meta.members.clear(); self.meta.members.update(extra['members']); self._members_changed()
-        if fresh and me not in self.meta.members.values(): return asyncio.get_running_loop().call_soon(self._leave)
-    self.meta.assignments = {n: dict(a, peers=list(a['peers']), addrs=dict(a['addrs'])) for n, a in extra['assignments'].items()}
-    for name, a in list(old.items()) + [(n, None) for n in list(self.account.streams) if n not in old]:
-        new = self.meta.assignments.get(name)
+    me, old, extra = self.js.core.server_name, self.js.meta.assignments, e.state
+    if 'members' in extra and extra['members'] != self.js.meta.members:     # servers were removed meanwhile (`SERVER.REMOVE`)
+        self.js.meta.members.clear(); self.js.meta.members.update(extra['members']); self.js.members_changed()
+        if fresh and me not in self.js.meta.members.values(): return asyncio.get_running_loop().call_soon(self.js.leave)
+    self.js.meta.assignments = {n: dict(a, peers=list(a['peers']), addrs=dict(a['addrs'])) for n, a in extra['assignments'].items()}
+    for name, a in list(old.items()) + [(n, None) for n in list(self.js.account.streams) if n not in old]:
+        new = self.js.meta.assignments.get(name)
         kept = new is not None and me in new['peers'] and (a is None or a['created'] == new['created'])
-        g = self.groups.get(name)
-        if g is not None and (not kept or set(g.names) != set(new['addrs'].values())): self.groups.pop(name).stop()
-        if not kept and fresh and (s := self.account.streams.get(name)) is not None: self.account.remove_stream(s)
-    for name, a in self.meta.assignments.items():
+        g = self.js.groups.get(name)
+        if g is not None and (not kept or set(g.names) != set(new['addrs'].values())): self.js.groups.pop(name).stop()
+        if not kept and fresh and (s := self.js.account.streams.get(name)) is not None: self.js.account.remove_stream(s)
+    for name, a in self.js.meta.assignments.items():
         if me not in a['peers']: continue
-        if name not in self.account.streams: self._make_replica(name, a['config'])
-        if len(a['peers']) > 1 and len(a['addrs']) == len(a['peers']) and name not in self.groups: self._start_group(name)
-    self.meta.raft.release()                              # (a member that installed a snapshot stands for elections again)
+        if name not in self.js.account.streams: self._make_replica(name, a['config'])
+        if len(a['peers']) > 1 and len(a['addrs']) == len(a['peers']) and name not in self.js.groups: self.start_group(name)
+    self.js.meta.raft.release()                              # (a member that installed a snapshot stands for elections again)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #dd67e4ae
-ClusteredJetStream.META_APPLY = ClusterMeta.META_APPLY | {
-    Grow: ClusteredJetStream._apply_grow, Regroup: ClusteredJetStream._apply_regroup, Move: ClusteredJetStream._apply_move,
-    RemoveServer: ClusteredJetStream._apply_remove_server, MetaSnapshot: ClusteredJetStream._install_meta}
+REPLICA_META_APPLY = {Grow: Replication._apply_grow, Regroup: Replication._apply_regroup, Move: Replication._apply_move,
+                      RemoveServer: Replication._apply_remove_server, MetaSnapshot: Replication._install_meta}
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #cad9d8e2
 @patch
-def _install(self: ClusteredJetStream, g: RaftGroup, name: str, idx: int, extra: dict):
+def _install(self: Replication, g: RaftGroup, name: str, idx: int, extra: dict):
     "A snapshot of stream `name`'s log at `idx`: its consumer states; the messages are here already (this replica's own snapshot, at a restart), or come from a peer's store (`_catch_up`)."
     g.consumers.restore(extra)
     if extra.get('seeded'): g.seeded = True
@@ -484,13 +494,13 @@ def _install(self: ClusteredJetStream, g: RaftGroup, name: str, idx: int, extra:
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #6f8c0e2c
 @patch
-async def _catch_up(self: ClusteredJetStream, name: str, g: RaftGroup):
+async def _catch_up(self: Replication, name: str, g: RaftGroup):
     "Copy from a peer (the leader first) what this replica lacks up to the snapshot, then apply the entries held meanwhile."
     raft = g.raft                                    # this run of the group
     try:
-        while self.groups.get(name) is g and g.raft is raft and (s := self.account.streams.get(name)) is not None:
+        while self.js.groups.get(name) is g and g.raft is raft and (s := self.js.account.streams.get(name)) is not None:
             leader = g.names.get(g.leader_addr())
-            peers = sorted((n for n in g.names.values() if n != self.core.server_name), key=lambda n: n != leader)
+            peers = sorted((n for n in g.names.values() if n != self.js.core.server_name), key=lambda n: n != leader)
             for peer in peers:
                 try:
                     if await self._sync_from(peer, name, g, s):
@@ -499,17 +509,17 @@ async def _catch_up(self: ClusteredJetStream, name: str, g: RaftGroup):
             await asyncio.sleep(0.5)
     finally:
         if g.raft is raft: g.syncing = False
-        if self.groups.get(name) is g and g.raft is raft: raft.release()
+        if self.js.groups.get(name) is g and g.raft is raft: raft.release()
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #9c792491
 @patch
-async def _sync_from(self: ClusteredJetStream, peer: str, name: str, g: RaftGroup, s: Stream) -> bool:
+async def _sync_from(self: Replication, peer: str, name: str, g: RaftGroup, s: Stream) -> bool:
     "One catch-up from `peer`: False when it has not applied as far as the snapshot (or did not answer)."
     st = s.store.state()
     ans = await self._sync_ask(peer, {'op': 'state', 'stream': name, 'have': [st['first_seq'], st['last_seq']]})
     if not ans or ans['applied'] < g.target: return False
     if ans['config'] != s.cfg:
-        r = self._local_api(f'$JS.API.STREAM.UPDATE.{name}'.encode(), b'', 0, json_bytes(ans['config']), None, name)
+        r = self.js.api.local_api(f'$JS.API.STREAM.UPDATE.{name}'.encode(), b'', 0, json_bytes(ans['config']), None, name)
         if r and 'error' in r: log.warning("stream '$G > %s': catch-up could not take the peer's configuration: %s", name, r['error'])
     store = s.store
     if ans['first'] > st['first_seq']: store.compact(ans['first'])
@@ -530,28 +540,28 @@ async def _sync_from(self: ClusteredJetStream, peer: str, name: str, g: RaftGrou
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #c08b22ba
 @patch
-async def _sync_ask(self: ClusteredJetStream, peer: str, body: dict, timeout: float = 5.0):
+async def _sync_ask(self: Replication, peer: str, body: dict, timeout: float = 5.0):
     "Send a sealed catch-up request to server `peer`; its unsealed answer (None when it cannot answer)."
-    key, fut = self.password(), asyncio.get_running_loop().create_future()
+    key, fut = self.js.password(), asyncio.get_running_loop().create_future()
     def on_answer(data):
         if not fut.done(): fut.set_result(data)
-    aid = self.ask(on_answer)                        # (the peer channel brings the answer)
+    aid = self.js.ask(on_answer)                        # (the peer channel brings the answer)
     try:
-        self.core.cluster.peers.send(peer, SYNC_CHANNEL, msgpack.packb([aid, seal(key, body)]))
+        self.js.core.cluster.peers.send(peer, SYNC_CHANNEL, msgpack.packb([aid, seal(key, body)]))
         return unseal(key, await asyncio.wait_for(fut, timeout))
-    finally: self.done(aid)
+    finally: self.js.done(aid)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #c74c2d7d
 @patch
-def _on_sync(self: ClusteredJetStream, server: str, frame: bytes):
+def on_sync(self: Replication, server: str, frame: bytes):
     "Server `server`'s catch-up request, answered from this server's store as it is now (nothing while this replica catches up itself)."
-    key = self.password()
+    key = self.js.password()
     try: aid, sealed = msgpack.unpackb(frame)
     except Exception: return log.warning('JetStream: a catch-up request from %s refused: not one', server)
     req = unseal(key, sealed)
     if not isinstance(req, dict): return
     name = req.get('stream')
-    g, s, ans = self.groups.get(name), self.account.streams.get(name), None
+    g, s, ans = self.js.groups.get(name), self.js.account.streams.get(name), None
     if g is not None and s is not None and not g.raft.holding and g.seeded:
         if req.get('op') == 'state':
             st, (lo, hi) = s.store.state(), req['have']
@@ -564,68 +574,68 @@ def _on_sync(self: ClusteredJetStream, server: str, frame: bytes):
                 msgs.append((m.seq, m.subject, m.hdr, m.data, m.ts, s.store.ttl_of(m.seq)))
                 size += len(m.subject) + len(m.hdr) + len(m.data); seq = m.seq + 1
             ans = {'msgs': msgs, 'next': seq if msgs and seq <= to else to + 1}
-    self.core.cluster.peers.send(server, ANSWER_CHANNEL, msgpack.packb([aid, seal(key, ans)]))
+    self.js.answer_ask(server, aid, seal(key, ans))
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #e091f666
 _C_CHANGES = {'CONSUMER.CREATE', 'CONSUMER.DURABLE.CREATE', 'CONSUMER.DELETE', 'CONSUMER.PAUSE', 'CONSUMER.UNPIN'}
 
 @patch
-def _consumer_api(self: ClusteredJetStream, verb, name, g, subject, reply, hdr, data, src, rtype, extra):
+def consumer_api(self: Replication, verb, name, g, subject, reply, hdr, data, src, rtype, extra):
     "A consumer request on the leader of a replicated stream: the consumer here answers; a change is answered once the group has its new state."
-    s = self.account.streams.get(name)
-    if verb not in _C_CHANGES: return self._local_api(subject, reply, hdr, data, src, name)
-    resp = self._local_api(subject, b'', hdr, data, src, name)
+    s = self.js.account.streams.get(name)
+    if verb not in _C_CHANGES: return self.js.api.local_api(subject, reply, hdr, data, src, name)
+    resp = self.js.api.local_api(subject, b'', hdr, data, src, name)
     if resp is None: return
     body = json_bytes(resp)
-    if 'error' in resp: return self.account.host.reply(reply, body) if reply else None
+    if 'error' in resp: return self.js.account.host.reply(reply, body) if reply else None
     args = api_verb(text(subject))[1]
     cname = resp.get('name') or (args[1] if len(args) > 1 else '')
     if verb == 'CONSUMER.DELETE':
-        if cname not in g.consumers.cstates and cname not in g.consumers.cmarks: return self.account.host.reply(reply, body) if reply else None   # never logged
+        if cname not in g.consumers.cstates and cname not in g.consumers.cmarks: return self.js.account.host.reply(reply, body) if reply else None   # never logged
         g.consumers.cmarks.pop(cname, None)
-        return g.propose(ConsumerDelete(cname, self.core.server_id, reply, body))
+        return g.propose(ConsumerDelete(cname, self.js.core.server_id, reply, body))
     c = s.consumers.get(cname) if s is not None else None
-    if c is None: return self.account.host.reply(reply, body) if reply else None
+    if c is None: return self.js.account.host.reply(reply, body) if reply else None
     g.consumers.propose(c, [(reply, body)] if reply else [])
 
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #2734d954
 @patch
-def _replicated_ack(self: ClusteredJetStream, g: RaftGroup, name: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+def replicated_ack(self: Replication, g: RaftGroup, name: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "An ack for a consumer of a replicated stream led here: applied now; an `AckSync` reply waits for the state to be committed."
     toks = text(subject).split('.')
-    s = self.account.streams.get(name)
+    s = self.js.account.streams.get(name)
     c = s.consumers.get(toks[3]) if s is not None and len(toks) >= 7 else None
     body = data[hdr:] if hdr else data
-    if c is None or c.ack_none or body[:4] == b'+NXT' or alone(c): return C.on_ack(self.account, subject, reply, hdr, data, src)
+    if c is None or c.ack_none or body[:4] == b'+NXT' or alone(c): return C.on_ack(self.js.account, subject, reply, hdr, data, src)
     plain = body[:4] not in C.NOT_ACKS
     if plain and toks[5].isdigit() and not c.takes_ack(int(toks[5])): reply = b''    # nothing it can apply: no answer (as `Consumer.ack`)
-    C.on_ack(self.account, subject, b'', hdr, data, src)
+    C.on_ack(self.js.account, subject, b'', hdr, data, src)
     if not reply: return                             # nobody waits: logged with the next round of `_watch_consumers`
     key = (name, c.name)
     q = self._acks.get(key)
     if q is None:
         q = self._acks[key] = []
         if src is None: q.append(None)               # no read to wait for the end of: sent below
-        else: self.core.defer(partial(self._flush_acks, key))
+        else: self.js.core.defer(partial(self._flush_acks, key))
     q.append((reply, b''))
     if q and q[0] is None: q.pop(0); self._flush_acks(key)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #171f6916
 @patch
-def _flush_acks(self: ClusteredJetStream, key: tuple):
+def _flush_acks(self: Replication, key: tuple):
     "The acks of one consumer that arrived in one read: one state entry in the stream's log."
     replies = [r for r in self._acks.pop(key, []) if r is not None]
-    g, s = self.groups.get(key[0]), self.account.streams.get(key[0])
+    g, s = self.js.groups.get(key[0]), self.js.account.streams.get(key[0])
     c = s.consumers.get(key[1]) if s is not None else None
     if g is not None and c is not None and g.is_leader(): g.consumers.propose(c, replies)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #567ed2e2
 @patch
-def _watch_consumers(self: ClusteredJetStream):
+def _watch_consumers(self: Replication):
     "Every `CONSUMER_SYNC` seconds, per replicated stream here: a leader (once caught up) runs the replicated consumers and logs their changed states; a follower runs none."
-    for name, g in list(self.groups.items()):
-        s = self.account.streams.get(name)
+    for name, g in list(self.js.groups.items()):
+        s = self.js.account.streams.get(name)
         if s is None or not g.seeded: continue       # (a grown stream's consumers are copied with its messages)
         try: g.consumers.watch(s)
         except Exception: log.exception("replicated consumers of stream '$G > %s' failed", name)

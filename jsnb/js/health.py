@@ -15,7 +15,7 @@ __all__ = ['current', 'not_found', 'stored_problems', 'meta_problem', 'stream_pr
 # %% ../../nbs/2_js/16b_health.ipynb #2cbfa588
 def current(g) -> bool:
     "Whether Raft member `g` is current: it leads, or it heard from its leader and applied all the leader had committed; nothing held back."
-    if getattr(g, '_gone', False) or getattr(g, 'holding', False) or getattr(g, '_held', None): return False
+    if not getattr(g, 'steady', True): return False          # (`RaftGroup.steady`; a plain Raft member always is)
     st = g.getStatus()
     if st['last_applied'] < st['commit_idx']: return False
     if g.is_leader(): return True

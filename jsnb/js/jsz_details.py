@@ -27,11 +27,11 @@ def stream_cluster(js, s) -> dict:
     groups, me = getattr(js, 'groups', None), s.host.server_name
     if groups is None: return {'leader': me}
     g = groups.get(s.name)
-    if g is None or g.is_leader(): return js.cluster_info(s.name)
+    if g is None or g.is_leader(): return js.api.cluster_info(s.name)
     lead = g.names.get(g.leader_addr(), '')
     d = dict(name=js.core.cluster.name, raft_group=g.name)
     if lead: d['leader'] = lead
-    d['system_account'], d['traffic_account'] = True, js.opts.system_account or '$SYS'   # (as `cluster_info` says)
+    d['system_account'], d['traffic_account'] = True, js.opts.system_account or '$SYS'   # (as `ClusterApi.cluster_info` says)
     peers = {p['name']: p['peer'] for p in js.meta_cluster().get('replicas', ())}     # (the meta group's members' peer ids)
     d['replicas'] = sorted((dict(name=n, current=n == lead, active=0, peer=peers.get(n, '')) for a, n in g.names.items()
                             if a != g.raft.selfNode.id), key=lambda p: p['name'])
@@ -65,9 +65,9 @@ def stream_detail(js, s, o: dict) -> dict:
 def _consumer_info(js, c) -> dict:
     "A consumer's info, with (in a cluster) its `cluster` after `num_pending`: its stream's as this server sees it."
     info = consumer_info_of(js.account, c, stored=True)
-    if not hasattr(js, '_consumer_with_cluster'): return info
+    if not hasattr(js, 'api'): return info
     g = js.groups.get(c.stream.name)
-    if g is None or g.is_leader(): return js._consumer_with_cluster(info)      # (the leader runs it: the API's own answer)
+    if g is None or g.is_leader(): return js.api.consumer_with_cluster(info)      # (the leader runs it: the API's own answer)
     out = {}
     for k, v in info.items():
         if k != 'cluster': out[k] = v
