@@ -11,9 +11,7 @@ the pending count in the ack subjects and the deliveries of `test_overflow`, `te
 `test_pinned_request_renews_and_wrong_pin_after_timeout`, and `test_requests_take_turns_and_batch_completed` (where the
 reference, its consumer on another server, now and then passes over the first request); with three, the order of
 `409 Batch Completed` and the last delivery of that scenario (the reference sends the status before the delivery it
-waits to replicate). Also left out for now, on jsnb's side: `test_requests_arriving_together`, which jsnb passes in
-some runs only (requests forwarded over a route are not always held together with the others yet; it fails alone,
-against clusters just started). The pending count in ack subjects is blanked: the reference's, in a cluster, is now and then one
+waits to replicate). The pending count in ack subjects is blanked: the reference's, in a cluster, is now and then one
 less than the messages left."""
 import concurrent.futures
 import pytest
@@ -23,7 +21,8 @@ from jsclusters import JSCluster
 pytestmark = pytest.mark.reference
 CASES = [('test_no_wait_waits_for_acks', 1), ('test_no_wait_waits_for_acks', 3),
          ('test_pinned_client', 3),
-         ('test_overflow_min_ack_pending', 3), ('test_priority_fields_without_policy', 1)]
+         ('test_overflow_min_ack_pending', 3), ('test_priority_fields_without_policy', 1),
+         ('test_requests_arriving_together', 1), ('test_requests_arriving_together', 3)]
 
 
 @pytest.fixture(scope='module')

@@ -25,7 +25,8 @@ from . import stream_api as S, consumer_api as C, snapshot as SN, restore as RS,
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'ROUTES', 'RT', 'API_SUBJECTS', 'Route', 'route', 'answer', 'audit', 'above_level', 'map_domain', 'JetStream']
+__all__ = ['log', 'ROUTES', 'RT', 'API_SUBJECTS', 'PULL_REQUESTS', 'Route', 'route', 'answer', 'audit', 'above_level',
+           'map_domain', 'JetStream']
 
 # %% ../../nbs/2_js/16_api.ipynb #97eba59a
 class Route(NamedTuple):
@@ -105,6 +106,7 @@ def audit(acct: Account, src, subject: str, request: bytes, response: bytes):
 
 # %% ../../nbs/2_js/16_api.ipynb #32a97bd5
 API_SUBJECTS = ('$JS.API.>',)     # every API subject is taken, as in the reference; Direct Get also has its own responders
+PULL_REQUESTS = b'$JS.API.CONSUMER.MSG.NEXT.'   # ... but pull requests are the consumers' own subscription's (`consumer_api.on_next`)
 
 def above_level(*args): raise JSRequiredApiLevelErr()
 
@@ -153,7 +155,7 @@ def on_api_run(self: JetStream, ops: list, src):
 @patch
 def on_api(self: JetStream, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     "One `$JS.API` request: answered by `respond` once what came before it in the read is done."
-    if subject.startswith(b'$JS.API.CONSUMER.MSG.NEXT.'): return     # a pull request (`on_next`): it may wait for the end of the read
+    if subject.startswith(PULL_REQUESTS): return     # a pull request (`on_next`): it may wait for the end of the read
     self.account.host.flush_deferred()            # what came before in the read is done first
     self.respond(subject, reply, hdr, data, src)
 

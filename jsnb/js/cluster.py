@@ -14,7 +14,7 @@ from .route_bus import RouteBus, member_id
 from ..nats.protocol import text
 from .host import json_bytes, event_id, CoreHost
 from ..nats.times import rfc3339
-from .api import JetStream, RT, API_SUBJECTS
+from .api import JetStream, RT, API_SUBJECTS, PULL_REQUESTS
 from .js_accounts import SYSTEM_DIRECTIVES
 from .stream import Stream
 from .health import cluster_problems
@@ -72,8 +72,8 @@ class ClusteredJetStream(JetStream):
         self.sys_account, self._sys_subs, self._sys_told, self.removing, self.disabled = None, [], False, None, False
 
 # %% ../../nbs/2_js/20_cluster.ipynb #0dff8ed0
-_WIRE = ((b'$JS.API.CONSUMER.MSG.NEXT.', C.on_next, 5), (b'$JS.ACK.', C.on_ack, 2), (b'$JS.FC.', C.on_flow_control, 2),
-         (b'$JS.API.CONSUMER.RESET.', C.on_reset, 4))
+_WIRE = ((PULL_REQUESTS, C.on_next, 5, True), (b'$JS.ACK.', C.on_ack, 2, False), (b'$JS.FC.', C.on_flow_control, 2, False),
+         (b'$JS.API.CONSUMER.RESET.', C.on_reset, 4, False))   # (prefix, handler here, the stream's token, whether it defers)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #6cb34040
 class ClusterHost(CoreHost):
@@ -102,7 +102,7 @@ def start(self: ClusteredJetStream):
         return self._disabled_at_start()
     self.sys_account = self.core.accounts.get(self.opts.system_account)     # its users' `SERVER.REMOVE` and `META.LEADER.STEPDOWN`
     self._sys_subs = [self.core.subscribe(s.decode(), self.api.on_system, acc=self.sys_account) for s in SYSTEM_DIRECTIVES] if self.sys_account is not None else []
-    self.wire = [(p, partial(fn, self.account), i) for p, fn, i in _WIRE]
+    self.wire = [(p, partial(fn, self.account), i) for p, fn, i, _ in _WIRE]
     JetStream.start(self)
     self.core.leaving.append(self.hand_over)
     self.meta.applied_before = int(read_saved(os.path.join(self.state_dir, 'applied')) or 0)
@@ -113,8 +113,9 @@ def start(self: ClusteredJetStream):
 def api_subscriptions(self: ClusteredJetStream) -> list:
     "`$JS.API` and the wire subjects of `JetStream.api_subscriptions`, answered here or sent on to the server that holds the stream or consumer."
     sub = self.core.subscribe
-    return [sub(p, self.api.on_api) for p in API_SUBJECTS] + [
-        sub(p.decode() + ('*.*' if p == b'$JS.API.CONSUMER.RESET.' else '>'), partial(self.wire_msg, local, i)) for p, local, i in self.wire]
+    return [sub(p, self.api.on_api, defers=True) for p in API_SUBJECTS] + [
+        sub(p.decode() + ('*.*' if p == b'$JS.API.CONSUMER.RESET.' else '>'), partial(self.wire_msg, local, i), defers=d)
+        for (p, local, i), (*_, d) in zip(self.wire, _WIRE)]
 
 # %% ../../nbs/2_js/20_cluster.ipynb #1f6df222
 @patch

@@ -14,7 +14,7 @@ from .errors import (JSApiError, JSClusterNotAvailErr, JSClusterNoPeersErrF, JSS
                             JSClusterServerNotMemberErr, JSClusterServerMemberChangeInflightErr, JSRaftGeneralErrF)
 from .host import json_bytes
 from .gojson import go_decode, GoStruct, GoStr, GoSlice
-from .api import RT, ROUTES
+from .api import RT, ROUTES, PULL_REQUESTS
 from . import direct_get
 from .stream_config import stream_config_for_create, subjects_overlap
 from . import stream_api as S
@@ -72,7 +72,11 @@ def refuse(self: ClusterApi, reply: bytes, rtype: str, err: JSApiError, extra: d
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #2069c102
 @patch
 def on_api(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    "A `$JS.API` request: answered here, sent on to the stream's leader, or put in the meta group's log (a new stream)."
+    """A `$JS.API` request: answered here, sent on to the stream's leader, or put in the meta group's log (a new stream).
+    As on one server, what came before it in the read is done first, and a pull request is left to the consumers' wire
+    subscription, which holds it to the end of the read (`ClusteredJetStream.wire_msg`)."""
+    if subject.startswith(PULL_REQUESTS): return
+    self.js.account.host.flush_deferred()
     self._serve(subject, reply, hdr, data, src, 0)
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #bebbd1eb
