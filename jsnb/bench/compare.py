@@ -38,6 +38,7 @@ _HTTP_LISTEN = re.compile(r'Starting http monitor on \S+:(\d+)')
 
 _SETTLE = 2.0     # seconds: a freshly started jsnb finishes its start-up work before anything is timed
 
+# %% ../../nbs/4_bench/02_compare.ipynb #d6966bc7
 class BenchServer:
     "`nats-server` or `jsnb` in a subprocess on a free port, with a temporary store; a context manager."
     def __init__(self, kind: str, *args: str, js: bool = True):
@@ -569,15 +570,33 @@ def _write(out: pathlib.Path, docs: bool, name: str, write) -> None:
     for d in [out] + ([_docs_dir()] if docs else []):
         p = write(d / name); print(f'wrote {p}', file=sys.stderr)
 
+def _options(args: argparse.Namespace) -> tuple[list[str], BenchOptions]:
+    "The storages (`--storage`) and the options of every scenario, from the command line."
+    storages = [s.strip() for s in args.storage.split(',') if s.strip()]
+    if bad := [s for s in storages if s not in ('memory', 'file')]: raise BenchError(f'unknown storage {bad}')
+    return storages, BenchOptions(msgs=args.msgs, size=args.size, storage=storages[0], subjects=args.subjects, window=args.window,
+                                  batch=args.batch, sync_msgs=args.sync_msgs, keys=args.keys, progress=not args.quiet, stall=args.stall)
+
+# %% ../../nbs/4_bench/02_compare.ipynb #df403ee8
+def _write_files(args: argparse.Namespace, out: pathlib.Path, results: list[Result], mem: list[dict], starts: list[dict],
+                 imps: list[dict], scale: list[dict]):
+    "Write the CSV files and charts of a run to `out` (and to the docs' data with `--save-docs`)."
+    if results:
+        _write(out, args.save_docs, 'bench-compare.csv', lambda p: write_csv(p, [r.row() for r in results], COLUMNS))
+        if args.compare: _write(out, args.save_docs, 'bench-compare.png', lambda p: chart(results, p))
+    if mem: _write(out, args.save_docs, 'bench-memory.csv', lambda p: write_csv(p, mem, MEMORY_COLUMNS))
+    if starts: _write(out, args.save_docs, 'bench-startup.csv', lambda p: write_csv(p, starts, STARTUP_COLUMNS))
+    if imps: _write(out, args.save_docs, 'bench-imports.csv', lambda p: write_csv(p, imps, IMPORT_COLUMNS))
+    if scale:
+        _write(out, args.save_docs, 'bench-scaling.csv', lambda p: write_csv(p, scale, SCALING_COLUMNS))
+        _write(out, args.save_docs, 'bench-scaling.png', lambda p: scaling_chart(scale, p))
+
 # %% ../../nbs/4_bench/02_compare.ipynb #555b49a7
 async def bench(args: argparse.Namespace) -> int:
     "Run `jsnb bench` as parsed from the command line."
     names, extra = select(args.scenarios)
     if args.check and not args.compare: raise BenchError('--check needs --compare (the targets are ratios to nats-server)')
-    storages = [s.strip() for s in args.storage.split(',') if s.strip()]
-    if bad := [s for s in storages if s not in ('memory', 'file')]: raise BenchError(f'unknown storage {bad}')
-    o = BenchOptions(msgs=args.msgs, size=args.size, storage=storages[0], subjects=args.subjects, window=args.window,
-                     batch=args.batch, sync_msgs=args.sync_msgs, keys=args.keys, progress=not args.quiet, stall=args.stall)
+    storages, o = _options(args)
     out = pathlib.Path(args.out or '.')
     write_files = args.compare or args.out is not None or args.save_docs
     results, mem, scale, starts, imps = [], [], [], [], []
@@ -618,21 +637,13 @@ async def bench(args: argparse.Namespace) -> int:
     if args.compare and (results or starts): print(table(results, mem, starts))
     elif mem: print('\n'.join(table([], mem).splitlines()[2:]))
     for r in scale: print(f'scaling {r["server"]:<12}{r["stream_msgs"]:>11,} msgs  {r["op"]:<16}{r["seconds"] * 1e3:10.3f} ms')
-    if write_files:
-        if results:
-            _write(out, args.save_docs, 'bench-compare.csv', lambda p: write_csv(p, [r.row() for r in results], COLUMNS))
-            if args.compare: _write(out, args.save_docs, 'bench-compare.png', lambda p: chart(results, p))
-        if mem: _write(out, args.save_docs, 'bench-memory.csv', lambda p: write_csv(p, mem, MEMORY_COLUMNS))
-        if starts: _write(out, args.save_docs, 'bench-startup.csv', lambda p: write_csv(p, starts, STARTUP_COLUMNS))
-        if imps: _write(out, args.save_docs, 'bench-imports.csv', lambda p: write_csv(p, imps, IMPORT_COLUMNS))
-        if scale:
-            _write(out, args.save_docs, 'bench-scaling.csv', lambda p: write_csv(p, scale, SCALING_COLUMNS))
-            _write(out, args.save_docs, 'bench-scaling.png', lambda p: scaling_chart(scale, p))
+    if write_files: _write_files(args, out, results, mem, starts, imps, scale)
     if args.check and (missed := misses(results, starts)):
         print(f'jsnb bench: {len(missed)} below target:\n  ' + '\n  '.join(missed), file=sys.stderr)
         return 1
     return 0
 
+# %% ../../nbs/4_bench/02_compare.ipynb #c3355f67
 def main(argv: list[str] | None = None) -> int:
     "Entry point of `jsnb bench`."
     args = _parser().parse_args(argv)

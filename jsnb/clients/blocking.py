@@ -331,6 +331,7 @@ def _key(a, s, e, keys, offs):
         if same: return k
     return -1
 
+# %% ../../nbs/3_clients/01a_blocking_client.ipynb #af2dd59a
 def _headers_into(a, hs, he, row, keys, offs):
     "Status, Direct Get headers and the flag for other headers of the header block a[hs:he], into `row`."
     row[_SEQ] = row[_PENDING] = row[_LAST] = -1
@@ -360,6 +361,7 @@ def _headers_into(a, hs, he, row, keys, offs):
         elif k == 4: row[_LAST] = _digits(a, v, le)
         elif k < 0: row[_FLAGS] |= _OTHERS
 
+# %% ../../nbs/3_clients/01a_blocking_client.ipynb #a6145b9e
 def _scan_replies(a, pos, want, out, keys, offs):
     "Cut the complete frames of a[pos:] into rows of `out`: (rows filled, where the next frame starts)."
     end, n, cap = a.shape[0], 0, out.shape[0]
@@ -413,6 +415,7 @@ def _scan_replies(a, pos, want, out, keys, offs):
         n += 1
     return n, pos
 
+# %% ../../nbs/3_clients/01a_blocking_client.ipynb #b339fed0
 def _gather(a, offs, lens, out, out_offs):
     "a[offs[r]:offs[r] + lens[r]] for every r, one after the other in `out`; where each starts in `out_offs`."
     p = 0
@@ -472,6 +475,7 @@ def _scans(self: _Conn, want: bytes = b''):
     finally:
         if left: self._ops.extend(self._parser.feed(left))
 
+# %% ../../nbs/3_clients/01a_blocking_client.ipynb #d9c2f979
 @patch
 def _control(self: _Conn, buf: bytes, rows: np.ndarray):
     "Answer the PINGs among scanned `rows`, raise an `-ERR` or a broken frame."
@@ -480,6 +484,7 @@ def _control(self: _Conn, buf: bytes, rows: np.ndarray):
         elif r[_KIND] == _ERR: raise NatsError(buf[r[_SUBJ]:r[_SUBJ] + r[_SUBJ_N]].strip().strip(b"'").decode())
         elif r[_KIND] == _BAD: raise ConnectionError('the NATS server broke the protocol')
 
+# %% ../../nbs/3_clients/01a_blocking_client.ipynb #9e09d207
 @patch
 def scan_request(self: _Conn, subject: str, payload: bytes = b'') -> tuple[list, bytes]:
     "Send a request; its replies up to the status frame that ends them, scanned: `([(buffer, rows)], status header block)`."
@@ -498,6 +503,7 @@ def scan_replies(self: _Conn, reply: bytes) -> tuple[list, bytes]:
             if ours[-1] and rows[-1, _STATUS] != 0: return segs, buf[rows[-1, _HDR]:rows[-1, _HDR] + rows[-1, _HDR_N]]
     finally: scans.close()
 
+# %% ../../nbs/3_clients/01a_blocking_client.ipynb #7ec7b131
 @patch
 def scan_messages(self: _Conn, n: int) -> list:
     "At least `n` messages (replies to earlier requests: acks, say), scanned: `[(buffer, rows)]`."

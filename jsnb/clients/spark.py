@@ -293,11 +293,10 @@ def _ack(subject: str, hdr: bytes, data: bytes) -> dict:
         e = d['error']; raise NatsError(f"publish to {subject!r} failed: {e.get('description', 'error')}", e.get('code'), e.get('err_code'))
     return d
 
+# %% ../../nbs/3_clients/02_spark.ipynb #830c8e59
 class WriteStats(WriterCommitMessage):
     "What a write task did: messages stored, and duplicates the stream dropped."
     def __init__(self, stored: int = 0, duplicates: int = 0): self.stored, self.duplicates = stored, duplicates
-
-
 
 def _report(messages, what: str) -> WriteStats:
     "Add up the tasks' stats and say, as a warning, if the stream dropped rows as duplicates."
@@ -315,6 +314,7 @@ def _position() -> str:
     t = TaskContext.get()
     return str(t.partitionId()) if t is not None else '0'
 
+# %% ../../nbs/3_clients/02_spark.ipynb #b7a25406
 _DUPLICATE = re.compile(rb'"duplicate":\s*true')
 
 def _acks(buf: bytes, rows: np.ndarray, subject_of) -> int:
@@ -328,6 +328,7 @@ def _acks(buf: bytes, rows: np.ndarray, subject_of) -> int:
                             buf[r[s._DATA]:r[s._DATA] + r[s._DATA_N]])
     return len(_DUPLICATE.findall(text))
 
+# %% ../../nbs/3_clients/02_spark.ipynb #9353c630
 def _id_headers(o: _Options, prefix: str, start: int, k: int) -> list[bytes]:
     "The header blocks `_encode_row` gives rows `start` to `start + k` that have no headers of their own."
     exp = b'Nats-Expected-Stream: %s\r\n' % o.stream.encode() if o.stream else b''
@@ -336,6 +337,7 @@ def _id_headers(o: _Options, prefix: str, start: int, k: int) -> list[bytes]:
         return [b'%s%d\r\n%s\r\n' % (head, i, exp) for i in range(start, start + k)]
     return [b'NATS/1.0\r\n%s\r\n' % exp if exp else b''] * k
 
+# %% ../../nbs/3_clients/02_spark.ipynb #392deab9
 def _chunks(batches, o: _Options, prefix: str, size: int = 1024):
     """`(subjects, header blocks, payloads)` for the rows of `batches` (Arrow record batches, Rows or dicts), at most
     `size` at a time, as `_encode_row` encodes them. An Arrow batch whose rows need nothing but the default headers
@@ -361,6 +363,7 @@ def _chunks(batches, o: _Options, prefix: str, size: int = 1024):
             yield [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
         i += len(b)
 
+# %% ../../nbs/3_clients/02_spark.ipynb #2edb9cea
 def _publish(c: _Conn, rows, o: _Options, window: int = 4096, write_id: str = '') -> WriteStats:
     "Publish `rows` (Arrow batches, Rows or dicts), `window` acks in flight at most; raise the first refusal. Default ids: `<write_id>.<partition>.<row>`."
     stats, waiting, fast = WriteStats(), deque(), _jit()        # the subjects of publishes not acked yet, oldest first

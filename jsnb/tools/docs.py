@@ -245,6 +245,7 @@ def _exporter():
             return re.sub(r'<img (?![^>]*\balt=)', '<img alt="An output of the notebook" ', body), resources
     return Exporter(template_name='basic', exclude_input_prompt=True, exclude_output_prompt=True, filters={'clean_html': _trusted})
 
+# %% ../../nbs/6_tools/00_docs.ipynb #7b8fbc63
 def _repo(root: pathlib.Path) -> tuple[str, str] | None:
     "The repository's URL and branch, from `settings.ini` (`git_url`, `branch`), as nbdev takes them."
     import configparser
@@ -252,6 +253,7 @@ def _repo(root: pathlib.Path) -> tuple[str, str] | None:
     d = cfg['DEFAULT']
     return (d['git_url'], d.get('branch', 'main')) if d.get('git_url') else None
 
+# %% ../../nbs/6_tools/00_docs.ipynb #7a21cf56
 def site(root: str | pathlib.Path = '.', out: str | pathlib.Path | None = None) -> list[pathlib.Path]:
     "Render the notebooks of `root/nbs` into a static HTML site in `out` (default `root/_docs`)."
     import nbformat

@@ -88,6 +88,7 @@ _PAGE = """<!doctype html>
 </html>
 """
 
+# %% ../../nbs/6_tools/00b_docs_html.ipynb #63458d94
 def _sidebar_html(pages: list[tuple[str, str, str]], current: str) -> str:
     "The sidebar: (section, file, title) entries in sections that fold, the current page's section open and the page marked."
     here = next((sec for sec, f, _ in pages if f == current), None)
@@ -102,6 +103,7 @@ def _sidebar_html(pages: list[tuple[str, str, str]], current: str) -> str:
     if section: out.append('</ul></details></li>')
     return '\n'.join(out + ['</ul>'])
 
+# %% ../../nbs/6_tools/00b_docs_html.ipynb #29cfc477
 def _topnav_html(pages: list[tuple[str, str, str]], current: str) -> str:
     "The top bar's links: one per section (a layer of the package), to its first page; the current page's section marked."
     here = next((sec for sec, f, _ in pages if f == current), None)
@@ -151,7 +153,8 @@ def page_html(body: str, title: str, summary: str, pages: list[tuple[str, str, s
                         body=_wrap_tables(body), pager=pager, repo_link=repo_link, actions=actions)
 
 # %% ../../nbs/6_tools/00b_docs_html.ipynb #6e055d6b
-_CSS = '''
+# colours, the top bar, the search box
+_CSS_FRAME = '''
 :root { --bg: #fff; --fg: #1f2328; --muted: #59636e; --line: #d1d9e0; --code-bg: #f6f8fa; --accent: #0b5cad;
         --side-bg: #fbfcfd; --current-bg: #e7f0fa; --stderr-bg: #fff8e6; --error-bg: #ffebe9; --mark: #fff1a8;
         --side: 16rem; --toc: 13rem; --top: 3.25rem; color-scheme: light; }
@@ -180,6 +183,11 @@ a { color: var(--accent); text-decoration: none; } a:hover { text-decoration: un
 .search-results .snippet { display: block; color: var(--muted); overflow-wrap: anywhere; }
 .search-results p { margin: 0; padding: .6rem .7rem; color: var(--muted); }
 mark { background: var(--mark); color: inherit; }
+'''
+
+# %% ../../nbs/6_tools/00b_docs_html.ipynb #c347224a
+# the sidebar, the page, the table of contents
+_CSS_NAV = '''
 .sidebar { position: fixed; top: var(--top); bottom: 0; left: 0; width: var(--side); overflow-y: auto; padding: 1rem;
            border-right: 1px solid var(--line); background: var(--side-bg); font-size: .9rem; z-index: 10; }
 .nav, .nav ul { list-style: none; margin: 0; padding: 0; }
@@ -207,6 +215,11 @@ mark { background: var(--mark); color: inherit; }
          overflow-y: auto; border: 0; border-left: 1px solid var(--line); border-radius: 0; padding: 0 .8rem; margin: 0; }
   .toc summary { pointer-events: none; list-style: none; } .toc summary::-webkit-details-marker { display: none; }
 }
+'''
+
+# %% ../../nbs/6_tools/00b_docs_html.ipynb #a5c667dd
+# the notebook's content: headings, code, tables, outputs, the pager
+_CSS_CONTENT = '''
 h2, h3, h4 { margin: 1.8rem 0 .6rem; line-height: 1.3; } h2 { border-bottom: 1px solid var(--line); padding-bottom: .2rem; }
 .anchor-link { visibility: hidden; margin-left: .3rem; font-size: .8em; }
 h1:hover .anchor-link, h2:hover .anchor-link, h3:hover .anchor-link, h4:hover .anchor-link { visibility: visible; }
@@ -234,6 +247,11 @@ thead th { background: var(--code-bg); }
 .source-fold > summary { cursor: pointer; color: var(--muted); font-size: .85rem; padding: .1rem 0; }
 .source-fold > summary code { font-size: .8rem; }
 .source-fold .input_area { background: var(--code-bg); border: 1px solid var(--line); border-radius: 6px; margin-top: .3rem; }
+'''
+
+# %% ../../nbs/6_tools/00b_docs_html.ipynb #4740780e
+# API cards, source pages, narrow screens
+_CSS_API = '''
 .api-card { border: 1px solid var(--line); border-left: 4px solid var(--accent); border-radius: 6px; padding: .6rem .9rem;
             margin: 0 0 1.2rem; min-width: 0; }
 .api-title { display: flex; flex-wrap: wrap; align-items: baseline; gap: .2rem .5rem; margin: 0 0 .4rem; font-size: 1rem; }
@@ -264,6 +282,9 @@ thead th { background: var(--code-bg); }
   .page { margin-left: 0; padding: 1rem; }
 }
 '''
+_CSS = '\n' + ''.join(part.strip('\n') + '\n' for part in (_CSS_FRAME, _CSS_NAV, _CSS_CONTENT, _CSS_API))
+
+# %% ../../nbs/6_tools/00b_docs_html.ipynb #8ac8a291
 _DARK = ('--bg: #0d1117; --fg: #e6edf3; --muted: #9198a1; --line: #30363d; --code-bg: #161b22; --accent: #58a6ff; '
          '--side-bg: #010409; --current-bg: #15273d; --stderr-bg: #2a2212; --error-bg: #3a1618; --mark: #5c4b00; color-scheme: dark;')
 _CSS_TOOLS = '''
@@ -329,7 +350,7 @@ def search_index(pages: list[tuple[str, str, str]]) -> list[dict]:
             for f, title, body in pages for i, head, text in _sections(body)]
 
 # %% ../../nbs/6_tools/00b_docs_html.ipynb #4b8f1a2d
-_SCRIPT = r"""(() => {
+_JS_PAGE = r"""                   // the menu, the table of contents, the sidebar, the theme, copy buttons
   const $ = s => document.querySelector(s);
   const menu = $('.topbar .menu');
   menu?.addEventListener('click', () => menu.setAttribute('aria-expanded', document.body.classList.toggle('nav-open')));
@@ -355,6 +376,10 @@ _SCRIPT = r"""(() => {
       b.textContent = 'Copied'; setTimeout(() => b.textContent = 'Copy', 1500);
     });
   }
+"""
+
+# %% ../../nbs/6_tools/00b_docs_html.ipynb #d2056ef1
+_JS_FIND = r"""                   // the index, loaded once; matching and ranking
   const box = $('#search'), out = $('#search-results');
   if (!box) return;
   let loading = null;
@@ -384,6 +409,10 @@ _SCRIPT = r"""(() => {
     }
     return [words, hits.sort((a, b) => b[0] - a[0]).slice(0, 25).map(h => h[1])];
   };
+"""
+
+# %% ../../nbs/6_tools/00b_docs_html.ipynb #3d0c35f1
+_JS_SHOW = r"""                   // the results, the arrow keys, Enter, Escape and /
   const show = async () => {
     const q = box.value.trim();
     if (!q) { out.hidden = true; out.innerHTML = ''; return; }
@@ -413,8 +442,9 @@ _SCRIPT = r"""(() => {
     if (e.key === '/' && !/^(INPUT|TEXTAREA)$/.test(document.activeElement.tagName)) { e.preventDefault(); box.focus(); }
   });
   document.addEventListener('click', e => { if (!e.target.closest('.search')) out.hidden = true; });
-})();
 """
+
+_SCRIPT = '(() => {\n' + ''.join(part.split('\n', 1)[1] for part in (_JS_PAGE, _JS_FIND, _JS_SHOW)) + '})();\n'
 
 def search_script(entries: list[dict]) -> str:
     "`search-index.js`: the index as one JSON array, assigned to `window.JSNB_SEARCH`."
