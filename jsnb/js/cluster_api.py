@@ -136,7 +136,6 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
     if s is not None and not g.consumers.ready():    # a new leader answers once its own barrier came back: the whole log applied
         return again() if g.is_leader() else self.refuse(reply, rtype, JSClusterNotAvailErr(), extra)
     if verb.startswith('CONSUMER.'): return self.js.replication.consumer_api(verb, name, g, subject, reply, hdr, data, src, rtype, extra)
-    if verb == 'STREAM.SNAPSHOT': return self.refuse(reply, rtype, not_yet('a snapshot of a replicated stream'), extra)
     if verb in _CHANGES: return g.propose(ApiRequest(subject, reply, hdr, data, self.js.core.server_id))
     self.local_api(subject, reply, hdr, data, src, name)
 
@@ -337,7 +336,7 @@ def local_api(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: by
 @patch
 def dress(self: ClusterApi, resp: dict) -> dict:
     "An answer of this server's account with the `cluster` of each stream and consumer in it, where the reference has them."
-    if 'config' in resp and 'state' in resp:
+    if 'config' in resp and 'state' in resp and resp.get('type') != RT + 'stream_snapshot_response':   # (a snapshot's has none)
         return self.with_cluster(resp, resp['config'].get('name', ''), alternates=resp.get('type') == RT + 'stream_info_response')
     if 'delivered' in resp and 'stream_name' in resp: return self.consumer_with_cluster(resp)
     if isinstance(resp.get('streams'), list) and resp['streams'] and isinstance(resp['streams'][0], dict):   # a list answered here

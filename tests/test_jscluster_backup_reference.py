@@ -1,0 +1,76 @@
+"""A snapshot of a replicated stream, taken through a cluster, against nats-server and jsnb.
+
+An R3 file stream with a durable consumer that acknowledged some of its messages is snapshotted through a server that
+may not lead it (`$JS.API.STREAM.SNAPSHOT`, the client acknowledging every chunk, as `nats stream backup` does). The
+snapshot is then restored on a single server of the same kind, as one replica; what the restored stream and consumer
+hold is compared between the two servers, and must be what the cluster held."""
+import asyncio, json, time
+import pytest
+import nats
+
+from jsdiff import blank
+from jsclusters import JSCluster, request, publish_acked
+import test_snapshot_reference as SR
+
+pytestmark = [pytest.mark.reference, pytest.mark.timeout(300)]
+N, ACKED = 40, 12
+
+
+async def _retried(nc, subject, body, tries: int = 40) -> dict:
+    "An API request asked again (0.5 s apart) while the cluster answers with an error (a group still electing)."
+    for _ in range(tries):
+        r = await request(nc, subject, body)
+        if 'error' not in r: return r
+        await asyncio.sleep(0.5)
+    return r
+
+
+def _state(info: dict) -> dict:
+    st = info['state']
+    return {k: st.get(k) for k in ('messages', 'bytes', 'first_seq', 'last_seq', 'num_subjects', 'num_deleted')}
+
+
+def _consumer(info: dict) -> dict:
+    return dict(delivered=info['delivered']['stream_seq'], ack_floor=info['ack_floor']['stream_seq'],
+                num_pending=info['num_pending'], num_ack_pending=info['num_ack_pending'])
+
+
+async def _scenario(kind: str, start_server) -> dict:
+    out = {}
+    c = JSCluster(kind)
+    try:
+        c.start(); c.wait_meta()
+        nc = await nats.connect(c.url(1))
+        r = await _retried(nc, '$JS.API.STREAM.CREATE.BK', {'name': 'BK', 'subjects': ['bk.>'], 'num_replicas': 3, 'storage': 'file'})
+        assert 'error' not in r, r
+        js = nc.jetstream()
+        for i in range(N): await publish_acked(js, f'bk.{i % 4}', b'm%d' % i, time.time() + 30)
+        r = await _retried(nc, '$JS.API.CONSUMER.DURABLE.CREATE.BK.C',
+                           {'stream_name': 'BK', 'config': {'durable_name': 'C', 'ack_policy': 'explicit'}})
+        assert 'error' not in r, r
+        sub = await js.pull_subscribe_bind('C', 'BK')
+        for m in await sub.fetch(ACKED, timeout=10): await m.ack_sync()
+        held = await _retried(nc, '$JS.API.STREAM.INFO.BK', None)
+        out['cluster'] = _state(held)
+        reply, chunks = await SR.backup(nc, 'BK')
+        out['snapshot'] = blank({k: v for k, v in reply.items() if k != 'state'})
+        assert 'error' not in reply, reply
+        out['snapshot state'] = _state(reply)
+        await nc.close()
+    finally: c.stop()
+    s = start_server(kind, '-js')
+    nc = await nats.connect(s.url)
+    try:
+        r, fin = await SR.restore(nc, dict(reply['config'], num_replicas=1), reply['state'], chunks.data)
+        assert fin is not None and 'error' not in fin, (r, fin)
+        out['restored'] = _state(await SR.api(nc, '$JS.API.STREAM.INFO.BK'))
+        out['consumer'] = _consumer(await SR.api(nc, '$JS.API.CONSUMER.INFO.BK.C'))
+    finally: await nc.close()
+    return out
+
+
+async def test_snapshot_of_a_replicated_stream(start_server):
+    got = {kind: await _scenario(kind, start_server) for kind in ('nats-server', 'jsnb')}
+    assert got['jsnb'] == got['nats-server'], got
+    assert got['jsnb']['restored'] == got['jsnb']['cluster'] == got['jsnb']['snapshot state']
+    assert got['jsnb']['consumer'] == dict(delivered=ACKED, ack_floor=ACKED, num_pending=N - ACKED, num_ack_pending=0)
