@@ -1,9 +1,11 @@
-"""A snapshot of a replicated stream, taken through a cluster, against nats-server and jsnb.
+"""Snapshots and restores of replicated streams in a cluster, against nats-server and jsnb.
 
 An R3 file stream with a durable consumer that acknowledged some of its messages is snapshotted through a server that
 may not lead it (`$JS.API.STREAM.SNAPSHOT`, the client acknowledging every chunk, as `nats stream backup` does). The
-snapshot is then restored on a single server of the same kind, as one replica; what the restored stream and consumer
-hold is compared between the two servers, and must be what the cluster held."""
+stream is deleted and the snapshot restored into the same cluster through another server, as three replicas
+(`$JS.API.STREAM.RESTORE`): every replica comes to hold it, and the consumer goes on where it was. The snapshot is also
+restored on a single server of the same kind, as one replica. What the restored streams and consumers hold is compared
+between the two servers, and must be what the cluster held."""
 import asyncio, json, time
 import pytest
 import nats
@@ -56,8 +58,26 @@ async def _scenario(kind: str, start_server) -> dict:
         out['snapshot'] = blank({k: v for k, v in reply.items() if k != 'state'})
         assert 'error' not in reply, reply
         out['snapshot state'] = _state(reply)
+        assert 'error' not in await request(nc, '$JS.API.STREAM.DELETE.BK')
+        await nc.close()
+        nc = await nats.connect(c.url(2))                      # restored through another server
+        r, fin = await SR.restore(nc, reply['config'], reply['state'], chunks.data)
+        assert fin is not None and 'error' not in fin, (r, fin)
+        out['restore answer'] = (r['type'], sorted(r), fin['type'], fin['config']['num_replicas'], _state(fin))
+        for _ in range(60):                                    # every replica current
+            info = await request(nc, '$JS.API.STREAM.INFO.BK')
+            reps = (info.get('cluster') or {}).get('replicas') or []
+            if len(reps) == 2 and all(p.get('current') for p in reps): break
+            await asyncio.sleep(0.5)
+        out['restored in the cluster'] = (_state(info), len(reps), all(p.get('current') for p in reps))
+        out['its consumer'] = _consumer(await _retried(nc, '$JS.API.CONSUMER.INFO.BK.C', None))
+        sub = await nc.jetstream().pull_subscribe_bind('C', 'BK')
+        out['the rest'] = [m.data for m in await sub.fetch(N - ACKED, timeout=10)]
         await nc.close()
     finally: c.stop()
+    if kind == 'jsnb':                                         # (jsnb reads its own stores: every replica holds the same)
+        stores = c.stores('BK')
+        assert len(stores) == 3 and stores[0] == stores[1] == stores[2] and len(stores[0]) == N, [len(x) for x in stores]
     s = start_server(kind, '-js')
     nc = await nats.connect(s.url)
     try:
@@ -69,8 +89,13 @@ async def _scenario(kind: str, start_server) -> dict:
     return out
 
 
-async def test_snapshot_of_a_replicated_stream(start_server):
-    got = {kind: await _scenario(kind, start_server) for kind in ('nats-server', 'jsnb')}
+async def test_snapshot_and_restore_of_a_replicated_stream(start_server):
+    got = {}
+    for kind in ('nats-server', 'jsnb'):
+        try: got[kind] = await _scenario(kind, start_server)
+        except Exception as e: raise AssertionError(f'on {kind}') from e
     assert got['jsnb'] == got['nats-server'], got
     assert got['jsnb']['restored'] == got['jsnb']['cluster'] == got['jsnb']['snapshot state']
-    assert got['jsnb']['consumer'] == dict(delivered=ACKED, ack_floor=ACKED, num_pending=N - ACKED, num_ack_pending=0)
+    assert got['jsnb']['consumer'] == got['jsnb']['its consumer'] == dict(delivered=ACKED, ack_floor=ACKED, num_pending=N - ACKED, num_ack_pending=0)
+    assert got['jsnb']['restored in the cluster'] == (got['jsnb']['cluster'], 2, True)
+    assert got['jsnb']['the rest'] == [b'm%d' % i for i in range(ACKED, N)]

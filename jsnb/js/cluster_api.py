@@ -38,9 +38,8 @@ class ClusterApi:
 _SCOPED = {'STREAM.CREATE', 'STREAM.INFO', 'STREAM.UPDATE', 'STREAM.DELETE', 'STREAM.PURGE', 'STREAM.MSG.GET',
            'STREAM.MSG.DELETE', 'STREAM.SNAPSHOT', 'STREAM.LEADER.STEPDOWN', 'CONSUMER.CREATE', 'CONSUMER.DURABLE.CREATE',
            'CONSUMER.INFO', 'CONSUMER.DELETE', 'CONSUMER.NAMES', 'CONSUMER.LIST', 'CONSUMER.PAUSE', 'CONSUMER.UNPIN',
-           'CONSUMER.LEADER.STEPDOWN', 'STREAM.PEER.REMOVE'}
+           'CONSUMER.LEADER.STEPDOWN', 'STREAM.PEER.REMOVE', 'STREAM.RESTORE'}
 _CHANGES = {'STREAM.UPDATE', 'STREAM.DELETE', 'STREAM.PURGE', 'STREAM.MSG.DELETE'}   # through a replicated stream's log
-_NOT_YET = {'STREAM.RESTORE': ('stream_restore_response', 'restoring a stream')}
 _SYSTEM_ONLY = {'SERVER.REMOVE'}       # the system account's (see below): from another account, not answered, as by the reference
 _STEPDOWNS = {'STREAM.LEADER.STEPDOWN': 'stream_leader_stepdown_response', 'META.LEADER.STEPDOWN': 'meta_leader_stepdown_response',
               'CONSUMER.LEADER.STEPDOWN': 'consumer_leader_stepdown_response'}
@@ -50,7 +49,7 @@ def api_verb(subject: str) -> tuple[str, list[str]]:
     toks = subject.split('.')[2:]
     for n in (3, 2, 1):
         v = '.'.join(toks[:n])
-        if v in ROUTES or v in _NOT_YET or v in _STEPDOWNS or v in _SYSTEM_ONLY: return v, toks[n:]
+        if v in ROUTES or v in _STEPDOWNS or v in _SYSTEM_ONLY: return v, toks[n:]
     return '', toks
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #1919bae6
@@ -84,7 +83,6 @@ def on_api(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
 def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int, tries: int = 0):
     subj = text(subject)
     verb, args = api_verb(subj)
-    if verb in _NOT_YET: return self.refuse(reply, _NOT_YET[verb][0], not_yet(_NOT_YET[verb][1]))
     if verb in _SYSTEM_ONLY: return
     if verb == 'META.LEADER.STEPDOWN': return self._meta_stepdown_request(src)
     if subj.startswith('$JS.API.DIRECT.GET.'): return self._direct_get(subj, subject, reply, hdr, data, src, hops)
@@ -105,6 +103,7 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
     a = self.js.meta.assignments.get(name)
     if a is None:
         if verb == 'STREAM.CREATE' and name: return self._propose_create(name, subject, reply, hdr, data, src)
+        if verb == 'STREAM.RESTORE' and name: return self._restore(name, subject, reply, hdr, data, src)
         lead = self.js.meta.leader()
         if lead and lead != self.js.core.server_name and not hops:   # this server may not have applied the stream's assignment yet
             return self.js.forward(lead, subject, reply, hdr, data)
@@ -431,6 +430,24 @@ def _propose_create(self: ClusterApi, name: str, subject: bytes, reply: bytes, h
         if not sent: sent.append(1); self.js.meta.propose(Assign(name, cfg, peers, time.time_ns(), reply, hdr, data))
     self.js.core.cluster.flush(propose)                  # see below: the client's inbox first, then the log
     asyncio.get_running_loop().call_later(1.0, propose)   # (a server that is gone does not answer the PING)
+
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #05919a67
+@patch
+def _restore(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+    """`STREAM.RESTORE` of a stream the meta group does not know: its servers are chosen now (a restore that cannot be
+    placed is refused before a byte is sent), and the snapshot comes to this server, which restores the stream alone,
+    as one server does, and then hands it to the cluster (`ClusteredJetStream.adopt`)."""
+    r, js = ROUTES['STREAM.RESTORE'], self.js
+    try: req = orjson.loads(data[hdr:] if hdr else data); cfg = dict(req['config']); n = cfg.get('num_replicas') or 1
+    except (orjson.JSONDecodeError, TypeError, KeyError, AttributeError, ValueError):
+        return self.local_api(subject, reply, hdr, data, src)          # the account's own answer to a bad request
+    try:
+        if type(n) is not int or n > len(js.meta.members): raise JSClusterNoPeersErrF(err='no suitable peers for placement')
+        peers = js.meta.placed(cfg.get('placement'), max(n, 1), [js.core.server_name])
+    except JSApiError as e: return self.refuse(reply, r.rtype, e, r.error_extra)
+    one = (data[:hdr] if hdr else b'') + json_bytes(dict(req, config=dict(cfg, num_replicas=1)))    # restored alone first
+    resp = self.local_api(subject, reply, hdr, one, src, name)
+    if resp is not None and 'error' not in resp: js.restoring[name] = peers
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #94840b49
 @patch

@@ -43,6 +43,9 @@ class StreamHost(Protocol):
         "Send one message from the server itself (a reply, an advisory, a republished message)."
     def reply(self, to: bytes, body: bytes) -> None: "Answer a request: `body` to the reply subject `to`, as it arrived."
     def reply_many(self, replies: list) -> None: "`reply(to, body)` for each `(to, body)`, in order (one call for a read's acks)."
+    def restored(self, stream, reply: bytes, answer: dict) -> None:
+        """A restore is over: `stream` is live (None: it failed, `answer` says why); answer `reply` with `answer` (a
+        clustered host first records the stream in the meta group, and gives it its replicas)."""
     def no_responders(self, src, subject: bytes, reply: bytes) -> None: "Answer a request nobody takes as the core does (`503`)."
     def send(self, frames: list[Frame]) -> None: "Send what a consumer produced, in order."
     def send_built(self, to: bytes, k: int, nb: int, build: Callable) -> bool:
@@ -154,6 +157,10 @@ def reply(self: CoreHost, to, body): self.core.route(None, to, b'', 0, body)
 
 @patch
 def reply_many(self: CoreHost, replies): self.core.reply_many(replies)
+
+@patch
+def restored(self: CoreHost, stream, reply, answer):
+    if reply: self.reply(reply, json_bytes(answer))
 
 @patch
 def no_responders(self: CoreHost, src, subject: bytes, reply: bytes):

@@ -8,6 +8,7 @@ from typing import Callable
 from fastcore.basics import patch
 from ..nats.protocol import text
 from .frames import Frame
+from .host import json_bytes
 
 # %% auto #0
 __all__ = ['NullHost']
@@ -38,6 +39,10 @@ def reply(self: NullHost, to, body): self.publish(text(to), body)
 @patch
 def reply_many(self: NullHost, replies):
     for to, body in replies: self.reply(to, body)
+
+@patch
+def restored(self: NullHost, stream, reply, answer):
+    if reply: self.reply(reply, json_bytes(answer))
 
 # %% ../../nbs/2_js/05d_nullhost.ipynb #055343a5
 @patch

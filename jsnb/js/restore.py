@@ -345,7 +345,7 @@ def _finish(self: Restore, reply: bytes):
         info = s.info(cluster=False)
         resp.update(config=info['config'], created=info['created'], state=info['state'], ts=info['ts'])
         log.info("Completed restore of %d bytes for stream '$G > %s'", self.total, self.name)
-    if reply: self.acct.host.reply(reply, json_bytes(resp))
+    self.acct.host.restored(s if err is None else None, reply, resp)   # (a clustered host records the stream first)
 
 # %% ../../nbs/2_js/18a_restore.ipynb #92452b48
 def stream_restore(acct: Account, args, body, src) -> dict:
