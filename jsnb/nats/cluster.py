@@ -149,19 +149,6 @@ def _closing(self: _PeerConn, reason: str, err: str | None) -> bool:
     self.core.mark_dirty(self)
     return True
 
-# %% ../../nbs/1_nats/06a_cluster.ipynb #44668ffb
-@patch
-def refuse(self: _PeerConn):
-    "A connection that has not authenticated sent something other than `CONNECT`: logged, told and closed."
-    log.error('%s - authentication error', self.tag)
-    self.close('Authentication Failure', E_AUTH)
-
-@patch
-def line_too_long(self: _PeerConn):
-    "The other side's control line is over the limit."
-    self.close('Maximum Control Line Exceeded', E_CONTROL_LINE)
-    log.error('%s - %s', self.tag, E_CONTROL_LINE)
-
 # %% ../../nbs/1_nats/06a_cluster.ipynb #b986eb33
 @patch
 def drop(self: _PeerConn, conns: dict, what: str, name: str) -> bool:
@@ -177,6 +164,19 @@ def drop(self: _PeerConn, conns: dict, what: str, name: str) -> bool:
 def close(self: _PeerConn, reason: str, err: str | None = None):
     "Close this connection, first sending `-ERR 'err'` when given; its layer forgets it."
     if self._closing(reason, err): self.layer.closed(self)
+
+# %% ../../nbs/1_nats/06a_cluster.ipynb #44668ffb
+@patch
+def refuse(self: _PeerConn):
+    "A connection that has not authenticated sent something other than `CONNECT`: logged, told and closed."
+    log.error('%s - authentication error', self.tag)
+    self.close('Authentication Failure', E_AUTH)
+
+@patch
+def line_too_long(self: _PeerConn):
+    "The other side's control line is over the limit."
+    self.close('Maximum Control Line Exceeded', E_CONTROL_LINE)
+    log.error('%s - %s', self.tag, E_CONTROL_LINE)
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #62a17b12
 @patch
@@ -432,6 +432,13 @@ def _extras(info: dict) -> dict:
 # %% ../../nbs/1_nats/06a_cluster.ipynb #4d5e0fb2
 def _hp(host: str, port: int) -> str: return f'[{host}]:{port}' if ':' in host else f'{host}:{port}'
 
+# %% ../../nbs/1_nats/06a_cluster.ipynb #947b76eb
+@patch
+def send_subs(self: ClusterLinks, rc: RouteConn):
+    "Send this server's whole interest on a new route."
+    lines = [encode_rsub(a, s, q, n) for (a, s, q), n in self.local.items()]
+    if lines: rc.send(b''.join(lines))
+
 # %% ../../nbs/1_nats/06a_cluster.ipynb #cd392d6b
 @patch
 def add_route(self: ClusterLinks, rc: RouteConn, info: dict):
@@ -453,13 +460,6 @@ def add_route(self: ClusterLinks, rc: RouteConn, info: dict):
     if rc.extras:
         for fn in list(self.peers.info_watchers): fn(rc)
 
-# %% ../../nbs/1_nats/06a_cluster.ipynb #947b76eb
-@patch
-def send_subs(self: ClusterLinks, rc: RouteConn):
-    "Send this server's whole interest on a new route."
-    lines = [encode_rsub(a, s, q, n) for (a, s, q), n in self.local.items()]
-    if lines: rc.send(b''.join(lines))
-
 # %% ../../nbs/1_nats/06a_cluster.ipynb #0f9f7e5b
 @patch
 def forward_new_route(self: ClusterLinks, info: dict, rtype: int, solicited: bool, gossip_mode: int):
@@ -472,6 +472,14 @@ def forward_new_route(self: ClusterLinks, info: dict, rtype: int, solicited: boo
         elif not solicited: gm = GOSSIP_DISABLED
         else: gm = GOSSIP_DEFAULT
         r.send(encode_info(orjson.dumps({**base, 'gossip_mode': gm} if gm else base)))
+
+# %% ../../nbs/1_nats/06a_cluster.ipynb #3c48bbd5
+@patch
+def request_dial(self: ClusterLinks, url: RouteURL, rtype: int, gossip_mode: int = GOSSIP_DEFAULT, delay: float = 0.0, first: bool = True):
+    "Ask the I/O layer to dial `url`, unless it reaches this server or is being dialled already."
+    if url.hostport in self.self_addrs or url.hostport in self.dialing or self.stopping or self.dial is None: return
+    self.dialing.add(url.hostport)
+    self.dial(url, rtype, gossip_mode, delay, first)
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #3fa275d6
 @patch
@@ -493,14 +501,6 @@ def implicit_route(self: ClusterLinks, info: dict):
     if not url.port: return
     if info.get('auth_required'): url = url._replace(user=self.opts.cluster_user, password=self.opts.cluster_password)
     self.request_dial(url, IMPLICIT, info.get('gossip_mode') or GOSSIP_DEFAULT, 0.0, True)
-
-# %% ../../nbs/1_nats/06a_cluster.ipynb #3c48bbd5
-@patch
-def request_dial(self: ClusterLinks, url: RouteURL, rtype: int, gossip_mode: int = GOSSIP_DEFAULT, delay: float = 0.0, first: bool = True):
-    "Ask the I/O layer to dial `url`, unless it reaches this server or is being dialled already."
-    if url.hostport in self.self_addrs or url.hostport in self.dialing or self.stopping or self.dial is None: return
-    self.dialing.add(url.hostport)
-    self.dial(url, rtype, gossip_mode, delay, first)
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #4d9bbd58
 @patch
