@@ -66,7 +66,8 @@ class _PeerConn:
     pong_waits: list | None = None
     def __init__(self, layer, cid: int, host: str, port: int, parser, take, id_name: str):
         self.layer, self.core, self.cid, self.host, self.port = layer, layer.core, cid, host, port
-        self.parser, self.take, self.id_name = parser, take, id_name   # (see above)
+        self.parser, self.take = parser, take  # what reads the other side's bytes; take(conn, ops): what acts on the operations
+        self.id_name = id_name                 # `rid`, `lid`: the connection's id in log lines
         self.out: list[bytes] = []
         self.out_bytes = self.io_pending = 0
         self.dirty = self.closing = self.gone = self.connected = self.solicited = False
