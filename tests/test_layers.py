@@ -310,10 +310,7 @@ def _reaching_down() -> set[tuple[str, str]]:
 # shrink: an entry paid off fails the test until it is taken out.
 BASE_CALLS_SUBCLASS = {
     ('RaftNode', 'destroy'),                         # (PySyncObj's `SyncObj.destroy`, which RaftGroup overrides: named here as the test cannot see the library)
-    ('ClusterLinks', 'send_subs'),
-    ('_Framer', '_args'), ('_Framer', '_control_op'), ('_Framer', '_fast'), ('_Framer', '_is_msg'),
-    ('_PeerConn', '_receive'), ('_PeerConn', 'close'), ('_PeerConn', 'tag'),
-    ('_PeerProtocol', '_lost'), ('_PeerProtocol', '_write_wait'), ('_PeerProtocol', 'conn')}
+}
 
 
 def test_no_base_class_calls_into_its_subclasses():

@@ -11,7 +11,7 @@ import orjson
 from fastcore.basics import patch
 from .protocol import Info, Connect, Err, Close, PING, PONG, OK, PING_B, PONG_B, encode_info, encode_err
 from .protocol import E_CONTROL_LINE, connect_first
-from .routes import RouteParser, RSub, RUnsub, RMsg
+from .routes import RouteParser, RSub, RUnsub, RMsg, encode_rsub
 from .frames import rmsg_frame
 from .subjects import Sublist, Subscription
 from .core import Core, VERSION, GO_VERSION, GIT_COMMIT, E_AUTH, E_STALE, E_AUTH_TIMEOUT, log
@@ -64,8 +64,10 @@ class _PeerConn:
     "What a route and a leaf node connection share: their output, closing, keepalives, taking in bytes, an answer to our `PING`."
     pings_sent = pongs_got = 0             # (routes) to tell which PONG answers which PING: `Cluster.flush`
     pong_waits: list | None = None
-    def __init__(self, core, cid: int, host: str, port: int):
-        self.core, self.cid, self.host, self.port = core, cid, host, port
+    def __init__(self, layer, cid: int, host: str, port: int, parser, take, id_name: str):
+        self.layer, self.core, self.cid, self.host, self.port = layer, layer.core, cid, host, port
+        self.parser, self.take = parser, take  # what reads the other side's bytes; take(conn, ops): what acts on the operations
+        self.id_name = id_name                 # `rid`, `lid`: the connection's id in log lines
         self.out: list[bytes] = []
         self.out_bytes = self.io_pending = 0
         self.dirty = self.closing = self.gone = self.connected = self.solicited = False
@@ -80,9 +82,12 @@ class _PeerConn:
         if self.closing: return
         self.last_activity = time.time()
         if not (self.connected or self.solicited or connect_first(self.parser, data)): return self.refuse()
-        try: self._receive(data)
+        try: self.take(self, self.parser.feed(data))
         finally:
             if self.core.deferred: self.core.flush_deferred()
+
+    @property
+    def tag(self) -> str: return f'{self.host}:{self.port} - {self.id_name}:{self.cid}'
 
     def _common(self, op, layer) -> bool:
         "Handle what routes and leaf connections take alike (`PING`, `PONG`, and `INFO` and `CONNECT` by their `layer`); False for anything else."
@@ -106,10 +111,9 @@ class RouteConn(_PeerConn):
     kind, echo, no_responders = ROUTER, True, False      # as a message's source and target, for the router
     def __init__(self, cluster: ClusterLinks, rid: int, host: str = '', port: int = 0, url: RouteURL | None = None,
                  rtype: int = IMPLICIT, gossip_mode: int = GOSSIP_DEFAULT):
-        super().__init__(cluster.core, rid, host, port)
+        super().__init__(cluster, rid, host, port, RouteParser(cluster.core.opts.max_control_line), _take_route_ops, 'rid')
         self.cluster, self.url, self.rtype, self.gossip_mode = cluster, url, rtype, gossip_mode
         self.solicited = url is not None           # we dialled it
-        self.parser = RouteParser(cluster.core.opts.max_control_line)
         self.info_received = self.registered = False
         self.no_reconnect = self.retry = False
         self.remote_id = self.remote_name = ''
@@ -122,8 +126,6 @@ class RouteConn(_PeerConn):
         self.extras: dict = {}                     # the `jsnb_*` fields of its `INFO`: what the layers above announce
 
     def __repr__(self): return f'<RouteConn rid={self.cid} {self.remote_name or self.host}>'
-    @property
-    def tag(self) -> str: return f'{self.host}:{self.port} - rid:{self.cid}'
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #90fde677
 @patch
@@ -148,19 +150,6 @@ def _closing(self: _PeerConn, reason: str, err: str | None) -> bool:
     self.core.mark_dirty(self)
     return True
 
-# %% ../../nbs/1_nats/06a_cluster.ipynb #44668ffb
-@patch
-def refuse(self: _PeerConn):
-    "A connection that has not authenticated sent something other than `CONNECT`: logged, told and closed."
-    log.error('%s - authentication error', self.tag)
-    self.close('Authentication Failure', E_AUTH)
-
-@patch
-def line_too_long(self: _PeerConn):
-    "The other side's control line is over the limit."
-    self.close('Maximum Control Line Exceeded', E_CONTROL_LINE)
-    log.error('%s - %s', self.tag, E_CONTROL_LINE)
-
 # %% ../../nbs/1_nats/06a_cluster.ipynb #b986eb33
 @patch
 def drop(self: _PeerConn, conns: dict, what: str, name: str) -> bool:
@@ -173,9 +162,22 @@ def drop(self: _PeerConn, conns: dict, what: str, name: str) -> bool:
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #fb9b3d46
 @patch
-def close(self: RouteConn, reason: str, err: str | None = None):
-    "Close this route, first sending `-ERR 'err'` when given."
-    if self._closing(reason, err): self.cluster.route_closed(self)
+def close(self: _PeerConn, reason: str, err: str | None = None):
+    "Close this connection, first sending `-ERR 'err'` when given; its layer forgets it."
+    if self._closing(reason, err): self.layer.closed(self)
+
+# %% ../../nbs/1_nats/06a_cluster.ipynb #44668ffb
+@patch
+def refuse(self: _PeerConn):
+    "A connection that has not authenticated sent something other than `CONNECT`: logged, told and closed."
+    log.error('%s - authentication error', self.tag)
+    self.close('Authentication Failure', E_AUTH)
+
+@patch
+def line_too_long(self: _PeerConn):
+    "The other side's control line is over the limit."
+    self.close('Maximum Control Line Exceeded', E_CONTROL_LINE)
+    log.error('%s - %s', self.tag, E_CONTROL_LINE)
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #62a17b12
 @patch
@@ -225,36 +227,35 @@ def relay(self: RouteConn, subject: bytes, reply: bytes, queues, hdr: int, data:
     self.send_frames(rmsg_frame(account, subject, reply, queues, hdr, data, self.headers), 1, len(data) if self.headers else len(data) - hdr)
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #19d13a4a
-@patch
-def _receive(self: RouteConn, data: bytes):
-    cl = self.cluster
-    ops = self.parser.feed(data)
+def _take_route_ops(rc: RouteConn, ops: list):
+    "What a route does with the operations parsed from what it received (its `take`)."
+    cl = rc.cluster
     i, n = 0, len(ops)
     while i < n:
         op = ops[i]; i += 1
         t = type(op)
-        if t is Close and op.error == E_CONTROL_LINE: return self.line_too_long()   # before or after authentication
-        if not self.connected and not self.solicited and t is not Connect:
-            return self.close('Authentication Failure', E_AUTH)
+        if t is Close and op.error == E_CONTROL_LINE: return rc.line_too_long()   # before or after authentication
+        if not rc.connected and not rc.solicited and t is not Connect:
+            return rc.close('Authentication Failure', E_AUTH)
         if t is RMsg and op.account is None:        # a peer frame (jsnb.nats.peers), from a registered route only
-            if self.registered: cl.peers.inbound(self.remote_name, op.subject, op.data)
+            if rc.registered: cl.peers.inbound(rc.remote_name, op.subject, op.data)
         elif t is RMsg:
             j = i                                    # a run of plain messages to one subject: delivered together
             while j < n and type(o := ops[j]) is RMsg and o.subject == op.subject and o.account == op.account and not o.queues: j += 1
             if j > i and not op.queues: run, i = ops[i - 1:j], j
             else: run = (op,)
-            self.in_msgs += len(run); self.in_bytes += sum([len(o.data) for o in run])
-            if len(run) > 1: cl.inbound_run(self, op.subject, run)
-            else: cl.inbound(self, op)
-        elif t is RSub: cl.remote_sub(self, op)
-        elif t is RUnsub: cl.remote_unsub(self, op)
-        elif self._common(op, cl): pass
+            rc.in_msgs += len(run); rc.in_bytes += sum([len(o.data) for o in run])
+            if len(run) > 1: cl.inbound_run(rc, op.subject, run)
+            else: cl.inbound(rc, op)
+        elif t is RSub: cl.remote_sub(rc, op)
+        elif t is RUnsub: cl.remote_unsub(rc, op)
+        elif rc._common(op, cl): pass
         elif t is Err:
             expected = op.error.startswith('Not possible to have a dedicated route')   # the answer to a refused account route
-            (log.debug if expected else log.error)("%s - Route Error '%s'", self.tag, op.error)
-            return self.close('Parse Error')
-        elif t is Close: return self.close('Parse Error', op.error)
-        if self.closing: return
+            (log.debug if expected else log.error)("%s - Route Error '%s'", rc.tag, op.error)
+            return rc.close('Parse Error')
+        elif t is Close: return rc.close('Parse Error', op.error)
+        if rc.closing: return
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #a7463751
 class ClusterLinks:
@@ -432,6 +433,13 @@ def _extras(info: dict) -> dict:
 # %% ../../nbs/1_nats/06a_cluster.ipynb #4d5e0fb2
 def _hp(host: str, port: int) -> str: return f'[{host}]:{port}' if ':' in host else f'{host}:{port}'
 
+# %% ../../nbs/1_nats/06a_cluster.ipynb #947b76eb
+@patch
+def send_subs(self: ClusterLinks, rc: RouteConn):
+    "Send this server's whole interest on a new route."
+    lines = [encode_rsub(a, s, q, n) for (a, s, q), n in self.local.items()]
+    if lines: rc.send(b''.join(lines))
+
 # %% ../../nbs/1_nats/06a_cluster.ipynb #cd392d6b
 @patch
 def add_route(self: ClusterLinks, rc: RouteConn, info: dict):
@@ -466,6 +474,14 @@ def forward_new_route(self: ClusterLinks, info: dict, rtype: int, solicited: boo
         else: gm = GOSSIP_DEFAULT
         r.send(encode_info(orjson.dumps({**base, 'gossip_mode': gm} if gm else base)))
 
+# %% ../../nbs/1_nats/06a_cluster.ipynb #3c48bbd5
+@patch
+def request_dial(self: ClusterLinks, url: RouteURL, rtype: int, gossip_mode: int = GOSSIP_DEFAULT, delay: float = 0.0, first: bool = True):
+    "Ask the I/O layer to dial `url`, unless it reaches this server or is being dialled already."
+    if url.hostport in self.self_addrs or url.hostport in self.dialing or self.stopping or self.dial is None: return
+    self.dialing.add(url.hostport)
+    self.dial(url, rtype, gossip_mode, delay, first)
+
 # %% ../../nbs/1_nats/06a_cluster.ipynb #3fa275d6
 @patch
 def configured_route(self: ClusterLinks, info: dict) -> bool:
@@ -487,14 +503,6 @@ def implicit_route(self: ClusterLinks, info: dict):
     if info.get('auth_required'): url = url._replace(user=self.opts.cluster_user, password=self.opts.cluster_password)
     self.request_dial(url, IMPLICIT, info.get('gossip_mode') or GOSSIP_DEFAULT, 0.0, True)
 
-# %% ../../nbs/1_nats/06a_cluster.ipynb #3c48bbd5
-@patch
-def request_dial(self: ClusterLinks, url: RouteURL, rtype: int, gossip_mode: int = GOSSIP_DEFAULT, delay: float = 0.0, first: bool = True):
-    "Ask the I/O layer to dial `url`, unless it reaches this server or is being dialled already."
-    if url.hostport in self.self_addrs or url.hostport in self.dialing or self.stopping or self.dial is None: return
-    self.dialing.add(url.hostport)
-    self.dial(url, rtype, gossip_mode, delay, first)
-
 # %% ../../nbs/1_nats/06a_cluster.ipynb #4d9bbd58
 @patch
 def account(self: ClusterLinks, name: bytes):
@@ -510,7 +518,7 @@ def forget_remote(self: ClusterLinks, sub: _RemoteSub):
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #7a020d61
 @patch
-def route_closed(self: ClusterLinks, rc: RouteConn):
+def closed(self: ClusterLinks, rc: RouteConn):
     "Forget a closed route: its interest, its URLs; dial it again when that is the rule."
     if not rc.drop(self.conns, 'Router', rc.remote_name): return
     for sub in rc.subs.values(): self.forget_remote(sub)
@@ -537,6 +545,12 @@ def _reconnect(self: ClusterLinks, rc: RouteConn):
     if rc.rtype == IMPLICIT and not retry: return
     delay = self.rand.randrange(100) / 1000 + (1.0 if rc.rtype == EXPLICIT else 0.0)
     self.request_dial(rc.url, rc.rtype, GOSSIP_DEFAULT, delay, False)
+
+# %% ../../nbs/1_nats/06a_cluster.ipynb #ab8e5fcf
+@patch(as_prop=True)
+def write_deadline(self: ClusterLinks) -> float:
+    "Seconds a route may leave its output unread before it is cut off: the server's `write_deadline`."
+    return self.opts.write_deadline
 
 # %% ../../nbs/1_nats/06a_cluster.ipynb #cf686585
 @patch

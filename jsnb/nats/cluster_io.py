@@ -49,6 +49,9 @@ ROUTE_WRITE_HIGH, ROUTE_WRITE_LOW = 4 << 20, 1 << 20   # unsent output that star
 
 class _PeerProtocol(asyncio.Protocol):
     "What the route and leaf node protocols share: bytes in, the connection lost, and the write deadline."
+    def __init__(self, server):
+        self.server, self.conn, self.t, self.deadline = server, None, None, None   # conn: the route or leaf connection, once made
+
     def _setup(self, t) -> tuple:
         "Keep the transport, write without delay (`TCP_NODELAY`), set the limits of the write deadline; the peer's address."
         self.t = t
@@ -66,12 +69,12 @@ class _PeerProtocol(asyncio.Protocol):
         if c is None: return
         c.transport = None
         if self.deadline is not None: self.deadline.cancel()
-        self._lost(c)
+        c.layer.closed(c)
 
     def pause_writing(self):
         "The peer is not reading: close it if it still is not at the write deadline."
         if self.deadline is None:
-            self.deadline = asyncio.get_running_loop().call_later(self._write_wait(), self._write_deadline)
+            self.deadline = asyncio.get_running_loop().call_later(self.conn.layer.write_deadline, self._write_deadline)
 
     def resume_writing(self):
         if self.deadline is not None: self.deadline.cancel(); self.deadline = None
@@ -86,23 +89,20 @@ class _PeerProtocol(asyncio.Protocol):
 # %% ../../nbs/1_nats/06c_cluster_io.ipynb #d830a31d
 class _RouteProtocol(_PeerProtocol):
     def __init__(self, server, url: RouteURL | None = None, rtype: int = IMPLICIT, gossip_mode: int = GOSSIP_DEFAULT):
-        self.server, self.url, self.rtype, self.gossip_mode = server, url, rtype, gossip_mode
-        self.rc = self.t = self.deadline = None
+        super().__init__(server)
+        self.url, self.rtype, self.gossip_mode = url, rtype, gossip_mode
 
-    @property
-    def conn(self): return self.rc
-    def _lost(self, rc):
-        if self.url is not None: self.server._first_round.discard(self.url.hostport)   # (closed before registering)
-        rc.cluster.route_closed(rc)
-    def _write_wait(self) -> float: return self.server.opts.write_deadline
+    def connection_lost(self, exc):
+        if self.conn is not None and self.url is not None: self.server._first_round.discard(self.url.hostport)   # (closed before registering)
+        super().connection_lost(exc)
 
     def connection_made(self, t):
         peer = self._setup(t)
         cl = self.server.core.cluster
         if cl is None or cl.stopping: t.abort(); return       # the server is shutting down
         if self.url is not None: cl.dialing.discard(self.url.hostport)   # dialled: a route closed at once is dialled again
-        self.rc = cl.new_route(peer[0], peer[1], self.url, self.rtype, self.gossip_mode)
-        self.rc.transport = t
+        self.conn = cl.new_route(peer[0], peer[1], self.url, self.rtype, self.gossip_mode)
+        self.conn.transport = t
         if (tls := cl.opts.cluster_tls) is not None:     # TLS first, both ways: CONNECT and INFO wait for the handshake
             tls_accept(self, tls, dial_host=self.url.host if self.url is not None else None, failed=self._tls_failed); return
         self.authenticating()
@@ -110,13 +110,13 @@ class _RouteProtocol(_PeerProtocol):
     def authenticating(self):
         "Give an accepted route `auth_timeout` to send CONNECT (after TLS, if any), when credentials are required."
         o = self.server.opts
-        if self.url is None and o.cluster_user: asyncio.get_running_loop().call_later(o.cluster_auth_timeout, self.rc.login_timeout)
+        if self.url is None and o.cluster_user: asyncio.get_running_loop().call_later(o.cluster_auth_timeout, self.conn.login_timeout)
 
     def _tls_failed(self, why: str):
         "The TLS handshake failed (a clear-text peer, a certificate not trusted, too slow): logged as the reference logs it."
-        if why == 'i/o timeout': log.error('%s - TLS handshake timeout', self.rc.tag)
-        else: log.error('%s - TLS route handshake error: %s', self.rc.tag, why)
-        self.rc.close('TLS Handshake Failure')
+        if why == 'i/o timeout': log.error('%s - TLS handshake timeout', self.conn.tag)
+        else: log.error('%s - TLS route handshake error: %s', self.conn.tag, why)
+        self.conn.close('TLS Handshake Failure')
         self.server._flush()
 
 # %% ../../nbs/1_nats/06c_cluster_io.ipynb #250ce5be

@@ -38,13 +38,6 @@ def local_interest(self: Cluster, sub: Subscription, delta: int, acc=None):
         line = encode_rsub(name, sub.subject, sub.queue, n)
     for r in self.routes.values(): r.send(line)
 
-# %% ../../nbs/1_nats/06b_cluster_routing.ipynb #947b76eb
-@patch
-def send_subs(self: Cluster, rc: RouteConn):
-    "Send this server's whole interest on a new route."
-    lines = [encode_rsub(a, s, q, n) for (a, s, q), n in self.local.items()]
-    if lines: rc.send(b''.join(lines))
-
 # %% ../../nbs/1_nats/06b_cluster_routing.ipynb #b6075bcc
 @patch
 def remote_sub(self: Cluster, rc: RouteConn, op: RSub):

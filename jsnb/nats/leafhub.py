@@ -46,8 +46,8 @@ class LeafConn(_PeerConn):
     "Sans-I/O state of one leaf node connection (hub side)."
     kind, echo, no_responders, headers = LEAF, False, False, True   # as a message's source and target, for the router
     def __init__(self, leafs, lid: int, host: str = "", port: int = 0):   # leafs: the `LeafHub` below
-        super().__init__(leafs.core, lid, host, port)
-        self.leafs, self.parser = leafs, LeafParser(leafs.core.opts.max_control_line)
+        super().__init__(leafs, lid, host, port, LeafParser(leafs.core.opts.max_control_line), _take_leaf_ops, 'lid')
+        self.leafs = leafs
         self.name = self.remote_cluster = self.compression = ''
         self.acc = None                            # the bound account (jsnb.nats.accounts)
         self.subs: dict[tuple, _LeafSub] = {}      # (subject, queue) -> its interest here
@@ -62,19 +62,12 @@ class LeafConn(_PeerConn):
         self.js_out = JS_DENY + ((f'$JS.{o.js_domain}.API.'.encode(),) if o.jetstream and o.js_domain else ())
 
     def __repr__(self): return f'<LeafConn lid={self.cid} {self.name or self.host}>'
-    @property
-    def tag(self) -> str: return f'{self.host}:{self.port} - lid:{self.cid}'
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #85507a5c
 @patch
 def expire(self: LeafConn):
     "The user JWT it logged in with ran out."
     if not self.closing: self.close('Authentication Expired', 'User Authentication Expired')
-
-@patch
-def close(self: LeafConn, reason: str, err: str | None = None):
-    "Close this connection, first sending `-ERR 'err'` when given."
-    if self._closing(reason, err): self.leafs.closed(self)
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #3bcee383
 @patch
@@ -97,22 +90,22 @@ def relay(self: LeafConn, subject: bytes, reply: bytes, queues, hdr: int, data: 
     if self.out_bytes + self.io_pending > core.max_pending: self.cut_off()
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #8681f3ee
-@patch
-def _receive(self: LeafConn, data: bytes):
-    lf = self.leafs
-    for op in self.parser.feed(data):
+def _take_leaf_ops(lc: LeafConn, ops: list):
+    "What a leaf connection does with the operations parsed from what it received (its `take`)."
+    lf = lc.leafs
+    for op in ops:
         t = type(op)
-        if not self.connected and not self.solicited and t is not Connect and t is not Close: return self.refuse()
-        if t is LMsg: lf.inbound(self, op)
-        elif t is LSub: lf.leaf_sub(self, op)
-        elif t is LUnsub: lf.leaf_unsub(self, op)
-        elif self._common(op, lf): pass
+        if not lc.connected and not lc.solicited and t is not Connect and t is not Close: return lc.refuse()
+        if t is LMsg: lf.inbound(lc, op)
+        elif t is LSub: lf.leaf_sub(lc, op)
+        elif t is LUnsub: lf.leaf_unsub(lc, op)
+        elif lc._common(op, lf): pass
         elif t is Err:
-            log.error("%s - Leafnode Error '%s'", self.tag, op.error)
-            if 'Loop detected' in op.error: self.loop = True
-            return self.close('Client Closed' if self.solicited else 'Parse Error')
-        elif t is Close: return self.line_too_long() if op.error == E_CONTROL_LINE else self.close('Protocol Violation', op.error)
-        if self.closing: return
+            log.error("%s - Leafnode Error '%s'", lc.tag, op.error)
+            if 'Loop detected' in op.error: lc.loop = True
+            return lc.close('Client Closed' if lc.solicited else 'Parse Error')
+        elif t is Close: return lc.line_too_long() if op.error == E_CONTROL_LINE else lc.close('Protocol Violation', op.error)
+        if lc.closing: return
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #3edf3502
 class LeafHub:
@@ -187,6 +180,12 @@ def new_leaf(self: LeafHub, host: str, port: int) -> LeafConn:
     lc.send(self.info(lc))
     log.info('%s - Leafnode connection created ', lc.tag)
     return lc
+
+# %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #4fb9c7e2
+@patch(as_prop=True)
+def write_deadline(self: LeafHub) -> float:
+    "Seconds a leaf node may leave its output unread before it is cut off: the `leafnodes` block's, else the server's."
+    return self.lo.write_deadline or self.core.opts.write_deadline
 
 # %% ../../nbs/1_nats/10a_leafnode_hub.ipynb #cb4e3e42
 @patch

@@ -157,31 +157,26 @@ def leaf_varz(core) -> dict:
 # %% ../../nbs/1_nats/10b_leafhub_traffic.ipynb #17e8b1f4
 class _LeafProtocol(_PeerProtocol):
     def __init__(self, server, ws: bool = False):
-        self.server, self.ws, self.lc, self.t, self.deadline = server, ws, None, None, None   # ws: framed by jsnb.nats.websocket
-
-    @property
-    def conn(self): return self.lc             # what `jsnb.nats.tls.tls_accept` upgrades
-    def _lost(self, lc): lc.leafs.closed(lc)
-    def _write_wait(self) -> float: return self.lc.leafs.lo.write_deadline or self.server.opts.write_deadline
+        super().__init__(server); self.ws = ws     # ws: framed by jsnb.nats.websocket
 
     def authenticating(self):
         "Give the leaf node `auth_timeout` to send CONNECT (after TLS, if any)."
-        lf = self.lc.leafs
-        asyncio.get_running_loop().call_later(lf.auth_timeout, self.lc.login_timeout)
+        lf = self.conn.leafs
+        asyncio.get_running_loop().call_later(lf.auth_timeout, self.conn.login_timeout)
 
     def _tls_failed(self, why: str):
         "The leaf's TLS handshake failed: logged in the reference's words, the connection closed."
-        if why == 'i/o timeout': log.debug('%s - TLS handshake timeout', self.lc.tag)
-        else: log.error('%s - TLS leafnode handshake error: %s', self.lc.tag, why)
-        self.lc.close('TLS Handshake Failure')
+        if why == 'i/o timeout': log.debug('%s - TLS handshake timeout', self.conn.tag)
+        else: log.error('%s - TLS leafnode handshake error: %s', self.conn.tag, why)
+        self.conn.close('TLS Handshake Failure')
         self.server._flush()
 
     def connection_made(self, t):
         peer = self._setup(t)
         lf = self.server.core.leafs
         if lf is None or lf.stopping: t.abort(); return
-        self.lc = lf.new_leaf(peer[0], peer[1])
-        self.lc.transport, self.lc.ws = t, self.ws
+        self.conn = lf.new_leaf(peer[0], peer[1])
+        self.conn.transport, self.conn.ws = t, self.ws
         if lf.lo.tls is not None and not self.ws: tls_accept(self, lf.lo.tls, failed=self._tls_failed); return   # INFO in the clear, then the handshake
         self.authenticating()
         self.server._flush()

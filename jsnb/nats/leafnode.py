@@ -11,13 +11,13 @@ from fastcore.basics import patch
 from .credentials import AuthConfigError, _where, _used, _got, decode_nkey
 from .times import NS, parse_go_duration
 from .tls import parse_tls
-from .protocol import _Framer, _same, _differ, _verb, Close, PING
+from .protocol import _Framer, Wire, _same, _differ, _verb, Close, PING
 from .protocol import E_UNKNOWN, E_CONTROL_LINE, MAX_CONTROL_LINE
 from .protocol import _peer_control
 from .routes import _msg_args
 
 # %% auto #0
-__all__ = ['LeafUser', 'LeafRemote', 'LeafnodeOptions', 'version_parts', 'parse_leafnodes', 'LSub', 'LUnsub', 'LMsg',
+__all__ = ['LEAF_WIRE', 'LeafUser', 'LeafRemote', 'LeafnodeOptions', 'version_parts', 'parse_leafnodes', 'LSub', 'LUnsub', 'LMsg',
            'encode_lsub', 'encode_lunsub', 'LeafParser']
 
 # %% ../../nbs/1_nats/10_leafnodes.ipynb #a7928bfe
@@ -248,15 +248,6 @@ def encode_lunsub(subject: bytes, queue: bytes = b'') -> bytes:
     "An `LS-` line."
     return b'LS- %s %s\r\n' % (subject, queue) if queue else b'LS- %s\r\n' % subject
 
-# %% ../../nbs/1_nats/10_leafnodes.ipynb #54670083
-class LeafParser(_Framer):
-    "Sans-I/O parser for what a leaf node sends."
-    _op, _malformed = LMsg, None
-    def __init__(self, max_control_line: int = MAX_CONTROL_LINE): super().__init__(max_control_line * 16)
-    def _is_msg(self, data: bytes, pos: int) -> bool: return data[pos:pos+5].upper() in (b'LMSG ', b'HMSG ')
-    def _args(self, data: bytes, pos: int, end: int): return _msg_args(data[pos+5:end].split(), data[pos] | 0x20 == 0x68)
-    def _control_op(self, line: bytes): return _leaf_control(line)
-
 # %% ../../nbs/1_nats/10_leafnodes.ipynb #0a6c38bc
 def _leaf_control(line: bytes):
     "Operation for a control line without payload."
@@ -270,3 +261,13 @@ def _leaf_control(line: bytes):
         if len(a) in (1, 2): return LUnsub(a[0], a[1] if len(a) == 2 else b'')
         return Close(None)
     return _peer_control(verb, rest, True)
+
+# %% ../../nbs/1_nats/10_leafnodes.ipynb #54670083
+def _is_lmsg(data: bytes, pos: int) -> bool: return data[pos:pos+5].upper() in (b'LMSG ', b'HMSG ')
+def _leaf_args(data: bytes, pos: int, end: int): return _msg_args(data[pos+5:end].split(), data[pos] | 0x20 == 0x68)
+
+LEAF_WIRE = Wire(LMsg, _is_lmsg, _leaf_args, _leaf_control, None)
+
+class LeafParser(_Framer):
+    "Sans-I/O parser for what a leaf node sends."
+    def __init__(self, max_control_line: int = MAX_CONTROL_LINE): super().__init__(max_control_line * 16, LEAF_WIRE)

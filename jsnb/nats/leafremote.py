@@ -95,8 +95,8 @@ class _RemoteProtocol(_LeafProtocol):
         host, port = _hostport(self.url)
         lf = self.server.core.leafs
         if lf is None or lf.stopping: t.abort(); return
-        self.lc = lf.new_remote(host, port, self.remote, self.url)
-        self.lc.transport = t
+        self.conn = lf.new_remote(host, port, self.remote, self.url)
+        self.conn.transport = t
 
     def connection_lost(self, exc):
         super().connection_lost(exc)
@@ -124,7 +124,7 @@ async def _solicit(server, remote: LeafRemote):
         server._flush()
         await p.ended
         if lf.stopping: return
-        await asyncio.sleep(30.0 if p.lc is not None and p.lc.loop else lf.lo.reconnect)
+        await asyncio.sleep(30.0 if p.conn is not None and p.conn.loop else lf.lo.reconnect)
 
 # %% ../../nbs/1_nats/10c_leafnode_remotes.ipynb #9d460c75
 def start_remotes(server):

@@ -11,10 +11,10 @@ from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['PING', 'PONG', 'OK', 'MAX_CONTROL_LINE', 'MAX_PAYLOAD', 'E_UNKNOWN', 'E_CONTROL_LINE', 'E_MAX_PAYLOAD', 'PING_B',
-           'PONG_B', 'OK_B', 'RUN_MIN', 'Connect', 'Pub', 'HPub', 'Sub', 'Unsub', 'Close', 'Msg', 'Info', 'Err',
-           'encode_err', 'encode_info', 'make_headers', 'header_status', 'parse_headers', 'text', 'wire', 'get_header',
-           'remove_header', 'add_header', 'connect_first', 'Parser', 'Run', 'Counted', 'encode_pub', 'encode_sub',
-           'encode_unsub', 'encode_connect', 'ClientParser']
+           'PONG_B', 'OK_B', 'RUN_MIN', 'SERVER_WIRE', 'Connect', 'Pub', 'HPub', 'Sub', 'Unsub', 'Close', 'Msg', 'Info',
+           'Err', 'encode_err', 'encode_info', 'make_headers', 'header_status', 'parse_headers', 'text', 'wire',
+           'get_header', 'remove_header', 'add_header', 'connect_first', 'Parser', 'Run', 'Counted', 'encode_pub',
+           'encode_sub', 'encode_unsub', 'encode_connect', 'Wire', 'ClientParser']
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #cbfa0c8c
 class Connect(NamedTuple):
@@ -154,9 +154,9 @@ def add_header(hdr: bytes, key: bytes, value: bytes) -> bytes:
 # %% ../../nbs/1_nats/00_protocol.ipynb #eb91dd55
 class _Framer:
     "What the parsers share: unparsed input kept as chunks and joined once enough has arrived, and the fatal stop."
-    _op, _fast_byte, _malformed = None, -1, E_UNKNOWN   # a message's tuple, a fast path's first byte, a bad message line's error (see `feed`)
-    def __init__(self, max_control_line: int):
+    def __init__(self, max_control_line: int, wire=None):
         self.max_control_line = max_control_line
+        self.wire = wire                 # how `feed` tells its protocol's frames apart (a `Wire`, below; `Parser` reads its own)
         self._chunks: list[bytes] = []   # unparsed input, joined lazily
         self._have = 0                   # bytes in _chunks
         self._need = 0                   # don't try again before this many bytes are buffered
@@ -504,12 +504,6 @@ def encode_connect(options: dict) -> bytes:
     "A `CONNECT` line with `options` as JSON."
     return b'CONNECT ' + orjson.dumps(options) + b'\r\n'
 
-# %% ../../nbs/1_nats/00_protocol.ipynb #23fd94ad
-class ClientParser(_Framer):
-    "Sans-I/O parser for what servers send: a client's side of the wire."
-    def __init__(self, max_control_line: int = 1 << 20): super().__init__(max_control_line)
-    _op = Msg
-
 # %% ../../nbs/1_nats/00_protocol.ipynb #3e6ec5db
 def _msg_line(line: bytes):
     "`(subject, sid, reply, hdr_len, size)` of a `MSG` or `HMSG` control line, or `None` when it is malformed."
@@ -548,41 +542,55 @@ def _peer_control(verb: bytes, rest: bytes, connect: bool = False):
     if connect and verb == b'CONNECT' and rest: return Connect(rest.strip())
     return Close(E_UNKNOWN)
 
+# %% ../../nbs/1_nats/00_protocol.ipynb #37c09612
+class Wire(NamedTuple):
+    "How one protocol's frames read, for `_Framer.feed`: what starts a message, its arguments, its tuple, and the other lines."
+    op: type                         # the message tuple, built from `args` (without the size) and the payload
+    is_msg: object                   # (data, pos) -> whether the frame at `pos` is a message
+    args: object                     # (data, pos, end) -> the message line's fields, its size last; None when malformed
+    control: object                  # (line) -> the operation of any other line
+    malformed: object = E_UNKNOWN    # the `Close` error of a malformed message line
+    fast_byte: int = -1              # the first byte of the frame `fast` reads (-1: none)
+    fast: object = None              # (data, pos, n) -> (message, its end), or None to read it the common way
+
 # %% ../../nbs/1_nats/00_protocol.ipynb #1fd3f320
 @patch
 def feed(self: _Framer, data: bytes) -> list:
     "Parse `data` (plus any leftover) and return every complete operation."
     if (data := self._take(data)) is None: return []
     ops, pos, n = [], 0, len(data)
-    find, mcl, fb = data.find, self.max_control_line, self._fast_byte
+    find, mcl = data.find, self.max_control_line
+    new, is_msg, args, control, malformed, fb, fast = self.wire
     while pos < n:
-        if data[pos] == fb and (r := self._fast(data, pos, n)) is not None: ops.append(r[0]); pos = r[1]; continue
+        if data[pos] == fb and (r := fast(data, pos, n)) is not None: ops.append(r[0]); pos = r[1]; continue
         nl = find(b'\n', pos)
         if nl < 0:
             if n - pos > mcl: return self._fatal(ops, E_CONTROL_LINE)
             break
         end = nl - 1 if nl > pos and data[nl-1] == 13 else nl
         if end - pos > mcl: return self._fatal(ops, E_CONTROL_LINE)
-        if self._is_msg(data, pos):
-            if (a := self._args(data, pos, end)) is None: return self._fatal(ops, self._malformed)
+        if is_msg(data, pos):
+            if (a := args(data, pos, end)) is None: return self._fatal(ops, malformed)
             stop = nl + 1 + a[-1]
             if stop + 2 > n: self._need = stop + 2 - pos; break
             if data[stop:stop+2] != b'\r\n': return self._fatal(ops, E_UNKNOWN)
-            ops.append(_new(self._op, (*a[:-1], data[nl+1:stop]))); pos = stop + 2
+            ops.append(_new(new, (*a[:-1], data[nl+1:stop]))); pos = stop + 2
         else:
-            op = self._control_op(data[pos:end]); ops.append(op)
+            op = control(data[pos:end]); ops.append(op)
             if type(op) is Close: self.closed = True; return ops
             pos = nl + 1
     self._keep(data, pos)
     return ops
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #3aa8c963
-@patch
-def _is_msg(self: ClientParser, data: bytes, pos: int) -> bool: return (data[pos] | 0x20) in (0x6d, 0x68)   # 'm', 'h': MSG, HMSG
-@patch
-def _args(self: ClientParser, data: bytes, pos: int, end: int): return _msg_line(data[pos:end])
-@patch
-def _control_op(self: ClientParser, line: bytes): return _peer_control(*_verb(line))
+def _is_server_msg(data: bytes, pos: int) -> bool: return (data[pos] | 0x20) in (0x6d, 0x68)   # 'm', 'h': MSG, HMSG
+
+SERVER_WIRE = Wire(Msg, _is_server_msg, lambda data, pos, end: _msg_line(data[pos:end]), lambda line: _peer_control(*_verb(line)))
+
+# %% ../../nbs/1_nats/00_protocol.ipynb #23fd94ad
+class ClientParser(_Framer):
+    "Sans-I/O parser for what servers send: a client's side of the wire."
+    def __init__(self, max_control_line: int = 1 << 20): super().__init__(max_control_line, SERVER_WIRE)
 
 # %% ../../nbs/1_nats/00_protocol.ipynb #67a848c8
 @patch(as_prop=True)

@@ -6,11 +6,11 @@
 from __future__ import annotations
 from typing import NamedTuple
 from fastcore.basics import patch
-from .protocol import _Framer, _same, _differ, _verb, _peer_control, Info, Connect, Err, Close, PING, PONG, OK
+from .protocol import _Framer, Wire, _same, _differ, _verb, _peer_control, Info, Connect, Err, Close, PING, PONG, OK
 from .protocol import E_UNKNOWN, E_CONTROL_LINE, MAX_CONTROL_LINE
 
 # %% auto #0
-__all__ = ['RSub', 'RUnsub', 'RMsg', 'encode_rsub', 'encode_runsub', 'RouteParser']
+__all__ = ['ROUTE_WIRE', 'RSub', 'RUnsub', 'RMsg', 'encode_rsub', 'encode_runsub', 'RouteParser']
 
 # %% ../../nbs/1_nats/06_routes.ipynb #43d88c8b
 class RSub(NamedTuple):
@@ -40,11 +40,6 @@ def encode_runsub(account: bytes, subject: bytes, queue: bytes = b'') -> bytes:
     return b'RS- %s %s\r\n' % (account, subject)
 
 # %% ../../nbs/1_nats/06_routes.ipynb #556c2efb
-class RouteParser(_Framer):
-    "Sans-I/O parser for what another server sends on a route."
-    _op, _fast_byte, _malformed = RMsg, 82, None          # (82: 'R', see `_fast`)
-    def __init__(self, max_control_line: int = MAX_CONTROL_LINE): super().__init__(max_control_line * 16)
-
 def _size(b: bytes) -> int: return int(b) if b.isdigit() else -1
 
 # %% ../../nbs/1_nats/06_routes.ipynb #cf6e6882
@@ -92,8 +87,7 @@ import re
 _new = tuple.__new__
 _FAST_RMSG = re.compile(rb'RMSG ([^ \t\r\n]+) ([^ \t\r\n]+) (?:([^ \t\r\n]+) )?(\d{1,10})\r\n').match
 
-@patch
-def _fast(self: RouteParser, data: bytes, pos: int, n: int):
+def _fast_rmsg(data: bytes, pos: int, n: int):
     "The common `RMSG` form (no queue groups, no headers) in one match: the message and where it ends, or None."
     if (m := _FAST_RMSG(data, pos)) is None: return None
     acc, subject, reply, size = m.groups(b''); start = m.end(); stop = start + int(size)
@@ -101,13 +95,16 @@ def _fast(self: RouteParser, data: bytes, pos: int, n: int):
     return _new(RMsg, (acc, subject, reply, (), 0, data[start:stop])), stop + 2
 
 # %% ../../nbs/1_nats/06_routes.ipynb #e99e33ab
-@patch
-def _is_msg(self: RouteParser, data: bytes, pos: int) -> bool:
+def _is_rmsg(data: bytes, pos: int) -> bool:
     c = data[pos] | 0x20
     return ((c == 0x72 or c == 0x68) and data[pos+1:pos+4].upper() == b'MSG') or data[pos:pos+5] == b'PEER '  # RMSG, HMSG, PEER
-@patch
-def _args(self: RouteParser, data: bytes, pos: int, end: int):
+
+def _route_args(data: bytes, pos: int, end: int):
     if data[pos] == 0x50: return _peer_args(data[pos+5:end].split())                   # 'P': PEER
     return _rmsg_args(data[pos+5:end].split(), data[pos] | 0x20 == 0x68)
-@patch
-def _control_op(self: RouteParser, line: bytes): return _route_control(line)
+
+ROUTE_WIRE = Wire(RMsg, _is_rmsg, _route_args, _route_control, None, 82, _fast_rmsg)    # (82: 'R', the fast path's `RMSG`)
+
+class RouteParser(_Framer):
+    "Sans-I/O parser for what another server sends on a route."
+    def __init__(self, max_control_line: int = MAX_CONTROL_LINE): super().__init__(max_control_line * 16, ROUTE_WIRE)

@@ -57,6 +57,9 @@ class Trace:
         self.request = dict(header=headers, msgsize=size)
         self.events: list[dict] = [ingress]
 
+# %% ../../nbs/1_nats/08_trace.ipynb #feade1eb
+def _who(c) -> str: return f'{c.host}:{c.port} - cid:{c.cid}'
+
 # %% ../../nbs/1_nats/08_trace.ipynb #f87320d8
 def start(c, hdr: bytes, size: int, subject: bytes) -> tuple[Trace | None, bool]:
     "The trace for client `c`'s message with header block `hdr`, and whether the message is to be routed."
@@ -73,9 +76,6 @@ def start(c, hdr: bytes, size: int, subject: bytes) -> tuple[Trace | None, bool]
         return None, not only
     if not may_publish(c, dest.encode()): return None, False
     return Trace(c.core, c, dest, only, headers, size, subject), True
-
-# %% ../../nbs/1_nats/08_trace.ipynb #feade1eb
-def _who(c) -> str: return f'{c.host}:{c.port} - cid:{c.cid}'
 
 # %% ../../nbs/1_nats/08_trace.ipynb #b6cc6592
 def _egress(self: Trace, c, sub, error: str = '') -> dict:
