@@ -197,9 +197,8 @@ def _swaps(mod: str) -> list[str]:
     return out
 
 
-# what the package still does this way (the list must only shrink): a server without JetStream hangs its relay on the
-# cluster's hook for subjects no server subscribes to (the cluster is made before JetStream is known)
-SWAPS = {'jsnb.js.cluster': ['cl.unrouted']}
+# what the package still does this way (the list must only shrink): nothing
+SWAPS = {}
 
 
 @pytest.mark.parametrize('mod', sorted(MODULES))

@@ -700,4 +700,4 @@ def relay_jetstream(core):
         if not peers: return 0
         to = peers[cl.rand.randrange(len(peers))]
         return int(cl.peers.send(to, API_CHANNEL, msgpack.packb([0, subject, reply, hdr, data, 0])))
-    cl.unrouted = relay
+    cl.unrouted.append(relay)

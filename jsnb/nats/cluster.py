@@ -274,7 +274,7 @@ class ClusterLinks:
         self.local: dict[tuple, int] = {}          # (account, subject, queue) -> how many here
         for acc in core.accounts.values():         # answers to the requests this server forwards through service imports
             if any(e.kind == 'service' for e in getattr(acc.cfg, 'exports', ())): self.local[(acc.wire, acc.reply_prefix + b'>', b'')] = 1
-        self.unrouted = None                       # (src, subject, reply, hdr, data) -> deliveries, for what no server subscribes to
+        self.unrouted: list = []                   # handlers (src, subject, reply, hdr, data) -> deliveries, for what no server subscribes to
         self.peers = PeerChannel(core.max_pending) # frames to named servers, for the layers above (jsnb.nats.peers)
         self.own_urls = list(client_urls)          # this server's client URLs (`host:port`)
         self.remote_urls: dict[str, int] = {}      # the other servers', reference counted

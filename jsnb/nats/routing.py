@@ -208,16 +208,18 @@ def deliverable(subject: bytes, reply: bytes, to: bytes) -> tuple[bytes, bytes]:
 @patch
 def _nobody(self: Router, plan: Plan, src, subject, reply, hdr, data) -> int:
     "A message published here that nobody took: handed on when the cluster takes it (see `hands_on`), else a request gets no-responders."
-    if self.hands_on(plan) and (n := self.core.cluster.unrouted(src, subject, reply, hdr, data)): return n
+    if self.hands_on(plan):
+        for take in self.core.cluster.unrouted:
+            if n := take(src, subject, reply, hdr, data): return n
     if reply and src is not None and src.no_responders: self.send_no_responders(src, subject, reply)
     return 0
 
 # %% ../../nbs/1_nats/03a_routing.ipynb #8778cf4c
 @patch
 def hands_on(self: Router, plan: Plan) -> bool:
-    "Whether what nobody here takes in the plan's account goes to the cluster's `unrouted` hook (the global account's, when set)."
+    "Whether what nobody here takes in the plan's account goes to the cluster's `unrouted` handlers (the global account's, when there are some)."
     cl = self.core.cluster
-    return cl is not None and cl.unrouted is not None and plan.account == self.core.gacc.wire
+    return cl is not None and bool(cl.unrouted) and plan.account == self.core.gacc.wire
 
 # %% ../../nbs/1_nats/03a_routing.ipynb #b2e8a9ca
 @patch
