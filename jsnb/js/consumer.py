@@ -9,7 +9,7 @@ import orjson
 from fastcore.basics import patch
 from ..nats.subjects import subject_matches
 from ..nats.protocol import get_header
-from ..nats.times import NS, rfc3339, parse_rfc3339
+from ..nats.times import NS, parse_rfc3339
 from .host import advise
 from .frames import Frame, Built, RUN_MIN, encode_run, run_frames, ack_prefix, ack_reply
 from . import kernels, read_after_write
@@ -639,19 +639,6 @@ def on_purged(self: Consumer):
     self._deliver()
 
 # %% ../../nbs/2_js/12_consumer.ipynb #4954ab79
-@patch
-def info(self: Consumer) -> dict:
-    "The consumer's counters, in the reference's layout."
-    waiting = pq.num_waiting(self, time.time_ns())
-    delivered = dict(consumer_seq=self.dseq - 1, stream_seq=self.sseq - 1)
-    if self.last_delivered: delivered['last_active'] = rfc3339(self.last_delivered)
-    floor = dict(consumer_seq=self.adflr, stream_seq=self.asflr)
-    if self.last_acked: floor['last_active'] = rfc3339(self.last_acked)
-    return dict(stream_name=self.stream.name, name=self.name, created=rfc3339(self.created), config=self.cfg,
-                delivered=delivered, ack_floor=floor, num_ack_pending=len(self.pending),
-                num_redelivered=len(self.rdc), num_waiting=waiting,
-                num_pending=self.num_pending())
-
 @patch
 @_produces
 def close(self: Consumer, deleted: bool = True):
