@@ -51,6 +51,59 @@ class Account:
     @property
     def streams_dir(self) -> str: return os.path.join(self.store_dir, self.name, 'streams')
 
+# %% ../../nbs/2_js/13_account.ipynb #d9f699d7
+@patch
+def open_store(self: Account, cfg: dict):
+    "A new store for stream configuration `cfg`."
+    if cfg.get('storage') == 'memory': return MemStore(limits_of(cfg))
+    return FileStore(os.path.join(self.streams_dir, cfg['name']), limits_of(cfg),
+                     sync_always=self.sync_interval <= 0, sync_interval=self.sync_interval)
+
+@patch
+def add_stream(self: Account, cfg: dict, store=None, created: int | None = None) -> Stream:
+    "Make stream `cfg` live (on `store` when restoring one); returns it."
+    new = store is None
+    if new:
+        try: store = self.open_store(cfg)
+        except (OSError, ValueError) as e:               # a name the file system refuses, a full disk
+            log.error("Error creating store for stream '%s > %s': %s", self.name, cfg['name'], e)
+            raise JSStreamCreateErrF(err='error creating store for stream') from e
+    s = Stream(self.host, cfg, store, created)
+    if new and isinstance(s.store, FileStore): self.write_meta(s)
+    self.streams[s.name] = s
+    if (t := self.templates.get(cfg.get('template_owner', ''))) is not None and s.name not in t.streams: t.streams.append(s.name)   # (restored)
+    s.start()
+    if cfg.get('mirror') or cfg.get('sources'): self.host.copying = True
+    return s
+
+@patch
+def write_meta(self: Account, s: Stream):
+    "Persist a file stream's configuration and creation time."
+    if isinstance(s.store, FileStore): s.store.write_meta(dict(config=stored_cfg(s.cfg), created=s.created))
+
+# %% ../../nbs/2_js/13_account.ipynb #c070fd55
+@patch
+def remove_stream(self: Account, s: Stream):
+    "Delete stream `s`: its consumers, its subscriptions, its stored data."
+    s.stop(); del self.streams[s.name]
+    for c in list(s.consumers.values()): self.delete_consumer(c)
+    s.store.delete()
+    self.advise_stream(s.name, 'delete', s.cfg.get('template_owner', ''))
+    if (t := self.templates.get(s.cfg.get('template_owner', ''))) is not None: t.forget(s.name)
+
+@patch
+def owned_by_template(self: Account, template: str, stream: str) -> bool:
+    "Whether stream template `template` of the account made (or is making) stream `stream`."
+    t = self.templates.get(template)
+    return t is not None and stream in t.streams
+
+@patch
+def advise_stream(self: Account, name: str, action: str, template: str = ''):
+    "Send a stream action advisory (`create`, `modify`, `delete`); `template`: the stream template that made the stream."
+    kind = {'create': 'CREATED', 'modify': 'UPDATED', 'delete': 'DELETED'}[action]
+    advise(self.host, f'$JS.EVENT.ADVISORY.STREAM.{kind}.{name}', 'io.nats.jetstream.advisory.v1.stream_action',
+           stream=name, action=action, **({'template': template} if template else {}))
+
 # %% ../../nbs/2_js/13_account.ipynb #cd263970
 @patch
 def usage(self: Account) -> tuple[int, int]:
@@ -151,84 +204,6 @@ def stored(self: Account, stream: Stream):
     for s in list(self.streams.values()):
         if any(u.name == stream.name for u in s.upstreams): mirrors.catch_up(s)
 
-# %% ../../nbs/2_js/13_account.ipynb #d9f699d7
-@patch
-def open_store(self: Account, cfg: dict):
-    "A new store for stream configuration `cfg`."
-    if cfg.get('storage') == 'memory': return MemStore(limits_of(cfg))
-    return FileStore(os.path.join(self.streams_dir, cfg['name']), limits_of(cfg),
-                     sync_always=self.sync_interval <= 0, sync_interval=self.sync_interval)
-
-@patch
-def add_stream(self: Account, cfg: dict, store=None, created: int | None = None) -> Stream:
-    "Make stream `cfg` live (on `store` when restoring one); returns it."
-    new = store is None
-    if new:
-        try: store = self.open_store(cfg)
-        except (OSError, ValueError) as e:               # a name the file system refuses, a full disk
-            log.error("Error creating store for stream '%s > %s': %s", self.name, cfg['name'], e)
-            raise JSStreamCreateErrF(err='error creating store for stream') from e
-    s = Stream(self.host, cfg, store, created)
-    if new and isinstance(s.store, FileStore): self.write_meta(s)
-    self.streams[s.name] = s
-    if (t := self.templates.get(cfg.get('template_owner', ''))) is not None and s.name not in t.streams: t.streams.append(s.name)   # (restored)
-    s.start()
-    if cfg.get('mirror') or cfg.get('sources'): self.host.copying = True
-    return s
-
-@patch
-def write_meta(self: Account, s: Stream):
-    "Persist a file stream's configuration and creation time."
-    if isinstance(s.store, FileStore): s.store.write_meta(dict(config=stored_cfg(s.cfg), created=s.created))
-
-@patch
-def remove_stream(self: Account, s: Stream):
-    "Delete stream `s`: its consumers, its subscriptions, its stored data."
-    s.stop(); del self.streams[s.name]
-    for c in list(s.consumers.values()): self.delete_consumer(c)
-    s.store.delete()
-    self.advise_stream(s.name, 'delete', s.cfg.get('template_owner', ''))
-    if (t := self.templates.get(s.cfg.get('template_owner', ''))) is not None: t.forget(s.name)
-
-@patch
-def owned_by_template(self: Account, template: str, stream: str) -> bool:
-    "Whether stream template `template` of the account made (or is making) stream `stream`."
-    t = self.templates.get(template)
-    return t is not None and stream in t.streams
-
-@patch
-def advise_stream(self: Account, name: str, action: str, template: str = ''):
-    "Send a stream action advisory (`create`, `modify`, `delete`); `template`: the stream template that made the stream."
-    kind = {'create': 'CREATED', 'modify': 'UPDATED', 'delete': 'DELETED'}[action]
-    advise(self.host, f'$JS.EVENT.ADVISORY.STREAM.{kind}.{name}', 'io.nats.jetstream.advisory.v1.stream_action',
-           stream=name, action=action, **({'template': template} if template else {}))
-
-# %% ../../nbs/2_js/13_account.ipynb #a971d482
-@patch
-def add_consumer(self: Account, s: Stream, name: str, cfg: dict, deliver: bool = True) -> Consumer:
-    "Create consumer `name` of stream `s` (configuration already validated); unless `deliver` is false, it delivers what it has at once."
-    c = Consumer(s, name, cfg)
-    try: self.persist(c, force=True)
-    except (OSError, ValueError) as e:
-        log.error("Error creating store for consumer '%s > %s > %s': %s", self.name, s.name, name, e)
-        raise JSConsumerCreateErrF(err='error creating store for consumer') from e
-    s.consumers[name] = c
-    c.advise('CREATED', action='create')
-    if deliver: self.host.send(c.deliver())
-    if 0 < (cfg.get('inactive_threshold') or 0) < NS: self.host.wake(self, time.time_ns() + self._period())   # its timer's pace from now on
-    return c
-
-@patch
-def delete_consumer(self: Account, c: Consumer):
-    "Remove a consumer: close it, forget its state, announce it."
-    self.host.send(c.close())
-    c.stream.consumers.pop(c.name, None)
-    c.stream.lost_interest(c)                    # an interest stream lets go of what only this consumer needed
-    self._saved.pop((c.stream.name, c.name), None)
-    p = self.state_path(c)
-    if p and os.path.exists(p): os.remove(p)
-    c.advise('DELETED', action='delete')
-
 # %% ../../nbs/2_js/13_account.ipynb #3e600022
 def state_file(name: str) -> str:
     "The file a consumer's state is kept in: its name, or for a name too long for a file name (up to 255 bytes are allowed) a hash of it."
@@ -237,6 +212,7 @@ def state_file(name: str) -> str:
     if len(b) + len('.json.tmp') <= 255 and not name.startswith('~'): return name + '.json'   # .tmp: while it is written
     return '~' + hashlib.sha256(b).hexdigest() + '.json'           # the name itself is inside the file
 
+# %% ../../nbs/2_js/13_account.ipynb #60cca8e5
 @patch
 def state_path(self: Account, c: Consumer) -> str | None:
     "Where consumer `c`'s state is kept (None when it is not kept)."
@@ -269,6 +245,32 @@ def restore_consumers(self: Account, s: Stream):
             c = from_snapshot(s, snap.get('name') or fn[:-5], snap)
             s.consumers[c.name] = c
         except Exception as e: log.warning('consumer state %s could not be restored: %s', fn, e)
+
+# %% ../../nbs/2_js/13_account.ipynb #a971d482
+@patch
+def add_consumer(self: Account, s: Stream, name: str, cfg: dict, deliver: bool = True) -> Consumer:
+    "Create consumer `name` of stream `s` (configuration already validated); unless `deliver` is false, it delivers what it has at once."
+    c = Consumer(s, name, cfg)
+    try: self.persist(c, force=True)
+    except (OSError, ValueError) as e:
+        log.error("Error creating store for consumer '%s > %s > %s': %s", self.name, s.name, name, e)
+        raise JSConsumerCreateErrF(err='error creating store for consumer') from e
+    s.consumers[name] = c
+    c.advise('CREATED', action='create')
+    if deliver: self.host.send(c.deliver())
+    if 0 < (cfg.get('inactive_threshold') or 0) < NS: self.host.wake(self, time.time_ns() + self._period())   # its timer's pace from now on
+    return c
+
+@patch
+def delete_consumer(self: Account, c: Consumer):
+    "Remove a consumer: close it, forget its state, announce it."
+    self.host.send(c.close())
+    c.stream.consumers.pop(c.name, None)
+    c.stream.lost_interest(c)                    # an interest stream lets go of what only this consumer needed
+    self._saved.pop((c.stream.name, c.name), None)
+    p = self.state_path(c)
+    if p and os.path.exists(p): os.remove(p)
+    c.advise('DELETED', action='delete')
 
 # %% ../../nbs/2_js/13_account.ipynb #8dd04cc7
 @patch

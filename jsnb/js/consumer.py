@@ -9,7 +9,7 @@ import orjson
 from fastcore.basics import patch
 from ..nats.subjects import subject_matches
 from ..nats.protocol import get_header
-from ..nats.times import NS, rfc3339, parse_rfc3339
+from ..nats.times import NS, parse_rfc3339
 from .host import advise
 from .frames import Frame, Built, RUN_MIN, encode_run, run_frames, ack_prefix, ack_reply
 from . import kernels, read_after_write
@@ -398,6 +398,28 @@ def rearm(self: Consumer):
     self._acks_due = [(t + self._ack_wait(s), s, t) for s, (_, t) in self.pending.items()]
     heapq.heapify(self._acks_due)
 
+# %% ../../nbs/2_js/12_consumer.ipynb #da3f4cea
+@patch
+def _exhausted(self: Consumer, sseq: int) -> bool:
+    "Whether `sseq` has used up `max_deliver`; if so it leaves pending, unacknowledged (the ack floor stays, as in the reference)."
+    md, dc = self.cfg.get('max_deliver', -1) or -1, self.rdc.get(sseq, 1)
+    if md <= 0 or dc < md: return False
+    del self.pending[sseq]
+    self.advise('MAX_DELIVERIES', stream_seq=sseq, deliveries=dc)
+    return True
+
+# %% ../../nbs/2_js/12_consumer.ipynb #d58ce810
+@patch
+def _heartbeat(self: Consumer, now: int):
+    "A push consumer's idle heartbeat, when nothing was delivered for `idle_heartbeat`."
+    ihb = self.cfg.get('idle_heartbeat') or 0
+    if not self.is_pull and ihb and now - max(self.last_delivered, self.next_hb - ihb, self.created) >= ihb:
+        hb = status(100, 'Idle Heartbeat', {H.LAST_CONSUMER: self.dseq - 1, H.LAST_STREAM: self.sseq - 1})
+        if self.fc_pending: hb = hb[:-2] + b'%s: %s\r\n\r\n' % (H.CONSUMER_STALLED, self.fc_pending.encode())
+        self.emit(self.cfg['deliver_subject'], hb)
+        self.next_hb = now + ihb
+        if self._acks_by_fc and self.pending and not self.fc_pending: self._flow_control()   # idle: ask for the acks
+
 # %% ../../nbs/2_js/12_consumer.ipynb #be1e5d90
 @patch
 @_produces
@@ -432,28 +454,6 @@ def next_due(self: Consumer) -> int | None:
     if self.paused_until and self.paused_until > time.time_ns(): t.append(self.paused_until)
     if self.pin is not None: t.append(self.pin.due)
     return min(t) if t else None
-
-# %% ../../nbs/2_js/12_consumer.ipynb #da3f4cea
-@patch
-def _exhausted(self: Consumer, sseq: int) -> bool:
-    "Whether `sseq` has used up `max_deliver`; if so it leaves pending, unacknowledged (the ack floor stays, as in the reference)."
-    md, dc = self.cfg.get('max_deliver', -1) or -1, self.rdc.get(sseq, 1)
-    if md <= 0 or dc < md: return False
-    del self.pending[sseq]
-    self.advise('MAX_DELIVERIES', stream_seq=sseq, deliveries=dc)
-    return True
-
-# %% ../../nbs/2_js/12_consumer.ipynb #d58ce810
-@patch
-def _heartbeat(self: Consumer, now: int):
-    "A push consumer's idle heartbeat, when nothing was delivered for `idle_heartbeat`."
-    ihb = self.cfg.get('idle_heartbeat') or 0
-    if not self.is_pull and ihb and now - max(self.last_delivered, self.next_hb - ihb, self.created) >= ihb:
-        hb = status(100, 'Idle Heartbeat', {H.LAST_CONSUMER: self.dseq - 1, H.LAST_STREAM: self.sseq - 1})
-        if self.fc_pending: hb = hb[:-2] + b'%s: %s\r\n\r\n' % (H.CONSUMER_STALLED, self.fc_pending.encode())
-        self.emit(self.cfg['deliver_subject'], hb)
-        self.next_hb = now + ihb
-        if self._acks_by_fc and self.pending and not self.fc_pending: self._flow_control()   # idle: ask for the acks
 
 # %% ../../nbs/2_js/12_consumer.ipynb #d1710aa5
 _FC_EVERY = 2 * 1024 * 1024
@@ -545,36 +545,6 @@ def takes_ack(self: Consumer, sseq: int) -> bool:
     "Whether an acknowledgement of stream sequence `sseq` can apply: delivered already (or a flow-controlled push consumer)."
     return sseq < self.sseq or bool(self.cfg.get('flow_control'))
 
-# %% ../../nbs/2_js/12_consumer.ipynb #3f286b67
-@patch
-@_produces
-def ack_many(self: Consumer, acks: list):
-    "Plain acknowledgements `(stream seq, consumer seq)` of one read, in order: each as `ack` takes it, then one delivery round."
-    acked = []
-    for sseq, dseq in acks: self._ack(sseq, dseq, acked)
-    if acked: self.stream.acked(self, acked)             # (retention told once for all of them)
-    self._deliver()
-
-# %% ../../nbs/2_js/12_consumer.ipynb #6033674a
-@patch
-def _ack(self: Consumer, sseq: int, dseq: int, acked: list | None = None):
-    "Take one acknowledgement; what it removes from pending is told to retention, or added to `acked` for the caller to tell."
-    if self.ack_none or not self.takes_ack(sseq): return
-    tell, acked = acked is None, [] if acked is None else acked
-    if self.cfg.get('ack_policy') in ('all', 'flow_control'):      # both ack everything up to the sequence
-        if dseq <= self.adflr or sseq <= self.asflr: return
-        for s in [s for s in self.pending if s <= sseq]: del self.pending[s]; self.rdc.pop(s, None); acked.append(s)
-        self.adflr, self.asflr = dseq, sseq
-    else:
-        p = self.pending.pop(sseq, None)
-        if p is not None and self._sample_pct: self._sample(sseq, p)     # before its delivery count is forgotten
-        if self.rdc: self.rdc.pop(sseq, None)
-        if p is None: return
-        acked.append(sseq)
-        self._move_ack_floor(p[0], sseq)
-    self.last_acked = time.time_ns()
-    if tell and acked: self.stream.acked(self, acked)
-
 # %% ../../nbs/2_js/12_consumer.ipynb #d3d11f21
 @patch
 def _sample(self: Consumer, sseq: int, p: list):
@@ -596,6 +566,36 @@ def _move_ack_floor(self: Consumer, dseq: int, sseq: int):
             pending = self.pending = dict(pending); self._gone = 0
         lowest = next(iter(pending))             # pending keeps first-delivery order, which is stream order
         self.adflr, self.asflr = pending[lowest][0] - 1, lowest - 1
+
+# %% ../../nbs/2_js/12_consumer.ipynb #6033674a
+@patch
+def _ack(self: Consumer, sseq: int, dseq: int, acked: list | None = None):
+    "Take one acknowledgement; what it removes from pending is told to retention, or added to `acked` for the caller to tell."
+    if self.ack_none or not self.takes_ack(sseq): return
+    tell, acked = acked is None, [] if acked is None else acked
+    if self.cfg.get('ack_policy') in ('all', 'flow_control'):      # both ack everything up to the sequence
+        if dseq <= self.adflr or sseq <= self.asflr: return
+        for s in [s for s in self.pending if s <= sseq]: del self.pending[s]; self.rdc.pop(s, None); acked.append(s)
+        self.adflr, self.asflr = dseq, sseq
+    else:
+        p = self.pending.pop(sseq, None)
+        if p is not None and self._sample_pct: self._sample(sseq, p)     # before its delivery count is forgotten
+        if self.rdc: self.rdc.pop(sseq, None)
+        if p is None: return
+        acked.append(sseq)
+        self._move_ack_floor(p[0], sseq)
+    self.last_acked = time.time_ns()
+    if tell and acked: self.stream.acked(self, acked)
+
+# %% ../../nbs/2_js/12_consumer.ipynb #3f286b67
+@patch
+@_produces
+def ack_many(self: Consumer, acks: list):
+    "Plain acknowledgements `(stream seq, consumer seq)` of one read, in order: each as `ack` takes it, then one delivery round."
+    acked = []
+    for sseq, dseq in acks: self._ack(sseq, dseq, acked)
+    if acked: self.stream.acked(self, acked)             # (retention told once for all of them)
+    self._deliver()
 
 # %% ../../nbs/2_js/12_consumer.ipynb #bbd3c1d8
 @patch
@@ -639,19 +639,6 @@ def on_purged(self: Consumer):
     self._deliver()
 
 # %% ../../nbs/2_js/12_consumer.ipynb #4954ab79
-@patch
-def info(self: Consumer) -> dict:
-    "The consumer's counters, in the reference's layout."
-    waiting = pq.num_waiting(self, time.time_ns())
-    delivered = dict(consumer_seq=self.dseq - 1, stream_seq=self.sseq - 1)
-    if self.last_delivered: delivered['last_active'] = rfc3339(self.last_delivered)
-    floor = dict(consumer_seq=self.adflr, stream_seq=self.asflr)
-    if self.last_acked: floor['last_active'] = rfc3339(self.last_acked)
-    return dict(stream_name=self.stream.name, name=self.name, created=rfc3339(self.created), config=self.cfg,
-                delivered=delivered, ack_floor=floor, num_ack_pending=len(self.pending),
-                num_redelivered=len(self.rdc), num_waiting=waiting,
-                num_pending=self.num_pending())
-
 @patch
 @_produces
 def close(self: Consumer, deleted: bool = True):

@@ -13,7 +13,7 @@ from .errors import (JSApiError, JSConsumerNotFoundErr, JSConsumerInvalidGroupNa
 from .gojson import GoInt, GoStr, GoStruct
 from .host import json_bytes
 from .consumer import Consumer
-from .pull import status
+from .pull import status, num_waiting
 from .gojson import go_unmarshal
 from .mirrors import identity
 from . import priority
@@ -26,8 +26,9 @@ from ..nats import headers as H
 
 # %% auto #0
 __all__ = ['NOT_ACKS', 'on_next', 'on_ack', 'on_acks', 'on_flow_control', 'identity_header', 'consumer_create',
-           'consumer_durable_create', 'consumer_info_of', 'consumer_of', 'consumer_info', 'consumer_delete',
-           'consumer_names', 'consumer_list', 'consumer_pause', 'consumer_unpin', 'reset_seq', 'on_reset']
+           'consumer_durable_create', 'counters_of', 'consumer_info_of', 'consumer_of', 'consumer_info',
+           'consumer_delete', 'consumer_names', 'consumer_list', 'consumer_pause', 'consumer_unpin', 'reset_seq',
+           'on_reset']
 
 # %% ../../nbs/2_js/15_consumer_api.ipynb #a8e23d67
 def _consumer(acct: Account, stream: str, name: str) -> Consumer | None:
@@ -145,9 +146,20 @@ def consumer_durable_create(acct: Account, args, body, src) -> dict:
     return _create(acct, args, body, True)
 
 # %% ../../nbs/2_js/15_consumer_api.ipynb #7d7a394e
+def counters_of(c: Consumer) -> dict:
+    "The consumer's name, configuration and counters, in the reference's layout."
+    delivered = dict(consumer_seq=c.dseq - 1, stream_seq=c.sseq - 1)
+    if c.last_delivered: delivered['last_active'] = rfc3339(c.last_delivered)
+    floor = dict(consumer_seq=c.adflr, stream_seq=c.asflr)
+    if c.last_acked: floor['last_active'] = rfc3339(c.last_acked)
+    return dict(stream_name=c.stream.name, name=c.name, created=rfc3339(c.created), config=c.cfg,
+                delivered=delivered, ack_floor=floor, num_ack_pending=len(c.pending), num_redelivered=len(c.rdc),
+                num_waiting=num_waiting(c, time.time_ns()), num_pending=c.num_pending())
+
+# %% ../../nbs/2_js/15_consumer_api.ipynb #c80c362e
 def consumer_info_of(acct: Account, c: Consumer, stored: bool = False) -> dict:
     "The body of a consumer info reply for `c` (`stored`: its configuration as persisted, for lists)."
-    d = c.info()
+    d = counters_of(c)
     if stored: d['config'] = stored_cfg(d['config'])
     if not c.is_pull and acct.host.has_interest(c.cfg['deliver_subject']): d['push_bound'] = True
     now = time.time_ns()

@@ -39,6 +39,7 @@ class _Blk:
         "Whether compacting this block pays: its holes are half of it, or what would be left is tiny."
         return self.hole > 0 and (2 * self.hole >= self.size or self.size - self.hole <= _TINY)
 
+# %% ../../nbs/2_js/05_filestore.ipynb #d70cd78c
 class FileStore(MsgStore):
     "A message store in append-only block files under `directory`."
     def __init__(self, directory, limits: StoreLimits | None = None, sync_always: bool = False,
@@ -97,6 +98,7 @@ def _flush_dir(self: FileStore, path):
     if self.sync_always: _fsync_dir(path)
     else: self._lazy = True
 
+# %% ../../nbs/2_js/05_filestore.ipynb #22d66bdc
 @patch
 def _save_state(self: FileStore, durable: bool = False):
     """Write the state file atomically: first and last sequence, last time, every block's size and sequences; synced
@@ -133,6 +135,7 @@ def _load_state(self: FileStore) -> dict | None:
         self._warn('state', None, None, None, len(raw), f'state file is damaged ({e}) and was ignored')
         return None
 
+# %% ../../nbs/2_js/05_filestore.ipynb #c9e7f6e1
 @patch
 def _warn(self: FileStore, kind: str, block, first, last, nbytes: int, text: str):
     "Log one thing found damaged on open (WARNING, on the `jsnb` logger) and keep it in `damage`."

@@ -44,6 +44,7 @@ def request(body: bytes, kind: str, empty_ok: bool = True) -> dict:
         raise JSBadRequestErr()
     return go_decode(body, REQUESTS[kind])
 
+# %% ../../nbs/2_js/14_stream_api.ipynb #de9a2466
 def stream_of(acct: Account, args: list[str]) -> Stream:
     "The stream named in the API subject, or the reference's 404."
     s = acct.streams.get(args[0]) if args else None
@@ -182,6 +183,7 @@ def _with_subjects(state: dict, subjects: dict) -> dict:
     out['subjects'] = subjects; out['consumer_count'] = state['consumer_count']
     return out
 
+# %% ../../nbs/2_js/14_stream_api.ipynb #e4204b1e
 def _matching(acct: Account, req: dict) -> list[Stream]:
     filt = req.get('subject') or ''
     names = sorted(acct.streams)
@@ -214,6 +216,7 @@ def stream_purge(acct: Account, args, body, src) -> dict:
     if seq > MAX_SEQ + 1: raise JSStreamPurgeFailedF(err=f'sequence {seq} is past the largest sequence jsnb stores ({MAX_SEQ})')
     return dict(success=True, purged=s.purge(subject=req['filter'], seq=seq, keep=keep))
 
+# %% ../../nbs/2_js/14_stream_api.ipynb #513b6b0b
 def msg_get(acct: Account, args, body, src) -> dict:
     "`STREAM.MSG.GET.<stream>`"
     s = stream_of(acct, args)
@@ -232,6 +235,7 @@ def msg_get(acct: Account, args, body, src) -> dict:
     msg['time'] = rfc3339(m.ts)
     return dict(message=msg)
 
+# %% ../../nbs/2_js/14_stream_api.ipynb #cb284790
 def msg_delete(acct: Account, args, body, src) -> dict:
     "`STREAM.MSG.DELETE.<stream>`"
     s = stream_of(acct, args)
