@@ -29,8 +29,8 @@ async def _retried(nc, subject, body, tries: int = 40) -> dict:
 
 
 async def _fetched(sub, n: int, tries: int = 20) -> list:
-    "`n` messages of a pull consumer, asked again (0.5 s apart) while nobody answers yet: nats-server's consumer of a stream
-    just restored in a cluster takes requests a moment after its info is answered (`503`)."
+    """`n` messages of a pull consumer, asked again (0.5 s apart) while nobody answers yet: nats-server's consumer of a
+    stream just restored in a cluster takes requests a moment after its info is answered (`503`)."""
     for k in range(tries):
         try: return await sub.fetch(n, timeout=10)
         except nats.js.errors.ServiceUnavailableError:
