@@ -19,7 +19,7 @@ from .js_accounts import SYSTEM_DIRECTIVES
 from .stream import Stream
 from .health import cluster_problems
 from .cluster_stream import StreamReplica
-from .cluster_meta import MetaGroup, RAFT_INFO, js_member, meta_entry, peer_id, Assign, Addr, Update, Unassign, Scale, Grow, MetaSnapshot
+from .cluster_meta import MetaGroup, RAFT_INFO, js_member, meta_entry, Assign, Addr, Update, Unassign, Scale, Grow, MetaSnapshot
 from .errors import JSStreamNameExistRestoreFailedErr
 from . import consumer_api as C
 from .cluster_api import ClusterApi, LEADER_READ
@@ -650,32 +650,8 @@ def health(self: ClusteredJetStream, account: str = '', stream: str = '', consum
 # %% ../../nbs/2_js/20_cluster.ipynb #0fe01d7a
 @patch
 def meta_cluster(self: ClusteredJetStream) -> dict:
-    "`meta_cluster` of `/jsz`: the meta group's leader and this server's view of the other members, as the reference reports them."
-    empty = dict(pending_entries=0, pending_size=0, last_time=rfc3339(0))
-    if self.meta.raft is None:
-        return dict(name=self.core.cluster.name if self.core.cluster else '', cluster_size=0, quorum_needed=0,
-                    pending=0, pending_requests=0, pending_infos=0, snapshot=empty)
-    st, now = self.meta.raft.status(), time.monotonic()
-    lead = self.meta.leader_addr()
-    lname = self.meta.members.get(lead, '')
-    last = self.meta.raft.heard()
-    commit, reps = st.get('commit_idx', 0), []
-    for addr, name in self.meta.members.items():
-        if addr == self.raft_addr: continue
-        up = st.get('partner_node_status_server_' + addr) == 2
-        seen = last.get(addr) if lname == self.core.server_name else None
-        cur = up and (st.get('match_idx_server_' + addr, 0) >= commit if lname == self.core.server_name else addr == lead)
-        p = dict(name=name, current=bool(cur), active=int((now - seen) * 1e9) if seen is not None else 0)   # (offline: since last heard)
-        if not up: p['offline'] = True
-        p['peer'] = peer_id(name)
-        reps.append(p)
-    d = dict(name=self.core.cluster.name)
-    if lname: d.update(leader=lname, peer=peer_id(lname))
-    n = len(self.meta.members)
-    d.update(replicas=sorted(reps, key=lambda p: p['name']), cluster_size=n, quorum_needed=n // 2 + 1,
-             pending=max(commit - self.meta.applied, 0), pending_requests=0, pending_infos=0,
-             snapshot=dict(pending_entries=self.meta.applied, pending_size=self.meta.log_bytes, last_time=rfc3339(0)))
-    return d
+    "`meta_cluster` of `/jsz` (`MetaGroup.report`)."
+    return self.meta.report(self.raft_addr, self.core.cluster.name if self.core.cluster else '')
 
 # %% ../../nbs/2_js/20_cluster.ipynb #03c00dfb
 @patch

@@ -9,6 +9,7 @@ from typing import NamedTuple
 from fastcore.basics import patch
 from .raft import record, as_list, entry_reader
 from .errors import JSClusterNoPeersErrF
+from ..nats.times import rfc3339
 
 # %% auto #0
 __all__ = ['RAFT_INFO', 'LOST_QUORUM', 'TAGS', 'KINDS', 'js_member', 'short_hash', 'peer_id', 'group_name', 'MetaGroup', 'Assign',
@@ -108,6 +109,34 @@ def state(self: MetaGroup) -> dict:
     if any(len(a['peers']) > 1 and len(a['addrs']) < len(a['peers']) for a in list(self.assignments.values())):
         raise RuntimeError('a stream is moving to other servers')     # (PySyncObj tries again later)
     return {'assignments': self.assignments, 'members': dict(self.members)}
+
+# %% ../../nbs/2_js/20e_meta_group.ipynb #1dd56040
+@patch
+def report(self: MetaGroup, me: str, cluster: str) -> dict:
+    """`meta_cluster` of `/jsz` on the server whose member is `me`, in cluster `cluster`: the group's leader and this
+    server's view of the other members, as the reference reports them."""
+    empty = dict(pending_entries=0, pending_size=0, last_time=rfc3339(0))
+    if self.raft is None:
+        return dict(name=cluster, cluster_size=0, quorum_needed=0, pending=0, pending_requests=0, pending_infos=0, snapshot=empty)
+    st, now, lead = self.raft.status(), time.monotonic(), self.leader_addr()
+    lname, here, last = self.members.get(lead, ''), self.core.server_name, self.raft.heard()
+    commit, reps = st.get('commit_idx', 0), []
+    for addr, name in self.members.items():
+        if addr == me: continue
+        up = st.get('partner_node_status_server_' + addr) == 2
+        seen = last.get(addr) if lname == here else None
+        cur = up and (st.get('match_idx_server_' + addr, 0) >= commit if lname == here else addr == lead)
+        p = dict(name=name, current=bool(cur), active=int((now - seen) * 1e9) if seen is not None else 0)   # (offline: since last heard)
+        if not up: p['offline'] = True
+        p['peer'] = peer_id(name)
+        reps.append(p)
+    d = dict(name=cluster)
+    if lname: d.update(leader=lname, peer=peer_id(lname))
+    n = len(self.members)
+    d.update(replicas=sorted(reps, key=lambda p: p['name']), cluster_size=n, quorum_needed=n // 2 + 1,
+             pending=max(commit - self.applied, 0), pending_requests=0, pending_infos=0,
+             snapshot=dict(pending_entries=self.applied, pending_size=self.log_bytes, last_time=rfc3339(0)))
+    return d
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #51ae6a85
 @record
