@@ -4,13 +4,14 @@
 
 # %% ../../nbs/4_bench/02_compare.ipynb #a95a33b1
 from __future__ import annotations
-import argparse, asyncio, csv, dataclasses, math, os, pathlib, re, shutil, signal, statistics, subprocess, sys
+import argparse, asyncio, csv, dataclasses, math, os, pathlib, re, shutil, signal, socket, statistics, subprocess, sys
 import json, tempfile, threading, time, urllib.request
 import numpy as np
 import orjson
 from .client import Conn, Frames, Sub, AckSub, ApiError, ServerError, pub_frame, scan_frames, statuses, NCOLS
 from .scenarios import (BenchOptions, Result, Progress, BenchError, SCENARIOS, COLUMNS, run_scenario,
                                   _stream, _subjects, _pump, _fill, _check_stored, _next, _DirectSub, cluster_pubsub)
+from .cluster import R3_TARGETS, LIMITS, meta_leader, r3_rows, rolling_restart
 
 
 # %% auto #0
@@ -18,8 +19,8 @@ __all__ = ['MEMORY_COLUMNS', 'STARTUP_COLUMNS', 'STARTUP_TARGET', 'IMPORT_COLUMN
            'SCALING_COLUMNS', 'SCALING_SIZES', 'GOAL', 'TARGETS', 'OWN_TARGETS', 'GROUPS', 'EXTRA', 'BenchServer',
            'proc_memory', 'reset_peak', 'server_label', 'memory_per_msg', 'ready_after', 'startup', 'import_costs',
            'idle_rss', 'scaling', 'judge', 'plan', 'compare', 'own_judgements', 'misses', 'pairs', 'table', 'write_csv',
-           'chart', 'scaling_chart', 'start_cluster', 'compare_cluster', 'kernel_rows', 'kernel_table', 'select',
-           'bench', 'main']
+           'chart', 'scaling_chart', 'start_cluster', 'restart_node', 'compare_cluster', 'kernel_rows', 'kernel_table',
+           'select', 'bench', 'main']
 
 # %% ../../nbs/4_bench/02_compare.ipynb #5a1b2cf7
 def _server_cmd(kind: str) -> list[str]:
@@ -282,11 +283,14 @@ async def scaling(url: str, o: BenchOptions, sizes=SCALING_SIZES, subjects: int 
 # %% ../../nbs/4_bench/02_compare.ipynb #9a95e028
 GOAL = 0.5              # every scenario at least half the reference's rate
 TARGETS = {**{n: ('rate', GOAL) for n, (_, g) in SCENARIOS.items() if g in ('core', 'js', 'direct', 'kv')},
-           'js-fast': ('rate', 0.6), 'js-pub-sync': ('p99', 1.5)}
+           'js-fast': ('rate', 0.6), 'js-pub-sync': ('p99', 1.5), **R3_TARGETS}
 OWN_TARGETS = {'js-fast': ('js-pub-async', 1.5)}   # jsnb's rate at least this multiple of its own rate in another scenario
 
 def judge(scenario: str, ref: Result, ours: Result) -> tuple[float, str, bool | None]:
     "(ratio jsnb/reference, target text, met?) for one scenario; met is None without a target."
+    if scenario in LIMITS:          # jsnb's own figure (`Probed.value`) against a limit; its ratio to the reference's beside it
+        goal, unit = LIMITS[scenario]
+        return (ours.value / ref.value if ref.value else math.nan), f'<= {goal:g} {unit}', ours.value <= goal
     kind, goal = TARGETS.get(scenario, ('rate', None))
     if kind in ('p50', 'p99'):
         a, b = (ref.p50_us, ours.p50_us) if kind == 'p50' else (ref.p99_us, ours.p99_us)
@@ -378,6 +382,8 @@ def table(results: list[Result], mem: list[dict] = (), starts: list[dict] = ()) 
                      f'{_fmt(a.client_cpu, ".2f")}/{_fmt(b.client_cpu, ".2f"):<6}')
     for s, st, other, r, goal, ok in own_judgements(results):
         lines.append(f"{s}: {st:<6} jsnb {r:.2f}x its own {other} (target >= {goal:g}x){'' if ok else '  below'}")
+    for a, b in pairs(results):                  # a figure judged against a limit: both servers' figures
+        if a.scenario in LIMITS: lines.append(f'{a.scenario}: nats-server {a.detail}; jsnb {b.detail}')
     for a, b in pairs(results):                  # a backup's rate reads best in MB/s
         if SCENARIOS.get(a.scenario, (None, ''))[1] == 'backup':
             lines.append(f'{a.scenario}: {a.storage:<6} nats-server {a.bytes_per_sec / 1e6:8,.1f} MB/s   jsnb {b.bytes_per_sec / 1e6:8,.1f} MB/s'
@@ -415,7 +421,7 @@ def chart(results: list[Result], path) -> pathlib.Path:
     matplotlib = _matplotlib()
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    ps = pairs(results)
+    ps = [(a, b) for a, b in pairs(results) if a.scenario not in LIMITS]     # (a limit is not a ratio)
     labels = [f'{a.scenario}' + (f' ({a.storage})' if a.storage else '') for a, _ in ps]
     y = np.arange(len(ps))
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8.5, 2 * (0.3 * len(ps) + 1.3)))   # stacked: 10 pt text >= 11 px in the page
@@ -462,13 +468,22 @@ def _routes(srv: BenchServer) -> int:
     with urllib.request.urlopen(f'http://127.0.0.1:{srv.http_port}/routez', timeout=5) as r:
         return len({x['remote_name'] for x in json.load(r)['routes']})
 
-def start_cluster(kind: str, size: int = 3, timeout: float = 30) -> list[BenchServer]:
-    "`size` servers of one kind routed into one cluster (without JetStream), once every route is up."
-    nodes = []
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks: s.bind(('127.0.0.1', 0))
+    try: return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks: s.close()
+
+def start_cluster(kind: str, size: int = 3, timeout: float = 30, js: bool = False, stores: list[str] | None = None) -> list[BenchServer]:
+    "`size` servers of one kind routed into one cluster, once every route is up; `js`: JetStream on, server i storing in `stores[i]`."
+    if js and len(stores or ()) != size: raise BenchError(f'a JetStream cluster of {size} needs {size} store directories')
+    nodes, routes = [], _free_ports(size) if js else [-1] * size
     try:
         for i in range(size):
-            args = ['-a', '127.0.0.1', '-m', '-1', '-n', f'{kind}-{i + 1}', '--cluster', 'nats://127.0.0.1:-1',
-                    '--cluster_name', 'bench'] + (['--routes', nodes[0].route_url] if nodes else [])
+            args = ['-a', '127.0.0.1', '-m', '-1', '-n', f'{kind}-{i + 1}', '--cluster', f'nats://127.0.0.1:{routes[i]}', '--cluster_name', 'bench']
+            if js: args += ['--routes', ','.join(f'nats-route://127.0.0.1:{p}' for p in routes), '-js', '-sd', stores[i]]   # every route: the meta group forms at once
+            elif nodes: args += ['--routes', nodes[0].route_url]
             nodes.append(BenchServer(kind, *args, js=False).start())
         deadline = time.time() + timeout
         while any(_routes(n) < size - 1 for n in nodes):
@@ -479,16 +494,35 @@ def start_cluster(kind: str, size: int = 3, timeout: float = 30) -> list[BenchSe
         for n in nodes: n.stop()
         raise
 
-async def compare_cluster(o: BenchOptions, kinds=('nats-server', 'jsnb'), size: int = 3) -> list[Result]:
-    "`cluster-pubsub` on a cluster of each kind."
+def restart_node(n: BenchServer) -> BenchServer:
+    "Stop server `n` (SIGTERM) and start it again with its arguments (its store, with `js`) on the ports it had."
+    args, port = list(n.args), n.port
+    args[args.index('-m') + 1] = str(n.http_port)
+    args[args.index('--cluster') + 1] = n.route_url.replace('nats-route://', 'nats://')
+    if '-p' in args: args[args.index('-p') + 1] = str(port)
+    else: args += ['-p', str(port)]
+    n.stop()
+    return BenchServer(n.kind, *args, js=False).start()
+
+async def compare_cluster(o: BenchOptions, kinds=('nats-server', 'jsnb'), size: int = 3, replicated: bool = True) -> list[Result]:
+    "`cluster-pubsub` on a cluster of each kind; with `replicated`, JetStream on and the R3 and rolling-restart rows too."
+    if replicated and size != 3: raise BenchError('the replicated rows need a cluster of 3 servers')
     results = []
     for k in kinds:
-        nodes = start_cluster(k, size)
-        try:
-            r = await cluster_pubsub(nodes[0].url, nodes[1].url, o, k)
-            r.server = k; results.append(r)
-        finally:
-            for n in nodes: n.stop()
+        with tempfile.TemporaryDirectory(prefix=f'bench-{k}-') as d:
+            nodes = start_cluster(k, size, js=replicated, stores=[f'{d}/n{i}' for i in range(size)])
+            try:
+                rows = [await cluster_pubsub(nodes[0].url, nodes[1].url, o, k)]
+                if replicated:
+                    monitors = [f'http://127.0.0.1:{n.http_port}' for n in nodes]
+                    await meta_leader(monitors)
+                    rows += await r3_rows([n.url for n in nodes], o, k)
+                    def restart(i): nodes[i] = restart_node(nodes[i])
+                    rows += await rolling_restart([n.url for n in nodes], monitors, restart, o, k)
+                for r in rows: r.server = k
+                results += rows
+            finally:
+                for n in nodes: n.stop()
     return results
 
 

@@ -36,6 +36,7 @@ class BenchOptions:
     keys: int = 1000             # KV keys
     progress: bool = True        # a rate line per second on stderr
     stall: float = 30            # give up after this many seconds without progress
+    servers: dict[str, str] | None = None  # a cluster's servers (name -> URL): measure from a follower of the stream
 
     @property
     def sync_n(self) -> int: return self.sync_msgs or max(1, self.msgs // 10)
@@ -148,6 +149,16 @@ _TOTALS = {}                  # scenarios that send another number of messages: 
 # %% ../../nbs/4_bench/01_scenarios.ipynb #876a304c
 def _subjects(prefix: str, n: int) -> list[str]: return [f'{prefix}.{i}' for i in range(max(1, n))]
 
+async def _on_follower(c: Conn, servers: dict[str, str], name: str, replicas: int, timeout: float = 30) -> Conn:
+    "A connection to a server of `servers` (name -> URL) that holds a current replica of stream `name` and does not lead it."
+    deadline = time.monotonic() + timeout
+    while True:
+        cl = (await c.api(f'$JS.API.STREAM.INFO.{name}')).get('cluster') or {}
+        ready = sorted(r['name'] for r in cl.get('replicas') or [] if r.get('current') and r['name'] in servers)
+        if cl.get('leader') and len(ready) >= replicas - 1 and ready: return await Conn.connect(servers[ready[0]])
+        if time.monotonic() > deadline: raise BenchError(f'{name}: no current follower within {timeout:g} s ({cl})')
+        await asyncio.sleep(0.1)
+
 @asynccontextmanager
 async def _stream(url: str, o: BenchOptions, name: str, subjects=('bench.js.>',), **cfg):
     "A connection and a fresh stream `name`, deleted afterwards."
@@ -157,6 +168,9 @@ async def _stream(url: str, o: BenchOptions, name: str, subjects=('bench.js.>',)
         except ApiError: pass
         await c.api(f'$JS.API.STREAM.CREATE.{name}',
                     dict(name=name, subjects=list(subjects), storage=o.storage, num_replicas=o.replicas, **cfg))
+        if o.servers:                           # a cluster: the client moves to a server that follows the stream
+            f = await _on_follower(c, o.servers, name, o.replicas)
+            await c.close(); c = f
         yield c
     finally:
         try: await c.api(f'$JS.API.STREAM.DELETE.{name}', timeout=60)
