@@ -10,7 +10,9 @@ from jsnb.bench import client as bench
 from jsnb.bench.client import NCOLS, scan_frames, _scan_py, _row_ops, ack_frames, statuses
 from jsnb.nats.protocol import ClientParser
 from jsnb.bench.scenarios import COLUMNS, SCENARIOS, BenchOptions, LARGE, LIMITED, _TOTALS
-from jsnb.bench.compare import main, plan, GROUPS, MEMORY_COLUMNS, SCALING_COLUMNS, SCALING_OPS
+from jsnb.bench.scenarios import Result
+from jsnb.bench.compare import main, plan, judge, misses, table, GROUPS, MEMORY_COLUMNS, SCALING_COLUMNS, SCALING_OPS
+from jsnb.bench.cluster import Probed, probed_rows
 
 pytestmark = pytest.mark.reference
 
@@ -139,6 +141,56 @@ def test_errors_are_reported(capsys):
     assert 'unknown scenario' in err and err.count('jsnb bench:') == 2
     assert main(['--check', 'pub', '-q']) == 1                  # the targets are ratios: only with --compare
     assert '--check needs --compare' in capsys.readouterr().err
+
+
+def _pair(ref, ours):
+    ref.server, ours.server = 'nats-server', 'jsnb'
+    return [ref, ours]
+
+
+def test_cluster_rows_are_judged():
+    "The replicated rows' targets: R3 rates and p99 as ratios, the rolling restart's figures against limits of their own."
+    lat = lambda us: np.full(100, us * 1000, np.int64)
+    res = (_pair(Result('r3-pub-async', 'file', 1000, 1.0, 128), Result('r3-pub-async', 'file', 1000, 2.5, 128))
+           + _pair(Result('r3-pub-sync', 'file', 100, 1, 128, lat(400)), Result('r3-pub-sync', 'file', 100, 1, 128, lat(500)))
+           + _pair(Result('r3-direct-get', 'file', 100, 1, 128, lat(100)), Result('r3-direct-get', 'file', 100, 1, 128, lat(300))))
+    ref = probed_rows([0.0, 0.02, 0.1, 0.12], [0.001] * 4, 100, 0, [(0.01, 0.11)], 2.0, 128)
+    ours = probed_rows([0.0, 0.02, 0.5, 0.52], [0.001] * 4, 100, 3, [(0.01, 0.51)], 2.0, 128)
+    for a, b in zip(ref, ours): res += _pair(a, b)
+    got = {a.scenario: judge(a.scenario, a, b) for a, b in zip(res[::2], res[1::2])}
+    assert got['r3-pub-async'] == (0.4, '>= 0.5', False)
+    assert got['r3-pub-sync'][1:] == ('p99 <= 1.5x', True) and math.isclose(got['r3-pub-sync'][0], 1.25)
+    assert got['r3-direct-get'][1:] == ('p99 <= 2x', False)
+    assert got['restart-gap'][1:] == ('<= 0.3 s', False) and math.isclose(got['restart-gap'][0], 0.48 / 0.08)
+    assert got['restart-failed'][1:] == ('<= 1 %', False) and math.isnan(got['restart-failed'][0])    # the reference failed none
+    assert [m.split(' ')[0] for m in misses(res)] == ['r3-pub-async', 'r3-direct-get', 'restart-gap', 'restart-failed']
+    text = table(res)
+    assert 'restart-gap: nats-server median 0.080 s' in text and 'jsnb 3 of 100 probes failed (3.00%)' in text
+    verdicts = {l.split()[0]: ('below' if ' below ' in l else 'ok' if ' ok ' in l else '') for l in text.splitlines()[2:7]}
+    assert verdicts == {'r3-pub-async': 'below', 'r3-pub-sync': 'ok', 'r3-direct-get': 'below', 'restart-gap': 'below', 'restart-failed': 'below'}
+
+
+@pytest.mark.bench
+def test_cluster_compare_smoke(tmp_path, capsys):
+    """`jsnb bench cluster --compare` end to end with small counts (about a minute: two 3-server JetStream clusters,
+    three restarts each): every row for both servers, numbers in the CSV, the restart figures under the table."""
+    msgs, sync = 2000, 100
+    rc = main(['cluster', '--compare', '--msgs', str(msgs), '--sync-msgs', str(sync), '--out', str(tmp_path), '-q'])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    cols, rows = _rows(tmp_path / 'bench-compare.csv')
+    names = ['cluster-pubsub', 'r3-pub-async', 'r3-pub-sync', 'r3-direct-get', 'restart-gap', 'restart-failed']
+    assert cols == COLUMNS and sorted((r['scenario'], r['server']) for r in rows) == sorted((n, k) for n in names for k in ('nats-server', 'jsnb'))
+    for r in rows:
+        want = {'cluster-pubsub': msgs, 'r3-pub-async': msgs, 'r3-pub-sync': sync, 'r3-direct-get': sync}.get(r['scenario'])
+        assert int(r['msgs']) == want if want else int(r['msgs']) > 10, r        # restart rows: the probes sent
+        assert float(r['seconds']) > 0 and (r['storage'] == 'file') == (r['scenario'] != 'cluster-pubsub'), r
+        timed = r['scenario'] in ('r3-pub-sync', 'r3-direct-get', 'restart-gap', 'restart-failed')
+        assert (r['p50_us'] != '') == timed, r
+    lines = out.splitlines()
+    for n in names: assert any(l.startswith(n + ' ') for l in lines), out
+    assert any(l.startswith('restart-gap: nats-server median') and 'per restart' in l for l in lines), out
+    assert any(l.startswith('restart-failed: nats-server') and 'probes failed' in l for l in lines), out
 
 
 # ---- the full comparison, on demand

@@ -494,6 +494,7 @@ def start_cluster(kind: str, size: int = 3, timeout: float = 30, js: bool = Fals
         for n in nodes: n.stop()
         raise
 
+# %% ../../nbs/4_bench/02_compare.ipynb #fd293353
 def restart_node(n: BenchServer) -> BenchServer:
     "Stop server `n` (SIGTERM) and start it again with its arguments (its store, with `js`) on the ports it had."
     args, port = list(n.args), n.port
@@ -524,7 +525,6 @@ async def compare_cluster(o: BenchOptions, kinds=('nats-server', 'jsnb'), size: 
             finally:
                 for n in nodes: n.stop()
     return results
-
 
 # %% ../../nbs/4_bench/02_compare.ipynb #b3aaf2cd
 def kernel_rows(n: int) -> list[dict] | None:
