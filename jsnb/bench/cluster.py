@@ -54,11 +54,11 @@ async def r3_rows(urls: list[str], o: BenchOptions, label: str = '') -> list[Res
 
 # %% ../../nbs/4_bench/02b_cluster.ipynb #b863eac1
 def longest_gaps(acks, windows) -> list[float]:
-    "For each (start, end) window: the longest time between consecutive acks, from the last at or before start to the first at or after end."
+    "For each (start, end) window: the longest time without an ack in it, counted from the last ack at or before start."
     a, out = np.sort(np.asarray(acks, dtype=float)), []
     for t0, t1 in windows:
-        before, after = a[a <= t0], a[a >= t1]
-        pts = [before[-1] if len(before) else t0, *a[(a > t0) & (a < t1)], after[0] if len(after) else t1]
+        before = a[a <= t0]
+        pts = [before[-1] if len(before) else t0, *a[(a > t0) & (a < t1)], t1]
         out.append(float(np.diff(pts).max()))
     return out
 
@@ -67,14 +67,17 @@ class Prober:
     "A nats-py client publishing a probe every `interval` s, each tried once with `timeout`; when each ack came, how many failed."
     def __init__(self, urls: list[str], subject: str, payload: bytes, interval: float = 0.02, timeout: float = 0.5):
         self.urls, self.subject, self.payload, self.interval, self.timeout = urls, subject, payload, interval, timeout
-        self.acks, self.lat, self.sent, self.failed, self.stopping, self.nc = [], [], 0, 0, False, None
+        self.acks, self.lat, self.sent, self.failed, self.stopping, self.nc, self.task = [], [], 0, 0, False, None, None
 
-    async def start(self) -> Prober:
+    async def connect(self) -> Prober:
         self.nc = await nats.connect(servers=self.urls, dont_randomize=True, max_reconnect_attempts=-1, reconnect_time_wait=0.05,
                                      ping_interval=1, max_outstanding_pings=3, connect_timeout=2, error_cb=self._lost)
-        self.js, self.t0 = self.nc.jetstream(), time.monotonic()
-        self.task = asyncio.create_task(self._run())
+        self.js = self.nc.jetstream()
         return self
+
+    def start(self):
+        "Start probing."
+        self.t0, self.task = time.monotonic(), asyncio.create_task(self._run())
 
     async def _lost(self, e):
         "A server going away is what the probes measure: the client reconnects, nothing to report."
@@ -94,10 +97,10 @@ class Prober:
 
     async def stop(self) -> float:
         "Stop probing (waiting for the probes in flight) and close; the seconds it probed."
-        self.stopping = True
-        await self.task; self.t1 = time.monotonic()
+        self.stopping, t1 = True, time.monotonic()
+        if self.task is not None: await self.task; t1 = time.monotonic()
         await self.nc.close()
-        return self.t1 - self.t0
+        return t1 - self.t0 if self.task is not None else 0.0
 
 # %% ../../nbs/4_bench/02b_cluster.ipynb #6e4f56aa
 @dataclass
@@ -136,21 +139,22 @@ async def _current(nc, stream: str, monitor: str, replicas: int, timeout: float 
 
 # %% ../../nbs/4_bench/02b_cluster.ipynb #f40cc563
 async def rolling_restart(urls: list[str], monitors: list[str], restart, o: BenchOptions, label: str = '',
-                          interval: float = 0.02, timeout: float = 0.5, settle: float = 1.0) -> list[Probed]:
-    "Restart each server in turn (`restart(i)`, blocking) under a probe publisher: the `restart-gap` and `restart-failed` rows."
+                          interval: float = 0.02, timeout: float = 0.5, settle: float = 1.0, window: float = 5.0) -> list[Probed]:
+    "Restart each server in turn (`restart(i)`, blocking) under a probe publisher, `window` s apart at least: the `restart-gap` and `restart-failed` rows."
     n, stream = len(urls), 'BENCH_ROLL'
-    pr = await Prober(urls, 'bench.roll', o.payload(), interval, timeout).start()
-    cfg = dict(name=stream, subjects=['bench.roll'], storage='file', num_replicas=n)
-    made = json.loads((await pr.nc.request(f'$JS.API.STREAM.CREATE.{stream}', json.dumps(cfg).encode(), timeout=10)).data)
-    if 'error' in made: await pr.stop(); raise BenchError(f'rolling restart: {made["error"]}')
-    windows = []
+    c = await Conn.connect(urls[0])
+    try: await c.api(f'$JS.API.STREAM.CREATE.{stream}', dict(name=stream, subjects=['bench.roll'], storage='file', num_replicas=n))
+    finally: await c.close()                   # (the first server is restarted too: the prober reconnects, this would not)
+    pr, windows = await Prober(urls, 'bench.roll', o.payload(), interval, timeout).connect(), []
     try:
-        await _current(pr.nc, stream, monitors[0], n); await asyncio.sleep(settle)
+        await _current(pr.nc, stream, monitors[0], n)
+        pr.start(); await asyncio.sleep(settle)
         async with Progress(f'rolling restart {label}'.strip(), n, o.progress, max(o.stall, 150)) as p:
             for i in range(n):
                 t0 = time.monotonic()
                 await asyncio.to_thread(restart, i)
-                await _current(pr.nc, stream, monitors[i], n); await asyncio.sleep(settle)
+                await _current(pr.nc, stream, monitors[i], n)
+                await asyncio.sleep(max(settle, t0 + window - time.monotonic()))
                 windows.append((t0, time.monotonic())); p.n = i + 1
     finally:
         seconds = await pr.stop()
