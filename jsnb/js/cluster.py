@@ -19,7 +19,7 @@ from .js_accounts import SYSTEM_DIRECTIVES
 from .stream import Stream
 from .health import cluster_problems
 from .cluster_stream import StreamReplica
-from .cluster_meta import MetaGroup, RAFT_INFO, js_member, meta_entry, Assign, Addr, Update, Unassign, Scale, Grow, MetaSnapshot
+from .cluster_meta import MetaGroup, RAFT_INFO, js_member, meta_entry, Assign, Addr, Update, Unassign, Scale, Grow, AddServer, MetaSnapshot
 from .errors import JSStreamNameExistRestoreFailedErr
 from . import consumer_api as C
 from .cluster_api import ClusterApi, LEADER_READ
@@ -29,13 +29,14 @@ from .cluster_advisories import Advisor
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'RAFT_META', 'SETTLE', 'API_CHANNEL', 'ANSWER_CHANNEL', 'META_APPLY', 'REMOVED', 'ClusteredJetStream',
-           'ClusterHost', 'relay_jetstream']
+__all__ = ['log', 'RAFT_META', 'SETTLE', 'API_CHANNEL', 'JOIN_CHANNEL', 'ANSWER_CHANNEL', 'META_APPLY', 'REMOVED',
+           'ClusteredJetStream', 'ClusterHost', 'relay_jetstream']
 
 # %% ../../nbs/2_js/20_cluster.ipynb #60ca9feb
 RAFT_META = 'jsnb_meta'      # the route INFO field that carries the members of a server's meta group, once formed
 SETTLE = 1.0                 # the route mesh must stay unchanged this long before a new meta group forms
 API_CHANNEL = b'js'          # the peer channel's name for requests sent on to another server (`forward`)
+JOIN_CHANNEL = b'jsjoin'     # the peer channel's name for a new server's request to join the meta group
 ANSWER_CHANNEL = b'js.r'     # the peer channel's name for the answers that come back to the asking server (`ask`)
 
 
@@ -67,6 +68,7 @@ class ClusteredJetStream(JetStream):
         self._lead_subs: dict[str, list] = {}      # replicated stream -> its subscriptions to its subjects (held by its leader)
         self.restoring: dict[str, list] = {}       # streams being restored here -> the servers chosen for them (`ClusterApi`)
         self._adopted: dict[str, tuple] = {}       # restored streams whose assignment is proposed -> (servers, reply, answer)
+        self._joining: dict[str, float] = {}       # meta members asking to join -> until when their entry is awaited
         self._seen, self._since, self._timer, self._serving = None, 0.0, None, False
         self._asks: dict[int, object] = {}         # requests sent to other servers whose answers come back here: id -> fn(data)
         self._captured: dict[bytes, object] = {}   # reply subjects of requests from other servers: subject -> fn(body) (`capture`)
@@ -136,7 +138,7 @@ def stop(self: ClusteredJetStream):
     if self.bus is not None: self.bus.close(); self.bus = None
     cl = self.core.cluster
     if self._serving and cl is not None:
-        for ch in (API_CHANNEL, SYNC_CHANNEL, ANSWER_CHANNEL): cl.peers.handle(ch, None)
+        for ch in (API_CHANNEL, SYNC_CHANNEL, ANSWER_CHANNEL, JOIN_CHANNEL): cl.peers.handle(ch, None)
     self._serving = False
     for s in self._sys_subs:
         self.core.unsubscribe(s, acc=self.sys_account)
@@ -368,8 +370,9 @@ def _watch(self: ClusteredJetStream):
     if formed:                                        # a peer has a meta group: this server is one of its members, or of none
         if self.raft_addr in formed[0]: return self.form(formed[0])
         if (mine := [a for a, n in formed[0].items() if n == self.core.server_name]): return self._rejoin(mine[0], formed[0])
-        if not self._outside: log.error('JetStream: this server is not a member of the meta group formed by its peers')
+        if not self._outside: log.info('JetStream: asking to join the meta group formed by its peers')
         self._outside = True
+        self._ask_join(formed[0])
         return again()
     peers, now = self.peers_now(), time.monotonic()
     if peers != self._seen: self._seen, self._since = peers, now
@@ -386,6 +389,37 @@ def _rejoin(self: ClusteredJetStream, addr: str, members: dict):
                 'rejoining, its streams are rebuilt from their peers', addr)
     self.raft_addr = self.core.route_info_extra[RAFT_INFO] = addr
     self.form(members)
+
+# %% ../../nbs/2_js/20_cluster.ipynb #f4ed2c3a
+@patch
+def _ask_join(self: ClusteredJetStream, members: dict):
+    "Ask the servers of the formed meta group `members` to let this server in (the meta leader among them answers by its entry)."
+    for name in set(members.values()):
+        self.send_peer(name, JOIN_CHANNEL, msgpack.packb([self.core.server_name, self.raft_addr]))
+
+@patch
+def _on_join(self: ClusteredJetStream, server: str, data: bytes):
+    "Server `server` asks to join the meta group: on the meta leader, an `AddServer` entry (once; a member by name rejoins as itself)."
+    try: name, addr = msgpack.unpackb(data)
+    except Exception: return log.warning('JetStream: a join request from %s refused: not one', server)
+    if name != server or not self.meta.is_leader() or addr in self.meta.members or name in self.meta.members.values(): return
+    if self._joining.get(addr, 0) > time.monotonic(): return        # (asked again while its entry is on its way)
+    self._joining[addr] = time.monotonic() + 2
+    self.meta.propose(AddServer(name, addr))
+
+# %% ../../nbs/2_js/20_cluster.ipynb #6492a99e
+@patch
+def _apply_add_server(self: ClusteredJetStream, e: AddServer, fresh: bool):
+    "A server joined the meta group: every server records it and announces it; the leader makes it a member of the Raft group."
+    self.meta.members[e.addr] = e.server; self.members_changed()
+    if fresh and self.meta.is_leader(): self._into_raft(e.addr)
+
+@patch
+def _into_raft(self: ClusteredJetStream, addr: str, tries: int = 0):
+    "On the meta leader: make `addr` a member of the Raft group (PySyncObj refuses a change while another is being committed: tried again)."
+    m = self.meta.raft
+    if m is None or not m.is_leader() or addr in m.member_addrs() or addr not in self.meta.members or tries > 40: return
+    m.add_member(addr, lambda ok, why: ok or asyncio.get_running_loop().call_later(0.25, self._into_raft, addr, tries + 1))
 
 # %% ../../nbs/2_js/20_cluster.ipynb #4742f158
 @patch
@@ -417,7 +451,7 @@ def form(self: ClusteredJetStream, peers: dict):
     log.info('JetStream meta group of %d server(s): %s', len(peers), ', '.join(sorted(peers.values())))
     cl = self.core.cluster
     cl.peers.handle(API_CHANNEL, self.api.on_forwarded); cl.peers.handle(SYNC_CHANNEL, self.replication.on_sync)
-    cl.peers.handle(ANSWER_CHANNEL, self._on_answer); self._serving = True
+    cl.peers.handle(ANSWER_CHANNEL, self._on_answer); cl.peers.handle(JOIN_CHANNEL, self._on_join); self._serving = True
     self.members_changed()
     for rc in list(cl.routes.values()):              # (a peer that announced its members before: was this server removed?)
         if _meta_of(rc): self._peer_members(rc)
@@ -512,7 +546,7 @@ def _apply_scale(self: ClusteredJetStream, e: Scale, fresh: bool):
 
 # %% ../../nbs/2_js/20_cluster.ipynb #c99194e7
 META_APPLY = {Assign: ClusteredJetStream._apply_assign, Addr: ClusteredJetStream._apply_addr, Update: ClusteredJetStream._apply_update,
-              Unassign: ClusteredJetStream._apply_unassign, Scale: ClusteredJetStream._apply_scale}
+              Unassign: ClusteredJetStream._apply_unassign, Scale: ClusteredJetStream._apply_scale, AddServer: ClusteredJetStream._apply_add_server}
 
 # %% ../../nbs/2_js/20_cluster.ipynb #182ca4e9
 @patch

@@ -13,8 +13,8 @@ from ..nats.times import rfc3339
 
 # %% auto #0
 __all__ = ['RAFT_INFO', 'LOST_QUORUM', 'TAGS', 'KINDS', 'js_member', 'short_hash', 'peer_id', 'group_name', 'MetaGroup', 'Assign',
-           'Addr', 'Update', 'Unassign', 'Scale', 'Grow', 'Regroup', 'Move', 'RemoveServer', 'MetaSnapshot',
-           'meta_entry', 'misfit']
+           'Addr', 'Update', 'Unassign', 'Scale', 'Grow', 'Regroup', 'Move', 'RemoveServer', 'AddServer',
+           'MetaSnapshot', 'meta_entry', 'misfit']
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #6aa65142
 RAFT_INFO = 'jsnb_js'        # the route INFO field that carries the meta member of a jsnb server with JetStream
@@ -186,6 +186,11 @@ class RemoveServer(NamedTuple):
     server: str; addr: str; origin: str; reply: bytes
 
 @record
+class AddServer(NamedTuple):
+    "Server `server` (meta member `addr`), which asked to join the formed meta group, is one of its members."
+    server: str; addr: str
+
+@record
 class MetaSnapshot(NamedTuple):
     "The meta state a compacted log starts from (`MetaGroup.state`)."
     state: dict
@@ -194,7 +199,7 @@ class MetaSnapshot(NamedTuple):
 TAGS = {'snapshot': MetaSnapshot, 'assign': Assign, 'addr': Addr, 'config': Update, 'unassign': Unassign, 'scale': Scale,
         'grow': Grow, 'regroup': Regroup, 'move': Move, 'remove_server': RemoveServer}   # the tags of the lists before records
 
-KINDS = frozenset(TAGS.values())                  # every kind of meta entry (each had a tag before records)
+KINDS = frozenset(TAGS.values()) | {AddServer}     # every kind of meta entry (all but the newest had a tag before records)
 _read_meta = entry_reader(TAGS, KINDS, 'meta entry')
 
 def meta_entry(op: list):

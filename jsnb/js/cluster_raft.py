@@ -294,6 +294,14 @@ from pysyncobj.syncobj import _COMMAND_TYPE
 from pysyncobj import FAIL_REASON
 
 @patch
+def add_member(self: RaftGroup, addr: str, done):
+    """On the leader of a group started with `membership=True`: make `addr` a member (it catches up as any follower
+    does); `done(ok, why)` is called on the loop once the change is committed (`ok`), or refused."""
+    def fin(res, err): self._loop.call_soon(done, err == FAIL_REASON.SUCCESS, err)
+    self._applyCommand(pickle.dumps(['add', addr], 2), fin, _COMMAND_TYPE.MEMBERSHIP)
+    self.raft_loop.poke(self)
+
+@patch
 def remove_member(self: RaftGroup, addr: str, done):
     """On the leader of a group started with `membership=True`: take the member `addr` out of it;
     `done(ok, why)` is called on the loop once the change is committed (`ok`), or refused."""
