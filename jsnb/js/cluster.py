@@ -163,6 +163,50 @@ class _LeaderSub:
     "A replicated stream's subscription to its subjects: held only while this server leads the stream (`follow_role`)."
     def __init__(self, name: str, args: tuple): self.name, self.args, self.sub = name, args, None
 
+# %% ../../nbs/2_js/20_cluster.ipynb #528c8551
+@patch
+def _share_here(self: ClusteredJetStream, subject, cb, queue='', defers=False):
+    sub = self.core.subscribe(subject, cb, queue, defers)       # (no `many`: a server with routes routes each message itself)
+    self._shared.add(sub)
+    if self.core.cluster is not None: self.core.cluster.local_interest(sub, 1)
+    else: self._early.append(sub)
+    return sub
+
+# %% ../../nbs/2_js/20_cluster.ipynb #bd70a871
+@patch
+def _unshare(self: ClusteredJetStream, sub):
+    if isinstance(sub, _LeaderSub):
+        subs = self._lead_subs.get(sub.name, [])
+        if sub in subs: subs.remove(sub)
+        if sub.sub is not None: self._unshare(sub.sub); sub.sub = None
+        return
+    self.core.unsubscribe(sub)
+    if sub in self._shared:
+        self._shared.discard(sub)
+        if self.core.cluster is not None: self.core.cluster.local_interest(sub, -1)
+
+# %% ../../nbs/2_js/20_cluster.ipynb #38218f8a
+@patch
+def follow_role(self: ClusteredJetStream, name: str):
+    """Hold the subscriptions of replicated stream `name` to its subjects while this server leads it (or holds it alone
+    after a scale down), and only then: a publish then goes to the leader alone, as in the reference, and not to every
+    replica (which would read, then drop it)."""
+    g, s = self.groups.get(name), self.account.streams.get(name)
+    lead = g.is_leader() if g is not None else s is not None and s.group is None
+    for ls in self._lead_subs.get(name, ()):
+        if lead and ls.sub is None: ls.sub = self._share_here(*ls.args)
+        elif not lead and ls.sub is not None: self._unshare(ls.sub); ls.sub = None
+
+# %% ../../nbs/2_js/20_cluster.ipynb #6c45fe4e
+@patch
+def replica(self: ClusteredJetStream, name: str) -> StreamReplica:
+    "This server's replica of replicated stream `name`, made at the first ask: the stream's `group`."
+    r = self.replicas.get(name)
+    if r is None:
+        r = self.replicas[name] = StreamReplica(name, self.account, self.core.server_id, self.groups, partial(self.follow_role, name),
+                                                self.watcher)
+    return r
+
 # %% ../../nbs/2_js/20_cluster.ipynb #c73fc82d
 @patch
 def _share(self: ClusteredJetStream, subject, cb, queue='', defers=False, many=None):
@@ -179,81 +223,6 @@ def _share_stream(self: ClusteredJetStream, s: Stream, subject: str):
     self.follow_role(s.name)
     return ls
 
-# %% ../../nbs/2_js/20_cluster.ipynb #6c45fe4e
-@patch
-def replica(self: ClusteredJetStream, name: str) -> StreamReplica:
-    "This server's replica of replicated stream `name`, made at the first ask: the stream's `group`."
-    r = self.replicas.get(name)
-    if r is None:
-        r = self.replicas[name] = StreamReplica(name, self.account, self.core.server_id, self.groups, partial(self.follow_role, name),
-                                                self.watcher)
-    return r
-
-# %% ../../nbs/2_js/20_cluster.ipynb #528c8551
-@patch
-def _share_here(self: ClusteredJetStream, subject, cb, queue='', defers=False):
-    sub = self.core.subscribe(subject, cb, queue, defers)       # (no `many`: a server with routes routes each message itself)
-    self._shared.add(sub)
-    if self.core.cluster is not None: self.core.cluster.local_interest(sub, 1)
-    else: self._early.append(sub)
-    return sub
-
-# %% ../../nbs/2_js/20_cluster.ipynb #38218f8a
-@patch
-def follow_role(self: ClusteredJetStream, name: str):
-    """Hold the subscriptions of replicated stream `name` to its subjects while this server leads it (or holds it alone
-    after a scale down), and only then: a publish then goes to the leader alone, as in the reference, and not to every
-    replica (which would read, then drop it)."""
-    g, s = self.groups.get(name), self.account.streams.get(name)
-    lead = g.is_leader() if g is not None else s is not None and s.group is None
-    for ls in self._lead_subs.get(name, ()):
-        if lead and ls.sub is None: ls.sub = self._share_here(*ls.args)
-        elif not lead and ls.sub is not None: self._unshare(ls.sub); ls.sub = None
-
-# %% ../../nbs/2_js/20_cluster.ipynb #bd70a871
-@patch
-def _unshare(self: ClusteredJetStream, sub):
-    if isinstance(sub, _LeaderSub):
-        subs = self._lead_subs.get(sub.name, [])
-        if sub in subs: subs.remove(sub)
-        if sub.sub is not None: self._unshare(sub.sub); sub.sub = None
-        return
-    self.core.unsubscribe(sub)
-    if sub in self._shared:
-        self._shared.discard(sub)
-        if self.core.cluster is not None: self.core.cluster.local_interest(sub, -1)
-
-# %% ../../nbs/2_js/20_cluster.ipynb #fab6e402
-@patch
-def wire_msg(self: ClusteredJetStream, local, i: int, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int = 0):
-    "A consumer's wire subject (next, ack, flow control, reset): handled here, or sent to the server holding the stream."
-    toks = subject.split(b'.')
-    name = text(toks[i]) if len(toks) > i else ''
-    to = self.leader_of(name)
-    if not to and name not in self.meta.assignments and not hops: to = self.meta.leader()   # it may know the stream already
-    if to and to != self.core.server_name and hops < 2: return self.forward(to, subject, reply, hdr, data, hops + 1)
-    if i == 2 and subject.startswith(b'$JS.ACK.') and (g := self.groups.get(name)) is not None:
-        return self.replication.replicated_ack(g, name, subject, reply, hdr, data, src)
-    local(subject, reply, hdr, data, src)
-
-# %% ../../nbs/2_js/20_cluster.ipynb #727e3bd1
-@patch
-def forward(self: ClusteredJetStream, server: str, subject: bytes, reply: bytes, hdr: int, data: bytes, hops: int = 1, ask: int = 0) -> bool:
-    """Send a request on to the server named `server` over the peer channel; it answers `reply` itself (or, `ask`, sends
-    the answer back here, see `ask`). False when it cannot go now."""
-    return self.send_peer(server, API_CHANNEL, msgpack.packb([hops, subject, reply, hdr, data, ask]))
-
-# %% ../../nbs/2_js/20_cluster.ipynb #526034c6
-@patch
-def send_peer(self: ClusteredJetStream, server: str, channel: bytes, data: bytes) -> bool:
-    "`data` for `channel` of server `server` over the peer channel; for this server itself, handled at the next turn of the loop."
-    cl = self.core.cluster
-    if cl is None: return False
-    if server != self.core.server_name: return cl.peers.send(server, channel, data)
-    if (fn := cl.peers.handlers.get(channel)) is None: return False
-    asyncio.get_running_loop().call_soon(fn, server, data)
-    return True
-
 # %% ../../nbs/2_js/20_cluster.ipynb #9eede9c5
 @patch
 def leader_of(self: ClusteredJetStream, name: str) -> str:
@@ -268,6 +237,37 @@ def leader_of(self: ClusteredJetStream, name: str) -> str:
         return g.names.get(lead, '') if lead else ''
     if a['config'].get('num_replicas', 1) > 1 and self.core.server_name in a['peers']: return ''
     return a['peers'][0]
+
+# %% ../../nbs/2_js/20_cluster.ipynb #526034c6
+@patch
+def send_peer(self: ClusteredJetStream, server: str, channel: bytes, data: bytes) -> bool:
+    "`data` for `channel` of server `server` over the peer channel; for this server itself, handled at the next turn of the loop."
+    cl = self.core.cluster
+    if cl is None: return False
+    if server != self.core.server_name: return cl.peers.send(server, channel, data)
+    if (fn := cl.peers.handlers.get(channel)) is None: return False
+    asyncio.get_running_loop().call_soon(fn, server, data)
+    return True
+
+# %% ../../nbs/2_js/20_cluster.ipynb #727e3bd1
+@patch
+def forward(self: ClusteredJetStream, server: str, subject: bytes, reply: bytes, hdr: int, data: bytes, hops: int = 1, ask: int = 0) -> bool:
+    """Send a request on to the server named `server` over the peer channel; it answers `reply` itself (or, `ask`, sends
+    the answer back here, see `ask`). False when it cannot go now."""
+    return self.send_peer(server, API_CHANNEL, msgpack.packb([hops, subject, reply, hdr, data, ask]))
+
+# %% ../../nbs/2_js/20_cluster.ipynb #fab6e402
+@patch
+def wire_msg(self: ClusteredJetStream, local, i: int, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int = 0):
+    "A consumer's wire subject (next, ack, flow control, reset): handled here, or sent to the server holding the stream."
+    toks = subject.split(b'.')
+    name = text(toks[i]) if len(toks) > i else ''
+    to = self.leader_of(name)
+    if not to and name not in self.meta.assignments and not hops: to = self.meta.leader()   # it may know the stream already
+    if to and to != self.core.server_name and hops < 2: return self.forward(to, subject, reply, hdr, data, hops + 1)
+    if i == 2 and subject.startswith(b'$JS.ACK.') and (g := self.groups.get(name)) is not None:
+        return self.replication.replicated_ack(g, name, subject, reply, hdr, data, src)
+    local(subject, reply, hdr, data, src)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #4a10933d
 @patch
