@@ -173,18 +173,6 @@ def _answer_r1(self: ClusterApi, verb, name, subject, reply, hdr, data, src):
     "A request for a stream this server holds alone: answered as on one server (see `answer_here`)."
     self.answer_here(verb, name, subject, reply, hdr, data, src, True)
 
-# %% ../../nbs/2_js/20a_cluster_api.ipynb #bf7f2f38
-@patch
-def answer_here(self: ClusterApi, verb, name, subject, reply, hdr, data, src, origin: bool):
-    "Answer with this server's stream; an update or delete is answered once the meta group has recorded it (its new configuration, or that it is gone)."
-    later = origin and verb in ('STREAM.UPDATE', 'STREAM.DELETE')
-    resp = self.local_api(subject, b'' if later else reply, hdr, data, src, name)
-    if not later or resp is None: return
-    body = json_bytes(resp)
-    if 'error' in resp: return self.js.account.host.reply(reply, body) if reply else None
-    me = self.js.core.server_id
-    self.js.meta.propose(Unassign(name, reply, body, me) if verb == 'STREAM.DELETE' else Update(name, resp['config'], reply, body, me))
-
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #e52de474
 def _wanted_replicas(hdr: int, data: bytes) -> int | None:
     "The `num_replicas` an update asks for (0 meaning 1), or None."
@@ -326,35 +314,6 @@ def on_forwarded(self: ClusterApi, server: str, frame: bytes):
         if inner.startswith(prefix): return self.js.wire_msg(local, i, inner, reply, hdr, data, None, hops)
     self._serve(inner, reply, hdr, data, None, hops)
 
-# %% ../../nbs/2_js/20a_cluster_api.ipynb #8e0f0c29
-@patch
-def local_api(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src, name: str = '') -> dict | None:
-    "Answer with this server's account, as one server does (`JetStream.respond`), adding the stream's `cluster`; returns the reply sent."
-    return self.js.respond(subject, reply, hdr, data, src, self.dress)
-
-@patch
-def dress(self: ClusterApi, resp: dict) -> dict:
-    "An answer of this server's account with the `cluster` of each stream and consumer in it, where the reference has them."
-    if 'config' in resp and 'state' in resp and resp.get('type') != RT + 'stream_snapshot_response':   # (a snapshot's has none)
-        return self.with_cluster(resp, resp['config'].get('name', ''), alternates=resp.get('type') == RT + 'stream_info_response')
-    if 'delivered' in resp and 'stream_name' in resp: return self.consumer_with_cluster(resp)
-    if isinstance(resp.get('streams'), list) and resp['streams'] and isinstance(resp['streams'][0], dict):   # a list answered here
-        return dict(resp, streams=[self.with_cluster(x, x['config'].get('name', '')) for x in resp['streams']])
-    if isinstance(resp.get('consumers'), list) and resp['consumers'] and isinstance(resp['consumers'][0], dict):
-        return dict(resp, consumers=[self.consumer_with_cluster(x) for x in resp['consumers']])
-    return resp
-
-# %% ../../nbs/2_js/20a_cluster_api.ipynb #0160ebbb
-@patch
-def with_cluster(self: ClusterApi, info: dict, name: str, alternates: bool = False) -> dict:
-    "A stream's info with its `cluster` and, for `STREAM.INFO`, its `alternates` (before `ts`, where the reference puts them)."
-    out = {k: v for k, v in info.items() if k not in ('ts', 'cluster', 'did_create')}
-    out['cluster'] = self.cluster_info(name)
-    if alternates and (alts := self.alternates(name)): out['alternates'] = alts
-    out['ts'] = info.get('ts') or rfc3339(time.time_ns())
-    if 'did_create' in info: out['did_create'] = info['did_create']
-    return out
-
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #60330828
 @patch
 def cluster_info(self: ClusterApi, name: str) -> dict:
@@ -382,6 +341,26 @@ def cluster_info(self: ClusterApi, name: str) -> dict:
     d['replicas'] = sorted(reps, key=lambda p: p['name'])
     return d
 
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #8a8c9e5d
+@patch
+def alternates(self: ClusterApi, name: str) -> list[dict]:
+    "The stream `name` and its mirrors as `alternates` (`name`, `domain`, `cluster`); empty when it has no mirror."
+    dom, cl = ({'domain': self.js.opts.js_domain} if self.js.opts.js_domain else {}), self.js.core.cluster.name
+    alts = [dict(name=n, **dom, cluster=cl) for n, a in self.js.meta.assignments.items()
+            if n == name or (a['config'].get('mirror') or {}).get('name') == name]
+    return alts if len(alts) > 1 else []
+
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #0160ebbb
+@patch
+def with_cluster(self: ClusterApi, info: dict, name: str, alternates: bool = False) -> dict:
+    "A stream's info with its `cluster` and, for `STREAM.INFO`, its `alternates` (before `ts`, where the reference puts them)."
+    out = {k: v for k, v in info.items() if k not in ('ts', 'cluster', 'did_create')}
+    out['cluster'] = self.cluster_info(name)
+    if alternates and (alts := self.alternates(name)): out['alternates'] = alts
+    out['ts'] = info.get('ts') or rfc3339(time.time_ns())
+    if 'did_create' in info: out['did_create'] = info['did_create']
+    return out
+
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #dbaf8204
 @patch
 def consumer_with_cluster(self: ClusterApi, info: dict) -> dict:
@@ -401,14 +380,35 @@ def consumer_with_cluster(self: ClusterApi, info: dict) -> dict:
         out['cluster'] = dict(c, replicas=sorted(keep, key=lambda p: p['name']))
     return out
 
-# %% ../../nbs/2_js/20a_cluster_api.ipynb #8a8c9e5d
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #8e0f0c29
 @patch
-def alternates(self: ClusterApi, name: str) -> list[dict]:
-    "The stream `name` and its mirrors as `alternates` (`name`, `domain`, `cluster`); empty when it has no mirror."
-    dom, cl = ({'domain': self.js.opts.js_domain} if self.js.opts.js_domain else {}), self.js.core.cluster.name
-    alts = [dict(name=n, **dom, cluster=cl) for n, a in self.js.meta.assignments.items()
-            if n == name or (a['config'].get('mirror') or {}).get('name') == name]
-    return alts if len(alts) > 1 else []
+def local_api(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src, name: str = '') -> dict | None:
+    "Answer with this server's account, as one server does (`JetStream.respond`), adding the stream's `cluster`; returns the reply sent."
+    return self.js.respond(subject, reply, hdr, data, src, self.dress)
+
+@patch
+def dress(self: ClusterApi, resp: dict) -> dict:
+    "An answer of this server's account with the `cluster` of each stream and consumer in it, where the reference has them."
+    if 'config' in resp and 'state' in resp and resp.get('type') != RT + 'stream_snapshot_response':   # (a snapshot's has none)
+        return self.with_cluster(resp, resp['config'].get('name', ''), alternates=resp.get('type') == RT + 'stream_info_response')
+    if 'delivered' in resp and 'stream_name' in resp: return self.consumer_with_cluster(resp)
+    if isinstance(resp.get('streams'), list) and resp['streams'] and isinstance(resp['streams'][0], dict):   # a list answered here
+        return dict(resp, streams=[self.with_cluster(x, x['config'].get('name', '')) for x in resp['streams']])
+    if isinstance(resp.get('consumers'), list) and resp['consumers'] and isinstance(resp['consumers'][0], dict):
+        return dict(resp, consumers=[self.consumer_with_cluster(x) for x in resp['consumers']])
+    return resp
+
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #bf7f2f38
+@patch
+def answer_here(self: ClusterApi, verb, name, subject, reply, hdr, data, src, origin: bool):
+    "Answer with this server's stream; an update or delete is answered once the meta group has recorded it (its new configuration, or that it is gone)."
+    later = origin and verb in ('STREAM.UPDATE', 'STREAM.DELETE')
+    resp = self.local_api(subject, b'' if later else reply, hdr, data, src, name)
+    if not later or resp is None: return
+    body = json_bytes(resp)
+    if 'error' in resp: return self.js.account.host.reply(reply, body) if reply else None
+    me = self.js.core.server_id
+    self.js.meta.propose(Unassign(name, reply, body, me) if verb == 'STREAM.DELETE' else Update(name, resp['config'], reply, body, me))
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #f168fe31
 @patch
