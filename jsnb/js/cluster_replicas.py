@@ -311,6 +311,13 @@ def _seed(self: Replication, name: str):
                 await asyncio.sleep(0.1)
     asyncio.get_running_loop().create_task(run())
 
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #bd67909d
+def _advance(store, to: int):
+    "Use up sequences until `to` is the last one (a store with no messages starts after it)."
+    st = store.state()
+    if st['messages'] == 0: store.compact(to + 1); return
+    while st['last_seq'] < to: st['last_seq'] = store.skip_msg()
+
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #9d5dca67
 @patch
 def _apply_seed(self: Replication, s: Stream, msgs: list, last: int = 0):
@@ -324,13 +331,6 @@ def _apply_seed(self: Replication, s: Stream, msgs: list, last: int = 0):
         top = s.last_seq
         s.remember_msg(StoreMsg(subject, seq, ts, hdr, data), seq)     # its id, for the duplicate window
     if last > store.state()['last_seq']: _advance(store, last); s.last_seq = last
-
-# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #bd67909d
-def _advance(store, to: int):
-    "Use up sequences until `to` is the last one (a store with no messages starts after it)."
-    st = store.state()
-    if st['messages'] == 0: store.compact(to + 1); return
-    while st['last_seq'] < to: st['last_seq'] = store.skip_msg()
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #c000d7ea
 @patch
