@@ -59,12 +59,6 @@ class RaftGroup(RaftNode):
         self._dump = self.conf.fullDumpFile
         bus.join(self)
 
-# %% ../../nbs/2_js/20d_raft_group.ipynb #82f813f6
-@patch
-def _committed(self: RaftGroup, idx: int, rec: Entry):
-    "A committed entry: applied now (or `lag` seconds late)."
-    (self._hold if self.lag else self._now)(idx, rec.op)
-
 # %% ../../nbs/2_js/20d_raft_group.ipynb #5e03b213
 @patch
 def _now(self: RaftGroup, idx: int, op: list):
@@ -76,6 +70,13 @@ def _now(self: RaftGroup, idx: int, op: list):
         if len(self._seen) > 10_000: del self._seen[next(iter(self._seen))]
         self._on_apply(idx, op[2])
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #121c362f
+@patch
+def _release(self: RaftGroup):
+    now = time.monotonic()
+    while self._held and self._held[0][0] <= now + 0.001: _, idx, op = self._held.popleft(); self._now(idx, op)
+    if self._held: self._loop.call_later(max(0.0, self._held[0][0] - now), self._release)
+
 # %% ../../nbs/2_js/20d_raft_group.ipynb #cc43d7dc
 @patch
 def _hold(self: RaftGroup, idx: int, op: list):
@@ -83,12 +84,11 @@ def _hold(self: RaftGroup, idx: int, op: list):
     self._held.append((time.monotonic() + self.lag, idx, op))
     if len(self._held) == 1: self._loop.call_later(self.lag, self._release)
 
-# %% ../../nbs/2_js/20d_raft_group.ipynb #121c362f
+# %% ../../nbs/2_js/20d_raft_group.ipynb #82f813f6
 @patch
-def _release(self: RaftGroup):
-    now = time.monotonic()
-    while self._held and self._held[0][0] <= now + 0.001: _, idx, op = self._held.popleft(); self._now(idx, op)
-    if self._held: self._loop.call_later(max(0.0, self._held[0][0] - now), self._release)
+def _committed(self: RaftGroup, idx: int, rec: Entry):
+    "A committed entry: applied now (or `lag` seconds late)."
+    (self._hold if self.lag else self._now)(idx, rec.op)
 
 # %% ../../nbs/2_js/20d_raft_group.ipynb #f87db7d3
 @patch
@@ -246,6 +246,12 @@ def hold(self: RaftGroup):
     "Keep the entries that come from now on, in order, until `release` (a catch-up under way)."
     if self._pending is None: self._pending = deque()
 
+# %% ../../nbs/2_js/20d_raft_group.ipynb #8ffb0df2
+@patch
+def _SyncObj__generateRaftTimeout(self: RaftGroup) -> float:
+    "`RaftNode`'s election timeout; a member catching up stands for no election (it still votes)."
+    return 3600.0 if self.catching else RaftNode._SyncObj__generateRaftTimeout(self)
+
 # %% ../../nbs/2_js/20d_raft_group.ipynb #23c9b200
 @patch
 def release(self: RaftGroup):
@@ -267,12 +273,6 @@ def holding(self: RaftGroup) -> bool:
 def steady(self: RaftGroup) -> bool:
     "Whether this member applies its entries as they commit: not stopped, and holding nothing back (a catch-up, a lag)."
     return not (self._gone or self.holding or self._held)
-
-# %% ../../nbs/2_js/20d_raft_group.ipynb #8ffb0df2
-@patch
-def _SyncObj__generateRaftTimeout(self: RaftGroup) -> float:
-    "`RaftNode`'s election timeout; a member catching up stands for no election (it still votes)."
-    return 3600.0 if self.catching else RaftNode._SyncObj__generateRaftTimeout(self)
 
 # %% ../../nbs/2_js/20d_raft_group.ipynb #f8a73706
 def seal(key: str, obj) -> bytes:
