@@ -170,20 +170,6 @@ def delivered(self: ConsumerReplica, c, sent: list):
     floors = [c.adflr, c.asflr] if c.ack_none else []
     self.replica.propose(Delivered(c.name, [] if c.ack_none else sent, c.sseq, c.dseq, c.last_delivered, floors, self.replica.server_id))
 
-# %% ../../nbs/2_js/20c_stream_replica.ipynb #5e7c7179
-@patch
-def apply(self: ConsumerReplica, idx: int, e):
-    "Apply a consumer's committed entry (`CONSUMER_APPLY`): every replica keeps the latest state; the server that asked answers."
-    r = self.replica
-    g, s = r.raft, r.account.streams.get(r.stream)
-    fresh = idx > g.applied_before
-    if idx > g.applied: g.applied = idx
-    replies = CONSUMER_APPLY[type(e)](self, e, s, fresh)
-    if replies is None or not fresh: return
-    if e.origin == r.server_id:
-        for to, body in replies: r.account.host.reply(to, body)
-    g.mark_applied(r.applied_file, idx)
-
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #97572cf9
 @patch
 def saved(self: ConsumerReplica) -> dict:
@@ -243,6 +229,20 @@ def _on_barrier(self: ConsumerReplica, e: Barrier, s, fresh: bool):
 
 CONSUMER_APPLY = {ConsumerState: ConsumerReplica._on_state, ConsumerDelete: ConsumerReplica._on_delete, Barrier: ConsumerReplica._on_barrier,
                   Delivered: ConsumerReplica._on_delivered}
+
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #5e7c7179
+@patch
+def apply(self: ConsumerReplica, idx: int, e):
+    "Apply a consumer's committed entry (`CONSUMER_APPLY`): every replica keeps the latest state; the server that asked answers."
+    r = self.replica
+    g, s = r.raft, r.account.streams.get(r.stream)
+    fresh = idx > g.applied_before
+    if idx > g.applied: g.applied = idx
+    replies = CONSUMER_APPLY[type(e)](self, e, s, fresh)
+    if replies is None or not fresh: return
+    if e.origin == r.server_id:
+        for to, body in replies: r.account.host.reply(to, body)
+    g.mark_applied(r.applied_file, idx)
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #014f021c
 @patch
