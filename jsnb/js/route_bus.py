@@ -34,6 +34,14 @@ def _raft_unframe(b: bytes) -> tuple[str, str, bytes]:
     if len(b) < 4 + lt + lf: raise ValueError('short frame')
     return b[4:4 + lt].decode(), b[4 + lt:4 + lt + lf].decode(), b[4 + lt + lf:]
 
+# %% ../../nbs/2_js/20g_route_bus.ipynb #cd3caae5
+class _MemberBus:
+    "The bus as member `me` sees it."
+    def __init__(self, bus: RouteBus, me: str): self.bus, self.me = bus, me
+    def up(self, peer: str) -> bool: return self.bus.peers.up(server_of(peer))
+    def send(self, peer: str, data: bytes) -> bool:
+        return self.bus.peers.send(server_of(peer), RAFT_CHANNEL, _raft_frame(peer, self.me, data))
+
 # %% ../../nbs/2_js/20g_route_bus.ipynb #760cb935
 class RouteBus:
     "The `Bus` of this server's Raft members: frames to another server's members go over the routes' peer channel."
@@ -53,14 +61,6 @@ class RouteBus:
     def close(self):
         self.peers.handle(RAFT_CHANNEL, None)
         if self._link in self.peers.watchers: self.peers.watchers.remove(self._link)
-
-# %% ../../nbs/2_js/20g_route_bus.ipynb #cd3caae5
-class _MemberBus:
-    "The bus as member `me` sees it."
-    def __init__(self, bus: RouteBus, me: str): self.bus, self.me = bus, me
-    def up(self, peer: str) -> bool: return self.bus.peers.up(server_of(peer))
-    def send(self, peer: str, data: bytes) -> bool:
-        return self.bus.peers.send(server_of(peer), RAFT_CHANNEL, _raft_frame(peer, self.me, data))
 
 # %% ../../nbs/2_js/20g_route_bus.ipynb #5a0f441d
 @patch
