@@ -465,22 +465,6 @@ def members_changed(self: ClusteredJetStream):
     cl = self.core.cluster
     for rc in list(cl.routes.values()): rc.send(cl.route_info())
 
-# %% ../../nbs/2_js/20_cluster.ipynb #6d3699b9
-@patch
-def apply(self: ClusteredJetStream, idx: int, op: list):
-    "Apply committed meta entry `idx` (on the loop, in log order): record it, and act on it (`META_APPLY`) unless that was done before a restart."
-    if self.meta.raft is None: return                  # stopped: an entry the group's thread handed over late
-    e = meta_entry(op)
-    size = 64 + sum(len(x) for x in op if isinstance(x, (bytes, str)))
-    self.meta.applied, self.meta.log_bytes = idx, self.meta.log_bytes + size
-    fresh = idx > self.meta.applied_before
-    if (own := META_APPLY.get(type(e))) is not None: own(self, e, fresh)
-    else: REPLICA_META_APPLY[type(e)](self.replication, e, fresh)
-    if self.meta.raft is None: return                  # (this server was removed: see `leave`)
-    if fresh: self.meta.raft.mark_applied(os.path.join(self.state_dir, 'applied'), idx)
-    self.meta.raft.applied = idx
-    if type(e) is not MetaSnapshot: self.meta.raft.compact(size)
-
 # %% ../../nbs/2_js/20_cluster.ipynb #ebf7ffa5
 @patch
 def _apply_assign(self: ClusteredJetStream, e: Assign, fresh: bool):
@@ -547,6 +531,22 @@ def _apply_scale(self: ClusteredJetStream, e: Scale, fresh: bool):
 # %% ../../nbs/2_js/20_cluster.ipynb #c99194e7
 META_APPLY = {Assign: ClusteredJetStream._apply_assign, Addr: ClusteredJetStream._apply_addr, Update: ClusteredJetStream._apply_update,
               Unassign: ClusteredJetStream._apply_unassign, Scale: ClusteredJetStream._apply_scale, AddServer: ClusteredJetStream._apply_add_server}
+
+# %% ../../nbs/2_js/20_cluster.ipynb #6d3699b9
+@patch
+def apply(self: ClusteredJetStream, idx: int, op: list):
+    "Apply committed meta entry `idx` (on the loop, in log order): record it, and act on it (`META_APPLY`) unless that was done before a restart."
+    if self.meta.raft is None: return                  # stopped: an entry the group's thread handed over late
+    e = meta_entry(op)
+    size = 64 + sum(len(x) for x in op if isinstance(x, (bytes, str)))
+    self.meta.applied, self.meta.log_bytes = idx, self.meta.log_bytes + size
+    fresh = idx > self.meta.applied_before
+    if (own := META_APPLY.get(type(e))) is not None: own(self, e, fresh)
+    else: REPLICA_META_APPLY[type(e)](self.replication, e, fresh)
+    if self.meta.raft is None: return                  # (this server was removed: see `leave`)
+    if fresh: self.meta.raft.mark_applied(os.path.join(self.state_dir, 'applied'), idx)
+    self.meta.raft.applied = idx
+    if type(e) is not MetaSnapshot: self.meta.raft.compact(size)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #182ca4e9
 @patch

@@ -68,16 +68,6 @@ def refuse(self: ClusterApi, reply: bytes, rtype: str, err: JSApiError, extra: d
     if answer is None: self.js.account.api_total += 1; self.js.account.api_errors += 1
     if reply: (answer or self.js.account.host.reply)(reply, _error(rtype, err, **(extra or {})))
 
-# %% ../../nbs/2_js/20a_cluster_api.ipynb #2069c102
-@patch
-def on_api(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    """A `$JS.API` request: answered here, sent on to the stream's leader, or put in the meta group's log (a new stream).
-    As on one server, what came before it in the read is done first, and a pull request is left to the consumers' wire
-    subscription, which holds it to the end of the read (`ClusteredJetStream.wire_msg`)."""
-    if subject.startswith(PULL_REQUESTS): return
-    self.js.account.host.flush_deferred()
-    self._serve(subject, reply, hdr, data, src, 0)
-
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #bebbd1eb
 @patch
 def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int, tries: int = 0):
@@ -137,6 +127,16 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
     if verb.startswith('CONSUMER.'): return self.js.replication.consumer_api(verb, name, g, subject, reply, hdr, data, src, rtype, extra)
     if verb in _CHANGES: return g.propose(ApiRequest(subject, reply, hdr, data, self.js.core.server_id))
     self.local_api(subject, reply, hdr, data, src, name)
+
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #2069c102
+@patch
+def on_api(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
+    """A `$JS.API` request: answered here, sent on to the stream's leader, or put in the meta group's log (a new stream).
+    As on one server, what came before it in the read is done first, and a pull request is left to the consumers' wire
+    subscription, which holds it to the end of the read (`ClusteredJetStream.wire_msg`)."""
+    if subject.startswith(PULL_REQUESTS): return
+    self.js.account.host.flush_deferred()
+    self._serve(subject, reply, hdr, data, src, 0)
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #08fdadf2
 @patch

@@ -93,20 +93,6 @@ def _answer_created(self: Replication, name: str, tries: int):
     self.js.core.cluster.flush(answer)
     asyncio.get_running_loop().call_later(1.0, answer)
 
-# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #cad214cc
-@patch
-def apply_stream(self: Replication, name: str, idx: int, op: list):
-    "Apply committed entry `idx` of stream `name`'s group on this replica, by its record's type: `EVERY_RUN`, then (not on a replay) `STREAM_APPLY`."
-    g = self.js.groups.get(name)
-    if g is None: return
-    e = stream_entry(op)
-    if (again := EVERY_RUN.get(type(e))) is not None and again(self, g, idx, e): return
-    if idx <= g.raft.applied_before: return
-    g.raft.applied = idx
-    added = self.STREAM_APPLY[type(e)](self, g, self.js.account.streams.get(name), idx, e)
-    g.raft.mark_applied(g.applied_file, idx)
-    g.raft.compact(64 + (added or 0))                # roughly, the bytes the entry adds to the log (for compaction)
-
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #53c30fa4
 def _again_snapshot(js, g, idx: int, e: StreamSnapshot) -> bool: js._install(g, g.stream, idx, e.state); return True
 def _again_consumer(js, g, idx: int, e) -> bool: g.consumers.apply(idx, e); g.raft.compact(256); return True
@@ -191,6 +177,20 @@ Replication.STREAM_APPLY = {
     Msgs: Replication._on_msgs, BatchCommit: Replication._on_batch, Decide: Replication._on_decide,
     Copies: Replication._on_copies, ScaleDown: Replication._on_scale_down, GroupMove: Replication._on_group_move,
     Seed: Replication._on_seed, Seeded: Replication._on_seeded, ApiRequest: Replication._on_api}
+
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #cad214cc
+@patch
+def apply_stream(self: Replication, name: str, idx: int, op: list):
+    "Apply committed entry `idx` of stream `name`'s group on this replica, by its record's type: `EVERY_RUN`, then (not on a replay) `STREAM_APPLY`."
+    g = self.js.groups.get(name)
+    if g is None: return
+    e = stream_entry(op)
+    if (again := EVERY_RUN.get(type(e))) is not None and again(self, g, idx, e): return
+    if idx <= g.raft.applied_before: return
+    g.raft.applied = idx
+    added = self.STREAM_APPLY[type(e)](self, g, self.js.account.streams.get(name), idx, e)
+    g.raft.mark_applied(g.applied_file, idx)
+    g.raft.compact(64 + (added or 0))                # roughly, the bytes the entry adds to the log (for compaction)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #15428091
 def _apply_decision(s: Stream, d):
