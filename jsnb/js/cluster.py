@@ -407,20 +407,6 @@ def _on_join(self: ClusteredJetStream, server: str, data: bytes):
     self._joining[addr] = time.monotonic() + 2
     self.meta.propose(AddServer(name, addr))
 
-# %% ../../nbs/2_js/20_cluster.ipynb #6492a99e
-@patch
-def _apply_add_server(self: ClusteredJetStream, e: AddServer, fresh: bool):
-    "A server joined the meta group: every server records it and announces it; the leader makes it a member of the Raft group."
-    self.meta.members[e.addr] = e.server; self.members_changed()
-    if fresh and self.meta.is_leader(): self._into_raft(e.addr)
-
-@patch
-def _into_raft(self: ClusteredJetStream, addr: str, tries: int = 0):
-    "On the meta leader: make `addr` a member of the Raft group (PySyncObj refuses a change while another is being committed: tried again)."
-    m = self.meta.raft
-    if m is None or not m.is_leader() or addr in m.member_addrs() or addr not in self.meta.members or tries > 40: return
-    m.add_member(addr, lambda ok, why: ok or asyncio.get_running_loop().call_later(0.25, self._into_raft, addr, tries + 1))
-
 # %% ../../nbs/2_js/20_cluster.ipynb #4742f158
 @patch
 def password(self: ClusteredJetStream) -> str:
@@ -464,6 +450,20 @@ def members_changed(self: ClusteredJetStream):
     self.core.route_info_extra[RAFT_META] = self.meta.members
     cl = self.core.cluster
     for rc in list(cl.routes.values()): rc.send(cl.route_info())
+
+# %% ../../nbs/2_js/20_cluster.ipynb #6492a99e
+@patch
+def _apply_add_server(self: ClusteredJetStream, e: AddServer, fresh: bool):
+    "A server joined the meta group: every server records it and announces it; the leader makes it a member of the Raft group."
+    self.meta.members[e.addr] = e.server; self.members_changed()
+    if fresh and self.meta.is_leader(): self._into_raft(e.addr)
+
+@patch
+def _into_raft(self: ClusteredJetStream, addr: str, tries: int = 0):
+    "On the meta leader: make `addr` a member of the Raft group (PySyncObj refuses a change while another is being committed: tried again)."
+    m = self.meta.raft
+    if m is None or not m.is_leader() or addr in m.member_addrs() or addr not in self.meta.members or tries > 40: return
+    m.add_member(addr, lambda ok, why: ok or asyncio.get_running_loop().call_later(0.25, self._into_raft, addr, tries + 1))
 
 # %% ../../nbs/2_js/20_cluster.ipynb #ebf7ffa5
 @patch
