@@ -19,8 +19,7 @@ from .js_accounts import SYSTEM_DIRECTIVES
 from .stream import Stream
 from .health import cluster_problems
 from .cluster_stream import StreamReplica
-from .cluster_meta import MetaGroup, RAFT_INFO, js_member, meta_entry, Assign, Addr, Update, Unassign, Scale, Grow, AddServer, MetaSnapshot
-from .errors import JSStreamNameExistRestoreFailedErr
+from .cluster_meta import MetaGroup, RAFT_INFO, js_member, meta_entry, Assign, Addr, Update, Unassign, Scale, AddServer, MetaSnapshot
 from . import consumer_api as C
 from .cluster_api import ClusterApi, LEADER_READ
 from .cluster_replicas import Replication, REPLICA_META_APPLY, SYNC_CHANNEL
@@ -66,8 +65,6 @@ class ClusteredJetStream(JetStream):
         self.api, self.replication = ClusterApi(self), Replication(self)
 
         self._lead_subs: dict[str, list] = {}      # replicated stream -> its subscriptions to its subjects (held by its leader)
-        self.restoring: dict[str, list] = {}       # streams being restored here -> the servers chosen for them (`ClusterApi`)
-        self._adopted: dict[str, tuple] = {}       # restored streams whose assignment is proposed -> (servers, reply, answer)
         self._joining: dict[str, float] = {}       # meta members asking to join -> until when their entry is awaited
         self._seen, self._since, self._timer, self._serving = None, 0.0, None, False
         self._asks: dict[int, object] = {}         # requests sent to other servers whose answers come back here: id -> fn(data)
@@ -98,7 +95,7 @@ class ClusterHost(CoreHost):
         if not (self.js._captured and self.js.taken(subject, data)): CoreHost.publish(self, subject, data, hdr, reply)
     def restored(self, stream, reply, answer):                # a restored stream joins the cluster before the answer
         if stream is None or 'error' in answer: return CoreHost.restored(self, stream, reply, answer)
-        self.js.adopt(stream, reply, answer)
+        self.js.replication.adopt(stream, reply, answer)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #9169b417
 @patch
@@ -471,7 +468,7 @@ def _apply_assign(self: ClusteredJetStream, e: Assign, fresh: bool):
     "A new stream: every server records it; its servers make their replica (the first answers, see `_create_here`)."
     known = e.name in self.meta.assignments
     if not known: self.meta.assignments[e.name] = dict(config=e.config, peers=list(e.peers), created=e.created, addrs={})
-    if fresh and e.name in self._adopted: return self._adopted_recorded(e, known, *self._adopted.pop(e.name))
+    if fresh and self.replication.adopted(e, known): return     # a stream restored here (see `Replication.adopt`)
     a = self.meta.assignments[e.name]
     if self.core.server_name not in a['peers']: return
     if fresh: self._create_here(e.name, a, known, e.reply, e.hdr, e.data)
@@ -583,30 +580,6 @@ def _create_here(self: ClusteredJetStream, name: str, a: dict, known: bool, repl
 def propose_addr(self: ClusteredJetStream, name: str):
     "Put this server's member of stream `name`'s group (a new one: a fresh tag) in the meta log."
     self.meta.propose(Addr(name, self.core.server_name, member_id(self.core.server_name, secrets.token_hex(6))))
-
-# %% ../../nbs/2_js/20_cluster.ipynb #113cf19f
-@patch
-def adopt(self: ClusteredJetStream, s, reply: bytes, answer: dict):
-    "Stream `s`, just restored here alone: put its assignment (this server's) in the meta log; `_adopted_recorded` goes on."
-    peers, cfg = self.restoring.pop(s.name, None) or [self.core.server_name], s.info(cluster=False)['config']
-    self._adopted[s.name] = (peers, reply, answer)
-    self.meta.propose(Assign(s.name, cfg, [self.core.server_name], s.created, b'', 0, json_bytes(cfg)))
-
-# %% ../../nbs/2_js/20_cluster.ipynb #1839cd70
-@patch
-def _adopted_recorded(self: ClusteredJetStream, e: Assign, known: bool, peers: list, reply: bytes, answer: dict):
-    "A restored stream's assignment is in the meta log: it grows onto its other servers, and the restore is answered."
-    s, me = self.account.streams.get(e.name), self.core.server_name
-    if known or e.peers != [me] or s is None or s.created != e.created:     # another server's stream of that name came first
-        answer = dict(type=answer['type'], error=JSStreamNameExistRestoreFailedErr().to_dict())
-    elif len(peers) > 1:
-        cfg = dict(s.info(cluster=False)['config'], num_replicas=len(peers))
-        resp = self.api.local_api(f'$JS.API.STREAM.UPDATE.{e.name}'.encode(), b'', 0, json_bytes(cfg), None, e.name)
-        if resp is None or 'error' in resp: answer = dict(type=answer['type'], error=(resp or {}).get('error'))
-        else:
-            self.meta.propose(Grow(e.name, peers, resp['config'], self.core.server_id, b''))
-            answer = dict(answer, config=resp['config'])
-    if reply: self.account.host.reply(reply, json_bytes(answer))
 
 # %% ../../nbs/2_js/20_cluster.ipynb #df58f85f
 REMOVED = 'removed'          # in a server's meta state directory: this server was taken out of the meta group

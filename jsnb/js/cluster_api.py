@@ -436,7 +436,7 @@ def _propose_create(self: ClusterApi, name: str, subject: bytes, reply: bytes, h
 def _restore(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     """`STREAM.RESTORE` of a stream the meta group does not know: its servers are chosen now (a restore that cannot be
     placed is refused before a byte is sent), and the snapshot comes to this server, which restores the stream alone,
-    as one server does, and then hands it to the cluster (`ClusteredJetStream.adopt`)."""
+    as one server does, and then hands it to the cluster (`Replication.adopt`)."""
     r, js = ROUTES['STREAM.RESTORE'], self.js
     try: req = orjson.loads(data[hdr:] if hdr else data); cfg = dict(req['config']); n = cfg.get('num_replicas') or 1
     except (orjson.JSONDecodeError, TypeError, KeyError, AttributeError, ValueError):
@@ -447,7 +447,7 @@ def _restore(self: ClusterApi, name: str, subject: bytes, reply: bytes, hdr: int
     except JSApiError as e: return self.refuse(reply, r.rtype, e, r.error_extra)
     one = (data[:hdr] if hdr else b'') + json_bytes(dict(req, config=dict(cfg, num_replicas=1)))    # restored alone first
     resp = self.local_api(subject, reply, hdr, one, src, name)
-    if resp is not None and 'error' not in resp: js.restoring[name] = peers
+    if resp is not None and 'error' not in resp: js.replication.restoring[name] = peers
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #94840b49
 @patch

@@ -21,10 +21,10 @@ from . import consumer_api as C
 from .cluster_stream import (DECISIONS, alone, stream_entry, Msgs, BatchCommit, Decide, Copies, Seed, Seeded,
                                      ScaleDown, GroupMove, ApiRequest, ConsumerState, ConsumerDelete, Barrier, StreamSnapshot, Delivered)
 import msgpack
-from .cluster_meta import group_name, Scale, Grow, Regroup, Move, RemoveServer, MetaSnapshot
+from .cluster_meta import group_name, Assign, Scale, Grow, Regroup, Move, RemoveServer, MetaSnapshot
 from .cluster_raft import RaftGroup, seal, unseal, read_saved
 from .cluster_api import api_verb
-from .errors import JSApiError, JSRaftGeneralErrF
+from .errors import JSApiError, JSRaftGeneralErrF, JSStreamNameExistRestoreFailedErr
 
 log = logging.getLogger('jsnb')
 
@@ -45,6 +45,8 @@ class Replication:
         self._outbox: dict[str, list] = {}         # messages for replicated streams led here, until the end of the read
         self._acks: dict[tuple, list] = {}         # (stream, consumer) -> AckSync replies waiting for the end of the read
         self._ctimer = None                        # the next round of `_watch_consumers`
+        self.restoring: dict[str, list] = {}       # streams being restored here -> the servers chosen for them (`ClusterApi`)
+        self._adopted: dict[str, tuple] = {}       # restored streams whose assignment is proposed -> (servers, reply, answer)
 
     def start(self): self._ctimer = asyncio.get_running_loop().call_later(CONSUMER_SYNC, self._watch_consumers)
     def stop(self):
@@ -474,6 +476,34 @@ def _install_meta(self: Replication, e: MetaSnapshot, fresh: bool):
         if name not in self.js.account.streams: self._make_replica(name, a['config'])
         if len(a['peers']) > 1 and len(a['addrs']) == len(a['peers']) and name not in self.js.groups: self.start_group(name)
     self.js.meta.raft.release()                              # (a member that installed a snapshot stands for elections again)
+
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #ab802082
+@patch
+def adopt(self: Replication, s, reply: bytes, answer: dict):
+    "Stream `s`, just restored here alone: put its assignment (this server's) in the meta log; `adopted` goes on."
+    js = self.js
+    peers, cfg = self.restoring.pop(s.name, None) or [js.core.server_name], s.info(cluster=False)['config']
+    self._adopted[s.name] = (peers, reply, answer)
+    js.meta.propose(Assign(s.name, cfg, [js.core.server_name], s.created, b'', 0, json_bytes(cfg)))
+
+@patch
+def adopted(self: Replication, e: Assign, known: bool) -> bool:
+    "Whether `e` is the assignment of a stream restored here (then it grows onto its other servers, and the restore is answered)."
+    if e.name not in self._adopted: return False
+    peers, reply, answer = self._adopted.pop(e.name)
+    js, me = self.js, self.js.core.server_name
+    s = js.account.streams.get(e.name)
+    if known or e.peers != [me] or s is None or s.created != e.created:     # another server's stream of that name came first
+        answer = dict(type=answer['type'], error=JSStreamNameExistRestoreFailedErr().to_dict())
+    elif len(peers) > 1:
+        cfg = dict(s.info(cluster=False)['config'], num_replicas=len(peers))
+        resp = js.api.local_api(f'$JS.API.STREAM.UPDATE.{e.name}'.encode(), b'', 0, json_bytes(cfg), None, e.name)
+        if resp is None or 'error' in resp: answer = dict(type=answer['type'], error=(resp or {}).get('error'))
+        else:
+            js.meta.propose(Grow(e.name, peers, resp['config'], js.core.server_id, b''))
+            answer = dict(answer, config=resp['config'])
+    if reply: js.account.host.reply(reply, json_bytes(answer))
+    return True
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #dd67e4ae
 REPLICA_META_APPLY = {Grow: Replication._apply_grow, Regroup: Replication._apply_regroup, Move: Replication._apply_move,
