@@ -136,9 +136,9 @@ def commit_batch(s, b: AtomicBatch, eob: bool, ts: int = 0) -> bytes:
     plain = b.plain if len(b.plain) == len(b.msgs) else [headers_only(h) for _, h, _ in b.msgs]   # (a batch from a log: found again)
     err = check_all(s, b, plain)
     if err is not None: return s.acks.error(err)
-    msgs = [(subject, b'', len(h), h + d) for subject, h, d in b.msgs]
+    msgs = [(subject, b'', len(h), h + d, p) for (subject, h, d), p in zip(b.msgs, plain)]   # (p: only the batch's headers)
     if eob:                                              # (its last stored message says it ended the batch)
-        subject, h, d = b.msgs[-1]; h = add_header(h, H.BATCH_COMMIT, b'1'); msgs[-1] = (subject, b'', len(h), h + d)
+        subject, h, d = b.msgs[-1]; h = add_header(h, H.BATCH_COMMIT, b'1'); msgs[-1] = (subject, b'', len(h), h + d, plain[-1])
     ack = s.ingest(msgs, Origin('batch', False, ts))[-1]
     d = orjson.loads(ack)
     return ack if 'error' in d else s.acks.batch(d['seq'], b.id, len(b.msgs))

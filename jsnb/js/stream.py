@@ -231,7 +231,7 @@ def stop(self: Stream):
 @patch
 def ingest(self: Stream, msgs: list, origin: Origin = CLIENT, src=None) -> list:
     """Take messages `(subject, reply, hdr_len, data[, found])` into the stream as `origin` says (`src`: the client whose
-    read they are); returns each one's answer, after sending those the origin sends."""
+    read they are); returns each one's answer (of a committed batch, its last's), after sending those the origin sends."""
     out, n, i, ts = [], len(msgs), 0, origin.ts
     with self.answering():
         if origin.kind == 'batch': return self._ingest_batch(msgs, origin)
@@ -481,15 +481,16 @@ def _ingest_run(self: Stream, msgs: list, ids: list, origin: Origin) -> list:
 # %% ../../nbs/2_js/06_stream.ipynb #0a7e3f46
 @patch
 def _ingest_batch(self: Stream, msgs: list, origin: Origin) -> list:
-    "Store a committed atomic batch's messages; their acks."
-    if self.bulk and not origin.ts and all(m[2] == 0 or batch.headers_only(m[3][:m[2]]) for m in msgs):
+    """Store a committed atomic batch's messages, each with (fifth) whether it has only the batch's headers (its committer
+    checked them all); the answer of the last (the batch's ack is built from it)."""
+    if self.bulk and not origin.ts and all(m[4] for m in msgs):
         try: first = self.apply(StoreRun([wire(m[0]) for m in msgs], [m[3][m[2]:] for m in msgs], [m[3][:m[2]] for m in msgs]))
         except StoreError: pass                      # (nothing stored: answered message by message below)
         else:
             self.stored()
-            return [self.acks.ok(first + k) for k in range(len(msgs))]
+            return [self.acks.ok(first + len(msgs) - 1)]
     ts = origin.ts
-    return [self.publish(m[0], m[3][:m[2]], m[3][m[2]:], origin._replace(ts=ts + k if ts else 0)) for k, m in enumerate(msgs)]
+    return [self.publish(m[0], m[3][:m[2]], m[3][m[2]:], origin._replace(ts=ts + k if ts else 0)) for k, m in enumerate(msgs)][-1:]
 
 # %% ../../nbs/2_js/06_stream.ipynb #b99dcf79
 DECIDED_AGAIN = 1_000_000_000     # ns: how soon a replicated stream's timer looks again after handing its expiry over
