@@ -437,13 +437,13 @@ def _reply_way(self: Router, plan: Plan):
 def reply_many(self: Router, replies: list, acc):
     "Send the server's answers `[(to, body)]` in order, as `execute` would one by one, with one write per subscription or server."
     if self._reply_run(replies, acc): return
-    core, here, there, key = self.core, {}, {}, None        # (subscription, or route) -> [frames, count, bytes]
-    for to, body in replies:
-        if key is None or len(to) <= len(key) or not to.startswith(key) or to.find(b'.', len(key)) >= 0:
+    core, here, there, key, last = self.core, {}, {}, None, None     # (subscription, or route) -> [frames, count, bytes]
+    for to, body in replies:                            # (`last`: the subject `plan` was made for; `key`: its prefix, when any last token would do)
+        if to != last and (key is None or len(to) <= len(key) or not to.startswith(key) or to.find(b'.', len(key)) >= 0):
             plan = self.match(acc, to)
-            key, way = self._free_key(acc, to, plan), self._reply_way(plan)
+            key, way, last = self._free_key(acc, to, plan), self._reply_way(plan), to
         if way is None:
-            self._flush(here, there); core.route(None, to, b'', 0, body, acc=acc); key = None
+            self._flush(here, there); core.route(None, to, b'', 0, body, acc=acc); key = last = None
             continue
         core.in_msgs += 1; core.in_bytes += len(body)
         subs, rc = way
