@@ -9,7 +9,7 @@ import numpy as np
 from fastcore.basics import patch
 from ..nats.protocol import wire
 from . import kernels
-from .kernels import crc_tables
+from .kernels import crc_tables, crc_run
 
 # %% auto #0
 __all__ = ['WAIT_FOR_KERNELS', 'KERNEL_WAIT', 'CORRUPT', 'S2_HEADER', 'ARCHIVE_MAGIC', 'INVALID', 'warm', 'ready', 'crc32c',
@@ -20,18 +20,11 @@ __all__ = ['WAIT_FOR_KERNELS', 'KERNEL_WAIT', 'CORRUPT', 'S2_HEADER', 'ARCHIVE_M
 _CRC_T = crc_tables(0x82F63B78, 8)              # CRC-32C, eight tables for eight bytes at a time (see the kernels page)
 _CRC_L = _CRC_T[0].tolist()
 
+_crc_run = crc_run
+
 def _crc_loop(buf, crc, t):
-    "Kernel: the CRC-32C register after the bytes of `buf` (a uint8 array), eight bytes a step."
-    n, i = buf.shape[0], 0
-    while i + 8 <= n:
-        a = crc ^ (np.int64(buf[i]) | (np.int64(buf[i + 1]) << 8) | (np.int64(buf[i + 2]) << 16) | (np.int64(buf[i + 3]) << 24))
-        crc = (t[7, a & 0xff] ^ t[6, (a >> 8) & 0xff] ^ t[5, (a >> 16) & 0xff] ^ t[4, (a >> 24) & 0xff]
-               ^ t[3, buf[i + 4]] ^ t[2, buf[i + 5]] ^ t[1, buf[i + 6]] ^ t[0, buf[i + 7]])
-        i += 8
-    while i < n:
-        crc = t[0, (crc ^ buf[i]) & 0xff] ^ (crc >> 8)
-        i += 1
-    return crc
+    "Kernel: the CRC-32C register after the bytes of `buf` (a uint8 array), eight bytes a step (`kernels.crc_run`)."
+    return _crc_run(buf, 0, buf.shape[0], crc, t)
 
 def _crc_py(data: bytes, crc: int) -> int:
     "The twin of `_crc_loop`, a byte at a time."
@@ -51,7 +44,7 @@ def _trials():
     return {'_crc_loop': (ro(8), 0, _CRC_T), '_s2_loop': (ro(2), 0, z(1)), '_compress_loop': (ro(8), z(64), z(1 << 14, np.int64)),
             '_entries_loop': (i, i, i, i, i, ro(1), i, ro(1), i, ro(1), i, z(64)), '_scan_loop': (z(16), 0, 16, z((2, 6), np.int64))}
 
-_HELPERS = ('_lit', '_put_uv', '_get_uv')     # plain functions that kernels call
+_HELPERS = ('_lit', '_put_uv', '_get_uv', '_crc_run')     # plain functions that kernels call
 
 def warm() -> dict:
     "Compile (or load from the cache) the snapshot kernels now."

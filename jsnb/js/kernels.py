@@ -9,8 +9,8 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['WANTED', 'JIT', 'JIT_MIN_ROWS', 'JIT_MIN_SCANS', 'AT_START', 'lock', 'ready', 'next_row', 'prev_row', 'count_rows',
-           'select_rows', 'last_rows', 'expired_rows', 'crc_tables', 'cache_dir', 'compile_cached', 'register', 'warm',
-           'warm_in_background', 'speedups']
+           'select_rows', 'last_rows', 'expired_rows', 'crc_tables', 'crc_run', 'cache_dir', 'compile_cached',
+           'register', 'warm', 'warm_in_background', 'speedups']
 
 # %% ../../nbs/2_js/03_kernels.ipynb #dffac007
 import importlib.util, threading
@@ -244,6 +244,19 @@ def crc_tables(poly: int, k: int = 1) -> np.ndarray:
         t[0, i] = c
     for j in range(1, k): t[j] = (t[j - 1] >> 8) ^ t[0][t[j - 1] & 0xff]
     return t
+
+# %% ../../nbs/2_js/03_kernels.ipynb #86d80a99
+def crc_run(a, start: int, stop: int, c: int, t) -> int:
+    "The reflected CRC register `c` after the bytes `a[start:stop]` (a uint8 array; `t`: eight tables of `crc_tables`)."
+    i = start
+    while i + 8 <= stop:
+        x = c ^ (np.int64(a[i]) | (np.int64(a[i + 1]) << 8) | (np.int64(a[i + 2]) << 16) | (np.int64(a[i + 3]) << 24))
+        c = (t[7, x & 0xff] ^ t[6, (x >> 8) & 0xff] ^ t[5, (x >> 16) & 0xff] ^ t[4, (x >> 24) & 0xff]
+             ^ t[3, a[i + 4]] ^ t[2, a[i + 5]] ^ t[1, a[i + 6]] ^ t[0, a[i + 7]])
+        i += 8
+    while i < stop:
+        c = t[0, (c ^ a[i]) & 0xff] ^ (c >> 8); i += 1
+    return c
 
 # %% ../../nbs/2_js/03_kernels.ipynb #bd7c44a6
 lock = threading.Lock()                # held while kernels compile (the snapshot's kernels too)

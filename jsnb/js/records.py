@@ -102,7 +102,8 @@ def walk(buf):
 
 # %% ../../nbs/2_js/04b_records.ipynb #827f2985
 from . import kernels
-CRC_IEEE = kernels.crc_tables(0xEDB88320)[0]   # zlib's CRC-32, a byte at a time
+CRC_IEEE = kernels.crc_tables(0xEDB88320, 8)   # zlib's CRC-32, eight bytes a step (`kernels.crc_run`)
+_crc = kernels.crc_run
 
 def _le(a, p, n):
     "The little-endian unsigned integer of `n` bytes at `a[p:]`."
@@ -118,10 +119,7 @@ def _raw_records(a, pos, seqs, cols, table):
         if p + 39 > a.shape[0]: return i
         rlen, slen, hlen = _le(a, p, 4), _le(a, p + 33, 2), _le(a, p + 35, 4)
         if rlen < 39 + slen + hlen or p + rlen > a.shape[0] or a[p + 8] != 0 or _le(a, p + 9, 8) != seqs[i]: return i
-        c = 0xFFFFFFFF
-        for j in range(p, p + 4): c = table[(c ^ a[j]) & 0xFF] ^ (c >> 8)
-        for j in range(p + 8, p + rlen): c = table[(c ^ a[j]) & 0xFF] ^ (c >> 8)
-        if c ^ 0xFFFFFFFF != _le(a, p + 4, 4): return i
+        if _crc(a, p + 8, p + rlen, _crc(a, p, p + 4, 0xFFFFFFFF, table), table) ^ 0xFFFFFFFF != _le(a, p + 4, 4): return i
         cols[i, 0], cols[i, 1] = p + 39, slen
         cols[i, 2], cols[i, 3] = p + 39 + slen, hlen
         cols[i, 4], cols[i, 5] = p + 39 + slen + hlen, rlen - 39 - slen - hlen
@@ -130,6 +128,7 @@ def _raw_records(a, pos, seqs, cols, table):
 
 _z = lambda n, t=np.int64: np.zeros(n, t)
 kernels.register(globals(), '_le', lambda: (np.frombuffer(bytes(8), np.uint8), 0, 4))
+kernels.register(globals(), '_crc', lambda: (np.frombuffer(bytes(8), np.uint8), 0, 8, 0, CRC_IEEE))
 kernels.register(globals(), '_raw_records', lambda: (np.frombuffer(bytes(8), np.uint8), _z(1), _z(1), _z((1, 8)), CRC_IEEE))
 
 def raw_records(buf: bytes, pos: np.ndarray, seqs: np.ndarray, cols: np.ndarray) -> int:
@@ -152,10 +151,7 @@ def _write_records(src, sl, hl, dl, seq, ts, out, table):
         _put_le(out, o + 9, seq + i, 8); _put_le(out, o + 17, ts, 8); _put_le(out, o + 25, 0, 8)
         _put_le(out, o + 33, sl[i], 2); _put_le(out, o + 35, hl[i], 4)
         out[o + 39:end] = src[p:p + n]
-        c = 0xFFFFFFFF
-        for j in range(o, o + 4): c = table[(c ^ out[j]) & 0xFF] ^ (c >> 8)
-        for j in range(o + 8, end): c = table[(c ^ out[j]) & 0xFF] ^ (c >> 8)
-        _put_le(out, o + 4, c ^ 0xFFFFFFFF, 4)
+        _put_le(out, o + 4, _crc(out, o + 8, end, _crc(out, o, o + 4, 0xFFFFFFFF, table), table) ^ 0xFFFFFFFF, 4)
         o, p = end, p + n
 
 kernels.register(globals(), '_put_le', lambda: (np.zeros(8, np.uint8), 0, 1, 4))

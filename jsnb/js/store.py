@@ -144,10 +144,15 @@ def _enforce_limits(self: MsgStore):
         if not over(): return
         self._remove(ix.row(ix.first))
     if not over(): return
-    live = select_rows(ix.dead, ix.sid, None, ix.lb(ix.first), ix.n)
-    k = ix.msgs - L.max_msgs if L.max_msgs > 0 else 0
-    if L.max_bytes > 0 and ix.bytes > L.max_bytes:
-        k = max(k, int(np.searchsorted(np.cumsum(ix.size[live]), ix.bytes - L.max_bytes)) + 1)
+    start, w = ix.lb(ix.first), 256                  # the oldest rows only, a window growing until it holds the excess
+    need_n, need_b = ix.msgs - L.max_msgs if L.max_msgs > 0 else 0, ix.bytes - L.max_bytes if L.max_bytes > 0 else 0
+    while True:
+        stop = min(ix.n, start + w)
+        live = select_rows(ix.dead, ix.sid, None, start, stop)
+        sizes = np.cumsum(ix.size[live]) if need_b > 0 else None
+        if stop == ix.n or (len(live) >= need_n and (sizes is None or (len(sizes) and sizes[-1] >= need_b))): break
+        w *= 8
+    k = max(need_n, int(np.searchsorted(sizes, need_b)) + 1 if sizes is not None else 0)
     self._remove_rows(live[:k])
 
 @patch
