@@ -21,7 +21,11 @@ def jetstream(core, opts: ServerOptions):
     from jsnb.js.api import JetStream
     from jsnb.js.js_accounts import JetStreamAccounts, system_part
     serve_jsz(core, opts)                    # `$SYS.REQ.SERVER.PING.JSZ` for `server report jetstream` (below)
-    if not global_account_only(opts): return JetStreamAccounts(core, opts)   # JetStream in the accounts that have it, not in `$G`
+    if not global_account_only(opts):        # JetStream in the accounts that have it, not in `$G`
+        if opts.clustered:                   # (each account's replicated, see `jsnb.js.cluster_accounts`)
+            from jsnb.js.cluster_accounts import ClusteredAccounts
+            return ClusteredAccounts(core, opts)
+        return JetStreamAccounts(core, opts)
     system = system_part(core, opts)         # the system account's `$JS.API` (its users get what the reference gives them)
     if opts.clustered:                       # the meta group and the streams' servers; only clustered servers load the Raft library
         from jsnb.js.cluster import ClusteredJetStream

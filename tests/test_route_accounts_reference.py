@@ -112,16 +112,6 @@ async def test_account_interest_on_the_route(nodes):
     assert await until(lambda: s1.get('/subsz')['num_subscriptions'] == before)
 
 
-def test_jetstream_with_accounts_in_a_cluster_is_refused(tmp_path):
-    "Accounts with JetStream in a cluster: refused at startup, not run with JetStream in the wrong account."
-    from test_auth_reference import run_briefly
-    path = tmp_path / 'x.conf'
-    path.write_text('accounts { A: { jetstream: enabled } }\njetstream { store_dir: "%s" }\ncluster { listen: "127.0.0.1:-1", name: c }\n'
-                    % (tmp_path / 'js'))
-    rc, out = run_briefly('jsnb', path, seconds=10)
-    assert rc not in (None, 0) and 'JetStream in a cluster runs in the global account only' in out
-
-
 async def traced(url1, url2) -> list:
     "A traced message of account A crosses the route: delivered, and each server reports its part (in A)."
     a1, a2 = await connect(user(url1, 'a')), await connect(user(url2, 'a'))

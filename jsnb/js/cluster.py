@@ -8,9 +8,9 @@ import asyncio, logging, os, secrets, time
 from functools import partial
 import msgpack, orjson
 from fastcore.basics import patch
-from .raft import RaftLoop
 from .cluster_raft import RaftGroup, META_COMPACT_BYTES, read_saved, write_saved
-from .route_bus import RouteBus, member_id
+from .route_bus import RaftParts, member_id
+from ..nats.accounts import CoreView, GLOBAL
 from ..nats.protocol import text
 from .host import json_bytes, event_id, CoreHost
 from ..nats.times import rfc3339
@@ -19,7 +19,7 @@ from .js_accounts import SYSTEM_DIRECTIVES
 from .stream import Stream
 from .health import cluster_problems
 from .cluster_stream import StreamReplica
-from .cluster_meta import MetaGroup, RAFT_INFO, js_member, meta_entry, Assign, Addr, Update, Unassign, Scale, AddServer, MetaSnapshot
+from .cluster_meta import MetaGroup, RAFT_INFO, js_member, keyed, meta_entry, Assign, Addr, Update, Unassign, Scale, AddServer, MetaSnapshot
 from . import consumer_api as C
 from .cluster_api import ClusterApi, LEADER_READ
 from .cluster_replicas import Replication, REPLICA_META_APPLY, SYNC_CHANNEL
@@ -39,25 +39,32 @@ JOIN_CHANNEL = b'jsjoin'     # the peer channel's name for a new server's reques
 ANSWER_CHANNEL = b'js.r'     # the peer channel's name for the answers that come back to the asking server (`ask`)
 
 
-def _meta_of(rc) -> dict | None:
-    "The members of the meta group the server of route `rc` announced, once it formed one."
-    v = rc.extras.get(RAFT_META)
+def _meta_of(rc, key: str = RAFT_META) -> dict | None:
+    "The members of the meta group the server of route `rc` announced, once it formed one (`key`: an account's, `keyed`)."
+    v = rc.extras.get(key)
     return v if type(v) is dict else None
 
 # %% ../../nbs/2_js/20_cluster.ipynb #80912d67
 class ClusteredJetStream(JetStream):
-    """JetStream of `$G` on a server with routes. It holds the meta group (`MetaGroup`), its API front (`ClusterApi`: who
-    answers each request) and its replication (`Replication`: the streams' and consumers' groups), and carries what
-    goes between servers: requests sent on to another server, their answers, the streams' subscriptions."""
-    def __init__(self, core, opts, system=None):
-        super().__init__(core, core.store_dir, opts.max_memory_store, opts.max_file_store, opts.sync_interval,
-                         domain=opts.js_domain, host=partial(ClusterHost, js=self), system=system)
-        self.opts, self.meta = opts, MetaGroup(core, opts)   # the meta group: members, assignments, placement, its Raft member
+    """JetStream of an account (`$G` unless `name` says) on a server with routes. It holds the meta group (`MetaGroup`),
+    its API front (`ClusterApi`: who answers each request) and its replication (`Replication`: the streams' and
+    consumers' groups), and carries what goes between servers: requests sent on to another server, their answers, the
+    streams' subscriptions. `core`: the server's core, or its view from the account (`CoreView`); `parts`: the server's
+    Raft bus and ticks when several accounts share them; `primary`: it answers the system account's requests."""
+    def __init__(self, core, opts, system=None, name: str = GLOBAL, limits: dict | None = None, peers: list | None = None,
+                 parts: RaftParts | None = None, primary: bool = True):
+        super().__init__(core, core.store_dir, opts.max_memory_store, opts.max_file_store, opts.sync_interval, name, limits,
+                         opts.js_domain, host=partial(ClusterHost, js=self), peers=peers, system=system)
+        self.server, self.nats_acc = (core.core, core.acc) if isinstance(core, CoreView) else (core, None)   # (the core itself; the account, when not `$G`)
+        self.info_key, self.meta_key, self.primary = keyed(RAFT_INFO, name), keyed(RAFT_META, name), primary
+        self.api_ch, self.join_ch, self.answer_ch, self.sync_ch = (keyed(c, name) for c in (API_CHANNEL, JOIN_CHANNEL, ANSWER_CHANNEL, SYNC_CHANNEL))
+        self.opts, self.meta = opts, MetaGroup(core, opts, self.info_key)   # the meta group: members, assignments, placement, its Raft member
         self.account.clustered = True
-        self.state_dir = os.path.join(core.store_dir, '_meta_')
+        self.state_dir = os.path.join(core.store_dir, *(() if name == GLOBAL else (name,)), '_meta_')
         self.raft_addr = read_saved(os.path.join(self.state_dir, 'raft')) or member_id(core.server_name, 'm' + secrets.token_hex(4))   # its meta member
-        self.bus = self.raft_loop = None           # the Raft members' bus and ticks, once the meta group forms (`raft_parts`)
-        core.route_info_extra = {RAFT_INFO: self.raft_addr, 'jsnb_tags': list(opts.server_tags)}   # (tags: for placement)
+        self.parts, self._own_parts = parts or RaftParts(), parts is None   # the Raft members' bus and ticks (`raft_parts`)
+        self.server.route_info_extra = dict(getattr(self.server, 'route_info_extra', None) or {}, jsnb_tags=list(opts.server_tags),
+                                            **{self.info_key: self.raft_addr})   # (tags: for placement)
 
         self.replicas: dict[str, StreamReplica] = {}   # this server's replicas of replicated streams (their `group`)
         self.groups: dict[str, StreamReplica] = {}     # those whose group runs here now
@@ -106,7 +113,7 @@ def start(self: ClusteredJetStream):
         if self.system is not None: self.system.start()
         return self._disabled_at_start()
     self.sys_account = self.core.accounts.get(self.opts.system_account)     # its users' `SERVER.REMOVE` and `META.LEADER.STEPDOWN`
-    self._sys_subs = [self.core.subscribe(s.decode(), self.api.on_system, acc=self.sys_account) for s in SYSTEM_DIRECTIVES] if self.sys_account is not None else []
+    self._sys_subs = [self.server.subscribe(s.decode(), self.api.on_system, acc=self.sys_account) for s in SYSTEM_DIRECTIVES] if self.sys_account is not None else []
     self.wire = [(p, partial(fn, self.account), i) for p, fn, i, _ in _WIRE]
     JetStream.start(self)
     self.core.leaving.append(self.hand_over)
@@ -132,13 +139,13 @@ def stop(self: ClusteredJetStream):
     for g in list(self.groups.values()): g.stop()
     self.groups.clear()
     if self.meta.raft is not None: self.meta.stop()
-    if self.bus is not None: self.bus.close(); self.bus = None
+    if self._own_parts: self.parts.close()
     cl = self.core.cluster
     if self._serving and cl is not None:
-        for ch in (API_CHANNEL, SYNC_CHANNEL, ANSWER_CHANNEL, JOIN_CHANNEL): cl.peers.handle(ch, None)
+        for ch in (self.api_ch, self.sync_ch, self.answer_ch, self.join_ch): cl.peers.handle(ch, None)
     self._serving = False
     for s in self._sys_subs:
-        self.core.unsubscribe(s, acc=self.sys_account)
+        self.server.unsubscribe(s, acc=self.sys_account)
         if cl is not None and self._sys_told: cl.local_interest(s, -1, self.sys_account)
     self._sys_subs = []
     JetStream.stop(self)
@@ -165,7 +172,7 @@ class _LeaderSub:
 def _share_here(self: ClusteredJetStream, subject, cb, queue='', defers=False):
     sub = self.core.subscribe(subject, cb, queue, defers)       # (no `many`: a server with routes routes each message itself)
     self._shared.add(sub)
-    if self.core.cluster is not None: self.core.cluster.local_interest(sub, 1)
+    if self.core.cluster is not None: self.core.cluster.local_interest(sub, 1, self.nats_acc)
     else: self._early.append(sub)
     return sub
 
@@ -180,7 +187,7 @@ def _unshare(self: ClusteredJetStream, sub):
     self.core.unsubscribe(sub)
     if sub in self._shared:
         self._shared.discard(sub)
-        if self.core.cluster is not None: self.core.cluster.local_interest(sub, -1)
+        if self.core.cluster is not None: self.core.cluster.local_interest(sub, -1, self.nats_acc)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #38218f8a
 @patch
@@ -251,7 +258,7 @@ def send_peer(self: ClusteredJetStream, server: str, channel: bytes, data: bytes
 def forward(self: ClusteredJetStream, server: str, subject: bytes, reply: bytes, hdr: int, data: bytes, hops: int = 1, ask: int = 0) -> bool:
     """Send a request on to the server named `server` over the peer channel; it answers `reply` itself (or, `ask`, sends
     the answer back here, see `ask`). False when it cannot go now."""
-    return self.send_peer(server, API_CHANNEL, msgpack.packb([hops, subject, reply, hdr, data, ask]))
+    return self.send_peer(server, self.api_ch, msgpack.packb([hops, subject, reply, hdr, data, ask]))
 
 # %% ../../nbs/2_js/20_cluster.ipynb #fab6e402
 @patch
@@ -311,7 +318,7 @@ def capture(self: ClusteredJetStream, server: str, aid: int) -> bytes:
 @patch
 def answer_ask(self: ClusteredJetStream, server: str, aid: int, body) -> bool:
     "Send `body` back to server `server` as the answer to its `ask` `aid`."
-    return self.send_peer(server, ANSWER_CHANNEL, msgpack.packb([aid, body]))
+    return self.send_peer(server, self.answer_ch, msgpack.packb([aid, body]))
 
 @patch
 def taken(self: ClusteredJetStream, to, body: bytes) -> bool:
@@ -326,7 +333,7 @@ def peers_now(self: ClusteredJetStream) -> dict:
     "This server and the jsnb servers it has routes to that announced a meta member: member id -> server name."
     out = {self.raft_addr: self.core.server_name}
     for rc in self.core.cluster.routes.values():
-        if m := js_member(rc): out[m] = rc.remote_name
+        if m := js_member(rc, self.info_key): out[m] = rc.remote_name
     return out
 
 # %% ../../nbs/2_js/20_cluster.ipynb #60ed9977
@@ -346,7 +353,7 @@ def _mesh_named(self: ClusteredJetStream) -> bool:
     cl = self.core.cluster
     named = {u.hostport for u in cl.configured}
     return bool(named) and self._routes_resolved() and \
-        all(rc.url is not None and rc.url.hostport in named for rc in cl.routes.values() if js_member(rc))
+        all(rc.url is not None and rc.url.hostport in named for rc in cl.routes.values() if js_member(rc, self.info_key))
 
 # %% ../../nbs/2_js/20_cluster.ipynb #80d460e6
 @patch
@@ -356,14 +363,14 @@ def _watch(self: ClusteredJetStream):
     again = lambda: setattr(self, '_timer', loop.call_later(0.1, self._watch))
     if cl is None: return again()
     for sub in self._early:
-        if sub in self._shared: cl.local_interest(sub, 1)
+        if sub in self._shared: cl.local_interest(sub, 1, self.nats_acc)
     self._early = []
     if not self._sys_told:
         for sub in self._sys_subs: cl.local_interest(sub, 1, self.sys_account)    # (the meta leader answers them, wherever it is)
         self._sys_told = True; cl.peers.info_watchers.append(self._peer_members)
     self._timer = None
     if saved := read_saved(os.path.join(self.state_dir, 'members')): return self.form(orjson.loads(saved))
-    formed = [m for rc in cl.routes.values() if (m := _meta_of(rc))]
+    formed = [m for rc in cl.routes.values() if (m := _meta_of(rc, self.meta_key))]
     if formed:                                        # a peer has a meta group: this server is one of its members, or of none
         if self.raft_addr in formed[0]: return self.form(formed[0])
         if (mine := [a for a, n in formed[0].items() if n == self.core.server_name]): return self._rejoin(mine[0], formed[0])
@@ -384,7 +391,7 @@ def _rejoin(self: ClusteredJetStream, addr: str, members: dict):
     "A member of the formed group by name, with no state on disk (a new disk, or a wiped store): take its old member back and rebuild from the peers."
     log.warning('JetStream: this server is a member of the meta group (as %s) but has no state on disk: '
                 'rejoining, its streams are rebuilt from their peers', addr)
-    self.raft_addr = self.core.route_info_extra[RAFT_INFO] = addr
+    self.raft_addr = self.server.route_info_extra[self.info_key] = addr
     self.form(members)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #f4ed2c3a
@@ -392,7 +399,7 @@ def _rejoin(self: ClusteredJetStream, addr: str, members: dict):
 def _ask_join(self: ClusteredJetStream, members: dict):
     "Ask the servers of the formed meta group `members` to let this server in (the meta leader among them answers by its entry)."
     for name in set(members.values()):
-        self.send_peer(name, JOIN_CHANNEL, msgpack.packb([self.core.server_name, self.raft_addr]))
+        self.send_peer(name, self.join_ch, msgpack.packb([self.core.server_name, self.raft_addr]))
 
 @patch
 def _on_join(self: ClusteredJetStream, server: str, data: bytes):
@@ -415,8 +422,7 @@ def password(self: ClusteredJetStream) -> str:
 @patch
 def raft_parts(self: ClusteredJetStream) -> tuple:
     "The bus and the ticks of this server's Raft members (made with the first)."
-    if self.bus is None: self.bus, self.raft_loop = RouteBus(self.core.cluster.peers), RaftLoop()
-    return self.bus, self.raft_loop
+    return self.parts.get(self.core.cluster.peers)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #a2aabc82
 @patch
@@ -433,18 +439,18 @@ def form(self: ClusteredJetStream, peers: dict):
                               compact_bytes=int(os.environ.get('JSNB_META_COMPACT') or META_COMPACT_BYTES)))
     log.info('JetStream meta group of %d server(s): %s', len(peers), ', '.join(sorted(peers.values())))
     cl = self.core.cluster
-    cl.peers.handle(API_CHANNEL, self.api.on_forwarded); cl.peers.handle(SYNC_CHANNEL, self.replication.on_sync)
-    cl.peers.handle(ANSWER_CHANNEL, self._on_answer); cl.peers.handle(JOIN_CHANNEL, self._on_join); self._serving = True
+    cl.peers.handle(self.api_ch, self.api.on_forwarded); cl.peers.handle(self.sync_ch, self.replication.on_sync)
+    cl.peers.handle(self.answer_ch, self._on_answer); cl.peers.handle(self.join_ch, self._on_join); self._serving = True
     self.members_changed()
     for rc in list(cl.routes.values()):              # (a peer that announced its members before: was this server removed?)
-        if _meta_of(rc): self._peer_members(rc)
+        if _meta_of(rc, self.meta_key): self._peer_members(rc)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #b2f0ce68
 @patch
 def members_changed(self: ClusteredJetStream):
     "Save the meta group's members for restarts and announce them on the routes (servers that connect later join this group)."
     write_saved(os.path.join(self.state_dir, 'members'), orjson.dumps(self.meta.members).decode())
-    self.core.route_info_extra[RAFT_META] = self.meta.members
+    self.server.route_info_extra[self.meta_key] = self.meta.members
     cl = self.core.cluster
     for rc in list(cl.routes.values()): rc.send(cl.route_info())
 
@@ -611,11 +617,11 @@ def leave(self: ClusteredJetStream):
 @patch
 def _go_relay(self: ClusteredJetStream):
     "JetStream off on this server (`/jsz` says `disabled`); its clients' JetStream requests go to a peer."
-    self.core.jetstream = False
-    self.core.route_info_extra.pop(RAFT_INFO, None); self.core.route_info_extra.pop(RAFT_META, None)
+    self.server.jetstream = False
+    self.server.route_info_extra.pop(self.info_key, None); self.server.route_info_extra.pop(self.meta_key, None)
     cl = self.core.cluster
     if cl is None: return asyncio.get_running_loop().call_later(0.25, self._go_relay)   # (at start: the cluster layer comes later)
-    relay_jetstream(self.core)
+    relay_jetstream(self.server)
     for rc in list(cl.routes.values()): rc.send(cl.route_info())      # the peers forget its meta member
 
 # %% ../../nbs/2_js/20_cluster.ipynb #2e604b5d
@@ -631,7 +637,7 @@ def _disabled_at_start(self: ClusteredJetStream):
 @patch
 def _peer_members(self: ClusteredJetStream, rc):
     "A peer announced its meta group's members: if they no longer include this server, it was removed while it was away."
-    m = _meta_of(rc)
+    m = _meta_of(rc, self.meta_key)
     if m is None or self.meta.raft is None or self.disabled or rc.remote_name not in self.meta.members.values() or rc.remote_name == self.core.server_name: return
     if self.raft_addr not in m and self.core.server_name not in m.values(): asyncio.get_running_loop().call_soon(self.leave)
 

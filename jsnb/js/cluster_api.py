@@ -560,9 +560,11 @@ def sys_answer(self: ClusterApi, reply: bytes, body: bytes):
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #546f9be5
 @patch
 def on_system(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
-    "`META.LEADER.STEPDOWN` or `SERVER.REMOVE` from the system account: the meta leader answers."
+    """`META.LEADER.STEPDOWN` or `SERVER.REMOVE` from the system account: the meta leader answers. With several accounts
+    with JetStream, each has its meta group and does it; the first account's (`primary`) answers."""
     m = self.js.meta.raft
     if m is None or not m.is_leader(): return       # (without a reply subject it is done all the same, as by the reference)
+    if not self.js.primary: reply = b''
     if hdr: return log.warning('Malformed JetStream API Request: ""')
     if subject == b'$JS.API.META.LEADER.STEPDOWN': return self._stepdown('', m, self.js.meta.members, reply, 'meta_leader_stepdown_response', data, self.sys_answer)
     self._server_remove(reply, data)

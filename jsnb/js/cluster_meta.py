@@ -12,17 +12,24 @@ from .errors import JSClusterNoPeersErrF
 from ..nats.times import rfc3339
 
 # %% auto #0
-__all__ = ['RAFT_INFO', 'LOST_QUORUM', 'TAGS', 'KINDS', 'js_member', 'short_hash', 'peer_id', 'group_name', 'MetaGroup', 'Assign',
-           'Addr', 'Update', 'Unassign', 'Scale', 'Grow', 'Regroup', 'Move', 'RemoveServer', 'AddServer',
+__all__ = ['RAFT_INFO', 'LOST_QUORUM', 'TAGS', 'KINDS', 'js_member', 'keyed', 'short_hash', 'peer_id', 'group_name', 'MetaGroup',
+           'Assign', 'Addr', 'Update', 'Unassign', 'Scale', 'Grow', 'Regroup', 'Move', 'RemoveServer', 'AddServer',
            'MetaSnapshot', 'meta_entry', 'misfit']
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #6aa65142
 RAFT_INFO = 'jsnb_js'        # the route INFO field that carries the meta member of a jsnb server with JetStream
 
-def js_member(rc) -> str:
-    "The meta member a jsnb server with JetStream announced on route `rc` ('' for none: no JetStream, or not jsnb)."
-    v = rc.extras.get(RAFT_INFO)
+def js_member(rc, key: str = RAFT_INFO) -> str:
+    """The meta member a jsnb server with JetStream announced on route `rc` ('' for none: no JetStream, or not jsnb);
+    `key`: the field of an account's meta group (`keyed`)."""
+    v = rc.extras.get(key)
     return v if type(v) is str else ''
+
+def keyed(base, account: str):
+    """The name of a route INFO field (`str`) or peer channel (`bytes`) for the meta group of `account`: `base` for `$G`,
+    `base@account` for another account with JetStream (each has a meta group of its own, see the accounts' page)."""
+    if account == '$G': return base
+    return base + (b'@' + account.encode() if isinstance(base, bytes) else '@' + account)
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #011b349e
 _DIGITS = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
@@ -44,8 +51,8 @@ def group_name(name: str, replicas: int, storage: str, created: int) -> str:
 # %% ../../nbs/2_js/20e_meta_group.ipynb #ec6fdd7f
 class MetaGroup:
     "The meta group as this server knows it: members, the streams' assignments, its Raft member once formed, how far its log is applied."
-    def __init__(self, core, opts):
-        self.core, self.opts = core, opts
+    def __init__(self, core, opts, key: str = RAFT_INFO):
+        self.core, self.opts, self.key = core, opts, key   # (`key`: the route INFO field of its members, `keyed`)
         self.raft = None                            # this server's member of the group (a `RaftGroup`), once formed
         self.assignments: dict[str, dict] = {}      # stream -> {config, peers (server names), created, addrs {name: member id}}
         self.members: dict[str, str] = {}           # meta member id -> server name
@@ -217,7 +224,7 @@ def tags_of(self: MetaGroup) -> dict:
     "The server tags of this server and of the JetStream servers it has routes to (announced on the routes), lower case."
     out = {self.core.server_name: {t.lower() for t in self.opts.server_tags}}
     for rc in self.core.cluster.routes.values():
-        if js_member(rc): out[rc.remote_name] = {t.lower() for t in rc.extras.get('jsnb_tags') or () if type(t) is str}
+        if js_member(rc, self.key): out[rc.remote_name] = {t.lower() for t in rc.extras.get('jsnb_tags') or () if type(t) is str}
     return out
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #bc142655

@@ -9,8 +9,8 @@ from collections import deque
 from typing import NamedTuple
 import msgpack
 from fastcore.basics import patch
+from .raft import RaftNode, RaftLoop, record, plain_value   # (first: it imports PySyncObj, and mends what that import changes)
 from pysyncobj import FAIL_REASON
-from .raft import RaftNode, RaftLoop, record, plain_value
 
 log = logging.getLogger('jsnb')
 

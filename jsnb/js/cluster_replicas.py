@@ -577,7 +577,7 @@ async def _sync_ask(self: Replication, peer: str, body: dict, timeout: float = 5
         if not fut.done(): fut.set_result(data)
     aid = self.js.ask(on_answer)                        # (the peer channel brings the answer)
     try:
-        self.js.core.cluster.peers.send(peer, SYNC_CHANNEL, msgpack.packb([aid, seal(key, body)]))
+        self.js.core.cluster.peers.send(peer, self.js.sync_ch, msgpack.packb([aid, seal(key, body)]))
         return unseal(key, await asyncio.wait_for(fut, timeout))
     finally: self.js.done(aid)
 

@@ -170,12 +170,13 @@ def no_responders(self: CoreHost, src, subject: bytes, reply: bytes):
 # %% ../../nbs/2_js/05c_host.ipynb #8a3c4e55
 @patch
 def has_interest(self: CoreHost, subject: str) -> bool:
-    "Whether a subscription here, or on another server of the cluster, takes `subject`."
+    "Whether a subscription here, or on another server of the cluster, takes `subject` (in the account the core is seen from)."
     p, q = self.core.sublist.match(wire(subject))
     if p or q: return True
-    cl = self.core.cluster
-    if cl is None or not cl.rsl.count: return False
-    rp, rq = cl.rsl.match(wire(subject))
+    cl, acc = self.core.cluster, getattr(self.core, 'acc', None)      # (`acc`: a `CoreView`'s account; none: `$G`)
+    rsl = cl.rsls.get(acc.wire) if cl is not None and acc is not None else getattr(cl, 'rsl', None)
+    if rsl is None or not rsl.count: return False
+    rp, rq = rsl.match(wire(subject))
     return bool(rp or rq)
 
 # %% ../../nbs/2_js/05c_host.ipynb #449b2cd5

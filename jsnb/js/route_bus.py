@@ -6,11 +6,12 @@
 from __future__ import annotations
 import logging, struct
 from fastcore.basics import patch
+from .raft import RaftLoop
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'RAFT_CHANNEL', 'member_id', 'server_of', 'RouteBus']
+__all__ = ['log', 'RAFT_CHANNEL', 'member_id', 'server_of', 'RouteBus', 'RaftParts']
 
 # %% ../../nbs/2_js/20g_route_bus.ipynb #bad7dd4e
 RAFT_CHANNEL = b'raft'       # the peer channel's name for Raft frames
@@ -79,3 +80,16 @@ def _link(self: RouteBus, server: str, up: bool):
     for node in list(self.members.values()):
         for peer in list(node.transport.nodes):
             if server_of(peer) == server: node.link(peer, up)
+
+# %% ../../nbs/2_js/20g_route_bus.ipynb #d9bc1014
+class RaftParts:
+    "The bus and ticks of a server's Raft members (`RouteBus`, `RaftLoop`): made with the first member, shared by all."
+    def __init__(self): self.bus = self.loop = None
+
+    def get(self, peers) -> tuple:
+        "The bus over the routes' peer channel `peers`, and the ticks (made now, the first time)."
+        if self.bus is None: self.bus, self.loop = RouteBus(peers), RaftLoop()
+        return self.bus, self.loop
+
+    def close(self):
+        if self.bus is not None: self.bus.close(); self.bus = None

@@ -11,7 +11,6 @@ from .core import Core
 from .times import NS, go_duration
 from .auth import startup_checks, check_in_background
 from .jwt import serve_user_info
-from .accounts import global_account_only
 from .tls import tls_accept, tls_context
 from .websocket import start_websocket, check_websocket
 from fastcore.basics import patch
@@ -233,9 +232,6 @@ def _refuse(self: Server):
     if 0 < o.lame_duck_duration <= o.lame_duck_grace_period:
         raise StartupError(f'lame duck grace period ({go_duration(int(o.lame_duck_grace_period * NS))}) should be strictly '
                            f'lower than lame duck duration ({go_duration(int(o.lame_duck_duration * NS))})')
-    if o.clustered and o.jetstream and not global_account_only(o):
-        raise StartupError("JetStream in a cluster runs in the global account only: accounts are carried over routes, but their "
-                           "JetStream is not replicated yet; remove the accounts, the cluster block (or --cluster), or JetStream")
 
 @patch
 def _checks(self: Server):
