@@ -233,10 +233,20 @@ async def _take_rest(sub, done) -> list:
 
 @pytest.mark.parametrize('creplicas', [0, 1])
 async def test_consumer_survives_the_stream_leader(cluster, creplicas):
-    """A durable pull consumer of an R3 stream (of the stream's replicas, or of one): after the leader is killed, the new
-    leader redelivers no acknowledged message and loses no unacknowledged one."""
+    """A durable pull consumer of an R3 stream (of the stream's replicas, or of one): after the stream's leader is killed,
+    no acknowledged message is redelivered and no unacknowledged one is lost. The replicated consumer moves with the
+    stream's leader; one of one replica runs on one server of the stream's (as in the reference) and stays there: the
+    leader killed is then another server."""
     leader, li, nc, r, sub, acked = await _durable_after(cluster, 'W', 20, 6, creplicas)
-    assert r['cluster']['leader'] == leader and len(r['cluster'].get('replicas', [])) == (0 if creplicas == 1 else 2)
+    home = r['cluster']['leader']
+    assert home == leader if creplicas == 0 else home in {'n0', 'n1', 'n2'}
+    assert len(r['cluster'].get('replicas', [])) == (0 if creplicas == 1 else 2)
+    if creplicas == 1 and home == leader:                # its server stays up: the stream's leader moves to the third server first
+        to = f'n{(li + 2) % 3}'                          # (not the one the client is connected to)
+        assert (await _req(nc, '$JS.API.STREAM.LEADER.STEPDOWN.W', {'placement': {'preferred': to}})).get('success')
+        deadline = time.time() + 30
+        while (await _info(nc, 'W'))['cluster'].get('leader') != to and time.time() < deadline: await asyncio.sleep(0.2)
+        leader, li = to, int(to[1:])
     info = await _req(nc, '$JS.API.CONSUMER.INFO.W.work')
     assert (info['delivered']['stream_seq'], info['ack_floor']['stream_seq'], info['num_ack_pending']) == (10, 6, 4)
     cluster.kill(li)
@@ -247,7 +257,7 @@ async def test_consumer_survives_the_stream_leader(cluster, creplicas):
     assert info['cluster']['leader'] != leader
     ci = await _req(nc, '$JS.API.CONSUMER.INFO.W.work')
     assert (ci['ack_floor']['stream_seq'], ci['num_ack_pending'], ci['num_pending']) == (20, 0, 0)
-    assert ci['cluster']['leader'] == info['cluster']['leader']
+    assert ci['cluster']['leader'] == (home if creplicas == 1 else info['cluster']['leader'])
     await nc.close()
 
 

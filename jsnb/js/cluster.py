@@ -24,6 +24,7 @@ from . import consumer_api as C
 from .cluster_api import ClusterApi, LEADER_READ
 from .cluster_replicas import Replication, REPLICA_META_APPLY, SYNC_CHANNEL
 from .cluster_advisories import Advisor
+from . import cluster_placed
 
 log = logging.getLogger('jsnb')
 
@@ -263,10 +264,12 @@ def forward(self: ClusteredJetStream, server: str, subject: bytes, reply: bytes,
 # %% ../../nbs/2_js/20_cluster.ipynb #fab6e402
 @patch
 def wire_msg(self: ClusteredJetStream, local, i: int, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int = 0):
-    "A consumer's wire subject (next, ack, flow control, reset): handled here, or sent to the server holding the stream."
+    "A consumer's wire subject (next, ack, flow control, reset): handled here, or sent to the server holding the stream (or the consumer, placed on one)."
     toks = subject.split(b'.')
     name = text(toks[i]) if len(toks) > i else ''
-    to = self.leader_of(name)
+    to = cluster_placed.wire_to(self, name, text(toks[i + 1]), subject, reply, src) if len(toks) > i + 1 else None
+    if to == '': return                              # a placed consumer whose server is offline: nobody answers
+    if to is None: to = self.leader_of(name)
     if not to and name not in self.meta.assignments and not hops: to = self.meta.leader()   # it may know the stream already
     if to and to != self.core.server_name and hops < 2: return self.forward(to, subject, reply, hdr, data, hops + 1)
     if i == 2 and subject.startswith(b'$JS.ACK.') and (g := self.groups.get(name)) is not None:
@@ -526,7 +529,7 @@ def _apply_scale(self: ClusteredJetStream, e: Scale, fresh: bool):
         return
     s.group = None                                   # alone now: the stream decides for itself, as on one server
     self.follow_role(name)
-    if g is not None and g.consumers.cready is not True: g.consumers.take_over(s)     # the consumers as the log recorded them
+    if g is not None: g.consumers.scaled_down(s)      # the consumers as the log recorded them (those placed elsewhere too)
     if e.origin == self.core.server_id and e.reply:
         self.account.api_total += 1
         self.account.host.reply(e.reply, json_bytes(dict(type=RT + 'stream_update_response', **self.api.with_cluster(s.info(cluster=False), name))))
@@ -670,11 +673,12 @@ def meta_cluster(self: ClusteredJetStream) -> dict:
 @patch
 def stats(self: ClusteredJetStream) -> dict:
     """Figures for `/jsz`: the account's, with the meta group and every replicated stream here counted as highly available
-    assets, and each replicated consumer counted on every server of its group (as the reference counts it), not only where it runs."""
+    assets, and each replicated consumer counted on every server of its group (as the reference counts it), not only where
+    it runs (one placed on one server counts there only)."""
     out = dict(JetStream.stats(self), ha_assets=(self.meta.raft is not None) + len(self.groups))
     for name, g in self.groups.items():
         s = self.account.streams.get(name)
-        out['consumers'] += len(g.consumers.cstates.keys() - (s.consumers.keys() if s is not None else set()))
+        out['consumers'] += len(g.consumers.replicated().keys() - (s.consumers.keys() if s is not None else set()))
     return out
 
 # %% ../../nbs/2_js/20_cluster.ipynb #019283e5

@@ -22,6 +22,7 @@ import msgpack
 from .cluster_meta import misfit, peer_id, Assign, Update, Unassign, Grow, Move, RemoveServer
 from .cluster_raft import RaftGroup
 from .cluster_stream import ScaleDown, GroupMove, ApiRequest
+from . import cluster_placed
 
 log = logging.getLogger('jsnb')
 
@@ -105,6 +106,7 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         lead = self.js.meta.leader()                    # the only server of the stream is gone: the meta leader moves it
         if lead and lead != self.js.core.server_name and hops < 2: return self.js.forward(lead, subject, reply, hdr, data, hops + 1)
         return self._peer_remove(name, None, reply, hdr, data)
+    if verb.startswith('CONSUMER.') and cluster_placed.serve(self.js, verb, name, args, subject, reply, hdr, data, src, hops, rtype, extra): return   # (its own server)
     to = self.js.leader_of(name)
     if to and to != self.js.core.server_name and to not in self.js.peers_now().values(): to = ''   # its server is gone (no route):
     if not to: return again()                        # a group between leaders
@@ -355,6 +357,8 @@ def alternates(self: ClusterApi, name: str) -> list[dict]:
 def with_cluster(self: ClusterApi, info: dict, name: str, alternates: bool = False) -> dict:
     "A stream's info with its `cluster` and, for `STREAM.INFO`, its `alternates` (before `ts`, where the reference puts them)."
     out = {k: v for k, v in info.items() if k not in ('ts', 'cluster', 'did_create')}
+    if isinstance(out.get('state'), dict) and (n := cluster_placed.away(self.js, name)):     # its consumers placed on other servers
+        out['state'] = dict(out['state'], consumer_count=out['state'].get('consumer_count', 0) + n)
     out['cluster'] = self.cluster_info(name)
     if alternates and (alts := self.alternates(name)): out['alternates'] = alts
     out['ts'] = info.get('ts') or rfc3339(time.time_ns())

@@ -18,12 +18,13 @@ from . import batch, schedules
 from .batch import AtomicBatch
 from .store import StoreMsg
 from . import consumer_api as C
-from .cluster_stream import (DECISIONS, alone, stream_entry, Msgs, BatchCommit, Decide, Copies, Seed, Seeded,
+from .cluster_stream import (DECISIONS, unlogged, logged_states, stream_entry, Msgs, BatchCommit, Decide, Copies, Seed, Seeded,
                                      ScaleDown, GroupMove, ApiRequest, ConsumerState, ConsumerDelete, Barrier, StreamSnapshot, Delivered)
 import msgpack
 from .cluster_meta import group_name, Assign, Scale, Grow, Regroup, Move, RemoveServer, MetaSnapshot
 from .cluster_raft import RaftGroup, seal, unseal, read_saved
 from .cluster_api import api_verb
+from . import cluster_placed
 from .errors import JSApiError, JSRaftGeneralErrF, JSStreamNameExistRestoreFailedErr
 
 log = logging.getLogger('jsnb')
@@ -142,17 +143,18 @@ def _on_scale_down(self: Replication, g, s: Stream | None, idx: int, e: ScaleDow
     "Every replica holds the same messages from here on: none takes more; the server asked tells the meta log."
     g.closing = True
     me = self.js.core.server_id
-    if e.origin == me: self.js.meta.propose(Scale(g.stream, [self.js.core.server_name], e.config, me, e.reply))
+    if e.origin != me: return g.consumers.hand_in(s)        # (consumers placed here: see `hand_in`)
+    g.consumers.when_handed_in(lambda: self.js.meta.propose(Scale(g.stream, [self.js.core.server_name], e.config, me, e.reply)))
 
 @patch
 def _on_group_move(self: Replication, g, s: Stream | None, idx: int, e: GroupMove):
     "The group moves to other servers: none takes more from here; the server asked tells the meta log, seeded by a staying server."
     if g.closing: return                             # (one proposed again by `_regroup_until_done` that also came through)
     g.closing = True
-    if e.origin != self.js.core.server_id: return
+    if e.origin != self.js.core.server_id: return g.consumers.hand_in(s, e.peers)
     was = self.js.meta.assignments[g.stream]['peers']
     seed = next(p for p in [self.js.core.server_name] + was if p in e.peers)    # this server if it stays, else a staying one
-    self.js.meta.propose(Regroup(g.stream, list(e.peers), e.config, e.origin, e.reply, e.rtype, seed))
+    g.consumers.when_handed_in(lambda: self.js.meta.propose(Regroup(g.stream, list(e.peers), e.config, e.origin, e.reply, e.rtype, seed)), e.peers)
     if e.rtype == 'stream_remove_peer_response' and e.reply:
         self.js.account.api_total += 1
         self.js.account.host.reply(e.reply, json_bytes(dict(type=RT + e.rtype, success=True)))
@@ -301,7 +303,7 @@ def _seed(self: Replication, name: str):
                 size += len(m.subject) + len(m.hdr) + len(m.data)
                 if size >= SEED_CHUNK: g.propose(Seed(chunk)); chunk, size = [], 0; await asyncio.sleep(0)
             if chunk: g.propose(Seed(chunk))
-            states, carried = {c.name: c.snapshot() for c in s.consumers.values() if not alone(c)}, self._carried.get(name)
+            states, carried = logged_states(s, self.js.core.server_name), self._carried.get(name)
             for cname, snap in (carried or {}).items():                    # a follower's: as the group it left recorded them
                 states.setdefault(cname, snap)
             for cname, snap in states.items(): g.propose(ConsumerState(cname, snap, self.js.core.server_id, []))
@@ -612,6 +614,7 @@ _C_CHANGES = {'CONSUMER.CREATE', 'CONSUMER.DURABLE.CREATE', 'CONSUMER.DELETE', '
 @patch
 def consumer_api(self: Replication, verb, name, g, subject, reply, hdr, data, src, rtype, extra):
     "A consumer request on the leader of a replicated stream: the consumer here answers; a change is answered once the group has its new state."
+    if cluster_placed.on_leader(self.js, verb, name, g, subject, reply, hdr, data, src, rtype, extra): return   # (consumers placed elsewhere)
     s = self.js.account.streams.get(name)
     if verb not in _C_CHANGES: return self.js.api.local_api(subject, reply, hdr, data, src, name)
     resp = self.js.api.local_api(subject, b'', hdr, data, src, name)
@@ -637,7 +640,7 @@ def replicated_ack(self: Replication, g: RaftGroup, name: str, subject: bytes, r
     s = self.js.account.streams.get(name)
     c = s.consumers.get(toks[3]) if s is not None and len(toks) >= 7 else None
     body = data[hdr:] if hdr else data
-    if c is None or c.ack_none or body[:4] == b'+NXT' or alone(c): return C.on_ack(self.js.account, subject, reply, hdr, data, src)
+    if c is None or c.ack_none or body[:4] == b'+NXT' or unlogged(c): return C.on_ack(self.js.account, subject, reply, hdr, data, src)
     plain = body[:4] not in C.NOT_ACKS
     if plain and toks[5].isdigit() and not c.takes_ack(int(toks[5])): reply = b''    # nothing it can apply: no answer (as `Consumer.ack`)
     C.on_ack(self.js.account, subject, b'', hdr, data, src)

@@ -4,7 +4,8 @@
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #ea7ed6a9
 from __future__ import annotations
-import asyncio, logging, os, time
+import asyncio, logging, os, random, time
+import orjson
 from typing import NamedTuple
 from fastcore.basics import patch
 from .operations import Remove, Purge, Expire
@@ -13,13 +14,15 @@ from .consumer import from_snapshot
 from ..nats.subjects import subject_matches
 from . import mirrors
 from .raft import record, as_list, entry_reader
+from .host import json_bytes
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'TAGS', 'KINDS', 'CONSUMER_APPLY', 'DECISIONS', 'Msgs', 'BatchCommit', 'Decide', 'Copies', 'Seed', 'Seeded',
-           'ScaleDown', 'GroupMove', 'ApiRequest', 'ConsumerState', 'Delivered', 'ConsumerDelete', 'Barrier',
-           'StreamSnapshot', 'stream_entry', 'ConsumerReplica', 'alone', 'detach', 'StreamReplica']
+__all__ = ['log', 'TAGS', 'KINDS', 'CONSUMER_APPLY', 'HAND_IN_WAIT', 'DECISIONS', 'Msgs', 'BatchCommit', 'Decide', 'Copies',
+           'Seed', 'Seeded', 'ScaleDown', 'GroupMove', 'ApiRequest', 'ConsumerState', 'Delivered', 'ConsumerDelete',
+           'Barrier', 'StreamSnapshot', 'stream_entry', 'ConsumerReplica', 'alone', 'detach', 'unlogged', 'placed',
+           'logged_states', 'StreamReplica']
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #929574c0
 @record
@@ -119,6 +122,8 @@ class ConsumerReplica:
         self.cmarks: dict[str, object] = {}     # consumer -> the state mark last logged from here (to log what changed)
         self.cready: bool | float = False       # True: they run here; a time: the barrier asked then (see `ready`)
         self.run_by, self.run_term = None, 0    # the server (and its term) whose barrier came last: it runs the consumers
+        self.hosted: set[str] = set()           # consumers placed here seen running (one gone is logged deleted: see `watch`)
+        self.handed: set[str] = set()           # placed consumers whose state came in once the group was closing (`hand_in`)
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #dd42a894
 @patch
@@ -153,6 +158,38 @@ def detach(account, s, c, forget: bool = False):
         p = account.state_path(c)
         if p and os.path.exists(p): os.remove(p)
 
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #92791be1
+def unlogged(c) -> bool:
+    "A consumer of one replica on a replicated stream (`alone` or `placed`): its state stays where it runs, out of the stream's log."
+    return c.cfg.get('num_replicas') == 1 and c.stream.cfg.get('num_replicas', 1) > 1
+
+def placed(c) -> bool:
+    "A durable consumer of one replica on a replicated stream: it runs on one server of the stream's, unlogged (see above)."
+    return unlogged(c) and bool(c.cfg.get('durable_name'))
+
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #ce4fb9e8
+def logged_states(s, server: str) -> dict:
+    "The states of stream `s`'s consumers on `server` for its log (a grown stream's seed): all but those `alone`, the `placed` ones with `server`."
+    return {c.name: dict(c.snapshot(), server=server) if placed(c) else c.snapshot() for c in s.consumers.values() if not alone(c)}
+
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #37ad2c2e
+@patch
+def home(self: ConsumerReplica, name: str) -> str | None:
+    "The server consumer `name` runs on as the log placed it ('' for one the log replicates, None for one it does not know)."
+    st = self.cstates.get(name)
+    return None if st is None else st.get('server', '')
+
+@patch
+def replicated(self: ConsumerReplica) -> dict:
+    "The consumers the log replicates (the stream's leader runs them), name -> state: all but those placed on one server."
+    return {n: st for n, st in self.cstates.items() if 'server' not in st}
+
+@patch
+def elsewhere(self: ConsumerReplica, here) -> list[str]:
+    "The consumers placed on a server other than this one, sorted (`here`: the consumers that run here)."
+    me = self.replica.server_name
+    return sorted(n for n, st in self.cstates.items() if st.get('server') not in (None, me) and n not in here)
+
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #61eedf89
 @patch
 def propose(self: ConsumerReplica, c, replies: list):
@@ -161,6 +198,7 @@ def propose(self: ConsumerReplica, c, replies: list):
     if alone(c):                                     # a consumer of one replica: nothing to log, answered at once
         for to, body in replies: r.account.host.reply(to, body)
         return
+    if placed(c): return self.place(c, replies)      # a durable one: where it runs (see `place`)
     self.cmarks[c.name] = c.state_mark()
     r.propose(ConsumerState(c.name, dict(c.snapshot(), config=c.cfg), r.server_id, replies))   # the configuration as it runs
 
@@ -169,6 +207,23 @@ def delivered(self: ConsumerReplica, c, sent: list):
     "Log what consumer `c` handed out (`sent`, from its journal) before the messages go."
     floors = [c.adflr, c.asflr] if c.ack_none else []
     self.replica.propose(Delivered(c.name, [] if c.ack_none else sent, c.sseq, c.dseq, c.last_delivered, floors, self.replica.server_id))
+
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #e91fc724
+@patch
+def place(self: ConsumerReplica, c, replies: list):
+    "Log durable consumer `c` of one replica with the server it runs on (see above); that server sends `replies` once it runs it."
+    r = self.replica
+    server = r.server_name if self.home(c.name) is not None else random.choice(r.online())
+    if server != r.server_name:
+        detach(r.account, c.stream, c, forget=True)
+        replies = [(to, _led_by(body, server)) for to, body in replies]
+    r.propose(ConsumerState(c.name, dict(c.snapshot(), config=c.cfg, server=server), r.server_id, replies))
+
+def _led_by(body: bytes, server: str) -> bytes:
+    "A consumer's info answer `body` with `server` as its `cluster`'s leader."
+    d = orjson.loads(body)
+    if isinstance(d.get('cluster'), dict): d['cluster'] = dict(d['cluster'], leader=server)
+    return json_bytes(d)
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #97572cf9
 @patch
@@ -186,17 +241,25 @@ def restore(self: ConsumerReplica, saved: dict):
 def stale(self: ConsumerReplica, e) -> bool:
     """Whether consumer entry `e` comes from a server other than the one whose barrier came last: a leader that lost
     the group, whose entry reached the log after its successor took the consumers over. It is ignored, and not
-    answered: its `AckSync` was not applied by the consumer that runs (the client asks again, and that one answers)."""
-    return self.run_by is not None and e.origin != self.run_by
+    answered: its `AckSync` was not applied by the consumer that runs (the client asks again, and that one answers).
+    An entry about a consumer placed on one server is never stale: no leader runs that one."""
+    return self.run_by is not None and e.origin != self.run_by and not self._about_placed(e)
 
 @patch
+def _about_placed(self: ConsumerReplica, e) -> bool:
+    "Whether `e` is a state or deletion of a consumer placed on one server (or one that places it)."
+    if not isinstance(e, (ConsumerState, ConsumerDelete)): return False
+    return bool(self.home(e.name)) or (isinstance(e, ConsumerState) and 'server' in e.state)
+
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #bb895d04
+@patch
 def _on_state(self: ConsumerReplica, e: ConsumerState, s, fresh: bool) -> list:
-    "A consumer's state, kept (a new one led here is told to the watcher); the replies to send."
+    "A consumer's state, kept (a new one led here is told to the watcher); the replies to send (a placed one's: see `_placed`)."
     if self.stale(e): return []
-    r = self.replica
+    r, was = self.replica, self.home(e.name)
     if fresh and e.name not in self.cstates and r.is_leader() and r.watcher is not None: r.watcher.consumer_created(r, e.name, e.state)
     self.cstates[e.name] = e.state
-    return e.replies
+    return self._placed(e, s, fresh) if was or 'server' in e.state else e.replies
 
 @patch
 def _on_delivered(self: ConsumerReplica, e: Delivered, s, fresh: bool):
@@ -213,10 +276,14 @@ def _on_delivered(self: ConsumerReplica, e: Delivered, s, fresh: bool):
 
 @patch
 def _on_delete(self: ConsumerReplica, e: ConsumerDelete, s, fresh: bool) -> list:
-    "A consumer deleted: forgotten, stopped on a follower that still runs it; the replies to send."
+    """A consumer deleted: forgotten, stopped on a follower that still runs it (a placed one by its server, as one server
+    deletes a consumer: its advisory goes from there); the replies to send."""
     if self.stale(e): return []
-    self.cstates.pop(e.name, None)
-    if s is not None and (c := s.consumers.get(e.name)) is not None and not self.replica.is_leader(): detach(self.replica.account, s, c, True)
+    r, home = self.replica, self.home(e.name)
+    self.cstates.pop(e.name, None); self.hosted.discard(e.name)
+    c = s.consumers.get(e.name) if s is not None else None
+    if c is not None and home and fresh: r.account.delete_consumer(c) if home == r.server_name else detach(r.account, s, c, True)
+    elif c is not None and not home and not r.is_leader(): detach(r.account, s, c, True)
     return [(e.reply, e.body)] if e.reply else []
 
 @patch
@@ -229,6 +296,41 @@ def _on_barrier(self: ConsumerReplica, e: Barrier, s, fresh: bool):
 
 CONSUMER_APPLY = {ConsumerState: ConsumerReplica._on_state, ConsumerDelete: ConsumerReplica._on_delete, Barrier: ConsumerReplica._on_barrier,
                   Delivered: ConsumerReplica._on_delivered}
+
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #d7614a63
+@patch
+def _run(self: ConsumerReplica, s, cname: str, snap: dict):
+    "Run consumer `cname` of stream `s` here from its logged state `snap` (in place of one running here), its state written; the consumer."
+    account = self.replica.account
+    if (c := s.consumers.get(cname)) is not None: account.host.send(c.close()); s.consumers.pop(cname)
+    c = from_snapshot(s, cname, snap)
+    c.rearm()
+    s.consumers[cname] = c
+    try: account.persist(c, force=True)
+    except (OSError, ValueError) as e: log.error("consumer '%s > %s' state not written: %s", s.name, cname, e)
+    return c
+
+@patch
+def _placed(self: ConsumerReplica, e: ConsumerState, s, fresh: bool) -> list:
+    "A placed consumer's state, or the first replicated one of a consumer placed before (see above); the replies to send from here."
+    r, home = self.replica, e.state.get('server')
+    c = s.consumers.get(e.name) if s is not None else None
+    if fresh and home and getattr(r, 'closing', False): self.handed.add(e.name)   # (see `hand_in`)
+    if not fresh or s is None: return [] if home else e.replies
+    if home is None:                                 # replicated from now on: the leader runs it, with a journal
+        if c is not None and not r.is_leader(): detach(r.account, s, c)
+        elif c is not None: c.journal = []
+        elif r.is_leader() and self.cready is True: self._run(s, e.name, e.state)
+        return e.replies
+    if home != r.server_name:
+        if c is not None: detach(r.account, s, c, forget=True)
+        return []
+    new = c is None
+    if new: c = self._run(s, e.name, e.state)
+    else: c.journal = None                           # (scaled down to one replica here: unlogged from now on)
+    for to, body in e.replies: r.account.host.reply(to, body)
+    if new: r.account.host.send(c.deliver())         # the answer first, then the first messages (as on one server)
+    return []
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #5e7c7179
 @patch
@@ -247,22 +349,22 @@ def apply(self: ConsumerReplica, idx: int, e):
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #014f021c
 @patch
 def take_over(self: ConsumerReplica, s):
-    """This server now leads stream `s`: its consumers become the ones the log recorded, with their timers running. Logged
-    as the reference logs a new stream or consumer leader."""
-    account, now = self.replica.account, time.time_ns()
+    """This server now leads stream `s`: its consumers become the ones the log recorded, with their timers running. A
+    placed one goes on where it runs; one whose server left the stream's servers runs here from its logged state, and
+    is placed here (all run here once the stream is scaled down to this server). Logged as the reference logs a new
+    stream or consumer leader."""
+    r, now = self.replica, time.time_ns()
+    account, me = r.account, r.server_name
     log.info("JetStream cluster new stream leader for '%s > %s'", account.name, s.name)
-    for cname in self.cstates: log.info("JetStream cluster new consumer leader for '%s > %s > %s'", account.name, s.name, cname)
+    for cname in self.replicated(): log.info("JetStream cluster new consumer leader for '%s > %s > %s'", account.name, s.name, cname)
     for c in list(s.consumers.values()):
         if c.name not in self.cstates: detach(account, s, c, True)
-    for cname, snap in self.cstates.items():
-        c = s.consumers.get(cname)
-        if c is not None: account.host.send(c.close()); s.consumers.pop(cname)
-        c = from_snapshot(s, cname, snap)
-        c.rearm()
-        s.consumers[cname] = c
-        self.cmarks[cname] = c.state_mark()
-        try: account.persist(c, force=True)
-        except (OSError, ValueError) as e: log.error("consumer '%s > %s' state not written: %s", s.name, cname, e)
+    for cname, snap in list(self.cstates.items()):
+        home = snap.get('server')
+        if home is not None and (cname in s.consumers if home == me else s.group is not None and home in r.names.values()): continue
+        c = self._run(s, cname, snap)
+        if home is None: self.cmarks[cname] = c.state_mark()
+        elif s.group is not None: self.place(c, [])     # (its server left the stream's: placed here now)
     if gone := s.acked_already(): s.decide(Remove(tuple(gone)))
     self.cready = True
     for c in list(s.consumers.values()): account.host.send(c.tick(now))
@@ -270,22 +372,71 @@ def take_over(self: ConsumerReplica, s):
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #b9a91755
 @patch
 def watch(self: ConsumerReplica, s):
-    "One look at stream `s`'s consumers here: a follower stops them; a caught-up leader runs them and logs what changed."
+    "One look at stream `s`'s consumers here: a follower stops them (but those placed here); a caught-up leader runs them and logs what changed."
     r = self.replica
+    self._gone_here(s)
     if not r.is_leader():
         self.cready = False
         if getattr(s, 'copying', False): mirrors.detach(s); s.copying = False   # only the leader copies
         for c in list(s.consumers.values()):
             if alone(c): detach(r.account, s, c, True); continue                # it lived with the leadership here
+            if placed(c) and self._settled(s, c): continue                       # (see above)
             if c.name not in self.cstates: self.cstates[c.name] = c.snapshot()  # restored from disk before the log was
             detach(r.account, s, c)
         return
     if not self.ready(): return
     if s.upstreams and not getattr(s, 'copying', False): s.copying = True; mirrors.lead(s)
     for c in list(s.consumers.values()):
-        if not alone(c) and c.state_mark() != self.cmarks.get(c.name): self.propose(c, [])
+        if not unlogged(c) and c.state_mark() != self.cmarks.get(c.name): self.propose(c, [])
     for cname in [n for n in self.cstates if n not in s.consumers and n in self.cmarks]:   # deleted here (inactive)
         del self.cmarks[cname]; r.propose(ConsumerDelete(cname, r.server_id, b'', b''))
+
+@patch
+def _settled(self: ConsumerReplica, s, c) -> bool:
+    "Whether a follower's placed consumer `c` is dealt with: it runs here (or the log has not told yet), or it stops for good (see above)."
+    r, home = self.replica, self.home(c.name)
+    if home == '': return False                      # the log replicates it (scaled up): the leader runs it
+    g = r.raft
+    if home == r.server_name or (home is None and not (g.applied >= g.applied_before and g.steady)): return True
+    detach(r.account, s, c, True)
+    return True
+
+@patch
+def _gone_here(self: ConsumerReplica, s):
+    "The placed consumers that ran here and went: their deletion goes into the log."
+    r, me = self.replica, self.replica.server_name
+    for n in sorted(self.hosted - set(s.consumers)):
+        if self.home(n) == me: r.propose(ConsumerDelete(n, r.server_id, b'', b''))
+    self.hosted = {n for n, c in s.consumers.items() if placed(c) and self.home(n) == me}
+
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #075c972e
+HAND_IN_WAIT = 2.0           # seconds a closing group waits for the states of placed consumers whose server leaves the stream
+
+@patch
+def hand_in(self: ConsumerReplica, s, staying=None):
+    "The group closes and this server leaves the stream (not one of `staying`, when given): the consumers placed here log their states."
+    r = self.replica
+    if s is None or (staying is not None and r.server_name in staying): return
+    for c in list(s.consumers.values()):
+        if placed(c) and self.home(c.name) == r.server_name:
+            r.propose(ConsumerState(c.name, dict(c.snapshot(), config=c.cfg, server=r.server_name), r.server_id, []))
+
+@patch
+def when_handed_in(self: ConsumerReplica, fn, staying=None, waited: float = 0.0):
+    "Call `fn` once the consumers placed on the other servers that leave (not `staying`) and that this one hears from have logged their states (see above)."
+    r, keep = self.replica, {self.replica.server_name, *(staying or ())}
+    due = [n for n, st in self.cstates.items() if st.get('server') not in (None, *keep) and n not in self.handed]
+    if due and waited < HAND_IN_WAIT and r.live: due = [n for n in due if self.home(n) in r.online()]
+    if not due or waited >= HAND_IN_WAIT or not r.live: return fn()
+    asyncio.get_running_loop().call_later(0.05, self.when_handed_in, fn, staying, waited + 0.05)
+
+@patch
+def scaled_down(self: ConsumerReplica, s):
+    "Stream `s` is scaled down to this server: the consumers run here, those placed elsewhere from their last logged state."
+    if self.cready is not True: return self.take_over(s)
+    for cname, snap in list(self.cstates.items()):
+        if snap.get('server') not in (None, self.replica.server_name) and cname not in s.consumers:
+            self.replica.account.host.send(self._run(s, cname, snap).tick(time.time_ns()))
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #b02c4659
 DECISIONS = {'Remove': Remove, 'Purge': Purge, 'Expire': Expire}    # what a stream decides on its own (`Stream.decide`)
@@ -341,6 +492,18 @@ def is_leader(self: StreamReplica) -> bool: return self.raft is not None and sel
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #e0f7b257
 @patch
 def leader_addr(self: StreamReplica) -> str: return self.raft.leader_addr() if self.raft is not None else ''
+
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #cdebf36f
+@patch(as_prop=True)
+def server_name(self: StreamReplica) -> str:
+    "This server's name in the group ('' while the group does not run here)."
+    return self.names.get(self.raft.selfNode.id, '') if self.raft is not None else ''
+
+@patch
+def online(self: StreamReplica) -> list[str]:
+    "The servers of the group this member hears from now, itself first: where a new consumer of one replica may be placed."
+    me, st = self.raft.selfNode.id, self.raft.status()
+    return [self.names[me]] + sorted(n for a, n in self.names.items() if a != me and st.get(f'partner_node_status_server_{a}') == 2)
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #9face6d1
 @patch
@@ -406,8 +569,8 @@ def term(self: StreamReplica) -> int:
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #55df98f7
 @patch
 def logs(self: StreamReplica, c) -> bool:
-    "Whether consumer `c` keeps a journal of its deliveries for the log: every consumer but one that runs `alone`."
-    return not alone(c)
+    "Whether consumer `c` keeps a journal of its deliveries for the log: every consumer but one of one replica (`unlogged`)."
+    return not unlogged(c)
 
 @patch
 def delivered(self: StreamReplica, c):

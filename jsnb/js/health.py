@@ -75,9 +75,9 @@ def stream_problem(js, name: str, a: dict) -> str | None:
     return None
 
 def consumers_of(js, name: str) -> set[str]:
-    "The consumers of stream `name` this server holds: running here, or (replicated) recorded in the stream's group."
+    "The consumers of stream `name` this server holds: running here, or (replicated) recorded in the stream's group (not those placed on another server)."
     s, r = js.account.streams.get(name), js.groups.get(name)
-    return set(s.consumers if s is not None else ()) | set(r.consumers.cstates if r is not None else ())
+    return set(s.consumers if s is not None else ()) | set(r.consumers.replicated() if r is not None else ())
 
 def consumer_problem(js, name: str, cname: str) -> str | None:
     "Why consumer `cname` of a current stream is not healthy here: its stream's leader must run it (once it took the consumers over)."

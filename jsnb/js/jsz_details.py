@@ -9,6 +9,7 @@ from .consumer import from_snapshot
 from .consumer_api import consumer_info_of
 from .stream_config import stored_cfg
 from . import mirrors
+from .cluster_stream import placed
 
 # %% auto #0
 __all__ = ['jsz_options', 'stream_cluster', 'stream_detail', 'account_detail', 'account_details', 'details', 'leaders']
@@ -39,11 +40,11 @@ def stream_cluster(js, s) -> dict:
 
 # %% ../../nbs/2_js/16c_jsz_details.ipynb #175036f5
 def _consumers(js, s) -> list:
-    "The consumers of stream `s` this server holds: running, or (a follower) as its group recorded them."
+    "The consumers of stream `s` this server holds: running, or (a follower) as its group recorded them (not those placed on another server)."
     g = (getattr(js, 'groups', None) or {}).get(s.name)
     out = dict(s.consumers)
     if g is not None and not g.is_leader():
-        for cname, snap in g.consumers.cstates.items():
+        for cname, snap in g.consumers.replicated().items():
             if cname not in out: out[cname] = from_snapshot(s, cname, snap)
     return [out[n] for n in sorted(out)]
 
@@ -67,7 +68,7 @@ def _consumer_info(js, c) -> dict:
     info = consumer_info_of(js.account, c, stored=True)
     if not hasattr(js, 'api'): return info
     g = js.groups.get(c.stream.name)
-    if g is None or g.is_leader(): return js.api.consumer_with_cluster(info)      # (the leader runs it: the API's own answer)
+    if g is None or g.is_leader() or placed(c): return js.api.consumer_with_cluster(info)   # (it runs here: the API's own answer)
     out = {}
     for k, v in info.items():
         if k != 'cluster': out[k] = v

@@ -1,0 +1,157 @@
+"""A durable consumer of one replica (`num_replicas: 1`) on a stream of three, against nats-server and jsnb.
+
+The reference gives such a consumer a group of one server, picked among the stream's servers when it is created, and
+runs it there only: its info names that server as its leader (and no replicas), its pull requests, acks and API
+requests reach it through any server, it stays where it is when the stream's leader changes (and a leader stepdown
+asked of it succeeds and moves nothing). While its server is down it is offline: its info is refused with `10119`,
+its pull requests and acks find no responders, a stepdown gets no answer, the stream's list names it `missing`, and
+it can still be deleted (it is gone when the server is back). Once the server is back, the consumer goes on from its
+state. Which server is picked is random on both: the scenario records what follows from the pick, not the pick.
+`last_active` is left out of the states compared: the reference does not keep it across a restart."""
+import asyncio, json, time
+import pytest
+import nats
+from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
+
+from jsclusters import JSCluster, request, publish_acked
+
+pytestmark = [pytest.mark.reference, pytest.mark.timeout(600)]
+
+R1 = {'ack_policy': 'explicit', 'num_replicas': 1}
+
+
+async def _until(fn, ok, timeout: float = 30, every: float = 0.2):
+    "Call `fn()` until `ok(result)` (at most `timeout` seconds); the last result."
+    end = time.time() + timeout
+    while True:
+        r = await fn()
+        if ok(r) or time.time() > end: return r
+        await asyncio.sleep(every)
+
+
+async def _pull(nc, name: str, secs: float = 2.0):
+    "One pull request (batch 1) for consumer `name` of stream S through `nc`: the message (or status) it gets."
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    try:
+        await nc.publish(f'$JS.API.CONSUMER.MSG.NEXT.S.{name}', json.dumps({'batch': 1, 'expires': int(secs * 1e9)}).encode(), reply=inbox)
+        return await sub.next_msg(timeout=secs + 5)
+    finally: await sub.unsubscribe()
+
+
+async def _create(nc, name: str, **cfg) -> dict:
+    return await _until(lambda: request(nc, f'$JS.API.CONSUMER.CREATE.S.{name}', {'stream_name': 'S', 'config': dict(R1, durable_name=name, **cfg)}),
+                        lambda r: 'error' not in r)
+
+
+def _state(info: dict) -> tuple:
+    "A consumer's counts, without `last_active`."
+    return ((info['delivered']['consumer_seq'], info['delivered']['stream_seq']), (info['ack_floor']['consumer_seq'], info['ack_floor']['stream_seq']),
+            info['num_ack_pending'], info['num_pending'])
+
+
+async def _consume(ncs, order, got: list, acks: list):
+    "Pull one message of P through each server of `order`, and acknowledge it (`AckSync`) through the next one."
+    for k, i in enumerate(order):
+        m = await _until(lambda: _pull(ncs[i], 'P'), lambda m: not m.headers)    # (a server just back may not reach it yet)
+        got.append(m.data.decode())
+        a = await ncs[order[(k + 1) % len(order)]].request(m.reply, b'', timeout=5)
+        acks.append(a.data.decode())
+
+
+async def _scenario(kind: str) -> dict:
+    out = {}
+    c = JSCluster(kind)
+    try:
+        c.start(); c.wait_meta()
+        ncs = [await nats.connect(c.url(i)) for i in range(3)]
+        r = await _until(lambda: request(ncs[0], '$JS.API.STREAM.CREATE.S', {'name': 'S', 'subjects': ['s.>'], 'num_replicas': 3}),
+                         lambda r: 'error' not in r)
+        peers = {r['cluster']['leader']} | {p['name'] for p in r['cluster']['replicas']}
+        js = ncs[0].jetstream()
+        for i in range(12): await publish_acked(js, 's.x', b'%d' % i, time.time() + 30)
+
+        pushed = await ncs[0].subscribe('push.q')
+        p, q = await _create(ncs[1], 'P'), await _create(ncs[2], 'Q', deliver_subject='push.q')
+        home = {'P': p['cluster']['leader'], 'Q': q['cluster']['leader']}
+        out['created'] = [(x['cluster']['name'], list(x['cluster']), x['cluster']['leader'] in peers, x['config']['num_replicas']) for x in (p, q)]
+        for k in range(30):                          # one more on P's server (to delete while that server is down)
+            x = await _create(ncs[k % 3], f'X{k}')
+            home[f'X{k}'] = x['cluster']['leader']
+            if home[f'X{k}'] == home['P']: break
+        out['placed on the stream servers'] = set(home.values()) <= peers
+        spare = next(n for n in home if n.startswith('X') and home[n] == home['P'])
+        for n in [n for n in home if n.startswith('X') and n != spare]:
+            await request(ncs[0], f'$JS.API.CONSUMER.DELETE.S.{n}'); del home[n]
+
+        infos = [await request(ncs[i], '$JS.API.CONSUMER.INFO.S.P') for i in range(3)]
+        out['info from every server'] = [(x['cluster'] == {'name': 'c1', 'leader': home['P']}, _state(x)) for x in infos]
+        got, acks = [], []
+        await _consume(ncs, [0, 1, 2], got, acks)
+        msgs = [await pushed.next_msg(timeout=10) for _ in range(3)]
+        for i, m in enumerate(msgs): await ncs[i].request(m.reply, b'', timeout=5)
+        out['push delivered'] = [m.data.decode() for m in msgs]
+        out['P after pulls'] = _state(await request(ncs[2], '$JS.API.CONSUMER.INFO.S.P'))
+        out['Q after acks'] = _state(await _until(lambda: request(ncs[1], '$JS.API.CONSUMER.INFO.S.Q'), lambda r: r['ack_floor']['stream_seq'] == 3))
+        names = sorted(home)
+        out['names'] = (await request(ncs[1], '$JS.API.CONSUMER.NAMES.S'))['consumers'] == names
+        lst = await request(ncs[2], '$JS.API.CONSUMER.LIST.S')
+        out['list'] = ([x['name'] for x in lst['consumers']] == names, all(x['cluster'] == {'name': 'c1', 'leader': home[x['name']]} for x in lst['consumers']),
+                       'missing' in lst)
+        out['consumer_count'] = (await request(ncs[1], '$JS.API.STREAM.INFO.S'))['state']['consumer_count']
+        out['/jsz counts each where it runs'] = [c.jsz(i)['consumers'] == list(home.values()).count(f'n{i}') for i in range(3)]
+
+        lead = (await request(ncs[0], '$JS.API.STREAM.INFO.S'))['cluster']['leader']
+        out['stream stepdown'] = (await request(ncs[0], '$JS.API.STREAM.LEADER.STEPDOWN.S')).get('success')
+        si = await _until(lambda: request(ncs[0], '$JS.API.STREAM.INFO.S'), lambda r: r.get('cluster', {}).get('leader') not in (None, lead))
+        out['stream leader moved'] = si['cluster']['leader'] != lead
+        info = await request(ncs[lead == 'n0'], '$JS.API.CONSUMER.INFO.S.P')
+        out['P after the stream leader moved'] = (info['cluster'], _state(info)) == ({'name': 'c1', 'leader': home['P']}, out['P after pulls'])
+        await _consume(ncs, [2, 0, 1], got, acks)
+        out['consumer stepdown'] = (await request(ncs[1], '$JS.API.CONSUMER.LEADER.STEPDOWN.S.P')).get('success')
+        out['P after its stepdown'] = (await request(ncs[0], '$JS.API.CONSUMER.INFO.S.P'))['cluster'] == {'name': 'c1', 'leader': home['P']}
+
+        down = int(home['P'][1:])
+        other = next(i for i in range(3) if i != down)
+        await ncs[down].close(); c.procs[down].stop()
+        r = await _until(lambda: request(ncs[other], '$JS.API.CONSUMER.INFO.S.P'), lambda r: 'error' in r)
+        out['info while its server is down'] = r.get('error')
+        m = await _pull(ncs[other], 'P', 1)
+        out['pull while down'] = (m.headers or {}).get('Status')
+        try: await ncs[other].request(f'$JS.ACK.S.P.1.1.1.{time.time_ns()}.0', b'', timeout=2); out['ack while down'] = 'answered'
+        except NoRespondersError: out['ack while down'] = 'no responders'
+        try: await ncs[other].request('$JS.API.CONSUMER.LEADER.STEPDOWN.S.P', b'', timeout=2); out['stepdown while down'] = 'answered'
+        except NatsTimeout: out['stepdown while down'] = 'no answer'
+        lst = await request(ncs[other], '$JS.API.CONSUMER.LIST.S', timeout=15)
+        gone = sorted(n for n in home if home[n] == home['P'])
+        out['list while down'] = (sorted(lst.get('missing') or []) == gone, lst['total'], sorted(x['name'] for x in lst['consumers']) == sorted(
+            [''] * len(gone) + [n for n in names if n not in gone]))
+        out['names while down'] = (await request(ncs[other], '$JS.API.CONSUMER.NAMES.S'))['consumers'] == names
+        out['delete while down'] = (await request(ncs[other], f'$JS.API.CONSUMER.DELETE.S.{spare}')).get('success')
+
+        c.start(down); c.wait_meta()
+        ncs[down] = await nats.connect(c.url(down))
+        info = await _until(lambda: request(ncs[other], '$JS.API.CONSUMER.INFO.S.P'), lambda r: 'error' not in r and r['num_pending'] == 6, timeout=60)
+        out['P after its server is back'] = (info['cluster'] == {'name': 'c1', 'leader': home['P']}, _state(info))
+        r = await _until(lambda: request(ncs[down], f'$JS.API.CONSUMER.INFO.S.{spare}'), lambda r: 'error' in r)   # (the reference may
+        out['deleted while down, after'] = r.get('error', {}).get('err_code')     # show it for a moment, from its disk)
+        await _consume(ncs, [down, other, 3 - down - other], got, acks)
+        out['pulled'], out['acks'] = got, acks
+        out['P at the end'] = _state(await request(ncs[down], '$JS.API.CONSUMER.INFO.S.P'))
+        out['deleted'] = (await request(ncs[other], '$JS.API.CONSUMER.DELETE.S.P')).get('success')
+        out['names at the end'] = (await request(ncs[down], '$JS.API.CONSUMER.NAMES.S'))['consumers']
+        for nc in ncs: await nc.close()
+    finally: c.stop()
+    return out
+
+
+async def test_a_durable_consumer_of_one_replica_runs_on_one_server():
+    got = {}
+    for kind in ('nats-server', 'jsnb'):
+        try: got[kind] = await _scenario(kind)
+        except Exception as e: raise AssertionError(f'on {kind}: {got}') from e
+    assert got['jsnb'] == got['nats-server'], got
+    ref = got['nats-server']                         # (what the reference does, spelled out)
+    assert ref['info while its server is down'] == {'code': 500, 'err_code': 10119, 'description': 'consumer is offline'}
+    assert (ref['pull while down'], ref['ack while down'], ref['stepdown while down']) == ('503', 'no responders', 'no answer')
+    assert ref['P after the stream leader moved'] and ref['P after its server is back'][0] and ref['pulled'] == [str(i) for i in range(9)]
