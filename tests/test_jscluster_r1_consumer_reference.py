@@ -21,10 +21,13 @@ R1 = {'ack_policy': 'explicit', 'num_replicas': 1}
 
 
 async def _until(fn, ok, timeout: float = 30, every: float = 0.2):
-    "Call `fn()` until `ok(result)` (at most `timeout` seconds); the last result."
+    "Call `fn()` until `ok(result)` (at most `timeout` seconds); the last result (a request not answered in time counts as an error)."
     end = time.time() + timeout
     while True:
-        r = await fn()
+        try: r = await fn()
+        except (nats.errors.TimeoutError, asyncio.TimeoutError) as e:
+            if time.time() > end: raise
+            r = {'error': repr(e)}
         if ok(r) or time.time() > end: return r
         await asyncio.sleep(every)
 
