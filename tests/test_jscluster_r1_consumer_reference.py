@@ -25,7 +25,7 @@ async def _until(fn, ok, timeout: float = 30, every: float = 0.2):
     end = time.time() + timeout
     while True:
         try: r = await fn()
-        except (nats.errors.TimeoutError, asyncio.TimeoutError) as e:
+        except (NatsTimeout, asyncio.TimeoutError) as e:
             if time.time() > end: raise
             r = {'error': repr(e)}
         if ok(r) or time.time() > end: return r
