@@ -4,7 +4,7 @@
 
 # %% ../../nbs/2_js/20_cluster.ipynb #ad028825
 from __future__ import annotations
-import asyncio, logging, os, secrets, time
+import asyncio, logging, os, secrets, shutil, time
 from functools import partial
 import msgpack, orjson
 from fastcore.basics import patch
@@ -29,7 +29,7 @@ from . import cluster_placed
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'RAFT_META', 'SETTLE', 'API_CHANNEL', 'JOIN_CHANNEL', 'ANSWER_CHANNEL', 'META_APPLY', 'REMOVED',
+__all__ = ['log', 'RAFT_META', 'SETTLE', 'API_CHANNEL', 'JOIN_CHANNEL', 'ANSWER_CHANNEL', 'META_APPLY', 'JOINING', 'REMOVED',
            'ClusteredJetStream', 'ClusterHost', 'relay_jetstream']
 
 # %% ../../nbs/2_js/20_cluster.ipynb #60ca9feb
@@ -78,7 +78,7 @@ class ClusteredJetStream(JetStream):
         self._asks: dict[int, object] = {}         # requests sent to other servers whose answers come back here: id -> fn(data)
         self._captured: dict[bytes, object] = {}   # reply subjects of requests from other servers: subject -> fn(body) (`capture`)
         self._ask_ids = 0
-        self._shared, self._early, self.wire, self._outside = set(), [], [], False
+        self._shared, self._early, self.wire, self.joining = set(), [], [], os.path.exists(os.path.join(self.state_dir, JOINING))   # (see `apply`)
         self.sys_account, self._sys_subs, self._sys_told, self.removing, self.disabled = None, [], False, None, False
 
 # %% ../../nbs/2_js/20_cluster.ipynb #0dff8ed0
@@ -108,11 +108,8 @@ class ClusterHost(CoreHost):
 # %% ../../nbs/2_js/20_cluster.ipynb #9169b417
 @patch
 def start(self: ClusteredJetStream):
-    "Start as a single server does (`JetStream.start`), with subscriptions the cluster sees, then form (or rejoin) the meta group."
+    "Start as a single server does (`JetStream.start`), with subscriptions the cluster sees, then form (or rejoin, or join, or come back to) the meta group."
     os.makedirs(self.state_dir, exist_ok=True)
-    if os.path.exists(os.path.join(self.state_dir, REMOVED)):    # (`SERVER.REMOVE`)
-        if self.system is not None: self.system.start()
-        return self._disabled_at_start()
     self.sys_account = self.core.accounts.get(self.opts.system_account)     # its users' `SERVER.REMOVE` and `META.LEADER.STEPDOWN`
     self._sys_subs = [self.server.subscribe(s.decode(), self.api.on_system, acc=self.sys_account) for s in SYSTEM_DIRECTIVES] if self.sys_account is not None else []
     self.wire = [(p, partial(fn, self.account), i) for p, fn, i, _ in _WIRE]
@@ -121,6 +118,7 @@ def start(self: ClusteredJetStream):
     self.meta.applied_before = int(read_saved(os.path.join(self.state_dir, 'applied')) or 0)
     self._timer = asyncio.get_running_loop().call_later(0.25, self._watch)
     self.replication.start()
+    if os.path.exists(os.path.join(self.state_dir, REMOVED)): self.come_back()     # (`SERVER.REMOVE`)
 
 @patch
 def api_subscriptions(self: ClusteredJetStream) -> list:
@@ -261,10 +259,16 @@ def forward(self: ClusteredJetStream, server: str, subject: bytes, reply: bytes,
     the answer back here, see `ask`). False when it cannot go now."""
     return self.send_peer(server, self.api_ch, msgpack.packb([hops, subject, reply, hdr, data, ask]))
 
+@patch
+def member_server(self: ClusteredJetStream) -> str:
+    "While this server is outside a formed meta group (asking to join it), a server of the group, which its clients' JetStream requests go to ('' otherwise)."
+    return '' if self.meta.raft is not None or (cl := self.core.cluster) is None else next((rc.remote_name for rc in cl.routes.values() if _meta_of(rc, self.meta_key)), '')
+
 # %% ../../nbs/2_js/20_cluster.ipynb #fab6e402
 @patch
 def wire_msg(self: ClusteredJetStream, local, i: int, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int = 0):
     "A consumer's wire subject (next, ack, flow control, reset): handled here, or sent to the server holding the stream (or the consumer, placed on one)."
+    if not hops and (out := self.member_server()) and self.forward(out, subject, reply, hdr, data, hops=0): return   # (see `member_server`)
     toks = subject.split(b'.')
     name = text(toks[i]) if len(toks) > i else ''
     to = cluster_placed.wire_to(self, name, text(toks[i + 1]), subject, reply, src) if len(toks) > i + 1 else None
@@ -377,8 +381,8 @@ def _watch(self: ClusteredJetStream):
     if formed:                                        # a peer has a meta group: this server is one of its members, or of none
         if self.raft_addr in formed[0]: return self.form(formed[0])
         if (mine := [a for a, n in formed[0].items() if n == self.core.server_name]): return self._rejoin(mine[0], formed[0])
-        if not self._outside: log.info('JetStream: asking to join the meta group formed by its peers')
-        self._outside = True
+        if not self.joining: log.info('JetStream: asking to join the meta group formed by its peers'); write_saved(os.path.join(self.state_dir, JOINING), '')
+        self.joining = True
         self._ask_join(formed[0])
         return again()
     peers, now = self.peers_now(), time.monotonic()
@@ -406,10 +410,10 @@ def _ask_join(self: ClusteredJetStream, members: dict):
 
 @patch
 def _on_join(self: ClusteredJetStream, server: str, data: bytes):
-    "Server `server` asks to join the meta group: on the meta leader, an `AddServer` entry (once; a member by name rejoins as itself)."
+    "Server `server` asks to join the meta group: on the meta leader, an `AddServer` entry (once; a member by name rejoins as itself; one removed lately waits)."
     try: name, addr = msgpack.unpackb(data)
     except Exception: return log.warning('JetStream: a join request from %s refused: not one', server)
-    if name != server or not self.meta.is_leader() or addr in self.meta.members or name in self.meta.members.values(): return
+    if name != server or not self.meta.is_leader() or addr in self.meta.members or name in self.meta.members.values() or self.meta.held(name): return
     if self._joining.get(addr, 0) > time.monotonic(): return        # (asked again while its entry is on its way)
     self._joining[addr] = time.monotonic() + 2
     self.meta.propose(AddServer(name, addr))
@@ -451,7 +455,8 @@ def form(self: ClusteredJetStream, peers: dict):
 # %% ../../nbs/2_js/20_cluster.ipynb #b2f0ce68
 @patch
 def members_changed(self: ClusteredJetStream):
-    "Save the meta group's members for restarts and announce them on the routes (servers that connect later join this group)."
+    "Save the meta group's members for restarts and announce them on the routes (servers that connect later join this group); a joining server's history does not count."
+    if self.joining: return
     write_saved(os.path.join(self.state_dir, 'members'), orjson.dumps(self.meta.members).decode())
     self.server.route_info_extra[self.meta_key] = self.meta.members
     cl = self.core.cluster
@@ -460,9 +465,10 @@ def members_changed(self: ClusteredJetStream):
 # %% ../../nbs/2_js/20_cluster.ipynb #6492a99e
 @patch
 def _apply_add_server(self: ClusteredJetStream, e: AddServer, fresh: bool):
-    "A server joined the meta group: every server records it and announces it; the leader makes it a member of the Raft group."
-    self.meta.members[e.addr] = e.server; self.members_changed()
+    "A server joined the meta group: every server records it and announces it; the leader makes it a member of the Raft group; streams short of servers grow onto it (`Replication.grow_onto`)."
+    self.meta.members[e.addr] = e.server; self.meta.removed.pop(e.server, None); self.members_changed()
     if fresh and self.meta.is_leader(): self._into_raft(e.addr)
+    if fresh: self.replication.grow_onto(e.server)
 
 @patch
 def _into_raft(self: ClusteredJetStream, addr: str, tries: int = 0):
@@ -539,17 +545,24 @@ META_APPLY = {Assign: ClusteredJetStream._apply_assign, Addr: ClusteredJetStream
               Unassign: ClusteredJetStream._apply_unassign, Scale: ClusteredJetStream._apply_scale, AddServer: ClusteredJetStream._apply_add_server}
 
 # %% ../../nbs/2_js/20_cluster.ipynb #6d3699b9
+JOINING = 'joining'          # in a server's meta state directory: it asked to join a formed meta group, and is not a member yet
+
 @patch
 def apply(self: ClusteredJetStream, idx: int, op: list):
-    "Apply committed meta entry `idx` (on the loop, in log order): record it, and act on it (`META_APPLY`) unless that was done before a restart."
+    "Apply committed meta entry `idx` (on the loop, in log order): record it, and act on it (`META_APPLY`) unless done before a restart, or history to a joining server."
     if self.meta.raft is None: return                  # stopped: an entry the group's thread handed over late
     e = meta_entry(op)
     size = 64 + sum(len(x) for x in op if isinstance(x, (bytes, str)))
     self.meta.applied, self.meta.log_bytes = idx, self.meta.log_bytes + size
-    fresh = idx > self.meta.applied_before
+    fresh = idx > self.meta.applied_before and not self.joining
     if (own := META_APPLY.get(type(e))) is not None: own(self, e, fresh)
     else: REPLICA_META_APPLY[type(e)](self.replication, e, fresh)
     if self.meta.raft is None: return                  # (this server was removed: see `leave`)
+    if self.joining and self.raft_addr in ({e.addr} if type(e) is AddServer else self.meta.members if type(e) is MetaSnapshot else ()):
+        self.joining, self.meta.applied_before, fresh = False, idx, True     # its own (or a snapshot that holds it): what the history
+        if os.path.exists(p := os.path.join(self.state_dir, JOINING)): os.remove(p)     # built is installed as a leader's snapshot is
+        REPLICA_META_APPLY[MetaSnapshot](self.replication, MetaSnapshot(dict(assignments=self.meta.assignments, members=dict(self.meta.members))), True)
+        self.members_changed(); log.info('JetStream: this server is a member of the meta group')
     if fresh: self.meta.raft.mark_applied(os.path.join(self.state_dir, 'applied'), idx)
     self.meta.raft.applied = idx
     if type(e) is not MetaSnapshot: self.meta.raft.compact(size)
@@ -591,12 +604,12 @@ def propose_addr(self: ClusteredJetStream, name: str):
     self.meta.propose(Addr(name, self.core.server_name, member_id(self.core.server_name, secrets.token_hex(6))))
 
 # %% ../../nbs/2_js/20_cluster.ipynb #df58f85f
-REMOVED = 'removed'          # in a server's meta state directory: this server was taken out of the meta group
+REMOVED = 'removed'          # in a server's meta state directory: this server was taken out of the meta group (see `come_back`)
 
 @patch
 def leave(self: ClusteredJetStream):
-    """This server was taken out of the meta group: its JetStream stops for good (its groups first, so that nothing it
-    does while stopping reaches the others); its clients' requests go to the other servers."""
+    """This server was taken out of the meta group: its JetStream stops until the server is restarted (its groups first,
+    so that nothing it does while stopping reaches the others); its clients' requests go to the other servers."""
     if self.disabled: return
     self.disabled = True
     log.error('JetStream being DISABLED, our server was removed from the cluster')
@@ -606,43 +619,33 @@ def leave(self: ClusteredJetStream):
                    server=self.core.server_name, server_id=self.core.server_id, cluster=cl.name if cl else '')
         if self.account.domain: adv['domain'] = self.account.domain
         self.core.publish('$JS.EVENT.ADVISORY.SERVER.REMOVED', json_bytes(adv), acc=self.sys_account)
-    for g in list(self.groups.values()): g.stop()
-    self.groups.clear()
-    if self.meta.raft is not None: self.meta.stop()
-    self.stop()                                      # (the streams stop; their files stay on disk, untouched)
-    for f in os.listdir(self.state_dir):
-        p = os.path.join(self.state_dir, f)
-        if os.path.isfile(p): os.remove(p)
-    write_saved(os.path.join(self.state_dir, REMOVED), 'this server was removed from the JetStream meta group ($JS.API.SERVER.REMOVE)\n')
-    self._go_relay()
-
-# %% ../../nbs/2_js/20_cluster.ipynb #732603c6
-@patch
-def _go_relay(self: ClusteredJetStream):
-    "JetStream off on this server (`/jsz` says `disabled`); its clients' JetStream requests go to a peer."
-    self.server.jetstream = False
+    self.stop()                                      # (its groups and meta member first; the streams' files stay on disk, untouched)
+    write_saved(os.path.join(self.state_dir, REMOVED), 'this server was removed from the JetStream meta group ($JS.API.SERVER.REMOVE): it comes back at its next start\n')
+    self.server.jetstream = False                      # (`/jsz` says `disabled`); its clients' JetStream requests go to a peer
     self.server.route_info_extra.pop(self.info_key, None); self.server.route_info_extra.pop(self.meta_key, None)
-    cl = self.core.cluster
-    if cl is None: return asyncio.get_running_loop().call_later(0.25, self._go_relay)   # (at start: the cluster layer comes later)
     relay_jetstream(self.server)
     for rc in list(cl.routes.values()): rc.send(cl.route_info())      # the peers forget its meta member
 
 # %% ../../nbs/2_js/20_cluster.ipynb #2e604b5d
 @patch
-def _disabled_at_start(self: ClusteredJetStream):
-    "A server removed from the meta group before this start: its JetStream stays off."
-    log.error('JetStream is DISABLED: this server was removed from the cluster (%s); its store is kept, and it can join '
-              'a new cluster once the store is cleared', os.path.join(self.state_dir, REMOVED))
-    self.disabled = True
-    self._go_relay()
+def come_back(self: ClusteredJetStream):
+    "This server runs JetStream again after its removal from the meta group: its copies of the streams (moved off it then) go, with its meta state; it asks to join again as a new member (`_watch`)."
+    log.warning('JetStream: this server was removed from the cluster: it drops its copies of the streams and asks to join again')
+    self.replication.drop_all(); self.meta.stop()
+    shutil.rmtree(self.state_dir, ignore_errors=True); os.makedirs(self.state_dir)
+    self.meta, self.joining = MetaGroup(self.core, self.opts, self.info_key), False
+    self.raft_addr = self.server.route_info_extra[self.info_key] = member_id(self.core.server_name, 'm' + secrets.token_hex(4))
+    self.server.route_info_extra.pop(self.meta_key, None); cl = self.core.cluster
+    for rc in list(cl.routes.values()) if cl is not None else (): rc.send(cl.route_info())   # (its new member, in no group)
+    if self._timer is None: self._timer = asyncio.get_running_loop().call_later(0.1, self._watch)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #770e098e
 @patch
 def _peer_members(self: ClusteredJetStream, rc):
-    "A peer announced its meta group's members: if they no longer include this server, it was removed while it was away."
+    "A peer announced its meta group's members: if they no longer include this server, it was removed: while it ran (it has a leader: it leaves) or while it was away (it comes back)."
     m = _meta_of(rc, self.meta_key)
-    if m is None or self.meta.raft is None or self.disabled or rc.remote_name not in self.meta.members.values() or rc.remote_name == self.core.server_name: return
-    if self.raft_addr not in m and self.core.server_name not in m.values(): asyncio.get_running_loop().call_soon(self.leave)
+    if m is None or self.meta.raft is None or self.disabled or self.joining or rc.remote_name not in self.meta.members.values() or rc.remote_name == self.core.server_name: return
+    if self.raft_addr not in m and self.core.server_name not in m.values(): asyncio.get_running_loop().call_soon(self.leave if self.meta.leader_addr() else self.come_back); self.meta.stop()
 
 # %% ../../nbs/2_js/20_cluster.ipynb #98ea3580
 @patch

@@ -135,8 +135,10 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
 def on_api(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src):
     """A `$JS.API` request: answered here, sent on to the stream's leader, or put in the meta group's log (a new stream).
     As on one server, what came before it in the read is done first, and a pull request is left to the consumers' wire
-    subscription, which holds it to the end of the read (`ClusteredJetStream.wire_msg`)."""
+    subscription, which holds it to the end of the read (`ClusteredJetStream.wire_msg`). While this server is outside the
+    meta group (asking to join it), a server of the group answers, as its own client's request (`member_server`)."""
     if subject.startswith(PULL_REQUESTS): return
+    if (to := self.js.member_server()) and self.js.forward(to, subject, reply, hdr, data, hops=0): return
     self.js.account.host.flush_deferred()
     self._serve(subject, reply, hdr, data, src, 0)
 

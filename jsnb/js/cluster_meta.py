@@ -4,17 +4,17 @@
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #e5e3d515
 from __future__ import annotations
-import hashlib, random, time
+import hashlib, os, random, time
 from typing import NamedTuple
 from fastcore.basics import patch
 from .raft import record, as_list, entry_reader
-from .errors import JSClusterNoPeersErrF
+from .errors import JSApiError, JSClusterNoPeersErrF
 from ..nats.times import rfc3339
 
 # %% auto #0
-__all__ = ['RAFT_INFO', 'LOST_QUORUM', 'TAGS', 'KINDS', 'js_member', 'keyed', 'short_hash', 'peer_id', 'group_name', 'MetaGroup',
-           'Assign', 'Addr', 'Update', 'Unassign', 'Scale', 'Grow', 'Regroup', 'Move', 'RemoveServer', 'AddServer',
-           'MetaSnapshot', 'meta_entry', 'misfit']
+__all__ = ['RAFT_INFO', 'LOST_QUORUM', 'PEER_REMOVE_HOLD', 'TAGS', 'KINDS', 'js_member', 'keyed', 'short_hash', 'peer_id',
+           'group_name', 'MetaGroup', 'remove_hold', 'Assign', 'Addr', 'Update', 'Unassign', 'Scale', 'Grow', 'Regroup',
+           'Move', 'RemoveServer', 'AddServer', 'MetaSnapshot', 'meta_entry', 'misfit']
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #6aa65142
 RAFT_INFO = 'jsnb_js'        # the route INFO field that carries the meta member of a jsnb server with JetStream
@@ -56,6 +56,7 @@ class MetaGroup:
         self.raft = None                            # this server's member of the group (a `RaftGroup`), once formed
         self.assignments: dict[str, dict] = {}      # stream -> {config, peers (server names), created, addrs {name: member id}}
         self.members: dict[str, str] = {}           # meta member id -> server name
+        self.removed: dict[str, float] = {}         # servers taken out of the group -> when (monotonic; see `held`)
         self.applied, self.log_bytes, self.applied_before = 0, 0, 0   # applied before: by this server before a restart
         self.created = time.monotonic()             # (see `starting`)
 
@@ -88,6 +89,19 @@ LOST_QUORUM = 10.0        # seconds
 def starting(self: MetaGroup) -> bool:
     "Whether the group is still being formed or electing its first leader, within `LOST_QUORUM` seconds of this server's start."
     return (self.raft is None or self.raft.leader is None) and time.monotonic() - self.created < LOST_QUORUM
+
+# %% ../../nbs/2_js/20e_meta_group.ipynb #36d11880
+PEER_REMOVE_HOLD = 300.0     # seconds
+
+def remove_hold() -> float:
+    "How long a removed server is kept out of the meta group: `PEER_REMOVE_HOLD` seconds, or `JSNB_PEER_REMOVE_HOLD`."
+    return float(os.environ.get('JSNB_PEER_REMOVE_HOLD') or PEER_REMOVE_HOLD)
+
+@patch
+def held(self: MetaGroup, name: str) -> bool:
+    "Whether server `name`, taken out of the group, is still kept out: its removal was applied here less than `remove_hold()` ago."
+    at = self.removed.get(name)
+    return at is not None and time.monotonic() - at < remove_hold()
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #465f7622
 @patch
@@ -261,3 +275,14 @@ def placed(self: MetaGroup, placement: dict | None, n: int, existing: list = (),
         if excluded: why += ", tags excluded [" + ', '.join(f"'{t}'" for t in excluded) + ']'
         raise JSClusterNoPeersErrF(err=why)
     return list(existing) + sorted(ok, key=lambda p: (load[p], random.random()))[:n - len(existing)]
+
+# %% ../../nbs/2_js/20e_meta_group.ipynb #ab10d68a
+@patch
+def short_of(self: MetaGroup, server: str, first: str) -> list[tuple[str, list]]:
+    "The streams whose first server is `first` that are short of servers and may take `server`: (name, their servers with it)."
+    others, out = tuple(n for n in self.members.values() if n != server), []
+    for name, a in self.assignments.items():
+        if a['peers'][:1] != [first] or server in a['peers'] or len(a['peers']) >= a['config'].get('num_replicas', 1): continue
+        try: out.append((name, self.placed(a['config'].get('placement'), len(a['peers']) + 1, a['peers'], others)))
+        except JSApiError: pass                      # its placement does not allow that server
+    return out

@@ -397,9 +397,10 @@ def _apply_move(self: Replication, e: Move, fresh: bool):
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #031ad428
 @patch
 def _apply_remove_server(self: Replication, e: RemoveServer, fresh: bool):
-    "Server `name` left the meta group: every server forgets it, it stops its JetStream, its streams go on without it."
+    "Server `name` left the meta group: every server forgets it (and keeps it out for a while), it stops its JetStream, its streams go on without it."
     name, addr, me = e.server, e.addr, self.js.core.server_name
     self.js.meta.members.pop(addr, None); self.js.members_changed()
+    if fresh: self.js.meta.removed[name] = time.monotonic()   # (let back in `remove_hold()` later at the earliest: `MetaGroup.held`)
     if name == me:
         if fresh: asyncio.get_running_loop().call_soon(self.js.leave)
         return
@@ -420,6 +421,21 @@ def _apply_remove_server(self: Replication, e: RemoveServer, fresh: bool):
             log.warning("JetStream cluster could not replace peer for stream '$G > %s'", sname); peers = rest
         self._regroup_until_done(sname, name, GroupMove(peers, a['config'], b'', self.js.core.server_id, 'stream_remove_peer_response'))
     if lead: self._out_of_raft(addr, e.reply if e.origin == self.js.core.server_id else b'')   # (a new leader finishes an old one's)
+
+# %% ../../nbs/2_js/20b_cluster_replicas.ipynb #a507dd1a
+@patch
+def grow_onto(self: Replication, server: str):
+    "Server `server` joined the meta group: each stream short of servers whose first server is this one moves its group onto it too."
+    for name, peers in self.js.meta.short_of(server, self.js.core.server_name):
+        if (g := self.js.groups.get(name)) is not None and not g.closing:
+            g.propose(GroupMove(peers, self.js.meta.assignments[name]['config'], b'', self.js.core.server_id, ''))
+
+@patch
+def drop_all(self: Replication):
+    "This server comes back after its removal: its groups stop, its copies of the streams go."
+    for g in list(self.js.groups.values()): g.stop()
+    self.js.groups.clear(); self.js.replicas.clear()
+    for s in list(self.js.account.streams.values()): self.js.account.remove_stream(s)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #237c8c3b
 @patch
