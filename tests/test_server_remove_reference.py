@@ -2,7 +2,7 @@
 jsnb and one of the reference, given the same requests: the answers byte for byte, the meta group after a removal,
 and what becomes of the removed server's streams (an R3 stream goes on with the two others, an R1 stream starts
 again, empty, elsewhere). The clusters have a system account `SYS` (user `sys`); other clients are in `$G`."""
-import asyncio, json, time
+import asyncio, json, shutil, time
 import pytest
 import nats
 from jsclusters import JSCluster, publish_acked
@@ -130,11 +130,14 @@ async def test_meta_leader_stepdown_from_the_system_account(kind):
                    {'type': t, 'error': {'code': 400, 'err_code': 10025, 'description': 'invalid JSON: json: unknown field "foo"'}}]
 
 
-async def test_a_removed_server_stops_its_jetstream():
-    """jsnb: a server removed while it was down finds out from its peers when it comes back; a running server that is
-    removed stops its JetStream (the reference's log line and advisory), drops its copies, and stays out after a
-    restart. The clients of both keep using JetStream through the others."""
-    c = JSCluster('jsnb', system=True)
+async def test_a_removed_server_stops_its_jetstream_and_comes_back():
+    """jsnb: a running server that is removed stops its JetStream (the reference's log line and advisory) and keeps its
+    files; a server removed while it was down finds out from its peers when it comes back. Either one, restarted (with
+    its store, or with an empty one), drops its copies of the streams, asks to join again and is let in once the hold
+    after its removal is over (a few seconds here: `JSNB_PEER_REMOVE_HOLD`; five minutes by default, as the reference's,
+    see test_jscluster_return_reference.py); the R3 stream left on two servers grows back onto it. The clients of both
+    keep using JetStream through the others meanwhile."""
+    c = JSCluster('jsnb', system=True, env={'JSNB_PEER_REMOVE_HOLD': '3'})
     try:
         c.start(); meta = c.wait_meta()
         gone = next(n for n in ('n0', 'n1', 'n2') if n != meta); k = int(gone[1])
@@ -147,14 +150,21 @@ async def test_a_removed_server_stops_its_jetstream():
         async def served(js):                                  # a client reaches the stream (through the others)
             try: return (await js.stream_info('R3')).state.messages >= 1
             except Exception: return False
-        # removed while it was down
+        async def members(n: int):                             # every server counts `n` members of the meta group
+            return all(c.jsz(i).get('meta_cluster', {}).get('cluster_size') == n for i in range(3))
+        async def r3_on_three():                               # R3, left on two servers by a removal, has its three again
+            try: info = await js.stream_info('R3')
+            except Exception: return False
+            return len(info.cluster.replicas or ()) == 2 and all(r.current for r in info.cluster.replicas)
+        # removed while it was down: it comes back at its restart
         c.kill(d)
         assert (await ask(sys, '$JS.API.SERVER.REMOVE', json.dumps({'peer': down}).encode(), 10)).get('success') is True
         c.start(d)
-        async def out():
-            return 'JetStream being DISABLED, our server was removed from the cluster' in c.procs[d].log_text() and c.jsz(d).get('disabled')
-        assert await until(out)
+        async def returning(): return 'it drops its copies of the streams and asks to join again' in c.procs[d].log_text()
+        assert await until(returning)
+        assert 'DISABLED' not in c.procs[d].log_text() and not c.jsz(d).get('disabled')
         g = await nats.connect(c.url(d)); assert await until(lambda: served(g.jetstream())); await g.close()
+        assert await until(lambda: members(3)) and await until(r3_on_three)
         # removed while running, leading an interest stream (nothing it does while stopping may reach the others)
         await js.add_stream(name='INT', subjects=['int'], num_replicas=2, retention='interest')
         await js.add_consumer('INT', durable_name='D', ack_policy='explicit')
@@ -176,16 +186,16 @@ async def test_a_removed_server_stops_its_jetstream():
         assert (c.root / gone / 'store' / 'jetstream' / '$G' / 'streams' / 'R3').exists()    # its files are kept, untouched
         assert await until(lambda: served(gjs))
         async def kept():
-            try: return (await js.stream_info('INT')).state.messages == 5 and (await js.stream_info('INT')).cluster.leader == meta
+            try: return (await js.stream_info('INT')).state.messages == 5 and (await js.stream_info('INT')).cluster.leader != gone
             except Exception: return False
         assert await until(kept)
+        await asyncio.sleep(3)                                 # (the hold is over: a running removed server still stays out)
+        assert c.jsz(k).get('disabled') is True and c.jsz(ask_at)['meta_cluster']['cluster_size'] == 2
         await g.close()
-        c.procs[k].stop(); c.start(k)                          # it stays out after a restart
-        assert 'JetStream is DISABLED: this server was removed from the cluster' in c.procs[k].log_text()
-        assert c.jsz(k).get('disabled') is True
-        g = await nats.connect(c.url(k)); assert await until(lambda: served(g.jetstream())); await g.close()
-        mc = c.jsz(ask_at)['meta_cluster']
-        assert (mc['cluster_size'], mc['replicas'] or []) == (1, [])
-        assert (await publish_acked(js, 'r3', b'2', time.time() + 30)).seq == 2    # the one server left goes on
+        # restarted, here with an empty store: it comes back
+        c.procs[k].stop(); shutil.rmtree(c.root / gone / 'store'); c.start(k)
+        assert await until(lambda: members(3)) and await until(r3_on_three)
+        assert not c.jsz(k).get('disabled')
+        assert (await publish_acked(js, 'r3', b'2', time.time() + 30)).seq == 2
         await nc.close(); await sys.close()
     finally: c.stop()
