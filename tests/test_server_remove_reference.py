@@ -166,7 +166,10 @@ async def test_a_removed_server_stops_its_jetstream_and_comes_back():
         g = await nats.connect(c.url(d)); assert await until(lambda: served(g.jetstream())); await g.close()
         assert await until(lambda: members(3)) and await until(r3_on_three)
         # removed while running, leading an interest stream (nothing it does while stopping may reach the others)
-        await js.add_stream(name='INT', subjects=['int'], num_replicas=2, retention='interest')
+        for _ in range(30):                                    # on `gone` and the meta leader (placement draws two of three)
+            si = await js.add_stream(name='INT', subjects=['int'], num_replicas=2, retention='interest')
+            if {si.cluster.leader, *(r.name for r in si.cluster.replicas or ())} == {gone, meta}: break
+            await js.delete_stream('INT')
         await js.add_consumer('INT', durable_name='D', ack_policy='explicit')
         for i in range(5): await publish_acked(js, 'int', b'%d' % i, time.time() + 30)
         async def led():
