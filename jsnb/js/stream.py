@@ -185,8 +185,11 @@ def _apply_run(self: Stream, op: StoreRun) -> int:
 
 @patch
 def _apply_copy(self: Stream, op: CopyMsg) -> int:
-    "A mirror's copy, at the upstream's sequence: the sequences between are used up (or skipped at once on an empty stream)."
+    """A mirror's copy, at the upstream's sequence: the sequences between are used up (or skipped at once on an empty
+    stream). A copy of a sequence the mirror holds already (a second copier's, across a leader change) is dropped, as
+    the reference drops an upstream message it has seen."""
     store, last = self.store, self.store.state()['last_seq']
+    if op.seq <= last: return last
     if last == 0 and op.seq > 1 and store.state()['first_seq'] <= 1: store.compact(op.seq)
     else:
         while last + 1 < op.seq: last = store.skip_msg()
