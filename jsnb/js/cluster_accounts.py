@@ -26,7 +26,7 @@ class ClusteredAccounts(JetStreamAccounts):
         return js
 
     def _without(self, view, acc, opts):
-        return SystemJetStream(view) if acc.name == opts.system_account else NoJetStream(view, opts.js_domain)
+        return SystemJetStream(view) if acc.name == opts.system_account else NoJetStream(view, opts.js_domain)   # (as `JetStreamAccounts`)
 
 # %% ../../nbs/2_js/20h_cluster_accounts.ipynb #0ff0bc5c
 @patch

@@ -486,6 +486,24 @@ def _listing(self: ClusterApi, verb: str, subject: bytes, reply: bytes, hdr: int
     a.host.reply(reply, json_bytes(dict(type=RT + r.rtype, total=len(names), offset=offset, limit=1024,
                                    streams=names[offset:offset + 1024] or None)))
 
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #e5ce95f7
+@patch
+def ask_each(self: ClusterApi, asks: list, timeout: float, took, done):
+    """Send each `(server, subject)` of `asks` to its server as a request answered there; `took(body)` keeps an answer
+    and says whether it is one more of those awaited; `done()` once all are, or after `timeout`."""
+    js, left, open_ = self.js, [len(asks)], [True]
+    def finish():
+        if not open_[0]: return
+        open_[0] = False; timer.cancel(); js.done(aid); done()
+    def on_answer(body):
+        if took(body):
+            left[0] -= 1
+            if left[0] <= 0: finish()
+    aid = js.ask(on_answer)                          # (the peer channel brings the answers)
+    timer = asyncio.get_running_loop().call_later(timeout, finish)
+    for server, subject in asks: js.forward(server, subject, b'', 0, b'', 2, aid)
+    if not asks: finish()
+
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #e1c3e71a
 @patch
 def _gather(self: ClusterApi, req: dict, reply: bytes, timeout: float = 2.0):
@@ -493,28 +511,21 @@ def _gather(self: ClusterApi, req: dict, reply: bytes, timeout: float = 2.0):
     f = req.get('subject') or ''
     names = sorted(n for n, x in self.js.meta.assignments.items() if not f or subjects_overlap(x['config'].get('subjects') or [], [f]))
     offset = min(max(req['offset'], 0), len(names))
-    page, got, open_ = names[offset:offset + 256], {}, [True]
+    page, got = names[offset:offset + 256], {}
     def finish():
-        if not open_[0]: return
-        open_[0] = False
-        timer.cancel(); self.js.done(aid)
         out = dict(type=RT + 'stream_list_response', total=len(names), offset=offset, limit=256,
                    streams=[got[n] for n in page if n in got])
         if missing := [n for n in page if n not in got]: out['missing'] = missing
         self.js.account.api_total += 1
         if reply: self.js.account.host.reply(reply, json_bytes(out))
-    def on_info(data):
+    def on_info(data) -> bool:
         info = orjson.loads(data)
         name = (info.get('config') or {}).get('name')
-        if name not in page or 'error' in info: return
+        if name not in page or 'error' in info or name in got: return False
         got[name] = {k: v for k, v in info.items() if k not in ('type', 'total', 'offset', 'limit', 'alternates')}   # a list has none
         got[name]['config'] = S.stored_cfg(got[name]['config'])
-        if len(got) == len(page): finish()
-    aid = self.js.ask(on_info)                          # (the peer channel brings the answers)
-    timer = asyncio.get_running_loop().call_later(timeout, finish)
-    for n in page:
-        if to := self.js.leader_of(n): self.js.forward(to, f'$JS.API.STREAM.INFO.{n}'.encode(), b'', 0, b'', 2, aid)   # answered there, not sent on
-    if not page: finish()
+        return True
+    self.ask_each([(to, f'$JS.API.STREAM.INFO.{n}'.encode()) for n in page if (to := self.js.leader_of(n))], timeout, on_info, finish)
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #c3378b6e
 _SUMMED = ('memory', 'storage', 'consumers')     # what each server adds to the account's usage
@@ -532,11 +543,8 @@ def _account_info(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data
         return self.refuse(reply, 'account_info_response', JSClusterNotAvailErr())
     if lead != self.js.core.server_name: return self.js.forward(lead, subject, reply, hdr, data)
     others = sorted({n for n in self.js.meta.members.values() if n != self.js.core.server_name})
-    got, core, open_ = [], self.js.core, [True]
+    got, core = [], self.js.core
     def finish():
-        if not open_[0]: return
-        open_[0] = False
-        timer.cancel(); self.js.done(aid)
         if core.cluster is None: return                              # stopped meanwhile
         resp = self.local_api(subject, b'', hdr, data, src)       # this server's answer: the checks, limits, API counters
         if resp is None: return
@@ -547,13 +555,7 @@ def _account_info(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data
                 if (mb := a['config'].get('max_bytes') or 0) > 0: res[a['config'].get('storage', 'file')] += mb
             resp.update(streams=len(self.js.meta.assignments), reserved_memory=res['memory'], reserved_storage=res['file'])
         if reply: self.js.account.host.reply(reply, json_bytes(resp))
-    def on_usage(data):
-        got.append(orjson.loads(data))
-        if len(got) == len(others): finish()
-    aid = self.js.ask(on_usage)                                         # (the peer channel brings the answers)
-    timer = asyncio.get_running_loop().call_later(timeout, finish)   # a server that does not answer in time is left out
-    for n in others: self.js.forward(n, subject, b'', 0, b'', 2, aid)
-    if not others: finish()
+    self.ask_each([(n, subject) for n in others], timeout, lambda data: got.append(orjson.loads(data)) or True, finish)   # (one not in time: left out)
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #c9772514
 _SERVER_REMOVE = GoStruct('server.JSApiMetaServerRemoveRequest', {'peer': GoStr(), 'peer_id': GoStr()})

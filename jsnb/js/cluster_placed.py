@@ -4,7 +4,7 @@
 
 # %% ../../nbs/2_js/20i_placed_consumers.ipynb #1395a1ea
 from __future__ import annotations
-import asyncio, time
+import time
 import orjson
 from ..nats.protocol import text
 from ..nats.times import rfc3339
@@ -139,25 +139,19 @@ def _list(js, s, g, away: list, subject: bytes, reply: bytes, hdr: int, data: by
     page, up = names[offset:offset + 256], set(js.peers_now().values())
     got = {n: js.api.consumer_with_cluster(consumer_info_of(js.account, s.consumers[n], stored=True)) for n in page if n in s.consumers}
     offline = [n for n in page if n not in got and g.consumers.home(n) not in up]
-    asked, open_ = [n for n in page if n not in got and n not in offline], [True]
+    asked = [n for n in page if n not in got and n not in offline]
     def finish():
-        if not open_[0]: return
-        open_[0] = False
-        timer.cancel(); js.done(aid)
         entries = [offline_info(js, s, n, g.consumers.cstates.get(n) or {}) for n in offline] + [got[n] for n in page if n in got]
         out = dict(type=RT + 'consumer_list_response', total=len(names), offset=offset, limit=256, consumers=sorted(entries, key=lambda e: e['name']))
         if missing := offline + [n for n in asked if n not in got]: out['missing'] = missing
         js.account.api_total += 1
         if reply: js.account.host.reply(reply, json_bytes(out))
-    def on_info(body):
+    def on_info(body) -> bool:
         info = orjson.loads(body)
-        if info.get('name') in asked and 'error' not in info:
-            got[info['name']] = dict({k: v for k, v in info.items() if k != 'type'}, config=stored_cfg(info['config']))
-        if all(n in got for n in asked): finish()
-    aid = js.ask(on_info)                              # (the peer channel brings the answers)
-    timer = asyncio.get_running_loop().call_later(LIST_WAIT, finish)
-    for n in asked: js.forward(g.consumers.home(n), f'$JS.API.CONSUMER.INFO.{s.name}.{n}'.encode(), b'', 0, b'', 2, aid)
-    if not asked: finish()
+        if info.get('name') not in asked or 'error' in info or info['name'] in got: return False
+        got[info['name']] = dict({k: v for k, v in info.items() if k != 'type'}, config=stored_cfg(info['config']))
+        return True
+    js.api.ask_each([(g.consumers.home(n), f'$JS.API.CONSUMER.INFO.{s.name}.{n}'.encode()) for n in asked], LIST_WAIT, on_info, finish)
 
 # %% ../../nbs/2_js/20i_placed_consumers.ipynb #a2333cbd
 def away(js, name: str) -> int:

@@ -79,15 +79,16 @@ def _plain(view, acc, limits, opts, peers) -> JetStream:
     return JetStream(view, view.store_dir, opts.max_memory_store, opts.max_file_store, opts.sync_interval, acc.name, limits,
                      opts.js_domain, peers=peers)
 
+def _none(view, acc, opts) -> NoJetStream: return NoJetStream(view, opts.js_domain)
+
 class JetStreamAccounts:
     """JetStream of a server with accounts: a `JetStream` per account that has it (made by `make(view, account, limits,
-    opts, peers)`: a cluster gives its own), `NoJetStream` in the others (`without(view, account, opts)` when given)."""
-    def __init__(self, core, opts, make=_plain, without=None):
+    opts, peers)`: a cluster gives its own), `NoJetStream` in the others (made by `without(view, account, opts)`)."""
+    def __init__(self, core, opts, make=_plain, without=_none):
         self.core, self.parts, self.by_account, peers = core, [], {}, []   # (`peers`: the server-wide limits are shared by all of them)
         for acc in core.accounts.values():
             view, limits = CoreView(core, acc), acc.cfg.jetstream
-            if limits is None:
-                self.parts.append((without or (lambda v, a, o: NoJetStream(v, o.js_domain)))(view, acc, opts)); continue
+            if limits is None: self.parts.append(without(view, acc, opts)); continue
             js = acc.js = make(view, acc, limits, opts, peers)
             self.by_account[acc.name] = js
             self.parts.append(js)
