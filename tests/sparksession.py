@@ -32,3 +32,10 @@ def stderr_until(request, text, timeout=15):
     while text not in err and time.time() < end:
         time.sleep(0.2); err += capman.read_global_capture()[1]
     return err
+
+
+def failed_tasks(spark, group: str) -> int:
+    "How many task attempts failed in the jobs run under the job group `group` (`sparkContext.setJobGroup`)."
+    t = spark.sparkContext.statusTracker()
+    stages = [s for j in t.getJobIdsForGroup(group) if (job := t.getJobInfo(j)) for s in job.stageIds]
+    return sum(info.numFailedTasks for s in stages if (info := t.getStageInfo(s)))

@@ -4,7 +4,7 @@ on from another one: every row once), and a connection cut mid-read made again u
 import socket, threading, time
 import pytest
 pytest.importorskip('pyspark')
-from sparksession import spark, stderr_until   # noqa: F401  (the module's session)
+from sparksession import spark, stderr_until, failed_tasks   # noqa: F401  (the module's session)
 from conftest import KINDS
 from jsclusters import JSCluster
 from jsnb.clients.blocking import _Conn, _api
@@ -112,7 +112,9 @@ def test_read_over_a_cluster(spark, kind, request):
                    for i in range(3)]
         df = (spark.read.format('jetstream').option('url', ','.join(p.url for p in proxies)).option('stream', 'KILL')
               .option('partitions', 3).option('batch_size', 500).load())
+        spark.sparkContext.setJobGroup(f'cluster-read-{kind}', 'a read with a server killed mid-way')
         rows = df.collect()
+        assert failed_tasks(spark, f'cluster-read-{kind}') == 0                          # the task went on: Spark retried nothing
         assert proxies[victim].fired and cl.procs[victim].proc.poll() is not None       # killed, mid-read
         assert exact(rows, 30000)
         err = stderr_until(request, 'going on from sequence')
@@ -137,6 +139,8 @@ def test_connection_cut_mid_read(spark, start_server, kind, request):
             return r.load().collect()
         assert exact(read(), 20000)
         assert proxy.fired and 'going on from sequence' in stderr_until(request, 'going on from sequence')
+        spark.sparkContext.setJobGroup(f'cut-{kind}', 'a read that gives up')
         with pytest.raises(Exception, match=r"reading sequences \d+-20000 of stream 'CUT': .*no more tries \(fetch_retries=0\)"):
             read(fetch_retries=0)
+        assert failed_tasks(spark, f'cut-{kind}') == 2          # the task, and Spark's one retry of it (local[2,2]): what the count sees
     finally: proxy.stop()

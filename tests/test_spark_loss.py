@@ -96,8 +96,9 @@ def test_deletes_known_to_the_plan_are_not_loss(spark, start_server, kind):
 
 
 @pytest.mark.parametrize('kind', KINDS)
-def test_microbatch_retention_between_planning_and_reading(spark, start_server, kind, tmp_path):
-    "Inside a micro-batch: the tasks of a batch planned over 1-1000 find 1-600 gone; the query fails, naming them."
+def test_microbatch_retention_between_planning_and_reading(spark, start_server, kind, tmp_path, request):
+    """Inside a micro-batch: the tasks of a batch planned over 1-1000 find 1-600 gone; the query fails, naming them.
+    With `fail_on_data_loss=false` it reads what is left and warns with the same facts."""
     s = start_server(kind, '-js')
     api(s.url, 'STREAM.CREATE.M', {'name': 'M', 'subjects': ['m.>'], 'max_msgs': 1000, 'allow_direct': True})
     publish(s.url, 'm.x', 0, 1000)
@@ -120,6 +121,8 @@ def test_microbatch_retention_between_planning_and_reading(spark, start_server, 
     seen.clear()
     assert run(tmp_path / 'b', fail_on_data_loss='false').exception() is None
     assert seen == list(range(2201, 2601))
+    facts = "stream 'M': 600 of the 1000 rows planned in sequences 1601-2600 are gone: sequences 1601-2200 were removed"
+    assert facts in stderr_until(request, facts)
 
 
 def recreate(url, name, n, prefix):
