@@ -375,8 +375,8 @@ def load_last_msg(self: MsgStore, filter: str) -> StoreMsg | None:
     w = ix.want(filter)
     if w is None: r = prev_row(ix.dead, ix.sid, None, ix.lb(ix.first), ix.n)
     elif type(w) is int:                                 # one literal subject (a key-value get)
-        if w < 0 or not ix.s_count[w]: return None
-        r = ix.row(int(ix.s_last[w]))
+        if w < 0 or not ix.s_count.item(w): return None
+        r = ix.row(ix.s_last.item(w))
     else:
         sids = ix.sids(w)
         if not len(sids): return None
