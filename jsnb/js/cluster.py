@@ -4,46 +4,36 @@
 
 # %% ../../nbs/2_js/20_cluster.ipynb #ad028825
 from __future__ import annotations
-import asyncio, logging, os, secrets, shutil, time
+import asyncio, logging, os, secrets, time
 from functools import partial
-import msgpack, orjson
+import msgpack
 from fastcore.basics import patch
-from .cluster_raft import RaftGroup, META_COMPACT_BYTES, read_saved, write_saved
+from .cluster_raft import read_saved
 from .route_bus import RaftParts, member_id
 from ..nats.accounts import CoreView, GLOBAL
 from ..nats.protocol import text
-from .host import json_bytes, event_id, CoreHost
-from ..nats.times import rfc3339
+from .host import json_bytes, CoreHost
 from .api import JetStream, RT, API_SUBJECTS, PULL_REQUESTS
 from .js_accounts import SYSTEM_DIRECTIVES
 from .stream import Stream
 from .health import cluster_problems
 from .cluster_stream import StreamReplica
-from .cluster_meta import MetaGroup, RAFT_INFO, js_member, keyed, meta_entry, Assign, Addr, Update, Unassign, Scale, AddServer, MetaSnapshot
+from .cluster_meta import MetaGroup, RAFT_INFO, js_member, keyed, meta_entry, Assign, Addr, Update, Unassign, Scale, MetaSnapshot
 from . import consumer_api as C
 from .cluster_api import ClusterApi, LEADER_READ
 from .cluster_replicas import Replication, REPLICA_META_APPLY, SYNC_CHANNEL
 from .cluster_advisories import Advisor
 from . import cluster_placed
+from .cluster_membership import Membership, MEMBER_APPLY, RAFT_META, JOIN_CHANNEL, meta_of
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'RAFT_META', 'SETTLE', 'API_CHANNEL', 'JOIN_CHANNEL', 'ANSWER_CHANNEL', 'META_APPLY', 'JOINING', 'REMOVED',
-           'ClusteredJetStream', 'ClusterHost', 'relay_jetstream']
+__all__ = ['log', 'API_CHANNEL', 'ANSWER_CHANNEL', 'META_APPLY', 'ClusteredJetStream', 'ClusterHost', 'relay_jetstream']
 
 # %% ../../nbs/2_js/20_cluster.ipynb #60ca9feb
-RAFT_META = 'jsnb_meta'      # the route INFO field that carries the members of a server's meta group, once formed
-SETTLE = 1.0                 # the route mesh must stay unchanged this long before a new meta group forms
 API_CHANNEL = b'js'          # the peer channel's name for requests sent on to another server (`forward`)
-JOIN_CHANNEL = b'jsjoin'     # the peer channel's name for a new server's request to join the meta group
 ANSWER_CHANNEL = b'js.r'     # the peer channel's name for the answers that come back to the asking server (`ask`)
-
-
-def _meta_of(rc, key: str = RAFT_META) -> dict | None:
-    "The members of the meta group the server of route `rc` announced, once it formed one (`key`: an account's, `keyed`)."
-    v = rc.extras.get(key)
-    return v if type(v) is dict else None
 
 # %% ../../nbs/2_js/20_cluster.ipynb #80912d67
 class ClusteredJetStream(JetStream):
@@ -70,16 +60,15 @@ class ClusteredJetStream(JetStream):
         self.replicas: dict[str, StreamReplica] = {}   # this server's replicas of replicated streams (their `group`)
         self.groups: dict[str, StreamReplica] = {}     # those whose group runs here now
         self.watcher = Advisor(self)                # each replica's watcher: its leader changes and new consumers (the advisories)
-        self.api, self.replication = ClusterApi(self), Replication(self)
+        self.api, self.replication, self.membership = ClusterApi(self), Replication(self), Membership(self)   # (membership: see its page)
 
         self._lead_subs: dict[str, list] = {}      # replicated stream -> its subscriptions to its subjects (held by its leader)
-        self._joining: dict[str, float] = {}       # meta members asking to join -> until when their entry is awaited
-        self._seen, self._since, self._timer, self._serving = None, 0.0, None, False
+        self._timer, self._serving = None, False    # (`_watch`: until the routes run; `serve_peers`)
         self._asks: dict[int, object] = {}         # requests sent to other servers whose answers come back here: id -> fn(data)
         self._captured: dict[bytes, object] = {}   # reply subjects of requests from other servers: subject -> fn(body) (`capture`)
         self._ask_ids = 0
-        self._shared, self._early, self.wire, self.joining = set(), [], [], os.path.exists(os.path.join(self.state_dir, JOINING))   # (see `apply`)
-        self.sys_account, self._sys_subs, self._sys_told, self.removing, self.disabled = None, [], False, None, False
+        self._shared, self._early, self.wire = set(), [], []
+        self.sys_account, self._sys_subs, self._sys_told, self.removing = None, [], False, None
 
 # %% ../../nbs/2_js/20_cluster.ipynb #0dff8ed0
 _WIRE = ((PULL_REQUESTS, C.on_next, 5, True), (b'$JS.ACK.', C.on_ack, 2, False), (b'$JS.FC.', C.on_flow_control, 2, False),
@@ -108,7 +97,7 @@ class ClusterHost(CoreHost):
 # %% ../../nbs/2_js/20_cluster.ipynb #9169b417
 @patch
 def start(self: ClusteredJetStream):
-    "Start as a single server does (`JetStream.start`), with subscriptions the cluster sees, then form (or rejoin, or join, or come back to) the meta group."
+    "Start as a single server does (`JetStream.start`), with subscriptions the cluster sees, then form (or rejoin, or join, or come back to) the meta group (`Membership`)."
     os.makedirs(self.state_dir, exist_ok=True)
     self.sys_account = self.core.accounts.get(self.opts.system_account)     # its users' `SERVER.REMOVE` and `META.LEADER.STEPDOWN`
     self._sys_subs = [self.server.subscribe(s.decode(), self.api.on_system, acc=self.sys_account) for s in SYSTEM_DIRECTIVES] if self.sys_account is not None else []
@@ -118,7 +107,7 @@ def start(self: ClusteredJetStream):
     self.meta.applied_before = int(read_saved(os.path.join(self.state_dir, 'applied')) or 0)
     self._timer = asyncio.get_running_loop().call_later(0.25, self._watch)
     self.replication.start()
-    if os.path.exists(os.path.join(self.state_dir, REMOVED)): self.come_back()     # (`SERVER.REMOVE`)
+    self.membership.start()                          # (a server removed by `SERVER.REMOVE` comes back)
 
 @patch
 def api_subscriptions(self: ClusteredJetStream) -> list:
@@ -133,6 +122,7 @@ def api_subscriptions(self: ClusteredJetStream) -> list:
 def stop(self: ClusteredJetStream):
     "Leave the groups (the peers see this server go), then stop as a single server does."
     if self._timer is not None: self._timer.cancel()
+    self.membership.stop()
     self.replication.stop()
     if self.hand_over in self.core.leaving: self.core.leaving.remove(self.hand_over)
     for g in list(self.groups.values()): g.stop()
@@ -262,7 +252,7 @@ def forward(self: ClusteredJetStream, server: str, subject: bytes, reply: bytes,
 @patch
 def member_server(self: ClusteredJetStream) -> str:
     "While this server is outside a formed meta group (asking to join it), a server of the group, which its clients' JetStream requests go to ('' otherwise)."
-    return '' if self.meta.raft is not None or (cl := self.core.cluster) is None else next((rc.remote_name for rc in cl.routes.values() if _meta_of(rc, self.meta_key)), '')
+    return '' if self.meta.raft is not None or (cl := self.core.cluster) is None else next((rc.remote_name for rc in cl.routes.values() if meta_of(rc, self.meta_key)), '')
 
 # %% ../../nbs/2_js/20_cluster.ipynb #fab6e402
 @patch
@@ -343,80 +333,20 @@ def peers_now(self: ClusteredJetStream) -> dict:
         if m := js_member(rc, self.info_key): out[m] = rc.remote_name
     return out
 
-# %% ../../nbs/2_js/20_cluster.ipynb #60ed9977
-@patch
-def _routes_resolved(self: ClusteredJetStream) -> bool:
-    "Whether every configured route leads to a server this one has a route to, or back to this server."
-    cl = self.core.cluster
-    have = {rc.url.hostport for rc in cl.routes.values() if rc.url is not None}
-    return all(u.hostport in have or u.hostport in cl.self_addrs for u in cl.configured)
-
-# %% ../../nbs/2_js/20_cluster.ipynb #c2aba323
-@patch
-def _mesh_named(self: ClusteredJetStream) -> bool:
-    """Whether the configured routes name the whole mesh: each leads to a server this one has a route to (or back to this
-    one), and every JetStream peer came over one of them. Then no server can still be heard of through gossip, and the
-    meta group forms at once rather than after `SETTLE`."""
-    cl = self.core.cluster
-    named = {u.hostport for u in cl.configured}
-    return bool(named) and self._routes_resolved() and \
-        all(rc.url is not None and rc.url.hostport in named for rc in cl.routes.values() if js_member(rc, self.info_key))
-
 # %% ../../nbs/2_js/20_cluster.ipynb #80d460e6
 @patch
 def _watch(self: ClusteredJetStream):
-    "Rejoin the meta group saved on disk, join the one a peer formed, or form one once the mesh is complete and settled."
-    cl, loop = self.core.cluster, asyncio.get_running_loop()
-    again = lambda: setattr(self, '_timer', loop.call_later(0.1, self._watch))
-    if cl is None: return again()
+    "Once the server's routes run: the subscriptions made before them, and the system account's, are announced to the other servers; then the membership forms, rejoins or joins the meta group (`Membership.watch`)."
+    cl = self.core.cluster
+    if cl is None:
+        self._timer = asyncio.get_running_loop().call_later(0.1, self._watch); return
+    self._timer = None
     for sub in self._early:
         if sub in self._shared: cl.local_interest(sub, 1, self.nats_acc)
     self._early = []
-    if not self._sys_told:
-        for sub in self._sys_subs: cl.local_interest(sub, 1, self.sys_account)    # (the meta leader answers them, wherever it is)
-        self._sys_told = True; cl.peers.info_watchers.append(self._peer_members)
-    self._timer = None
-    if saved := read_saved(os.path.join(self.state_dir, 'members')): return self.form(orjson.loads(saved))
-    formed = [m for rc in cl.routes.values() if (m := _meta_of(rc, self.meta_key))]
-    if formed:                                        # a peer has a meta group: this server is one of its members, or of none
-        if self.raft_addr in formed[0]: return self.form(formed[0])
-        if (mine := [a for a, n in formed[0].items() if n == self.core.server_name]): return self._rejoin(mine[0], formed[0])
-        if not self.joining: log.info('JetStream: asking to join the meta group formed by its peers'); write_saved(os.path.join(self.state_dir, JOINING), '')
-        self.joining = True
-        self._ask_join(formed[0])
-        return again()
-    peers, now = self.peers_now(), time.monotonic()
-    if peers != self._seen: self._seen, self._since = peers, now
-    alone_ok = not cl.configured and now - self._since >= 5 * SETTLE    # a cluster of one, after a longer wait
-    settle = 0 if self._mesh_named() else SETTLE
-    if now - self._since < settle or not self._routes_resolved() or (len(peers) < 2 and not alone_ok): return again()
-    self.form(peers)
-
-# %% ../../nbs/2_js/20_cluster.ipynb #83168f71
-@patch
-def _rejoin(self: ClusteredJetStream, addr: str, members: dict):
-    "A member of the formed group by name, with no state on disk (a new disk, or a wiped store): take its old member back and rebuild from the peers."
-    log.warning('JetStream: this server is a member of the meta group (as %s) but has no state on disk: '
-                'rejoining, its streams are rebuilt from their peers', addr)
-    self.raft_addr = self.server.route_info_extra[self.info_key] = addr
-    self.form(members)
-
-# %% ../../nbs/2_js/20_cluster.ipynb #f4ed2c3a
-@patch
-def _ask_join(self: ClusteredJetStream, members: dict):
-    "Ask the servers of the formed meta group `members` to let this server in (the meta leader among them answers by its entry)."
-    for name in set(members.values()):
-        self.send_peer(name, self.join_ch, msgpack.packb([self.core.server_name, self.raft_addr]))
-
-@patch
-def _on_join(self: ClusteredJetStream, server: str, data: bytes):
-    "Server `server` asks to join the meta group: on the meta leader, an `AddServer` entry (once; a member by name rejoins as itself; one removed lately waits)."
-    try: name, addr = msgpack.unpackb(data)
-    except Exception: return log.warning('JetStream: a join request from %s refused: not one', server)
-    if name != server or not self.meta.is_leader() or addr in self.meta.members or name in self.meta.members.values() or self.meta.held(name): return
-    if self._joining.get(addr, 0) > time.monotonic(): return        # (asked again while its entry is on its way)
-    self._joining[addr] = time.monotonic() + 2
-    self.meta.propose(AddServer(name, addr))
+    for sub in self._sys_subs: cl.local_interest(sub, 1, self.sys_account)    # (the meta leader answers them, wherever it is)
+    self._sys_told = True; cl.peers.info_watchers.append(self.membership.peer_members)
+    self.membership.watch()
 
 # %% ../../nbs/2_js/20_cluster.ipynb #4742f158
 @patch
@@ -433,49 +363,11 @@ def raft_parts(self: ClusteredJetStream) -> tuple:
 
 # %% ../../nbs/2_js/20_cluster.ipynb #a2aabc82
 @patch
-def form(self: ClusteredJetStream, peers: dict):
-    "Start this server's member of the meta group over `peers` (member id -> server name), saved for restarts and announced on the routes."
-    self.meta.members = dict(peers)
-    write_saved(os.path.join(self.state_dir, 'raft'), self.raft_addr)
-    others = sorted(a for a in peers if a != self.raft_addr)
-    bus, ticks, loop = *self.raft_parts(), asyncio.get_running_loop()
-    self.meta.start(RaftGroup(self.raft_addr, others, bus, self.apply, ticks,
-                              journal=os.path.join(self.state_dir, 'journal'), membership=True,   # (see `SERVER.REMOVE`)
-                              on_role=lambda leader: loop.call_soon(self._meta_role), snapshot_extra=self.meta.state,
-                              applied_before=self.meta.applied_before,                             # see 'Compacting the meta log'
-                              compact_bytes=int(os.environ.get('JSNB_META_COMPACT') or META_COMPACT_BYTES)))
-    log.info('JetStream meta group of %d server(s): %s', len(peers), ', '.join(sorted(peers.values())))
-    cl = self.core.cluster
-    cl.peers.handle(self.api_ch, self.api.on_forwarded); cl.peers.handle(self.sync_ch, self.replication.on_sync)
-    cl.peers.handle(self.answer_ch, self._on_answer); cl.peers.handle(self.join_ch, self._on_join); self._serving = True
-    self.members_changed()
-    for rc in list(cl.routes.values()):              # (a peer that announced its members before: was this server removed?)
-        if _meta_of(rc, self.meta_key): self._peer_members(rc)
-
-# %% ../../nbs/2_js/20_cluster.ipynb #b2f0ce68
-@patch
-def members_changed(self: ClusteredJetStream):
-    "Save the meta group's members for restarts and announce them on the routes (servers that connect later join this group); a joining server's history does not count."
-    if self.joining: return
-    write_saved(os.path.join(self.state_dir, 'members'), orjson.dumps(self.meta.members).decode())
-    self.server.route_info_extra[self.meta_key] = self.meta.members
-    cl = self.core.cluster
-    for rc in list(cl.routes.values()): rc.send(cl.route_info())
-
-# %% ../../nbs/2_js/20_cluster.ipynb #6492a99e
-@patch
-def _apply_add_server(self: ClusteredJetStream, e: AddServer, fresh: bool):
-    "A server joined the meta group: every server records it and announces it; the leader makes it a member of the Raft group; streams short of servers grow onto it (`Replication.grow_onto`)."
-    self.meta.members[e.addr] = e.server; self.meta.removed.pop(e.server, None); self.members_changed()
-    if fresh and self.meta.is_leader(): self._into_raft(e.addr)
-    if fresh: self.replication.grow_onto(e.server)
-
-@patch
-def _into_raft(self: ClusteredJetStream, addr: str, tries: int = 0):
-    "On the meta leader: make `addr` a member of the Raft group (PySyncObj refuses a change while another is being committed: tried again)."
-    m = self.meta.raft
-    if m is None or not m.is_leader() or addr in m.member_addrs() or addr not in self.meta.members or tries > 40: return
-    m.add_member(addr, lambda ok, why: ok or asyncio.get_running_loop().call_later(0.25, self._into_raft, addr, tries + 1))
+def serve_peers(self: ClusteredJetStream):
+    "This server is in the meta group (`Membership.form`): it takes what the other servers send it over the peer channel (requests sent on, catch-ups, answers, join requests)."
+    p = self.core.cluster.peers
+    p.handle(self.api_ch, self.api.on_forwarded); p.handle(self.sync_ch, self.replication.on_sync)
+    p.handle(self.answer_ch, self._on_answer); p.handle(self.join_ch, self.membership.on_join); self._serving = True
 
 # %% ../../nbs/2_js/20_cluster.ipynb #ebf7ffa5
 @patch
@@ -542,27 +434,21 @@ def _apply_scale(self: ClusteredJetStream, e: Scale, fresh: bool):
 
 # %% ../../nbs/2_js/20_cluster.ipynb #c99194e7
 META_APPLY = {Assign: ClusteredJetStream._apply_assign, Addr: ClusteredJetStream._apply_addr, Update: ClusteredJetStream._apply_update,
-              Unassign: ClusteredJetStream._apply_unassign, Scale: ClusteredJetStream._apply_scale, AddServer: ClusteredJetStream._apply_add_server}
+              Unassign: ClusteredJetStream._apply_unassign, Scale: ClusteredJetStream._apply_scale}
 
 # %% ../../nbs/2_js/20_cluster.ipynb #6d3699b9
-JOINING = 'joining'          # in a server's meta state directory: it asked to join a formed meta group, and is not a member yet
-
 @patch
 def apply(self: ClusteredJetStream, idx: int, op: list):
-    "Apply committed meta entry `idx` (on the loop, in log order): record it, and act on it (`META_APPLY`) unless done before a restart, or history to a joining server."
+    "Apply committed meta entry `idx` (on the loop, in log order): record it, and act on it (its handler, above) unless done before a restart, or history to a joining server (`Membership.joined`)."
     if self.meta.raft is None: return                  # stopped: an entry the group's thread handed over late
     e = meta_entry(op)
     size = 64 + sum(len(x) for x in op if isinstance(x, (bytes, str)))
     self.meta.applied, self.meta.log_bytes = idx, self.meta.log_bytes + size
-    fresh = idx > self.meta.applied_before and not self.joining
-    if (own := META_APPLY.get(type(e))) is not None: own(self, e, fresh)
-    else: REPLICA_META_APPLY[type(e)](self.replication, e, fresh)
-    if self.meta.raft is None: return                  # (this server was removed: see `leave`)
-    if self.joining and self.raft_addr in ({e.addr} if type(e) is AddServer else self.meta.members if type(e) is MetaSnapshot else ()):
-        self.joining, self.meta.applied_before, fresh = False, idx, True     # its own (or a snapshot that holds it): what the history
-        if os.path.exists(p := os.path.join(self.state_dir, JOINING)): os.remove(p)     # built is installed as a leader's snapshot is
-        REPLICA_META_APPLY[MetaSnapshot](self.replication, MetaSnapshot(dict(assignments=self.meta.assignments, members=dict(self.meta.members))), True)
-        self.members_changed(); log.info('JetStream: this server is a member of the meta group')
+    fresh = idx > self.meta.applied_before and not self.membership.joining
+    part, fn = next((p, t[type(e)]) for p, t in ((self, META_APPLY), (self.membership, MEMBER_APPLY), (self.replication, REPLICA_META_APPLY)) if type(e) in t)
+    fn(part, e, fresh)
+    if self.meta.raft is None: return                  # (this server was removed: see `Membership.leave`)
+    if self.membership.joined(idx, e): fresh = True    # (its own entry: the entries from here on are acted on)
     if fresh: self.meta.raft.mark_applied(os.path.join(self.state_dir, 'applied'), idx)
     self.meta.raft.applied = idx
     if type(e) is not MetaSnapshot: self.meta.raft.compact(size)
@@ -603,63 +489,6 @@ def propose_addr(self: ClusteredJetStream, name: str):
     "Put this server's member of stream `name`'s group (a new one: a fresh tag) in the meta log."
     self.meta.propose(Addr(name, self.core.server_name, member_id(self.core.server_name, secrets.token_hex(6))))
 
-# %% ../../nbs/2_js/20_cluster.ipynb #df58f85f
-REMOVED = 'removed'          # in a server's meta state directory: this server was taken out of the meta group (see `come_back`)
-
-@patch
-def leave(self: ClusteredJetStream):
-    """This server was taken out of the meta group: its JetStream stops until the server is restarted (its groups first,
-    so that nothing it does while stopping reaches the others); its clients' requests go to the other servers."""
-    if self.disabled: return
-    self.disabled = True
-    log.error('JetStream being DISABLED, our server was removed from the cluster')
-    cl = self.core.cluster
-    if self.sys_account is not None:                        # the advisory, in the system account (as the reference's)
-        adv = dict(type='io.nats.jetstream.advisory.v1.server_removed', id=event_id(), timestamp=rfc3339(time.time_ns()),
-                   server=self.core.server_name, server_id=self.core.server_id, cluster=cl.name if cl else '')
-        if self.account.domain: adv['domain'] = self.account.domain
-        self.core.publish('$JS.EVENT.ADVISORY.SERVER.REMOVED', json_bytes(adv), acc=self.sys_account)
-    self.stop()                                      # (its groups and meta member first; the streams' files stay on disk, untouched)
-    write_saved(os.path.join(self.state_dir, REMOVED), 'this server was removed from the JetStream meta group ($JS.API.SERVER.REMOVE): it comes back at its next start\n')
-    self.server.jetstream = False                      # (`/jsz` says `disabled`); its clients' JetStream requests go to a peer
-    self.server.route_info_extra.pop(self.info_key, None); self.server.route_info_extra.pop(self.meta_key, None)
-    relay_jetstream(self.server)
-    for rc in list(cl.routes.values()): rc.send(cl.route_info())      # the peers forget its meta member
-
-# %% ../../nbs/2_js/20_cluster.ipynb #2e604b5d
-@patch
-def come_back(self: ClusteredJetStream):
-    "This server runs JetStream again after its removal from the meta group: its copies of the streams (moved off it then) go, with its meta state; it asks to join again as a new member (`_watch`)."
-    log.warning('JetStream: this server was removed from the cluster: it drops its copies of the streams and asks to join again')
-    self.replication.drop_all(); self.meta.stop()
-    shutil.rmtree(self.state_dir, ignore_errors=True); os.makedirs(self.state_dir)
-    self.meta, self.joining = MetaGroup(self.core, self.opts, self.info_key), False
-    self.raft_addr = self.server.route_info_extra[self.info_key] = member_id(self.core.server_name, 'm' + secrets.token_hex(4))
-    self.server.route_info_extra.pop(self.meta_key, None); cl = self.core.cluster
-    for rc in list(cl.routes.values()) if cl is not None else (): rc.send(cl.route_info())   # (its new member, in no group)
-    if self._timer is None: self._timer = asyncio.get_running_loop().call_later(0.1, self._watch)
-
-# %% ../../nbs/2_js/20_cluster.ipynb #770e098e
-@patch
-def _peer_members(self: ClusteredJetStream, rc):
-    "A peer announced its meta group's members: if they no longer include this server, it was removed: while it ran (it has a leader: it leaves) or while it was away (it comes back)."
-    m = _meta_of(rc, self.meta_key)
-    if m is None or self.meta.raft is None or self.disabled or self.joining or rc.remote_name not in self.meta.members.values() or rc.remote_name == self.core.server_name: return
-    if self.raft_addr not in m and self.core.server_name not in m.values(): asyncio.get_running_loop().call_soon(self.leave if self.meta.leader_addr() else self.come_back); self.meta.stop()
-
-# %% ../../nbs/2_js/20_cluster.ipynb #98ea3580
-@patch
-def _meta_role(self: ClusteredJetStream, tries: int = 0):
-    """The meta group's leadership changed here. A new leader finishes what an old one may have left undone: a server
-    the meta log removed that is still in the Raft group is taken out (one at a time, as PySyncObj changes members)."""
-    m = self.meta.raft
-    if m is None or not m.is_leader():
-        self.removing = None                         # (a removal asked of this leader is not answered: as the reference)
-        return
-    if tries > 30: return
-    extra = sorted(m.member_addrs() - set(self.meta.members))
-    if extra: m.remove_member(extra[0], lambda ok, why: asyncio.get_running_loop().call_later(0 if ok else 1, self._meta_role, tries + 1))
-
 # %% ../../nbs/2_js/20_cluster.ipynb #c5b2836c
 @patch
 def health(self: ClusteredJetStream, account: str = '', stream: str = '', consumer: str = '', meta_only: bool = False) -> list:
@@ -697,3 +526,13 @@ def relay_jetstream(core):
         to = peers[cl.rand.randrange(len(peers))]
         return int(cl.peers.send(to, API_CHANNEL, msgpack.packb([0, subject, reply, hdr, data, 0])))
     cl.unrouted.append(relay)
+
+# %% ../../nbs/2_js/20_cluster.ipynb #be1b978b
+@patch
+def disable(self: ClusteredJetStream):
+    "JetStream off on this server (taken out of the meta group): stopped, `/jsz` says `disabled`, its clients' JetStream requests go to a peer, its peers forget its meta member."
+    self.stop()
+    self.server.jetstream = False
+    self.server.route_info_extra.pop(self.info_key, None); self.server.route_info_extra.pop(self.meta_key, None)
+    relay_jetstream(self.server)
+    self.membership.announce()

@@ -399,10 +399,10 @@ def _apply_move(self: Replication, e: Move, fresh: bool):
 def _apply_remove_server(self: Replication, e: RemoveServer, fresh: bool):
     "Server `name` left the meta group: every server forgets it (and keeps it out for a while), it stops its JetStream, its streams go on without it."
     name, addr, me = e.server, e.addr, self.js.core.server_name
-    self.js.meta.members.pop(addr, None); self.js.members_changed()
+    self.js.meta.members.pop(addr, None); self.js.membership.members_changed()
     if fresh: self.js.meta.removed[name] = time.monotonic()   # (let back in `remove_hold()` later at the earliest: `MetaGroup.held`)
     if name == me:
-        if fresh: asyncio.get_running_loop().call_soon(self.js.leave)
+        if fresh: asyncio.get_running_loop().call_soon(self.js.membership.leave)
         return
     if not fresh: return                             # (what became of its streams is in the entries that follow)
     lead = self.js.meta.is_leader()
@@ -480,8 +480,8 @@ def _install_meta(self: Replication, e: MetaSnapshot, fresh: bool):
     and the streams it is a peer of are made where missing and their groups started."""
     me, old, extra = self.js.core.server_name, self.js.meta.assignments, e.state
     if 'members' in extra and extra['members'] != self.js.meta.members:     # servers were removed meanwhile (`SERVER.REMOVE`)
-        self.js.meta.members.clear(); self.js.meta.members.update(extra['members']); self.js.members_changed()
-        if fresh and me not in self.js.meta.members.values(): return asyncio.get_running_loop().call_soon(self.js.leave)
+        self.js.meta.members.clear(); self.js.meta.members.update(extra['members']); self.js.membership.members_changed()
+        if fresh and me not in self.js.meta.members.values(): return asyncio.get_running_loop().call_soon(self.js.membership.leave)
     self.js.meta.assignments = {n: dict(a, peers=list(a['peers']), addrs=dict(a['addrs'])) for n, a in extra['assignments'].items()}
     for name, a in list(old.items()) + [(n, None) for n in list(self.js.account.streams) if n not in old]:
         new = self.js.meta.assignments.get(name)
