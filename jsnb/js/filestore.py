@@ -4,14 +4,14 @@
 
 # %% ../../nbs/2_js/05_filestore.ipynb #6b484ccd
 from __future__ import annotations
-import bisect, json, logging, os, shutil, struct, time, zlib
+import bisect, json, logging, os, shutil, struct, time, zipfile, zlib
 from itertools import chain, repeat
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
 from .store import MsgStore, StoreLimits, StoreError, file_msg_size
-from .index import lengths
+from .index import lengths, restored
 from . import kernels
 from .records import (REC, HDR, MSG, DEL, SKIP, PURGE, ERASED, LAST, SEQD, record, mark, read_recs, read_rec, scan_block, walk,
                              raw_records, write_records)
@@ -61,7 +61,7 @@ class FileStore(MsgStore):
         for p in self._bdir.glob('*.new'): p.unlink()          # a rewrite that a crash interrupted
         self._blocks = sorted(int(p.stem) for p in self._bdir.glob('*.blk'))
         state = self._load_state()
-        repair = self._rebuild(state)
+        repair = [] if self._load_index(state) else self._rebuild(state)
         self._marked = max(self._ix.first, 1)               # the first sequence the blocks already say
         if not self._blocks:
             if state is None and self.limits.first_seq > 0: self._ix.reset(self.limits.first_seq)
@@ -231,6 +231,51 @@ def _open(self: FileStore):
         if maxp > 0:
             for sid in np.flatnonzero(ix.s_count[:len(ix.names)] > maxp): self._enforce_subject(int(sid))
     finally: self._finish()
+
+# %% ../../nbs/2_js/05_filestore.ipynb #e157cde7
+_SAVED = 'index.npz'
+
+@patch
+def _save_index(self: FileStore):
+    "Write the index, each block's bookkeeping, size and CRC-32 (see above); on failure only a warning: the next open replays."
+    rows = []
+    try:
+        for b in self._blocks:
+            m, buf = self._bm[b], self._path(b).read_bytes()
+            if len(buf) != (self._size if b == self._cur else m.size): return      # (not as the store counted: replay next time)
+            rows.append((b, len(buf), m.lo, m.hi, m.dead, m.marks, m.hole, zlib.crc32(buf)))
+        self._ix.trim(0)                                 # without the rows of removed messages, as a replay makes it
+        tmp = self._bdir / (_SAVED + '.tmp')
+        with open(tmp, 'wb') as f: np.savez(f, blocks=np.array(rows, np.int64).reshape(-1, 8), **self._ix.saved())
+        os.replace(tmp, self._bdir / _SAVED)
+    except OSError as e: log.warning('Filestore [%s] saving the index failed (the next start reads every block): %s', self.name, e)
+
+# %% ../../nbs/2_js/05_filestore.ipynb #b517f1d0
+@patch
+def _load_index(self: FileStore, state: dict | None) -> bool:
+    "Take the index a clean stop saved, and remove its file; False (nothing taken) unless every block is as it was then."
+    p = self._bdir / _SAVED
+    if not p.exists(): return False
+    try:
+        with np.load(p, allow_pickle=False) as z: d = {k: z[k] for k in z.files}
+        blocks, ix = d.pop('blocks'), restored(d)
+        if state is None or blocks[:, 0].tolist() != self._blocks or (ix.first, ix.last) != (state['first'], state['last']): return False
+        n, hdrs = ix.n, []
+        for b, size, _, _, _, _, _, crc in blocks.tolist():
+            buf = self._path(b).read_bytes()
+            if len(buf) != size or zlib.crc32(buf) != crc: return False
+            rows = np.flatnonzero((ix.blk[:n] == b) & ~ix.dead[:n])
+            at = ix.off[rows]
+            if len(at) and at.max() + HDR > size: return False
+            a = np.frombuffer(buf, np.uint8)                                     # each record's header length, bytes 35-38
+            hl = sum(a[at + 35 + k].astype(np.int64) << (8 * k) for k in range(4))
+            hdrs.append(ix.seq[rows[hl > 0]])
+    except (OSError, ValueError, KeyError, IndexError, EOFError, zipfile.BadZipFile): return False
+    finally: p.unlink(missing_ok=True)
+    self._ix, self._with_hdr = ix, np.sort(np.concatenate(hdrs)).tolist() if hdrs else []
+    self._bm = {b: _Blk(size, lo, hi, dead, marks, hole) for b, size, lo, hi, dead, marks, hole, _ in blocks.tolist()}
+    self._count_dead()                                   # (counted as a replay counts them)
+    return True
 
 # %% ../../nbs/2_js/05_filestore.ipynb #4a72bb95
 @patch
@@ -594,12 +639,14 @@ def _put_many(self: FileStore, r, subjects, datas, hdrs=None):
 
 # %% ../../nbs/2_js/05_filestore.ipynb #a9025633
 @patch
-def stop(self: FileStore) -> None:
-    "Commit, sync and close the files."
+def stop(self: FileStore, save_index: bool = True) -> None:
+    "Commit, sync, save the index (see *A saved index*) and close the files."
     if self._closed: return
     self._forget()
     try:
-        if self._werr is None: self._commit(); self.sync()
+        if self._werr is None:
+            self._commit(); self.sync()
+            if save_index: self._save_index()
     finally:
         for fd in self._fds.values(): os.close(fd)
         self._fds.clear(); self._closed = True
@@ -607,7 +654,7 @@ def stop(self: FileStore) -> None:
 @patch
 def delete(self: FileStore) -> None:
     "Close the store and remove its directory."
-    self.stop()
+    self.stop(save_index=False)
     shutil.rmtree(self.directory, ignore_errors=True)
 
 @patch

@@ -11,7 +11,7 @@ from ..nats.subjects import subject_matches, has_wildcard, SubjectTree
 from .kernels import next_row, prev_row, count_rows, select_rows, last_rows, expired_rows
 
 # %% auto #0
-__all__ = ['Index', 'lengths', 'distinct']
+__all__ = ['Index', 'lengths', 'distinct', 'restored']
 
 # %% ../../nbs/2_js/03a_index.ipynb #b051d8a2
 _COLS = (('seq', np.int64), ('sid', np.int32), ('ts', np.int64), ('size', np.int64),
@@ -247,6 +247,37 @@ def trim(self: Index, min_rows: int = 4096) -> np.ndarray | None:
         ok = (self.seq[r] == s) & ~self.dead[r] & (self.ttl[r] > 0) & (self.ts[r] + self.ttl[r] == d)
         self.ttl_heap = [(int(a), int(b)) for a, b in zip(d[ok], s[ok])]; heapq.heapify(self.ttl_heap)
     return keep
+
+# %% ../../nbs/2_js/03a_index.ipynb #2905d4c1
+_SCALARS = ('n', 'dr', 'ds', 'first', 'last', 'first_ts', 'last_ts', 'msgs', 'bytes', 'nsubj', 'n_ttl', 'epoch')
+
+@patch
+def saved(self: Index) -> dict[str, np.ndarray]:
+    "The index as numpy arrays by name (for `np.savez`; `restored` reads them back): rows, subjects, counters, TTL heap."
+    k = len(self.names)
+    return {**{name: getattr(self, name)[:self.n] for name, _ in _COLS},
+            'scalars': np.array([getattr(self, a) for a in _SCALARS], np.int64),
+            'names': np.frombuffer('\n'.join(self.names).encode(), np.uint8),        # (a subject holds no line end)
+            'subjects': np.stack([self.s_count[:k], self.s_first[:k], self.s_last[:k]]),
+            'ttl_heap': np.array(self.ttl_heap, np.int64).reshape(-1, 2)}
+
+def restored(d) -> Index:
+    "The index `Index.saved` gave `d` (arrays by name); `ValueError` when its parts do not fit together."
+    sc = [int(v) for v in d['scalars']]
+    if len(sc) != len(_SCALARS): raise ValueError('not a saved index')
+    n, subj = sc[0], np.asarray(d['subjects'], np.int64)
+    ix = Index(max(1024, 1 << max(n - 1, 0).bit_length()))
+    for name, dt in _COLS:
+        if len(d[name]) != n: raise ValueError(f'a saved index with {len(d[name])} {name} values for {n} rows')
+        getattr(ix, name)[:n] = d[name]
+    for a, v in zip(_SCALARS, sc): setattr(ix, a, v)
+    k = subj.shape[1]
+    ix.names = bytes(d['names']).decode().split('\n') if k else []
+    if subj.shape[0] != 3 or len(ix.names) != k: raise ValueError('saved subjects do not match their counters')
+    ix.ids = {s: i for i, s in enumerate(ix.names)}
+    ix.s_count, ix.s_first, ix.s_last = (np.concatenate([a, np.zeros(max(64, k) - k, np.int64)]) for a in subj)
+    ix.ttl_heap = [tuple(e) for e in np.asarray(d['ttl_heap']).tolist()]
+    return ix
 
 # %% ../../nbs/2_js/03a_index.ipynb #c5d3a9b1
 @patch
