@@ -130,6 +130,64 @@ async def test_meta_leader_stepdown_from_the_system_account(kind):
                    {'type': t, 'error': {'code': 400, 'err_code': 10025, 'description': 'invalid JSON: json: unknown field "foo"'}}]
 
 
+async def held_out(c: JSCluster, mode: str) -> dict:
+    """A server other than the meta leader, with a copy of an R3 stream and the R1 stream (its consumer too), is removed
+    while it runs or (`mode` 'down') while it is down, and restarted with its store. While it is kept out: the stream and
+    consumer advisories its peers' clients hear, and its own `/jsz` `meta_cluster` (the group it waits for)."""
+    out, lead = {}, c.wait_meta()
+    gone = max(n for n in ('n0', 'n1', 'n2') if n != lead); k = int(gone[1])
+    at = next(i for i in range(3) if i != k)
+    nc = await nats.connect(c.url(at)); js = nc.jetstream(); sys = await nats.connect(c.url(at, 'sys'))
+    async def created():
+        r = await ask(nc, '$JS.API.STREAM.CREATE.OLD', json.dumps({'name': 'OLD', 'subjects': ['old'], 'num_replicas': 3}).encode())
+        return isinstance(r, dict) and 'error' not in r
+    await until(created)
+    await js.add_consumer('OLD', durable_name='D', ack_policy='explicit')
+    one = await ask(nc, '$JS.API.STREAM.CREATE.ONE', json.dumps({'name': 'ONE', 'subjects': ['one'], 'placement': {'tags': [f's{k}']}}).encode())
+    await js.add_consumer('ONE', durable_name='D1', ack_policy='explicit')
+    for subject in ('old', 'one'): await publish_acked(js, subject, b'x', time.time() + 30)
+    out['ONE on it'] = one['cluster']['leader'] == gone
+    if mode == 'down': c.kill(k)
+    out['removed'] = (await ask(sys, '$JS.API.SERVER.REMOVE', json.dumps({'peer': gone}).encode(), 10)).get('success')
+    if mode == 'running':
+        async def disabled(): return c.jsz(k).get('disabled') is True
+        await until(disabled); c.procs[k].stop()
+    heard = []
+    async def advisory(m): heard.append(m.subject)
+    for subject in ('$JS.EVENT.ADVISORY.STREAM.>', '$JS.EVENT.ADVISORY.CONSUMER.>'): await nc.subscribe(subject, cb=advisory)
+    await nc.flush()
+    c.start(k)
+    async def waiting():                                   # its /jsz names a leader it hears (and no longer its old group)
+        mc = c.jsz(k).get('meta_cluster') or {}
+        return mc if mc.get('cluster_size') == 2 and any(r['current'] for r in mc.get('replicas') or ()) else None
+    mc = await until(waiting, 60) or c.jsz(k).get('meta_cluster') or {}
+    reps = mc.get('replicas') or []
+    out['meta_cluster'] = dict(keys=sorted(mc), leader=mc.get('leader') == lead, size=mc.get('cluster_size'), quorum=mc.get('quorum_needed'),
+                               pending=mc.get('pending'), peer=mc.get('peer') == c.jsz(int(lead[1]))['meta_cluster']['peer'],
+                               replicas=[(r['name'] == lead, r['current'], r['active'] > 0, sorted(r)) for r in sorted(reps, key=lambda r: r['name'] != lead)])
+    out['copies dropped or made'] = [s for s in heard if '.DELETED.' in s or '.CREATED.' in s]
+    await nc.close(); await sys.close()
+    return out
+
+
+@pytest.mark.parametrize('mode', ['running', 'down'])
+@pytest.mark.parametrize('kind', ['jsnb', 'nats-server'])
+async def test_a_removed_server_while_it_is_kept_out(kind, mode):
+    """Until the meta leader lets it back in (five minutes after its removal), a removed server that was restarted drops
+    its copies of the streams without a word (no stream or consumer deletion advisory: none was deleted), and its `/jsz`
+    shows the group it waits for: its leader (current, heard lately), the two members, and their size."""
+    c = JSCluster(kind, system=True, tags={i: [f's{i}'] for i in range(3)})
+    try:
+        c.start()
+        out = await held_out(c, mode)
+    finally: c.stop()
+    rkeys = ['active', 'current', 'name', 'peer']
+    assert out == {'ONE on it': True, 'removed': True,
+                   'meta_cluster': dict(keys=['cluster_size', 'leader', 'name', 'peer', 'pending', 'pending_infos', 'pending_requests', 'quorum_needed', 'replicas', 'snapshot'],
+                                        leader=True, size=2, quorum=2, pending=0, peer=True, replicas=[(True, True, True, rkeys), (False, False, False, rkeys)]),
+                   'copies dropped or made': []}, out
+
+
 async def test_a_removed_server_stops_its_jetstream_and_comes_back():
     """jsnb: a running server that is removed stops its JetStream (the reference's log line and advisory) and keeps its
     files; a server removed while it was down finds out from its peers when it comes back. Either one, restarted (with
@@ -145,6 +203,9 @@ async def test_a_removed_server_stops_its_jetstream_and_comes_back():
         ask_at = int(meta[1])
         sys = await nats.connect(c.url(ask_at, 'sys'))
         nc = await nats.connect(c.url(ask_at)); js = nc.jetstream()
+        deleted = []                                           # R3 is never deleted: its copies on the returning servers go quietly
+        async def on_deleted(m): deleted.append(m.subject)
+        for subject in ('$JS.EVENT.ADVISORY.STREAM.DELETED.R3', '$JS.EVENT.ADVISORY.CONSUMER.DELETED.R3.>'): await nc.subscribe(subject, cb=on_deleted)
         await js.add_stream(name='R3', subjects=['r3'], num_replicas=3)
         await publish_acked(js, 'r3', b'1', time.time() + 30)
         async def served(js):                                  # a client reaches the stream (through the others)
@@ -200,5 +261,6 @@ async def test_a_removed_server_stops_its_jetstream_and_comes_back():
         assert await until(lambda: members(3)) and await until(r3_on_three)
         assert not c.jsz(k).get('disabled')
         assert (await publish_acked(js, 'r3', b'2', time.time() + 30)).seq == 2
+        assert deleted == []
         await nc.close(); await sys.close()
     finally: c.stop()

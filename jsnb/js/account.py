@@ -83,12 +83,12 @@ def write_meta(self: Account, s: Stream):
 
 # %% ../../nbs/2_js/13_account.ipynb #c070fd55
 @patch
-def remove_stream(self: Account, s: Stream):
-    "Delete stream `s`: its consumers, its subscriptions, its stored data."
+def remove_stream(self: Account, s: Stream, quiet: bool = False):
+    "Delete stream `s`: its consumers, its subscriptions, its stored data; announced unless `quiet` (a copy a cluster no longer gives this server)."
     s.stop(); del self.streams[s.name]
-    for c in list(s.consumers.values()): self.delete_consumer(c)
+    for c in list(s.consumers.values()): self.delete_consumer(c, quiet)
     s.store.delete()
-    self.advise_stream(s.name, 'delete', s.cfg.get('template_owner', ''))
+    if not quiet: self.advise_stream(s.name, 'delete', s.cfg.get('template_owner', ''))
     if (t := self.templates.get(s.cfg.get('template_owner', ''))) is not None: t.forget(s.name)
 
 @patch
@@ -262,15 +262,15 @@ def add_consumer(self: Account, s: Stream, name: str, cfg: dict, deliver: bool =
     return c
 
 @patch
-def delete_consumer(self: Account, c: Consumer):
-    "Remove a consumer: close it, forget its state, announce it."
+def delete_consumer(self: Account, c: Consumer, quiet: bool = False):
+    "Remove a consumer: close it, forget its state, announce it (unless `quiet`: with its stream's copy, see `remove_stream`)."
     self.host.send(c.close())
     c.stream.consumers.pop(c.name, None)
     c.stream.lost_interest(c)                    # an interest stream lets go of what only this consumer needed
     self._saved.pop((c.stream.name, c.name), None)
     p = self.state_path(c)
     if p and os.path.exists(p): os.remove(p)
-    c.advise('DELETED', action='delete')
+    if not quiet: c.advise('DELETED', action='delete')
 
 # %% ../../nbs/2_js/13_account.ipynb #8dd04cc7
 @patch

@@ -24,7 +24,7 @@ from .cluster_api import ClusterApi, LEADER_READ
 from .cluster_replicas import Replication, REPLICA_META_APPLY, SYNC_CHANNEL
 from .cluster_advisories import Advisor
 from . import cluster_placed
-from .cluster_membership import Membership, MEMBER_APPLY, RAFT_META, JOIN_CHANNEL, meta_of
+from .cluster_membership import Membership, MEMBER_APPLY, RAFT_META, JOIN_CHANNEL, HEARD_CHANNEL, meta_of
 
 log = logging.getLogger('jsnb')
 
@@ -48,7 +48,7 @@ class ClusteredJetStream(JetStream):
                          opts.js_domain, host=partial(ClusterHost, js=self), peers=peers, system=system)
         self.server, self.nats_acc = (core.core, core.acc) if isinstance(core, CoreView) else (core, None)   # (the core itself; the account, when not `$G`)
         self.info_key, self.meta_key, self.primary = keyed(RAFT_INFO, name), keyed(RAFT_META, name), primary
-        self.api_ch, self.join_ch, self.answer_ch, self.sync_ch = (keyed(c, name) for c in (API_CHANNEL, JOIN_CHANNEL, ANSWER_CHANNEL, SYNC_CHANNEL))
+        self.api_ch, self.join_ch, self.heard_ch, self.answer_ch, self.sync_ch = (keyed(c, name) for c in (API_CHANNEL, JOIN_CHANNEL, HEARD_CHANNEL, ANSWER_CHANNEL, SYNC_CHANNEL))
         self.opts, self.meta = opts, MetaGroup(core, opts, self.info_key)   # the meta group: members, assignments, placement, its Raft member
         self.account.clustered = True
         self.state_dir = os.path.join(core.store_dir, *(() if name == GLOBAL else (name,)), '_meta_')
@@ -379,8 +379,8 @@ def _apply_assign(self: ClusteredJetStream, e: Assign, fresh: bool):
     a = self.meta.assignments[e.name]
     if self.core.server_name not in a['peers']: return
     if fresh: self._create_here(e.name, a, known, e.reply, e.hdr, e.data)
-    elif e.name not in self.account.streams:           # a memory stream's replica does not outlive a restart: made again
-        self.api.local_api(f'$JS.API.STREAM.CREATE.{e.name}'.encode(), b'', e.hdr, e.data, None)
+    elif e.name not in self.account.streams and not self.membership.joining:   # a replay: a memory stream's replica is made
+        self.api.local_api(f'$JS.API.STREAM.CREATE.{e.name}'.encode(), b'', e.hdr, e.data, None)   # again (not a joining server's history)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #f781af98
 @patch
@@ -389,7 +389,8 @@ def _apply_addr(self: ClusteredJetStream, e: Addr, fresh: bool):
     a = self.meta.assignments.get(e.name)
     if a is None: return
     a['addrs'].setdefault(e.server, e.addr)            # the first address recorded stays (one proposed again while rebuilding does not count)
-    if len(a['addrs']) == len(a['peers']) and self.core.server_name in a['peers'] and e.name not in self.groups: self.replication.start_group(e.name)
+    if len(a['addrs']) == len(a['peers']) and self.core.server_name in a['peers'] and e.name not in self.groups and not self.membership.joining:
+        self.replication.start_group(e.name)            # (not from a joining server's history: see `Membership.joined`)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #b769e80f
 @patch
@@ -498,8 +499,9 @@ def health(self: ClusteredJetStream, account: str = '', stream: str = '', consum
 # %% ../../nbs/2_js/20_cluster.ipynb #0fe01d7a
 @patch
 def meta_cluster(self: ClusteredJetStream) -> dict:
-    "`meta_cluster` of `/jsz` (`MetaGroup.report`)."
-    return self.meta.report(self.raft_addr, self.core.cluster.name if self.core.cluster else '')
+    "`meta_cluster` of `/jsz`: the meta group as this server sees it (`MetaGroup.report`), or, outside it, as it heard of it (`Membership.report`)."
+    cluster = self.core.cluster.name if self.core.cluster else ''
+    return self.membership.report(cluster) or self.meta.report(self.raft_addr, cluster)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #03c00dfb
 @patch

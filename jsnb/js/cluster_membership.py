@@ -11,18 +11,22 @@ from ..nats.times import rfc3339
 from .host import json_bytes, event_id
 from .cluster_raft import RaftGroup, META_COMPACT_BYTES, read_saved, write_saved
 from .route_bus import member_id
-from .cluster_meta import MetaGroup, js_member, AddServer, MetaSnapshot
+from .cluster_meta import MetaGroup, js_member, peer_id, report_of, AddServer, MetaSnapshot
 from .cluster_replicas import REPLICA_META_APPLY
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'RAFT_META', 'SETTLE', 'JOIN_CHANNEL', 'JOINING', 'REMOVED', 'MEMBER_APPLY', 'meta_of', 'Membership']
+__all__ = ['log', 'RAFT_META', 'SETTLE', 'JOIN_CHANNEL', 'HEARD_CHANNEL', 'HEARTBEAT', 'JOIN_RETRY', 'JOINING', 'REMOVED',
+           'MEMBER_APPLY', 'meta_of', 'Membership']
 
 # %% ../../nbs/2_js/20j_cluster_membership.ipynb #4906f939
 RAFT_META = 'jsnb_meta'      # the route INFO field that carries the members of a server's meta group, once formed
 SETTLE = 1.0                 # the route mesh must stay unchanged this long before a new meta group forms
 JOIN_CHANNEL = b'jsjoin'     # the peer channel's name for a new server's request to join the meta group
+HEARD_CHANNEL = b'jsjoin.h'  # the peer channel's name for the meta leader's answer to a request to join: its group's members
+HEARTBEAT = 1.0              # seconds: the reference's meta leader heartbeat (`hbInterval`): how often a server outside the group hears from it
+JOIN_RETRY = 0.1             # seconds a server waits to ask to join again, after its first ask (doubled each time, up to `HEARTBEAT`)
 JOINING = 'joining'          # in a server's meta state directory: it asked to join a formed meta group, and is not a member yet
 REMOVED = 'removed'          # in a server's meta state directory: this server was taken out of the meta group (see `come_back`)
 
@@ -42,6 +46,7 @@ class Membership:
         self._timer, self._watching = None, False    # `watch`'s next turn; whether it has begun
         self._seen, self._since = None, 0.0          # the JetStream peers last seen, and since when (see `SETTLE`)
         self._admitting: dict[str, float] = {}       # on the meta leader: members asking to join -> until when their entry is awaited
+        self._wait, self.heard = JOIN_RETRY, None    # outside the group: the next wait to ask again; (leader, when, members) last heard (`report`)
 
 # %% ../../nbs/2_js/20j_cluster_membership.ipynb #c37495ae
 @patch
@@ -81,7 +86,8 @@ def watch(self: Membership):
     js, cl = self.js, self.js.core.cluster
     if self._timer is not None: self._timer.cancel()
     self._timer, self._watching = None, True
-    again = lambda: setattr(self, '_timer', asyncio.get_running_loop().call_later(0.1, self.watch))
+    if js.meta.raft is not None: return               # (formed meanwhile)
+    again = lambda wait=0.1: setattr(self, '_timer', asyncio.get_running_loop().call_later(wait, self.watch))
     if cl is None: return again()
     if saved := read_saved(os.path.join(js.state_dir, 'members')): return self.form(orjson.loads(saved))
     formed = [m for rc in cl.routes.values() if (m := meta_of(rc, js.meta_key))]
@@ -89,9 +95,10 @@ def watch(self: Membership):
         if js.raft_addr in formed[0]: return self.form(formed[0])
         if (mine := [a for a, n in formed[0].items() if n == js.core.server_name]): return self.rejoin(mine[0], formed[0])
         if not self.joining: log.info('JetStream: asking to join the meta group formed by its peers'); write_saved(os.path.join(js.state_dir, JOINING), '')
-        self.joining = True
+        self.joining = True; cl.peers.handle(js.heard_ch, self.on_heard)
         self.ask_join(formed[0])
-        return again()
+        wait, self._wait = self._wait, min(2 * self._wait, HEARTBEAT)     # (asked again less and less often: see 'Joining')
+        return again(wait)
     peers, now = js.peers_now(), time.monotonic()
     if peers != self._seen: self._seen, self._since = peers, now
     alone_ok = not cl.configured and now - self._since >= 5 * SETTLE    # a cluster of one, after a longer wait
@@ -133,6 +140,7 @@ def form(self: Membership, peers: dict):
                             applied_before=js.meta.applied_before,                             # see 'Compacting the meta log'
                             compact_bytes=int(os.environ.get('JSNB_META_COMPACT') or META_COMPACT_BYTES)))
     log.info('JetStream meta group of %d server(s): %s', len(peers), ', '.join(sorted(peers.values())))
+    self.heard = None; js.core.cluster.peers.handle(js.heard_ch, None)      # (a member: it reports its own view, see `report`)
     js.serve_peers()
     self.members_changed()
     for rc in list(js.core.cluster.routes.values()):     # (a peer that announced its members before: was this server removed?)
@@ -151,10 +159,30 @@ def on_join(self: Membership, server: str, data: bytes):
     meta = self.js.meta
     try: name, addr = msgpack.unpackb(data)
     except Exception: return log.warning('JetStream: a join request from %s refused: not one', server)
-    if name != server or not meta.is_leader() or addr in meta.members or name in meta.members.values() or meta.held(name): return
-    if self._admitting.get(addr, 0) > time.monotonic(): return        # (asked again while its entry is on its way)
+    if name != server or not meta.is_leader() or addr in meta.members or name in meta.members.values(): return
+    self.js.send_peer(server, self.js.heard_ch, msgpack.packb(meta.members))    # (heard: see `report`)
+    if meta.held(name) or self._admitting.get(addr, 0) > time.monotonic(): return   # (kept out; or asked again while its entry is on its way)
     self._admitting[addr] = time.monotonic() + 2
     meta.propose(AddServer(name, addr))
+
+# %% ../../nbs/2_js/20j_cluster_membership.ipynb #12d1ccff
+@patch
+def on_heard(self: Membership, server: str, data: bytes):
+    "The meta leader `server` answered this server's request to join with its group's members (see `report`)."
+    try: members = msgpack.unpackb(data)
+    except Exception: return log.warning('JetStream: an answer to join from %s refused: not one', server)
+    if type(members) is dict and all(type(k) is str and type(v) is str for k, v in members.items()) and self.js.meta.raft is None:
+        self.heard = (server, time.monotonic(), members)
+
+@patch
+def report(self: Membership, cluster: str) -> dict | None:
+    "`meta_cluster` of `/jsz` on a server outside the meta group that heard from its leader (see above); None otherwise."
+    if self.heard is None or self.js.meta.raft is not None: return None
+    lead, at, members = self.heard
+    ago = time.monotonic() - at
+    reps = [dict(name=n, current=n == lead and ago <= 2 * HEARTBEAT, active=int(ago * 1e9) if n == lead else 0, peer=peer_id(n))
+            for n in members.values()]
+    return report_of(cluster, lead, reps, len(members))
 
 # %% ../../nbs/2_js/20j_cluster_membership.ipynb #81c719ed
 @patch
@@ -211,8 +239,9 @@ def start(self: Membership):
 
 @patch
 def stop(self: Membership):
-    "At the service's stop: no more turns of `watch`."
+    "At the service's stop: no more turns of `watch`, nor answers to its requests to join."
     if self._timer is not None: self._timer.cancel(); self._timer = None
+    if (cl := self.js.core.cluster) is not None: cl.peers.handle(self.js.heard_ch, None)
 
 # %% ../../nbs/2_js/20j_cluster_membership.ipynb #27ecfb58
 @patch
@@ -222,7 +251,7 @@ def come_back(self: Membership):
     log.warning('JetStream: this server was removed from the cluster: it drops its copies of the streams and asks to join again')
     js.replication.drop_all(); js.meta.stop()
     shutil.rmtree(js.state_dir, ignore_errors=True); os.makedirs(js.state_dir)
-    js.meta, self.joining = MetaGroup(js.core, js.opts, js.info_key), False
+    js.meta, self.joining, self._wait, self.heard = MetaGroup(js.core, js.opts, js.info_key), False, JOIN_RETRY, None
     self._take(member_id(js.core.server_name, 'm' + secrets.token_hex(4)))
     js.server.route_info_extra.pop(js.meta_key, None)
     self.announce()                                   # (its new member, in no group)
@@ -231,9 +260,12 @@ def come_back(self: Membership):
 # %% ../../nbs/2_js/20j_cluster_membership.ipynb #f4d97c45
 @patch
 def peer_members(self: Membership, rc):
-    "A peer announced its meta group's members: if they no longer include this server, it was removed: while it ran (it has a leader: it leaves) or while it was away (it comes back)."
+    """A peer announced its meta group's members: if they include this server, which asks to join, it was let in (it starts
+    its member now); if they no longer include it, it was removed: while it ran (it has a leader: it leaves) or while it
+    was away (it comes back)."""
     js = self.js
     m = meta_of(rc, js.meta_key)
+    if m is not None and self.joining and js.meta.raft is None and js.raft_addr in m: return asyncio.get_running_loop().call_soon(self.watch)   # let in
     if m is None or js.meta.raft is None or self.disabled or self.joining or rc.remote_name not in js.meta.members.values() or rc.remote_name == js.core.server_name: return
     if js.raft_addr not in m and js.core.server_name not in m.values(): asyncio.get_running_loop().call_soon(self.leave if js.meta.leader_addr() else self.come_back); js.meta.stop()
 

@@ -13,8 +13,8 @@ from ..nats.times import rfc3339
 
 # %% auto #0
 __all__ = ['RAFT_INFO', 'LOST_QUORUM', 'PEER_REMOVE_HOLD', 'TAGS', 'KINDS', 'js_member', 'keyed', 'short_hash', 'peer_id',
-           'group_name', 'MetaGroup', 'remove_hold', 'Assign', 'Addr', 'Update', 'Unassign', 'Scale', 'Grow', 'Regroup',
-           'Move', 'RemoveServer', 'AddServer', 'MetaSnapshot', 'meta_entry', 'misfit']
+           'group_name', 'MetaGroup', 'remove_hold', 'report_of', 'Assign', 'Addr', 'Update', 'Unassign', 'Scale',
+           'Grow', 'Regroup', 'Move', 'RemoveServer', 'AddServer', 'MetaSnapshot', 'meta_entry', 'misfit']
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #6aa65142
 RAFT_INFO = 'jsnb_js'        # the route INFO field that carries the meta member of a jsnb server with JetStream
@@ -131,6 +131,16 @@ def state(self: MetaGroup) -> dict:
         raise RuntimeError('a stream is moving to other servers')     # (PySyncObj tries again later)
     return {'assignments': self.assignments, 'members': dict(self.members)}
 
+# %% ../../nbs/2_js/20e_meta_group.ipynb #ee40505a
+def report_of(cluster: str, leader: str, replicas: list, size: int, pending: int = 0, entries: int = 0, nbytes: int = 0) -> dict:
+    """`meta_cluster` of `/jsz` in the reference's shape: a group of `size` members led by `leader` ('' for none), the other
+    members as this server sees them (`replicas`), `pending` entries not applied yet, `entries` and `nbytes` since the last snapshot."""
+    d = dict(name=cluster)
+    if leader: d.update(leader=leader, peer=peer_id(leader))
+    d.update(replicas=sorted(replicas, key=lambda p: p['name']), cluster_size=size, quorum_needed=size // 2 + 1, pending=pending,
+             pending_requests=0, pending_infos=0, snapshot=dict(pending_entries=entries, pending_size=nbytes, last_time=rfc3339(0)))
+    return d
+
 # %% ../../nbs/2_js/20e_meta_group.ipynb #1dd56040
 @patch
 def report(self: MetaGroup, me: str, cluster: str) -> dict:
@@ -151,13 +161,7 @@ def report(self: MetaGroup, me: str, cluster: str) -> dict:
         if not up: p['offline'] = True
         p['peer'] = peer_id(name)
         reps.append(p)
-    d = dict(name=cluster)
-    if lname: d.update(leader=lname, peer=peer_id(lname))
-    n = len(self.members)
-    d.update(replicas=sorted(reps, key=lambda p: p['name']), cluster_size=n, quorum_needed=n // 2 + 1,
-             pending=max(commit - self.applied, 0), pending_requests=0, pending_infos=0,
-             snapshot=dict(pending_entries=self.applied, pending_size=self.log_bytes, last_time=rfc3339(0)))
-    return d
+    return report_of(cluster, lname, reps, len(self.members), max(commit - self.applied, 0), self.applied, self.log_bytes)
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #51ae6a85
 @record

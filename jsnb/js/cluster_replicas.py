@@ -261,7 +261,8 @@ SEED_CHUNK = 1 << 20          # bytes of messages per `seed` entry
 
 @patch
 def _make_replica(self: Replication, name: str, cfg: dict):
-    "Create this server's (empty) replica of stream `name` with configuration `cfg`, unanswered."
+    "Create this server's (empty) replica of stream `name` with configuration `cfg`, unanswered (none from a joining server's history, see `Membership.joined`)."
+    if self.js.membership.joining: return
     self.js.api.local_api(f'$JS.API.STREAM.CREATE.{name}'.encode(), b'', 0, json_bytes(cfg), None)
     self.js.stamp_created(name)
 
@@ -432,10 +433,10 @@ def grow_onto(self: Replication, server: str):
 
 @patch
 def drop_all(self: Replication):
-    "This server comes back after its removal: its groups stop, its copies of the streams go."
+    "This server comes back after its removal: its groups stop, its copies of the streams go (quietly: see above)."
     for g in list(self.js.groups.values()): g.stop()
     self.js.groups.clear(); self.js.replicas.clear()
-    for s in list(self.js.account.streams.values()): self.js.account.remove_stream(s)
+    for s in list(self.js.account.streams.values()): self.js.account.remove_stream(s, quiet=True)
 
 # %% ../../nbs/2_js/20b_cluster_replicas.ipynb #237c8c3b
 @patch
@@ -476,8 +477,8 @@ def _out_of_raft(self: Replication, addr: str, reply: bytes, tries: int = 0):
 def _install_meta(self: Replication, e: MetaSnapshot, fresh: bool):
     """The meta state of a compacted log (see 'Compacting the meta log' in the meta group's page): a restarted server's
     own, or (`fresh`) the leader's for entries this server missed. The streams it no longer has a part in go (`fresh`
-    only: at a restart its store is as the entries left it), a group whose servers or creation changed starts again,
-    and the streams it is a peer of are made where missing and their groups started."""
+    only: at a restart its store is as the entries left it; quietly, as the reference drops them), a group whose servers or
+    creation changed starts again, and the streams it is a peer of are made where missing and their groups started."""
     me, old, extra = self.js.core.server_name, self.js.meta.assignments, e.state
     if 'members' in extra and extra['members'] != self.js.meta.members:     # servers were removed meanwhile (`SERVER.REMOVE`)
         self.js.meta.members.clear(); self.js.meta.members.update(extra['members']); self.js.membership.members_changed()
@@ -488,7 +489,7 @@ def _install_meta(self: Replication, e: MetaSnapshot, fresh: bool):
         kept = new is not None and me in new['peers'] and (a is None or a['created'] == new['created'])
         g = self.js.groups.get(name)
         if g is not None and (not kept or set(g.names) != set(new['addrs'].values())): self.js.groups.pop(name).stop()
-        if not kept and fresh and (s := self.js.account.streams.get(name)) is not None: self.js.account.remove_stream(s)
+        if not kept and fresh and (s := self.js.account.streams.get(name)) is not None: self.js.account.remove_stream(s, quiet=True)
     for name, a in self.js.meta.assignments.items():
         if me not in a['peers']: continue
         if name not in self.js.account.streams: self._make_replica(name, a['config'])
