@@ -10,17 +10,17 @@ import numpy as np
 import orjson
 from .client import Conn, Frames, Sub, AckSub, ApiError, ServerError, pub_frame, scan_frames, statuses, NCOLS
 from .scenarios import (BenchOptions, Result, Progress, BenchError, SCENARIOS, COLUMNS, run_scenario,
-                                  _stream, _subjects, _pump, _fill, _check_stored, _next, _DirectSub, cluster_pubsub)
+                                  _stream, _subjects, _pump, _fill, _check_stored, _next, _DirectSub, _PullSub, cluster_pubsub)
 from .cluster import R3_TARGETS, LIMITS, meta_leader, r3_rows, rolling_restart
 
 
 # %% auto #0
-__all__ = ['MEMORY_COLUMNS', 'STARTUP_COLUMNS', 'STARTUP_TARGET', 'IMPORT_COLUMNS', 'IMPORT_STEPS', 'LEFT_OUT', 'SCALING_OPS',
-           'SCALING_COLUMNS', 'SCALING_SIZES', 'GOAL', 'TARGETS', 'OWN_TARGETS', 'GROUPS', 'EXTRA', 'BenchServer',
-           'proc_memory', 'reset_peak', 'server_label', 'memory_per_msg', 'ready_after', 'startup', 'import_costs',
-           'idle_rss', 'scaling', 'judge', 'plan', 'compare', 'own_judgements', 'misses', 'pairs', 'table', 'write_csv',
-           'chart', 'scaling_chart', 'start_cluster', 'restart_node', 'compare_cluster', 'kernel_rows', 'kernel_table',
-           'select', 'bench', 'main']
+__all__ = ['MEMORY_COLUMNS', 'RSS_COLUMNS', 'STARTUP_COLUMNS', 'STARTUP_TARGET', 'IMPORT_COLUMNS', 'IMPORT_STEPS', 'LEFT_OUT',
+           'SCALING_OPS', 'SCALING_COLUMNS', 'SCALING_SIZES', 'GOAL', 'TARGETS', 'OWN_TARGETS', 'RESTART_TARGET',
+           'RSS_TARGET', 'GROUPS', 'EXTRA', 'BenchServer', 'proc_memory', 'reset_peak', 'server_label',
+           'memory_per_msg', 'pending_rss', 'ready_after', 'startup', 'import_costs', 'idle_rss', 'scaling', 'judge',
+           'plan', 'compare', 'own_judgements', 'misses', 'pairs', 'table', 'write_csv', 'chart', 'scaling_chart',
+           'start_cluster', 'restart_node', 'compare_cluster', 'kernel_rows', 'kernel_table', 'select', 'bench', 'main']
 
 # %% ../../nbs/4_bench/02_compare.ipynb #5a1b2cf7
 def _server_cmd(kind: str) -> list[str]:
@@ -127,6 +127,25 @@ async def memory_per_msg(url: str, pid: int, o: BenchOptions, n: int, label: str
             m = proc_memory(pid)
     return dict(server=label, storage='memory', msg_size=o.size, msgs=n, seconds=dt, rss_before_bytes=before,
                 rss_after_bytes=m['rss'], peak_rss_bytes=m['peak'], bytes_per_msg=(m['rss'] - before) / n)
+
+# %% ../../nbs/4_bench/02_compare.ipynb #4298a743
+RSS_COLUMNS = ['server', 'what', 'msgs', 'rss_bytes']
+
+async def pending_rss(url: str, pid: int, o: BenchOptions, n: int = 100_000, label: str = '') -> dict:
+    "The RSS of server `pid` with `n` messages of a file stream delivered to a pull consumer and none acknowledged."
+    o = dataclasses.replace(o, storage='file')
+    async with Progress(f'pending {label}'.strip(), n, o.progress, o.stall) as p:
+        async with _stream(url, o, 'BENCH_PENDING') as c:
+            await _fill(c, o, _subjects('bench.js', o.subjects), n, p)
+            await c.api('$JS.API.CONSUMER.CREATE.BENCH_PENDING.P', {'stream_name': 'BENCH_PENDING', 'config': {
+                'durable_name': 'P', 'ack_policy': 'explicit', 'ack_wait': 3600 * 10**9, 'max_ack_pending': n}})
+            sub = c.sub(f'{c.inbox}.pending', _PullSub, ack=False); await c.flush()
+            for got in range(0, n, 1000):
+                c.write(_next('BENCH_PENDING', 'P', min(1000, n - got), sub.subject)); await sub.wait(min(got + 1000, n))
+            ci = await c.api('$JS.API.CONSUMER.INFO.BENCH_PENDING.P')
+            if ci['num_ack_pending'] != n: raise BenchError(f'pending: {ci["num_ack_pending"]} messages pending, {n} expected')
+            await asyncio.sleep(0.5)
+            return dict(server=label, what=f'{n:,} messages pending', msgs=n, rss_bytes=proc_memory(pid)['rss'])
 
 # %% ../../nbs/4_bench/02_compare.ipynb #da578f32
 STARTUP_COLUMNS = ['server', 'what', 'msgs', 'seconds']
@@ -281,8 +300,8 @@ async def scaling(url: str, o: BenchOptions, sizes=SCALING_SIZES, subjects: int 
     return rows
 
 # %% ../../nbs/4_bench/02_compare.ipynb #9a95e028
-GOAL = 0.5              # every scenario at least half the reference's rate
-TARGETS = {**{n: ('rate', GOAL) for n, (_, g) in SCENARIOS.items() if g in ('core', 'js', 'direct', 'kv')},
+GOAL = 0.75             # every scenario, backups too, at least three quarters of the reference's rate
+TARGETS = {**{n: ('rate', GOAL) for n, (_, g) in SCENARIOS.items() if g in ('core', 'js', 'direct', 'kv', 'backup')},
            'js-fast': ('rate', 0.6), 'js-pub-sync': ('p99', 1.5), **R3_TARGETS}
 OWN_TARGETS = {'js-fast': ('js-pub-async', 1.5)}   # jsnb's rate at least this multiple of its own rate in another scenario
 
@@ -349,14 +368,37 @@ def own_judgements(results: list[Result], ours: str = 'jsnb') -> list[tuple[str,
             out.append((s, st, other, ratio, goal, ratio >= goal))
     return out
 
-def misses(results: list[Result], starts: list[dict] = ()) -> list[str]:
-    "Every target that `results` and the start-up rows `starts` miss, a line each (none: all met)."
+RESTART_TARGET, RSS_TARGET = 3.0, 2.0      # jsnb's restart at most 3x as long as the reference's, its memory at most 2x
+
+def _peaks(results: list[Result]) -> dict[str, int]:
+    "Each server's peak RSS over the scenarios of `results`."
+    out = {}
+    for r in results:
+        if r.peak_rss_bytes: out[r.server] = max(out.get(r.server, 0), r.peak_rss_bytes)
+    return out
+
+def _over(what: str, ref: float, ours: float, goal: float, unit: str = 'MB', spec: str = ',.0f') -> list[str]:
+    "The miss of jsnb's `ours` against at most `goal` times the reference's `ref`, as a line ([] when met)."
+    if not ref or ours <= goal * ref: return []
+    return [f'{what}: {ours / ref:.2f}x the reference ({ours:{spec}} {unit}, {ref:{spec}} {unit}), target <= {goal:g}x']
+
+def misses(results: list[Result], starts: list[dict] = (), rss: list[dict] = ()) -> list[str]:
+    """Every target that `results`, the start-up rows `starts` and the memory rows `rss` (`pending_rss`) miss, a line
+    each (none: all met)."""
     out = [f'{a.scenario} ({a.storage or "core"}): {r:.2f} of the reference, target {goal}'
            for a, b in pairs(results) for r, goal, ok in [judge(a.scenario, a, b)] if ok is False]
     out += [f"{s} ({st}): {r:.2f}x jsnb's {other}, target >= {goal:g}x"
             for s, st, other, r, goal, ok in own_judgements(results) if not ok]
-    return out + [f'start-up: {r["seconds"]:.3f} s to ready, target <= {STARTUP_TARGET:g} s' for r in starts
-                  if r['server'] == 'jsnb' and r['msgs'] == 0 and r['seconds'] > STARTUP_TARGET]
+    out += [f'start-up: {r["seconds"]:.3f} s to ready, target <= {STARTUP_TARGET:g} s' for r in starts
+            if r['server'] == 'jsnb' and r['msgs'] == 0 and r['seconds'] > STARTUP_TARGET]
+    by = {(r['server'], r['what']): r['seconds'] for r in starts if r['msgs']}
+    for (k, what), t in by.items():
+        if k == 'jsnb' and ('nats-server', what) in by: out += _over(what, by['nats-server', what], t, RESTART_TARGET, 's', '.3f')
+    if len(p := _peaks(results)) == 2: out += _over('peak RSS over the run', p['nats-server'] / 2**20, p['jsnb'] / 2**20, RSS_TARGET)
+    m = {(r['server'], r['what']): r['rss_bytes'] / 2**20 for r in rss}
+    for (k, what), v in m.items():
+        if k == 'jsnb' and ('nats-server', what) in m: out += _over(f'RSS with {what}', m['nats-server', what], v, RSS_TARGET)
+    return out
 
 
 # %% ../../nbs/4_bench/02_compare.ipynb #4547bdc9
@@ -368,7 +410,7 @@ def pairs(results: list[Result], ref: str = 'nats-server', ours: str = 'jsnb') -
     keys = list(dict.fromkeys((r.scenario, r.storage) for r in results))
     return [(by[k + (ref,)], by[k + (ours,)]) for k in keys if k + (ref,) in by and k + (ours,) in by]
 
-def table(results: list[Result], mem: list[dict] = (), starts: list[dict] = ()) -> str:
+def table(results: list[Result], mem: list[dict] = (), starts: list[dict] = (), rss: list[dict] = ()) -> str:
     "The comparison as text."
     head = (f'{"scenario":<16}{"storage":<8}{"msgs":>9} {"reference/s":>12} {"jsnb/s":>11} {"ratio":>6}  {"target":<12}{"":<6}'
             f'{"p50 µs ref/jsnb":>17} {"p99 µs ref/jsnb":>17} {"peak RSS MB ref/jsnb":>21} {"client CPU":>11}')
@@ -376,9 +418,9 @@ def table(results: list[Result], mem: list[dict] = (), starts: list[dict] = ()) 
     for a, b in pairs(results):
         ratio, goal, ok = judge(a.scenario, a, b)
         lat = lambda q: f'{_fmt(a.pct_us(q), ".0f")}/{_fmt(b.pct_us(q), ".0f")}' if a.latencies_ns is not None else '-'
-        rss = f'{_fmt(a.peak_rss_bytes and a.peak_rss_bytes / 2**20)}/{_fmt(b.peak_rss_bytes and b.peak_rss_bytes / 2**20)}'
+        peak = f'{_fmt(a.peak_rss_bytes and a.peak_rss_bytes / 2**20)}/{_fmt(b.peak_rss_bytes and b.peak_rss_bytes / 2**20)}'
         lines.append(f'{a.scenario:<16}{a.storage or "-":<8}{a.msgs:>9,} {_fmt(a.msgs_per_sec):>12} {_fmt(b.msgs_per_sec):>11} '
-                     f'{ratio:>6.2f}  {goal:<12}{"" if ok is None else "ok" if ok else "below":<6}{lat(50):>17} {lat(99):>17} {rss:>21} '
+                     f'{ratio:>6.2f}  {goal:<12}{"" if ok is None else "ok" if ok else "below":<6}{lat(50):>17} {lat(99):>17} {peak:>21} '
                      f'{_fmt(a.client_cpu, ".2f")}/{_fmt(b.client_cpu, ".2f"):<6}')
     for s, st, other, r, goal, ok in own_judgements(results):
         lines.append(f"{s}: {st:<6} jsnb {r:.2f}x its own {other} (target >= {goal:g}x){'' if ok else '  below'}")
@@ -393,6 +435,9 @@ def table(results: list[Result], mem: list[dict] = (), starts: list[dict] = ()) 
                      f'({m["msgs"]:,} messages, peak RSS {m["peak_rss_bytes"] / 2**20:,.0f} MB)')
     for r in starts:
         lines.append(f'{r["what"]:<22} {r["server"]:<12} {r["seconds"]:8.3f} s' + (f'  ({r["msgs"]:,} messages)' if r['msgs'] else ''))
+    if len(p := _peaks(results)) == 2:
+        lines.append(f'peak RSS over the run: nats-server {p["nats-server"] / 2**20:,.0f} MB, jsnb {p["jsnb"] / 2**20:,.0f} MB')
+    for r in rss: lines.append(f'RSS with {r["what"]}: {r["server"]:<12} {r["rss_bytes"] / 2**20:8,.0f} MB')
     return '\n'.join(lines)
 
 # %% ../../nbs/4_bench/02_compare.ipynb #4148abeb
@@ -617,12 +662,13 @@ def _options(args: argparse.Namespace) -> tuple[list[str], BenchOptions]:
 
 # %% ../../nbs/4_bench/02_compare.ipynb #df403ee8
 def _write_files(args: argparse.Namespace, out: pathlib.Path, results: list[Result], mem: list[dict], starts: list[dict],
-                 imps: list[dict], scale: list[dict]):
+                 imps: list[dict], scale: list[dict], rss: list[dict] = ()):
     "Write the CSV files and charts of a run to `out` (and to the docs' data with `--save-docs`)."
     if results:
         _write(out, args.save_docs, 'bench-compare.csv', lambda p: write_csv(p, [r.row() for r in results], COLUMNS))
         if args.compare: _write(out, args.save_docs, 'bench-compare.png', lambda p: chart(results, p))
     if mem: _write(out, args.save_docs, 'bench-memory.csv', lambda p: write_csv(p, mem, MEMORY_COLUMNS))
+    if rss: _write(out, args.save_docs, 'bench-rss.csv', lambda p: write_csv(p, rss, RSS_COLUMNS))
     if starts: _write(out, args.save_docs, 'bench-startup.csv', lambda p: write_csv(p, starts, STARTUP_COLUMNS))
     if imps: _write(out, args.save_docs, 'bench-imports.csv', lambda p: write_csv(p, imps, IMPORT_COLUMNS))
     if scale:
@@ -637,7 +683,7 @@ async def bench(args: argparse.Namespace) -> int:
     storages, o = _options(args)
     out = pathlib.Path(args.out or '.')
     write_files = args.compare or args.out is not None or args.save_docs
-    results, mem, scale, starts, imps = [], [], [], [], []
+    results, mem, scale, starts, imps, rss = [], [], [], [], [], []
     if 'imports' in extra and args.compare:         # (it starts a server of each kind)
         imps = import_costs() + idle_rss()
         for r in imps: print(f"imports: {r['what']:<32}{r['rss_bytes'] / 2**20:8.1f} MB  {'+' if r['added_bytes'] else ' '}{r['added_bytes'] / 2**20:6.1f} MB"
@@ -650,6 +696,9 @@ async def bench(args: argparse.Namespace) -> int:
         if names or 'memory' in extra:
             results, mem = await compare(names, o, storages, memory_msgs=args.memory_msgs if 'memory' in extra else 0,
                                          repeat=args.repeat)
+        if 'memory' in extra:
+            for k in ('nats-server', 'jsnb'):
+                with BenchServer(k) as srv: rss.append(await pending_rss(srv.url, srv.pid, o, label=k))
         if 'cluster' in extra: results += await compare_cluster(o, repeat=args.repeat)
         if 'startup' in extra: starts = await startup(o=o, restart_msgs=args.restart_msgs)
         if 'scaling' in extra:
@@ -672,11 +721,11 @@ async def bench(args: argparse.Namespace) -> int:
         elif 'memory' in extra and args.scenarios: print('memory: needs --pid (the server process) without --compare')
         if 'scaling' in extra:
             scale = await scaling(args.server, o, [_count(x) for x in args.scaling_sizes.split(',')], args.scaling_subjects, label=label)
-    if args.compare and (results or starts): print(table(results, mem, starts))
+    if args.compare and (results or starts or rss): print(table(results, mem, starts, rss))
     elif mem: print('\n'.join(table([], mem).splitlines()[2:]))
     for r in scale: print(f'scaling {r["server"]:<12}{r["stream_msgs"]:>11,} msgs  {r["op"]:<16}{r["seconds"] * 1e3:10.3f} ms')
-    if write_files: _write_files(args, out, results, mem, starts, imps, scale)
-    if args.check and (missed := misses(results, starts)):
+    if write_files: _write_files(args, out, results, mem, starts, imps, scale, rss)
+    if args.check and (missed := misses(results, starts, rss)):
         print(f'jsnb bench: {len(missed)} below target:\n  ' + '\n  '.join(missed), file=sys.stderr)
         return 1
     return 0
