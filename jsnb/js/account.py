@@ -304,7 +304,7 @@ def stop(self: Account):
     going = self.host.core.shutting_down
     for s in self.streams.values():
         for c in s.consumers.values():
-            if going and (c.cfg.get('num_replicas') or s.cfg.get('num_replicas') or 1) <= 1: self.host.send(c.server_shutdown())
+            if going and (c.cfg.get('num_replicas') or 0) <= 1: self.host.send(c.server_shutdown())   # (as asked: see above)
             self.persist(c)
         s.stop(); s.store.stop()
 

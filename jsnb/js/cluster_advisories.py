@@ -52,7 +52,7 @@ def lost_quorum(r) -> bool:
     heard = sum(1 for t in r.raft.heard().values() if now - t < LEADER_FALLBACK)
     return 1 + heard <= len(r.names) / 2
 
-def _replicated(snap: dict) -> bool: return (snap.get('config') or {}).get('num_replicas') != 1
+def _replicated(snap: dict) -> bool: return 'server' not in snap     # (one of one replica is placed on a server: it has no group)
 
 def role_changed(js, r):
     "Stream replica `r`'s group made this server its leader, or stopped doing so: the advisories of the stream and its consumers."

@@ -21,7 +21,7 @@ from . import stream_api as S
 import msgpack
 from .cluster_meta import misfit, peer_id, Assign, Update, Unassign, Grow, Move, RemoveServer
 from .cluster_raft import RaftGroup
-from .cluster_stream import ScaleDown, GroupMove, ApiRequest
+from .cluster_stream import ScaleDown, GroupMove, ApiRequest, one_replica
 from . import cluster_placed
 
 log = logging.getLogger('jsnb')
@@ -373,14 +373,16 @@ def consumer_with_cluster(self: ClusterApi, info: dict) -> dict:
     """A consumer's info with its `cluster` after `num_pending`, where the reference puts it: the stream's, since the
     consumer runs on the stream's leader and its state goes through the stream's group. A consumer of fewer replicas
     than its stream lists as many: the leader and the most current of the others (every replica of the stream holds
-    its state); one of a single replica has no group."""
+    its state); one of a single replica (`one_replica`: an ordinary ephemeral one too) has no group."""
     out = {}
     for k, v in info.items():
         if k == 'cluster': continue
         out[k] = v
         if k == 'num_pending': out['cluster'] = self.cluster_info(info['stream_name'])
-    n, c = (info.get('config') or {}).get('num_replicas') or 0, out.get('cluster')
-    if n == 1 and c is not None: out['cluster'] = {k: v for k, v in c.items() if k in ('name', 'leader')}
+    cfg, c, s = info.get('config') or {}, out.get('cluster'), self.js.account.streams.get(info.get('stream_name'))
+    n = cfg.get('num_replicas') or 0
+    if c is not None and (n == 1 or (s is not None and one_replica(cfg, s.cfg))):
+        out['cluster'] = {k: v for k, v in c.items() if k in ('name', 'leader')}
     elif n > 1 and c is not None and len(c.get('replicas') or ()) > n - 1:
         keep = sorted(c['replicas'], key=lambda p: (not p['current'], p.get('lag', 0), p['name']))[:n - 1]
         out['cluster'] = dict(c, replicas=sorted(keep, key=lambda p: p['name']))

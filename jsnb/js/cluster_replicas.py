@@ -582,7 +582,7 @@ async def _sync_from(self: Replication, peer: str, name: str, g: RaftGroup, s: S
         self._apply_seed(s, part['msgs'])
         seq = part['next']
     self._apply_seed(s, [], ans['last'])
-    g.consumers.restore(ans); g.seeded = g.seeded or ans['seeded']
+    g.consumers.restore(ans); g.consumers.configure(s); g.seeded = g.seeded or ans['seeded']
     g.raft.applied = g.raft.applied_before = ans['applied']
     g.raft.mark_applied(g.applied_file, ans['applied'])
     return True

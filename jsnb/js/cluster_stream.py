@@ -9,7 +9,7 @@ import orjson
 from typing import NamedTuple
 from fastcore.basics import patch
 from .operations import Remove, Purge, Expire
-from .consumer_config import filters_of
+from .consumer_config import filters_of, consumer_replicas
 from .consumer import from_snapshot
 from ..nats.subjects import subject_matches
 from . import mirrors
@@ -21,8 +21,8 @@ log = logging.getLogger('jsnb')
 # %% auto #0
 __all__ = ['log', 'TAGS', 'KINDS', 'CONSUMER_APPLY', 'HAND_IN_WAIT', 'DECISIONS', 'Msgs', 'BatchCommit', 'Decide', 'Copies',
            'Seed', 'Seeded', 'ScaleDown', 'GroupMove', 'ApiRequest', 'ConsumerState', 'Delivered', 'ConsumerDelete',
-           'Barrier', 'StreamSnapshot', 'stream_entry', 'ConsumerReplica', 'alone', 'detach', 'unlogged', 'placed',
-           'logged_states', 'StreamReplica']
+           'Barrier', 'StreamSnapshot', 'stream_entry', 'ConsumerReplica', 'detach', 'one_replica', 'unlogged', 'alone',
+           'placed', 'logged_states', 'StreamReplica']
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #929574c0
 @record
@@ -124,6 +124,7 @@ class ConsumerReplica:
         self.run_by, self.run_term = None, 0    # the server (and its term) whose barrier came last: it runs the consumers
         self.hosted: set[str] = set()           # consumers placed here seen running (one gone is logged deleted: see `watch`)
         self.handed: set[str] = set()           # placed consumers whose state came in once the group was closing (`hand_in`)
+        self.revived = False                    # whether those placed here that do not run (lost with a restart) were looked for (`_revive`)
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #dd42a894
 @patch
@@ -146,10 +147,6 @@ def ready(self: ConsumerReplica) -> bool:
     return False
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #ef12d3c3
-def alone(c) -> bool:
-    "An ephemeral consumer of one replica on a replicated stream (an ordered consumer's, a key-value watch's): it runs on the stream's leader, unlogged."
-    return c.cfg.get('num_replicas') == 1 and c.stream.cfg.get('num_replicas', 1) > 1 and not c.cfg.get('durable_name')
-
 def detach(account, s, c, forget: bool = False):
     "Stop running consumer `c` of stream `s` here (this server no longer leads it); `forget`: it is deleted, its state file too."
     account.host.send(c.close())
@@ -159,13 +156,22 @@ def detach(account, s, c, forget: bool = False):
         if p and os.path.exists(p): os.remove(p)
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #92791be1
+def one_replica(cfg: dict, scfg: dict) -> bool:
+    "Whether a consumer of configuration `cfg` on a replicated stream of configuration `scfg` has one replica (a `direct` one: when it asks for one)."
+    n = cfg.get('num_replicas') if cfg.get('direct') else consumer_replicas(cfg, scfg)
+    return n == 1 and scfg.get('num_replicas', 1) > 1
+
 def unlogged(c) -> bool:
     "A consumer of one replica on a replicated stream (`alone` or `placed`): its state stays where it runs, out of the stream's log."
-    return c.cfg.get('num_replicas') == 1 and c.stream.cfg.get('num_replicas', 1) > 1
+    return one_replica(c.cfg, c.stream.cfg)
+
+def alone(c) -> bool:
+    "A copying stream's `direct` consumer of one replica on a replicated stream: it runs on the stream's leader, unlogged (see above)."
+    return unlogged(c) and bool(c.cfg.get('direct'))
 
 def placed(c) -> bool:
-    "A durable consumer of one replica on a replicated stream: it runs on one server of the stream's, unlogged (see above)."
-    return unlogged(c) and bool(c.cfg.get('durable_name'))
+    "A consumer of one replica on a replicated stream, durable or not: it runs on one server of the stream's, unlogged (see above)."
+    return unlogged(c) and not c.cfg.get('direct')
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #ce4fb9e8
 def logged_states(s, server: str) -> dict:
@@ -195,10 +201,10 @@ def elsewhere(self: ConsumerReplica, here) -> list[str]:
 def propose(self: ConsumerReplica, c, replies: list):
     "Put consumer `c`'s state in the stream's log; `replies` (subject, body) are sent from here once it is committed."
     r = self.replica
-    if alone(c):                                     # a consumer of one replica: nothing to log, answered at once
+    if alone(c):                                     # a copying stream's, on the leader: nothing to log, answered at once
         for to, body in replies: r.account.host.reply(to, body)
         return
-    if placed(c): return self.place(c, replies)      # a durable one: where it runs (see `place`)
+    if placed(c): return self.place(c, replies)      # any other of one replica: where it runs (see `place`)
     self.cmarks[c.name] = c.state_mark()
     r.propose(ConsumerState(c.name, dict(c.snapshot(), config=c.cfg), r.server_id, replies))   # the configuration as it runs
 
@@ -211,7 +217,7 @@ def delivered(self: ConsumerReplica, c, sent: list):
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #e91fc724
 @patch
 def place(self: ConsumerReplica, c, replies: list):
-    "Log durable consumer `c` of one replica with the server it runs on (see above); that server sends `replies` once it runs it."
+    "Log consumer `c` of one replica with the server it runs on (see above); that server sends `replies` once it runs it."
     r = self.replica
     server = r.server_name if self.home(c.name) is not None else random.choice(r.online())
     if server != r.server_name:
@@ -259,7 +265,7 @@ def _on_state(self: ConsumerReplica, e: ConsumerState, s, fresh: bool) -> list:
     r, was = self.replica, self.home(e.name)
     if fresh and e.name not in self.cstates and r.is_leader() and r.watcher is not None: r.watcher.consumer_created(r, e.name, e.state)
     self.cstates[e.name] = e.state
-    return self._placed(e, s, fresh) if was or 'server' in e.state else e.replies
+    return self._placed(e, s, fresh, was) if was or 'server' in e.state else e.replies
 
 @patch
 def _on_delivered(self: ConsumerReplica, e: Delivered, s, fresh: bool):
@@ -310,9 +316,20 @@ def _run(self: ConsumerReplica, s, cname: str, snap: dict):
     except (OSError, ValueError) as e: log.error("consumer '%s > %s' state not written: %s", s.name, cname, e)
     return c
 
+def _configured(account, c, cfg: dict | None):
+    "Consumer `c`, placed here, takes the configuration `cfg` of its latest logged state when it differs (see above), its state written."
+    if cfg and cfg != c.cfg: c.set_config(cfg); account.persist(c, force=True)
+
 @patch
-def _placed(self: ConsumerReplica, e: ConsumerState, s, fresh: bool) -> list:
-    "A placed consumer's state, or the first replicated one of a consumer placed before (see above); the replies to send from here."
+def configure(self: ConsumerReplica, s):
+    "The consumers of stream `s` placed here take the configurations the log has for them (a catch-up brought the log's state)."
+    me = self.replica.server_name
+    for cname, snap in self.cstates.items():
+        if snap.get('server') == me and (c := s.consumers.get(cname)) is not None: _configured(self.replica.account, c, snap.get('config'))
+
+@patch
+def _placed(self: ConsumerReplica, e: ConsumerState, s, fresh: bool, was: str | None = None) -> list:
+    "A placed consumer's state (`was`: where the log placed it before), or the first replicated one of a consumer placed before (see above); the replies to send from here."
     r, home = self.replica, e.state.get('server')
     c = s.consumers.get(e.name) if s is not None else None
     if fresh and home and getattr(r, 'closing', False): self.handed.add(e.name)   # (see `hand_in`)
@@ -324,12 +341,13 @@ def _placed(self: ConsumerReplica, e: ConsumerState, s, fresh: bool) -> list:
         return e.replies
     if home != r.server_name:
         if c is not None: detach(r.account, s, c, forget=True)
-        return []
-    new = c is None
-    if new: c = self._run(s, e.name, e.state)
-    else: c.journal = None                           # (scaled down to one replica here: unlogged from now on)
+        return e.replies if was == home else []      # (new there: its server answers)
+    if c is not None:
+        c.journal = None; _configured(r.account, c, e.state.get('config'))   # (scaled down here: unlogged from now on)
+        return e.replies
+    c = self._run(s, e.name, e.state)
     for to, body in e.replies: r.account.host.reply(to, body)
-    if new: r.account.host.send(c.deliver())         # the answer first, then the first messages (as on one server)
+    r.account.host.send(c.deliver())                 # the answer first, then the first messages (as on one server)
     return []
 
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #5e7c7179
@@ -369,11 +387,30 @@ def take_over(self: ConsumerReplica, s):
     self.cready = True
     for c in list(s.consumers.values()): account.host.send(c.tick(now))
 
+# %% ../../nbs/2_js/20c_stream_replica.ipynb #21391f44
+@patch
+def _replayed(self: ConsumerReplica) -> bool:
+    "Whether this server has applied its log as far as it had before it (re)started, and applies entries as they commit."
+    g = self.replica.raft
+    return g.applied >= g.applied_before and g.steady
+
+@patch
+def _revive(self: ConsumerReplica, s):
+    "Once the log is replayed, the consumers placed here that do not run here (lost with a restart) run again from their logged states (see above)."
+    r = self.replica
+    if self.revived or not self._replayed(): return
+    self.revived = True
+    for cname, snap in list(self.cstates.items()):
+        if snap.get('server') == r.server_name and cname not in s.consumers:
+            log.info("JetStream cluster consumer '%s > %s > %s' runs again from its logged state", r.account.name, s.name, cname)
+            r.account.host.send(self._run(s, cname, snap).tick(time.time_ns()))
+
 # %% ../../nbs/2_js/20c_stream_replica.ipynb #b9a91755
 @patch
 def watch(self: ConsumerReplica, s):
     "One look at stream `s`'s consumers here: a follower stops them (but those placed here); a caught-up leader runs them and logs what changed."
     r = self.replica
+    self._revive(s)
     self._gone_here(s)
     if not r.is_leader():
         self.cready = False
@@ -396,8 +433,7 @@ def _settled(self: ConsumerReplica, s, c) -> bool:
     "Whether a follower's placed consumer `c` is dealt with: it runs here (or the log has not told yet), or it stops for good (see above)."
     r, home = self.replica, self.home(c.name)
     if home == '': return False                      # the log replicates it (scaled up): the leader runs it
-    g = r.raft
-    if home == r.server_name or (home is None and not (g.applied >= g.applied_before and g.steady)): return True
+    if home == r.server_name or (home is None and not self._replayed()): return True
     detach(r.account, s, c, True)
     return True
 

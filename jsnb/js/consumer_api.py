@@ -27,8 +27,8 @@ from ..nats import headers as H
 # %% auto #0
 __all__ = ['NOT_ACKS', 'on_next', 'on_ack', 'on_acks', 'on_flow_control', 'identity_header', 'consumer_create',
            'consumer_durable_create', 'counters_of', 'consumer_info_of', 'consumer_of', 'consumer_info',
-           'consumer_delete', 'consumer_names', 'consumer_list', 'consumer_pause', 'consumer_unpin', 'reset_seq',
-           'on_reset']
+           'consumer_delete', 'consumer_names', 'consumer_list', 'consumer_pause', 'paused_config', 'pause_answer',
+           'consumer_unpin', 'reset_seq', 'on_reset']
 
 # %% ../../nbs/2_js/15_consumer_api.ipynb #a8e23d67
 def _consumer(acct: Account, stream: str, name: str) -> Consumer | None:
@@ -208,15 +208,21 @@ def consumer_pause(acct: Account, args, body, src) -> dict:
     "`CONSUMER.PAUSE.<stream>.<consumer>`"
     c = consumer_of(acct, args)
     until = request(body, 'pause')['pause_until'] or ''
-    cfg = {k: v for k, v in c.cfg.items() if k != 'pause_until'}
-    if until:                                  # the reference keeps the request in the config (API level 1)
-        cfg['pause_until'] = until
-        cfg['metadata'] = dict(cfg.get('metadata') or {}, **{'_nats.req.level': '1'})
-    else: cfg['metadata'] = dict(cfg.get('metadata') or {}, **{'_nats.req.level': '0'})
-    c.set_config(cfg); acct.persist(c, force=True)
-    now = time.time_ns()
-    if c.paused_until > now: return dict(paused=True, pause_until=until, pause_remaining=min(c.paused_until - now, MAX_DURATION))
-    return dict(paused=False, pause_until=until or rfc3339(0))     # delivery resumes with the next message, request or ack
+    c.set_config(paused_config(c.cfg, until)); acct.persist(c, force=True)
+    return pause_answer(until, time.time_ns())       # (delivery resumes with the next message, request or ack)
+
+def paused_config(cfg: dict, until: str) -> dict:
+    "Consumer configuration `cfg` paused until `until` (an RFC 3339 time; '' resumes it), with the API level the request needs."
+    out = {k: v for k, v in cfg.items() if k != 'pause_until'}
+    if until: out['pause_until'] = until             # the reference keeps the request in the config (API level 1)
+    out['metadata'] = dict(out.get('metadata') or {}, **{'_nats.req.level': '1' if until else '0'})
+    return out
+
+def pause_answer(until: str, now: int) -> dict:
+    "The answer to a pause until `until` ('' resumes) asked at `now` (nanoseconds)."
+    t = parse_rfc3339(until) if until else 0
+    if t > now: return dict(paused=True, pause_until=until, pause_remaining=min(t - now, MAX_DURATION))
+    return dict(paused=False, pause_until=until or rfc3339(0))
 
 # %% ../../nbs/2_js/15_consumer_api.ipynb #8eb9fcc0
 _UNPIN = GoStruct('server.JSApiConsumerUnpinRequest', {'group': GoStr()}, strict=False)

@@ -38,7 +38,7 @@ from .stream_config import JS_SERVER_VERSION, JS_API_LEVEL, subjects_overlap
 
 # %% auto #0
 __all__ = ['GROUP_NAME', 'filters_overlap', 'filters_of', 'new_consumer_name', 'consumer_config_for_create',
-           'consumer_config_for_update', 'consumer_configs_equal_for_create']
+           'consumer_config_for_update', 'consumer_configs_equal_for_create', 'consumer_replicas']
 
 # %% ../../nbs/2_js/11_consumer_config.ipynb #0d847dab
 def _enum(name: str, zero: str, values: tuple, wording: str, aliases: dict | None = None) -> GoEnum:
@@ -420,3 +420,10 @@ def consumer_configs_equal_for_create(old: dict, new: dict) -> bool:
     if '_nats.req.level' in (o['metadata'] or {}): md['_nats.req.level'] = o['metadata']['_nats.req.level']
     n['metadata'] = md or None
     return o == n
+
+# %% ../../nbs/2_js/11_consumer_config.ipynb #83e4e883
+def consumer_replicas(cfg: dict, scfg: dict) -> int:
+    "How many servers run a consumer of configuration `cfg` on a stream of configuration `scfg` (see above)."
+    n, most = cfg.get('num_replicas') or 0, scfg.get('num_replicas') or 1
+    if 0 < n <= most: return n
+    return 1 if n == 0 and not cfg.get('durable_name') and scfg.get('retention', 'limits') == 'limits' else most

@@ -9,6 +9,7 @@ from ..nats.times import go_duration
 from .errors import JSApiError
 from .gojson import GoBool, GoInt, GoStr, GoStruct, go_unmarshal
 from . import priority
+from .consumer_config import consumer_replicas
 from ..nats import headers as H
 
 # %% auto #0
@@ -190,9 +191,8 @@ def end_no_wait(c, had: dict | None = None):
     c.waiting = keep
 
 def replicates_deliveries(c) -> bool:
-    "Whether the reference replicates `c`'s deliveries before it sends them: more than one replica, acks, no flow control."
-    n = c.cfg.get('num_replicas') or c.stream.cfg.get('num_replicas') or 1
-    return n > 1 and c.stream.host.clustered and c.cfg.get('ack_policy', 'none') != 'none' and not c.cfg.get('flow_control')
+    "Whether the reference replicates `c`'s deliveries before it sends them: more than one replica (`consumer_replicas`), acks, no flow control."
+    return consumer_replicas(c.cfg, c.stream.cfg) > 1 and c.stream.host.clustered and c.cfg.get('ack_policy', 'none') != 'none' and not c.cfg.get('flow_control')
 
 def _probe(c):
     "Something to deliver: a redelivery still pending, or the next new message."
