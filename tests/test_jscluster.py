@@ -1,7 +1,7 @@
 """Faults in a 3-server jsnb JetStream cluster on loopback: the stream leader killed with `kill -9` under acknowledged
 publishing, a server restarted, a majority lost. The promise: nothing acknowledged is lost, a new leader takes over,
 a restarted server catches up, and once quiet every replica's store holds the same messages."""
-import asyncio, json, shutil, time, urllib.request
+import asyncio, json, shutil, signal, time, urllib.request
 import pytest
 import nats, nats.js.errors
 from nats.errors import TimeoutError as NatsTimeout, NoRespondersError
@@ -943,3 +943,24 @@ async def test_a_clustered_server_warms_its_kernels_at_start(monkeypatch, tmp_pa
                                   cluster_host='127.0.0.1', cluster_port=-1))
     try: assert (type(s.js).__name__, warmed) == ('ClusteredJetStream', ['warm'])
     finally: await s.stop()
+
+
+async def test_direct_get_answered_by_the_replica_of_the_server_asked(cluster):
+    """A Direct Get sent to a server holding a replica of the stream is answered by that replica (routing's
+    `LOCAL_FIRST`): with the two other servers paused (SIGSTOP, their routes still open), every request to a follower
+    is answered. Before, the queue group drew any replica and two requests in three waited on a paused server;
+    nats-server draws among all of them too (14 and 17 of 30 answered in this setting)."""
+    leader = await _create(cluster, allow_direct=True)
+    nc = await nats.connect(cluster.url(0)); js = nc.jetstream()
+    for i in range(5): await js.publish('s.x', b'm%d' % i)
+    await nc.close()
+    _quiet(cluster, 5)
+    asked = next(i for i in range(3) if f'n{i}' != leader)
+    nc = await nats.connect(cluster.url(asked))
+    paused = [cluster.procs[i].proc for i in range(3) if i != asked]
+    for p in paused: p.send_signal(signal.SIGSTOP)
+    try: got = [await nc.request('$JS.API.DIRECT.GET.S', json.dumps({'seq': 1 + k % 5}).encode(), timeout=5) for k in range(30)]
+    finally:
+        for p in paused: p.send_signal(signal.SIGCONT)
+    assert [m.data for m in got] == [b'm%d' % (k % 5) for k in range(30)]
+    await nc.close()

@@ -15,7 +15,8 @@ from .accounts import forwards_service
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'CLIENT', 'ROUTER', 'LEAF', 'Plan', 'plain', 'internal', 'Router', 'delivery_at', 'deliverable', 'clients_only']
+__all__ = ['log', 'CLIENT', 'ROUTER', 'LEAF', 'LOCAL_FIRST', 'Plan', 'plain', 'internal', 'Router', 'delivery_at', 'deliverable',
+           'clients_only']
 
 # %% ../../nbs/1_nats/03a_routing.ipynb #c271af02
 CLIENT, ROUTER, LEAF = 0, 1, 2          # the kinds of connection, as the reference numbers them
@@ -153,12 +154,15 @@ def _queues(self: Router, plan: Plan, src, subject, reply, hdr, data, queues, pe
     return n
 
 # %% ../../nbs/1_nats/03a_routing.ipynb #84ff07fd
+LOCAL_FIRST = b'_sys_'          # the queue group whose members on this server are drawn first (see above)
+
 @patch
 def _one_of(self: Router, members, there, q: bytes, src, subject, reply, hdr, data, peers: dict, deliver) -> int:
     "One member of queue group `q` takes the message: one of `members` here, or one of the other servers' groups `there`."
     k, w = len(members), sum([s.qw for s in there]) if there else 0
     if k + w == 0: return 0
-    i = self.core._rand.randrange(k + w) if k + w > 1 else 0
+    here = w and q == LOCAL_FIRST and any([s.client is None for s in members])    # (a member of this server's own first)
+    i = self.core._rand.randrange(k if here else k + w) if k + w > 1 else 0
     if i < k:
         for j in range(k):                             # the one drawn, then the next ones
             s = members[(i + j) % k]
