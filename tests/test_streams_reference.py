@@ -197,6 +197,24 @@ async def test_kv_basics(start_server):
         await nc.close()
 
 
+
+async def test_kv_purge_of_a_wildcard_key(start_server):
+    """A key-value purge of `hello.*` (nats.py publishes the purge marker to that subject, with a subject rollup) takes
+    every `hello.` key with it and leaves the marker: the stored subject is a filter again when the rollup reads it. (A
+    lookup of literal subjects first once took the marker's subject for one key and purged nothing.)"""
+    got = {}
+    for kind in KINDS:
+        s = start_server(kind, '-js')
+        nc = await nats.connect(s.url); js = nc.jetstream()
+        kv = await js.create_key_value(bucket='W', history=5)
+        await kv.put('hello', b'h')
+        for i in range(10): await kv.put(f'hello.{i}', b'x')
+        await kv.purge('hello.*')
+        with pytest.raises(nats.js.errors.KeyNotFoundError): await kv.get('hello.5')
+        got[kind] = ((await kv.status()).values, (await kv.get('hello')).value)
+        await nc.close()
+    assert got['jsnb'] == got['nats-server'] == (2, b'h'), got
+
 def _hpub(subject: str, reply: str, headers: dict, data: bytes = b'x') -> bytes:
     h = ('NATS/1.0\r\n' + ''.join(f'{k}: {v}\r\n' for k, v in headers.items()) + '\r\n').encode()
     return b'HPUB %s %s %d %d\r\n%s%s\r\n' % (subject.encode(), reply.encode(), len(h), len(h) + len(data), h, data)
