@@ -13,7 +13,7 @@ from fastcore.basics import patch
 from .store import MsgStore, StoreLimits, StoreError, file_msg_size
 from .index import lengths, restored
 from . import kernels
-from .records import (REC, HDR, MSG, DEL, SKIP, PURGE, ERASED, LAST, SEQD, record, mark, read_recs, read_rec, scan_block, walk,
+from .records import (le_uints, REC, HDR, MSG, DEL, SKIP, PURGE, ERASED, LAST, SEQD, record, mark, read_recs, read_rec, scan_block, walk,
                              raw_records, write_records)
 from ..nats.protocol import text, wire
 
@@ -267,8 +267,7 @@ def _load_index(self: FileStore, state: dict | None) -> bool:
             rows = np.flatnonzero((ix.blk[:n] == b) & ~ix.dead[:n])
             at = ix.off[rows]
             if len(at) and at.max() + HDR > size: return False
-            a = np.frombuffer(buf, np.uint8)                                     # each record's header length, bytes 35-38
-            hl = sum(a[at + 35 + k].astype(np.int64) << (8 * k) for k in range(4))
+            hl = le_uints(np.frombuffer(buf, np.uint8), at + 35, 4)              # each record's header length, bytes 35-38
             hdrs.append(ix.seq[rows[hl > 0]])
     except (OSError, ValueError, KeyError, IndexError, EOFError, zipfile.BadZipFile): return False
     finally: p.unlink(missing_ok=True)

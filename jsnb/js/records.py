@@ -10,7 +10,7 @@ from . import kernels
 
 # %% auto #0
 __all__ = ['REC', 'HDR', 'MSG', 'DEL', 'SKIP', 'PURGE', 'ERASED', 'LAST', 'SEQD', 'CRC_IEEE', 'record', 'mark', 'read_recs',
-           'read_rec', 'resync', 'scan_block', 'walk', 'raw_records', 'write_records']
+           'read_rec', 'le_uints', 'resync', 'scan_block', 'walk', 'raw_records', 'write_records']
 
 # %% ../../nbs/2_js/04b_records.ipynb #e099f7aa
 REC = struct.Struct('<IIBQqqHI')
@@ -56,7 +56,7 @@ def read_rec(buf, pos: int):
 _LEN_CRC: dict = {}             # record length -> the CRC-32 of its 4 bytes, where each record's CRC starts
 
 # %% ../../nbs/2_js/04b_records.ipynb #3e1f0a02
-def _u(a: np.ndarray, i: np.ndarray, n: int) -> np.ndarray:
+def le_uints(a: np.ndarray, i: np.ndarray, n: int) -> np.ndarray:
     "The little-endian unsigned integers of `n` bytes at offsets `i` of byte array `a`."
     v = np.zeros(len(i), np.int64)
     for k in range(n): v |= a[i + k].astype(np.int64) << (8 * k)
@@ -69,8 +69,8 @@ def resync(buf, pos: int) -> int:
     start, step = pos + 1, 4096
     while start <= n - HDR:
         i = np.arange(start, min(n - HDR + 1, start + step))
-        rlen = _u(a, i, 4)
-        ok = (a[i + 8] <= LAST) & (rlen >= HDR + _u(a, i + 33, 2) + _u(a, i + 35, 4)) & (rlen <= n - i)
+        rlen = le_uints(a, i, 4)
+        ok = (a[i + 8] <= LAST) & (rlen >= HDR + le_uints(a, i + 33, 2) + le_uints(a, i + 35, 4)) & (rlen <= n - i)
         for c in i[ok].tolist():
             if read_rec(buf, c)[0] is not None: return c
         start, step = int(i[-1]) + 1, min(step * 4, 1 << 20)
