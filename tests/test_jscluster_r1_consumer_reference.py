@@ -67,6 +67,27 @@ async def _consume(ncs, order, got: list, acks: list, name: str = 'P'):
         acks.append(a.data.decode())
 
 
+async def _finish(ncs, down: int, other: int, name: str, out: dict, got: list, acks: list, state: str = ''):
+    """The end of a scenario, its consumer's server back: consume what is left through every server, (`state`: note the
+    consumer's state as `out[state]`), delete it, list the stream's consumers, close the connections."""
+    await _consume(ncs, [down, other, 3 - down - other], got, acks, name)
+    out['pulled'], out['acks'] = got, acks
+    if state: out[state] = _state(await request(ncs[down], f'$JS.API.CONSUMER.INFO.S.{name}'))
+    out['deleted'] = (await request(ncs[other], f'$JS.API.CONSUMER.DELETE.S.{name}')).get('success')
+    out['names at the end'] = (await request(ncs[down], '$JS.API.CONSUMER.NAMES.S'))['consumers']
+    for nc in ncs: await nc.close()
+
+
+async def _on_both(scenario) -> dict:
+    "Run `scenario(kind)` on the reference and on jsnb; the same outcome on both, the reference's returned."
+    got = {}
+    for kind in ('nats-server', 'jsnb'):
+        try: got[kind] = await scenario(kind)
+        except Exception as e: raise AssertionError(f'on {kind}: {got}') from e
+    assert got['jsnb'] == got['nats-server'], got
+    return got['nats-server']
+
+
 async def _scenario(kind: str) -> dict:
     out = {}
     c = JSCluster(kind)
@@ -143,23 +164,13 @@ async def _scenario(kind: str) -> dict:
         out['P after its server is back'] = (info['cluster'] == {'name': 'c1', 'leader': home['P']}, _state(info))
         r = await _until(lambda: request(ncs[down], f'$JS.API.CONSUMER.INFO.S.{spare}'), lambda r: 'error' in r)   # (the reference may
         out['deleted while down, after'] = r.get('error', {}).get('err_code')     # show it for a moment, from its disk)
-        await _consume(ncs, [down, other, 3 - down - other], got, acks)
-        out['pulled'], out['acks'] = got, acks
-        out['P at the end'] = _state(await request(ncs[down], '$JS.API.CONSUMER.INFO.S.P'))
-        out['deleted'] = (await request(ncs[other], '$JS.API.CONSUMER.DELETE.S.P')).get('success')
-        out['names at the end'] = (await request(ncs[down], '$JS.API.CONSUMER.NAMES.S'))['consumers']
-        for nc in ncs: await nc.close()
+        await _finish(ncs, down, other, 'P', out, got, acks, state='P at the end')
     finally: c.stop()
     return out
 
 
 async def test_a_durable_consumer_of_one_replica_runs_on_one_server():
-    got = {}
-    for kind in ('nats-server', 'jsnb'):
-        try: got[kind] = await _scenario(kind)
-        except Exception as e: raise AssertionError(f'on {kind}: {got}') from e
-    assert got['jsnb'] == got['nats-server'], got
-    ref = got['nats-server']                         # (what the reference does, spelled out)
+    ref = await _on_both(_scenario)                 # (what the reference does, spelled out below)
     assert ref['info while its server is down'] == {'code': 500, 'err_code': 10119, 'description': 'consumer is offline'}
     assert (ref['pull while down'], ref['ack while down'], ref['stepdown while down']) == ('503', 'no responders', 'no answer')
     assert ref['P after the stream leader moved'] and ref['P after its server is back'][0] and ref['pulled'] == [str(i) for i in range(9)]
@@ -266,22 +277,13 @@ async def _ephemeral_scenario(kind: str) -> dict:
         r = await _until(lambda: request(ncs[other], f'$JS.API.CONSUMER.INFO.S.{f}'), lambda r: 'error' in r, timeout=60)
         out['idle one, once back'] = [(await _until(lambda: request(ncs[i], f'$JS.API.CONSUMER.INFO.S.{f}'), lambda r: 'error' in r,
                                                     timeout=10)).get('error', {}).get('err_code') for i in range(3)]
-        await _consume(ncs, [down, other, 3 - down - other], got, acks, E)
-        out['pulled'], out['acks'] = got, acks
-        out['deleted'] = (await request(ncs[other], f'$JS.API.CONSUMER.DELETE.S.{E}')).get('success')
-        out['names at the end'] = (await request(ncs[down], '$JS.API.CONSUMER.NAMES.S'))['consumers']
-        for nc in ncs: await nc.close()
+        await _finish(ncs, down, other, E, out, got, acks)
     finally: c.stop()
     return out
 
 
 async def test_an_ephemeral_consumer_runs_on_one_server():
-    got = {}
-    for kind in ('nats-server', 'jsnb'):
-        try: got[kind] = await _ephemeral_scenario(kind)
-        except Exception as e: raise AssertionError(f'on {kind}: {got}') from e
-    assert got['jsnb'] == got['nats-server'], got
-    ref = got['nats-server']
+    ref = await _on_both(_ephemeral_scenario)
     assert ref['placed away from the stream leader']['ephemeral'] == (True, ['name', 'leader'], True, 0)
     assert ref['info while its server is down']['err_code'] == 10119 and ref['idle one while down']['err_code'] == 10119
     assert ref['idle one, once back'] == [10014, 10014, 10014] and ref['pulled'] == [str(i) for i in range(6)]
@@ -333,12 +335,7 @@ async def _pause_scenario(kind: str) -> dict:
 
 
 async def test_a_pause_while_the_consumer_server_is_down_is_kept():
-    got = {}
-    for kind in ('nats-server', 'jsnb'):
-        try: got[kind] = await _pause_scenario(kind)
-        except Exception as e: raise AssertionError(f'on {kind}: {got}') from e
-    assert got['jsnb'] == got['nats-server'], got
-    ref = got['nats-server']
+    ref = await _on_both(_pause_scenario)
     assert ref['pause while down'] == ({'type': 'io.nats.jetstream.api.v1.consumer_pause_response', 'paused': True,
                                         'pause_until': '2099-01-01T00:00:00Z'}, True)
     assert ref['once its server is back'][:3] == (True, True, '2099-01-01T00:00:00Z') and ref['pulled'] == ['0', '1', '2']
