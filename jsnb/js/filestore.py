@@ -260,11 +260,13 @@ def _load_index(self: FileStore, state: dict | None) -> bool:
         with np.load(p, allow_pickle=False) as z: d = {k: z[k] for k in z.files}
         blocks, ix = d.pop('blocks'), restored(d)
         if state is None or blocks[:, 0].tolist() != self._blocks or (ix.first, ix.last) != (state['first'], state['last']): return False
-        n, hdrs = ix.n, []
-        for b, size, _, _, _, _, _, crc in blocks.tolist():
+        live, hdrs = np.flatnonzero(~ix.dead[:ix.n]), []
+        live = live[np.argsort(ix.blk[live], kind='stable')]          # the live rows by block (in order within each), once
+        ends = np.searchsorted(ix.blk[live], blocks[:, 0], side='right')
+        for (b, size, _, _, _, _, _, crc), lo, hi in zip(blocks.tolist(), [0, *ends[:-1].tolist()], ends.tolist()):
             buf = self._path(b).read_bytes()
             if len(buf) != size or zlib.crc32(buf) != crc: return False
-            rows = np.flatnonzero((ix.blk[:n] == b) & ~ix.dead[:n])
+            rows = live[lo:hi]
             at = ix.off[rows]
             if len(at) and at.max() + HDR > size: return False
             hl = le_uints(np.frombuffer(buf, np.uint8), at + 35, 4)              # each record's header length, bytes 35-38
