@@ -57,6 +57,9 @@ def test_meta_cluster_in_jsz(cluster):
     assert sorted(mc['snapshot']) == ['last_time', 'pending_entries', 'pending_size']
     assert all({'name', 'current', 'active', 'peer'} <= set(r) for r in mc['replicas'])
     assert cluster.jsz(0)['ha_assets'] >= 1
+    deadline = time.time() + 10                          # nothing left to apply once the group is idle (a new leader's own
+    while cluster.jsz(0)['meta_cluster']['pending'] and time.time() < deadline: time.sleep(0.2)    # first entry is no work)
+    assert cluster.jsz(0)['meta_cluster']['pending'] == 0
 
 
 async def _r3_and_r1(ncs) -> tuple[dict, dict]:
@@ -655,6 +658,43 @@ async def test_fast_batches_on_three_replicas():
         finally: c.stop()
     diffs = [f'\n{k}:\n jsnb: {res["jsnb"][k]}\n  ref: {res["nats-server"][k]}' for k in res['nats-server'] if res['jsnb'].get(k) != res['nats-server'][k]]
     assert not diffs, ''.join(diffs)
+
+
+@pytest.mark.parametrize('kind', ['jsnb', 'nats-server'])
+async def test_stream_list_by_a_server_without_a_copy(kind):
+    """An R2 stream on two of three servers is in `STREAM.LIST` answered by the third (the meta leader, which answers
+    every list), whichever of its two servers leads it: jsnb once asked only the stream's first server, which as a
+    follower could not answer, and left the stream out of the list for as long as it did not lead."""
+    c = JSCluster(kind, tags={0: ['meta'], 1: ['s'], 2: ['s']}, system=True)
+    try:
+        c.start(); c.wait_meta()
+        sys_nc, nc = await nats.connect(c.url(0, 'sys')), await nats.connect(c.url(0))
+        time.sleep(1)                                              # (the reference places only on servers it has heard from)
+        async def meta_on_n0():
+            if c.jsz(0)['meta_cluster'].get('leader') == 'n0': return True
+            await sys_nc.request('$JS.API.META.LEADER.STEPDOWN', json.dumps({'placement': {'preferred': 'n0'}}).encode(), timeout=5)
+            return False
+        await _until(meta_on_n0)
+        r = await _req(nc, '$JS.API.STREAM.CREATE.TWO', {'name': 'TWO', 'subjects': ['two'], 'num_replicas': 2, 'placement': {'tags': ['s']}})
+        assert 'error' not in r, r
+        listed = []
+        for lead in ('n1', 'n2', 'n1'):
+            async def led():
+                info = await _req(nc, '$JS.API.STREAM.INFO.TWO')
+                if (info.get('cluster') or {}).get('leader') == lead: return True
+                await _req(nc, '$JS.API.STREAM.LEADER.STEPDOWN.TWO', {'placement': {'preferred': lead}})
+                return False
+            await _until(led)
+            async def in_list():
+                lst = await _req(nc, '$JS.API.STREAM.LIST')
+                got = [(s['config']['name'], s['cluster']['leader']) for s in lst.get('streams') or ()]
+                if got == [('TWO', lead)]: listed.append((lst['total'], got, lst.get('missing')))
+                return got == [('TWO', lead)]
+            await _until(in_list, 10)
+        assert listed == [(1, [('TWO', 'n1')], None), (1, [('TWO', 'n2')], None), (1, [('TWO', 'n1')], None)]
+        assert c.jsz(0)['meta_cluster']['leader'] == 'n0'
+        await nc.close(); await sys_nc.close()
+    finally: c.stop()
 
 
 @pytest.mark.parametrize('kind', ['jsnb', 'nats-server'])

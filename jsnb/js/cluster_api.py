@@ -490,10 +490,11 @@ def _listing(self: ClusterApi, verb: str, subject: bytes, reply: bytes, hdr: int
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #e5ce95f7
 @patch
-def ask_each(self: ClusterApi, asks: list, timeout: float, took, done):
+def ask_each(self: ClusterApi, asks: list, timeout: float, took, done, expect: int | None = None):
     """Send each `(server, subject)` of `asks` to its server as a request answered there; `took(body)` keeps an answer
-    and says whether it is one more of those awaited; `done()` once all are, or after `timeout`."""
-    js, left, open_ = self.js, [len(asks)], [True]
+    and says whether it is one more of those awaited (`expect` of them: one per ask unless told); `done()` once all
+    are, or after `timeout`."""
+    js, left, open_ = self.js, [len(asks) if expect is None else expect], [True]
     def finish():
         if not open_[0]: return
         open_[0] = False; timer.cancel(); js.done(aid); done()
@@ -527,7 +528,17 @@ def _gather(self: ClusterApi, req: dict, reply: bytes, timeout: float = 2.0):
         got[name] = {k: v for k, v in info.items() if k not in ('type', 'total', 'offset', 'limit', 'alternates')}   # a list has none
         got[name]['config'] = S.stored_cfg(got[name]['config'])
         return True
-    self.ask_each([(to, f'$JS.API.STREAM.INFO.{n}'.encode()) for n in page if (to := self.js.leader_of(n))], timeout, on_info, finish)
+    asks = {n: [(to, f'$JS.API.STREAM.INFO.{n}'.encode()) for to in self._answering(n)] for n in page}
+    self.ask_each([x for n in page for x in asks[n]], timeout, on_info, finish, expect=sum(1 for n in page if asks[n]))
+
+@patch
+def _answering(self: ClusterApi, name: str) -> list[str]:
+    """The servers to ask for stream `name`'s info: its leader when this server knows it (it runs the stream's group,
+    or the stream has one server); otherwise each of the stream's servers, of which only the leader answers with the
+    info (the others refuse a request that would have to travel a third hop)."""
+    a, me, to = self.js.meta.assignments[name], self.js.core.server_name, self.js.leader_of(name)
+    if to and (name in self.js.groups or len(a['peers']) == 1): return [to]
+    return [p for p in a['peers'] if p != me]
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #c3378b6e
 _SUMMED = ('memory', 'storage', 'consumers')     # what each server adds to the account's usage
