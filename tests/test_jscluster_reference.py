@@ -690,7 +690,7 @@ async def test_stream_list_by_a_server_without_a_copy(kind):
                 got = [(s['config']['name'], s['cluster']['leader']) for s in lst.get('streams') or ()]
                 if got == [('TWO', lead)]: listed.append((lst['total'], got, lst.get('missing')))
                 return got == [('TWO', lead)]
-            await _until(in_list, 10)
+            await _until(in_list)
         assert listed == [(1, [('TWO', 'n1')], None), (1, [('TWO', 'n2')], None), (1, [('TWO', 'n1')], None)]
         assert c.jsz(0)['meta_cluster']['leader'] == 'n0'
         await nc.close(); await sys_nc.close()

@@ -313,6 +313,11 @@ def capture(self: ClusteredJetStream, server: str, aid: int) -> bytes:
     return subject
 
 @patch
+def captured(self: ClusteredJetStream, reply: bytes) -> bool:
+    "Whether `reply` is a reply subject of `capture`: the request came from another server's `ask`, not from a client."
+    return reply in self._captured
+
+@patch
 def answer_ask(self: ClusteredJetStream, server: str, aid: int, body) -> bool:
     "Send `body` back to server `server` as the answer to its `ask` `aid`."
     return self.send_peer(server, self.answer_ch, msgpack.packb([aid, body]))

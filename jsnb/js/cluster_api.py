@@ -111,7 +111,9 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
     if to and to != self.js.core.server_name and to not in self.js.peers_now().values(): to = ''   # its server is gone (no route):
     if not to: return again()                        # a group between leaders
     if to != self.js.core.server_name:
-        if hops >= 2: return self.refuse(reply, rtype, JSClusterNotAvailErr(), extra)   # leadership is moving: no ping-pong
+        if hops >= 2:                                # leadership is moving: no ping-pong (asked by another server's
+            quiet = self.js.account.host.reply if self.js.captured(reply) else None   # `ask_each`: not counted as this account's error)
+            return self.refuse(reply, rtype, JSClusterNotAvailErr(), extra, answer=quiet)
         return self.js.forward(to, subject, reply, hdr, data, hops + 1)
     g = self.js.groups.get(name)
     if verb in ('STREAM.LEADER.STEPDOWN', 'CONSUMER.LEADER.STEPDOWN'):
@@ -537,7 +539,7 @@ def _answering(self: ClusterApi, name: str) -> list[str]:
     or the stream has one server); otherwise each of the stream's servers, of which only the leader answers with the
     info (the others refuse a request that would have to travel a third hop)."""
     a, me, to = self.js.meta.assignments[name], self.js.core.server_name, self.js.leader_of(name)
-    if to and (name in self.js.groups or len(a['peers']) == 1): return [to]
+    if to and (name in self.js.groups or len(a['peers']) == 1) and to in self.js.peers_now().values(): return [to]
     return [p for p in a['peers'] if p != me]
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #c3378b6e

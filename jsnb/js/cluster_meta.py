@@ -161,7 +161,7 @@ def report(self: MetaGroup, me: str, cluster: str) -> dict:
         if not up: p['offline'] = True
         p['peer'] = peer_id(name)
         reps.append(p)
-    pending = max(commit - st.get('last_applied', self.applied), 0)   # (PySyncObj's own entries, a new leader's first, are no work)
+    pending = max(commit - st.get('last_applied', self.applied), 0) + self.raft.held()   # (PySyncObj's own entries, a new leader's first, are no work)
     return report_of(cluster, lname, reps, len(self.members), pending, self.applied, self.log_bytes)
 
 # %% ../../nbs/2_js/20e_meta_group.ipynb #51ae6a85

@@ -84,6 +84,11 @@ def _hold(self: RaftGroup, idx: int, op: list):
     self._held.append((time.monotonic() + self.lag, idx, op))
     if len(self._held) == 1: self._loop.call_later(self.lag, self._release)
 
+@patch
+def held(self: RaftGroup) -> int:
+    "How many committed entries wait to be applied here: held back by `lag`, or kept for after a catch-up."
+    return len(self._held) + len(self._pending or ())
+
 # %% ../../nbs/2_js/20d_raft_group.ipynb #82f813f6
 @patch
 def _committed(self: RaftGroup, idx: int, rec: Entry):
