@@ -692,6 +692,10 @@ async def test_stream_list_by_a_server_without_a_copy(kind):
                 return got == [('TWO', lead)]
             await _until(in_list)
         assert listed == [(1, [('TWO', 'n1')], None), (1, [('TWO', 'n2')], None), (1, [('TWO', 'n1')], None)]
+        errors = lambda: [c.jsz(i)['api']['errors'] for i in (1, 2)]
+        before = errors()
+        for _ in range(5): assert [s['config']['name'] for s in (await _req(nc, '$JS.API.STREAM.LIST'))['streams']] == ['TWO']
+        assert errors() == before                                  # (the follower asked for the info is not the account's error)
         assert c.jsz(0)['meta_cluster']['leader'] == 'n0'
         await nc.close(); await sys_nc.close()
     finally: c.stop()
