@@ -134,11 +134,11 @@ def event_text(e: dict) -> str:
 async def listen(nc, ns, subjects: list[tuple[str, str]]):
     "Print the events arriving on `subjects` ((what, subject) pairs) until `--count` of them, or `--wait` without any."
     q = asyncio.Queue()
-    for what, s in subjects:
-        await nc.subscribe(s, cb=q.put)
-        if not ns.json: print(f'Listening for {what} on {s}')
-    await nc.flush()
-    if not ns.json: print(flush=True)
+    for _, s in subjects: await nc.subscribe(s, cb=q.put)
+    await nc.flush()                                  # the server has the subscriptions: what follows is heard
+    if not ns.json:
+        for what, s in subjects: print(f'Listening for {what} on {s}')
+        print(flush=True)
     wait, seen = (_value_s('wait', ns.wait) if ns.wait else None), 0
     while not ns.count or seen < ns.count:
         try: m = await asyncio.wait_for(q.get(), wait)
