@@ -530,16 +530,18 @@ def _gather(self: ClusterApi, req: dict, reply: bytes, timeout: float = 2.0):
         got[name] = {k: v for k, v in info.items() if k not in ('type', 'total', 'offset', 'limit', 'alternates')}   # a list has none
         got[name]['config'] = S.stored_cfg(got[name]['config'])
         return True
-    asks = {n: [(to, f'$JS.API.STREAM.INFO.{n}'.encode()) for to in self._answering(n)] for n in page}
+    up = set(self.js.peers_now().values())
+    asks = {n: [(to, f'$JS.API.STREAM.INFO.{n}'.encode()) for to in self._answering(n, up)] for n in page}
     self.ask_each([x for n in page for x in asks[n]], timeout, on_info, finish, expect=sum(1 for n in page if asks[n]))
 
 @patch
-def _answering(self: ClusterApi, name: str) -> list[str]:
+def _answering(self: ClusterApi, name: str, up: set[str]) -> list[str]:
     """The servers to ask for stream `name`'s info: its leader when this server knows it (it runs the stream's group,
-    or the stream has one server); otherwise each of the stream's servers, of which only the leader answers with the
-    info (the others refuse a request that would have to travel a third hop)."""
+    or the stream has one server) and it is connected (in `up`, the servers of `peers_now`); otherwise each of the
+    stream's servers, of which only the leader answers with the info (the others refuse a request that would have to
+    travel a third hop)."""
     a, me, to = self.js.meta.assignments[name], self.js.core.server_name, self.js.leader_of(name)
-    if to and (name in self.js.groups or len(a['peers']) == 1) and to in self.js.peers_now().values(): return [to]
+    if to and (name in self.js.groups or len(a['peers']) == 1) and to in up: return [to]
     return [p for p in a['peers'] if p != me]
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #c3378b6e
