@@ -3,7 +3,7 @@ server takes clients only once its configured routes are up, so the first `INFO`
 already routed (no "discovered" server that was there all along); a new JetStream cluster asked at once for a
 replicated stream gives it, as a client that tries a few times (as libnats' own tests do) expects; and a server that
 shuts down sends its clients no `INFO` dropping the servers they are about to reconnect to."""
-import asyncio, json, signal
+import asyncio, json, signal, time, urllib.request
 import pytest
 import nats
 from nats.errors import TimeoutError as NatsTimeout
@@ -15,18 +15,29 @@ KINDS = ['jsnb', 'nats-server']
 
 
 def _seed_and_two(kind):
-    "A seed without routes, then two servers that dial it, each started once the one before answers."
-    client, route = free_ports(3), free_ports(3)
+    """A seed without routes (monitored), then two servers that dial it, each started once the one before answers;
+    returned once the seed has both routes (a dialling server answering does not mean the seed has its route yet)."""
+    client, route, (monitor,) = free_ports(3), free_ports(3), free_ports(1)
     procs = []
     try:
         for i in range(3):
             args = ['-a', '127.0.0.1', '-cluster', f'nats://127.0.0.1:{route[i]}', '-cluster_name', 'abc']
-            if i: args += ['-routes', f'nats://127.0.0.1:{route[0]}']
+            args += ['-routes', f'nats://127.0.0.1:{route[0]}'] if i else ['-m', str(monitor)]
             procs.append(ServerProc(kind, args).start(client[i]))
+        for _ in range(200):
+            if len(_routed(monitor)) == 2: break
+            time.sleep(0.05)
+        assert len(_routed(monitor)) == 2, _routed(monitor)
     except BaseException:
         for p in procs: p.stop()
         raise
     return procs
+
+
+def _routed(monitor: int) -> set:
+    "The servers the seed has a route with, by name (the reference may pool several connections per server)."
+    with urllib.request.urlopen(f'http://127.0.0.1:{monitor}/routez', timeout=5) as r:
+        return {x.get('remote_name') or x['remote_id'] for x in json.load(r).get('routes') or ()}
 
 
 @pytest.mark.parametrize('kind', KINDS)

@@ -360,7 +360,9 @@ class _PerThread(io.TextIOBase):
         r = _routes.get(threading.get_ident()) if _routes else None   # (None when the interpreter is ending)
         return r[self.i] if r else self.base
     def write(self, s): return self._to().write(s)
-    def flush(self): self._to().flush()
+    def flush(self):
+        t = self._to()
+        if not getattr(t, 'closed', False): t.flush()   # (at the interpreter's end, the stream it stood in for may be closed)
     def isatty(self): return bool(getattr(self._to(), 'isatty', lambda: False)())
     @property
     def encoding(self): return getattr(self.base, 'encoding', 'utf-8')
