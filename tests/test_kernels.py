@@ -138,3 +138,6 @@ def test_write_records_kernel_is_its_twin(msgs):
     subs, hdrs, datas = [m.subject.encode() for m in msgs], [m.hdr for m in msgs], [m.data for m in msgs]
     out = write_records(b''.join(s + h + d for s, h, d in zip(subs, hdrs, datas)), lengths(subs), lengths(hdrs), lengths(datas), 7, msgs[0].ts)
     assert out.tobytes() == b''.join(record(MSG, 7 + i, msgs[0].ts, 0, s, h, d) for i, (s, h, d) in enumerate(zip(subs, hdrs, datas)))
+    each = np.array([m.ts for m in msgs], np.int64)                     # each message at its own time (a restore's)
+    out = write_records(b''.join(s + h + d for s, h, d in zip(subs, hdrs, datas)), lengths(subs), lengths(hdrs), lengths(datas), 7, each)
+    assert out.tobytes() == b''.join(record(MSG, 7 + i, m.ts, 0, s, h, d) for i, (m, s, h, d) in enumerate(zip(msgs, subs, hdrs, datas)))

@@ -623,14 +623,15 @@ def _sizes(self: FileStore, subjects, datas, hdrs=None) -> np.ndarray:
 @patch
 def _put_many(self: FileStore, r, subjects, datas, hdrs=None):
     "Frame the records of a run: with the kernels, all of them in one buffer from the joined fields; else one by one."
-    ix, seq, ts, k = self._ix, int(self._ix.seq[r]), int(self._ix.ts[r]), len(subjects)
+    ix, seq, k = self._ix, int(self._ix.seq[r]), len(subjects)
+    ts = ix.ts[r:r + k]                               # (the index has each one's time: one for a publish run, a restore's own)
     if kernels.ready(k):
         sl, dl = lengths(subjects), lengths(datas)
         hl = lengths(hdrs) if hdrs else np.zeros(k, np.int64)
         lens = 39 + sl + hl + dl
         recs = [write_records(b''.join(chain.from_iterable(zip(subjects, hdrs, datas) if hdrs else zip(subjects, datas))), sl, hl, dl, seq, ts)]
     else:
-        recs = [record(MSG, seq + i, ts, 0, s, h, d) for i, (s, h, d) in enumerate(zip(subjects, hdrs or repeat(b''), datas))]
+        recs = [record(MSG, seq + i, t, 0, s, h, d) for i, (s, h, d, t) in enumerate(zip(subjects, hdrs or repeat(b''), datas, ts.tolist()))]
         lens = lengths(recs)
     start, nbytes = self._size + self._pending, int(lens.sum())
     ix.blk[r:r + k] = self._cur

@@ -134,15 +134,16 @@ def distinct(a: np.ndarray) -> np.ndarray:
 
 # %% ../../nbs/2_js/03a_index.ipynb #be1e7a34
 @patch
-def append_many(self: Index, sids: np.ndarray, ts: int, sizes: np.ndarray) -> int:
-    "Add live rows (no TTL) for the next `len(sids)` sequences, all stored at `ts`; returns the first row."
+def append_many(self: Index, sids: np.ndarray, ts, sizes: np.ndarray) -> int:
+    "Add live rows (no TTL) for the next `len(sids)` sequences, all stored at `ts` (or each at its own: an array); returns the first row."
     k, r = len(sids), self.n
     if r + k > self.cap: self._grow(r + k)
     seq, end = self.last + 1, r + k
     self.seq[r:end] = np.arange(seq, seq + k); self.sid[r:end] = sids; self.ts[r:end] = ts
     self.size[r:end] = sizes; self.ttl[r:end] = 0; self.dead[r:end] = False
-    self.n, self.last, self.last_ts = end, seq + k - 1, ts
-    if self.msgs == 0: self.first, self.first_ts = seq, ts
+    t0, t1 = (ts, ts) if np.ndim(ts) == 0 else (int(ts[0]), int(ts[-1]))
+    self.n, self.last, self.last_ts = end, seq + k - 1, t1
+    if self.msgs == 0: self.first, self.first_ts = seq, t0
     self.msgs += k; self.bytes += int(sizes.sum())
     if sids[0] == sids[-1] and (sids == sids[0]).all():            # the common case: one subject
         u, first, cnt, last = sids[:1], np.zeros(1, np.int64), np.array([k]), np.array([k - 1])

@@ -143,22 +143,24 @@ def _put_le(a, p, v, n):
 # %% ../../nbs/2_js/04b_records.ipynb #c47ce042
 def _write_records(src, sl, hl, dl, seq, ts, out, table):
     """Frame `MSG` records into `out`, as `record` does, for messages whose subject, headers and payload follow each
-    other in `src` (their lengths `sl`, `hl`, `dl`), with sequences from `seq` on and time `ts`."""
+    other in `src` (their lengths `sl`, `hl`, `dl`), with sequences from `seq` on and times `ts` (one each)."""
     p = o = 0
     for i in range(sl.shape[0]):
         n = sl[i] + hl[i] + dl[i]; end = o + 39 + n
         _put_le(out, o, 39 + n, 4); out[o + 8] = 0
-        _put_le(out, o + 9, seq + i, 8); _put_le(out, o + 17, ts, 8); _put_le(out, o + 25, 0, 8)
+        _put_le(out, o + 9, seq + i, 8); _put_le(out, o + 17, ts[i], 8); _put_le(out, o + 25, 0, 8)
         _put_le(out, o + 33, sl[i], 2); _put_le(out, o + 35, hl[i], 4)
         out[o + 39:end] = src[p:p + n]
         _put_le(out, o + 4, _crc(out, o + 8, end, _crc(out, o, o + 4, 0xFFFFFFFF, table), table) ^ 0xFFFFFFFF, 4)
         o, p = end, p + n
 
 kernels.register(globals(), '_put_le', lambda: (np.zeros(8, np.uint8), 0, 1, 4))
-kernels.register(globals(), '_write_records', lambda: (np.zeros(1, np.uint8), _z(1), _z(1), _z(1), 1, 0, np.zeros(40, np.uint8), CRC_IEEE))
+kernels.register(globals(), '_write_records', lambda: (np.zeros(1, np.uint8), _z(1), _z(1), _z(1), 1, _z(1), np.zeros(40, np.uint8), CRC_IEEE))
 
-def write_records(src: bytes, sl, hl, dl, seq: int, ts: int) -> np.ndarray:
-    "The records of messages whose subjects, headers and payloads follow each other in `src`, framed by the kernel `_write_records`."
+def write_records(src: bytes, sl, hl, dl, seq: int, ts) -> np.ndarray:
+    """The records of messages whose subjects, headers and payloads follow each other in `src`, framed by the kernel
+    `_write_records`; `ts`: their time, or each one's (an array, as a restore has them)."""
     out = np.empty(int((39 + sl + hl + dl).sum()), np.uint8)
+    ts = np.full(len(sl), ts, np.int64) if np.ndim(ts) == 0 else np.ascontiguousarray(ts, np.int64)
     _write_records(np.frombuffer(src, np.uint8), sl, hl, dl, seq, ts, out, CRC_IEEE)
     return out

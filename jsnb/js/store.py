@@ -228,7 +228,13 @@ def store_msgs(self: MsgStore, msgs: list) -> list:
 
 @patch
 def store_at(self: MsgStore, msgs: list) -> list:
-    "Store `(subject, hdr, data, ts, ttl)` tuples, each at its own time, with one commit (a restore's); their `(seq, ts)`; a `StoreError` stops it."
+    """Store `(subject, hdr, data, ts, ttl)` tuples, each at its own time, with one commit (a restore's); their `(seq, ts)`;
+    a `StoreError` stops it. Where nothing can be refused and none has a TTL, in one `store_batch`."""
+    if len(msgs) > 1 and self.refuses_none() and not any(m[4] for m in msgs):
+        times = np.fromiter((m[3] for m in msgs), np.int64, len(msgs))
+        first, _ = self.store_batch([m[0].encode('utf-8', 'surrogateescape') for m in msgs], [bytes(m[2] or b'') for m in msgs],
+                                    [bytes(m[1] or b'') for m in msgs], times)
+        return list(zip(range(first, first + len(msgs)), times.tolist()))
     self._check()
     try: return [self._store(*m) for m in msgs]
     finally: self._finish()
@@ -258,13 +264,20 @@ def _sizes(self: MsgStore, subjects: list[bytes], datas: list[bytes], hdrs: list
     return np.array([len(s) + len(d) + 16 for s, d in zip(subjects, datas)], np.int64)
 
 @patch
-def store_batch(self: MsgStore, subjects: list[bytes], datas: list[bytes], hdrs: list[bytes] | None = None, ts: int = 0) -> tuple[int, int]:
-    "Store messages in one call, for streams that refuse none of them (`hdrs`: their header blocks, `b''` for none; `ts`: their time, 0: now): `(first_seq, ts)`."
+def refuses_none(self: MsgStore) -> bool:
+    "Whether the limits can refuse no message (a run is then stored in one call, `store_batch`)."
+    L = self.limits
+    return L.max_msg_size < 0 and not (L.discard == 'new' and (L.max_msgs > 0 or L.max_bytes > 0 or L.discard_new_per_subject))
+
+@patch
+def store_batch(self: MsgStore, subjects: list[bytes], datas: list[bytes], hdrs: list[bytes] | None = None, ts=0) -> tuple[int, int]:
+    """Store messages in one call, for streams that refuse none of them (`hdrs`: their header blocks, `b''` for none;
+    `ts`: their time, 0: now, or an array of each one's): `(first_seq, ts)`."""
     self._check()
     L, ix = self.limits, self._ix
-    refuses = L.discard == 'new' and (L.max_msgs > 0 or L.max_bytes > 0 or L.discard_new_per_subject)
-    assert not refuses and L.max_msg_size < 0, 'store_batch is for streams that refuse nothing'
-    bids, ts = ix.bids, ts or time.time_ns()
+    assert self.refuses_none(), 'store_batch is for streams that refuse nothing'
+    bids = ix.bids
+    if np.ndim(ts) == 0: ts = ts or time.time_ns()
     sids = np.empty(len(subjects), np.int32)
     for i, s in enumerate(subjects):
         j = bids.get(s)
