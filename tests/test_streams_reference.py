@@ -251,3 +251,31 @@ def test_header_runs_in_one_read(start_server, storage):
     assert out['jsnb'] == out['nats-server']
     acks = dict(out['jsnb'][1:15])
     assert acks['_R.0.2'] == {'stream': 'S', 'seq': 1, 'duplicate': True} and acks['_R.0.3']['error']['err_code'] == 10060
+
+
+@pytest.mark.parametrize('storage', ['file', 'memory'])
+def test_a_run_under_byte_and_subject_limits(start_server, storage):
+    """Three messages in one read, into a stream with `max_bytes` and one message per subject: the second, large, pushes
+    the first out under `max_bytes` before the third replaces it; the stream ends as the reference's (one message), not
+    with the first message back (which storing the read as one run, limits applied once at the end, would keep)."""
+    from rawclient import Raw
+    from jsnb.js.store import file_msg_size, mem_msg_size
+    size = file_msg_size if storage == 'file' else mem_msg_size
+    big = b'y' * 240
+    limit = size('s.b', b'', big) + 3                         # the large one fits alone, not with the first
+    out = {}
+    for kind in KINDS:
+        s = start_server(kind, '-js')
+        r = Raw(s.port)
+        body = json.dumps({'name': 'S', 'subjects': ['s.>'], 'storage': storage, 'max_bytes': limit, 'max_msgs_per_subject': 1}).encode()
+        r.send(b'SUB _R.> 1\r\nPUB $JS.API.STREAM.CREATE.S _R.0 %d\r\n%s\r\n' % (len(body), body))
+        assert 'error' not in json.loads(r.msgs(1)[0].data)
+        r.send(b'PUB s.a _R.1 1\r\nx\r\nPUB s.b _R.2 %d\r\n%s\r\nPUB s.b _R.3 1\r\nz\r\n' % (len(big), big))
+        got = sorted((bytes(m.subject).decode(), json.loads(m.data)) for m in r.msgs(3))
+        r.send(b'PUB $JS.API.STREAM.INFO.S _R.i 0\r\n\r\n')
+        st = json.loads(r.msgs(1)[0].data)['state']
+        got.append({k: st[k] for k in ('messages', 'bytes', 'first_seq', 'last_seq', 'num_subjects')})
+        r.close(); s.stop()
+        out[kind] = got
+    assert out['jsnb'] == out['nats-server']
+    assert out['jsnb'][-1]['messages'] == 1 and out['jsnb'][-1]['first_seq'] == 3

@@ -17,7 +17,7 @@ from .index import Index, distinct
 from ..nats import headers as H
 
 # %% auto #0
-__all__ = ['StoreMsg', 'StoreLimits', 'StoreError', 'mem_msg_size', 'file_msg_size', 'MsgStore', 'MemStore']
+__all__ = ['StoreMsg', 'StoreLimits', 'StoreError', 'mem_msg_size', 'file_msg_size', 'MsgStore', 'MemStore', 'runs_alike']
 
 # %% ../../nbs/2_js/04_store.ipynb #a630f4b3
 class StoreMsg(NamedTuple):
@@ -229,8 +229,8 @@ def store_msgs(self: MsgStore, msgs: list) -> list:
 @patch
 def store_at(self: MsgStore, msgs: list) -> list:
     """Store `(subject, hdr, data, ts, ttl)` tuples, each at its own time, with one commit (a restore's); their `(seq, ts)`;
-    a `StoreError` stops it. Where nothing can be refused and none has a TTL, in one `store_batch`."""
-    if len(msgs) > 1 and self.refuses_none() and not any(m[4] for m in msgs):
+    a `StoreError` stops it. In one `store_batch` where the limits allow it (`runs_alike`) and none has a TTL."""
+    if len(msgs) > 1 and runs_alike(self.limits) and not any(m[4] for m in msgs):
         times = np.fromiter((m[3] for m in msgs), np.int64, len(msgs))
         first, _ = self.store_batch([m[0].encode('utf-8', 'surrogateescape') for m in msgs], [bytes(m[2] or b'') for m in msgs],
                                     [bytes(m[1] or b'') for m in msgs], times)
@@ -263,11 +263,15 @@ def _sizes(self: MsgStore, subjects: list[bytes], datas: list[bytes], hdrs: list
     if hdrs: return np.array([len(s) + len(h) + len(d) + 16 for s, h, d in zip(subjects, hdrs, datas)], np.int64)
     return np.array([len(s) + len(d) + 16 for s, d in zip(subjects, datas)], np.int64)
 
-@patch
-def refuses_none(self: MsgStore) -> bool:
-    "Whether the limits can refuse no message (a run is then stored in one call, `store_batch`)."
-    L = self.limits
-    return L.max_msg_size < 0 and not (L.discard == 'new' and (L.max_msgs > 0 or L.max_bytes > 0 or L.discard_new_per_subject))
+def runs_alike(L: StoreLimits) -> bool:
+    """Whether a run of messages can be stored in one call (`store_batch`) and leave the store as storing them one at a
+    time does: no limit can refuse one, and the byte limit and the per-subject limit do not both apply. (One at a time, a
+    large message can push an older one out under `max_bytes` and then be replaced by a newer one of its subject; stored
+    together, it never counted.)"""
+    on = lambda v: (v or -1) > 0
+    return ((L.max_msg_size if L.max_msg_size is not None else -1) < 0
+            and not (L.discard == 'new' and (on(L.max_msgs) or on(L.max_bytes) or L.discard_new_per_subject))
+            and not (on(L.max_bytes) and on(L.max_msgs_per_subject)))
 
 @patch
 def store_batch(self: MsgStore, subjects: list[bytes], datas: list[bytes], hdrs: list[bytes] | None = None, ts=0) -> tuple[int, int]:
@@ -275,7 +279,7 @@ def store_batch(self: MsgStore, subjects: list[bytes], datas: list[bytes], hdrs:
     `ts`: their time, 0: now, or an array of each one's): `(first_seq, ts)`."""
     self._check()
     L, ix = self.limits, self._ix
-    assert self.refuses_none(), 'store_batch is for streams that refuse nothing'
+    assert runs_alike(L), 'store_batch is for runs that storing one at a time would leave alike (runs_alike)'
     bids = ix.bids
     if np.ndim(ts) == 0: ts = ts or time.time_ns()
     sids = np.empty(len(subjects), np.int32)

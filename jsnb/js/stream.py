@@ -15,7 +15,7 @@ from ..nats.subjects import transform_subject
 from ..nats.times import NS, rfc3339
 from .errors import (JSMessageTTLInvalidErr, JSSequenceNotFoundErrF, JSStreamMsgDeleteFailedF, JSStreamPurgeFailedF,
                             JSStreamSealedErr, JSStreamStoreFailedF, JSStreamTooManyRequests)
-from .store import MsgStore, StoreLimits, StoreError
+from .store import MsgStore, StoreLimits, StoreError, runs_alike
 from .host import StreamHost
 from .operations import (MAX_SEQ, StoreOne, StoreRun, SkipMsg, CopyMsg, DeleteMsg, Purge, Expire, Remove, Configure,
                                 Origin, CLIENT)
@@ -355,13 +355,10 @@ def answering(self: Stream):
 # %% ../../nbs/2_js/06_stream.ipynb #99e722d3
 @patch
 def _bulk_ok(self: Stream) -> bool:
-    "Whether plain messages can take the bulk path (nothing in the configuration can refuse them)."
+    "Whether plain messages can take the bulk path (nothing in the configuration treats them one by one, and the store takes runs)."
     c = self.cfg
-    refuses_new = c.get('discard', 'old') == 'new' and ((c.get('max_msgs') or -1) > 0 or (c.get('max_bytes') or -1) > 0
-                                                        or c.get('discard_new_per_subject'))
     return (not c.get('sealed') and not c.get('subject_transform') and not c.get('republish') and not c.get('mirror')
-            and not refuses_new and c.get('retention', 'limits') != 'interest'
-            and c.get('max_msg_size', -1) in (-1, None) and not c.get('allow_msg_counter'))
+            and c.get('retention', 'limits') != 'interest' and not c.get('allow_msg_counter') and runs_alike(limits_of(c)))
 
 # %% ../../nbs/2_js/06_stream.ipynb #3f0a9d12
 @patch
