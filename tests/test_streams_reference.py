@@ -279,3 +279,31 @@ def test_a_run_under_byte_and_subject_limits(start_server, storage):
         out[kind] = got
     assert out['jsnb'] == out['nats-server']
     assert out['jsnb'][-1]['messages'] == 1 and out['jsnb'][-1]['first_seq'] == 3
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_a_subject_that_is_not_utf8_in_a_file_stream_across_a_clean_restart(kind):
+    """A message whose subject is not UTF-8 (a byte 0xff) in a file stream: the server stops on SIGTERM (jsnb hung,
+    saving its index failed on the subject), starts again and has the message."""
+    import signal
+    from conftest import ServerProc
+    from rawclient import Raw
+    s = ServerProc(kind, ['-js']).start()
+    try:
+        r = Raw(s.port)
+        body = json.dumps({'name': 'S', 'subjects': ['s.>'], 'storage': 'file'}).encode()
+        r.send(b'SUB _R.> 1\r\nPUB $JS.API.STREAM.CREATE.S _R.0 %d\r\n%s\r\n' % (len(body), body))
+        assert 'error' not in json.loads(r.msgs(1)[0].data)
+        r.send(b'PUB s.\xff _R.1 1\r\nx\r\n')
+        assert json.loads(r.msgs(1)[0].data) == {'stream': 'S', 'seq': 1}
+        r.close()
+        port = s.port
+        s.proc.send_signal(signal.SIGTERM)
+        s.proc.wait(15)                                    # (TimeoutExpired: it did not stop)
+        s.start(port)
+        r = Raw(s.port)
+        r.send(b'SUB _R.> 1\r\nPUB $JS.API.STREAM.MSG.GET.S _R.2 9\r\n{"seq":1}\r\n')
+        m = json.loads(r.msgs(1)[0].data)['message']
+        r.close()
+        assert (m['subject'], m['seq'], m['data']) == ('s.\ufffd', 1, 'eA==')
+    finally: s.stop()

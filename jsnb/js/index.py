@@ -258,7 +258,8 @@ def saved(self: Index) -> dict[str, np.ndarray]:
     k = len(self.names)
     return {**{name: getattr(self, name)[:self.n] for name, _ in _COLS},
             'scalars': np.array([getattr(self, a) for a in _SCALARS], np.int64),
-            'names': np.frombuffer('\n'.join(self.names).encode(), np.uint8),        # (a subject holds no line end)
+            'names': np.frombuffer('\n'.join(self.names).encode('utf-8', 'surrogateescape'), np.uint8),   # (a subject holds no
+                                                                                  # line end; one not UTF-8 keeps its bytes)
             'subjects': np.stack([self.s_count[:k], self.s_first[:k], self.s_last[:k]]),
             'ttl_heap': np.array(self.ttl_heap, np.int64).reshape(-1, 2)}
 
@@ -273,7 +274,7 @@ def restored(d) -> Index:
         getattr(ix, name)[:n] = d[name]
     for a, v in zip(_SCALARS, sc): setattr(ix, a, v)
     k = subj.shape[1]
-    ix.names = bytes(d['names']).decode().split('\n') if k else []
+    ix.names = bytes(d['names']).decode('utf-8', 'surrogateescape').split('\n') if k else []
     if subj.shape[0] != 3 or len(ix.names) != k: raise ValueError('saved subjects do not match their counters')
     ix.ids = {s: i for i, s in enumerate(ix.names)}
     ix.s_count, ix.s_first, ix.s_last = (np.concatenate([a, np.zeros(max(64, k) - k, np.int64)]) for a in subj)
