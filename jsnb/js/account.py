@@ -303,10 +303,13 @@ def stop(self: Account):
     "Write every consumer's state and close every store; when the server shuts down, waiting pull requests hear so first."
     going = self.host.core.shutting_down
     for s in self.streams.values():
-        for c in s.consumers.values():
-            if going and (c.cfg.get('num_replicas') or 0) <= 1: self.host.send(c.server_shutdown())   # (as asked: see above)
-            self.persist(c)
-        s.stop(); s.store.stop()
+        try:
+            for c in s.consumers.values():
+                if going and (c.cfg.get('num_replicas') or 0) <= 1: self.host.send(c.server_shutdown())   # (as asked: see above)
+                self.persist(c)
+            s.stop(); s.store.stop()
+        except Exception as e:                    # one stream that fails to close leaves the others to close (and the server to stop)
+            log.error("Error stopping stream '%s > %s': %s", self.name, s.name, e)
 
 # %% ../../nbs/2_js/13_account.ipynb #7e7a3993
 @patch
