@@ -20,8 +20,8 @@ from .nats.reload import ReloadError, config_digest, reload
 from .app import Server
 
 # %% auto #0
-__all__ = ['GC_YOUNG', 'options', 'setup_logging', 'reopen_log', 'on_signal', 'tune_gc', 'exit_at_once', 'main', 'usage',
-           'jsnb_main', 'cluster_commands', 'cluster_ports', 'cluster_main']
+__all__ = ['GC_YOUNG', 'options', 'setup_logging', 'reopen_log', 'ending', 'on_signal', 'tune_gc', 'exit_at_once', 'main',
+           'usage', 'jsnb_main', 'cluster_commands', 'cluster_ports', 'cluster_main']
 
 # %% ../nbs/5_app/01_cli.ipynb #75916e9e
 class _FlagError(ValueError):
@@ -160,11 +160,19 @@ def reopen_log(opts: ServerOptions):
         if isinstance(h, logging.FileHandler): h.close()     # the next record opens the file afresh
     log.info('File log re-opened')
 
+async def ending(how, exit=None):
+    """Run `how()` (the server's stop, or lame duck mode); if it fails, log why and end the process with status 1: a stop
+    that raised would never say it stopped, and the process would wait for it for good."""
+    try: await how()
+    except Exception as e:
+        log.error('Error while shutting down: %s: %s', type(e).__name__, e)
+        (exit or exit_at_once)(1)
+
 def on_signal(server: Server, sig: int):
     "What a signal does to a running server."
     log.info('Trapped "%s" signal', _SIGNALS[sig])
-    if sig == signal.SIGINT or (sig == signal.SIGTERM and not server.ldm): asyncio.ensure_future(server.stop())
-    elif sig == signal.SIGUSR2: asyncio.ensure_future(server.lame_duck())
+    if sig == signal.SIGINT or (sig == signal.SIGTERM and not server.ldm): asyncio.ensure_future(ending(server.stop))
+    elif sig == signal.SIGUSR2: asyncio.ensure_future(ending(server.lame_duck))
     elif sig == signal.SIGUSR1: reopen_log(server.opts)
     elif sig == signal.SIGHUP:
         try: reload(server)                    # jsnb.nats.reload: all of the file's changes, or none
