@@ -160,19 +160,23 @@ def reopen_log(opts: ServerOptions):
         if isinstance(h, logging.FileHandler): h.close()     # the next record opens the file afresh
     log.info('File log re-opened')
 
-async def ending(how, exit=None):
-    """Run `how()` (the server's stop, or lame duck mode); if it fails, log why and end the process with status 1: a stop
-    that raised would never say it stopped, and the process would wait for it for good."""
+async def ending(how, exit=None, then=None):
+    """Run `how()` (the server's stop, or lame duck mode); if it fails, log why, run `then()` (lame duck's fallback: the
+    plain stop, so stores still close), and end the process with status 1: a stop that raised would never say it
+    stopped, and the process would wait for it for good."""
     try: await how()
     except Exception as e:
-        log.error('Error while shutting down: %s: %s', type(e).__name__, e)
+        log.error('Error while shutting down: %s: %s', type(e).__name__, e, exc_info=True)
+        if then is not None:
+            try: await then()
+            except Exception as e: log.error('Error while shutting down: %s: %s', type(e).__name__, e, exc_info=True)
         (exit or exit_at_once)(1)
 
 def on_signal(server: Server, sig: int):
     "What a signal does to a running server."
     log.info('Trapped "%s" signal', _SIGNALS[sig])
     if sig == signal.SIGINT or (sig == signal.SIGTERM and not server.ldm): asyncio.ensure_future(ending(server.stop))
-    elif sig == signal.SIGUSR2: asyncio.ensure_future(ending(server.lame_duck))
+    elif sig == signal.SIGUSR2: asyncio.ensure_future(ending(server.lame_duck, then=server.stop))
     elif sig == signal.SIGUSR1: reopen_log(server.opts)
     elif sig == signal.SIGHUP:
         try: reload(server)                    # jsnb.nats.reload: all of the file's changes, or none

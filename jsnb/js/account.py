@@ -302,14 +302,16 @@ def restore(self: Account):
 def stop(self: Account):
     "Write every consumer's state and close every store; when the server shuts down, waiting pull requests hear so first."
     going = self.host.core.shutting_down
+    def guarded(what: str, fn):                   # a step that fails leaves the others to run (and the server to stop)
+        try: fn()
+        except Exception as e: log.error("Error stopping %s: %s: %s", what, type(e).__name__, e, exc_info=True)
     for s in self.streams.values():
-        try:
-            for c in s.consumers.values():
-                if going and (c.cfg.get('num_replicas') or 0) <= 1: self.host.send(c.server_shutdown())   # (as asked: see above)
-                self.persist(c)
-            s.stop(); s.store.stop()
-        except Exception as e:                    # one stream that fails to close leaves the others to close (and the server to stop)
-            log.error("Error stopping stream '%s > %s': %s", self.name, s.name, e)
+        for c in s.consumers.values():
+            who = f"consumer '{self.name} > {s.name} > {c.name}'"
+            if going and (c.cfg.get('num_replicas') or 0) <= 1: guarded(who, lambda: self.host.send(c.server_shutdown()))   # (as asked: see above)
+            guarded(who, lambda: self.persist(c))
+        guarded(f"stream '{self.name} > {s.name}'", s.stop)
+        guarded(f"stream '{self.name} > {s.name}'", s.store.stop)
 
 # %% ../../nbs/2_js/13_account.ipynb #7e7a3993
 @patch

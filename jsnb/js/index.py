@@ -308,7 +308,7 @@ def want(self: Index, f: str | tuple[str, ...]):
     if not f or f == '>': return None
     if '*' not in f and '>' not in f: return self.ids.get(f, -1)    # one literal subject (a key-value get): no more to look at
     m = self._masks.get(f)
-    if m is None and not has_wildcard(f.encode()): return self.ids.get(f, -1)
+    if m is None and not has_wildcard(f.encode('utf-8', 'surrogateescape')): return self.ids.get(f, -1)
     if m is None or len(m) < len(self.names):
         old = m if m is not None else np.zeros(0, np.bool_)
         m = np.concatenate([old, np.array([subject_matches(s, f) for s in self.names[len(old):]], np.bool_)])

@@ -36,13 +36,13 @@ def has_wildcard(s: bytes) -> bool:
 # %% ../../nbs/1_nats/01_subjects.ipynb #55f52c33
 def valid_subject_str(s: str) -> bool:
     "`valid_subject` for a `str`."
-    return valid_subject(s.encode())
+    return valid_subject(s.encode('utf-8', 'surrogateescape'))
 
 # %% ../../nbs/1_nats/01_subjects.ipynb #d1c2f5c9
 def subject_matches(subject: str | bytes, pattern: str | bytes) -> bool:
     "Whether literal `subject` is matched by the (possibly wildcard) `pattern`."
-    if isinstance(subject, str): subject = subject.encode()
-    if isinstance(pattern, str): pattern = pattern.encode()
+    if isinstance(subject, str): subject = subject.encode('utf-8', 'surrogateescape')   # (a subject that is not UTF-8:
+    if isinstance(pattern, str): pattern = pattern.encode('utf-8', 'surrogateescape')   #  its own bytes, as `text` made it)
     st, pt = subject.split(b'.'), pattern.split(b'.')
     for i, p in enumerate(pt):
         if p == b'>': return len(st) > i
