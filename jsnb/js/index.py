@@ -8,6 +8,7 @@ import heapq
 import numpy as np
 from fastcore.basics import patch
 from ..nats.subjects import subject_matches, has_wildcard, SubjectTree
+from ..nats.protocol import text, wire
 from .kernels import next_row, prev_row, count_rows, select_rows, last_rows, expired_rows
 
 # %% auto #0
@@ -258,8 +259,7 @@ def saved(self: Index) -> dict[str, np.ndarray]:
     k = len(self.names)
     return {**{name: getattr(self, name)[:self.n] for name, _ in _COLS},
             'scalars': np.array([getattr(self, a) for a in _SCALARS], np.int64),
-            'names': np.frombuffer('\n'.join(self.names).encode('utf-8', 'surrogateescape'), np.uint8),   # (a subject holds no
-                                                                                  # line end; one not UTF-8 keeps its bytes)
+            'names': np.frombuffer(wire('\n'.join(self.names)), np.uint8),   # (a subject holds no line end; one not UTF-8 keeps its bytes)
             'subjects': np.stack([self.s_count[:k], self.s_first[:k], self.s_last[:k]]),
             'ttl_heap': np.array(self.ttl_heap, np.int64).reshape(-1, 2)}
 
@@ -274,7 +274,7 @@ def restored(d) -> Index:
         getattr(ix, name)[:n] = d[name]
     for a, v in zip(_SCALARS, sc): setattr(ix, a, v)
     k = subj.shape[1]
-    ix.names = bytes(d['names']).decode('utf-8', 'surrogateescape').split('\n') if k else []
+    ix.names = text(bytes(d['names'])).split('\n') if k else []
     if subj.shape[0] != 3 or len(ix.names) != k: raise ValueError('saved subjects do not match their counters')
     ix.ids = {s: i for i, s in enumerate(ix.names)}
     ix.s_count, ix.s_first, ix.s_last = (np.concatenate([a, np.zeros(max(64, k) - k, np.int64)]) for a in subj)
@@ -308,7 +308,7 @@ def want(self: Index, f: str | tuple[str, ...]):
     if not f or f == '>': return None
     if '*' not in f and '>' not in f: return self.ids.get(f, -1)    # one literal subject (a key-value get): no more to look at
     m = self._masks.get(f)
-    if m is None and not has_wildcard(f.encode('utf-8', 'surrogateescape')): return self.ids.get(f, -1)
+    if m is None and not has_wildcard(wire(f)): return self.ids.get(f, -1)
     if m is None or len(m) < len(self.names):
         old = m if m is not None else np.zeros(0, np.bool_)
         m = np.concatenate([old, np.array([subject_matches(s, f) for s in self.names[len(old):]], np.bool_)])

@@ -232,7 +232,7 @@ def store_at(self: MsgStore, msgs: list) -> list:
     a `StoreError` stops it. In one `store_batch` where the limits allow it (`runs_alike`) and none has a TTL."""
     if len(msgs) > 1 and runs_alike(self.limits) and not any(m[4] for m in msgs):
         times = np.fromiter((m[3] for m in msgs), np.int64, len(msgs))
-        first, _ = self.store_batch([m[0].encode('utf-8', 'surrogateescape') for m in msgs], [bytes(m[2] or b'') for m in msgs],
+        first, _ = self.store_batch([wire(m[0]) for m in msgs], [bytes(m[2] or b'') for m in msgs],
                                     [bytes(m[1] or b'') for m in msgs], times)
         return list(zip(range(first, first + len(msgs)), times.tolist()))
     self._check()

@@ -5,6 +5,7 @@
 # %% ../../nbs/1_nats/01_subjects.ipynb #3deb8988
 from __future__ import annotations
 import random, re
+from .protocol import wire
 
 # %% auto #0
 __all__ = ['valid_subject', 'valid_literal_subject', 'has_wildcard', 'valid_subject_str', 'subject_matches', 'Subscription',
@@ -36,13 +37,13 @@ def has_wildcard(s: bytes) -> bool:
 # %% ../../nbs/1_nats/01_subjects.ipynb #55f52c33
 def valid_subject_str(s: str) -> bool:
     "`valid_subject` for a `str`."
-    return valid_subject(s.encode('utf-8', 'surrogateescape'))
+    return valid_subject(wire(s))
 
 # %% ../../nbs/1_nats/01_subjects.ipynb #d1c2f5c9
 def subject_matches(subject: str | bytes, pattern: str | bytes) -> bool:
     "Whether literal `subject` is matched by the (possibly wildcard) `pattern`."
-    if isinstance(subject, str): subject = subject.encode('utf-8', 'surrogateescape')   # (a subject that is not UTF-8:
-    if isinstance(pattern, str): pattern = pattern.encode('utf-8', 'surrogateescape')   #  its own bytes, as `text` made it)
+    if isinstance(subject, str): subject = wire(subject)     # (a subject that is not UTF-8: its own bytes, as `text` made it)
+    if isinstance(pattern, str): pattern = wire(pattern)
     st, pt = subject.split(b'.'), pattern.split(b'.')
     for i, p in enumerate(pt):
         if p == b'>': return len(st) > i
