@@ -5,7 +5,10 @@
 # %% ../../nbs/0_tutorials/00_jetstream_in_a_notebook.ipynb #5d9ce092
 from __future__ import annotations
 import secrets
-import pandas as pd
+try: import pandas as pd
+except ModuleNotFoundError as e:                  # pandas comes with the "analysis" extra, not with jsnb itself: say so
+    from jsnb import _extra_hint
+    raise ModuleNotFoundError(_extra_hint(e, 'jsnb.clients.frames'), name=e.name) from None
 
 # %% auto #0
 __all__ = ['messages_frame', 'stream_frame']
