@@ -82,6 +82,36 @@ async def test_interleaved_batches_and_inflight_limit(start_server):
     assert res['jsnb'] == res['nats-server'], res
 
 
+async def one_write(s):
+    """Plain publishes and three batches' messages in one write (so one read of the server's): each answer, in order, and
+    what the stream holds. The batch messages between two plain ones are taken together; a plain one ends the group."""
+    nc = await nats.connect(s.url); js = nc.jetstream()
+    await js.add_stream(name='W', subjects=['w.>'], allow_atomic=True)
+    answers = await nc.subscribe('ans.>')
+    B, S, C = 'Nats-Batch-Id', 'Nats-Batch-Sequence', 'Nats-Batch-Commit'
+    sends = [('w.p1', {}), ('w.a', {B: 'x', S: '1'}), ('w.b', {B: 'x', S: '2'}), ('w.p2', {}), ('w.c', {B: 'x', S: '3', C: '1'}),
+             ('w.d', {B: 'y', S: '1'}), ('w.e', {B: 'y', S: '3', C: '1'}),           # a gap: the batch is refused
+             ('w.p3', {'Nats-Msg-Id': 'm'}), ('w.f', {B: 'z', S: '1'}), ('w.g', {B: 'z', S: '2', C: 'eob'}),
+             ('w.h', {B: 'z', S: '1'}), ('w.p3', {'Nats-Msg-Id': 'm'}), ('w.end', {})]
+    for i, (subject, h) in enumerate(sends): await nc.publish(subject, b'%d' % i, reply=f'ans.{i}', headers=h or None)
+    await nc.flush()
+    out = []
+    while not out or out[-1][0] != f'ans.{len(sends) - 1}':
+        m = await answers.next_msg(timeout=5)
+        out.append((m.subject, json.loads(m.data) if m.data else ''))
+    psub = await js.pull_subscribe('w.>', durable='R')
+    out += [(m.subject, m.data, m.metadata.sequence.stream, dict(m.headers or {})) for m in await psub.fetch(20, timeout=2)]
+    st = (await js.stream_info('W')).state
+    out.append((st.messages, st.first_seq, st.last_seq))
+    await nc.close()
+    return out
+
+
+async def test_batch_messages_among_plain_ones_in_one_read(start_server):
+    res = {k: await one_write(start_server(k, '-js')) for k in ('nats-server', 'jsnb')}
+    assert res['jsnb'] == res['nats-server'], res
+
+
 async def test_abandoned_after_idle(start_server):
     "A batch that stops growing is abandoned after 10 s, with the advisory (loose timing)."
     seen = {}

@@ -365,8 +365,9 @@ def _bulk_ok(self: Stream) -> bool:
 def on_many(self: Stream, ops, src):
     """Messages of one client's read for the stream (`(subject, reply, hdr_len, data)`: one, or a run that goes nowhere
     else): plain ones wait in an inbox for `ingest` at the end of the read (header-less fast-ingest ones in their own,
-    each kind flushing the other first), the rest go to `ingest` one by one in their place; one the inboxes have no
-    room for is refused; a publisher closed on the way (an ack it could not take) stops them, as it stops a read."""
+    each kind flushing the other first), consecutive messages of atomic batches go to `ingest` together, the rest one
+    by one in their place; one the inboxes have no room for is refused; a publisher closed on the way (an ack it could
+    not take) stops them, as it stops a read."""
     client = isinstance(src, ClientConn)
     bulk = self.bulk and client
     batched = bulk and self.cfg.get('allow_batched')
@@ -378,25 +379,32 @@ def on_many(self: Stream, ops, src):
         if not self._fast_inbox: self.host.defer(self._flush_fast)
         self._fast_inbox.append(ops); self._q_msgs += ops.count; self._q_bytes += size
         return True
+    staged = []                                       # consecutive atomic batch messages (with only the batch's headers)
     for op in ops:
-        if client and src.closing: return
         reply, hdr = op[1], op[2]
+        m = batch.batch_only(op[3], 0, hdr) if bulk and hdr and not reply.endswith(b'.$FI') else None
+        if staged and m is None: self.ingest(staged, CLIENT, src); staged = []
+        if client and src.closing: return
         size = len(op[0]) + len(reply) + len(op[3])
-        if (why := self._full(1, size, nmax, bmax)): self._refuse(reply, why); continue
+        if (why := self._full(1, size, nmax, bmax)):
+            if staged: self.ingest(staged, CLIENT, src); staged = []
+            self._refuse(reply, why); continue
         if bulk:
             if reply.endswith(b'.$FI'):
                 if not hdr and batched:
                     if self._inbox: self._flush()
                     if not self._fast_inbox: self.host.defer(self._flush_fast)
                     self._fast_inbox.append((op[0], reply, op[3])); self._q_msgs += 1; self._q_bytes += size; continue
-            elif hdr and (m := batch.batch_only(op[3], 0, hdr)) is not None:   # an atomic batch's message with only its headers
-                self.host.flush_deferred(); self.ingest([op + (m,)], CLIENT, src); continue
+            elif m is not None:                      # an atomic batch's message with only its headers: staged together
+                if not staged: self.host.flush_deferred()
+                staged.append(op + (m,)); continue
             elif not hdr or (ids := P.simple_headers(op[3], hdr)) is not None:
                 if self._fast_inbox: self._flush_fast()
                 if not self._inbox: self.host.defer(self._flush); self._inbox_src = src
                 self._inbox.append(op + (ids if hdr else None,)); self._q_msgs += 1; self._q_bytes += size; continue
         self.host.flush_deferred()                   # keep the order of arrival
         self.ingest([op], CLIENT, src if client else None)
+    if staged: self.ingest(staged, CLIENT, src)
 
 Stream.on_many.takes_runs = True                    # the core may hand it a `Counted` run (see `Router.execute_counted`)
 
@@ -441,7 +449,7 @@ def _refuse(self: Stream, reply: bytes, why: str):
 @patch
 def _run_end(self: Stream, msgs: list, i: int) -> tuple[int, list | None]:
     "Where the run of plain messages that starts at `i` ends (`i` itself when there is none), and their ids and stream names."
-    if len(msgs) - i < 2 or not self.bulk or self.host.storage_limit(self.cfg.get('storage', 'file')) >= 0: return i, None
+    if len(msgs) - i < 2 or not self.bulk: return i, None
     j, n, ids = i, len(msgs), []
     while j < n:
         m = msgs[j]
@@ -449,6 +457,7 @@ def _run_end(self: Stream, msgs: list, i: int) -> tuple[int, list | None]:
         found = (m[4] if len(m) > 4 else P.simple_headers(m[3], m[2])) if m[2] else None
         if m[2] and type(found) is not tuple: break
         ids.append(found); j += 1
+    if j - i < 2 or self.host.storage_limit(self.cfg.get('storage', 'file')) >= 0: return i, None   # (asked last: it costs most)
     return j, ids
 
 # %% ../../nbs/2_js/06_stream.ipynb #9d6e2f35
