@@ -203,6 +203,7 @@ class ClientConn:
         self.protocol = 0
         self.options: dict = {}                    # CONNECT's fields so far (a second CONNECT changes only what it names)
         self.pings_out = 0
+        self.pinged = False                        # this read held a PING (the I/O layer writes its PONG with the turn's other output)
         self.rtt = 0.0
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes_total = 0
         self.start = self.last_activity = time.time()
@@ -394,7 +395,7 @@ def _connect(self: ClientConn, raw: bytes):
 # %% ../../nbs/1_nats/03_core.ipynb #d1794904
 @patch
 def _ping(self: ClientConn):
-    self.send(PONG_B)
+    self.send(PONG_B); self.pinged = True
     if self.connected and not self.first_pong:
         self.first_pong = True
         if self.protocol >= 1: self.core.send_connect_info(self)

@@ -94,7 +94,8 @@ class _ClientProtocol(asyncio.Protocol):
         data = bytes(data)
         if self.server.trace: self.server._trace(self.conn, data)
         self.conn.receive(data)
-        if self.server.core.dirty: self.server._flush()     # replies leave with the read that caused them
+        if self.conn.pinged: self.conn.pinged = False       # (written at the end of the turn: see "Writing out")
+        elif self.server.core.dirty: self.server._flush()   # replies leave with the read that caused them
         self.budget -= spend
 
     def connection_lost(self, exc):
