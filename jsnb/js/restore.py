@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging, os, shutil, time
 import orjson
 from fastcore.basics import patch
-from ..nats.protocol import get_header
+from ..nats.protocol import get_header, text
 from ..nats.times import rfc3339
 from .errors import (JSApiError, JSBadRequestErr, JSMemoryResourcesExceededErr, JSStorageResourcesExceededErr,
                            JSStreamMismatchErr, JSStreamNameContainsPathSeparatorsErr, JSStreamNameExistRestoreFailedErr,
@@ -60,6 +60,7 @@ class Restore:
         self._held: list = []                               # chunks that wait for the kernels
         self.big, self.opened = big, time.monotonic()       # a large backup: worth waiting (a little) for the kernels
         self.lseq = self.used0 = self.stored = self._ncons = 0
+        self.limit = -1                                     # the account's storage limit for the stream's kind (from `_begin`)
         self.staging = ''                                   # where a file stream is restored before it goes live
         advise(acct.host, f'$JS.EVENT.ADVISORY.STREAM.RESTORE_CREATE.{self.name}', 'io.nats.jetstream.advisory.v1.restore_create',
                stream=self.name, client=client_info(src, acct.host.server_name, '$G'))
@@ -173,7 +174,7 @@ def _begin(self: Restore, st: dict):
     if self.name in acct.streams: raise JSStreamNameExistRestoreFailedErr()
     self.state, self._ncons = st, st['consumer_count']
     mem = cfg['storage'] == 'memory'
-    limit = acct.storage_limit(cfg['storage'])
+    limit = self.limit = acct.storage_limit(cfg['storage'])
     full = JSMemoryResourcesExceededErr if mem else JSStorageResourcesExceededErr
     if st['bytes'] >= 1 << 63: raise full()
     if limit >= 0:
@@ -261,23 +262,22 @@ def _message(self: Restore, subject: bytes, ts: int, seq: int, hdr: bytes, data:
         self._flush()
         for _ in range(seq - self.lseq - 1): store.skip_msg()
     self.lseq = seq
-    try: keep = ttl.restored(cfg, hdr, ts, time.time_ns())
+    try: keep = ttl.restored(cfg, hdr, ts, time.time_ns()) if hdr else 0      # (no header, no TTL)
     except ValueError: raise SnapshotError('failed to parse message TTL: invalid per-message TTL') from None
     if keep is None:                                                       # expired while it was away: keep only its sequence
         self._flush(); store.skip_msg(); return
-    size = store.msg_size(subject.decode('utf-8', 'surrogateescape'), hdr, data)
-    limit = self.acct.storage_limit(cfg['storage'])
-    self.stored += size
-    if limit >= 0 and self.used0 + max(self.state['bytes'], self.stored) > limit:
+    subject = text(subject)
+    self.stored += store.msg_size(subject, hdr, data)
+    if self.limit >= 0 and self.used0 + max(self.state['bytes'], self.stored) > self.limit:
         raise (JSMemoryResourcesExceededErr if cfg['storage'] == 'memory' else JSStorageResourcesExceededErr)()
-    self._batch.append((subject.decode('utf-8', 'surrogateescape'), hdr, data, ts, keep, seq))
+    self._batch.append((subject, hdr, data, ts, keep, seq))
 
 @patch
 def _flush(self: Restore):
     "Store the messages read so far, with one commit (the store's own path for a read's worth of messages)."
     batch, self._batch = self._batch, []
     if not batch: return
-    for (got, _), m in zip(self.store.store_at([m[:5] for m in batch]), batch):
+    for (got, _), m in zip(self.store.store_at(batch), batch):
         if got != m[5]: raise SnapshotError(f'failed to store message sequence {m[5]}: stored at {got}')
 
 @patch

@@ -228,15 +228,16 @@ def store_msgs(self: MsgStore, msgs: list) -> list:
 
 @patch
 def store_at(self: MsgStore, msgs: list) -> list:
-    """Store `(subject, hdr, data, ts, ttl)` tuples, each at its own time, with one commit (a restore's); their `(seq, ts)`;
-    a `StoreError` stops it. In one `store_batch` where the limits allow it (`runs_alike`) and none has a TTL."""
+    """Store `(subject, hdr, data, ts, ttl, ...)` tuples (what follows `ttl` is the caller's), each at its own time, with
+    one commit (a restore's); their `(seq, ts)`; a `StoreError` stops it. In one `store_batch` where the limits allow it
+    (`runs_alike`) and none has a TTL."""
     if len(msgs) > 1 and runs_alike(self.limits) and not any(m[4] for m in msgs):
         times = np.fromiter((m[3] for m in msgs), np.int64, len(msgs))
         first, _ = self.store_batch([wire(m[0]) for m in msgs], [bytes(m[2] or b'') for m in msgs],
                                     [bytes(m[1] or b'') for m in msgs], times)
         return list(zip(range(first, first + len(msgs)), times.tolist()))
     self._check()
-    try: return [self._store(*m) for m in msgs]
+    try: return [self._store(m[0], m[1], m[2], m[3], m[4]) for m in msgs]
     finally: self._finish()
 
 @patch
