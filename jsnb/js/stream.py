@@ -387,7 +387,9 @@ def on_many(self: Stream, ops, src):
         if client and src.closing: return
         size = len(op[0]) + len(reply) + len(op[3])
         if (why := self._full(1, size, nmax, bmax)):
-            if staged: self.ingest(staged, CLIENT, src); staged = []
+            if staged:
+                self.ingest(staged, CLIENT, src); staged = []
+                if client and src.closing: return
             self._refuse(reply, why); continue
         if bulk:
             if reply.endswith(b'.$FI'):
@@ -449,7 +451,7 @@ def _refuse(self: Stream, reply: bytes, why: str):
 @patch
 def _run_end(self: Stream, msgs: list, i: int) -> tuple[int, list | None]:
     "Where the run of plain messages that starts at `i` ends (`i` itself when there is none), and their ids and stream names."
-    if len(msgs) - i < 2 or not self.bulk: return i, None
+    if len(msgs) - i < 2 or not self.bulk or self.host.storage_limit(self.cfg.get('storage', 'file')) >= 0: return i, None
     j, n, ids = i, len(msgs), []
     while j < n:
         m = msgs[j]
@@ -457,7 +459,6 @@ def _run_end(self: Stream, msgs: list, i: int) -> tuple[int, list | None]:
         found = (m[4] if len(m) > 4 else P.simple_headers(m[3], m[2])) if m[2] else None
         if m[2] and type(found) is not tuple: break
         ids.append(found); j += 1
-    if j - i < 2 or self.host.storage_limit(self.cfg.get('storage', 'file')) >= 0: return i, None   # (asked last: it costs most)
     return j, ids
 
 # %% ../../nbs/2_js/06_stream.ipynb #9d6e2f35
