@@ -262,7 +262,7 @@ def _message(self: Restore, subject: bytes, ts: int, seq: int, hdr: bytes, data:
         self._flush()
         for _ in range(seq - self.lseq - 1): store.skip_msg()
     self.lseq = seq
-    try: keep = ttl.restored(cfg, hdr, ts, time.time_ns()) if hdr else 0      # (no header, no TTL)
+    try: keep = ttl.restored(cfg, hdr, ts, time.time_ns())
     except ValueError: raise SnapshotError('failed to parse message TTL: invalid per-message TTL') from None
     if keep is None:                                                       # expired while it was away: keep only its sequence
         self._flush(); store.skip_msg(); return

@@ -382,15 +382,12 @@ def on_many(self: Stream, ops, src):
     staged = []                                       # consecutive atomic batch messages (with only the batch's headers)
     for op in ops:
         reply, hdr = op[1], op[2]
-        m = batch.batch_only(op[3], 0, hdr) if bulk and hdr and not reply.endswith(b'.$FI') else None
-        if staged and m is None: self.ingest(staged, CLIENT, src); staged = []
-        if client and src.closing: return
         size = len(op[0]) + len(reply) + len(op[3])
-        if (why := self._full(1, size, nmax, bmax)):
-            if staged:
-                self.ingest(staged, CLIENT, src); staged = []
-                if client and src.closing: return
-            self._refuse(reply, why); continue
+        why = self._full(1, size, nmax, bmax)
+        m = batch.batch_only(op[3], 0, hdr) if bulk and hdr and not why and not reply.endswith(b'.$FI') else None
+        if staged and m is None: self.ingest(staged, CLIENT, src); staged = []    # anything else ends the group first
+        if client and src.closing: return
+        if why: self._refuse(reply, why); continue
         if bulk:
             if reply.endswith(b'.$FI'):
                 if not hdr and batched:

@@ -57,7 +57,8 @@ def stored_ttl(cfg: dict, hdr: bytes) -> tuple[int, bytes]:
 # %% ../../nbs/2_js/09_ttl.ipynb #7a2d3e94
 def restored(cfg: dict, hdr: bytes, ts: int, now: int) -> int | None:
     "The TTL (ns; -1 never, 0 none) a message stored at `ts` is restored with at `now`, or None when it expired; `ValueError` for an invalid one."
-    t = get_header(hdr, H.TTL) if hdr else None
+    if not hdr: return 0                                       # no header, no TTL
+    t = get_header(hdr, H.TTL)
     ttl = parse_ttl(t) if t is not None else 0
     if ttl > 0 and now > ts + ttl * NS: return None
     if not cfg.get('allow_msg_ttl'): return 0
