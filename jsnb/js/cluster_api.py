@@ -9,6 +9,7 @@ import orjson
 from fastcore.basics import patch
 from ..nats.protocol import text
 from ..nats.times import rfc3339
+from ..nats.routing import ROUTER
 from .errors import (JSApiError, JSClusterNotAvailErr, JSClusterNoPeersErrF, JSStreamNotFoundErr, JSConsumerNotFoundErr,
                             JSStreamSubjectOverlapErr, JSPeerRemapErr, JSClusterPeerNotMemberErr, JSBadRequestErr, JSInvalidJSONErr,
                             JSClusterServerNotMemberErr, JSClusterServerMemberChangeInflightErr, JSRaftGeneralErrF)
@@ -69,6 +70,16 @@ def refuse(self: ClusterApi, reply: bytes, rtype: str, err: JSApiError, extra: d
     if answer is None: self.js.account.api_total += 1; self.js.account.api_errors += 1
     if reply: (answer or self.js.account.host.reply)(reply, _error(rtype, err, **(extra or {})))
 
+# %% ../../nbs/2_js/20a_cluster_api.ipynb #2869de0d
+@patch
+def send_on(self: ClusterApi, to: str, subject: bytes, reply: bytes, hdr: int, data: bytes, hops: int, src) -> bool:
+    """Send a request on to server `to`, which answers it. A request from this server's own client (or leaf node) is
+    forwarded: the client's interest in `reply` went to `to` ahead of it, over the same route. One that came from
+    another server is relayed, its answer coming back here (`ClusteredJetStream.relay`): `to` hears of that interest
+    from the client's server over another route, which may bring it after the request."""
+    own = src is not None and getattr(src, 'kind', ROUTER) != ROUTER
+    return (self.js.forward if own else self.js.relay)(to, subject, reply, hdr, data, hops)
+
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #bebbd1eb
 @patch
 def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int, tries: int = 0):
@@ -88,7 +99,7 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
     if self.js.meta.raft is None: return again()        # the meta group not formed yet
     if verb in ('STREAM.NAMES', 'STREAM.LIST'):      # the meta leader has applied every assignment a client has heard of
         lead = self.js.meta.leader()
-        if lead and lead != self.js.core.server_name and not hops: return self.js.forward(lead, subject, reply, hdr, data)
+        if lead and lead != self.js.core.server_name and not hops: return self.send_on(lead, subject, reply, hdr, data, 1, src)
         return self._listing(verb, subject, reply, hdr, data, src)
     name = args[0] if args else ''
     a = self.js.meta.assignments.get(name)
@@ -97,14 +108,14 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         if verb == 'STREAM.RESTORE' and name: return self._restore(name, subject, reply, hdr, data, src)
         lead = self.js.meta.leader()
         if lead and lead != self.js.core.server_name and not hops:   # this server may not have applied the stream's assignment yet
-            return self.js.forward(lead, subject, reply, hdr, data)
+            return self.send_on(lead, subject, reply, hdr, data, 1, src)
         if verb in _STEPDOWNS or verb == 'STREAM.PEER.REMOVE': return self.refuse(reply, rtype, JSStreamNotFoundErr())
         if name in self.js.account.streams: return again()   # its store is here but its assignment is not yet (a restart, the
                                                           # meta log not replayed): not its answer
         return self.local_api(subject, reply, hdr, data, src)         # the account's own answer (not found, bad request)
     if verb == 'STREAM.PEER.REMOVE' and len(a['peers']) == 1 and a['peers'][0] not in self.js.peers_now().values():
         lead = self.js.meta.leader()                    # the only server of the stream is gone: the meta leader moves it
-        if lead and lead != self.js.core.server_name and hops < 2: return self.js.forward(lead, subject, reply, hdr, data, hops + 1)
+        if lead and lead != self.js.core.server_name and hops < 2: return self.send_on(lead, subject, reply, hdr, data, hops + 1, src)
         return self._peer_remove(name, None, reply, hdr, data)
     if verb.startswith('CONSUMER.') and cluster_placed.serve(self.js, verb, name, args, subject, reply, hdr, data, src, hops, rtype, extra): return   # (its own server)
     to = self.js.leader_of(name)
@@ -114,7 +125,7 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         if hops >= 2:                                # leadership is moving: no ping-pong (asked by another server's
             quiet = self.js.account.host.reply if self.js.captured(reply) else None   # `ask_each`: not counted as this account's error)
             return self.refuse(reply, rtype, JSClusterNotAvailErr(), extra, answer=quiet)
-        return self.js.forward(to, subject, reply, hdr, data, hops + 1)
+        return self.send_on(to, subject, reply, hdr, data, hops + 1, src)
     g = self.js.groups.get(name)
     if verb in ('STREAM.LEADER.STEPDOWN', 'CONSUMER.LEADER.STEPDOWN'):
         return self._stepdown_request(verb, name, args, g, reply, rtype, data[hdr:] if hdr else data)
@@ -313,9 +324,9 @@ def meta_stepdown(self: ClusterApi, done=None) -> bool:
 @patch
 def on_forwarded(self: ClusterApi, server: str, frame: bytes):
     "A request server `server` sent here because this server answers for its stream (over the peer channel: see `forward`)."
-    try: hops, inner, reply, hdr, data, aid = msgpack.unpackb(frame)
+    try: hops, inner, reply, hdr, data, aid, *relayed = msgpack.unpackb(frame)
     except Exception: return log.warning('JetStream: a request from %s refused: not one', server)
-    if aid: reply = self.js.capture(server, aid)      # its answer goes back to the asking server
+    if aid: reply = self.js.capture(server, aid, bool(relayed and relayed[0]))   # its answer goes back to the asking server
     for prefix, local, i in self.js.wire:
         if inner.startswith(prefix): return self.js.wire_msg(local, i, inner, reply, hdr, data, None, hops)
     self._serve(inner, reply, hdr, data, None, hops)
@@ -558,7 +569,7 @@ def _account_info(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data
     lead = self.js.meta.leader()
     if self.js.meta.raft is None or not lead or (hops and lead != self.js.core.server_name):
         return self.refuse(reply, 'account_info_response', JSClusterNotAvailErr())
-    if lead != self.js.core.server_name: return self.js.forward(lead, subject, reply, hdr, data)
+    if lead != self.js.core.server_name: return self.send_on(lead, subject, reply, hdr, data, 1, src)
     others = sorted({n for n in self.js.meta.members.values() if n != self.js.core.server_name})
     got, core = [], self.js.core
     def finish():
