@@ -2,7 +2,8 @@
 servers, an R3 stream placed on three of them by tag, and the client on the fourth. Every link between two servers
 goes through a proxy on loopback, and the link between the client's server and the stream's leader is slowed, so
 that the leader hears of the client's new reply subject late. A request that reaches the leader by another way
-(through a follower) must still be answered: the client asks once, on a new connection, as a command-line tool does."""
+(through a follower) must still be answered: the client asks once, on a new connection, as a command-line tool does;
+its pull request gets its message, and its acknowledgement is confirmed."""
 import asyncio, time
 import pytest
 import nats
@@ -36,6 +37,17 @@ async def _fresh_ask(url: str, subject: str) -> dict:
     finally: await nc.close()
 
 
+async def _fresh_fetch(url: str) -> bytes:
+    "The next message of the pull consumer D, fetched once on a connection made for it, acknowledged and confirmed."
+    nc = await nats.connect(url)
+    try:
+        psub = await nc.jetstream().pull_subscribe_bind('D', 'S')
+        msg, = await psub.fetch(1, timeout=5)
+        await msg.ack_sync(timeout=5)
+        return msg.data
+    finally: await nc.close()
+
+
 @pytest.mark.parametrize('kind', KINDS)
 async def test_request_from_a_server_without_the_stream_is_answered(kind):
     tags = {i: ['st'] for i in (1, 2, 3)}
@@ -47,7 +59,9 @@ async def test_request_from_a_server_without_the_stream_is_answered(kind):
             created = await _req(nc, '$JS.API.STREAM.CREATE.S', dict(name='S', subjects=['s.>'], num_replicas=3, storage='file',
                                                                    placement=dict(tags=['st'])), timeout=30)
             assert 'error' not in created, created
-            await nc.jetstream().add_consumer('S', durable_name='D')
+            js = nc.jetstream()
+            await js.add_consumer('S', durable_name='D', ack_policy='explicit')
+            for k in range(2): await js.publish('s.x', b'm%d' % k)
             leader, answered = await _leader(nc, 'S'), []
             # n0 sends a request for S to one server of the stream, always the same one (nats-server: to all of them);
             # after a stepdown the leader is another server, so one of the two rounds goes through a follower
@@ -60,6 +74,7 @@ async def test_request_from_a_server_without_the_stream_is_answered(kind):
                         assert 'error' not in r, (k, subject, r)
                         answered.append((k, subject))
                     assert (await _fresh_ask(c.url(0), '$JS.API.STREAM.INFO.S'))['cluster']['leader'] == leader
+                    assert await _fresh_fetch(c.url(0)) == b'm%d' % k           # a pull request and its acknowledgement
                 finally: _slow(c, 0, li, 0.0)
                 if k == 0:
                     r = await _req(nc, '$JS.API.STREAM.LEADER.STEPDOWN.S', timeout=10)

@@ -20,7 +20,7 @@ from .health import cluster_problems
 from .cluster_stream import StreamReplica
 from .cluster_meta import MetaGroup, RAFT_INFO, js_member, keyed, meta_entry, Assign, Addr, Update, Unassign, Scale, MetaSnapshot
 from . import consumer_api as C
-from .cluster_api import ClusterApi, LEADER_READ
+from .cluster_api import ClusterApi, LEADER_READ, HEAR_EVERY, HEAR_FOR
 from .cluster_replicas import Replication, REPLICA_META_APPLY, SYNC_CHANNEL
 from .cluster_advisories import Advisor
 from . import cluster_placed
@@ -270,14 +270,26 @@ def relay(self: ClusteredJetStream, server: str, subject: bytes, reply: bytes, h
     return False
 
 @patch
+def unheard(self: ClusteredJetStream, reply: bytes, src, tries: int) -> bool:
+    """Whether a request that another server sent here (`src` None: over the peer channel) should wait `HEAR_EVERY`
+    seconds, and ask again, before it is handled: no one here is known to take its reply subject yet, and it has not
+    waited `HEAR_FOR` seconds already. The client's server announces a new reply subject to each server over its route
+    to it; a request that came round another way (through a third server) can arrive first, and what is sent to its
+    reply subject then would be dropped. The answers of an API request come back the way it came instead (`relay`);
+    a pull request's messages, or a Direct Get's answer with its headers, are sent from the server that answers."""
+    return src is None and bool(reply) and tries * HEAR_EVERY < HEAR_FOR and not self.account.host.has_interest(text(reply))
+
+@patch
 def member_server(self: ClusteredJetStream) -> str:
     "While this server is outside a formed meta group (asking to join it), a server of the group, which its clients' JetStream requests go to ('' otherwise)."
     return '' if self.meta.raft is not None or (cl := self.core.cluster) is None else next((rc.remote_name for rc in cl.routes.values() if meta_of(rc, self.meta_key)), '')
 
 # %% ../../nbs/2_js/20_cluster.ipynb #fab6e402
 @patch
-def wire_msg(self: ClusteredJetStream, local, i: int, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int = 0):
-    "A consumer's wire subject (next, ack, flow control, reset): handled here, or sent to the server holding the stream (or the consumer, placed on one)."
+def wire_msg(self: ClusteredJetStream, local, i: int, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int = 0, tries: int = 0):
+    """A consumer's wire subject (next, ack, flow control, reset): handled here, or sent to the server holding the stream
+    (or the consumer, placed on one). One that another server sent here waits until this server knows of the client's
+    interest in its reply subject (`unheard`): a pull request's messages go there."""
     if not hops and (out := self.member_server()) and self.forward(out, subject, reply, hdr, data, hops=0): return   # (see `member_server`)
     toks = subject.split(b'.')
     name = text(toks[i]) if len(toks) > i else ''
@@ -286,6 +298,8 @@ def wire_msg(self: ClusteredJetStream, local, i: int, subject: bytes, reply: byt
     if to is None: to = self.leader_of(name)
     if not to and name not in self.meta.assignments and not hops: to = self.meta.leader()   # it may know the stream already
     if to and to != self.core.server_name and hops < 2: return self.forward(to, subject, reply, hdr, data, hops + 1)
+    if self.unheard(reply, src, tries):
+        return asyncio.get_running_loop().call_later(HEAR_EVERY, self.wire_msg, local, i, subject, reply, hdr, data, src, hops, tries + 1)
     if i == 2 and subject.startswith(b'$JS.ACK.') and (g := self.groups.get(name)) is not None:
         return self.replication.replicated_ack(g, name, subject, reply, hdr, data, src)
     local(subject, reply, hdr, data, src)

@@ -22,13 +22,14 @@ from . import stream_api as S
 import msgpack
 from .cluster_meta import misfit, peer_id, Assign, Update, Unassign, Grow, Move, RemoveServer
 from .cluster_raft import RaftGroup
+HEAR_EVERY, HEAR_FOR = 0.05, 2.0   # how often, and how long, a request from another server waits to hear of its reply subject (`ClusteredJetStream.unheard`)
 from .cluster_stream import ScaleDown, GroupMove, ApiRequest, one_replica
 from . import cluster_placed
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'LEADER_READ', 'ClusterApi', 'api_verb', 'not_yet']
+__all__ = ['HEAR_EVERY', 'HEAR_FOR', 'log', 'LEADER_READ', 'ClusterApi', 'api_verb', 'not_yet']
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #a1c9e2f0
 class ClusterApi:
@@ -87,7 +88,7 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
     verb, args = api_verb(subj)
     if verb in _SYSTEM_ONLY: return
     if verb == 'META.LEADER.STEPDOWN': return self._meta_stepdown_request(src)
-    if subj.startswith('$JS.API.DIRECT.GET.'): return self._direct_get(subj, subject, reply, hdr, data, src, hops)
+    if subj.startswith('$JS.API.DIRECT.GET.'): return self._direct_get(subj, subject, reply, hdr, data, src, hops, tries)
     if verb == 'INFO': return self._account_info(subject, reply, hdr, data, src, hops)
     if verb not in _SCOPED and verb not in ('STREAM.NAMES', 'STREAM.LIST'): return self.local_api(subject, reply, hdr, data, src)
     rtype = _STEPDOWNS.get(verb) or ROUTES[verb].rtype
@@ -176,10 +177,12 @@ def _placement_refused(self: ClusterApi, name: str, reply: bytes, hdr: int, data
 LEADER_READ = 'leader'      # the source of a read handed to a server as the stream's leader: it answers or refuses (`read_elsewhere`)
 
 @patch
-def _direct_get(self: ClusterApi, subj: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int):
+def _direct_get(self: ClusterApi, subj: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int, tries: int = 0):
     "A Direct Get that reached the API subscription: the stream's replicas answer it (their queue group), or this server does."
     name = subj.split('.')[4]
     if hops and (s := self.js.account.streams.get(name)) is not None:   # a replica behind the read's min_last_seq sent it here
+        if self.js.unheard(reply, src, tries):                           # (its reply subject not heard of here yet)
+            return asyncio.get_running_loop().call_later(HEAR_EVERY, self._serve, subject, reply, hdr, data, src, hops, tries + 1)
         return direct_get.on_request(s, len(subj.split('.', 5)) > 5, subject, reply, hdr, data, LEADER_READ)
     if self.js.leader_of(name) in ('', self.js.core.server_name): return self.local_api(subject, reply, hdr, data, src)
     if not self.js.meta.assignments[name]['config'].get('allow_direct'): self.js.account.host.no_responders(src, subject, reply)
