@@ -38,11 +38,11 @@ READ_BUDGET = 64 * 1024                    # bytes (of small frames) of one conn
 
 def _cost(data) -> float:
     """What a byte of `data` costs of a turn's budget, by the size of its frames (from the line ends in the first 16 KiB,
-    two per message): 1 up to 256 bytes, down to 1/4 from 1 KiB, and 1 again from 16 KiB, where copying costs more than framing."""
+    two per message): 1 up to 256 bytes, 1/4 at 1 KiB, down to 1/16 from 4 KiB, and 1 again from 16 KiB, where copying costs more than framing."""
     k = min(len(data), 16384)
     ends = (data if type(data) is bytes else bytes(data[:k])).count(b'\n', 0, k)
     if not ends or 2 * k >= 16384 * ends: return 1.0
-    return max(0.25, min(1.0, ends * 128 / k))
+    return max(0.0625, min(1.0, ends * 128 / k))
 WRITE_HIGH, WRITE_LOW = 4 << 20, 1 << 20   # unsent output that stops reading from a client, and lets it read again
 _TURN, _BACKLOG = 1, 2                     # why reading is paused
 
