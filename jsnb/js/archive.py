@@ -192,12 +192,16 @@ class S2Reader:
 
     def feed(self, data: bytes) -> bytes:
         "The bytes of the frames `data` completes; at a damaged frame, those before it, with the error kept in `error` (and raised by `check`)."
-        if self.error: return b''
+        return b''.join(self.pieces(data))
+
+    def pieces(self, data: bytes) -> list[bytes]:
+        "What `feed` returns, one `bytes` per frame (a reader that keeps what it is given copies it once, not joined first)."
+        if self.error: return []
         out = []
         try: self._frames(data, out)
         except SnapshotError as e: self.error = e
-        d = b''.join(out); self.seen += len(d)
-        return d
+        self.seen += sum(map(len, out))
+        return out
 
     def check(self) -> S2Reader:
         if self.error: raise self.error
@@ -206,24 +210,27 @@ class S2Reader:
     def _frames(self, data: bytes, out: list):
         buf, pos = self._buf, 0
         buf += data
-        while len(buf) - pos >= 4:
-            kind, n = buf[pos], int.from_bytes(buf[pos + 1:pos + 4], 'little')
-            if not self._started and kind != 0xff: raise SnapshotError(CORRUPT)
-            if 0x02 <= kind <= 0x7f: raise SnapshotError('s2: unsupported input')
-            if kind == 0xff and n != 6 or kind in (0, 1) and (n < 4 or n - 4 > _MAX_BLOCK + _MAX_BLOCK // 6 + 32):
-                raise SnapshotError(CORRUPT)
-            if len(buf) - pos - 4 < n: break
-            body = bytes(buf[pos + 4:pos + 4 + n]); pos += 4 + n
-            if kind == 0xff:
-                if body not in _MAGICS: raise SnapshotError(CORRUPT)
-                self._started = True
-            elif kind in (0, 1):
-                d = s2_block(body[4:]) if kind == 0 else body[4:]
-                if len(d) > _MAX_BLOCK: raise SnapshotError(CORRUPT)
-                if masked_crc(d) != int.from_bytes(body[:4], 'little'): raise SnapshotError(_CRC_BAD)
-                out.append(d)
-            del buf[:pos]; pos = 0
-        del buf[:pos]
+        mv, done = memoryview(buf), 0                      # (a frame's bytes copied once; the frames read dropped once, at the end)
+        try:
+            while len(buf) - pos >= 4:
+                kind, n = buf[pos], int.from_bytes(mv[pos + 1:pos + 4], 'little')
+                if not self._started and kind != 0xff: raise SnapshotError(CORRUPT)
+                if 0x02 <= kind <= 0x7f: raise SnapshotError('s2: unsupported input')
+                if kind == 0xff and n != 6 or kind in (0, 1) and (n < 4 or n - 4 > _MAX_BLOCK + _MAX_BLOCK // 6 + 32):
+                    raise SnapshotError(CORRUPT)
+                if len(buf) - pos - 4 < n: break
+                body = bytes(mv[pos + 4:pos + 4 + n]); pos += 4 + n
+                if kind == 0xff:
+                    if body not in _MAGICS: raise SnapshotError(CORRUPT)
+                    self._started = True
+                elif kind in (0, 1):
+                    d = s2_block(body[4:]) if kind == 0 else body[4:]
+                    if len(d) > _MAX_BLOCK: raise SnapshotError(CORRUPT)
+                    if masked_crc(d) != int.from_bytes(body[:4], 'little'): raise SnapshotError(_CRC_BAD)
+                    out.append(d)
+                done = pos
+        finally:
+            mv.release(); del buf[:done]
 
     @property
     def pending(self) -> int: return len(self._buf)
@@ -403,10 +410,13 @@ class ArchiveReader:
 
 # %% ../../nbs/2_js/18b_archive.ipynb #2534a777
 @patch
-def feed(self: ArchiveReader, data: bytes) -> list[tuple]:
-    "The entries `data` completes, as `(name, ts, seq, hdr_size, payload_size, body)` (or handed to `on_entry`)."
+def feed(self: ArchiveReader, data: bytes | list) -> list[tuple]:
+    """The entries `data` completes, as `(name, ts, seq, hdr_size, payload_size, body)` (or handed to `on_entry`).
+    `data` may be a list of pieces (`S2Reader.pieces`), taken in order."""
     buf, out, pos, plain = self._buf, [], 0, False
-    buf += data
+    if type(data) is list:
+        for d in data: buf += d
+    else: buf += data
     while True:
         if not self.magic:
             if len(buf) < 8: break
@@ -415,15 +425,17 @@ def feed(self: ArchiveReader, data: bytes) -> list[tuple]:
         if self.head is None and not plain:
             k = _jit('_scan_loop', len(buf) - pos)
             if k is not None:
-                a = np.frombuffer(buf, np.uint8)
-                try: got, pos2, why = k(a, pos, len(buf), self._rows)
-                finally: del a                                  # before the buffer is resized
-                for name_at, nl, ts, seq, hs, ps in self._rows[:got].tolist():
-                    e = (bytes(buf[name_at:name_at + nl]), ts, seq, hs, ps, bytes(buf[name_at + nl:name_at + nl + hs + ps]))
-                    pos = name_at + nl + hs + ps
-                    if self.check: self.check(*e[:5])
-                    if self.on_entry: self.on_entry(*e)
-                    else: out.append(e)
+                a, mv = np.frombuffer(buf, np.uint8), memoryview(buf)   # (a slice of `mv` is copied once, of `buf` twice)
+                try:
+                    got, pos2, why = k(a, pos, len(buf), self._rows)
+                    for name_at, nl, ts, seq, hs, ps in self._rows[:got].tolist():
+                        at = name_at + nl
+                        e = (bytes(mv[name_at:at]), ts, seq, hs, ps, bytes(mv[at:at + hs + ps]))
+                        pos = at + hs + ps
+                        if self.check: self.check(*e[:5])
+                        if self.on_entry: self.on_entry(*e)
+                        else: out.append(e)
+                finally: del a; mv.release()                    # before the buffer is resized
                 pos = pos2 if why != 2 else pos
                 if why == 0: break
                 if why == 1: continue

@@ -113,9 +113,9 @@ def _watch(self: Restore):
 @patch
 def _feed(self: Restore, body: bytes):
     "Decode a chunk and apply the entries it completes; a damaged frame fails where the archive stands."
-    data = self.s2.feed(body)
+    data = self.s2.pieces(body)
     if not self.arc.magic:                                    # the first 8 bytes tell the format
-        head = (self.arc.buffered + data)[:8]
+        head = (self.arc.buffered + b''.join(data))[:8]
         if len(head) < 8 and self.s2.error: raise self.s2.error
         if len(head) == 8 and head != ARCHIVE_MAGIC:
             raise SnapshotError("this snapshot is in the older format, a tar of the reference's file store directory "
