@@ -3,7 +3,7 @@ servers, an R3 stream placed on three of them by tag, and the client on the four
 goes through a proxy on loopback, and the link between the client's server and the stream's leader is slowed, so
 that the leader hears of the client's new reply subject late. A request that reaches the leader by another way
 (through a follower) must still be answered: the client asks once, on a new connection, as a command-line tool does;
-its pull request gets its message, and its acknowledgement is confirmed."""
+its pull request gets its message, its acknowledgement is confirmed, and an ephemeral consumer is made."""
 import asyncio, time
 import pytest
 import nats
@@ -11,6 +11,7 @@ from jsclusters import JSCluster, request as _req
 
 pytestmark = pytest.mark.reference
 KINDS = ['nats-server', 'jsnb']
+EPHEMERAL = dict(stream_name='S', config=dict(ack_policy='explicit', inactive_threshold=30 * 10**9))
 SLOW = 0.4      # seconds each chunk waits on the slowed link: far longer than a request takes the other way
 
 
@@ -30,10 +31,10 @@ def _slow(c: JSCluster, i: int, j: int, delay: float):
     c.proxies[i, j].delay = c.proxies[j, i].delay = delay
 
 
-async def _fresh_ask(url: str, subject: str) -> dict:
+async def _fresh_ask(url: str, subject: str, body=None) -> dict:
     "A request on a connection made for it (its reply subject is new to every server), asked once."
     nc = await nats.connect(url)
-    try: return await _req(nc, subject, timeout=5)
+    try: return await _req(nc, subject, body, timeout=5)
     finally: await nc.close()
 
 
@@ -75,6 +76,8 @@ async def test_request_from_a_server_without_the_stream_is_answered(kind):
                         answered.append((k, subject))
                     assert (await _fresh_ask(c.url(0), '$JS.API.STREAM.INFO.S'))['cluster']['leader'] == leader
                     assert await _fresh_fetch(c.url(0)) == b'm%d' % k           # a pull request and its acknowledgement
+                    r = await _fresh_ask(c.url(0), '$JS.API.CONSUMER.CREATE.S', EPHEMERAL)   # one replica: on any server
+                    assert 'error' not in r and r['config']['num_replicas'] in (0, 1), r
                 finally: _slow(c, 0, li, 0.0)
                 if k == 0:
                     r = await _req(nc, '$JS.API.STREAM.LEADER.STEPDOWN.S', timeout=10)

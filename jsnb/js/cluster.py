@@ -20,7 +20,7 @@ from .health import cluster_problems
 from .cluster_stream import StreamReplica
 from .cluster_meta import MetaGroup, RAFT_INFO, js_member, keyed, meta_entry, Assign, Addr, Update, Unassign, Scale, MetaSnapshot
 from . import consumer_api as C
-from .cluster_api import ClusterApi, LEADER_READ, HEAR_EVERY, HEAR_FOR
+from .cluster_api import ClusterApi, LEADER_READ
 from .cluster_replicas import Replication, REPLICA_META_APPLY, SYNC_CHANNEL
 from .cluster_advisories import Advisor
 from . import cluster_placed
@@ -29,13 +29,11 @@ from .cluster_membership import Membership, MEMBER_APPLY, RAFT_META, JOIN_CHANNE
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'API_CHANNEL', 'ANSWER_CHANNEL', 'CAPTURED_FOR', 'META_APPLY', 'ClusteredJetStream', 'ClusterHost',
-           'relay_jetstream']
+__all__ = ['log', 'API_CHANNEL', 'ANSWER_CHANNEL', 'META_APPLY', 'ClusteredJetStream', 'ClusterHost', 'relay_jetstream']
 
 # %% ../../nbs/2_js/20_cluster.ipynb #60ca9feb
 API_CHANNEL = b'js'          # the peer channel's name for requests sent on to another server (`forward`)
 ANSWER_CHANNEL = b'js.r'     # the peer channel's name for the answers that come back to the asking server (`ask`)
-CAPTURED_FOR = 60.0         # seconds an answer is awaited for another server (`capture`) or for a client (`relay`)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #80912d67
 class ClusteredJetStream(JetStream):
@@ -252,44 +250,14 @@ def forward(self: ClusteredJetStream, server: str, subject: bytes, reply: bytes,
     return self.send_peer(server, self.api_ch, msgpack.packb([hops, subject, reply, hdr, data, ask]))
 
 @patch
-def relay(self: ClusteredJetStream, server: str, subject: bytes, reply: bytes, hdr: int, data: bytes, hops: int) -> bool:
-    """Send on to server `server` a request another server sent here, its answer coming back over the peer channel
-    to be published to `reply` from this server. False when it cannot go now.
-
-    The client's interest in `reply` reached this server over the same route as the request, ahead of it; `server`
-    hears of it over its own route from the client's server, which may be later than the request arrives by way of
-    this one. Answered there, to a subject nobody is known to want yet, the answer would be lost."""
-    if not reply: return self.forward(server, subject, reply, hdr, data, hops)
-    def back(body):
-        self.done(aid); timer.cancel()
-        self.account.host.reply(reply, body)             # (a reply `capture`d here goes back another hop: `taken`)
-    aid = self.ask(back)
-    timer = asyncio.get_running_loop().call_later(CAPTURED_FOR, self.done, aid)
-    if self.send_peer(server, self.api_ch, msgpack.packb([hops, subject, reply, hdr, data, aid, 1])): return True
-    self.done(aid); timer.cancel()
-    return False
-
-@patch
-def unheard(self: ClusteredJetStream, reply: bytes, src, tries: int) -> bool:
-    """Whether a request that another server sent here (`src` None: over the peer channel) should wait `HEAR_EVERY`
-    seconds, and ask again, before it is handled: no one here is known to take its reply subject yet, and it has not
-    waited `HEAR_FOR` seconds already. The client's server announces a new reply subject to each server over its route
-    to it; a request that came round another way (through a third server) can arrive first, and what is sent to its
-    reply subject then would be dropped. The answers of an API request come back the way it came instead (`relay`);
-    a pull request's messages, or a Direct Get's answer with its headers, are sent from the server that answers."""
-    return src is None and bool(reply) and tries * HEAR_EVERY < HEAR_FOR and not self.account.host.has_interest(text(reply))
-
-@patch
 def member_server(self: ClusteredJetStream) -> str:
     "While this server is outside a formed meta group (asking to join it), a server of the group, which its clients' JetStream requests go to ('' otherwise)."
     return '' if self.meta.raft is not None or (cl := self.core.cluster) is None else next((rc.remote_name for rc in cl.routes.values() if meta_of(rc, self.meta_key)), '')
 
 # %% ../../nbs/2_js/20_cluster.ipynb #fab6e402
 @patch
-def wire_msg(self: ClusteredJetStream, local, i: int, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int = 0, tries: int = 0):
-    """A consumer's wire subject (next, ack, flow control, reset): handled here, or sent to the server holding the stream
-    (or the consumer, placed on one). One that another server sent here waits until this server knows of the client's
-    interest in its reply subject (`unheard`): a pull request's messages go there."""
+def wire_msg(self: ClusteredJetStream, local, i: int, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int = 0):
+    "A consumer's wire subject (next, ack, flow control, reset): handled here, or sent to the server holding the stream (or the consumer, placed on one)."
     if not hops and (out := self.member_server()) and self.forward(out, subject, reply, hdr, data, hops=0): return   # (see `member_server`)
     toks = subject.split(b'.')
     name = text(toks[i]) if len(toks) > i else ''
@@ -298,8 +266,6 @@ def wire_msg(self: ClusteredJetStream, local, i: int, subject: bytes, reply: byt
     if to is None: to = self.leader_of(name)
     if not to and name not in self.meta.assignments and not hops: to = self.meta.leader()   # it may know the stream already
     if to and to != self.core.server_name and hops < 2: return self.forward(to, subject, reply, hdr, data, hops + 1)
-    if self.unheard(reply, src, tries):
-        return asyncio.get_running_loop().call_later(HEAR_EVERY, self.wire_msg, local, i, subject, reply, hdr, data, src, hops, tries + 1)
     if i == 2 and subject.startswith(b'$JS.ACK.') and (g := self.groups.get(name)) is not None:
         return self.replication.replicated_ack(g, name, subject, reply, hdr, data, src)
     local(subject, reply, hdr, data, src)
@@ -337,20 +303,19 @@ def _on_answer(self: ClusteredJetStream, server: str, data: bytes):
 
 # %% ../../nbs/2_js/20_cluster.ipynb #2388fed8
 @patch
-def capture(self: ClusteredJetStream, server: str, aid: int, relayed: bool = False) -> bytes:
+def capture(self: ClusteredJetStream, server: str, aid: int) -> bytes:
     """A reply subject for one answer, which goes back to `server` as the answer to `aid` (forgotten after a minute
     without one). The account's host hands what is sent to it over (`taken`) instead of routing it: an internal
-    answer never travels in a client account, where a client subscribed to `$JSC.>` would see it. `relayed`: the
-    request is a client's, sent on by `relay` (its answer is the client's, see `captured`)."""
-    subject = f'$JSC.{"F" if relayed else "R"}.{secrets.token_hex(12)}'.encode()
+    answer never travels in a client account, where a client subscribed to `$JSC.>` would see it."""
+    subject = f'$JSC.R.{secrets.token_hex(12)}'.encode()
     self._captured[subject] = lambda body: self.answer_ask(server, aid, body)
-    asyncio.get_running_loop().call_later(CAPTURED_FOR, self._captured.pop, subject, None)
+    asyncio.get_running_loop().call_later(60, self._captured.pop, subject, None)
     return subject
 
 @patch
 def captured(self: ClusteredJetStream, reply: bytes) -> bool:
-    "Whether `reply` is a reply subject of `capture` for an `ask`: the request came from another server, not from a client."
-    return reply.startswith(b'$JSC.R.') and reply in self._captured
+    "Whether `reply` is a reply subject of `capture`: the request came from another server's `ask`, not from a client."
+    return reply in self._captured
 
 @patch
 def answer_ask(self: ClusteredJetStream, server: str, aid: int, body) -> bool:

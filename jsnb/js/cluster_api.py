@@ -9,7 +9,6 @@ import orjson
 from fastcore.basics import patch
 from ..nats.protocol import text
 from ..nats.times import rfc3339
-from ..nats.routing import ROUTER
 from .errors import (JSApiError, JSClusterNotAvailErr, JSClusterNoPeersErrF, JSStreamNotFoundErr, JSConsumerNotFoundErr,
                             JSStreamSubjectOverlapErr, JSPeerRemapErr, JSClusterPeerNotMemberErr, JSBadRequestErr, JSInvalidJSONErr,
                             JSClusterServerNotMemberErr, JSClusterServerMemberChangeInflightErr, JSRaftGeneralErrF)
@@ -22,14 +21,13 @@ from . import stream_api as S
 import msgpack
 from .cluster_meta import misfit, peer_id, Assign, Update, Unassign, Grow, Move, RemoveServer
 from .cluster_raft import RaftGroup
-HEAR_EVERY, HEAR_FOR = 0.05, 2.0   # how often, and how long, a request from another server waits to hear of its reply subject (`ClusteredJetStream.unheard`)
 from .cluster_stream import ScaleDown, GroupMove, ApiRequest, one_replica
 from . import cluster_placed
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['HEAR_EVERY', 'HEAR_FOR', 'log', 'LEADER_READ', 'ClusterApi', 'api_verb', 'not_yet']
+__all__ = ['log', 'LEADER_READ', 'HEAR_EVERY', 'HEAR_FOR', 'ClusterApi', 'api_verb', 'not_yet']
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #a1c9e2f0
 class ClusterApi:
@@ -71,16 +69,6 @@ def refuse(self: ClusterApi, reply: bytes, rtype: str, err: JSApiError, extra: d
     if answer is None: self.js.account.api_total += 1; self.js.account.api_errors += 1
     if reply: (answer or self.js.account.host.reply)(reply, _error(rtype, err, **(extra or {})))
 
-# %% ../../nbs/2_js/20a_cluster_api.ipynb #2869de0d
-@patch
-def send_on(self: ClusterApi, to: str, subject: bytes, reply: bytes, hdr: int, data: bytes, hops: int, src) -> bool:
-    """Send a request on to server `to`, which answers it. A request from this server's own client (or leaf node) is
-    forwarded: the client's interest in `reply` went to `to` ahead of it, over the same route. One that came from
-    another server is relayed, its answer coming back here (`ClusteredJetStream.relay`): `to` hears of that interest
-    from the client's server over another route, which may bring it after the request."""
-    own = src is not None and getattr(src, 'kind', ROUTER) != ROUTER
-    return (self.js.forward if own else self.js.relay)(to, subject, reply, hdr, data, hops)
-
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #bebbd1eb
 @patch
 def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int, tries: int = 0):
@@ -88,7 +76,7 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
     verb, args = api_verb(subj)
     if verb in _SYSTEM_ONLY: return
     if verb == 'META.LEADER.STEPDOWN': return self._meta_stepdown_request(src)
-    if subj.startswith('$JS.API.DIRECT.GET.'): return self._direct_get(subj, subject, reply, hdr, data, src, hops, tries)
+    if subj.startswith('$JS.API.DIRECT.GET.'): return self._direct_get(subj, subject, reply, hdr, data, src, hops)
     if verb == 'INFO': return self._account_info(subject, reply, hdr, data, src, hops)
     if verb not in _SCOPED and verb not in ('STREAM.NAMES', 'STREAM.LIST'): return self.local_api(subject, reply, hdr, data, src)
     rtype = _STEPDOWNS.get(verb) or ROUTES[verb].rtype
@@ -100,7 +88,7 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
     if self.js.meta.raft is None: return again()        # the meta group not formed yet
     if verb in ('STREAM.NAMES', 'STREAM.LIST'):      # the meta leader has applied every assignment a client has heard of
         lead = self.js.meta.leader()
-        if lead and lead != self.js.core.server_name and not hops: return self.send_on(lead, subject, reply, hdr, data, 1, src)
+        if lead and lead != self.js.core.server_name and not hops: return self.js.forward(lead, subject, reply, hdr, data)
         return self._listing(verb, subject, reply, hdr, data, src)
     name = args[0] if args else ''
     a = self.js.meta.assignments.get(name)
@@ -109,14 +97,14 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         if verb == 'STREAM.RESTORE' and name: return self._restore(name, subject, reply, hdr, data, src)
         lead = self.js.meta.leader()
         if lead and lead != self.js.core.server_name and not hops:   # this server may not have applied the stream's assignment yet
-            return self.send_on(lead, subject, reply, hdr, data, 1, src)
+            return self.js.forward(lead, subject, reply, hdr, data)
         if verb in _STEPDOWNS or verb == 'STREAM.PEER.REMOVE': return self.refuse(reply, rtype, JSStreamNotFoundErr())
         if name in self.js.account.streams: return again()   # its store is here but its assignment is not yet (a restart, the
                                                           # meta log not replayed): not its answer
         return self.local_api(subject, reply, hdr, data, src)         # the account's own answer (not found, bad request)
     if verb == 'STREAM.PEER.REMOVE' and len(a['peers']) == 1 and a['peers'][0] not in self.js.peers_now().values():
         lead = self.js.meta.leader()                    # the only server of the stream is gone: the meta leader moves it
-        if lead and lead != self.js.core.server_name and hops < 2: return self.send_on(lead, subject, reply, hdr, data, hops + 1, src)
+        if lead and lead != self.js.core.server_name and hops < 2: return self.js.forward(lead, subject, reply, hdr, data, hops + 1)
         return self._peer_remove(name, None, reply, hdr, data)
     if verb.startswith('CONSUMER.') and cluster_placed.serve(self.js, verb, name, args, subject, reply, hdr, data, src, hops, rtype, extra): return   # (its own server)
     to = self.js.leader_of(name)
@@ -126,7 +114,7 @@ def _serve(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data: bytes
         if hops >= 2:                                # leadership is moving: no ping-pong (asked by another server's
             quiet = self.js.account.host.reply if self.js.captured(reply) else None   # `ask_each`: not counted as this account's error)
             return self.refuse(reply, rtype, JSClusterNotAvailErr(), extra, answer=quiet)
-        return self.send_on(to, subject, reply, hdr, data, hops + 1, src)
+        return self.js.forward(to, subject, reply, hdr, data, hops + 1)
     g = self.js.groups.get(name)
     if verb in ('STREAM.LEADER.STEPDOWN', 'CONSUMER.LEADER.STEPDOWN'):
         return self._stepdown_request(verb, name, args, g, reply, rtype, data[hdr:] if hdr else data)
@@ -177,12 +165,10 @@ def _placement_refused(self: ClusterApi, name: str, reply: bytes, hdr: int, data
 LEADER_READ = 'leader'      # the source of a read handed to a server as the stream's leader: it answers or refuses (`read_elsewhere`)
 
 @patch
-def _direct_get(self: ClusterApi, subj: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int, tries: int = 0):
+def _direct_get(self: ClusterApi, subj: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src, hops: int):
     "A Direct Get that reached the API subscription: the stream's replicas answer it (their queue group), or this server does."
     name = subj.split('.')[4]
     if hops and (s := self.js.account.streams.get(name)) is not None:   # a replica behind the read's min_last_seq sent it here
-        if self.js.unheard(reply, src, tries):                           # (its reply subject not heard of here yet)
-            return asyncio.get_running_loop().call_later(HEAR_EVERY, self._serve, subject, reply, hdr, data, src, hops, tries + 1)
         return direct_get.on_request(s, len(subj.split('.', 5)) > 5, subject, reply, hdr, data, LEADER_READ)
     if self.js.leader_of(name) in ('', self.js.core.server_name): return self.local_api(subject, reply, hdr, data, src)
     if not self.js.meta.assignments[name]['config'].get('allow_direct'): self.js.account.host.no_responders(src, subject, reply)
@@ -324,15 +310,33 @@ def meta_stepdown(self: ClusterApi, done=None) -> bool:
     return True
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #b44f8e63
+HEAR_EVERY, HEAR_FOR = 0.05, 2.0   # how often, and how long, a request from another server waits to hear of its reply subject
+
 @patch
 def on_forwarded(self: ClusterApi, server: str, frame: bytes):
-    "A request server `server` sent here because this server answers for its stream (over the peer channel: see `forward`)."
-    try: hops, inner, reply, hdr, data, aid, *relayed = msgpack.unpackb(frame)
+    """A request server `server` sent here because this server answers for its stream (over the peer channel: see
+    `forward`); handled once this server has heard of its reply subject (`unheard`)."""
+    try: hops, inner, reply, hdr, data, aid = msgpack.unpackb(frame)
     except Exception: return log.warning('JetStream: a request from %s refused: not one', server)
-    if aid: reply = self.js.capture(server, aid, bool(relayed and relayed[0]))   # its answer goes back to the asking server
+    if aid: reply = self.js.capture(server, aid)      # its answer goes back to the asking server
+    self._forwarded(inner, reply, hdr, data, hops, 0.0)
+
+@patch
+def _forwarded(self: ClusterApi, inner: bytes, reply: bytes, hdr: int, data: bytes, hops: int, waited: float):
+    if self.unheard(reply, waited):
+        return asyncio.get_running_loop().call_later(HEAR_EVERY, self._forwarded, inner, reply, hdr, data, hops, waited + HEAR_EVERY)
     for prefix, local, i in self.js.wire:
         if inner.startswith(prefix): return self.js.wire_msg(local, i, inner, reply, hdr, data, None, hops)
     self._serve(inner, reply, hdr, data, None, hops)
+
+@patch
+def unheard(self: ClusterApi, reply: bytes, waited: float) -> bool:
+    """Whether a request that another server sent here waits `HEAR_EVERY` seconds more before it is handled: no one
+    is known here to take its reply subject yet (an `ask`'s goes back over the peer channel: not a subscription), and
+    it has waited less than `HEAR_FOR` seconds. The client's server announces a client's new reply subject to each
+    server over its route to that server; a request that came round another way, through a third server, can arrive
+    before the announcement, and what is sent to the reply subject then goes nowhere."""
+    return bool(reply) and waited < HEAR_FOR and not self.js.captured(reply) and not self.js.account.host.has_interest(text(reply))
 
 # %% ../../nbs/2_js/20a_cluster_api.ipynb #60330828
 @patch
@@ -572,7 +576,7 @@ def _account_info(self: ClusterApi, subject: bytes, reply: bytes, hdr: int, data
     lead = self.js.meta.leader()
     if self.js.meta.raft is None or not lead or (hops and lead != self.js.core.server_name):
         return self.refuse(reply, 'account_info_response', JSClusterNotAvailErr())
-    if lead != self.js.core.server_name: return self.send_on(lead, subject, reply, hdr, data, 1, src)
+    if lead != self.js.core.server_name: return self.js.forward(lead, subject, reply, hdr, data)
     others = sorted({n for n in self.js.meta.members.values() if n != self.js.core.server_name})
     got, core = [], self.js.core
     def finish():

@@ -55,7 +55,7 @@ def serve(js, verb: str, name: str, args: list, subject: bytes, reply: bytes, hd
         if verb == 'CONSUMER.PAUSE': return False          # (the stream's leader logs it: `on_leader`)
         if verb != 'CONSUMER.LEADER.STEPDOWN': js.api.refuse(reply, rtype, JSConsumerOfflineErr(), extra)
     elif hops >= 2: js.api.refuse(reply, rtype, JSClusterNotAvailErr(), extra)    # (placed again meanwhile: no ping-pong)
-    else: js.api.send_on(home, subject, reply, hdr, data, hops + 1, src)
+    else: js.forward(home, subject, reply, hdr, data, hops + 1)
     return True
 
 def _here(js, verb: str, name: str, cname: str, subject: bytes, reply: bytes, hdr: int, data: bytes, src, rtype: str):
