@@ -210,7 +210,7 @@ class S2Reader:
     def _frames(self, data: bytes, out: list):
         buf, pos = self._buf, 0
         buf += data
-        mv, done = memoryview(buf), 0                      # (a frame's bytes copied once; the frames read dropped once, at the end)
+        mv, done = memoryview(buf), 0                      # (a frame copied out of `buf` once; the frames read dropped once, at the end)
         try:
             while len(buf) - pos >= 4:
                 kind, n = buf[pos], int.from_bytes(mv[pos + 1:pos + 4], 'little')
