@@ -10,7 +10,7 @@ import numpy as np
 # %% auto #0
 __all__ = ['WANTED', 'JIT', 'JIT_MIN_ROWS', 'JIT_MIN_SCANS', 'AT_START', 'lock', 'ready', 'next_row', 'prev_row', 'count_rows',
            'select_rows', 'last_rows', 'expired_rows', 'crc_tables', 'crc_run', 'cache_dir', 'compile_cached',
-           'register', 'warm', 'warm_in_background', 'speedups']
+           'register', 'warm', 'compiled_forms', 'warm_in_background', 'speedups']
 
 # %% ../../nbs/2_js/03_kernels.ipynb #dffac007
 import importlib.util, threading
@@ -308,6 +308,13 @@ def warm() -> float:
                 g[name](*trial())
             JIT = True
     return time.perf_counter() - t
+
+def compiled_forms() -> dict[str, int]:
+    """How many forms (argument types) each compiled kernel holds, by module and name. A kernel called with types it has
+    no form for compiles one there and then, on the caller's thread: the server's event loop stands still meanwhile."""
+    import numba
+    ks = [(globals(), n) for n in _KERNELS] + [(g, n) for g, n, _ in _ELSEWHERE]
+    return {f"{g['__name__']}.{n}": len(g[n].signatures) for g, n in ks if isinstance(g[n], numba.core.dispatcher.Dispatcher)}
 
 def warm_in_background() -> threading.Thread:
     "Start `warm()` in a daemon thread, once (the twins answer until it is done)."

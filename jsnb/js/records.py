@@ -155,7 +155,7 @@ def _write_records(src, sl, hl, dl, seq, ts, out, table):
         o, p = end, p + n
 
 kernels.register(globals(), '_put_le', lambda: (np.zeros(8, np.uint8), 0, 1, 4))
-kernels.register(globals(), '_write_records', lambda: (np.zeros(1, np.uint8), _z(1), _z(1), _z(1), 1, _z(1), np.zeros(40, np.uint8), CRC_IEEE))
+kernels.register(globals(), '_write_records', lambda: (np.frombuffer(bytes(1), np.uint8), _z(1), _z(1), _z(1), 1, _z(1), np.zeros(40, np.uint8), CRC_IEEE))
 
 def write_records(src: bytes, sl, hl, dl, seq: int, ts) -> np.ndarray:
     """The records of messages whose subjects, headers and payloads follow each other in `src`, framed by the kernel
