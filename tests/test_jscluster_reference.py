@@ -2,7 +2,7 @@
 same expectations:
 the meta group in `/jsz`, the `cluster` of stream info (names and shapes, not timings), err_codes, stepdown, Direct Get
 from every server. Both clusters use the same server names, so the peer ids must be equal too."""
-import asyncio, json, time
+import asyncio, json, os, time
 import pytest
 import nats, nats.js.errors
 from jsclusters import JSCluster, request as _req, publish_acked
@@ -781,4 +781,23 @@ async def test_stepdown_to_a_preferred_server(cluster):
         {'type': T, 'error': {'code': 400, 'err_code': 10005, 'description': 'no replacement peer connected'}}
     m = await nc.request('$JS.API.STREAM.LEADER.STEPDOWN.PREF', b'{"placement":', timeout=10)
     assert json.loads(m.data)['error']['err_code'] == 10025
+    await nc.close()
+
+
+@pytest.mark.skipif(not os.path.isdir('/proc/self/fd'), reason='counts open descriptors through /proc')
+async def test_groups_leave_no_descriptors_open(cluster):
+    """Replicated streams and consumers made and deleted again and again leave every server with the file descriptors it
+    had (a Raft member once kept two for good: the pipe PySyncObj makes to wake a thread)."""
+    def fds(): return [len(os.listdir(f'/proc/{p.proc.pid}/fd')) for p in cluster.procs]
+    nc = await nats.connect(cluster.url(0)); js = nc.jetstream()
+    async def make_and_delete(k):
+        await js.add_stream(name=f'FD{k}', subjects=[f'fd.{k}'], num_replicas=3)
+        await js.add_consumer(f'FD{k}', durable_name='d', ack_policy='explicit')        # a consumer's group of three too
+        await js.delete_stream(f'FD{k}')
+    await make_and_delete(0); await asyncio.sleep(1)
+    before = fds()
+    for k in range(1, 16): await make_and_delete(k)
+    await asyncio.sleep(1)
+    after = fds()
+    assert all(a - b <= 4 for a, b in zip(after, before)), (before, after)     # (15 rounds of two groups: 60 more each, before)
     await nc.close()

@@ -364,7 +364,7 @@ def password(self: ClusteredJetStream) -> str:
 @patch
 def raft_parts(self: ClusteredJetStream) -> tuple:
     "The bus and the ticks of this server's Raft members (made with the first)."
-    return self.parts.get(self.core.cluster.peers)
+    return self.parts.get(self.core.cluster.peers, self.core.write_out)
 
 # %% ../../nbs/2_js/20_cluster.ipynb #a2aabc82
 @patch

@@ -179,8 +179,8 @@ class BusTransport(Transport):
 # %% ../../nbs/2_js/20_raft.ipynb #18f382c1
 class RaftLoop:
     "Ticks every Raft group of a server on the event loop: all every `TICK`, and one at once when it has work."
-    def __init__(self, loop: asyncio.AbstractEventLoop | None = None):
-        self.loop = loop or asyncio.get_running_loop()
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None, after: Callable | None = None):
+        self.loop, self.after = loop or asyncio.get_running_loop(), after    # after: run once the ticks of a turn are done
         self.nodes: list[RaftNode] = []
         self._due: dict = {}                   # nodes to tick this turn (a dict keeps their order)
         self._soon = self._timer = None
@@ -208,14 +208,23 @@ class RaftLoop:
         due, self._due = self._due, {}
         for n in due:
             if n in self.nodes: self._tick(n)
+        if self.after is not None: self.after()
 
     def _round(self):
         self._timer = self.loop.call_later(TICK, self._round) if self.nodes else None
         for n in list(self.nodes): self._tick(n)
+        if self.after is not None: self.after()
 
 # %% ../../nbs/2_js/20_raft.ipynb #f6aee5ed
 TICK = 0.025                   # seconds between two ticks of every group
 CAMPAIGN = (0.1, 0.8)          # seconds: the range of a new group's first election timeout
+
+class _LoopWaits:
+    "PySyncObj's poller and wake-up notifier for a member the event loop ticks: nothing to poll, no thread to wake."
+    def subscribe(self, descr, callback, eventMask): pass
+    def unsubscribe(self, descr): pass
+    def poll(self, timeout): pass
+    def notify(self): pass
 
 class RaftNode(SyncObj):
     "One member of a Raft group on PySyncObj: proposes and applies records, talks through a bus, ticked by the event loop."
@@ -223,16 +232,18 @@ class RaftNode(SyncObj):
                  journal: str | None = None, snapshot: tuple[Callable, Callable] | None = None, membership: bool = False,
                  on_role: Callable | None = None):
         self._apply, self._on_role, self._snap, self.raft_loop = apply, on_role, snapshot, raft_loop
-        self.leader_since, self.electable = 0, True
+        self.leader_since, self.electable, self._commit_unsent = 0, True, False
         self.transport = BusTransport(bus, Node(me), [Node(o) for o in others if o != me])
         dump = journal + '.snapshot' if journal and snapshot else None
-        conf = SyncObjConf(autoTick=False, appendEntriesUseBatch=False, useFork=False, commandsWaitLeader=True,
+        conf = SyncObjConf(autoTick=False, appendEntriesUseBatch=True, useFork=False, commandsWaitLeader=True,
                            appendEntriesPeriod=0.05, raftMinTimeout=0.5, raftMaxTimeout=1.2, leaderFallbackTimeout=2.0,
                            appendEntriesBatchSizeBytes=1 << 30, logCompactionMinEntries=2 ** 62, logCompactionMinTime=2 ** 62,
                            journalFile=journal, fullDumpFile=dump, serializer=self._write_snapshot if dump else None,
                            deserializer=self._read_snapshot if dump else None,
                            dynamicMembershipChange=membership, onStateChanged=self._state)
         super().__init__(Node(me), [Node(o) for o in others if o != me], conf, transport=self.transport, nodeClass=Node)
+        conf.appendEntriesUseBatch = False                                   # (see above: no pipe was made)
+        self._poller = self._SyncObj__pipeNotifier = _LoopWaits()
         if self.raftCurrentTerm == 0:                # a new group (no term on disk): its first election comes sooner
             self._SyncObj__raftElectionDeadline = time.monotonic() + random.uniform(*CAMPAIGN)
         raft_loop.add(self)
@@ -406,3 +417,24 @@ class LoopbackBus:
         node = self.members.pop(me, None)
         if node is not None: node.close()
         for m in self.members.values(): self._sync(m)
+
+# %% ../../nbs/2_js/20_raft.ipynb #ecaeacfb
+@patch
+def _SyncObj__applyLogEntries(self: RaftNode) -> bool:
+    "PySyncObj's apply of the committed entries; the send of the new commit index it asks for waits for the end of the tick."
+    self._commit_unsent = SyncObj._SyncObj__applyLogEntries(self) or self._commit_unsent
+    return False
+
+@patch
+def _SyncObj__sendAppendEntries(self: RaftNode):
+    "PySyncObj's send to every follower: it carries the commit index."
+    SyncObj._SyncObj__sendAppendEntries(self)
+    self._commit_unsent = False
+
+@patch
+def _checkCommandsToApply(self: RaftNode):
+    "PySyncObj's turn of the waiting proposals into entries (each sent at once); then the commit index, if no send carried it."
+    try: SyncObj._checkCommandsToApply(self)         # (a proposal's callback may raise: the commit index goes anyway)
+    finally:
+        if self._commit_unsent and self._isLeader(): self._SyncObj__sendAppendEntries()
+        self._commit_unsent = False

@@ -86,9 +86,9 @@ class RaftParts:
     "The bus and ticks of a server's Raft members (`RouteBus`, `RaftLoop`): made with the first member, shared by all."
     def __init__(self): self.bus = self.loop = None
 
-    def get(self, peers) -> tuple:
-        "The bus over the routes' peer channel `peers`, and the ticks (made now, the first time)."
-        if self.bus is None: self.bus, self.loop = RouteBus(peers), RaftLoop()
+    def get(self, peers, after=None) -> tuple:
+        "The bus over the routes' peer channel `peers`, and the ticks, which run `after()` once done (made now, the first time)."
+        if self.bus is None: self.bus, self.loop = RouteBus(peers), RaftLoop(after=after)
         return self.bus, self.loop
 
     def close(self):

@@ -403,7 +403,7 @@ def _ping(self: ClientConn):
 # %% ../../nbs/1_nats/03_core.ipynb #14e8d2be
 class Core:
     "The server without I/O: connections, subscriptions, routing."
-    def __init__(self, opts: ServerOptions | None = None, server_id: str | None = None, on_dirty=None):
+    def __init__(self, opts: ServerOptions | None = None, server_id: str | None = None, on_dirty=None, write_out=None):
         self.opts = opts or ServerOptions()
         self.server_id = server_id or new_server_id()
         self.server_name = self.opts.server_name or self.server_id
@@ -418,6 +418,7 @@ class Core:
         self.many_subs = 0            # internal subscriptions that take runs of messages (see `Router.execute_many`)
         self.max_pending = self.opts.max_pending
         self.on_dirty = on_dirty      # called when the first connection becomes dirty (the I/O layer's, to write them out)
+        self.write_out = write_out    # writes every dirty connection's output now (the I/O layer's; None without one)
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
         self.total_connections = self.slow_consumers = self.stale_connections = 0
         self.start = time.time()

@@ -157,7 +157,7 @@ class Server:
         self.opts = dataclasses.replace(opts or ServerOptions(), **kw)
         self._js_service = js_service       # makes the JetStream service: (core, options) -> service
         self._js_relay = js_relay           # without JetStream in a cluster: (core) -> relays JetStream requests to a peer
-        self.core = Core(self.opts, on_dirty=self._schedule_flush)
+        self.core = Core(self.opts, on_dirty=self._schedule_flush, write_out=lambda: self.core.dirty and self._flush())
         serve_user_info(self.core)          # `$SYS.REQ.USER.INFO` answered in every account (jsnb.nats.jwt)
         self.trace = self.opts.trace
         self._listener = self._monitor = self._ping = self.js = None
