@@ -37,6 +37,26 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
+def free_ladder(rungs: int, width: int, step: int = 10) -> int:
+    """A base port such that `base + step * i + j` (i < `rungs`, j < `width`) are all free on loopback now, for a command
+    that counts ports up from the ones it is given. Drawn below the kernel's range for outgoing connections, so that no
+    client socket of another test takes one of them between this check and the server's bind."""
+    import random
+    rng = Path('/proc/sys/net/ipv4/ip_local_port_range')
+    lo = int(rng.read_text().split()[0]) if rng.exists() else 32768
+    for _ in range(200):
+        base = random.randrange(10000, lo - rungs * step - width)
+        socks = []
+        try:
+            for p in (base + step * i + j for i in range(rungs) for j in range(width)):
+                socks.append(socket.socket()); socks[-1].bind(('127.0.0.1', p))
+            return base
+        except OSError: pass
+        finally:
+            for s in socks: s.close()
+    raise RuntimeError('no free run of ports below the ephemeral range')
+
+
 class JSCluster:
     "`n` servers of `kind` (jsnb or nats-server) with JetStream, routed to each other (with credentials unless `open`)."
     def __init__(self, kind: str, n: int = 3, name: str = 'c1', open: bool = False, no_js: tuple = (), tags: dict | None = None,

@@ -366,9 +366,9 @@ def test_events_and_sub(both):
 
 def test_jsnb_cluster_ports(tmp_path):
     "`jsnb cluster --port/--http_port/--cluster_port`: the servers listen where they were told, counting up."
-    from jsclusters import free_ports
+    from jsclusters import free_ladder
     import socket, signal, urllib.request
-    base = free_ports(1)[0]
+    base = free_ladder(3, 2)
     ports = [base + 10 * i for i in range(3)]
     p = subprocess.Popen(JSNB + ['cluster', '--size', '2', '--port', str(ports[0]), '--http_port', str(ports[1]), '--cluster_port', str(ports[2]),
                                  '--dir', str(tmp_path)], stdout=subprocess.PIPE, text=True, env=ENV)
