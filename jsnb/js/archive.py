@@ -394,9 +394,13 @@ def _scan_loop(buf, pos, n, rows):
 
 # %% ../../nbs/2_js/18b_archive.ipynb #267f4872
 class ArchiveReader:
-    "Reads archive entries from pieces of any size: `feed` returns the `(name, ts, seq, hdr_size, payload_size, body)` completed, or hands each to `on_entry` at once."
-    def __init__(self, check=None, on_entry=None):
+    """Reads archive entries from pieces of any size: `feed` returns the `(name, ts, seq, hdr_size, payload_size, body)`
+    completed, or hands each to `on_entry` at once. `on_run(view, rows)`, if given, is offered the entries the kernel found
+    first, as rows (name offset into `view`, name length, time, sequence, header and payload sizes), and returns how many
+    from the first it took; the next one goes to `check` and `on_entry`, and the rest is offered again."""
+    def __init__(self, check=None, on_entry=None, on_run=None):
         self._buf, self.magic, self.head, self.name, self.check, self.on_entry = bytearray(), False, None, b'', check, on_entry
+        self.on_run = on_run
         self._rows = np.zeros((1024, 6), np.int64)
 
     @property
@@ -428,10 +432,16 @@ def feed(self: ArchiveReader, data: bytes | list) -> list[tuple]:
                 a, mv = np.frombuffer(buf, np.uint8), memoryview(buf)   # (a slice of `mv` is copied once, of `buf` twice)
                 try:
                     got, pos2, why = k(a, pos, len(buf), self._rows)
-                    for name_at, nl, ts, seq, hs, ps in self._rows[:got].tolist():
+                    i = 0
+                    while i < got:
+                        if self.on_run:
+                            took = self.on_run(mv, self._rows[i:got])
+                            if took: i += took; pos = int(self._rows[i - 1, [0, 1, 4, 5]].sum())
+                            if i == got: break
+                        name_at, nl, ts, seq, hs, ps = self._rows[i].tolist()
                         at = name_at + nl
                         e = (bytes(mv[name_at:at]), ts, seq, hs, ps, bytes(mv[at:at + hs + ps]))
-                        pos = at + hs + ps
+                        pos, i = at + hs + ps, i + 1
                         if self.check: self.check(*e[:5])
                         if self.on_entry: self.on_entry(*e)
                         else: out.append(e)

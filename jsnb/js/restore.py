@@ -5,7 +5,8 @@
 # %% ../../nbs/2_js/18a_restore.ipynb #029d10ce
 from __future__ import annotations
 import logging, os, shutil, time
-import orjson
+from itertools import repeat
+import numpy as np, orjson
 from fastcore.basics import patch
 from ..nats.protocol import get_header, text
 from ..nats.times import rfc3339
@@ -19,6 +20,7 @@ from .consumer_config import consumer_config_for_create
 from .consumer import Consumer
 from .account import Account
 from .filestore import FileStore
+from .store import runs_alike
 from .stream import limits_of
 from . import ttl
 from .archive import (ARCHIVE_MAGIC, ArchiveReader, S2Reader, SnapshotError, ready, WAIT_FOR_KERNELS, KERNEL_WAIT, CORRUPT, INVALID)
@@ -50,7 +52,7 @@ class Restore:
     def __init__(self, acct: Account, cfg: dict, src, big: bool = False):
         self.acct, self.cfg, self.src, self.name = acct, cfg, src, cfg['name']
         self.subject = f'$JS.SNAPSHOT.RESTORE.{self.name}.{event_id()}'
-        self.s2, self.arc = S2Reader(), ArchiveReader(self._check, self._entry)
+        self.s2, self.arc = S2Reader(), ArchiveReader(self._check, self._entry, self._run)
         self.start_ns, self.total, self.last = time.time_ns(), 0, time.monotonic()
         self.err: Exception | None = None
         self.finished = self.eob = False
@@ -189,6 +191,46 @@ def _begin(self: Restore, st: dict):
     if st['first_seq'] > 0: self.store.compact(st['first_seq'])
     acct.advise_stream(self.name, 'create')                  # the reference announces the stream here (not its consumers)
     self.lseq = max(st['first_seq'] - 1, 0)
+
+# %% ../../nbs/2_js/18a_restore.ipynb #a3ad6300
+@patch
+def _run(self: Restore, view, rows: np.ndarray) -> int:
+    """Store the messages at the head of `rows` (`ArchiveReader`'s: name offset into `view`, name length, time, sequence,
+    header and payload sizes) that need nothing of their own, as one run; how many it took."""
+    if self.eob or self.state is None or len(self.consumers) < self._ncons: return 0
+    cfg, mp, mms = self.cfg, self.acct.host.max_payload, self.cfg.get('max_msg_size', -1)
+    at, nl, ts, seq, hs, ps = rows.T
+    ok = (seq == self.lseq + 1 + np.arange(len(rows))) & (hs <= mp) & (ps <= mp - hs)
+    if mms is not None and mms >= 0: ok &= (hs <= mms) & (ps <= mms - hs)
+    n = len(rows) if ok.all() else int(ok.argmin())
+    subjects, hdrs, datas, now = [], [], [], time.time_ns()
+    for a, l, t, h, p in zip(at[:n].tolist(), nl[:n].tolist(), ts[:n].tolist(), hs[:n].tolist(), ps[:n].tolist()):
+        b = a + l
+        hdr = bytes(view[b:b + h]) if h else b''
+        if h:                                              # a TTL (or a bad one) is restored one at a time
+            try:
+                if ttl.restored(cfg, hdr, t, now) != 0: break
+            except ValueError: break
+        subjects.append(bytes(view[a:b])); hdrs.append(hdr); datas.append(bytes(view[b + h:b + h + p]))
+    if not subjects: return 0
+    with_hdrs = hdrs if any(hdrs) else None
+    total = self.stored + np.cumsum(self.store._sizes(subjects, datas, with_hdrs))
+    if self.limit >= 0:
+        over = self.used0 + np.maximum(self.state['bytes'], total) > self.limit
+        if over.any():
+            n = int(over.argmax())
+            if not n: return 0
+            del subjects[n:], hdrs[n:], datas[n:]
+            with_hdrs = hdrs if any(hdrs) else None
+    n = len(subjects)
+    self.stored, self.lseq, times = int(total[n - 1]), int(seq[n - 1]), ts[:n].copy()
+    if not runs_alike(self.store.limits):                  # a limit may refuse one: the store takes them one at a time
+        self._batch.extend(zip(map(text, subjects), hdrs, datas, times.tolist(), repeat(0), seq[:n].tolist()))
+        return n
+    self._flush()
+    first, _ = self.store.store_batch(subjects, datas, with_hdrs, times)
+    if first != seq[0]: raise SnapshotError(f'failed to store message sequence {seq[0]}: stored at {first}')
+    return n
 
 # %% ../../nbs/2_js/18a_restore.ipynb #422d2195
 _STAGING: set[str] = set()                                  # the staging directories of restores in progress

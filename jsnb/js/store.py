@@ -254,6 +254,13 @@ def skip_msg(self: MsgStore) -> int:
         return seq
     finally: self._finish()
 
+# %% ../../nbs/2_js/04_store.ipynb #fdeb0922
+@patch
+def header_seqs(self: MemStore, seq: int) -> list[int]:
+    "Sequences from `seq` on of the messages stored with headers."
+    ix, r = self._ix, self._ix.lb(seq)
+    return [q for q, m in zip(ix.seq[r:ix.n].tolist(), self._data[r:ix.n]) if m is not None and m[0]]
+
 # %% ../../nbs/2_js/04_store.ipynb #109a0de6
 @patch
 def _put_many(self: MsgStore, r: int, subjects: list[bytes], datas: list[bytes], hdrs: list[bytes] | None = None):
