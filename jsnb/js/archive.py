@@ -339,21 +339,21 @@ def _starts(lens: np.ndarray) -> np.ndarray:
     at = np.zeros(len(lens), np.int64); np.cumsum(lens[:-1], out=at[1:])
     return at
 
-def _entry_columns(msgs: list) -> tuple:
-    "The arguments of `_entries_loop` for `msgs`, and a `dst` large enough."
-    n = len(msgs)
-    names = [wire(m.subject) for m in msgs]
-    nl, hl, dl = _column(map(len, names), n), _column((len(m.hdr) for m in msgs), n), _column((len(m.data) for m in msgs), n)
-    ts, seq = _column((m.ts for m in msgs), n), _column((m.seq for m in msgs), n)
+def _entry_columns(subjects, ts, seqs, hdrs, datas) -> tuple:
+    "The arguments of `_entries_loop` for messages given as columns (see `archive_entries`), and a `dst` large enough."
+    n = len(subjects)
+    nl, hl, dl = _column(map(len, subjects), n), _column(map(len, hdrs), n), _column(map(len, datas), n)
     u8 = lambda b: np.frombuffer(b, np.uint8)
-    return (nl, ts, seq, hl, dl, u8(b''.join(names)), _starts(nl), u8(b''.join([m.hdr for m in msgs])), _starts(hl),
-            u8(b''.join([m.data for m in msgs])), _starts(dl), np.empty(int(nl.sum() + hl.sum() + dl.sum()) + 50 * n, np.uint8))
+    return (nl, np.asarray(ts, np.int64), np.asarray(seqs, np.int64), hl, dl, u8(b''.join(subjects)), _starts(nl),
+            u8(b''.join(hdrs)), _starts(hl), u8(b''.join(datas)), _starts(dl), np.empty(int(nl.sum() + hl.sum() + dl.sum()) + 50 * n, np.uint8))
 
-def archive_entries(msgs: list) -> bytes:
-    "The archive entries of stored messages `msgs` (`subject`, `ts`, `seq`, `hdr`, `data`), one after the other."
-    k = _jit('_entries_loop', len(msgs) * 64)
-    if k is None or not msgs: return b''.join([archive_entry(wire(m.subject), m.ts, m.seq, m.hdr, m.data) for m in msgs])
-    args = _entry_columns(msgs)
+def archive_entries(subjects: list[bytes], ts, seqs, hdrs, datas) -> bytes:
+    """The archive entries of stored messages given as columns, one after the other: their subjects (as bytes), times,
+    sequences, header blocks and payloads (`MsgStore.load_next_columns`)."""
+    k = _jit('_entries_loop', len(subjects) * 64)
+    if k is None or not len(subjects):
+        return b''.join([archive_entry(*e) for e in zip(subjects, np.asarray(ts, np.int64).tolist(), np.asarray(seqs, np.int64).tolist(), hdrs, datas)])
+    args = _entry_columns(subjects, ts, seqs, hdrs, datas)
     return args[-1][:k(*args)].tobytes()
 
 

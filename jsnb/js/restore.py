@@ -192,7 +192,7 @@ def _begin(self: Restore, st: dict):
     acct.advise_stream(self.name, 'create')                  # the reference announces the stream here (not its consumers)
     self.lseq = max(st['first_seq'] - 1, 0)
 
-# %% ../../nbs/2_js/18a_restore.ipynb #a3ad6300
+# %% ../../nbs/2_js/18a_restore.ipynb #115c79a6
 @patch
 def _run(self: Restore, view, rows: np.ndarray) -> int:
     """Store the messages at the head of `rows` (`ArchiveReader`'s: name offset into `view`, name length, time, sequence,

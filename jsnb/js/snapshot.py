@@ -5,7 +5,7 @@
 # %% ../../nbs/2_js/18_snapshot.ipynb #9567097f
 from __future__ import annotations
 import logging, time
-import orjson
+import numpy as np, orjson
 from fastcore.basics import patch
 from ..nats.core import ClientConn
 from ..nats.protocol import wire
@@ -57,11 +57,12 @@ def snapshot_bytes(stream, state: dict, consumers: list[tuple[str, dict]], now: 
     seq, last, store = state['first_seq'], state['last_seq'], stream.store
     per = max(16, min(1024, BLOCK * state['messages'] // max(1, state['bytes'])))     # about a frame's worth a batch
     while seq <= last:
-        batch = store.load_next_msgs('', seq, per)
-        if not batch: break
-        top = batch[-1].seq
-        if top > last: batch = [m for m in batch if m.seq <= last]
-        if batch: yield archive_entries(batch)
+        cols = store.load_next_columns(seq, per)
+        if not cols[0]: break
+        top = int(cols[2][-1])
+        if top > last:
+            k = int(np.searchsorted(cols[2], last, 'right')); cols = [c[:k] for c in cols]
+        if len(cols[0]): yield archive_entries(*cols)
         if top >= last: break
         seq = top + 1
     yield archive_entry(b'')

@@ -254,7 +254,7 @@ def skip_msg(self: MsgStore) -> int:
         return seq
     finally: self._finish()
 
-# %% ../../nbs/2_js/04_store.ipynb #fdeb0922
+# %% ../../nbs/2_js/04_store.ipynb #5a66c934
 @patch
 def header_seqs(self: MemStore, seq: int) -> list[int]:
     "Sequences from `seq` on of the messages stored with headers."
@@ -389,6 +389,17 @@ def next_rows(self: MsgStore, filter: str, start: int, limit: int) -> np.ndarray
 def load_next_msgs(self: MsgStore, filter: str, start: int, limit: int) -> list[StoreMsg]:
     "The next messages at or after `start` matching `filter`, in order: at least one if there is one, at most `limit`."
     return self._msgs(self.next_rows(filter, start, limit))
+
+# %% ../../nbs/2_js/04_store.ipynb #776ec6b0
+@patch
+def load_next_columns(self: MsgStore, start: int, limit: int) -> tuple:
+    "The next messages at or after `start` (at most `limit`) as columns: subjects (bytes), times, sequences, header blocks, payloads."
+    rows, ix = self.next_rows('', start, limit), self._ix
+    if not len(rows): return [], ix.ts[:0], ix.seq[:0], (), ()
+    u, inv = np.unique(ix.sid[rows], return_inverse=True)
+    names = [wire(ix.names[s]) for s in u.tolist()]
+    hdrs, datas = zip(*self._get_many(rows))
+    return [names[i] for i in inv.tolist()], ix.ts[rows], ix.seq[rows], hdrs, datas
 
 # %% ../../nbs/2_js/04_store.ipynb #3efe50e9
 @patch
