@@ -20,7 +20,7 @@ from .host import advise, json_bytes, client_info, CoreHost
 from .account import Account
 from .health import stored_problems
 from .jsz_details import details
-from . import kernels
+from . import kernels, archive
 from . import stream_api as S, consumer_api as C, snapshot as SN, restore as RS, templates as T
 log = logging.getLogger('jsnb')
 
@@ -192,7 +192,7 @@ def respond(self: JetStream, subject: bytes, reply: bytes, hdr: int, data: bytes
 def start(self: JetStream):
     "Bring the account back from disk and subscribe (a clustered JetStream starts this way too, with its own `api_subscriptions`)."
     a = self.account
-    if kernels.AT_START: kernels.warm()
+    if kernels.AT_START: kernels.warm(); archive.warm()      # (the snapshot kernels too: a first backup is as fast as the next)
     a.restore()
     if not a.clustered: T.restore(a)              # the stream templates, with the streams they made (a cluster has none)
     self._subs = self.api_subscriptions()

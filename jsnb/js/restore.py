@@ -203,32 +203,29 @@ def _run(self: Restore, view, rows: np.ndarray) -> int:
     ok = (seq == self.lseq + 1 + np.arange(len(rows))) & (hs <= mp) & (ps <= mp - hs)
     if mms is not None and mms >= 0: ok &= (hs <= mms) & (ps <= mms - hs)
     n = len(rows) if ok.all() else int(ok.argmin())
-    subjects, hdrs, datas, now = [], [], [], time.time_ns()
-    for a, l, t, h, p in zip(at[:n].tolist(), nl[:n].tolist(), ts[:n].tolist(), hs[:n].tolist(), ps[:n].tolist()):
-        b = a + l
-        hdr = bytes(view[b:b + h]) if h else b''
-        if h:                                              # a TTL (or a bad one) is restored one at a time
-            try:
-                if ttl.restored(cfg, hdr, t, now) != 0: break
-            except ValueError: break
-        subjects.append(bytes(view[a:b])); hdrs.append(hdr); datas.append(bytes(view[b + h:b + h + p]))
-    if not subjects: return 0
-    with_hdrs = hdrs if any(hdrs) else None
-    total = self.stored + np.cumsum(self.store._sizes(subjects, datas, with_hdrs))
+    if not n: return 0
+    lo = int(at[0]); blob = view[lo:int(at[n - 1] + nl[n - 1] + hs[n - 1] + ps[n - 1])].tobytes()   # (one copy, then slices of it)
+    a = at[:n] - lo; b = a + nl[:n]; c = b + hs[:n]
+    a, b, c, e = a.tolist(), b.tolist(), c.tolist(), (c + ps[:n]).tolist()
+    subjects, datas, hdrs = [blob[x:y] for x, y in zip(a, b)], [blob[x:y] for x, y in zip(c, e)], None
+    if hs[:n].any():
+        hdrs, now = [blob[x:y] for x, y in zip(b, c)], time.time_ns()
+        for i in np.flatnonzero(hs[:n]).tolist():         # a TTL (or a bad one) is restored one at a time
+            try: keep = ttl.restored(cfg, hdrs[i], int(ts[i]), now)
+            except ValueError: keep = None
+            if keep != 0: n = i; break
+    total = self.stored + np.cumsum(self.store._sizes(subjects[:n], datas[:n], hdrs and hdrs[:n]))
     if self.limit >= 0:
         over = self.used0 + np.maximum(self.state['bytes'], total) > self.limit
-        if over.any():
-            n = int(over.argmax())
-            if not n: return 0
-            del subjects[n:], hdrs[n:], datas[n:]
-            with_hdrs = hdrs if any(hdrs) else None
-    n = len(subjects)
+        if over.any(): n = int(over.argmax())
+    if not n: return 0
+    if n < len(subjects): subjects, datas, hdrs = subjects[:n], datas[:n], hdrs and hdrs[:n]
     self.stored, self.lseq, times = int(total[n - 1]), int(seq[n - 1]), ts[:n].copy()
     if not runs_alike(self.store.limits):                  # a limit may refuse one: the store takes them one at a time
-        self._batch.extend(zip(map(text, subjects), hdrs, datas, times.tolist(), repeat(0), seq[:n].tolist()))
+        self._batch.extend(zip(map(text, subjects), hdrs or repeat(b''), datas, times.tolist(), repeat(0), seq[:n].tolist()))
         return n
     self._flush()
-    first, _ = self.store.store_batch(subjects, datas, with_hdrs, times)
+    first, _ = self.store.store_batch(subjects, datas, hdrs, times)
     if first != seq[0]: raise SnapshotError(f'failed to store message sequence {seq[0]}: stored at {first}')
     return n
 

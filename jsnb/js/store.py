@@ -390,7 +390,7 @@ def load_next_msgs(self: MsgStore, filter: str, start: int, limit: int) -> list[
     "The next messages at or after `start` matching `filter`, in order: at least one if there is one, at most `limit`."
     return self._msgs(self.next_rows(filter, start, limit))
 
-# %% ../../nbs/2_js/04_store.ipynb #776ec6b0
+# %% ../../nbs/2_js/04_store.ipynb #7c6d15b8
 @patch
 def load_next_columns(self: MsgStore, start: int, limit: int) -> tuple:
     "The next messages at or after `start` (at most `limit`) as columns: subjects (bytes), times, sequences, header blocks, payloads."
