@@ -615,7 +615,8 @@ def raw_msgs(self: FileStore, rows: np.ndarray):
 
 # %% ../../nbs/2_js/05_filestore.ipynb #828aef34
 @patch
-def _sizes(self: FileStore, subjects, datas, hdrs=None) -> np.ndarray:
+def msg_sizes(self: FileStore, subjects, datas, hdrs=None) -> np.ndarray:
+    "Bytes this store accounts for each message of a run (`msg_size`'s rule)."
     sizes = 30 + lengths(subjects) + lengths(datas)
     if hdrs: hl = lengths(hdrs); sizes += np.where(hl > 0, 4 + hl, 0)
     return sizes

@@ -9,7 +9,6 @@ from .consumer import from_snapshot
 from .consumer_api import consumer_info_of
 from .stream_config import stored_cfg
 from . import mirrors
-from .cluster_stream import placed
 
 # %% auto #0
 __all__ = ['jsz_options', 'stream_cluster', 'stream_detail', 'account_detail', 'account_details', 'details', 'leaders']
@@ -68,6 +67,7 @@ def _consumer_info(js, c) -> dict:
     info = consumer_info_of(js.account, c, stored=True)
     if not hasattr(js, 'api'): return info
     g = js.groups.get(c.stream.name)
+    from jsnb.js.cluster_stream import placed         # (here: a server without routes does not load the Raft modules)
     if g is None or g.is_leader() or placed(c): return js.api.consumer_with_cluster(info)   # (it runs here: the API's own answer)
     out = {}
     for k, v in info.items():

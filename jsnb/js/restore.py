@@ -214,7 +214,7 @@ def _run(self: Restore, view, rows: np.ndarray) -> int:
             try: keep = ttl.restored(cfg, hdrs[i], int(ts[i]), now)
             except ValueError: keep = None
             if keep != 0: n = i; break
-    total = self.stored + np.cumsum(self.store._sizes(subjects[:n], datas[:n], hdrs and hdrs[:n]))
+    total = self.stored + np.cumsum(self.store.msg_sizes(subjects[:n], datas[:n], hdrs and hdrs[:n]))
     if self.limit >= 0:
         over = self.used0 + np.maximum(self.state['bytes'], total) > self.limit
         if over.any(): n = int(over.argmax())
