@@ -11,7 +11,7 @@ pytestmark = pytest.mark.skipif(not kernels.WANTED, reason='the kernels are off 
 WORKLOAD = textwrap.dedent('''
     import asyncio, json, tempfile
     import nats
-    from jsnb.js import kernels
+    from jsnb.js import kernels, archive
     from jsnb.app import serve
     from jsnb.clients import backup
 
@@ -34,16 +34,19 @@ WORKLOAD = textwrap.dedent('''
             await js.delete_stream('Wfile'); await backup.restore(nc, b + '/w')
         await nc.close()
 
+    def forms(): return {**kernels.compiled_forms(), **archive.compiled_forms()}
+
     async def main():
-        kernels.warm()
+        kernels.warm(); archive.warm()
         with tempfile.TemporaryDirectory() as d:
             s = await serve(jetstream=True, store_dir=d, port=-1)
-            before = kernels.compiled_forms()                         # (the server's modules loaded, their kernels with them)
+            before = forms()                                          # (the server's modules loaded, their kernels with them)
+            assert sum(k.startswith('jsnb.js.archive.') for k in before) == 5 and len(before) > 20, before
             await work(s.url); await s.stop()
             s = await serve(jetstream=True, store_dir=d, port=-1)      # again on the same store: its index read back
             nc = await nats.connect(s.url)
             await nc.jetstream().get_msg('Wfile', seq=7, direct=True); await nc.close(); await s.stop()
-        print(json.dumps({k: [before.get(k), v] for k, v in kernels.compiled_forms().items() if v != before.get(k)}))
+        print(json.dumps({k: [before.get(k), v] for k, v in forms().items() if v != before.get(k)}))
     asyncio.run(main())
 ''')
 

@@ -12,9 +12,9 @@ from . import kernels
 from .kernels import crc_tables, crc_run
 
 # %% auto #0
-__all__ = ['WAIT_FOR_KERNELS', 'KERNEL_WAIT', 'CORRUPT', 'S2_HEADER', 'ARCHIVE_MAGIC', 'INVALID', 'warm', 'ready', 'crc32c',
-           'masked_crc', 'SnapshotError', 's2_block', 'S2Reader', 's2_compress', 's2_frames', 'archive_entry',
-           'archive_entries', 'ArchiveReader']
+__all__ = ['WAIT_FOR_KERNELS', 'KERNEL_WAIT', 'CORRUPT', 'S2_HEADER', 'ARCHIVE_MAGIC', 'INVALID', 'warm', 'compiled_forms',
+           'ready', 'crc32c', 'masked_crc', 'SnapshotError', 's2_block', 'S2Reader', 's2_compress', 's2_frames',
+           'archive_entry', 'archive_entries', 'entry_of', 'ArchiveReader']
 
 # %% ../../nbs/2_js/18b_archive.ipynb #538cd0d4
 _CRC_T = crc_tables(0x82F63B78, 8)              # CRC-32C, eight tables for eight bytes at a time (see the kernels page)
@@ -58,6 +58,10 @@ def warm() -> dict:
                     f = kernels.compile_cached(types.FunctionType(g[name].__code__, g, name)); f(*args)
                     _JITTED[name] = f
     return _JITTED
+
+def compiled_forms() -> dict[str, int]:
+    "How many forms (argument types) each compiled snapshot kernel holds, as `kernels.compiled_forms` tells of the others."
+    return {f'{__name__}.{n}': len(f.signatures) for n, f in _JITTED.items()}
 
 WAIT_FOR_KERNELS = 1 << 20             # a stream this large waits for the compiled kernels; a smaller one goes on with the twins
 KERNEL_WAIT = 2.0                      # seconds it waits at most (a first compile, without a cache, takes longer)
@@ -393,14 +397,20 @@ def _scan_loop(buf, pos, n, rows):
     return k, pos, 1
 
 # %% ../../nbs/2_js/18b_archive.ipynb #267f4872
+def entry_of(view, row) -> tuple:
+    "The entry `(name, ts, seq, hdr_size, payload_size, body)` of one of the kernel's rows (a list) over `view`."
+    name_at, nl, ts, seq, hs, ps = row
+    at = name_at + nl
+    return bytes(view[name_at:at]), ts, seq, hs, ps, bytes(view[at:at + hs + ps])
+
 class ArchiveReader:
     """Reads archive entries from pieces of any size: `feed` returns the `(name, ts, seq, hdr_size, payload_size, body)`
-    completed, or hands each to `on_entry` at once. `on_run(view, rows)`, if given, is offered the entries the kernel found
-    first, as rows (name offset into `view`, name length, time, sequence, header and payload sizes), and returns how many
-    from the first it took; the next one goes to `check` and `on_entry`, and the rest is offered again."""
-    def __init__(self, check=None, on_entry=None, on_run=None):
+    completed, or hands each to `on_entry` at once. `on_rows(view, rows)`, if given, takes the entries the kernel found
+    instead, all of a batch at once, as rows (name offset into `view`, name length, time, sequence, header and payload
+    sizes; `entry_of` makes one an entry)."""
+    def __init__(self, check=None, on_entry=None, on_rows=None):
         self._buf, self.magic, self.head, self.name, self.check, self.on_entry = bytearray(), False, None, b'', check, on_entry
-        self.on_run = on_run
+        self.on_rows = on_rows
         self._rows = np.zeros((1024, 6), np.int64)
 
     @property
@@ -432,19 +442,14 @@ def feed(self: ArchiveReader, data: bytes | list) -> list[tuple]:
                 a, mv = np.frombuffer(buf, np.uint8), memoryview(buf)   # (a slice of `mv` is copied once, of `buf` twice)
                 try:
                     got, pos2, why = k(a, pos, len(buf), self._rows)
-                    i = 0
-                    while i < got:
-                        if self.on_run:
-                            took = self.on_run(mv, self._rows[i:got])
-                            if took: i += took; pos = int(self._rows[i - 1, [0, 1, 4, 5]].sum())
-                            if i == got: break
-                        name_at, nl, ts, seq, hs, ps = self._rows[i].tolist()
-                        at = name_at + nl
-                        e = (bytes(mv[name_at:at]), ts, seq, hs, ps, bytes(mv[at:at + hs + ps]))
-                        pos, i = at + hs + ps, i + 1
-                        if self.check: self.check(*e[:5])
-                        if self.on_entry: self.on_entry(*e)
-                        else: out.append(e)
+                    if got and self.on_rows: self.on_rows(mv, self._rows[:got])
+                    else:
+                        for row in self._rows[:got].tolist():
+                            e = entry_of(mv, row)
+                            if self.check: self.check(*e[:5])
+                            if self.on_entry: self.on_entry(*e)
+                            else: out.append(e)
+                    if got: pos = int(self._rows[got - 1, [0, 1, 4, 5]].sum())     # after the last entry found
                 finally: del a; mv.release()                    # before the buffer is resized
                 pos = pos2 if why != 2 else pos
                 if why == 0: break

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
-from .store import MsgStore, StoreLimits, StoreError, file_msg_size
+from .store import MsgStore, StoreLimits, StoreError, file_msg_size, file_sizes
 from .index import lengths, restored
 from . import kernels
 from .records import (le_uints, REC, HDR, MSG, DEL, SKIP, PURGE, ERASED, LAST, SEQD, record, mark, read_recs, read_rec, scan_block, walk,
@@ -71,9 +71,7 @@ class FileStore(MsgStore):
         self._open()
         self._save_state()
 
-    def msg_size(self, subject: str, hdr: bytes, data: bytes) -> int:
-        "Bytes this store accounts for a message."
-        return file_msg_size(subject, hdr, data)
+    sizes = staticmethod(file_sizes)     # (`MsgStore.msg_size` and `msg_sizes` count with it)
 
     def _path(self, b: int) -> Path: return self._bdir / f'{b:08d}.blk'
 
@@ -614,13 +612,6 @@ def raw_msgs(self: FileStore, rows: np.ndarray):
 
 
 # %% ../../nbs/2_js/05_filestore.ipynb #828aef34
-@patch
-def msg_sizes(self: FileStore, subjects, datas, hdrs=None) -> np.ndarray:
-    "Bytes this store accounts for each message of a run (`msg_size`'s rule)."
-    sizes = 30 + lengths(subjects) + lengths(datas)
-    if hdrs: hl = lengths(hdrs); sizes += np.where(hl > 0, 4 + hl, 0)
-    return sizes
-
 @patch
 def _put_many(self: FileStore, r, subjects, datas, hdrs=None):
     "Frame the records of a run: with the kernels, all of them in one buffer from the joined fields; else one by one."

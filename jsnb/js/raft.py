@@ -203,17 +203,22 @@ class RaftLoop:
         try: node.tick()
         except Exception: log.exception('Raft: a tick of group member %s failed', node.selfNode.id)
 
+    def _done(self):
+        if self.after is None: return
+        try: self.after()
+        except Exception: log.exception('Raft: writing out what the ticks sent failed')
+
     def _run_due(self):
         self._soon = None
         due, self._due = self._due, {}
         for n in due:
             if n in self.nodes: self._tick(n)
-        if self.after is not None: self.after()
+        self._done()
 
     def _round(self):
         self._timer = self.loop.call_later(TICK, self._round) if self.nodes else None
         for n in list(self.nodes): self._tick(n)
-        if self.after is not None: self.after()
+        self._done()
 
 # %% ../../nbs/2_js/20_raft.ipynb #f6aee5ed
 TICK = 0.025                   # seconds between two ticks of every group

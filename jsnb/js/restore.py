@@ -9,6 +9,7 @@ from itertools import repeat
 import numpy as np, orjson
 from fastcore.basics import patch
 from ..nats.protocol import get_header, text
+from ..nats import headers as H
 from ..nats.times import rfc3339
 from .errors import (JSApiError, JSBadRequestErr, JSMemoryResourcesExceededErr, JSStorageResourcesExceededErr,
                            JSStreamMismatchErr, JSStreamNameContainsPathSeparatorsErr, JSStreamNameExistRestoreFailedErr,
@@ -23,14 +24,15 @@ from .filestore import FileStore
 from .store import runs_alike
 from .stream import limits_of
 from . import ttl
-from .archive import (ARCHIVE_MAGIC, ArchiveReader, S2Reader, SnapshotError, ready, WAIT_FOR_KERNELS, KERNEL_WAIT, CORRUPT, INVALID)
+from .archive import (ARCHIVE_MAGIC, ArchiveReader, S2Reader, SnapshotError, ready, WAIT_FOR_KERNELS, KERNEL_WAIT, CORRUPT, INVALID,
+                             entry_of)
 from .snapshot import is_empty_request
 from . import mirrors, stream_api
 
 log = logging.getLogger('jsnb')
 
 # %% auto #0
-__all__ = ['log', 'RESTORE_REQUEST', 'STALL_TIMEOUT', 'Restore', 'stream_restore']
+__all__ = ['log', 'RESTORE_REQUEST', 'STALL_TIMEOUT', 'MIN_RUN', 'Restore', 'stream_restore']
 
 # %% ../../nbs/2_js/18a_restore.ipynb #d166c556
 _CONFIG = GoStruct('server.StreamConfig', {k: v for k, v in STREAM_CONFIG_REQUEST.fields.items() if k != 'pedantic'})
@@ -52,7 +54,7 @@ class Restore:
     def __init__(self, acct: Account, cfg: dict, src, big: bool = False):
         self.acct, self.cfg, self.src, self.name = acct, cfg, src, cfg['name']
         self.subject = f'$JS.SNAPSHOT.RESTORE.{self.name}.{event_id()}'
-        self.s2, self.arc = S2Reader(), ArchiveReader(self._check, self._entry, self._run)
+        self.s2, self.arc = S2Reader(), ArchiveReader(self._check, self._entry, self._rows)
         self.start_ns, self.total, self.last = time.time_ns(), 0, time.monotonic()
         self.err: Exception | None = None
         self.finished = self.eob = False
@@ -62,6 +64,7 @@ class Restore:
         self._held: list = []                               # chunks that wait for the kernels
         self.big, self.opened = big, time.monotonic()       # a large backup: worth waiting (a little) for the kernels
         self.lseq = self.used0 = self.stored = self._ncons = 0
+        self.in_runs = 0                                    # messages stored a run at a time (`_rows`), the rest one by one
         self.limit = -1                                     # the account's storage limit for the stream's kind (from `_begin`)
         self.staging = ''                                   # where a file stream is restored before it goes live
         advise(acct.host, f'$JS.EVENT.ADVISORY.STREAM.RESTORE_CREATE.{self.name}', 'io.nats.jetstream.advisory.v1.restore_create',
@@ -151,11 +154,18 @@ def _check(self: Restore, name: bytes, ts: int, seq: int, hs: int, ps: int):
     if seq == 0:
         if ts == 0 and hs == 0 and ps == 0: return
         raise SnapshotError('expected message sequence')
-    mp = self.acct.host.max_payload
-    if hs > mp or ps > mp - hs: raise SnapshotError(f'message sequence {seq} exceeds maximum payload size')
+    if not _within(hs, ps, self.acct.host.max_payload): raise SnapshotError(f'message sequence {seq} exceeds maximum payload size')
     mms = self.cfg.get('max_msg_size', -1)
-    if mms is not None and mms >= 0 and (hs > mms or ps > mms - hs):
-        raise SnapshotError(f'message sequence {seq} exceeds maximum message size')
+    if mms is not None and mms >= 0 and not _within(hs, ps, mms): raise SnapshotError(f'message sequence {seq} exceeds maximum message size')
+
+def _within(hs, ps, limit: int):
+    "Whether messages of these header and payload sizes (numbers or arrays) fit in `limit` bytes (a size past 2**63 included)."
+    return (hs <= limit) & (ps <= limit - hs)
+
+@patch
+def _over(self: Restore, stored):
+    "Whether having stored `stored` bytes (a number or an array of them) takes the account past its limit for the stream's kind."
+    return np.maximum(self.state['bytes'], stored) > self.limit - self.used0
 
 # %% ../../nbs/2_js/18a_restore.ipynb #998c6364
 @patch
@@ -193,36 +203,54 @@ def _begin(self: Restore, st: dict):
     self.lseq = max(st['first_seq'] - 1, 0)
 
 # %% ../../nbs/2_js/18a_restore.ipynb #115c79a6
+MIN_RUN = 32                 # plain messages in a row worth storing as a run (fewer cost less one at a time)
+
+@patch
+def _rows(self: Restore, view, rows: np.ndarray):
+    """The entries of one batch of the archive reader's kernel (`rows`: name offset into `view`, name length, time,
+    sequence, header and payload sizes): runs of plain messages stored together (`_run`), any other entry alone."""
+    runs, each, i = self._runs(view, rows), rows.tolist(), 0
+    while i < len(rows):
+        n = self._run(view, rows[i:i + runs[i]]) if runs[i] >= MIN_RUN else 0
+        if n: i += n; continue
+        e = entry_of(view, each[i])
+        self._check(*e[:5]); self._entry(*e); i += 1
+
+@patch
+def _runs(self: Restore, view, rows: np.ndarray) -> list[int]:
+    """For each row, how many rows from it are plain messages in a row: each within the size limits, without a TTL header,
+    the next sequence after the one before (the first's is checked against the stream when its run comes)."""
+    at, nl, ts, seq, hs, ps = rows.T
+    mms = self.cfg.get('max_msg_size', -1)
+    ok = (seq > 0) & _within(hs, ps, self.acct.host.max_payload)
+    if mms is not None and mms >= 0: ok &= _within(hs, ps, mms)
+    hi = np.flatnonzero(ok & (hs > 0))
+    for i, h, n in zip(hi.tolist(), (at + nl)[hi].tolist(), hs[hi].tolist()):
+        ok[i] = get_header(view[h:h + n].tobytes(), H.TTL) is None                   # a TTL is restored alone (`_message`)
+    on = ok.copy(); on[1:] &= seq[1:] == seq[:-1] + 1       # a row that carries on the run of the row before it
+    breaks = np.append(np.flatnonzero(~on), len(rows))
+    ends = breaks[np.searchsorted(breaks, np.arange(len(rows)), 'right')]
+    return np.where(ok, ends - np.arange(len(rows)), 0).tolist()
+
 @patch
 def _run(self: Restore, view, rows: np.ndarray) -> int:
-    """Store the messages at the head of `rows` (`ArchiveReader`'s: name offset into `view`, name length, time, sequence,
-    header and payload sizes) that need nothing of their own, as one run; how many it took."""
-    if self.eob or self.state is None or len(self.consumers) < self._ncons: return 0
-    cfg, mp, mms = self.cfg, self.acct.host.max_payload, self.cfg.get('max_msg_size', -1)
+    "Store `rows`, plain messages in a row (`_runs`), as one run if the first is the stream's next; how many fit the account's room."
+    if self.eob or self.state is None or len(self.consumers) < self._ncons or rows[0, 3] != self.lseq + 1: return 0
     at, nl, ts, seq, hs, ps = rows.T
-    ok = (seq == self.lseq + 1 + np.arange(len(rows))) & (hs <= mp) & (ps <= mp - hs)
-    if mms is not None and mms >= 0: ok &= (hs <= mms) & (ps <= mms - hs)
-    n = len(rows) if ok.all() else int(ok.argmin())
-    if not n: return 0
-    lo = int(at[0]); blob = view[lo:int(at[n - 1] + nl[n - 1] + hs[n - 1] + ps[n - 1])].tobytes()   # (one copy, then slices of it)
-    a = at[:n] - lo; b = a + nl[:n]; c = b + hs[:n]
-    a, b, c, e = a.tolist(), b.tolist(), c.tolist(), (c + ps[:n]).tolist()
-    subjects, datas, hdrs = [blob[x:y] for x, y in zip(a, b)], [blob[x:y] for x, y in zip(c, e)], None
-    if hs[:n].any():
-        hdrs, now = [blob[x:y] for x, y in zip(b, c)], time.time_ns()
-        for i in np.flatnonzero(hs[:n]).tolist():         # a TTL (or a bad one) is restored one at a time
-            try: keep = ttl.restored(cfg, hdrs[i], int(ts[i]), now)
-            except ValueError: keep = None
-            if keep != 0: n = i; break
-    total = self.stored + np.cumsum(self.store.msg_sizes(subjects[:n], datas[:n], hdrs and hdrs[:n]))
+    total = self.stored + np.cumsum(self.store.sizes(nl, hs, ps))
+    n = len(rows)
     if self.limit >= 0:
-        over = self.used0 + np.maximum(self.state['bytes'], total) > self.limit
-        if over.any(): n = int(over.argmax())
+        over = self._over(total)
+        if over.any(): n = int(over.argmax()); at, nl, ts, seq, hs, ps = rows[:n].T
     if not n: return 0
-    if n < len(subjects): subjects, datas, hdrs = subjects[:n], datas[:n], hdrs and hdrs[:n]
-    self.stored, self.lseq, times = int(total[n - 1]), int(seq[n - 1]), ts[:n].copy()
+    lo = int(at[0]); blob = view[lo:int(at[-1] + nl[-1] + hs[-1] + ps[-1])].tobytes()   # (one copy, then slices of it)
+    a = at - lo; b = a + nl; c = b + hs
+    a, b, c, e = a.tolist(), b.tolist(), c.tolist(), (c + ps).tolist()
+    subjects, datas = [blob[x:y] for x, y in zip(a, b)], [blob[x:y] for x, y in zip(c, e)]
+    hdrs = [blob[x:y] for x, y in zip(b, c)] if hs.any() else None
+    self.stored, self.lseq, self.in_runs, times = int(total[n - 1]), int(seq[-1]), self.in_runs + n, ts.copy()
     if not runs_alike(self.store.limits):                  # a limit may refuse one: the store takes them one at a time
-        self._batch.extend(zip(map(text, subjects), hdrs or repeat(b''), datas, times.tolist(), repeat(0), seq[:n].tolist()))
+        self._batch.extend(zip(map(text, subjects), hdrs or repeat(b''), datas, times.tolist(), repeat(0), seq.tolist()))
         return n
     self._flush()
     first, _ = self.store.store_batch(subjects, datas, hdrs, times)
@@ -307,7 +335,7 @@ def _message(self: Restore, subject: bytes, ts: int, seq: int, hdr: bytes, data:
         self._flush(); store.skip_msg(); return
     subject = text(subject)
     self.stored += store.msg_size(subject, hdr, data)
-    if self.limit >= 0 and self.used0 + max(self.state['bytes'], self.stored) > self.limit:
+    if self.limit >= 0 and self._over(self.stored):
         raise (JSMemoryResourcesExceededErr if cfg['storage'] == 'memory' else JSStorageResourcesExceededErr)()
     self._batch.append((subject, hdr, data, ts, keep, seq))
 

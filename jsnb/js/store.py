@@ -13,11 +13,12 @@ from ..nats.subjects import subject_matches, has_wildcard
 from ..nats.times import rfc3339
 from ..nats.protocol import text, wire
 from .kernels import next_row, prev_row, count_rows, select_rows, last_rows, expired_rows
-from .index import Index, distinct
+from .index import Index, distinct, lengths
 from ..nats import headers as H
 
 # %% auto #0
-__all__ = ['StoreMsg', 'StoreLimits', 'StoreError', 'mem_msg_size', 'file_msg_size', 'MsgStore', 'MemStore', 'runs_alike']
+__all__ = ['StoreMsg', 'StoreLimits', 'StoreError', 'mem_sizes', 'file_sizes', 'mem_msg_size', 'file_msg_size', 'MsgStore',
+           'MemStore', 'runs_alike']
 
 # %% ../../nbs/2_js/04_store.ipynb #a630f4b3
 class StoreMsg(NamedTuple):
@@ -53,13 +54,23 @@ class StoreError(Exception):
         super().__init__(text or _ERR_TEXT.get(kind, kind)); self.kind = kind
 
 # %% ../../nbs/2_js/04_store.ipynb #80266656
+def mem_sizes(sl, hl, dl):
+    "Bytes the memory store accounts for messages of these subject, header and payload lengths in bytes (numbers or arrays)."
+    return sl + hl + dl + 16
+
+def file_sizes(sl, hl, dl):
+    "Bytes the file store accounts for messages of these lengths (numbers or arrays): a header block costs 4 bytes more."
+    return 30 + sl + dl + (hl > 0) * (4 + hl)
+
+def _subject_len(subject: str) -> int: return len(subject) if subject.isascii() else len(wire(subject))
+
 def mem_msg_size(subject: str, hdr: bytes, data: bytes) -> int:
     "Bytes the memory store accounts for a message."
-    return (len(subject) if subject.isascii() else len(wire(subject))) + len(hdr) + len(data) + 16
+    return mem_sizes(_subject_len(subject), len(hdr), len(data))
 
 def file_msg_size(subject: str, hdr: bytes, data: bytes) -> int:
     "Bytes the file store accounts for a message."
-    return 30 + (len(subject) if subject.isascii() else len(wire(subject))) + len(data) + (4 + len(hdr) if hdr else 0)
+    return file_sizes(_subject_len(subject), len(hdr), len(data))
 
 # %% ../../nbs/2_js/04_store.ipynb #90a33bc5
 class MsgStore:
@@ -68,9 +79,11 @@ class MsgStore:
         self.limits = limits or StoreLimits()
         self._ix, self._closed, self._meta = Index(), False, None
 
+    sizes = staticmethod(mem_sizes)      # the bytes this kind of store accounts for messages, by their lengths
+
     def msg_size(self, subject: str, hdr: bytes, data: bytes) -> int:
         "Bytes this store accounts for a message."
-        return mem_msg_size(subject, hdr, data)
+        return self.sizes(_subject_len(subject), len(hdr), len(data))
 
     @property
     def epoch(self) -> int:
@@ -268,9 +281,8 @@ def _put_many(self: MsgStore, r: int, subjects: list[bytes], datas: list[bytes],
 
 @patch
 def msg_sizes(self: MsgStore, subjects: list[bytes], datas: list[bytes], hdrs: list[bytes] | None = None) -> np.ndarray:
-    "Bytes this store accounts for each message of a run (`msg_size`'s rule, for subjects, headers and payloads as bytes)."
-    if hdrs: return np.array([len(s) + len(h) + len(d) + 16 for s, h, d in zip(subjects, hdrs, datas)], np.int64)
-    return np.array([len(s) + len(d) + 16 for s, d in zip(subjects, datas)], np.int64)
+    "Bytes this store accounts for each message of a run (subjects, headers and payloads as bytes)."
+    return self.sizes(lengths(subjects), lengths(hdrs) if hdrs else 0, lengths(datas))
 
 def runs_alike(L: StoreLimits) -> bool:
     """Whether a run of messages can be stored in one call (`store_batch`) and leave the store as storing them one at a
