@@ -2,7 +2,8 @@
 # The suite on the newest Python this machine has, besides the one CI runs first (the lowest supported, 3.11).
 # A new virtualenv, the README's install (`pip install -e ".[dev]"`), then every test but those that do not depend on
 # the Python version and take long (the documentation site in a browser, nbdev's docs, JupyterLab, Spark). With less
-# than BUDGET seconds of CI left (its limit is 90 min), only the core: protocol, server, JetStream, stores, kernels.
+# than BUDGET seconds of CI left (its limit is 90 min, and a busy machine takes twice as long as a quiet one), only the core:
+# protocol, server, JetStream, stores, kernels.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=${CI_STARTED:-$(date +%s)}
@@ -24,7 +25,7 @@ trap 'rm -rf "$venv"' EXIT
 left=$(( 5400 - ($(date +%s) - started) ))
 args=(-p randomly --ignore tests/test_docs_site.py --ignore tests/test_nbdev_docs.py --ignore tests/test_jupyterlab.py
       --ignore tests/test_spark.py --ignore tests/test_spark_security.py --ignore tests/test_spark_bench.py)
-if [ "$left" -lt "${BUDGET:-2400}" ]; then
+if [ "$left" -lt "${BUDGET:-3000}" ]; then
   echo "newest-python: $left s of CI left: the core tests only"
   args+=(tests/test_protocol_reference.py tests/test_core_robustness_reference.py tests/test_core_interop.py tests/test_stores.py
          tests/test_kernels.py tests/test_streams_reference.py tests/test_consumers_interop.py tests/test_cli_monitor.py)

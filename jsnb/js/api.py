@@ -192,7 +192,7 @@ def respond(self: JetStream, subject: bytes, reply: bytes, hdr: int, data: bytes
 def start(self: JetStream):
     "Bring the account back from disk and subscribe (a clustered JetStream starts this way too, with its own `api_subscriptions`)."
     a = self.account
-    if kernels.AT_START: kernels.warm(); archive.warm()      # (the snapshot kernels too: a first backup is as fast as the next)
+    if kernels.AT_START: kernels.warm(); archive.ready()     # (the snapshot kernels load meanwhile, in the background)
     a.restore()
     if not a.clustered: T.restore(a)              # the stream templates, with the streams they made (a cluster has none)
     self._subs = self.api_subscriptions()
