@@ -51,8 +51,9 @@ class BenchServer:
         self.kind, self.args, self.js, self.proc, self.port, self._dir = kind, list(args), js, None, None, None
         self.log_text = ''
 
-    def start(self, timeout: float = 60) -> BenchServer:
-        "Start the server and wait until its log says it is ready."
+    def start(self, timeout: float = 300) -> BenchServer:
+        """Start the server and wait until its log says it is ready (while it runs: a jsnb that compiles its kernels
+        first, on a cold cache on a busy machine, took 70 s)."""
         self._dir = tempfile.TemporaryDirectory(prefix=f'bench-{self.kind}-')
         d = pathlib.Path(self._dir.name); log = d / 'server.log'
         js = ['-js', '-sd', str(d / 'store')] if self.js else []
