@@ -14,6 +14,7 @@ notebook that defines a registered class in its exported cells would otherwise m
 A notebook that a process could not finish (it crashed or hung) is processed again alone, in a process of its own."""
 import json, os, pathlib, subprocess, sys
 import pytest
+from procgroup import run_group
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 NBS = sorted(p.relative_to(ROOT / 'nbs').as_posix() for p in (ROOT / 'nbs').rglob('*.ipynb')
@@ -46,12 +47,10 @@ PROCESSES = 2
 def _process(nbs: list[str], out: pathlib.Path, name: str, env: dict, timeout: float) -> dict:
     "Process `nbs` one after another in one new process: nb -> (status, stderr) for each it finished."
     results = out / f'{name}.jsonl'
-    proc = subprocess.Popen([sys.executable, '-c', _PROCESS, str(ROOT), str(out), str(results), *nbs], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try: _, stderr = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired: proc.kill(); _, stderr = proc.communicate(); stderr += f'\n(killed after {timeout} s)'
+    code, _, stderr = run_group([sys.executable, '-c', _PROCESS, str(ROOT), str(out), str(results), *nbs], timeout,
+                                quiet=True, cwd=ROOT, env=env)
     done = {nb: (status, err) for nb, status, err in map(json.loads, results.read_text().splitlines())} if results.exists() else {}
-    if len(nbs) == 1 and nbs[0] not in done: done[nbs[0]] = (proc.returncode or 1, stderr[-5000:])   # alone: why it stopped
+    if len(nbs) == 1 and nbs[0] not in done: done[nbs[0]] = (code or 1, stderr[-5000:])   # alone: why it stopped
     return done
 
 

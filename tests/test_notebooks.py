@@ -2,6 +2,7 @@
 package and notebooks are exactly what `nbdev_export` and `nbdev_clean` make of them."""
 import os, pathlib, shutil, subprocess, sys
 import pytest
+from procgroup import run_group
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 NBS = sorted(str(p.relative_to(ROOT / 'nbs')) for p in (ROOT / 'nbs').rglob('*.ipynb') if '.ipynb_checkpoints' not in p.parts)
@@ -12,8 +13,8 @@ def test_notebook_runs(nb):
     "Execute every cell (except `#| eval: false`), as `nbdev_test` does, in a fresh process."
     code = ('import sys, pathlib; from nbdev.test import test_nb; '
             f'ok, _ = test_nb(pathlib.Path({str(ROOT / "nbs" / nb)!r})); sys.exit(0 if ok else 1)')
-    r = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-5000:]
+    rc, _, err = run_group([sys.executable, '-c', code], 600, cwd=ROOT)     # (and whatever it left running ends with it)
+    assert rc == 0, err[-5000:]
 
 
 def _copy_project(tmp_path):

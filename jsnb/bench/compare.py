@@ -4,7 +4,7 @@
 
 # %% ../../nbs/4_bench/02_compare.ipynb #a95a33b1
 from __future__ import annotations
-import argparse, asyncio, csv, dataclasses, math, os, pathlib, re, shutil, signal, socket, statistics, subprocess, sys
+import argparse, asyncio, atexit, csv, dataclasses, math, os, pathlib, re, shutil, signal, socket, statistics, subprocess, sys
 import json, tempfile, threading, time, urllib.request
 import numpy as np
 import orjson
@@ -46,7 +46,10 @@ def _server_env(kind: str) -> dict:
 
 # %% ../../nbs/4_bench/02_compare.ipynb #d6966bc7
 class BenchServer:
-    "`nats-server` or `jsnb` in a subprocess on a free port, with a temporary store; a context manager."
+    """`nats-server` or `jsnb` in a subprocess on a free port, with a temporary store; a context manager.
+    Every server still running when the process that started it exits is stopped then (`running`)."""
+    running: set = set()
+
     def __init__(self, kind: str, *args: str, js: bool = True):
         self.kind, self.args, self.js, self.proc, self.port, self._dir = kind, list(args), js, None, None, None
         self.log_text = ''
@@ -54,20 +57,24 @@ class BenchServer:
     def start(self, timeout: float = 300) -> BenchServer:
         """Start the server and wait until its log says it is ready (while it runs: a jsnb that compiles its kernels
         first, on a cold cache on a busy machine, took 70 s)."""
+        cmd = _server_cmd(self.kind)
         self._dir = tempfile.TemporaryDirectory(prefix=f'bench-{self.kind}-')
         d = pathlib.Path(self._dir.name); log = d / 'server.log'
         js = ['-js', '-sd', str(d / 'store')] if self.js else []
-        self.proc = subprocess.Popen(_server_cmd(self.kind) + js + ['-p', '-1', '-l', str(log)] + self.args,
+        self.proc = subprocess.Popen(cmd + js + ['-p', '-1', '-l', str(log)] + self.args,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_server_env(self.kind))
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            text = self.log_text = log.read_text() if log.exists() else ''
-            if 'Server is ready' in text and ('--cluster' not in self.args or _ROUTE_LISTEN.search(text)):
-                self.port = int(_LISTEN.search(text).group(1))
-                if self.kind == 'jsnb': time.sleep(_SETTLE)     # (its start-up's last work: see `_SETTLE`)
-                return self
-            if self.proc.poll() is not None: break
-            time.sleep(0.05)
+        BenchServer.running.add(self)
+        try:
+            deadline, text = time.time() + timeout, ''
+            while time.time() < deadline:
+                text = self.log_text = log.read_text() if log.exists() else ''
+                if 'Server is ready' in text and ('--cluster' not in self.args or _ROUTE_LISTEN.search(text)):
+                    self.port = int(_LISTEN.search(text).group(1))
+                    if self.kind == 'jsnb': time.sleep(_SETTLE)     # (its start-up's last work: see `_SETTLE`)
+                    return self
+                if self.proc.poll() is not None: break
+                time.sleep(0.05)
+        except BaseException: self.stop(); raise                   # (interrupted while it started)
         self.stop(); raise BenchError(f'{self.kind} did not start: {text[-500:]}')
 
     @property
@@ -89,10 +96,16 @@ class BenchServer:
             self.proc.send_signal(signal.SIGTERM)
             try: self.proc.wait(20)
             except subprocess.TimeoutExpired: self.proc.kill(); self.proc.wait()
+        BenchServer.running.discard(self)
         if self._dir is not None: self._dir.cleanup(); self._dir = None
 
     def __enter__(self): return self.start()
     def __exit__(self, *a): self.stop()
+
+@atexit.register
+def _stop_running():
+    "A benchmark that ends on an error (a notebook's kernel shut down after a failing cell) leaves no server behind."
+    for s in list(BenchServer.running): s.stop()
 
 # %% ../../nbs/4_bench/02_compare.ipynb #f5d064af
 def proc_memory(pid: int) -> dict:
@@ -345,8 +358,9 @@ async def compare(names: list[str], o: BenchOptions, storages=('memory',), kinds
     "Run scenarios `names` against each server kind (best of `repeat` runs): (results, memory rows)."
     _warm()
     results, mem = [], []
-    servers = [BenchServer(k).start() for k in kinds]
+    servers = []
     try:
+        for k in kinds: servers.append(BenchServer(k).start())     # (one that fails to start stops those before it)
         for name, storage in plan(names, list(storages)):
             for srv in servers:
                 runs = []
