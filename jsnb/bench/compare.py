@@ -15,12 +15,13 @@ from .cluster import R3_TARGETS, LIMITS, meta_leader, r3_rows, rolling_restart
 
 
 # %% auto #0
-__all__ = ['MEMORY_COLUMNS', 'RSS_COLUMNS', 'STARTUP_COLUMNS', 'STARTUP_TARGET', 'IMPORT_COLUMNS', 'IMPORT_STEPS', 'LEFT_OUT',
-           'SCALING_OPS', 'SCALING_COLUMNS', 'SCALING_SIZES', 'GOAL', 'TARGETS', 'OWN_TARGETS', 'RESTART_TARGET',
-           'RSS_TARGET', 'GROUPS', 'EXTRA', 'BenchServer', 'proc_memory', 'reset_peak', 'server_label',
-           'memory_per_msg', 'pending_rss', 'ready_after', 'startup', 'import_costs', 'idle_rss', 'scaling', 'judge',
-           'plan', 'compare', 'own_judgements', 'misses', 'pairs', 'table', 'write_csv', 'chart', 'scaling_chart',
-           'start_cluster', 'restart_node', 'compare_cluster', 'kernel_rows', 'kernel_table', 'select', 'bench', 'main']
+__all__ = ['SETTLE', 'MEMORY_COLUMNS', 'RSS_COLUMNS', 'STARTUP_COLUMNS', 'STARTUP_TARGET', 'IMPORT_COLUMNS', 'IMPORT_STEPS',
+           'LEFT_OUT', 'SCALING_OPS', 'SCALING_COLUMNS', 'SCALING_SIZES', 'GOAL', 'TARGETS', 'OWN_TARGETS',
+           'RESTART_TARGET', 'RSS_TARGET', 'GROUPS', 'EXTRA', 'cpu_seconds', 'settle', 'BenchServer', 'proc_memory',
+           'reset_peak', 'server_label', 'memory_per_msg', 'pending_rss', 'ready_after', 'startup', 'import_costs',
+           'idle_rss', 'scaling', 'judge', 'plan', 'compare', 'own_judgements', 'misses', 'pairs', 'table', 'write_csv',
+           'chart', 'scaling_chart', 'start_cluster', 'restart_node', 'compare_cluster', 'kernel_rows', 'kernel_table',
+           'select', 'bench', 'main']
 
 # %% ../../nbs/4_bench/02_compare.ipynb #5a1b2cf7
 def _server_cmd(kind: str) -> list[str]:
@@ -37,7 +38,20 @@ _LISTEN = re.compile(r'Listening for client connections on \S+:(\d+)')
 _ROUTE_LISTEN = re.compile(r'Listening for route connections on \S+:(\d+)')
 _HTTP_LISTEN = re.compile(r'Starting http monitor on \S+:(\d+)')
 
-_SETTLE = 2.0     # seconds: a freshly started jsnb finishes its start-up work before anything is timed
+SETTLE = (0.25, 0.02, 120.0)    # a server is settled when a look of 0.25 s finds it used under 0.02 s of CPU, twice (120 s at most)
+
+def cpu_seconds(pid: int) -> float:
+    "CPU time process `pid` has used (user and system), in seconds (Linux)."
+    f = pathlib.Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf('SC_CLK_TCK')
+
+def settle(pid: int, look: float = SETTLE[0], busy: float = SETTLE[1], most: float = SETTLE[2]) -> float:
+    "Wait until process `pid` has finished its start-up work (two looks of `look` s in a row find it idle): seconds waited."
+    t0, quiet = time.monotonic(), 0
+    while quiet < 2 and time.monotonic() - t0 < most:
+        c = cpu_seconds(pid); time.sleep(look)
+        quiet = quiet + 1 if cpu_seconds(pid) - c < busy else 0
+    return time.monotonic() - t0
 
 def _server_env(kind: str) -> dict:
     """The environment a benchmarked server runs in: jsnb loads its compiled kernels before it says it is ready
@@ -70,7 +84,7 @@ class BenchServer:
                 text = self.log_text = log.read_text() if log.exists() else ''
                 if 'Server is ready' in text and ('--cluster' not in self.args or _ROUTE_LISTEN.search(text)):
                     self.port = int(_LISTEN.search(text).group(1))
-                    if self.kind == 'jsnb': time.sleep(_SETTLE)     # (its start-up's last work: see `_SETTLE`)
+                    settle(self.proc.pid)              # (its start-up's last work: see `settle`)
                     return self
                 if self.proc.poll() is not None: break
                 time.sleep(0.05)
