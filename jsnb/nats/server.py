@@ -191,20 +191,28 @@ def _schedule_flush(self: Server):
 @patch
 def _flush(self: Server):
     self._flush_pending = False
-    core = self.core
-    for c in core.take_dirty():
-        t = c.transport
-        if t is None or t.is_closing(): c.out.clear(); c.dirty = False; continue
-        if c.out:
-            data = c.data_to_send()
-            if self.trace: log.log(TRACE, '%s:%s - cid:%d - ->> [%s]', c.host, c.port, c.cid, data[:80])
-            t.write(data)
-        if c.closing:
-            t.close()
-            asyncio.get_running_loop().call_later(2.0, t.abort)   # don't wait forever on a peer that never reads
-            continue
-        c.io_pending = t.get_write_buffer_size()
-        if c.io_pending > core.opts.max_pending: core.slow_consumer(c)
+    for c in self.core.take_dirty():
+        try: self._write_out(c)
+        except Exception:                  # (one connection's failure must not leave the others' output behind)
+            log.exception('%s:%s - cid:%d - writing to the connection failed; closing it', c.host, c.port, c.cid)
+            c.out.clear(); c.out_bytes = 0; c.dirty = False
+            if c.transport is not None: c.transport.abort()
+
+@patch
+def _write_out(self: Server, c):
+    "Write out what connection `c` has waiting; close it when it is closing, cut it off when it does not read."
+    t = c.transport
+    if t is None or t.is_closing(): c.out.clear(); c.dirty = False; return
+    if c.out:
+        data = c.data_to_send()
+        if self.trace: log.log(TRACE, '%s:%s - cid:%d - ->> [%s]', c.host, c.port, c.cid, data[:80])
+        t.write(data)
+    if c.closing:
+        t.close()
+        asyncio.get_running_loop().call_later(2.0, t.abort)   # don't wait forever on a peer that never reads
+        return
+    c.io_pending = t.get_write_buffer_size()
+    if c.io_pending > self.core.opts.max_pending: self.core.slow_consumer(c)
 
 # %% ../../nbs/1_nats/05_server.ipynb #35c89553
 @patch
