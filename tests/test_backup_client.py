@@ -308,3 +308,29 @@ async def test_restore_stalled_client_under_load(start_server, kind, tmp_path):
         if load.returncode is None: load.kill()
         await load.wait()
         await nc.close()
+
+
+async def test_large_backup_frames_beside_the_loop(tmp_path):
+    """A backup of several MiB, the compiled kernels in place: its blocks are compressed and checksummed in the archive's
+    worker thread (`archive.frames_beside`), and it restores to the same messages."""
+    from jsnb.app import serve
+    from jsnb.js import archive
+    archive.warm()
+    if not archive.compiled(): pytest.skip('the compiled kernels are not available (numba)')
+    srv = await serve(jetstream=True, store_dir=str(tmp_path / 'store'))
+    nc = None
+    try:
+        nc = await connect(srv); js = nc.jetstream()
+        await js.add_stream(name='BIG', subjects=['big.*'])
+        body = bytes(range(256)) * 16
+        for i in range(0, 1500, 100):
+            await asyncio.gather(*[js.publish(f'big.{j % 3}', b'%d ' % j + body) for j in range(i, i + 100)])
+        before, n0 = await view(nc, 'BIG'), archive.framed_beside
+        meta = await snapshot(nc, 'BIG', tmp_path / 'b')
+        assert meta['state']['messages'] == 1500 and archive.framed_beside - n0 >= 5    # 6 MiB: a block a MiB
+        await js.delete_stream('BIG')
+        await restore(nc, tmp_path / 'b')
+        assert await view(nc, 'BIG') == before
+    finally:
+        if nc is not None: await nc.close()
+        await srv.stop()

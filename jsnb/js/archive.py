@@ -5,6 +5,7 @@
 # %% ../../nbs/2_js/18b_archive.ipynb #a2ef306b
 from __future__ import annotations
 import threading, types
+from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 from fastcore.basics import patch
 from ..nats.protocol import wire
@@ -12,9 +13,9 @@ from . import kernels
 from .kernels import crc_tables, crc_run
 
 # %% auto #0
-__all__ = ['WAIT_FOR_KERNELS', 'KERNEL_WAIT', 'CORRUPT', 'S2_HEADER', 'ARCHIVE_MAGIC', 'INVALID', 'warm', 'compiled_forms',
-           'ready', 'crc32c', 'masked_crc', 'SnapshotError', 's2_block', 'S2Reader', 's2_compress', 's2_frames',
-           'archive_entry', 'archive_entries', 'entry_of', 'ArchiveReader']
+__all__ = ['WAIT_FOR_KERNELS', 'KERNEL_WAIT', 'CORRUPT', 'S2_HEADER', 'ARCHIVE_MAGIC', 'INVALID', 'framed_beside', 'warm',
+           'compiled_forms', 'compiled', 'ready', 'crc32c', 'masked_crc', 'SnapshotError', 's2_block', 'S2Reader',
+           's2_compress', 's2_frames', 'archive_entry', 'archive_entries', 'entry_of', 'ArchiveReader', 'frames_beside']
 
 # %% ../../nbs/2_js/18b_archive.ipynb #538cd0d4
 _CRC_T = crc_tables(0x82F63B78, 8)              # CRC-32C, eight tables for eight bytes at a time (see the kernels page)
@@ -66,10 +67,12 @@ def compiled_forms() -> dict[str, int]:
 WAIT_FOR_KERNELS = 1 << 20             # a stream this large waits for the compiled kernels; a smaller one goes on with the twins
 KERNEL_WAIT = 2.0                      # seconds it waits at most (a first compile, without a cache, takes longer)
 
+def compiled() -> bool: "Whether every snapshot kernel is compiled and in place." ; return len(_JITTED) == len(_trials())
+
 def ready() -> bool:
     "Whether the compiled kernels are in place (or never will be); if not, they start compiling in the background."
     global _warming
-    if not kernels.WANTED or len(_JITTED) == len(_trials()): return True
+    if not kernels.WANTED or compiled(): return True
     if _warming is None: _warming = threading.Thread(target=warm, name='jsnb-snapshot-warm', daemon=True); _warming.start()
     return not _warming.is_alive()                # a compile that failed leaves the twins to answer
 
@@ -481,3 +484,20 @@ def feed(self: ArchiveReader, data: bytes | list) -> list[tuple]:
         else: out.append(e)
     del buf[:pos]
     return out
+
+# %% ../../nbs/2_js/18b_archive.ipynb #2752c1d5
+_worker: ThreadPoolExecutor | None = None
+framed_beside = 0                      # blocks handed to the worker so far
+
+def frames_beside(data: bytes, block: int) -> Future:
+    """A future of `s2_frames(data, block, header=False)`: made in the archive's worker thread when `compiled()` and `data` has
+    `_JIT_MIN` bytes or more (for less, handing it over costs more than it saves); made at once if not."""
+    global _worker, framed_beside
+    if len(data) >= _JIT_MIN and compiled():
+        if _worker is None: _worker = ThreadPoolExecutor(1, thread_name_prefix='jsnb-archive')
+        framed_beside += 1
+        return _worker.submit(s2_frames, data, block, False)
+    f = Future()
+    try: f.set_result(s2_frames(data, block, header=False))
+    except Exception as e: f.set_exception(e)
+    return f

@@ -4,7 +4,8 @@
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #9567097f
 from __future__ import annotations
-import logging, time
+import asyncio, collections, logging, time
+from concurrent.futures import Future
 import numpy as np, orjson
 from fastcore.basics import patch
 from ..nats.core import ClientConn
@@ -18,7 +19,7 @@ from .stream_config import stored_cfg
 from .consumer import Consumer
 from .account import Account
 from . import stream_api
-from .archive import ARCHIVE_MAGIC, S2_HEADER, WAIT_FOR_KERNELS, KERNEL_WAIT, ready, archive_entry, archive_entries, s2_frames
+from .archive import ARCHIVE_MAGIC, S2_HEADER, WAIT_FOR_KERNELS, KERNEL_WAIT, ready, archive_entry, archive_entries, frames_beside
 log = logging.getLogger('jsnb')
 
 # %% auto #0
@@ -69,24 +70,41 @@ def snapshot_bytes(stream, state: dict, consumers: list[tuple[str, dict]], now: 
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #bd73c72d
 class _Packer:
-    "The snapshot's bytes as S2 frames of `block` bytes (the last one shorter), made as they are read."
-    def __init__(self, pieces, block: int = BLOCK):
-        self._pieces, self._block, self._out, self._raw, self.done = pieces, block, bytearray(S2_HEADER), b'', False
+    """The snapshot's bytes as S2 frames of `block` bytes (the last one shorter), made as they are read: up to `ahead` blocks
+    are being framed beside the event loop (`frames_beside`) while it reads on."""
+    def __init__(self, pieces, block: int = BLOCK, ahead: int = 2):
+        self._pieces, self._block, self._ahead, self._out, self._raw = pieces, block, ahead, bytearray(S2_HEADER), b''
+        self._flying: collections.deque[Future] = collections.deque()      # frames being made, in order
+        self._drained = False                  # every piece taken
 
-    def read(self, n: int) -> bytes:
-        "Up to `n` bytes; fewer only at the end."
-        while len(self._out) < n and not self.done:
-            raw, size = [self._raw], len(self._raw)
-            while size < self._block:
-                p = next(self._pieces, None)
-                if p is None: self.done = True; break
-                raw.append(p); size += len(p)
-            raw = b''.join(raw)
-            whole = len(raw) if self.done else len(raw) - len(raw) % self._block   # a partial frame waits for more
-            self._out += s2_frames(raw[:whole], self._block, header=False)
-            self._raw = raw[whole:]
+    @property
+    def done(self) -> bool: return self._drained and not self._flying
+
+    def _send_off(self):
+        "Take pieces for one more block (the rest, at the end) and have it framed."
+        raw, size = [self._raw], len(self._raw)
+        while size < self._block:
+            p = next(self._pieces, None)
+            if p is None: self._drained = True; break
+            raw.append(p); size += len(p)
+        raw = b''.join(raw)
+        whole = len(raw) if self._drained else len(raw) - len(raw) % self._block   # a partial frame waits for more
+        self._raw = raw[whole:]
+        if whole: self._flying.append(frames_beside(raw[:whole], self._block))
+
+    def read(self, n: int) -> bytes | None:
+        "Up to `n` bytes, fewer only at the end; None while the frames they need are still being made (see `then`)."
+        while True:
+            while self._flying and self._flying[0].done(): self._out += self._flying.popleft().result()
+            if len(self._out) >= n or self.done: break
+            if not self._drained and len(self._flying) < self._ahead: self._send_off()
+            elif self._flying: return None
         out = bytes(self._out[:n]); del self._out[:n]
         return out
+
+    def then(self, callback):
+        "Call `callback()` (in the worker thread) once the frames `read` waits for are made."
+        self._flying[0].add_done_callback(lambda f: callback())
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #a3f254bc
 ACK_TIMEOUT = 5.0            # seconds without an acknowledgement while the window is full
@@ -111,7 +129,7 @@ class Snapshot:
         self.ack = f'$JS.SNAPSHOT.ACK.{stream.name}.{event_id()}'
         self.index, self.hdr, self.sub = 1, b'', None
         self.started = self.sent_at = 0.0
-        self.sending = self.had_interest = self.finished = False
+        self.sending = self.had_interest = self.finished = self.waiting = False
         self.start_ns = self.end_ns = 0
         self.error = ''
 
@@ -144,6 +162,14 @@ def _end(self: Snapshot, hdr: bytes, error: str):
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #74a508e2
 @patch
+def _later(self: Snapshot):
+    "Pump again on the event loop once the packer has the frames it waits for (asked once however often it is called)."
+    if self.waiting: return
+    self.waiting, loop = True, asyncio.get_running_loop()
+    def again(): self.waiting = False; self._pump()
+    self.packer.then(lambda: loop.call_soon_threadsafe(again))
+
+@patch
 def _pump(self: Snapshot):
     "Send chunks while the window has room (and the stream is still there)."
     while not self.finished and self.slots > 0 and not self.gone:
@@ -151,6 +177,7 @@ def _pump(self: Snapshot):
         except Exception as e:
             log.exception("snapshot of stream '$G > %s' failed", self.stream.name)
             return self._end(f'NATS/1.0 500 {e}\r\n\r\n'.encode(), str(e))
+        if chunk is None: return self._later()             # (its frames are still being made)
         if len(chunk) < self.chunk:
             if chunk: self.acct.host.publish(self.deliver, chunk)
             return self._end(self.hdr, '')
