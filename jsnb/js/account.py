@@ -60,15 +60,15 @@ def open_store(self: Account, cfg: dict):
                      sync_always=self.sync_interval <= 0, sync_interval=self.sync_interval)
 
 @patch
-def add_stream(self: Account, cfg: dict, store=None, created: int | None = None) -> Stream:
-    "Make stream `cfg` live (on `store` when restoring one); returns it."
+def add_stream(self: Account, cfg: dict, store=None, created: int | None = None, ids: bool = True) -> Stream:
+    "Make stream `cfg` live (on `store` when restoring one); returns it. `ids`: its messages' ids de-duplicate (not after a restore)."
     new = store is None
     if new:
         try: store = self.open_store(cfg)
         except (OSError, ValueError) as e:               # a name the file system refuses, a full disk
             log.error("Error creating store for stream '%s > %s': %s", self.name, cfg['name'], e)
             raise JSStreamCreateErrF(err='error creating store for stream') from e
-    s = Stream(self.host, cfg, store, created)
+    s = Stream(self.host, cfg, store, created, ids)
     if new and isinstance(s.store, FileStore): self.write_meta(s)
     self.streams[s.name] = s
     if (t := self.templates.get(cfg.get('template_owner', ''))) is not None and s.name not in t.streams: t.streams.append(s.name)   # (restored)

@@ -485,7 +485,7 @@ def feed(self: ArchiveReader, data: bytes | list) -> list[tuple]:
     del buf[:pos]
     return out
 
-# %% ../../nbs/2_js/18b_archive.ipynb #2752c1d5
+# %% ../../nbs/2_js/18b_archive.ipynb #25f1892f
 _worker: ThreadPoolExecutor | None = None
 framed_beside = 0                      # blocks handed to the worker so far
 

@@ -370,9 +370,8 @@ def _activate(self: Restore):
     if self.store is None: return None
     acct, store, self.store = self.acct, self.store, None
     if self.name in acct.streams: store.delete(); raise JSStreamNameExistRestoreFailedErr()
-    s = acct.add_stream(self.cfg, self._place(store))
+    s = acct.add_stream(self.cfg, self._place(store), ids=False)     # as with the reference, restored ids do not de-duplicate
     acct.write_meta(s)
-    s.forget_ids()                                          # as with the reference, restored ids do not de-duplicate
     now = time.time_ns()
     for name, cfg, st in self.consumers:
         c = Consumer(s, name, cfg)

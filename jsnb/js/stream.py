@@ -41,7 +41,7 @@ def limits_of(cfg: dict) -> StoreLimits:
 class Stream:
     "A stream: configuration, store, and the state of its publish path and of its features."
     trace_kind = 'js'        # a traced message it takes shows as a `js` event (see jsnb.nats.trace)
-    def __init__(self, host: StreamHost, cfg: dict, store: MsgStore, created: int | None = None):
+    def __init__(self, host: StreamHost, cfg: dict, store: MsgStore, created: int | None = None, ids: bool = True):
         self.host, self.cfg, self.store = host, cfg, store
         self.name = cfg['name']
         self.acks = P.Acks(self.name, host.domain)   # its pub acks, the name (and domain) encoded once
@@ -67,7 +67,7 @@ class Stream:
         self.schedules: schedules.Schedules | None = None  # live message schedules, when they are allowed
         self.readers: dict = {}                           # (stream, upstream name) -> Upstream: who mirrors or sources this stream
         self.group = None                                 # a replicated stream's group as the stream sees it (`decide`, `interested`)
-        self._rebuild_dedup()
+        if ids: self._rebuild_dedup()                   # (a restored stream's ids do not de-duplicate, as with the reference)
 
 # %% ../../nbs/2_js/06_stream.ipynb #f5b7a0e6
 @patch
@@ -91,11 +91,6 @@ def window(self: Stream, now: int) -> dict:
     "The message ids stored within the duplicate window at `now`: (sequence, time) by id."
     self.trim_dedup(now)
     return self.dedup
-
-@patch
-def forget_ids(self: Stream):
-    "Forget every message id (a restored stream's ids do not de-duplicate, as with the reference)."
-    self.dedup.clear(); self._dedup_order.clear(); self.last_msg_id = ''
 
 # %% ../../nbs/2_js/06_stream.ipynb #1e8b3d52
 @patch
