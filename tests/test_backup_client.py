@@ -312,7 +312,7 @@ async def test_restore_stalled_client_under_load(start_server, kind, tmp_path):
 
 async def test_large_backup_frames_beside_the_loop(tmp_path):
     """A backup of several MiB, the compiled kernels in place: its blocks are compressed and checksummed in the archive's
-    worker thread (`archive.frames_beside`), and it restores to the same messages."""
+    worker thread (`archive.frames_beside`), and its restore's chunks are decoded there; it restores to the same messages."""
     from jsnb.app import serve
     from jsnb.js import archive
     archive.warm()
@@ -325,12 +325,14 @@ async def test_large_backup_frames_beside_the_loop(tmp_path):
         body = bytes(range(256)) * 16
         for i in range(0, 1500, 100):
             await asyncio.gather(*[js.publish(f'big.{j % 3}', b'%d ' % j + body) for j in range(i, i + 100)])
-        before, n0 = await view(nc, 'BIG'), archive.framed_beside
+        before, n0 = await view(nc, 'BIG'), archive.handed_over
         meta = await snapshot(nc, 'BIG', tmp_path / 'b')
-        assert meta['state']['messages'] == 1500 and archive.framed_beside - n0 >= 5    # 6 MiB: a block a MiB
+        assert meta['state']['messages'] == 1500 and archive.handed_over - n0 >= 5    # 6 MiB: a block a MiB
         await js.delete_stream('BIG')
-        await restore(nc, tmp_path / 'b')
+        n1 = archive.handed_over
+        await restore(nc, tmp_path / 'b', chunk_size=64 << 10)
         assert await view(nc, 'BIG') == before
+        assert archive.handed_over - n1 >= 3                   # the chunks of 64 KiB: decoded in the worker
     finally:
         if nc is not None: await nc.close()
         await srv.stop()

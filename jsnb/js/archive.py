@@ -4,7 +4,7 @@
 
 # %% ../../nbs/2_js/18b_archive.ipynb #a2ef306b
 from __future__ import annotations
-import threading, types
+import asyncio, threading, types
 from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 from fastcore.basics import patch
@@ -13,9 +13,10 @@ from . import kernels
 from .kernels import crc_tables, crc_run
 
 # %% auto #0
-__all__ = ['WAIT_FOR_KERNELS', 'KERNEL_WAIT', 'CORRUPT', 'S2_HEADER', 'ARCHIVE_MAGIC', 'INVALID', 'framed_beside', 'warm',
+__all__ = ['WAIT_FOR_KERNELS', 'KERNEL_WAIT', 'CORRUPT', 'S2_HEADER', 'ARCHIVE_MAGIC', 'INVALID', 'handed_over', 'warm',
            'compiled_forms', 'compiled', 'ready', 'crc32c', 'masked_crc', 'SnapshotError', 's2_block', 'S2Reader',
-           's2_compress', 's2_frames', 'archive_entry', 'archive_entries', 'entry_of', 'ArchiveReader', 'frames_beside']
+           's2_compress', 's2_frames', 'archive_entry', 'archive_entries', 'entry_of', 'ArchiveReader', 'beside',
+           'frames_beside', 'when_done']
 
 # %% ../../nbs/2_js/18b_archive.ipynb #538cd0d4
 _CRC_T = crc_tables(0x82F63B78, 8)              # CRC-32C, eight tables for eight bytes at a time (see the kernels page)
@@ -487,17 +488,27 @@ def feed(self: ArchiveReader, data: bytes | list) -> list[tuple]:
 
 # %% ../../nbs/2_js/18b_archive.ipynb #25f1892f
 _worker: ThreadPoolExecutor | None = None
-framed_beside = 0                      # blocks handed to the worker so far
+handed_over = 0                        # pieces of work given to the worker so far
 
-def frames_beside(data: bytes, block: int) -> Future:
-    """A future of `s2_frames(data, block, header=False)`: made in the archive's worker thread when `compiled()` and `data` has
-    `_JIT_MIN` bytes or more (for less, handing it over costs more than it saves); made at once if not."""
-    global _worker, framed_beside
-    if len(data) >= _JIT_MIN and compiled():
+def beside(worth: bool, fn, *args) -> Future:
+    """A future of `fn(*args)`, kernel work: run in the archive's worker thread (one, so pieces run in the order they are
+    given) when it is `worth` it and `compiled()`; run at once if not. Work that must run in order (a reader's) is either
+    all worth it or all not: a piece run at once could overtake one still in the worker."""
+    global _worker, handed_over
+    if worth and compiled():
         if _worker is None: _worker = ThreadPoolExecutor(1, thread_name_prefix='jsnb-archive')
-        framed_beside += 1
-        return _worker.submit(s2_frames, data, block, False)
+        handed_over += 1
+        return _worker.submit(fn, *args)
     f = Future()
-    try: f.set_result(s2_frames(data, block, header=False))
+    try: f.set_result(fn(*args))
     except Exception as e: f.set_exception(e)
     return f
+
+def frames_beside(data: bytes, block: int) -> Future:
+    "A future of `s2_frames(data, block, header=False)`, made `beside` the event loop from `_JIT_MIN` bytes on (each block on its own)."
+    return beside(len(data) >= _JIT_MIN, s2_frames, data, block, False)
+
+def when_done(f: Future, then):
+    "Call `then()` on the running event loop once `f` is done."
+    loop = asyncio.get_running_loop()
+    f.add_done_callback(lambda _: loop.call_soon_threadsafe(then))

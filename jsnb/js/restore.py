@@ -5,6 +5,7 @@
 # %% ../../nbs/2_js/18a_restore.ipynb #029d10ce
 from __future__ import annotations
 import logging, os, shutil, time
+from concurrent.futures import Future
 from itertools import repeat
 import numpy as np, orjson
 from fastcore.basics import patch
@@ -25,7 +26,7 @@ from .store import runs_alike
 from .stream import limits_of
 from . import ttl
 from .archive import (ARCHIVE_MAGIC, ArchiveReader, S2Reader, SnapshotError, ready, WAIT_FOR_KERNELS, KERNEL_WAIT, CORRUPT, INVALID,
-                             entry_of)
+                             entry_of, beside, when_done)
 from .snapshot import is_empty_request
 from . import mirrors, stream_api
 
@@ -61,7 +62,8 @@ class Restore:
         self.state = self.store = None
         self.consumers: list[tuple[str, dict, dict]] = []
         self._batch: list = []                              # messages read, to be stored together
-        self._held: list = []                               # chunks that wait for the kernels
+        self._held: list = []                               # chunks in order: being decoded, or waiting for the kernels
+        self.waiting = False                                # for the decoding of the first held chunk
         self.big, self.opened = big, time.monotonic()       # a large backup: worth waiting (a little) for the kernels
         self.lseq = self.used0 = self.stored = self._ncons = 0
         self.in_runs = 0                                    # messages stored a run at a time (`_rows`), the rest one by one
@@ -73,31 +75,63 @@ class Restore:
         acct.host.later(STALL_TIMEOUT, self._watch)
 
 # %% ../../nbs/2_js/18a_restore.ipynb #43097bb7
+class _Held:
+    "A chunk held in order: its reply, its bytes, and (once started) the future of its decoding."
+    __slots__ = ('reply', 'body', 'decoded')
+    def __init__(self, reply, body): self.reply, self.body, self.decoded = reply, body, None
+
 @patch
 def on_chunk(self: Restore, subject, reply, hdr, data, src):
-    "One message on the restore subject: taken now, or held (in order) while the snapshot kernels are compiled."
+    "One message on the restore subject: held in order, decoded (beside the event loop when it is large), then taken."
     if self.finished: return
     self.last = time.monotonic()
-    self._held.append((reply, data[hdr:] if hdr else data))
+    self._held.append(_Held(reply, data[hdr:] if hdr else data))
     if len(self._held) == 1: self._release()
+    else: self._decode_held()
+
+@patch
+def _waits_for_kernels(self: Restore) -> bool:
+    "Whether a large restore still waits for the compiled kernels (decoding with the plain twins would take far longer)."
+    return self.big and not ready() and time.monotonic() - self.opened < KERNEL_WAIT
+
+@patch
+def _decode(self: Restore, body: bytes) -> tuple[list[bytes], Exception | None]:
+    "A chunk decoded: its frames' bytes, and the S2 reader's error after it (run in the worker thread for a large chunk)."
+    return self.s2.pieces(body), self.s2.error
+
+@patch
+def _decode_held(self: Restore):
+    "Start decoding every held chunk not started yet, in order (one worker: they are decoded in that order)."
+    if self._waits_for_kernels(): return
+    for h in self._held:
+        if h.decoded is None and h.reply and h.body: h.decoded = beside(self.big, self._decode, h.body)   # (all in the worker, or none)
 
 @patch
 def _release(self: Restore):
-    "Take the held messages once the kernels are ready (decoding with the plain twins would take far longer)."
-    if self.big and not ready() and time.monotonic() - self.opened < KERNEL_WAIT: return self.acct.host.later(0.05, self._release)
-    while self._held and not self.finished: self._take(*self._held.pop(0))
+    "Take the held messages in order, each once it is decoded."
+    if self._waits_for_kernels(): return self.acct.host.later(0.05, self._release)
+    self._decode_held()
+    while self._held and not self.finished:
+        h = self._held[0]
+        if h.decoded is not None and not h.decoded.done():
+            if not self.waiting: self.waiting = True; when_done(h.decoded, self._decoded)
+            return
+        self._held.pop(0); self._take(h.reply, h.body, h.decoded)
     self._held.clear()
 
 @patch
-def _take(self: Restore, reply, body):
-    "A chunk, or (empty) the end."
+def _decoded(self: Restore): self.waiting = False; self._release()
+
+@patch
+def _take(self: Restore, reply, body, decoded: Future | None = None):
+    "A chunk (and the future of its decoding, if it was started), or (empty) the end."
     if not reply:
         self.err = SnapshotError(f"restore for stream '$G > {self.name}' requires reply subject for each chunk")
         return self._finish(b'')
     if not body: return self._finish(reply)
     self.last = time.monotonic(); self.total += len(body)
     if self.err is None and not self.eob:
-        try: self._feed(body)
+        try: self._feed(decoded.result() if decoded is not None else self._decode(body))
         except Exception as e:
             if not isinstance(e, (SnapshotError, JSApiError)): log.exception("restore of stream '$G > %s' failed", self.name)
             self.err = e
@@ -116,19 +150,19 @@ def _watch(self: Restore):
 
 # %% ../../nbs/2_js/18a_restore.ipynb #79755a2c
 @patch
-def _feed(self: Restore, body: bytes):
-    "Decode a chunk and apply the entries it completes; a damaged frame fails where the archive stands."
-    data = self.s2.pieces(body)
+def _feed(self: Restore, decoded: tuple[list[bytes], Exception | None]):
+    "Apply the entries a decoded chunk completes; a damaged frame fails where the archive stands."
+    data, s2_error = decoded
     if not self.arc.magic:                                    # the first 8 bytes tell the format
         head = (self.arc.buffered + b''.join(data))[:8]
-        if len(head) < 8 and self.s2.error: raise self.s2.error
+        if len(head) < 8 and s2_error: raise s2_error
         if len(head) == 8 and head != ARCHIVE_MAGIC:
             raise SnapshotError("this snapshot is in the older format, a tar of the reference's file store directory "
                                 "(nats-server before 2.15), which jsnb does not restore")
     try: self.arc.feed(data)
     finally:
         if self.store is not None: self._flush()                # what was read before a failure is kept
-    if self.s2.error and not self.eob: raise self._cut(INVALID)
+    if s2_error and not self.eob: raise self._cut(INVALID)
 
 @patch
 def _cut(self: Restore, boundary: str) -> SnapshotError:

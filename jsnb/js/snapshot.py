@@ -4,7 +4,7 @@
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #9567097f
 from __future__ import annotations
-import asyncio, collections, logging, time
+import collections, logging, time
 from concurrent.futures import Future
 import numpy as np, orjson
 from fastcore.basics import patch
@@ -19,7 +19,7 @@ from .stream_config import stored_cfg
 from .consumer import Consumer
 from .account import Account
 from . import stream_api
-from .archive import ARCHIVE_MAGIC, S2_HEADER, WAIT_FOR_KERNELS, KERNEL_WAIT, ready, archive_entry, archive_entries, frames_beside
+from .archive import ARCHIVE_MAGIC, S2_HEADER, WAIT_FOR_KERNELS, KERNEL_WAIT, ready, archive_entry, archive_entries, frames_beside, when_done
 log = logging.getLogger('jsnb')
 
 # %% auto #0
@@ -93,7 +93,7 @@ class _Packer:
         if whole: self._flying.append(frames_beside(raw[:whole], self._block))
 
     def read(self, n: int) -> bytes | None:
-        "Up to `n` bytes, fewer only at the end; None while the frames they need are still being made (see `then`)."
+        "Up to `n` bytes, fewer only at the end; None while the frames they need are still being made (see `waits_for`)."
         while True:
             while self._flying and self._flying[0].done(): self._out += self._flying.popleft().result()
             if len(self._out) >= n or self.done: break
@@ -102,9 +102,9 @@ class _Packer:
         out = bytes(self._out[:n]); del self._out[:n]
         return out
 
-    def then(self, callback):
-        "Call `callback()` (in the worker thread) once the frames `read` waits for are made."
-        self._flying[0].add_done_callback(lambda f: callback())
+    def waits_for(self) -> Future:
+        "What `read` waits for, when it says None: the frames of the next block."
+        return self._flying[0]
 
 # %% ../../nbs/2_js/18_snapshot.ipynb #a3f254bc
 ACK_TIMEOUT = 5.0            # seconds without an acknowledgement while the window is full
@@ -165,9 +165,8 @@ def _end(self: Snapshot, hdr: bytes, error: str):
 def _later(self: Snapshot):
     "Pump again on the event loop once the packer has the frames it waits for (asked once however often it is called)."
     if self.waiting: return
-    self.waiting, loop = True, asyncio.get_running_loop()
     def again(): self.waiting = False; self._pump()
-    self.packer.then(lambda: loop.call_soon_threadsafe(again))
+    self.waiting = True; when_done(self.packer.waits_for(), again)
 
 @patch
 def _pump(self: Snapshot):
