@@ -10,6 +10,7 @@ import asyncio, json, os, pathlib, time
 import pytest
 
 from conftest import ServerProc
+from jsnb.bench.compare import cpu_seconds
 
 pytestmark = [pytest.mark.bench, pytest.mark.timeout(7200)]
 
@@ -129,12 +130,6 @@ def test_hot_key_resources(tmp_path):
 IDLE_PENDING = int(os.environ.get('JSNB_BENCH_IDLE_PENDING', 100_000))
 IDLE_STREAMS = int(os.environ.get('JSNB_BENCH_IDLE_STREAMS', 1000))
 IDLE_SECONDS = float(os.environ.get('JSNB_BENCH_IDLE_SECONDS', 10))
-
-
-def cpu_seconds(pid: int) -> float:
-    "User plus system CPU time of a process so far."
-    f = open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf('SC_CLK_TCK')
 
 
 def idle_cpu(pid: int, seconds: float = IDLE_SECONDS) -> float:

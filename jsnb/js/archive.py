@@ -39,12 +39,14 @@ _JIT_MIN, _JIT_SMALL = 64 * 1024, 1024
 _JITTED: dict = {}
 _warming = None
 
+_KERNEL_NAMES = ('_crc_loop', '_s2_loop', '_compress_loop', '_entries_loop', '_scan_loop')
+
 def _trials():
-    "Each kernel with arguments to compile it on: the input read-only, as `np.frombuffer` gives it from `bytes`."
+    "Each kernel (`_KERNEL_NAMES`) with arguments to compile it on: the input read-only, as `np.frombuffer` gives it from `bytes`."
     z, ro = lambda n, t=np.uint8: np.zeros(n, t), lambda n: np.frombuffer(bytes(n), np.uint8)
     i = z(1, np.int64)
-    return {'_crc_loop': (ro(8), 0, _CRC_T), '_s2_loop': (ro(2), 0, z(1)), '_compress_loop': (ro(8), z(64), z(1 << 14, np.int64)),
-            '_entries_loop': (i, i, i, i, i, ro(1), i, ro(1), i, ro(1), i, z(64)), '_scan_loop': (z(16), 0, 16, z((2, 6), np.int64))}
+    return dict(zip(_KERNEL_NAMES, [(ro(8), 0, _CRC_T), (ro(2), 0, z(1)), (ro(8), z(64), z(1 << 14, np.int64)),
+                                    (i, i, i, i, i, ro(1), i, ro(1), i, ro(1), i, z(64)), (z(16), 0, 16, z((2, 6), np.int64))]))
 
 _HELPERS = ('_lit', '_put_uv', '_get_uv', '_crc_run')     # plain functions that kernels call
 
@@ -68,7 +70,7 @@ def compiled_forms() -> dict[str, int]:
 WAIT_FOR_KERNELS = 1 << 20             # a stream this large waits for the compiled kernels; a smaller one goes on with the twins
 KERNEL_WAIT = 2.0                      # seconds it waits at most (a first compile, without a cache, takes longer)
 
-def compiled() -> bool: "Whether every snapshot kernel is compiled and in place." ; return len(_JITTED) == len(_trials())
+def compiled() -> bool: "Whether every snapshot kernel is compiled and in place." ; return len(_JITTED) == len(_KERNEL_NAMES)
 
 def ready() -> bool:
     "Whether the compiled kernels are in place (or never will be); if not, they start compiling in the background."
