@@ -68,9 +68,9 @@ class BenchServer:
         self.kind, self.args, self.js, self.proc, self.port, self._dir = kind, list(args), js, None, None, None
         self.log_text = ''
 
-    def start(self, timeout: float = 300) -> BenchServer:
+    def start(self, timeout: float = 300, settled: bool = True) -> BenchServer:
         """Start the server and wait until its log says it is ready (while it runs: a jsnb that compiles its kernels
-        first, on a cold cache on a busy machine, took 70 s)."""
+        first, on a cold cache on a busy machine, took 70 s), then, with `settled`, until it has `settle`d."""
         cmd = _server_cmd(self.kind)
         self._dir = tempfile.TemporaryDirectory(prefix=f'bench-{self.kind}-')
         d = pathlib.Path(self._dir.name); log = d / 'server.log'
@@ -84,7 +84,7 @@ class BenchServer:
                 text = self.log_text = log.read_text() if log.exists() else ''
                 if 'Server is ready' in text and ('--cluster' not in self.args or _ROUTE_LISTEN.search(text)):
                     self.port = int(_LISTEN.search(text).group(1))
-                    settle(self.proc.pid)              # (its start-up's last work: see `settle`)
+                    if settled: settle(self.proc.pid)  # (its start-up's last work: see `settle`)
                     return self
                 if self.proc.poll() is not None: break
                 time.sleep(0.05)
@@ -582,7 +582,7 @@ def restart_node(n: BenchServer) -> BenchServer:
     if '-p' in args: args[args.index('-p') + 1] = str(port)
     else: args += ['-p', str(port)]
     n.stop()
-    return BenchServer(n.kind, *args, js=False).start()
+    return BenchServer(n.kind, *args, js=False).start(settled=False)   # (under the rolling restart's probes it is never idle)
 
 async def compare_cluster(o: BenchOptions, kinds=('nats-server', 'jsnb'), size: int = 3, replicated: bool = True,
                           repeat: int = 1) -> list[Result]:
