@@ -310,9 +310,10 @@ async def test_restore_stalled_client_under_load(start_server, kind, tmp_path):
         await nc.close()
 
 
-async def test_large_backup_frames_beside_the_loop(tmp_path):
+async def test_large_backup_frames_beside_the_loop(start_server, tmp_path):
     """A backup of several MiB, the compiled kernels in place: its blocks are compressed and checksummed in the archive's
-    worker thread (`archive.frames_beside`), and its restore's chunks are decoded there; it restores to the same messages."""
+    worker thread (`archive.frames_beside`), and its restore's chunks are decoded there; it restores to the same messages,
+    on jsnb and on the reference."""
     from jsnb.app import serve
     from jsnb.js import archive
     archive.warm()
@@ -333,6 +334,11 @@ async def test_large_backup_frames_beside_the_loop(tmp_path):
         await restore(nc, tmp_path / 'b', chunk_size=64 << 10)
         assert await view(nc, 'BIG') == before
         assert archive.handed_over - n1 >= 3                   # the chunks of 64 KiB: decoded in the worker
+        ref = await connect(start_server('nats-server', '-js'))
+        try:
+            await restore(ref, tmp_path / 'b')                 # the frames the worker made, read by the reference
+            assert await view(ref, 'BIG') == before
+        finally: await ref.close()
     finally:
         if nc is not None: await nc.close()
         await srv.stop()
