@@ -75,7 +75,7 @@ def test_kernel_cache_outside_the_package(tmp_path):
     pkg = os.path.join(os.path.dirname(kernels.__file__), '__pycache__')
     def numba_files(): return {f for f in os.listdir(pkg) if '.nb' in f} if os.path.isdir(pkg) else set()
     before = numba_files()
-    env = dict(os.environ, JSNB_CACHE_DIR=str(tmp_path), JSNB_NO_JIT='')
+    env = dict(os.environ, JSNB_CACHE_DIR=str(tmp_path), JSNB_NO_JIT='', JSNB_AOT='0')     # (numba's cache: compiled here)
     code = ('import numpy as np, jsnb.js.kernels as k, jsnb.bench.client as b; '
             'print(k.warm() >= 0, k.JIT, b.scan_frames(b"PONG\\r\\n", 0, np.zeros((4, b.NCOLS), np.int64)) == (1, 6))')
     r = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True)

@@ -9,7 +9,7 @@ from jsnb.js import kernels
 pytestmark = pytest.mark.skipif(not kernels.WANTED, reason='the kernels are off (numba missing, or JSNB_NO_JIT set)')
 
 WORKLOAD = textwrap.dedent('''
-    import asyncio, json, tempfile
+    import asyncio, json, sys, tempfile
     import nats
     from jsnb.js import kernels, archive
     from jsnb.app import serve
@@ -47,13 +47,19 @@ WORKLOAD = textwrap.dedent('''
             nc = await nats.connect(s.url)
             await nc.jetstream().get_msg('Wfile', seq=7, direct=True); await nc.close(); await s.stop()
         print(json.dumps({k: [before.get(k), v] for k, v in forms().items() if v != before.get(k)}))
+        print(json.dumps(dict(built=kernels.built() is not None, numba='numba' in sys.modules)))
     asyncio.run(main())
 ''')
 
 
-def test_serving_compiles_no_kernel(tmp_path):
-    "Publishing, fetching, Direct Gets one at a time and in batches, a purge, KV, a backup and restore, and a restart."
-    env = {k: v for k, v in os.environ.items() if k != 'JSNB_JIT_AT_START'}
-    r = subprocess.run([sys.executable, '-c', WORKLOAD], capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+@pytest.mark.parametrize('aot', ['1', '0'])
+def test_serving_compiles_no_kernel(tmp_path, aot):
+    """Publishing, fetching, Direct Gets one at a time and in batches, a purge, KV, a backup and restore, and a restart:
+    with the kernels compiled in the process (`JSNB_AOT=0`), none gains a form; built ahead of time, every call passes
+    their argument checks (a `TypeError` would fail the workload) and numba is never imported."""
+    env = {**{k: v for k, v in os.environ.items() if k != 'JSNB_JIT_AT_START'}, 'JSNB_AOT': aot}
+    r = subprocess.run([sys.executable, '-c', WORKLOAD], capture_output=True, text=True, timeout=900, cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert json.loads(r.stdout.strip().splitlines()[-1]) == {}      # kernel: [forms before, after], for any that compiled
+    changed, how = [json.loads(line) for line in r.stdout.strip().splitlines()[-2:]]
+    assert changed == {}                                 # kernel: [forms before, after], for any that compiled
+    assert how == dict(built=aot == '1', numba=aot == '0'), (how, r.stderr[-2000:])

@@ -193,6 +193,7 @@ def start(self: JetStream):
     "Bring the account back from disk and subscribe (a clustered JetStream starts this way too, with its own `api_subscriptions`)."
     a = self.account
     if kernels.AT_START: kernels.warm(); archive.ready()     # (the snapshot kernels load meanwhile, in the background)
+    elif kernels.load_built(): archive.warm()                # built ahead of time: at once, all of them
     a.restore()
     if not a.clustered: T.restore(a)              # the stream templates, with the streams they made (a cluster has none)
     self._subs = self.api_subscriptions()

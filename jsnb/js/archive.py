@@ -50,10 +50,15 @@ def _trials():
 
 _HELPERS = ('_lit', '_put_uv', '_get_uv', '_crc_run')     # plain functions that kernels call
 
+kernels.register_own(__name__, _JITTED, _KERNEL_NAMES)      # (built ahead of time with the others)
+
 def warm() -> dict:
-    "Compile (or load from the cache) the snapshot kernels now."
+    "Load (or compile) the snapshot kernels now."
     if kernels.WANTED:
         with kernels.lock:
+            if __name__ in kernels.KERNEL_MODULES and kernels.built() is not None:
+                _JITTED.update((n, kernels.built_kernel(__name__, n)) for n in _KERNEL_NAMES)
+                return _JITTED
             g = dict(globals())               # what the kernels see: the helpers compiled (the twins keep the plain ones)
             for name in _HELPERS:
                 if name in g: g[name] = kernels.compile_cached(g[name])
@@ -65,7 +70,7 @@ def warm() -> dict:
 
 def compiled_forms() -> dict[str, int]:
     "How many forms (argument types) each compiled snapshot kernel holds, as `kernels.compiled_forms` tells of the others."
-    return {f'{__name__}.{n}': len(f.signatures) for n, f in _JITTED.items()}
+    return {f'{__name__}.{n}': kernels.form_count(f) for n, f in _JITTED.items()}
 
 WAIT_FOR_KERNELS = 1 << 20             # a stream this large waits for the compiled kernels; a smaller one goes on with the twins
 KERNEL_WAIT = 2.0                      # seconds it waits at most (a first compile, without a cache, takes longer)

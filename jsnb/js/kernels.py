@@ -8,9 +8,11 @@ import os, time
 import numpy as np
 
 # %% auto #0
-__all__ = ['WANTED', 'JIT', 'JIT_MIN_ROWS', 'JIT_MIN_SCANS', 'AT_START', 'lock', 'ready', 'next_row', 'prev_row', 'count_rows',
-           'select_rows', 'last_rows', 'expired_rows', 'crc_tables', 'crc_run', 'cache_dir', 'compile_cached',
-           'register', 'warm', 'compiled_forms', 'warm_in_background', 'speedups']
+__all__ = ['WANTED', 'JIT', 'JIT_MIN_ROWS', 'JIT_MIN_SCANS', 'AT_START', 'lock', 'AOT', 'KERNEL_MODULES', 'BUILD_TIMEOUT', 'log',
+           'ready', 'next_row', 'prev_row', 'count_rows', 'select_rows', 'last_rows', 'expired_rows', 'crc_tables',
+           'crc_run', 'cache_dir', 'compile_cached', 'register', 'register_own', 'warm', 'compiled_forms', 'form_count',
+           'warm_in_background', 'ahead_path', 'load_built', 'built', 'built_kernel', 'BuildError', 'build_here',
+           'speedups']
 
 # %% ../../nbs/2_js/03_kernels.ipynb #dffac007
 import importlib.util, threading
@@ -278,43 +280,64 @@ def compile_cached(f):
     finally: numba.config.CACHE_DIR = saved
 
 _ELSEWHERE: list = []        # kernels of other modules: (module globals, name, arguments to compile it on)
+_OWN: list = []              # modules that keep their compiled kernels in a dict of their own: (module name, dict, names)
 
 def register(g: dict, name: str, trial):
     """Have `warm()` compile kernel `name` of the module whose globals are `g` as well, calling it once on `trial()`.
     Register a kernel's helpers before the kernel: it is compiled against what the module holds then."""
     _ELSEWHERE.append((g, name, trial))
-    if JIT:                                             # registered after the others were compiled: compile it now
-        g[name] = compile_cached(g[name]); g[name](*trial())
+    if JIT: _take(g, name, trial)                       # registered after the others were switched on: now
+
+def register_own(module: str, compiled: dict, names: tuple):
+    "Have the kernels built ahead of time include a module's kernels `names`, which it compiles into `compiled` itself."
+    _OWN.append((module, compiled, names))
 
 def warm() -> float:
-    "Compile (or load from the cache) every kernel and switch them on; returns the seconds it took."
+    "Compile (or load) every kernel and switch them on; returns the seconds it took."
     global JIT
     if not WANTED: return 0.0
     t = time.perf_counter()
     with lock:
         if not JIT:
-            import numba
-            g = globals()
-            for name in _KERNELS:
-                if not isinstance(g[name], numba.core.dispatcher.Dispatcher): g[name] = compile_cached(g[name])
-            d, s, ts_ = np.zeros(4, np.bool_), np.zeros(4, np.int32), np.zeros(4, np.int64)
-            m = np.ones(1, np.bool_)
-            _next0(d, 0, 4); _next1(d, s, 0, 0, 4); _next2(d, s, m, 0, 4)
-            _prev0(d, 0, 4); _prev1(d, s, 0, 0, 4); _prev2(d, s, m, 0, 4)
-            _count2(d, s, m, 0, 4); _select2(d, s, m, 0, 4, -1); _last2(d, s, m, 0, 4, -1)
-            _expired_jit(d, ts_, ts_, 0, 4, 0)
-            for g, name, trial in _ELSEWHERE:
-                if not isinstance(g[name], numba.core.dispatcher.Dispatcher): g[name] = compile_cached(g[name])
-                g[name](*trial())
+            if __name__ in KERNEL_MODULES and built() is not None:
+                g = globals()
+                for name in _KERNELS: g[name] = built_kernel(__name__, name)
+                for h, name, trial in _ELSEWHERE: _take(h, name, trial)
+            else: _compile_here()
             JIT = True
     return time.perf_counter() - t
 
+def _compile_here():
+    "Compile every kernel in this process with numba (or load it from numba's cache)."
+    import numba
+    g = globals()
+    for name in _KERNELS:
+        if not isinstance(g[name], numba.core.dispatcher.Dispatcher): g[name] = compile_cached(g[name])
+    d, s, ts_ = np.zeros(4, np.bool_), np.zeros(4, np.int32), np.zeros(4, np.int64)
+    m = np.ones(1, np.bool_)
+    _next0(d, 0, 4); _next1(d, s, 0, 0, 4); _next2(d, s, m, 0, 4)
+    _prev0(d, 0, 4); _prev1(d, s, 0, 0, 4); _prev2(d, s, m, 0, 4)
+    _count2(d, s, m, 0, 4); _select2(d, s, m, 0, 4, -1); _last2(d, s, m, 0, 4, -1)
+    _expired_jit(d, ts_, ts_, 0, 4, 0)
+    for g, name, trial in _ELSEWHERE:
+        if not isinstance(g[name], numba.core.dispatcher.Dispatcher): g[name] = compile_cached(g[name])
+        g[name](*trial())
+
+def _take(g: dict, name: str, trial):
+    "Put kernel `name` of the module whose globals are `g` in place: as built ahead of time, else compiled here and tried."
+    if (f := built_kernel(g['__name__'], name)) is not None: g[name] = f
+    else: g[name] = compile_cached(g[name]); g[name](*trial())
+
 def compiled_forms() -> dict[str, int]:
     """How many forms (argument types) each compiled kernel holds, by module and name. A kernel called with types it has
-    no form for compiles one there and then, on the caller's thread: the server's event loop stands still meanwhile."""
-    import numba
+    no form for compiles one there and then, on the caller's thread: the server's event loop stands still meanwhile.
+    Kernels built ahead of time hold one form each, for good (other types are refused with a `TypeError`)."""
     ks = [(globals(), n) for n in _KERNELS] + [(g, n) for g, n, _ in _ELSEWHERE]
-    return {f"{g['__name__']}.{n}": len(g[n].signatures) for g, n in ks if isinstance(g[n], numba.core.dispatcher.Dispatcher)}
+    return {f"{g['__name__']}.{n}": form_count(g[n]) for g, n in ks if form_count(g[n])}
+
+def form_count(f) -> int:
+    "How many argument types kernel `f` is compiled for: 0 for a plain function."
+    return len(f.signatures) if hasattr(f, 'signatures') else getattr(f, 'forms', 0)
 
 def warm_in_background() -> threading.Thread:
     "Start `warm()` in a daemon thread, once (the twins answer until it is done)."
@@ -324,6 +347,145 @@ def warm_in_background() -> threading.Thread:
             _warming = threading.Thread(target=warm, name='jsnb-jit-warm', daemon=True)
             _warming.start()
     return _warming
+
+# %% ../../nbs/2_js/03_kernels.ipynb #37d28aed
+import functools, hashlib, importlib.machinery, json, logging, platform, subprocess, sys, tempfile
+
+AOT = os.environ.get('JSNB_AOT', '') in ('', '1')     # `JSNB_AOT=0`: compile the kernels in the server's own process
+KERNEL_MODULES = ('jsnb.js.kernels', 'jsnb.js.records', 'jsnb.js.frames', 'jsnb.js.archive')   # every module with kernels
+BUILD_TIMEOUT = 900.0                # seconds a build may take (or be waited for), most of it numba compiling each kernel
+_ahead = None                        # the module of kernels built ahead of time, once loaded
+_ahead_tried = False
+_ahead_lock = threading.Lock()
+log = logging.getLogger('jsnb')
+
+@functools.cache
+def ahead_path() -> str:
+    """Where the kernels built ahead of time are kept: a file named by a hash of the kernels' modules, numba's version file,
+    the Python and the machine, so that a change to any of them builds afresh (read without importing numba)."""
+    h = hashlib.sha256(f'{sys.version} {platform.machine()}'.encode())
+    numba_version = os.path.join(os.path.dirname(importlib.util.find_spec('numba').origin), '_version.py')
+    for f in [numba_version] + [importlib.util.find_spec(m).origin for m in KERNEL_MODULES]:
+        with open(f, 'rb') as fh: h.update(fh.read())
+    return os.path.join(cache_dir(), 'ahead', f'jsnb_kernels-{h.hexdigest()[:16]}{importlib.machinery.EXTENSION_SUFFIXES[0]}')
+
+def load_built() -> bool:
+    """A server's start: switch on the kernels built ahead of time if this machine has them (a few milliseconds, and compiled
+    code from the first request), else start building them in the background, for the next start and for when a scan
+    asks for them. Whether they are on."""
+    if JIT or not (WANTED and AOT): return JIT
+    if os.path.exists(ahead_path()): warm()
+    elif not os.path.exists(ahead_path() + '.failed'):
+        threading.Thread(target=built, name='jsnb-kernels-build', daemon=True).start()
+    return JIT
+
+def built():
+    """The kernels built ahead of time, loaded (built first, by a process of its own, if this machine has not built them
+    yet); None when they are compiled in this process instead: `JSNB_AOT=0`, or the build failed (logged once)."""
+    global _ahead, _ahead_tried
+    if not AOT: return None
+    with _ahead_lock:
+        if not _ahead_tried:
+            _ahead_tried = True
+            try: _ahead = _Built(_build_once(ahead_path()))
+            except Exception as e: log.warning('kernels: not built ahead of time (%s); compiling them in this process', e)
+        return _ahead
+
+def built_kernel(module: str, name: str):
+    "Kernel `name` of `module` as built ahead of time, or None (none built, or loaded, in this process)."
+    return getattr(_ahead, _export_name(module, name), None) if _ahead is not None else None
+
+def _export_name(module: str, name: str) -> str: return f"{module.rsplit('.', 1)[-1]}_{name}"
+
+# %% ../../nbs/2_js/03_kernels.ipynb #f0f8868d
+class BuildError(Exception): "The kernels could not be built ahead of time."
+
+def _build_once(path: str) -> str:
+    """`path`, built first if it is missing: one process builds it at a time (a lock file beside it), the others wait and
+    use what it built. A build that failed leaves `path.failed` with the reason, and is not tried again."""
+    failed = path + '.failed'
+    if not os.path.exists(path):
+        import fcntl
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + '.lock', 'a') as lk:
+            fcntl.flock(lk, fcntl.LOCK_EX)                   # (a build under way elsewhere: wait for it)
+            if not os.path.exists(path) and not os.path.exists(failed):
+                subprocess.run([sys.executable, '-c', 'import sys; from jsnb.js.kernels import build_here; build_here(sys.argv[1])',
+                                path], env={**os.environ, 'JSNB_AOT': '0'}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=BUILD_TIMEOUT)
+    if not os.path.exists(path):
+        raise BuildError(open(failed).read().strip() if os.path.exists(failed) else 'the build ended without a module')
+    return path
+
+def build_here(path: str):
+    """Build every kernel into the extension module `path` (and its argument types into `path.json`), in this process: it
+    compiles them with numba first, as `warm()` would, then has numba's ahead-of-time compiler write them out."""
+    import importlib, traceback, warnings
+    try:
+        for m in KERNEL_MODULES: importlib.import_module(m)
+        _compile_here()
+        for module, compiled, names in _OWN: sys.modules[module].warm()
+        ks = ([(__name__, n, globals()[n]) for n in _KERNELS] + [(g['__name__'], n, g[n]) for g, n, _ in _ELSEWHERE]
+              + [(module, n, compiled[n]) for module, compiled, names in _OWN for n in names])
+        with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as tmp:
+            with warnings.catch_warnings():
+                warnings.simplefilter('ignore')             # (numba.pycc announces its own deprecation)
+                from numba.pycc import CC
+                import numba.pycc.compiler as pycc
+            class _Released(pycc.Flags):                    # numba.pycc's wrappers hold the interpreter lock unless told
+                def __init__(self, *a, **kw): super().__init__(*a, **kw); self.release_gil = True
+            pycc.Flags = _Released                          # (this process only builds, then ends)
+            cc, types = CC('jsnb_kernels'), {}
+            cc.output_dir, cc.verbose = tmp, False
+            for module, name, f in ks:
+                (sig,) = f.nopython_signatures              # one form each: what the server calls it with
+                cc.export(_export_name(module, name), sig)(f.py_func)
+                types[_export_name(module, name)] = [_arg_type(t) for t in sig.args]
+            cc.compile()
+            (out,) = [os.path.join(tmp, f) for f in os.listdir(tmp) if f.startswith('jsnb_kernels.')]
+            with open(os.path.join(tmp, 'types.json'), 'w') as f: json.dump(types, f)
+            os.replace(os.path.join(tmp, 'types.json'), path + '.json'); os.replace(out, path)
+    except Exception:
+        with open(path + '.failed', 'w') as f: f.write(traceback.format_exc(limit=-3).strip().splitlines()[-1])
+        raise
+
+def _arg_type(t) -> list | str:
+    "An argument's numba type as `_Built` checks it: `[dtype, ndim, writes]` for a C-contiguous array, else 'int64'."
+    if hasattr(t, 'ndim'):
+        from numba.np.numpy_support import as_dtype
+        assert t.layout == 'C', t
+        return [as_dtype(t.dtype).str, t.ndim, t.mutable]
+    assert str(t) == 'int64', t
+    return 'int64'
+
+# %% ../../nbs/2_js/03_kernels.ipynb #057a1578
+class _Built:
+    """The module of kernels built ahead of time, each kernel behind a check of its arguments. A built kernel has the one
+    form it was built for, and numba's ahead-of-time wrapper checks only an array's item size: an array of another kind,
+    shape or layout, or a read-only one for a kernel that writes, would be read as if it were the right one. The check
+    refuses it with a `TypeError` instead (where the compiled-in-process kernel would compile another form)."""
+    def __init__(self, path: str):
+        spec = importlib.util.spec_from_file_location('jsnb_kernels', path)
+        m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+        with open(path + '.json') as f: types = json.load(f)
+        for name, args in types.items(): setattr(self, name, _checked(getattr(m, name), name, args))
+        self.path, self.names = path, tuple(types)
+
+def _checked(f, name: str, args: list):
+    "Kernel `f`, called only with arguments of the types `args` (see `_arg_type`)."
+    arrays = tuple((i, np.dtype(a[0]), a[1], a[2]) for i, a in enumerate(args) if isinstance(a, list))
+    ints = tuple(i for i, a in enumerate(args) if not isinstance(a, list))
+    def kernel(*a):
+        for i, dt, nd, writes in arrays:
+            x = a[i]
+            if type(x) is not np.ndarray or x.dtype != dt or x.ndim != nd or not x.flags.c_contiguous or (writes and not x.flags.writeable):
+                raise TypeError(f'kernel {name}: argument {i} is not a C-contiguous {"writable " if writes else ""}{dt} array of {nd} dimension(s)')
+        for i in ints:
+            if not isinstance(a[i], (int, np.integer)): raise TypeError(f'kernel {name}: argument {i} is not an integer')
+        return f(*a)
+    kernel.__name__ = kernel.__qualname__ = name
+    kernel.forms = 1
+    return kernel
 
 # %% ../../nbs/2_js/03_kernels.ipynb #03eacaea
 def _twins(dead, sid, ts, ttl, want, a, b, nsub, cutoff):

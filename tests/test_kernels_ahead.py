@@ -1,0 +1,79 @@
+"""The kernels built ahead of time: loaded without numba, equal to their twins, run without the interpreter lock, and a
+failed build leaves the server compiling them itself. Each check runs in a process of its own: one that imported numba
+(or loaded the built module) could not show what a fresh server does."""
+import os, subprocess, sys, textwrap
+import pytest
+from jsnb.js import kernels
+
+pytestmark = pytest.mark.skipif(not kernels.WANTED, reason='the kernels are off (numba missing, or JSNB_NO_JIT set)')
+
+def run(code: str, **env) -> list[str]:
+    "The lines `code` prints, run by a fresh interpreter with `env` added."
+    e = {**{k: v for k, v in os.environ.items() if k not in ('JSNB_AOT', 'JSNB_JIT_AT_START')}, **env}
+    r = subprocess.run([sys.executable, '-c', textwrap.dedent(code)], capture_output=True, text=True, timeout=900, env=e)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout.split()
+
+def test_every_module_with_kernels_is_built():
+    "The build imports `KERNEL_MODULES`: a module that registers kernels and is not listed would be compiled in-process."
+    out = run('''
+        import jsnb.js.api, jsnb.js.kernels as k
+        print(sorted({g['__name__'] for g, _, _ in k._ELSEWHERE} | {m for m, _, _ in k._OWN} | {k.__name__}) == sorted(k.KERNEL_MODULES))
+    ''')
+    assert out == ['True']
+
+def test_built_kernels_agree_with_twins_without_numba():
+    out = run('''
+        import sys, zlib, numpy as np, jsnb.js.api, jsnb.js.kernels as k, jsnb.js.archive as a, jsnb.js.records as r
+        k.warm(); a.warm()
+        print(k.built() is not None, a.compiled(), 'numba' in sys.modules, 'llvmlite' in sys.modules)
+        rng, bad = np.random.default_rng(11), 0
+        for _ in range(300):
+            n, nsub = int(rng.integers(0, 60)), int(rng.integers(1, 6))
+            dead, sid = rng.random(n) < 0.4, rng.integers(0, nsub, n).astype(np.int32)
+            ts, ttl = np.sort(rng.integers(0, 100, n)), rng.choice([-1, 0, 5], n).astype(np.int64)
+            lo, hi = sorted(rng.integers(0, n + 1, 2).tolist())
+            for want in (None, int(rng.integers(-1, nsub)), rng.random(nsub) < 0.5):
+                built, twin = k._twins(dead, sid, ts, ttl, want, lo, hi, nsub, int(rng.integers(0, 100)))
+                bad += built != twin
+        data = rng.integers(0, 256, 300_000).astype(np.uint8).tobytes()
+        c = a._JITTED['_crc_loop'](np.frombuffer(data, np.uint8), 0xffffffff, a._CRC_T)
+        bad += int(c) != a._crc_py(data, 0xffffffff)
+        bad += int(r._crc(np.frombuffer(data, np.uint8), 0, len(data), 0xffffffff, r.CRC_IEEE)) ^ 0xffffffff != zlib.crc32(data)
+        text = b''.join(b'{"order": %d, "status": "paid"}' % i for i in range(20000))
+        bad += a.S2Reader().feed(a.S2_HEADER + a.s2_frames(text, header=False)) != text
+        print(bad)
+    ''')
+    assert out == ['True', 'True', 'False', 'False', '0']
+
+def test_built_kernels_run_beside_python():
+    """A built kernel lets go of the interpreter lock while it runs. With no forced hand-over (a switch interval of 100 s),
+    the main thread, woken by the worker just before its calls, runs only once the worker lets go: during the calls if
+    they release the lock, after the last one if they held it (a kernel compiled without `nogil` prints False here)."""
+    out = run('''
+        import sys, threading, numpy as np, jsnb.js.archive as a
+        a.warm(); k = a._JITTED['_crc_loop']
+        big = np.frombuffer(bytes(64 << 20), np.uint8)
+        sys.setswitchinterval(100)
+        started, finished = threading.Event(), []
+        def work():
+            started.set()
+            for _ in range(8): k(big, 0, a._CRC_T)
+            finished.append(True)
+        t = threading.Thread(target=work); t.start(); started.wait(); print(not finished); t.join()
+    ''')
+    assert out == ['True']
+
+def test_a_failed_build_compiles_in_the_process(tmp_path):
+    "A build that failed is not tried again: the server says why, once, and compiles the kernels itself."
+    code = '''
+        import os, sys, jsnb.js.kernels as k
+        os.makedirs(os.path.dirname(k.ahead_path()), exist_ok=True)
+        open(k.ahead_path() + '.failed', 'w').write('no C compiler')
+        print(k.warm() >= 0, k.JIT, k.built() is None, 'numba' in sys.modules)
+    '''
+    e = {**{k: v for k, v in os.environ.items() if k not in ('JSNB_AOT', 'JSNB_JIT_AT_START')}, 'JSNB_CACHE_DIR': str(tmp_path)}
+    r = subprocess.run([sys.executable, '-c', textwrap.dedent(code)], capture_output=True, text=True, timeout=900, env=e)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ['True', 'True', 'True', 'True']
+    assert r.stderr.count('not built ahead of time (no C compiler)') == 1, r.stderr
