@@ -4,8 +4,9 @@
 
 # %% ../nbs/5_app/01_cli.ipynb #57713fb3
 from __future__ import annotations
-import sys
+import gc, sys
 sys.dont_write_bytecode = False      # the server's modules are read compiled at every start (see above)
+_GC_ON = gc.isenabled(); gc.disable()   # no cyclic collection while the modules load (see above)
 import argparse, asyncio, logging, os, re, signal
 from urllib.parse import urlsplit, unquote
 from . import __version__
@@ -18,6 +19,7 @@ from .nats.tls import tls_from_flags
 from .nats.server import StartupError, RefFormatter, TRACE, log
 from .nats.reload import ReloadError, config_digest, reload
 from .app import Server
+if _GC_ON: gc.enable()
 
 # %% auto #0
 __all__ = ['GC_YOUNG', 'options', 'setup_logging', 'reopen_log', 'ending', 'on_signal', 'tune_gc', 'exit_at_once', 'main',
@@ -229,6 +231,7 @@ async def _run(opts: ServerOptions, warnings: list[str], argv: list[str] | None 
         except (NotImplementedError, RuntimeError): pass
     await server.start()
     tune_gc()
+    if _GC_ON: gc.enable()                        # (paused by `main` until now)
     for sig in _SIGNALS:
         try: loop.add_signal_handler(sig, on_signal, server, sig)
         except (NotImplementedError, RuntimeError): pass
@@ -242,6 +245,13 @@ def exit_at_once(code: int):
 
 def main(argv: list[str] | None = None, prog: str = 'jsnb-server') -> int:
     "Entry point of `jsnb-server` (and of `jsnb serve`, with `prog` naming it)."
+    global _GC_ON
+    _GC_ON = gc.isenabled(); gc.disable()         # until the server is up: its start makes long-lived objects only
+    try: return _main(argv, prog)
+    finally:
+        if _GC_ON: gc.enable()
+
+def _main(argv: list[str] | None, prog: str) -> int:
     try: opts, warnings, ns = options(argv, prog)
     except _FlagError as e: print(f'{prog}: {e} ({prog} -h lists the flags)', file=sys.stderr); return 2
     except (ConfigError, AuthConfigError, OSError) as e:

