@@ -7,10 +7,10 @@ from jsnb.js import kernels
 
 pytestmark = pytest.mark.skipif(not kernels.WANTED, reason='the kernels are off (numba missing, or JSNB_NO_JIT set)')
 
-def run(code: str, **env) -> list[str]:
+def run(code: str, timeout: float = 900, **env) -> list[str]:
     "The lines `code` prints, run by a fresh interpreter with `env` added."
     e = {**{k: v for k, v in os.environ.items() if k not in ('JSNB_AOT', 'JSNB_JIT_AT_START')}, **env}
-    r = subprocess.run([sys.executable, '-c', textwrap.dedent(code)], capture_output=True, text=True, timeout=900, env=e)
+    r = subprocess.run([sys.executable, '-c', textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout, env=e)
     assert r.returncode == 0, r.stderr[-3000:]
     return r.stdout.split()
 
@@ -77,3 +77,15 @@ def test_a_failed_build_compiles_in_the_process(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split() == ['True', 'True', 'True', 'True']
     assert r.stderr.count('not built ahead of time (no C compiler)') == 1, r.stderr
+
+def test_starting_a_warm_never_waits_for_a_compile():
+    """The event loop starts the background warm (`warm_in_background`) while another thread may hold the compile lock for
+    the seconds of a compile or build (the snapshot kernels' warm does): it must not wait for it. Here the caller holds
+    that lock itself, so waiting for it would never end."""
+    out = run('''
+        import jsnb.js.kernels as k
+        k.lock.acquire()
+        t = k.warm_in_background(); print(t.is_alive())
+        k.lock.release(); t.join(); print(k.JIT == k.WANTED)
+    ''', timeout=300)
+    assert out == ['True', 'True']

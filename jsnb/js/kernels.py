@@ -339,10 +339,13 @@ def form_count(f) -> int:
     "How many argument types kernel `f` is compiled for: 0 for a plain function."
     return len(f.signatures) if hasattr(f, 'signatures') else getattr(f, 'forms', 0)
 
+_starting = threading.Lock()           # (not `lock`: a compile or a build holds that one for seconds)
+
 def warm_in_background() -> threading.Thread:
-    "Start `warm()` in a daemon thread, once (the twins answer until it is done)."
+    """Start `warm()` in a daemon thread, once (the twins answer until it is done). The event loop calls this: it never
+    waits for a compile, nor for a build of the kernels that another thread is running."""
     global _warming
-    with lock:
+    with _starting:
         if _warming is None:
             _warming = threading.Thread(target=warm, name='jsnb-jit-warm', daemon=True)
             _warming.start()
