@@ -416,8 +416,8 @@ def _build_once(path: str) -> str:
                 subprocess.run([sys.executable, '-c', 'import sys; from jsnb.js.kernels import build_here; build_here(sys.argv[1])',
                                 path], env={**os.environ, 'JSNB_AOT': '0'}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, timeout=BUILD_TIMEOUT)
-    if not os.path.exists(path):
-        raise BuildError(open(failed).read().strip() if os.path.exists(failed) else 'the build ended without a module')
+    if os.path.exists(failed): raise BuildError(f'{open(failed).read().strip()}; delete {failed} to try again')
+    if not os.path.exists(path): raise BuildError('the build ended without a module')
     return path
 
 def build_here(path: str):
