@@ -6,20 +6,22 @@
 from __future__ import annotations
 import gc, sys
 sys.dont_write_bytecode = False      # the server's modules are read compiled at every start (see above)
-_GC_ON = gc.isenabled(); gc.disable()   # no cyclic collection while the modules load (see above)
-import argparse, asyncio, logging, os, re, signal
-from urllib.parse import urlsplit, unquote
-from . import __version__
-from .nats.conf_format import ConfigError, load_config
-from .nats.config import ServerOptions, options_from_config, DEFAULT_STORE_DIR, _route_url
-from .nats.core import VERSION
-from .nats.credentials import AuthConfigError
-from .nats.jwt import operator_log_lines
-from .nats.tls import tls_from_flags
-from .nats.server import StartupError, RefFormatter, TRACE, log
-from .nats.reload import ReloadError, config_digest, reload
-from .app import Server
-if _GC_ON: gc.enable()
+_gc_on = gc.isenabled(); gc.disable()   # no cyclic collection while the modules load (see above)
+try:
+    import argparse, asyncio, logging, os, re, signal
+    from urllib.parse import urlsplit, unquote
+    from jsnb import __version__
+    from jsnb.nats.conf_format import ConfigError, load_config
+    from jsnb.nats.config import ServerOptions, options_from_config, DEFAULT_STORE_DIR, _route_url
+    from jsnb.nats.core import VERSION
+    from jsnb.nats.credentials import AuthConfigError
+    from jsnb.nats.jwt import operator_log_lines
+    from jsnb.nats.tls import tls_from_flags
+    from jsnb.nats.server import StartupError, RefFormatter, TRACE, log
+    from jsnb.nats.reload import ReloadError, config_digest, reload
+    from jsnb.app import Server
+finally:
+    if _gc_on: gc.enable()
 
 # %% auto #0
 __all__ = ['GC_YOUNG', 'options', 'setup_logging', 'reopen_log', 'ending', 'on_signal', 'tune_gc', 'exit_at_once', 'main',
@@ -220,7 +222,7 @@ def _write_pid(path: str):
         with open(path, 'w') as f: f.write(str(os.getpid()))
     except OSError as e: raise StartupError(f'Could not write pidfile: {e.strerror or e}: {path}') from e
 
-async def _run(opts: ServerOptions, warnings: list[str], argv: list[str] | None = None):
+async def _run(opts: ServerOptions, warnings: list[str], argv: list[str] | None = None, gc_on: bool = True):
     server = Server(opts, reload_options=lambda: options(argv)[0],   # a reload reads the file again, and the flags win over it again
                     on_stopped=lambda: exit_at_once(0))
     _banner(server, warnings)
@@ -231,7 +233,7 @@ async def _run(opts: ServerOptions, warnings: list[str], argv: list[str] | None 
         except (NotImplementedError, RuntimeError): pass
     await server.start()
     tune_gc()
-    if _GC_ON: gc.enable()                        # (paused by `main` until now)
+    if gc_on: gc.enable()                         # (paused by `main` until now)
     for sig in _SIGNALS:
         try: loop.add_signal_handler(sig, on_signal, server, sig)
         except (NotImplementedError, RuntimeError): pass
@@ -245,13 +247,12 @@ def exit_at_once(code: int):
 
 def main(argv: list[str] | None = None, prog: str = 'jsnb-server') -> int:
     "Entry point of `jsnb-server` (and of `jsnb serve`, with `prog` naming it)."
-    global _GC_ON
-    _GC_ON = gc.isenabled(); gc.disable()         # until the server is up: its start makes long-lived objects only
-    try: return _main(argv, prog)
+    gc_on = gc.isenabled(); gc.disable()          # until the server is up: its start makes long-lived objects only
+    try: return _main(argv, prog, gc_on)
     finally:
-        if _GC_ON: gc.enable()
+        if gc_on: gc.enable()
 
-def _main(argv: list[str] | None, prog: str) -> int:
+def _main(argv: list[str] | None, prog: str, gc_on: bool) -> int:
     try: opts, warnings, ns = options(argv, prog)
     except _FlagError as e: print(f'{prog}: {e} ({prog} -h lists the flags)', file=sys.stderr); return 2
     except (ConfigError, AuthConfigError, OSError) as e:
@@ -266,7 +267,7 @@ def _main(argv: list[str] | None, prog: str) -> int:
         import uvloop
         runner = uvloop.run
     except ImportError: runner = asyncio.run
-    try: runner(_run(opts, warnings, argv))
+    try: runner(_run(opts, warnings, argv, gc_on))
     except StartupError as e: log.critical('%s', e); return 1
     except KeyboardInterrupt: pass
     return 0

@@ -89,3 +89,28 @@ def test_starting_a_warm_never_waits_for_a_compile():
         k.lock.release(); t.join(); print(k.JIT == k.WANTED)
     ''', timeout=300)
     assert out == ['True', 'True']
+
+def test_a_machines_first_build(tmp_path):
+    """From an empty cache (numba's too), as on a fresh machine: the server's start sets the build going and goes on, the
+    build writes every kernel (numba compiled a helper other kernels call in several forms: the one built is its trial's),
+    and the server never imports numba."""
+    out = run('''
+        import os, sys, jsnb.js.api, jsnb.js.kernels as k, jsnb.js.archive as a
+        print(k.load_built(), k.built() is not None, a.warm() is not None and a.compiled(), k.warm() >= 0 and k.JIT)
+        print('numba' in sys.modules, os.path.exists(k.ahead_path() + '.failed'), sorted(k.compiled_forms().values())[-1])
+    ''', JSNB_CACHE_DIR=str(tmp_path))
+    assert out == ['False', 'True', 'True', 'True', 'False', 'False', '1']
+
+def test_a_module_that_does_not_load_is_not_compiled_at_start(tmp_path):
+    "A built module that does not load (damaged, or built against another numpy): the start goes on with the twins."
+    code = '''
+        import os, sys, jsnb.js.api, jsnb.js.kernels as k
+        os.makedirs(os.path.dirname(k.ahead_path()), exist_ok=True)
+        open(k.ahead_path(), 'wb').write(b'not a module')
+        print(k.load_built(), k.JIT, 'numba' in sys.modules)
+    '''
+    e = {**{k: v for k, v in os.environ.items() if k not in ('JSNB_AOT', 'JSNB_JIT_AT_START')}, 'JSNB_CACHE_DIR': str(tmp_path)}
+    r = subprocess.run([sys.executable, '-c', textwrap.dedent(code)], capture_output=True, text=True, timeout=300, env=e)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ['False', 'False', 'False']
+    assert 'not built ahead of time' in r.stderr, r.stderr

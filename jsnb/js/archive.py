@@ -50,7 +50,7 @@ def _trials():
 
 _HELPERS = ('_lit', '_put_uv', '_get_uv', '_crc_run')     # plain functions that kernels call
 
-kernels.register_own(__name__, _JITTED, _KERNEL_NAMES)      # (built ahead of time with the others)
+kernels.register_own(__name__, _JITTED, _trials)            # (built ahead of time with the others)
 
 def warm() -> dict:
     "Load (or compile) the snapshot kernels now."

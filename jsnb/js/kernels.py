@@ -280,7 +280,7 @@ def compile_cached(f):
     finally: numba.config.CACHE_DIR = saved
 
 _ELSEWHERE: list = []        # kernels of other modules: (module globals, name, arguments to compile it on)
-_OWN: list = []              # modules that keep their compiled kernels in a dict of their own: (module name, dict, names)
+_OWN: list = []              # modules that keep their compiled kernels in a dict of their own: (module, dict, trials)
 
 def register(g: dict, name: str, trial):
     """Have `warm()` compile kernel `name` of the module whose globals are `g` as well, calling it once on `trial()`.
@@ -288,9 +288,10 @@ def register(g: dict, name: str, trial):
     _ELSEWHERE.append((g, name, trial))
     if JIT: _take(g, name, trial)                       # registered after the others were switched on: now
 
-def register_own(module: str, compiled: dict, names: tuple):
-    "Have the kernels built ahead of time include a module's kernels `names`, which it compiles into `compiled` itself."
-    _OWN.append((module, compiled, names))
+def register_own(module: str, compiled: dict, trials):
+    """Have the kernels built ahead of time include a module's kernels, which it compiles into `compiled` itself (with a
+    `warm()` of its own): `trials()` gives each one's name and the arguments it is compiled on."""
+    _OWN.append((module, compiled, trials))
 
 def warm() -> float:
     "Compile (or load) every kernel and switch them on; returns the seconds it took."
@@ -307,18 +308,20 @@ def warm() -> float:
             JIT = True
     return time.perf_counter() - t
 
+def _trials() -> dict:
+    "Each of this module's kernels with the arguments to compile it on: a tiny index, for every filter shape."
+    d, s, ts, m = np.zeros(4, np.bool_), np.zeros(4, np.int32), np.zeros(4, np.int64), np.ones(1, np.bool_)
+    return {'_next0': (d, 0, 4), '_next1': (d, s, 0, 0, 4), '_next2': (d, s, m, 0, 4), '_prev0': (d, 0, 4),
+            '_prev1': (d, s, 0, 0, 4), '_prev2': (d, s, m, 0, 4), '_count2': (d, s, m, 0, 4), '_select2': (d, s, m, 0, 4, -1),
+            '_last2': (d, s, m, 0, 4, -1), '_expired_jit': (d, ts, ts, 0, 4, 0)}
+
 def _compile_here():
-    "Compile every kernel in this process with numba (or load it from numba's cache)."
+    "Compile every kernel in this process with numba (or load it from numba's cache), each called once on its trial."
     import numba
     g = globals()
-    for name in _KERNELS:
+    for name, args in _trials().items():
         if not isinstance(g[name], numba.core.dispatcher.Dispatcher): g[name] = compile_cached(g[name])
-    d, s, ts_ = np.zeros(4, np.bool_), np.zeros(4, np.int32), np.zeros(4, np.int64)
-    m = np.ones(1, np.bool_)
-    _next0(d, 0, 4); _next1(d, s, 0, 0, 4); _next2(d, s, m, 0, 4)
-    _prev0(d, 0, 4); _prev1(d, s, 0, 0, 4); _prev2(d, s, m, 0, 4)
-    _count2(d, s, m, 0, 4); _select2(d, s, m, 0, 4, -1); _last2(d, s, m, 0, 4, -1)
-    _expired_jit(d, ts_, ts_, 0, 4, 0)
+        g[name](*args)
     for g, name, trial in _ELSEWHERE:
         if not isinstance(g[name], numba.core.dispatcher.Dispatcher): g[name] = compile_cached(g[name])
         g[name](*trial())
@@ -365,8 +368,9 @@ log = logging.getLogger('jsnb')
 @functools.cache
 def ahead_path() -> str:
     """Where the kernels built ahead of time are kept: a file named by a hash of the kernels' modules, numba's version file,
-    the Python and the machine, so that a change to any of them builds afresh (read without importing numba)."""
-    h = hashlib.sha256(f'{sys.version} {platform.machine()}'.encode())
+    numpy's version (the module is built against its interface), the Python and the machine, so that a change to any of them
+    builds afresh (read without importing numba)."""
+    h = hashlib.sha256(f'{sys.version} {platform.machine()} numpy {np.__version__}'.encode())
     numba_version = os.path.join(os.path.dirname(importlib.util.find_spec('numba').origin), '_version.py')
     for f in [numba_version] + [importlib.util.find_spec(m).origin for m in KERNEL_MODULES]:
         with open(f, 'rb') as fh: h.update(fh.read())
@@ -375,12 +379,13 @@ def ahead_path() -> str:
 def load_built() -> bool:
     """A server's start: switch on the kernels built ahead of time if this machine has them (a few milliseconds, and compiled
     code from the first request), else start building them in the background, for the next start and for when a scan
-    asks for them. Whether they are on."""
-    if JIT or not (WANTED and AOT): return JIT
-    if os.path.exists(ahead_path()): warm()
+    asks for them. Whether the built kernels are on: a server's start never waits for a compile."""
+    if JIT or not (WANTED and AOT): return _ahead is not None and JIT
+    if os.path.exists(ahead_path()):
+        if built() is not None: warm()                     # (a module that does not load: never a compile here instead)
     elif not os.path.exists(ahead_path() + '.failed'):
         threading.Thread(target=built, name='jsnb-kernels-build', daemon=True).start()
-    return JIT
+    return _ahead is not None and JIT
 
 def built():
     """The kernels built ahead of time, loaded (built first, by a process of its own, if this machine has not built them
@@ -403,36 +408,52 @@ def _export_name(module: str, name: str) -> str: return f"{module.rsplit('.', 1)
 # %% ../../nbs/2_js/03_kernels.ipynb #f0f8868d
 class BuildError(Exception): "The kernels could not be built ahead of time."
 
+_BUILD = ('import sys; here = sys.argv[2]; here in sys.path or sys.path.insert(0, here); '
+          'from jsnb.js.kernels import build_here; build_here(sys.argv[1])')
+
 def _build_once(path: str) -> str:
-    """`path`, built first if it is missing: one process builds it at a time (a lock file beside it), the others wait and
-    use what it built. A build that failed leaves `path.failed` with the reason, and is not tried again."""
+    """`path`, built first if it is missing: one process builds it at a time (a lock file beside it), the others wait (up to
+    `BUILD_TIMEOUT`) and use what it built. A build that failed leaves `path.failed` with the reason (its first line) and
+    the traceback, and is not tried again."""
     failed = path + '.failed'
-    if not os.path.exists(path):
-        import fcntl
+    if not os.path.exists(path) and not os.path.exists(failed):
+        import fcntl, jsnb
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path + '.lock', 'a') as lk:
-            fcntl.flock(lk, fcntl.LOCK_EX)                   # (a build under way elsewhere: wait for it)
+            waited = 0.0
+            while True:                                      # (a build under way elsewhere: wait for it, not for ever)
+                try: fcntl.flock(lk, fcntl.LOCK_EX | fcntl.LOCK_NB); break
+                except BlockingIOError:
+                    if waited > BUILD_TIMEOUT: raise BuildError(f'another process has been building {path} for {waited:.0f} s')
+                    time.sleep(0.5); waited += 0.5
             if not os.path.exists(path) and not os.path.exists(failed):
-                subprocess.run([sys.executable, '-c', 'import sys; from jsnb.js.kernels import build_here; build_here(sys.argv[1])',
-                                path], env={**os.environ, 'JSNB_AOT': '0'}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, timeout=BUILD_TIMEOUT)
-    if os.path.exists(failed): raise BuildError(f'{open(failed).read().strip()}; delete {failed} to try again')
+                here = os.path.dirname(os.path.dirname(jsnb.__file__))   # the child builds from this process's sources (`-P`:
+                subprocess.run([sys.executable, '-P', '-c', _BUILD, path, here], env={**os.environ, 'JSNB_AOT': '0'},   # not from
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,    # its working
+                               timeout=BUILD_TIMEOUT)                                                             # directory's)
+    if os.path.exists(failed):
+        with open(failed) as f: raise BuildError(f'{f.readline().strip()}; delete {failed} to try again')
     if not os.path.exists(path): raise BuildError('the build ended without a module')
     return path
 
 def build_here(path: str):
     """Build every kernel into the extension module `path` (and its argument types into `path.json`), in this process: it
-    compiles them with numba first, as `warm()` would, then has numba's ahead-of-time compiler write them out."""
+    compiles them with numba first, as `warm()` would, then has numba's ahead-of-time compiler write out, for each, the form
+    its trial arguments compiled (a helper that other kernels call has more: one for each way they call it)."""
     import importlib, traceback, warnings
     try:
         for m in KERNEL_MODULES: importlib.import_module(m)
+        if ahead_path() != path: raise BuildError(f'these sources build {ahead_path()}, not {path}')
         _compile_here()
-        for module, compiled, names in _OWN: sys.modules[module].warm()
-        ks = ([(__name__, n, globals()[n]) for n in _KERNELS] + [(g['__name__'], n, g[n]) for g, n, _ in _ELSEWHERE]
-              + [(module, n, compiled[n]) for module, compiled, names in _OWN for n in names])
+        for module, compiled, trials in _OWN: sys.modules[module].warm()
+        g = globals()
+        ks = ([(__name__, n, g[n], args) for n, args in _trials().items()] + [(h['__name__'], n, h[n], t()) for h, n, t in _ELSEWHERE]
+              + [(module, n, compiled[n], args) for module, compiled, trials in _OWN for n, args in trials().items()])
+        _clear_leftovers(os.path.dirname(path))
         with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as tmp:
             with warnings.catch_warnings():
                 warnings.simplefilter('ignore')             # (numba.pycc announces its own deprecation)
+                import numba
                 from numba.pycc import CC
                 import numba.pycc.compiler as pycc
             class _Released(pycc.Flags):                    # numba.pycc's wrappers hold the interpreter lock unless told
@@ -440,17 +461,26 @@ def build_here(path: str):
             pycc.Flags = _Released                          # (this process only builds, then ends)
             cc, types = CC('jsnb_kernels'), {}
             cc.output_dir, cc.verbose = tmp, False
-            for module, name, f in ks:
-                (sig,) = f.nopython_signatures              # one form each: what the server calls it with
+            for module, name, f, args in ks:
+                sig = f.overloads[tuple(numba.typeof(a) for a in args)].signature     # the form the server calls
                 cc.export(_export_name(module, name), sig)(f.py_func)
                 types[_export_name(module, name)] = [_arg_type(t) for t in sig.args]
             cc.compile()
             (out,) = [os.path.join(tmp, f) for f in os.listdir(tmp) if f.startswith('jsnb_kernels.')]
             with open(os.path.join(tmp, 'types.json'), 'w') as f: json.dump(types, f)
             os.replace(os.path.join(tmp, 'types.json'), path + '.json'); os.replace(out, path)
-    except Exception:
-        with open(path + '.failed', 'w') as f: f.write(traceback.format_exc(limit=-3).strip().splitlines()[-1])
+    except Exception as e:
+        with open(path + '.failed', 'w') as f:
+            f.write(f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}\n\n{traceback.format_exc()}")
         raise
+
+def _clear_leftovers(where: str):
+    "Remove what builds that were killed left behind: their temporary directories, once older than `BUILD_TIMEOUT`."
+    import shutil
+    for d in os.listdir(where):
+        p = os.path.join(where, d)
+        if d.startswith('tmp') and os.path.isdir(p) and time.time() - os.path.getmtime(p) > BUILD_TIMEOUT:
+            shutil.rmtree(p, ignore_errors=True)
 
 def _arg_type(t) -> list | str:
     "An argument's numba type as `_Built` checks it: `[dtype, ndim, writes]` for a C-contiguous array, else 'int64'."
@@ -478,7 +508,8 @@ def _checked(f, name: str, args: list):
     """Kernel `f`, called only with arguments of the types `args` (see `_arg_type`). The check is straight-line code made
     for the kernel (a loop over the argument types cost 1 to 2 µs a call, three times numba's own dispatch), and an array
     that passed stays passed while it lives (a weak reference to the last one at each place): the index's columns come
-    back call after call."""
+    back call after call. (So an array whose flags or shape were changed after it passed is not looked at again: jsnb never
+    changes them. Whether an array must be writable follows the kernel's trial, not whether the kernel writes.)"""
     ps = [f'a{i}' for i in range(len(args))]
     env = dict(f=f, ndarray=np.ndarray, integer=np.integer, ref=weakref.ref, last=[None] * len(args), refuse=_refuse(name, args))
     code = [f"def {name}({', '.join(ps)}):"]
