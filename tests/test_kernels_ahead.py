@@ -114,3 +114,16 @@ def test_a_module_that_does_not_load_is_not_compiled_at_start(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split() == ['False', 'False', 'False']
     assert 'not built ahead of time' in r.stderr, r.stderr
+
+def test_builds_clear_what_is_left(tmp_path):
+    "A build clears killed builds' directories and modules unused for `UNUSED_DAYS`; a module in use, and its types, stay."
+    old = kernels.time.time() - kernels.UNUSED_DAYS * 86400 - 60
+    ext = kernels.importlib.machinery.EXTENSION_SUFFIXES[0]
+    (tmp_path / 'tmpkilled').mkdir(); (tmp_path / 'tmpfresh').mkdir()
+    for name in ('jsnb_kernels-old', 'jsnb_kernels-used'):
+        for f in (name + ext, name + ext + '.json', name + ext + '.lock'): (tmp_path / f).write_text('x')
+    for f in ['tmpkilled', 'jsnb_kernels-old' + ext, 'jsnb_kernels-old' + ext + '.json', 'jsnb_kernels-used' + ext + '.json']:
+        os.utime(tmp_path / f, (old, old))                  # (the used module's types are as old as it was built)
+    kernels._clear_leftovers(str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(['tmpfresh', 'jsnb_kernels-used' + ext,
+                                                                'jsnb_kernels-used' + ext + '.json', 'jsnb_kernels-used' + ext + '.lock'])

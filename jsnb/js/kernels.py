@@ -9,10 +9,10 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['WANTED', 'JIT', 'JIT_MIN_ROWS', 'JIT_MIN_SCANS', 'AT_START', 'lock', 'AOT', 'KERNEL_MODULES', 'BUILD_TIMEOUT', 'log',
-           'ready', 'next_row', 'prev_row', 'count_rows', 'select_rows', 'last_rows', 'expired_rows', 'crc_tables',
-           'crc_run', 'cache_dir', 'compile_cached', 'register', 'register_own', 'warm', 'compiled_forms', 'form_count',
-           'warm_in_background', 'ahead_path', 'load_built', 'built', 'built_kernel', 'BuildError', 'build_here',
-           'speedups']
+           'UNUSED_DAYS', 'ready', 'next_row', 'prev_row', 'count_rows', 'select_rows', 'last_rows', 'expired_rows',
+           'crc_tables', 'crc_run', 'cache_dir', 'compile_cached', 'register', 'register_own', 'warm', 'compiled_forms',
+           'form_count', 'warm_in_background', 'ahead_path', 'load_built', 'built', 'built_kernel', 'BuildError',
+           'build_here', 'speedups']
 
 # %% ../../nbs/2_js/03_kernels.ipynb #dffac007
 import importlib.util, threading
@@ -474,13 +474,22 @@ def build_here(path: str):
             f.write(f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}\n\n{traceback.format_exc()}")
         raise
 
+UNUSED_DAYS = 14           # a built module no server has loaded for this long is removed by the next build
+
 def _clear_leftovers(where: str):
-    "Remove what builds that were killed left behind: their temporary directories, once older than `BUILD_TIMEOUT`."
+    """Before a build, remove what earlier ones left: the temporary directories of builds that were killed (once older than
+    `BUILD_TIMEOUT`), and the modules of other sources or versions that no server loaded for `UNUSED_DAYS` (a server
+    touches its module as it loads it: other Pythons or numba versions sharing the cache keep theirs)."""
     import shutil
     for d in os.listdir(where):
         p = os.path.join(where, d)
-        if d.startswith('tmp') and os.path.isdir(p) and time.time() - os.path.getmtime(p) > BUILD_TIMEOUT:
-            shutil.rmtree(p, ignore_errors=True)
+        try: age = time.time() - os.path.getmtime(p)
+        except OSError: continue                         # (removed with its module just before)
+        if d.startswith('tmp') and os.path.isdir(p) and age > BUILD_TIMEOUT: shutil.rmtree(p, ignore_errors=True)
+        elif d.startswith('jsnb_kernels-') and d.endswith(importlib.machinery.EXTENSION_SUFFIXES[0]) and age > UNUSED_DAYS * 86400:
+            for f in (p, p + '.json', p + '.lock', p + '.failed'):
+                try: os.remove(f)
+                except OSError: pass
 
 def _arg_type(t) -> list | str:
     "An argument's numba type as `_Built` checks it: `[dtype, ndim, writes]` for a C-contiguous array, else 'int64'."
@@ -502,6 +511,8 @@ class _Built:
         m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
         with open(path + '.json') as f: types = json.load(f)
         for name, args in types.items(): setattr(self, name, _checked(getattr(m, name), name, args))
+        try: os.utime(path)                  # (in use: see `_clear_leftovers`)
+        except OSError: pass
         self.path, self.names = path, tuple(types)
 
 def _checked(f, name: str, args: list):
